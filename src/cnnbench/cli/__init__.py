@@ -1,0 +1,53 @@
+"""The ``cnnbench`` command: one module per sub-command, each thin.
+
+Every command module defines ``register(subparsers)`` and imports heavy libraries
+(torch) only inside its handler, so ``cnnbench report --help`` stays fast and the
+report path never imports torch. Errors the user can fix print one line and exit 2;
+library code logs, the CLI prints.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import sys
+from typing import Sequence
+
+from cnnbench import __version__
+from cnnbench.cli.common import CliParser, UserError
+
+# Sub-commands, in the order --help lists them. Each module: register(subparsers).
+COMMANDS = ("run", "models")
+
+__all__ = ["main"]
+
+
+def build_parser() -> CliParser:
+    parser = CliParser(
+        prog="cnnbench",
+        description="Measure how fast convolutional networks train and infer, and report it.",
+    )
+    parser.add_argument("--version", action="version", version=f"cnnbench {__version__}")
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="More log output (-vv for debug).")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=CliParser)
+    sub.required = True
+    for name in COMMANDS:
+        importlib.import_module(f"cnnbench.cli.{name}_cmd").register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=(logging.WARNING, logging.INFO, logging.DEBUG)[min(args.verbose, 2)],
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        return int(args.handler(args) or 0)
+    except UserError as exc:
+        print(f"cnnbench {args.command}: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print(f"cnnbench {args.command}: interrupted", file=sys.stderr)
+        return 130

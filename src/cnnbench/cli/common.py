@@ -1,0 +1,29 @@
+"""Shared CLI pieces: a parser whose errors are one line, and the user-error type."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import NoReturn
+
+from cnnbench.config.errors import ConfigError
+
+
+class UserError(Exception):
+    """Something the user can fix; printed as one line, exit code 2 by default."""
+
+    def __init__(self, message: str, exit_code: int = 2) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+    @classmethod
+    def from_config(cls, exc: ConfigError) -> "UserError":
+        return cls(str(exc))
+
+
+class CliParser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line naming the flag, then exit 2."""
+
+    def error(self, message: str) -> NoReturn:
+        print(f"{self.prog}: error: {message} (see {self.prog} --help)", file=sys.stderr)
+        raise SystemExit(2)

@@ -1,0 +1,51 @@
+"""Command-line flags derived from :class:`RunConfig` fields.
+
+Each field ``batch_size`` becomes ``--batch-size`` (and, for tf_cnn_benchmarks habits,
+a hidden ``--batch_size`` alias); booleans become switches; help and choices come from
+the field metadata. Nothing here knows the individual fields.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from typing import Any
+
+from cnnbench.config.errors import flag_for
+from cnnbench.config.options import field_choices, field_help
+from cnnbench.config.run_config import RunConfig
+
+_PARSERS = {"int": int, "float": float, "str": str}
+
+
+def add_config_arguments(parser: argparse.ArgumentParser, cls: type = RunConfig) -> None:
+    """Add one flag per field of the dataclass ``cls``."""
+    defaults = cls()
+    group = parser.add_argument_group("run options")
+    for f in dataclasses.fields(cls):
+        flag = flag_for(f.name)
+        alias = "--" + f.name
+        base = str(f.type).replace(" | None", "")
+        default = getattr(defaults, f.name)
+        help_text = field_help(f)
+        if base == "bool":
+            group.add_argument(flag, dest=f.name, action="store_true", default=default, help=help_text)
+            if alias != flag:
+                group.add_argument(alias, dest=f.name, action="store_true", default=argparse.SUPPRESS,
+                                   help=argparse.SUPPRESS)
+            continue
+        kwargs: dict[str, Any] = {"dest": f.name, "type": _PARSERS.get(base, str)}
+        choices = field_choices(f)
+        if choices is not None:
+            kwargs["choices"] = choices
+        if f.metadata.get("metavar"):
+            kwargs["metavar"] = f.metadata["metavar"]
+        shown_default = "model's default" if default is None else default
+        group.add_argument(flag, default=default, help=f"{help_text} [default: {shown_default}]", **kwargs)
+        if alias != flag:
+            group.add_argument(alias, default=argparse.SUPPRESS, help=argparse.SUPPRESS, **kwargs)
+
+
+def config_from_args(args: argparse.Namespace, cls: type = RunConfig) -> Any:
+    """Build the dataclass from parsed arguments (raises ConfigError on invalid values)."""
+    return cls(**{f.name: getattr(args, f.name) for f in dataclasses.fields(cls)})

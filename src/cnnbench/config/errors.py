@@ -1,0 +1,24 @@
+"""The one error type for invalid configuration."""
+
+from __future__ import annotations
+
+
+class ConfigError(ValueError):
+    """An invalid option value or combination, found before any work starts.
+
+    ``field`` is the configuration field at fault (``batch_size``); ``flag`` spells it
+    as the command line does (``--batch-size``), so messages read the way users typed.
+    """
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        super().__init__(f"{flag_for(field)}: {message}")
+
+    @property
+    def flag(self) -> str:
+        return flag_for(self.field)
+
+
+def flag_for(field: str) -> str:
+    """``batch_size`` -> ``--batch-size``."""
+    return "--" + field.replace("_", "-")

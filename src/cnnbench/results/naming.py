@@ -1,0 +1,32 @@
+"""Names of configurations in seed 000's style, shared by sweeps and reports.
+
+``<data>-<variable_update>[-<all_reduce>][-distortions]-<N><device>s``, e.g.
+``syn-replicated-nccl-4gpus``, ``real-parameter_server-distortions-4gpus``, ``syn-replicated-1cpus``.
+No torch here.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+
+def data_kind(config: Mapping[str, Any]) -> str:
+    """``syn`` for synthetic input, ``real`` otherwise."""
+    name = config.get("data_name") or "synthetic"
+    return "syn" if name == "synthetic" else "real"
+
+
+def device_word(config: Mapping[str, Any]) -> str:
+    device = config.get("device") or "cpu"
+    return "gpu" if device in ("cuda", "gpu") else str(device)
+
+
+def case_name(config: Mapping[str, Any]) -> str:
+    """The configuration name of a record's ``config`` (without model and batch)."""
+    parts = [data_kind(config), str(config.get("variable_update") or "replicated")]
+    if config.get("all_reduce"):
+        parts.append(str(config["all_reduce"]))
+    if config.get("distortions"):
+        parts.append("distortions")
+    parts.append(f"{int(config.get('num_devices') or 1)}{device_word(config)}s")
+    return "-".join(parts)
