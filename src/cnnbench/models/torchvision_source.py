@@ -37,6 +37,9 @@ TF_DEFAULT_BATCH = {"alexnet": 512, "resnet*": 64, "vgg*": 64, "wide_resnet*": 6
 # Constructor keyword that sets the input size, for models built for one size only.
 _SIZE_KWARG = {"vit_*": "image_size", "maxvit_*": "input_size"}
 
+# Smallest input where library metadata does not say it (MaxViT's 7x7 partitions need 224).
+_MIN_SIZE = {"maxvit_*": 224}
+
 # Constructor keywords that silence initialisation warnings without changing the model.
 _EXTRA_KWARGS: dict[str, dict[str, Any]] = {
     "googlenet": {"init_weights": True},
@@ -96,7 +99,7 @@ def _register_all() -> None:
         size_kwarg = _match(_SIZE_KWARG, name)
         crop = _crop_size(first) if first is not None else None
         default_size = 224 if size_kwarg or crop is None else crop
-        min_size = 16
+        min_size = _match(_MIN_SIZE, name) or 16
         if first is not None:
             ms = first.meta.get("min_size")
             if ms and not size_kwarg:

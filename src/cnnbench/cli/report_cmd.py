@@ -1,0 +1,97 @@
+"""``cnnbench report RESULTS... -o OUTDIR``: tables, scaling, effects, observations and plots.
+
+Thin: parses flags, reads the store, calls :mod:`cnnbench.report`, prints what it wrote.
+Never imports torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from cnnbench.cli.common import UserError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "report",
+        help="Turn results into tables, scaling, effects, observations and plots.",
+        description="Write OUTDIR/summary.md, OUTDIR/report.html (self-contained), OUTDIR/tables/<table>.csv "
+        "and .json for every table, and OUTDIR/plots/*.png. Fields are dotted record names "
+        "(config.model, environment.gpu_model, ...) or the aliases model, machine, gpu, cpu, "
+        "num_devices, batch_size, data, variable_update, precision, compile, source, status.",
+    )
+    p.add_argument("results", nargs="+", metavar="RESULTS", help="Results folders or .jsonl files.")
+    p.add_argument("-o", "--output", required=True, metavar="OUTDIR", help="Folder to write the report to.")
+    p.add_argument("--columns", default="machine", metavar="FIELD",
+                   help="Column dimension of the per-configuration tables (default: machine).")
+    p.add_argument("--effect", action="append", default=None, metavar="FIELD",
+                   help="Show 'speedup from A vs B' for this field (repeatable; default: every field "
+                   "that takes exactly two values).")
+    p.add_argument("--baseline", action="append", default=[], metavar="FIELD=VALUE",
+                   help="Value the other values of FIELD are compared with in effect tables.")
+    p.add_argument("--where", action="append", default=[], metavar="FIELD=VALUE",
+                   help="Keep only matching results: FIELD=V, FIELD=V1,V2 (any of), FIELD!=V; repeatable (all must hold).")
+    p.add_argument("--title", default="cnnbench report", metavar="T", help="Report title.")
+    p.add_argument("--noise", default="3", metavar="PCT",
+                   help="Differences up to PCT percent are called insignificant (default 3; widened when "
+                   "repeats spread more).")
+    p.add_argument("--max-plots", type=int, default=12, metavar="N",
+                   help="Draw at most N plots (default 12: scaling first, then training, then throughput).")
+    p.add_argument("--no-plots", action="store_true", help="Draw no plots (same as --max-plots 0).")
+    p.set_defaults(handler=handle)
+
+
+def parse_noise(text: str) -> float:
+    """``3`` or ``3%`` -> 0.03."""
+    try:
+        value = float(text.strip().rstrip("%"))
+    except ValueError:
+        raise UserError(f"--noise: expected a percentage such as 3 or 3%, got {text!r}") from None
+    if not 0 <= value < 100:
+        raise UserError(f"--noise: must be between 0 and 100 percent, got {text!r}")
+    return value / 100
+
+
+def parse_baselines(items: list[str]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise UserError(f"--baseline {item!r}: expected FIELD=VALUE")
+        out[name.strip()] = value
+    return out
+
+
+def handle(args: argparse.Namespace) -> int:
+    from cnnbench.report import NoMatchingRecords, ReportError, ReportOptions, build_report, write_report
+    from cnnbench.results.store import read_records
+
+    if args.max_plots < 0:
+        raise UserError(f"--max-plots: must be >= 0, got {args.max_plots}")
+    try:
+        records, problems = read_records(args.results)
+    except FileNotFoundError as exc:
+        raise UserError(str(exc)) from None
+    options = ReportOptions(
+        columns=args.columns,
+        effects=args.effect,
+        baselines=parse_baselines(args.baseline),
+        where=args.where,
+        title=args.title,
+        noise=parse_noise(args.noise),
+        max_plots=0 if args.no_plots else args.max_plots,
+        problems=[str(p) for p in problems],
+    )
+    try:
+        report = build_report(records, options)
+    except NoMatchingRecords as exc:
+        raise UserError(f"{exc}; nothing written", exit_code=1) from None
+    except ReportError as exc:
+        raise UserError(str(exc)) from None
+    written = write_report(report, args.output)
+    print(f"wrote {written.summary} and {written.html.name}: {len(report.tables)} tables "
+          f"(csv+json in {written.outdir / 'tables'}), {len(written.plots)} plots, "
+          f"from {report.n_records} results")
+    if problems:
+        print(f"skipped {len(problems)} unreadable line(s); listed at the end of the report")
+    return 0

@@ -1,0 +1,1 @@
+"""Input: synthetic batches (device, host, loader); real data sets arrive with SPEC C6."""

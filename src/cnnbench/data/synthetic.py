@@ -1,0 +1,117 @@
+"""Synthetic input at three locations (SPEC C3), as an endless iterator of (images, labels).
+
+- ``device``: one batch made once on the device and returned every step: no copy, no host work.
+  The upper bound of what the model alone can do.
+- ``host``: a new batch made on the host each step, in pinned memory when the device is CUDA
+  (PyTorch's caching host allocator makes this cheap and tracks the asynchronous copy), and
+  copied with ``non_blocking=True``.
+- ``loader``: batches made in ``DataLoader`` worker processes, prefetched, pinned, then copied
+  like ``host``: the shape of a real input pipeline without the decoding.
+
+Batches arrive in the dtype and memory format the model wants (``channels_last`` for NHWC).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Iterator
+
+import torch
+from torch.utils.data import DataLoader, IterableDataset, get_worker_info
+
+Batch = tuple[torch.Tensor, torch.Tensor]
+
+
+@dataclass(frozen=True)
+class BatchShape:
+    batch_size: int
+    image_size: int
+    num_classes: int
+    channels: int = 3
+
+    @property
+    def images(self) -> tuple[int, int, int, int]:
+        return (self.batch_size, self.channels, self.image_size, self.image_size)
+
+
+def _random_batch(shape: BatchShape, generator: torch.Generator, pin: bool, device: str = "cpu") -> Batch:
+    images = torch.empty(shape.images, pin_memory=pin, device=device).normal_(generator=generator)
+    labels = torch.randint(0, shape.num_classes, (shape.batch_size,), generator=generator, device=device)
+    if pin:
+        labels = labels.pin_memory()
+    return images, labels
+
+
+class _HostBatches(IterableDataset):
+    """Endless random batches, one generator per DataLoader worker."""
+
+    def __init__(self, shape: BatchShape, seed: int) -> None:
+        self.shape = shape
+        self.seed = seed
+
+    def __iter__(self) -> Iterator[Batch]:
+        info = get_worker_info()
+        g = torch.Generator().manual_seed(self.seed + (info.id + 1 if info else 0))
+        while True:
+            yield _random_batch(self.shape, g, pin=False)
+
+
+class SyntheticInput:
+    """Endless synthetic batches for one device. Use as an iterator; ``close()`` stops workers."""
+
+    def __init__(
+        self,
+        location: str,
+        shape: BatchShape,
+        device: torch.device,
+        *,
+        dtype: torch.dtype = torch.float32,
+        channels_last: bool = False,
+        seed: int = 0,
+        loader_workers: int = 2,
+    ) -> None:
+        self.location = location
+        self.shape = shape
+        self.device = device
+        self.dtype = dtype
+        self.memory_format = torch.channels_last if channels_last else torch.contiguous_format
+        self._loader: DataLoader | None = None
+        self._pin = device.type == "cuda"
+        if location == "device":
+            g = torch.Generator(device=device).manual_seed(seed)
+            images, labels = _random_batch(shape, g, pin=False, device=str(device))
+            self._iter: Iterator[Batch] = itertools.repeat(self._place(images, labels))
+        elif location == "host":
+            self._iter = self._host_batches(torch.Generator().manual_seed(seed))
+        elif location == "loader":
+            self._loader = DataLoader(
+                _HostBatches(shape, seed),
+                batch_size=None,
+                num_workers=loader_workers,
+                pin_memory=self._pin,
+                prefetch_factor=2 if loader_workers > 0 else None,
+                persistent_workers=False,
+            )
+            self._iter = (self._place(x, y) for x, y in self._loader)
+        else:
+            raise ValueError(f"unknown synthetic location {location!r}")
+
+    def _place(self, images: torch.Tensor, labels: torch.Tensor) -> Batch:
+        images = images.to(self.device, dtype=self.dtype, non_blocking=True, memory_format=self.memory_format)
+        return images, labels.to(self.device, non_blocking=True)
+
+    def _host_batches(self, g: torch.Generator) -> Iterator[Batch]:
+        while True:
+            yield self._place(*_random_batch(self.shape, g, pin=self._pin))
+
+    def __iter__(self) -> Iterator[Batch]:
+        return self
+
+    def __next__(self) -> Batch:
+        return next(self._iter)
+
+    def close(self) -> None:
+        """Stop DataLoader workers (the iterator is dropped; workers exit with it)."""
+        self._iter = iter(())
+        self._loader = None

@@ -1,0 +1,31 @@
+"""The engine: resolve a configuration, run the timed loop, and store the record.
+
+``execute(config, emit=print)`` is what ``cnnbench run`` and each sweep case call.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from cnnbench.config import RunConfig
+from cnnbench.results.record import Record
+
+__all__ = ["execute", "run_benchmark"]
+
+
+def run_benchmark(config: RunConfig, *, emit: Callable[[str], None] | None = None,
+                  extra: Mapping[str, Any] | None = None) -> Record:
+    from cnnbench.engine.benchmark import run_benchmark as _run
+
+    return _run(config, emit=emit, extra=extra)
+
+
+def execute(config: RunConfig, *, emit: Callable[[str], None] | None = None,
+            extra: Mapping[str, Any] | None = None) -> tuple[Record, Path]:
+    """Run one benchmark and append its record to ``config.results_dir``."""
+    from cnnbench.results.store import append_record
+
+    record = run_benchmark(config, emit=emit, extra=extra)
+    path = append_record(config.results_dir, record.to_dict())
+    return record, path

@@ -1,0 +1,45 @@
+"""Log lines in tf_cnn_benchmarks' format, so existing log tooling keeps working.
+
+The importer for tf_cnn_benchmarks logs reads these lines back, for ours as for theirs.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from cnnbench.engine.stats import ThroughputStats
+
+RULE = "-" * 64
+
+
+def header_lines(config: Mapping[str, Any], *, framework: str, dataset: str) -> list[str]:
+    per_device = config["batch_size"]
+    devices = config["num_devices"]
+    device_names = [f"{config['device']}:{i}" for i in range(devices)]
+    rows = [
+        ("PyTorch:", framework),
+        ("Model:", config["model"]),
+        ("Dataset:", dataset),
+        ("Mode:", "forward-only" if config["forward_only"] else "training"),
+        ("Batch size:", f"{per_device * devices} global"),
+        ("", f"{per_device} per device"),
+        ("Image size:", f"{config['image_size']}x{config['image_size']}"),
+        ("Num batches:", str(config["num_batches"])),
+        ("Num warmup:", str(config["num_warmup_batches"])),
+        ("Devices:", str(device_names)),
+        ("Data format:", config["data_format"]),
+        ("Precision:", config["precision"] + (" (torch.compile)" if config["compile"] else "")),
+        ("Optimizer:", config["optimizer"]),
+        ("Variables:", config["variable_update"]),
+    ]
+    if config.get("all_reduce"):
+        rows.append(("AllReduce:", config["all_reduce"]))
+    return [f"{k:<12} {v}".rstrip() if k else f"{'':<12} {v}" for k, v in rows] + ["=========="]
+
+
+def step_line(step: int, stats: ThroughputStats, loss: float) -> str:
+    return f"{step}\timages/sec: {stats.mean:.1f} +/- {stats.stderr:.1f} (jitter = {stats.jitter:.1f})\t{loss:.3f}"
+
+
+def total_lines(total_images_per_sec: float) -> list[str]:
+    return [RULE, f"total images/sec: {total_images_per_sec:.2f}", RULE]

@@ -1,0 +1,207 @@
+"""Assemble the report: select records, fold repeats, build every table, observations and plots.
+
+:func:`build_report` is pure computation (no files, no matplotlib); see
+:mod:`cnnbench.report.output` for writing it out.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from cnnbench.report import fields as F
+from cnnbench.report.configurations import Section, configuration_sections
+from cnnbench.report.cost import cost_table
+from cnnbench.report.document import Bullets, Figure, Heading, Paragraph, Report, TableBlock
+from cnnbench.report.effects import Effect, compute_effects, default_effect_fields
+from cnnbench.report.implementations import implementation_tables
+from cnnbench.report.observations import (
+    Observation,
+    effect_observations,
+    failure_observations,
+    fastest_observations,
+    implementation_observations,
+    scaling_observations,
+)
+from cnnbench.report.points import PointSet, build_points
+from cnnbench.report.scaling import ScalingGroup, scaling_groups
+from cnnbench.report.selection import parse_where, select
+from cnnbench.report.table import Table, unique_ids
+from cnnbench.report.training import TrainingResult, training_results
+
+log = logging.getLogger(__name__)
+
+
+class ReportError(ValueError):
+    """A report that cannot be made as asked (one line, for the user)."""
+
+
+class NoMatchingRecords(ReportError):
+    """Nothing left to report after ``--where``."""
+
+
+@dataclass
+class ReportOptions:
+    """What to report and how (the ``cnnbench report`` flags)."""
+
+    columns: str = "machine"
+    effects: Sequence[str] | None = None
+    """Fields to show effects of; ``None``: every field with exactly two values."""
+    baselines: Mapping[str, str] = field(default_factory=dict)
+    """``{field: value}``: the value others are compared with in effect tables."""
+    where: Sequence[str] = ()
+    title: str = "cnnbench report"
+    noise: float = 0.03
+    """Relative differences up to this are called insignificant (widened by repeat spread)."""
+    max_plots: int = 12
+    problems: Sequence[str] = ()
+    """Lines the store could not read, listed at the end."""
+
+
+def _parse_baselines(baselines: Mapping[str, str], records: list[Mapping[str, Any]]) -> dict[str, str]:
+    return {F.resolve_field(k, records): v for k, v in baselines.items()}
+
+
+def build_report(records: Sequence[Mapping[str, Any]], options: ReportOptions | None = None) -> Report:
+    """The report for ``records`` (raises :class:`ReportError` / :class:`NoMatchingRecords`)."""
+    opts = options or ReportOptions()
+    records = list(records)
+    if not records:
+        raise NoMatchingRecords("no records to report")
+    try:
+        conditions = parse_where(opts.where, records)
+        selected = select(records, conditions)
+        if not selected:
+            raise NoMatchingRecords(
+                f"no records match --where {' '.join(opts.where)} ({len(records)} records read)")
+        column = F.resolve_field(opts.columns, selected)
+        effect_fields = None if opts.effects is None else [F.resolve_field(e, selected) for e in opts.effects]
+        baselines = _parse_baselines(opts.baselines, selected)
+    except F.FieldError as exc:
+        raise ReportError(str(exc)) from exc
+    points = build_points(selected, [column, *(effect_fields or []), *baselines])
+    log.info("%d of %d records selected, %d points", len(selected), len(records), len(points.points))
+
+    cost = cost_table(points)
+    sections = configuration_sections(points, column, opts.noise)
+    groups = scaling_groups(points, opts.noise)
+    names = effect_fields if effect_fields is not None else default_effect_fields(points)
+    try:
+        effects, effect_notes = compute_effects(points, names, baselines, opts.noise)
+    except F.FieldError as exc:
+        raise ReportError(str(exc)) from exc
+    impls = implementation_tables(points, opts.noise)
+    trainings = training_results(points)
+
+    all_tables: list[Table] = ([cost] if cost else []) + [s.table for s in sections]
+    for g in groups:
+        all_tables += [g.efficiency, g.speedup, g.table]
+    all_tables += [e.table for e in effects] + impls + [r.table for r in trainings]
+    unique_ids(all_tables)
+
+    observations = (scaling_observations(groups) + effect_observations(effects)
+                    + fastest_observations(sections, column) + implementation_observations(impls)
+                    + failure_observations(sections))
+
+    report = Report(opts.title, tables=all_tables, observations=observations, n_records=len(selected))
+    _assemble(report, opts, records, selected, points, column, cost, sections, groups, effects,
+              effect_notes, impls, trainings)
+    _budget_plots(report, opts.max_plots)
+    return report
+
+
+def _facts(records: list, selected: list, opts: ReportOptions, points: PointSet, column: str) -> list[str]:
+    statuses = Counter(str(r.get("status") or "ok") for r in selected)
+    failed = ", ".join(f"{n} {s}" for s, n in statuses.most_common() if s != "ok")
+    lines = [f"{len(selected)} results ({statuses.get('ok', 0)} ok{', ' + failed if failed else ''}) in "
+             f"{len(points.points)} distinct configurations × machines; tables by {F.short_name(column)}."]
+    if opts.where:
+        lines.append(f"Selected with --where {' '.join(opts.where)}: {len(selected)} of {len(records)} results.")
+    constant = [f for f in points.key_fields if len(points.distinct(f)) == 1 and points.distinct(f)[0] is not None]
+    if constant:
+        lines.append("Common to all results: " + ", ".join(F.label(f, points.distinct(f)[0]) for f in constant) + ".")
+    return lines
+
+
+def _assemble(report: Report, opts: ReportOptions, records: list, selected: list, points: PointSet,
+              column: str, cost: Table | None, sections: list[Section], groups: list[ScalingGroup],
+              effects: list[Effect], effect_notes: list[str], impls: list[Table],
+              trainings: list[TrainingResult]) -> None:
+    b = report.blocks
+    b.append(Heading(opts.title, 1))
+    b += [Paragraph(line) for line in _facts(records, selected, opts, points, column)]
+    b.append(Heading("Observations"))
+    b.append(Bullets([o.text for o in report.observations]) if report.observations
+             else Paragraph("Nothing to observe: no table has two comparable figures."))
+    if cost:
+        b += [Heading("Model cost"), TableBlock(cost)]
+    b.append(Heading(f"Throughput by configuration (images/sec; columns: {F.short_name(column)})"))
+    for s in sections:
+        b += [Heading(s.name, 3), TableBlock(s.table)]
+        fig = _throughput_figure(s)
+        if fig:
+            b.append(fig)
+            report.figures.append(fig)
+    if groups:
+        b.append(Heading("Scaling"))
+        for g in groups:
+            fig = _scaling_figure(g)
+            b += [Heading(g.name, 3), TableBlock(g.efficiency), TableBlock(g.speedup), fig, TableBlock(g.table)]
+            report.figures.append(fig)
+    if effects or effect_notes:
+        b.append(Heading("Effects (one factor at a time)"))
+        for e in effects:
+            b += [Heading(e.table.title, 3), TableBlock(e.table)]
+        if effect_notes:
+            b.append(Bullets(effect_notes))
+    if impls:
+        b.append(Heading("Implementations side by side"))
+        for t in impls:
+            b += [Heading(t.title.split(": ", 1)[-1], 3), TableBlock(t)]
+    if trainings:
+        b.append(Heading("Training to accuracy"))
+        for r in trainings:
+            b += [Heading(r.table.title.split(": ", 1)[-1], 3), TableBlock(r.table)]
+            if r.curves:
+                fig = Figure("training", f"training-{r.table.id[len('training-'):]}",
+                             r.table.title, {"curves": r.curves})
+                b.append(fig)
+                report.figures.append(fig)
+    if opts.problems:
+        b.append(Heading("Results that could not be read"))
+        b.append(Bullets(list(opts.problems)))
+
+
+def _throughput_figure(s: Section) -> Figure | None:
+    t = s.table
+    cols = t.columns[t.label_columns:]
+    if not t.rows or (len(cols) < 2 and len(t.rows) < 2):
+        return None
+    values = [[c.value if c.is_number else None for c in row[t.label_columns:]] for row in t.rows]
+    status = [[c.text if isinstance(c.value, str) else "" for c in row[t.label_columns:]] for row in t.rows]
+    data = {"rows": [r[0].text for r in t.rows], "columns": cols, "values": values, "status": status,
+            "column_name": F.short_name(s.column_field)}
+    return Figure("throughput", t.id, f"images/sec: {s.name}", data)
+
+
+def _scaling_figure(g: ScalingGroup) -> Figure:
+    models: dict[str, list[dict[str, Any]]] = {}
+    for s in g.series:
+        points = sorted(s.speedup.items())
+        label = s.label.split(" · ", 1)[1] if " · " in s.label else str(s.values.get(F.MACHINE))
+        models.setdefault(str(s.values.get(F.MODEL)), []).append({"label": label, "points": points})
+    return Figure("scaling", g.table.id, f"Scaling: {g.name}", {"models": models, "devices": g.devices})
+
+
+def _budget_plots(report: Report, max_plots: int) -> None:
+    """Draw at most ``max_plots`` figures: scaling first, then training curves, then throughput."""
+    order = {"scaling": 0, "training": 1, "throughput": 2}
+    ranked = sorted(report.figures, key=lambda f: order[f.kind])
+    for i, fig in enumerate(ranked):
+        fig.drawn = i < max_plots
+    skipped = sum(1 for f in report.figures if not f.drawn)
+    if skipped:
+        report.blocks.insert(2, Paragraph(
+            f"{len(report.figures) - skipped} of {len(report.figures)} plots drawn (--max-plots {max_plots})."))

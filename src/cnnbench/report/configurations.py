@@ -1,0 +1,97 @@
+"""Per-configuration throughput tables (seed 000): rows = models, columns = a chosen field.
+
+One table per configuration (everything in a point's identity except the model, its batch
+size and the column field; a machine descriptor as column, e.g. ``gpu``, folds machines
+with the same GPU together). Cell = median ``total_images_per_sec`` over repeats.
+
+Batch sizes are per model (and sometimes per machine, as in tf_cnn_benchmarks runs): a
+``batch`` column shows the batch of each row; where it differs across the row's cells,
+each cell says its own; where one cell holds several batch sizes (a batch sweep), the
+model gets one row per batch size.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from cnnbench.report import fields as F
+from cnnbench.report.labels import Namer
+from cnnbench.report.points import Point, PointSet, combine
+from cnnbench.report.table import Cell, Table, label_cell, missing, throughput
+
+
+@dataclass
+class Section:
+    """One configuration's table and the points behind it."""
+
+    name: str
+    table: Table
+    column_field: str
+    points: list[Point] = field(default_factory=list)
+
+
+def section_key_fields(points: PointSet, column_field: str) -> list[str]:
+    """Identity fields that tell configuration tables apart for a column field."""
+    drop = {F.MODEL, F.BATCH, column_field}
+    if column_field in F.HARDWARE_FIELDS:
+        drop.add(F.MACHINE)
+    return [f for f in points.key_fields if f not in drop]
+
+
+def configuration_sections(points: PointSet, column_field: str, noise: float) -> list[Section]:
+    """One :class:`Section` per configuration, in natural order of their names."""
+    key_fields = section_key_fields(points, column_field)
+    exclude = set(points.key_fields) - set(key_fields)
+    namer = Namer(points, exclude)
+    groups: dict[tuple, list[Point]] = defaultdict(list)
+    for p in points.points:
+        groups[tuple(p.values.get(f) for f in key_fields)].append(p)
+    sections = []
+    for group in groups.values():
+        name = namer.name(group[0].values)
+        sections.append(Section(name, _table(points, group, name, column_field, noise), column_field, group))
+    sections.sort(key=lambda s: F.sort_key(s.name))
+    return sections
+
+
+def _table(points: PointSet, group: list[Point], name: str, column_field: str, noise: float) -> Table:
+    columns = points.distinct(column_field, group)
+    models = points.distinct(F.MODEL, group)
+    cells: dict[tuple[Any, Any], list[Point]] = defaultdict(list)
+    for p in group:
+        cells[(p.values.get(F.MODEL), p.values.get(column_field))].append(p)
+    rows: list[list[Cell]] = []
+    for model in models:
+        by_col = {c: cells.get((model, c), []) for c in columns}
+        sweep = any(len({p.values.get(F.BATCH) for p in ps}) > 1 for ps in by_col.values())
+        if sweep:
+            for batch in points.distinct(F.BATCH, [p for ps in by_col.values() for p in ps]):
+                row = [label_cell(f"{model}, batch {F.text(batch)}"), Cell(F.text(batch), batch)]
+                for c in columns:
+                    ps = [p for p in by_col[c] if p.values.get(F.BATCH) == batch]
+                    row.append(throughput(combine(ps), noise) if ps else missing())
+                rows.append(row)
+            continue
+        batches = {p.values.get(F.BATCH) for ps in by_col.values() for p in ps}
+        varies = len(batches) > 1
+        batch_cell = Cell(F.text(next(iter(batches))), next(iter(batches))) if not varies else Cell("varies", None)
+        row = [label_cell(model), batch_cell]
+        for c in columns:
+            ps = by_col[c]
+            if not ps:
+                row.append(missing())
+                continue
+            note = f"(batch {F.text(ps[0].values.get(F.BATCH))})" if varies else ""
+            row.append(throughput(combine(ps), noise, note))
+        rows.append(row)
+    col_name = F.short_name(column_field)
+    notes = [
+        f"images/sec over all devices (total_images_per_sec); columns: {col_name}; batch = per device. "
+        f"Cell = median of repeats; ±x% = half the range of repeats where they differ by more than "
+        f"{noise * 100:g}%; OOM/error/timeout = every repeat failed that way; — = not run."
+    ]
+    return Table(f"throughput-{F.slug(name)}", name, "configuration",
+                 ["model", "batch"] + [F.text(c) for c in columns], rows, notes, label_columns=2)
+

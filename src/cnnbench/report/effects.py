@@ -1,0 +1,218 @@
+"""One factor at a time: "speedup from A vs B" over pairs that agree on everything else.
+
+For a field F with values A and B, a *pair* is two points whose identities are equal
+except for F; its ratio is images/sec with A over images/sec with B. When F describes the
+machine (machine, GPU, CPU), the machine label leaves the identity too, so a pair is the
+same configuration on two machines. Tables: one row per device count (or the remaining
+dimension that varies), one column per pair, a median column, and an ``all`` row of
+medians over all pairs. Fields with more than two values compare each value with a
+baseline (``--baseline FIELD=VALUE``; default: the first value in natural order, fp32 for
+precision).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from cnnbench.report import fields as F
+from cnnbench.report.labels import join_labels
+from cnnbench.report.points import ATTRIBUTE_FIELDS, Measure, Point, PointSet, combine
+from cnnbench.report.selection import value_matches
+from cnnbench.report.stats import effective_noise, median
+from cnnbench.report.table import Cell, Table, label_cell, missing, number
+
+ROW_PREFERENCE = (F.DEVICES, F.BATCH, F.MODEL)
+NOT_DEFAULT = frozenset({F.DEVICES})  # scaling covers it
+
+
+@dataclass
+class Pair:
+    """Two points (or groups of points) that differ only in the effect's field."""
+
+    key: dict[str, Any]
+    a: Measure
+    b: Measure
+
+    @property
+    def ratio(self) -> float | None:
+        ma, mb = self.a.median, self.b.median
+        return ma / mb if ma is not None and mb else None
+
+
+@dataclass
+class Effect:
+    """The pairs, table and summary of one "A vs B" comparison."""
+
+    field: str
+    a: Any
+    b: Any
+    pairs: list[Pair]
+    table: Table
+    noise: float
+    row_field: str | None
+    ratios: list[float] = field(default_factory=list)
+
+    @property
+    def median(self) -> float | None:
+        return median(self.ratios)
+
+    @property
+    def summary_row(self) -> str:
+        """The row label whose ``median`` cell is the overall median."""
+        return self.table.rows[-1][0].text
+
+    @property
+    def title(self) -> str:
+        return f"{F.label(self.field, self.a)} vs {F.label(self.field, self.b)}"
+
+
+def _pair_key_fields(points: PointSet, name: str) -> list[str]:
+    drop = {name}
+    if name in F.HARDWARE_FIELDS:
+        drop.add(F.MACHINE)
+    return [f for f in points.key_fields if f not in drop]
+
+
+def _signature(points: PointSet, name: str) -> tuple[int, ...]:
+    index: dict[Any, int] = {}
+    return tuple(index.setdefault(p.values.get(name), len(index)) for p in points.points)
+
+
+def default_effect_fields(points: PointSet) -> list[str]:
+    """Fields taking exactly two values in the selection (configuration first, then GPU,
+    CPU, machine, source); a field splitting the points exactly as an earlier one does
+    (e.g. the machine when each machine has its own GPU) is left out."""
+    candidates = [f for f in points.key_fields if f.startswith("config.") and f not in NOT_DEFAULT]
+    candidates += [f for f in ("environment.gpu_model", "environment.cpu_model", F.MACHINE, F.SOURCE)]
+    candidates += [f for f in points.key_fields if f not in candidates and f not in NOT_DEFAULT]
+    chosen: list[str] = []
+    seen: set[tuple[int, ...]] = set()
+    for name in candidates:
+        if len(points.distinct(name)) != 2:
+            continue
+        sig = _signature(points, name)
+        if sig in seen:
+            continue
+        seen.add(sig)
+        chosen.append(name)
+    return chosen
+
+
+def default_baseline(name: str, values: Sequence[Any]) -> Any:
+    """The value others are compared with: fp32 for precision, else the first in natural order."""
+    if name == "config.precision" and "fp32" in values:
+        return "fp32"
+    return sorted(values, key=F.sort_key)[0]
+
+
+def find_value(values: Sequence[Any], wanted: str) -> Any:
+    for v in values:
+        if value_matches(v, wanted):
+            return v
+    raise F.FieldError(f"--baseline {wanted!r} is not a value of this field (values: "
+                       f"{', '.join(F.text(v) for v in values)})")
+
+
+def compute_effects(points: PointSet, names: Sequence[str], baselines: Mapping[str, str],
+                    noise: float) -> tuple[list[Effect], list[str]]:
+    """Effects for each field in ``names``; also notes on fields that gave no pair."""
+    effects: list[Effect] = []
+    notes: list[str] = []
+    for name in names:
+        values = points.distinct(name)
+        short = F.short_name(name)
+        if len(values) < 2:
+            notes.append(f"{short} takes one value in this selection; there is no effect to show.")
+            continue
+        base = find_value(values, baselines[name]) if name in baselines else default_baseline(name, values)
+        others = [v for v in sorted(values, key=F.sort_key) if v != base]
+        for a in others:
+            effect = _effect(points, name, a, base, noise)
+            if effect is None:
+                notes.append(f"{F.label(name, a)} vs {F.label(name, base)}: no two results agree on "
+                             f"every other field, so there is no pair to compare.")
+            else:
+                effects.append(effect)
+    return effects, notes
+
+
+def _effect(points: PointSet, name: str, a: Any, b: Any, noise: float) -> Effect | None:
+    key_fields = _pair_key_fields(points, name)
+    buckets: dict[tuple, dict[Any, list[Point]]] = defaultdict(lambda: defaultdict(list))
+    for p in points.points:
+        v = p.values.get(name)
+        if v == a or v == b:
+            buckets[tuple(p.values.get(f) for f in key_fields)][v].append(p)
+    pairs: list[Pair] = []
+    involved: list[Point] = []
+    for key, by_value in buckets.items():
+        if a in by_value and b in by_value:
+            pairs.append(Pair(dict(zip(key_fields, key)), combine(by_value[a]), combine(by_value[b])))
+            involved += by_value[a] + by_value[b]
+    if not pairs:
+        return None
+    varying = [f for f in key_fields if len({p.key.get(f) for p in pairs}) > 1]
+    row_field = next((f for f in ROW_PREFERENCE if f in varying), varying[0] if varying else None)
+    col_fields = [f for f in varying if f != row_field]
+    eff_noise = effective_noise(noise, (p.measure.spread for p in involved))
+    table, ratios = _table(name, a, b, pairs, row_field, col_fields, eff_noise)
+    return Effect(name, a, b, pairs, table, eff_noise, row_field, ratios)
+
+
+def _pair_cell(pair: Pair, name: str, a: Any, b: Any) -> Cell:
+    ratio = pair.ratio
+    if ratio is not None:
+        return number(ratio)
+    for side, m in ((a, pair.a), (b, pair.b)):
+        word = m.failure_text() if m.median is None else ""
+        if word:
+            return Cell(f"{F.label(name, side)}: {word}", None)
+    return missing()
+
+
+def _table(name: str, a: Any, b: Any, pairs: list[Pair], row_field: str | None,
+           col_fields: list[str], noise: float) -> tuple[Table, list[float]]:
+    col_label = {id(p): join_labels(p.key, col_fields) for p in pairs}
+    columns: list[str] = list(dict.fromkeys(col_label[id(p)] for p in pairs))
+    if row_field is not None:
+        row_values = sorted({p.key.get(row_field) for p in pairs}, key=F.sort_key)
+    else:
+        row_values = [None]
+    grid: dict[tuple[Any, str], Pair] = {}
+    for p in pairs:
+        grid[(p.key.get(row_field) if row_field else None, col_label[id(p)])] = p
+    rows: list[list[Cell]] = []
+    by_column: dict[str, list[float]] = defaultdict(list)
+    all_ratios: list[float] = []
+    for rv in row_values:
+        row = [label_cell(F.text(rv) if row_field else "all")]
+        xs = []
+        for c in columns:
+            p = grid.get((rv, c))
+            if p is None:
+                row.append(missing())
+                continue
+            row.append(_pair_cell(p, name, a, b))
+            if p.ratio is not None:
+                xs.append(p.ratio)
+                by_column[c].append(p.ratio)
+        all_ratios += xs
+        row.append(number(median(xs)))
+        rows.append(row)
+    if row_field is not None and len(row_values) > 1:
+        rows.append([label_cell("all")] + [number(median(by_column[c])) for c in columns]
+                    + [number(median(all_ratios))])
+    a_label, b_label = F.label(name, a), F.label(name, b)
+    short = F.short_name(name)
+    pairing = ("the same configuration on two machines" if name in F.HARDWARE_FIELDS or name in ATTRIBUTE_FIELDS
+               else "results that agree on every other configuration field and the machine")
+    notes = [f"Ratio of images/sec with {a_label} over images/sec with {b_label} (> 1: {a_label} is faster), "
+             f"for each pair of {pairing}. Rows: {F.short_name(row_field) if row_field else 'all pairs'}; "
+             f"columns: {', '.join(F.short_name(f) for f in col_fields) or 'the pair'}; 'all': medians over "
+             f"every pair. Differences within {noise * 100:.1f}% are noise."]
+    table = Table(f"effect-{F.slug(short)}-{F.slug(F.text(a))}-vs-{F.slug(F.text(b))}",
+                  f"Speedup from {a_label} vs {b_label}", "effect",
+                  [F.short_name(row_field) if row_field else ""] + columns + ["median"], rows, notes)
+    return table, all_ratios

@@ -1,0 +1,186 @@
+"""Record fields by dotted name, short aliases, and how their values sort and read.
+
+A field is named by its dotted path in the record (``config.model``,
+``environment.gpu_model``, ``metrics.total_images_per_sec``, ``source``). Common fields
+have short aliases (``model``, ``machine``, ``gpu``, ...); any other bare name is looked up
+in ``config``, then ``environment``, then ``metrics``. No torch here.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from typing import Any, Hashable, Iterable, Mapping
+
+ALIASES: dict[str, str] = {
+    "model": "config.model",
+    "machine": "environment.machine",
+    "gpu": "environment.gpu_model",
+    "cpu": "environment.cpu_model",
+    "num_devices": "config.num_devices",
+    "devices": "config.num_devices",
+    "batch_size": "config.batch_size",
+    "batch": "config.batch_size",
+    "data": "config.data_name",
+    "variable_update": "config.variable_update",
+    "precision": "config.precision",
+    "device": "config.device",
+    "compile": "config.compile",
+    "source": "source",
+    "status": "status",
+}
+
+# Short display names (the reverse of the aliases that read best).
+SHORT_NAMES: dict[str, str] = {
+    "config.model": "model",
+    "environment.machine": "machine",
+    "environment.gpu_model": "gpu",
+    "environment.cpu_model": "cpu",
+    "config.num_devices": "num_devices",
+    "config.batch_size": "batch_size",
+    "config.data_name": "data",
+    "config.variable_update": "variable_update",
+    "config.precision": "precision",
+}
+
+TOP_LEVEL = (
+    "status", "source", "run_id", "suite_name", "case_name", "tool_version",
+    "schema_version", "started_at", "error", "source_path",
+)
+SECTIONS = ("config", "environment", "metrics")
+
+MODEL = "config.model"
+BATCH = "config.batch_size"
+DEVICES = "config.num_devices"
+MACHINE = "environment.machine"
+SOURCE = "source"
+IPS = "metrics.total_images_per_sec"
+
+# Fields that describe the machine itself: they come with the machine label, so they
+# never split a configuration; comparing by one of them compares machines.
+HARDWARE_FIELDS = frozenset({
+    "environment.machine", "environment.hostname", "environment.cpu_model", "environment.cpu_cores",
+    "environment.gpu_model", "environment.gpu_count", "environment.platform",
+})
+
+# Fields whose values read on their own in a label ("resnet50", "fp16"); others read "name=value".
+BARE_VALUE_FIELDS = frozenset({
+    "config.model", "environment.machine", "environment.gpu_model", "environment.cpu_model",
+    "config.data_name", "config.variable_update", "config.precision", "source", "environment.hostname",
+})
+
+
+class FieldError(ValueError):
+    """An unknown field name or a malformed field expression (one line, for the user)."""
+
+
+def get_value(record: Mapping[str, Any], field: str) -> Any:
+    """The value of a dotted field in a record (``None`` when absent).
+
+    ``source`` defaults to ``cnnbench`` and ``environment.machine`` to the host name.
+    """
+    if field == SOURCE:
+        return record.get("source") or "cnnbench"
+    if field == MACHINE:
+        env = record.get("environment") or {}
+        return env.get("machine") or env.get("hostname") or "unknown"
+    node: Any = record
+    for part in field.split("."):
+        if not isinstance(node, Mapping):
+            return None
+        node = node.get(part)
+        if node is None:
+            return None
+    return node
+
+
+def known_fields(records: Iterable[Mapping[str, Any]], limit: int = 2000) -> set[str]:
+    """Dotted names seen in (the first ``limit``) records, plus the aliases."""
+    names: set[str] = set(ALIASES) | set(TOP_LEVEL)
+    for i, rec in enumerate(records):
+        if i >= limit:
+            break
+        for section in SECTIONS:
+            sub = rec.get(section)
+            if isinstance(sub, Mapping):
+                names.update(f"{section}.{k}" for k in sub)
+        names.update(k for k in rec if k not in SECTIONS)
+    return names
+
+
+def resolve_field(name: str, records: list[Mapping[str, Any]]) -> str:
+    """The dotted field for a user-given name or alias; raises :class:`FieldError` if unknown."""
+    name = name.strip()
+    if not name:
+        raise FieldError("empty field name")
+    if name in ALIASES:
+        return ALIASES[name]
+    known = known_fields(records)
+    if "." in name:
+        head = name.split(".", 1)[0]
+        if name in known or head in SECTIONS:
+            return name
+    else:
+        if name in TOP_LEVEL:
+            return name
+        for section in SECTIONS:
+            if f"{section}.{name}" in known:
+                return f"{section}.{name}"
+        if name in known:
+            return name
+    close = difflib.get_close_matches(name, sorted(known), n=3, cutoff=0.6)
+    hint = f" (did you mean {', '.join(close)}?)" if close else ""
+    raise FieldError(f"unknown field {name!r}{hint}")
+
+
+def short_name(field: str) -> str:
+    """A short display name: the alias for common fields, else the last dotted part."""
+    return SHORT_NAMES.get(field) or field.rsplit(".", 1)[-1]
+
+
+def hashable(value: Any) -> Hashable:
+    """A hashable stand-in for a record value (lists and objects become JSON text)."""
+    if isinstance(value, (dict, list, tuple)):
+        return json.dumps(value, sort_keys=True, default=str)
+    return value
+
+
+_DIGITS = re.compile(r"(\d+)")
+
+
+def sort_key(value: Any) -> tuple:
+    """Order values naturally: booleans (False first), numbers ascending, then text with
+    embedded numbers in numeric order (``resnet50`` before ``resnet101``); ``None`` last."""
+    if value is None:
+        return (3,)
+    if isinstance(value, bool):
+        return (0, int(value))
+    if isinstance(value, (int, float)):
+        return (1, float(value))
+    parts = _DIGITS.split(str(value).lower())
+    return (2, tuple((0, int(p)) if p.isdigit() else (1, p) for p in parts if p))
+
+
+def text(value: Any) -> str:
+    """A value as plain text (``—`` for ``None``)."""
+    if value is None:
+        return "—"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def label(field: str, value: Any) -> str:
+    """A value as it reads in a label: ``resnet50``, ``fp16``, ``batch_size=64``, ``compile=True``
+    (``None`` reads ``none``)."""
+    shown = "none" if value is None else text(value)
+    if field in BARE_VALUE_FIELDS:
+        return shown
+    return f"{short_name(field)}={shown}"
+
+
+def slug(value: str) -> str:
+    """A file-name-safe form of a label."""
+    s = re.sub(r"[^A-Za-z0-9._+-]+", "_", value).strip("_.")
+    return s or "table"

@@ -1,0 +1,107 @@
+"""Implementations side by side (seed 002): the same benchmark from different sources
+(cnnbench, imported tf_cnn_benchmarks logs) or backends (eager, torch.compile).
+
+Results are matched on the fields every implementation records the same way (model, batch
+per device, precision, training or inference, variable update, synthetic or real data,
+distortions, machine); one table per such group, rows = device counts, one column per
+implementation (with the synthetic-input location where it varies, like seed 002's
+GPU/CPU/Python), and the ratio of the two when there are two.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from cnnbench.report import fields as F
+from cnnbench.report.points import Point, PointSet, combine
+from cnnbench.report.table import Cell, Table, missing, number, throughput
+from cnnbench.results.naming import data_kind
+
+COMPILE = "config.compile"
+LOCATION = "config.synthetic_location"
+CORE = (F.MODEL, F.BATCH, "config.precision", "config.forward_only", "config.variable_update",
+        "data_kind", "config.distortions", F.MACHINE)
+
+
+def has_implementations(points: PointSet) -> bool:
+    """Do the records come from more than one source or backend?"""
+    compiles = {v for v in points.distinct(COMPILE) if v is not None}
+    return len(points.distinct(F.SOURCE)) > 1 or len(compiles) > 1
+
+
+def _labeller(points: PointSet):
+    compiles = {v for v in points.distinct(COMPILE) if v is not None}
+    locations: dict[Any, set] = defaultdict(set)
+    for p in points.points:
+        if p.values.get(LOCATION) is not None:
+            locations[p.values.get(F.SOURCE)].add(p.values.get(LOCATION))
+
+    def label(p: Point) -> str:
+        source = str(p.values.get(F.SOURCE))
+        extra = []
+        if len(compiles) > 1 and p.values.get(COMPILE) is not None:
+            extra.append("compile" if p.values.get(COMPILE) else "eager")
+        if len(locations[p.values.get(F.SOURCE)]) > 1:
+            extra.append(f"input on {p.values.get(LOCATION)}")
+        return f"{source} ({', '.join(extra)})" if extra else source
+
+    return label
+
+
+def _core(p: Point) -> tuple:
+    v = p.values
+    return (v.get(F.MODEL), v.get(F.BATCH), v.get("config.precision"), bool(v.get("config.forward_only")),
+            v.get("config.variable_update") or "replicated", data_kind({"data_name": v.get("config.data_name")}),
+            bool(v.get("config.distortions")), v.get(F.MACHINE))
+
+
+def _title(core: tuple) -> str:
+    model, batch, precision, forward, vu, data, distortions, machine = core
+    name = f"{data}-{vu}" + ("-distortions" if distortions else "")
+    mode = "inference" if forward else "training"
+    return f"{model}, {name}, batch {F.text(batch)} per device, {F.text(precision)}, {mode}, on {machine}"
+
+
+def implementation_tables(points: PointSet, noise: float) -> list[Table]:
+    """Side-by-side tables wherever two or more implementations ran the same benchmark."""
+    if not has_implementations(points):
+        return []
+    label = _labeller(points)
+    groups: dict[tuple, list[Point]] = defaultdict(list)
+    for p in points.points:
+        groups[_core(p)].append(p)
+    order = {s: i for i, s in enumerate(points.distinct(F.SOURCE))}
+    tables = []
+    for core, group in groups.items():
+        by_impl: dict[str, dict[int, list[Point]]] = defaultdict(lambda: defaultdict(list))
+        sort_of: dict[str, tuple] = {}
+        for p in group:
+            lab = label(p)
+            by_impl[lab][int(p.values.get(F.DEVICES) or 1)].append(p)
+            sort_of[lab] = (order.get(p.values.get(F.SOURCE), 0), F.sort_key(p.values.get(COMPILE)),
+                            F.sort_key(p.values.get(LOCATION)))
+        if len(by_impl) < 2:
+            continue
+        impls = sorted(by_impl, key=lambda k: sort_of[k])
+        devices = sorted({n for d in by_impl.values() for n in d})
+        ratio = len(impls) == 2
+        rows = []
+        for n in devices:
+            row = [Cell(str(n), n)]
+            meds = []
+            for impl in impls:
+                ps = by_impl[impl].get(n)
+                m = combine(ps) if ps else None
+                row.append(throughput(m, noise) if m else missing())
+                meds.append(m.median if m else None)
+            if ratio:
+                row.append(number(meds[0] / meds[1]) if meds[0] is not None and meds[1] else missing())
+            rows.append(row)
+        columns = ["devices"] + impls + ([f"{impls[0]} / {impls[1]}"] if ratio else [])
+        notes = ["images/sec over all devices, median of repeats; rows: device count."]
+        title = _title(core)
+        tables.append(Table(f"implementations-{F.slug(title)}", f"Implementations: {title}", "implementation",
+                            columns, rows, notes))
+    tables.sort(key=lambda t: F.sort_key(t.title))
+    return tables

@@ -1,0 +1,73 @@
+"""Names of configurations and series, in seed 000's style.
+
+``<data>-<variable_update>[-<all_reduce>][-distortions][-<precision>]-<N><device>s[-inference]``,
+as :func:`cnnbench.results.naming.case_name` writes it, plus the precision and the mode
+when they vary in the selection, and ``(field=value, ...)`` for any other identity field
+that varies. Fields a table shows elsewhere (its rows, its columns) are left out; a left-out
+device count reads ``N<device>s``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Collection, Mapping
+
+from cnnbench.report import fields as F
+from cnnbench.report.points import PointSet
+from cnnbench.results.naming import device_word
+
+DATA = "config.data_name"
+VARIABLE_UPDATE = "config.variable_update"
+ALL_REDUCE = "config.all_reduce"
+DISTORTIONS = "config.distortions"
+PRECISION = "config.precision"
+FORWARD_ONLY = "config.forward_only"
+DEVICE = "config.device"
+
+NAME_FIELDS = frozenset({DATA, VARIABLE_UPDATE, ALL_REDUCE, DISTORTIONS, PRECISION, FORWARD_ONLY,
+                         DEVICE, F.DEVICES})
+
+
+class Namer:
+    """Names configurations of one point set, leaving out the fields in ``exclude``."""
+
+    def __init__(self, points: PointSet, exclude: Collection[str] = ()) -> None:
+        self.exclude = frozenset(exclude)
+        self.varying = [f for f in points.key_fields if points.varies(f)]
+        real = {v for v in points.distinct(DATA) if v not in (None, "synthetic")}
+        self._name_real_sets = len(real) > 1
+
+    def name(self, values: Mapping[str, Any]) -> str:
+        """The configuration name of a point's values."""
+        ex = self.exclude
+        parts: list[str] = []
+        if DATA not in ex:
+            data = values.get(DATA) or "synthetic"
+            parts.append("syn" if data == "synthetic" else (str(data) if self._name_real_sets else "real"))
+        if VARIABLE_UPDATE not in ex:
+            parts.append(str(values.get(VARIABLE_UPDATE) or "replicated"))
+        if ALL_REDUCE not in ex and values.get(ALL_REDUCE):
+            parts.append(str(values[ALL_REDUCE]))
+        if DISTORTIONS not in ex and values.get(DISTORTIONS):
+            parts.append("distortions")
+        if PRECISION in self.varying and PRECISION not in ex:
+            parts.append(F.text(values.get(PRECISION)))
+        word = device_word({"device": values.get(DEVICE)})
+        if F.DEVICES in ex:
+            parts.append(f"N{word}s")
+        else:
+            parts.append(f"{int(values.get(F.DEVICES) or 1)}{word}s")
+        if FORWARD_ONLY in self.varying and FORWARD_ONLY not in ex and values.get(FORWARD_ONLY):
+            parts.append("inference")
+        name = "-".join(parts)
+        extras = [F.label(f, values.get(f)) for f in self.varying
+                  if f not in NAME_FIELDS and f not in ex and f != F.MACHINE]
+        if extras:
+            name += f" ({', '.join(extras)})"
+        if F.MACHINE in self.varying and F.MACHINE not in ex:
+            name += f" on {values.get(F.MACHINE)}"
+        return name
+
+
+def join_labels(values: Mapping[str, Any], fields: Collection[str]) -> str:
+    """``resnet50 · DGX1 · batch_size=64``: the labels of ``fields`` in a point's values."""
+    return " · ".join(F.label(f, values.get(f)) for f in fields) or "all"

@@ -1,0 +1,51 @@
+"""Render a :class:`~cnnbench.report.document.Report` as markdown (``summary.md``)."""
+
+from __future__ import annotations
+
+from cnnbench.report.document import Bullets, Figure, Heading, Paragraph, Report, TableBlock
+from cnnbench.report.table import Table, condensed
+
+MAX_COLUMNS = 14
+"""Effect and scaling-summary tables wider than this print as per-row n/min/median/max."""
+CONDENSABLE = ("effect", "scaling-summary")
+
+
+def display_table(table: Table) -> Table:
+    """The table as printed: wide effect and scaling-summary tables are condensed."""
+    if table.kind in CONDENSABLE:
+        return condensed(table, MAX_COLUMNS) or table
+    return table
+
+
+def _esc(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def table_markdown(table: Table) -> str:
+    t = display_table(table)
+    head = "| " + " | ".join(_esc(c) for c in t.columns) + " |"
+    align = "|" + "|".join(":--" if i < t.label_columns else "--:" for i in range(len(t.columns))) + "|"
+    lines = [head, align]
+    for row in t.rows:
+        lines.append("| " + " | ".join(_esc(c.text) for c in row) + " |")
+    for note in t.notes:
+        lines.append("")
+        lines.append(f"_{note}_")
+    return "\n".join(lines)
+
+
+def render_markdown(report: Report) -> str:
+    out: list[str] = []
+    for block in report.blocks:
+        if isinstance(block, Heading):
+            out.append("#" * block.level + " " + block.text)
+        elif isinstance(block, Paragraph):
+            out.append(block.text)
+        elif isinstance(block, Bullets):
+            out.append("\n".join(f"- {item}" for item in block.items))
+        elif isinstance(block, TableBlock):
+            out.append(table_markdown(block.table))
+        elif isinstance(block, Figure):
+            if block.drawn:
+                out.append(f"![{block.title}]({block.path})")
+    return "\n\n".join(out) + "\n"

@@ -1,0 +1,225 @@
+"""Written observations drawn from the tables, each with references to the cells it quotes.
+
+Every bullet is computed from table cells (its :class:`Ref` list names them: table id,
+row label, column), and says nothing that no number supports: scaling efficiency at the
+largest device count with a plain verdict, each effect's median against the noise
+threshold, the fastest machine (or other column value) per model, implementation ratios,
+and failures.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from cnnbench.report import fields as F
+from cnnbench.report.configurations import Section
+from cnnbench.report.effects import Effect
+from cnnbench.report.scaling import ScalingGroup
+from cnnbench.report.stats import median
+from cnnbench.report.table import Table
+
+MAX_SCALING_BULLETS = 6
+MAX_EFFECT_BULLETS = 10
+MAX_MODELS_LISTED = 8
+MAX_FAILURES_LISTED = 5
+
+
+@dataclass(frozen=True)
+class Ref:
+    """A table cell an observation quotes."""
+
+    table: str
+    row: str
+    column: str
+
+
+@dataclass
+class Observation:
+    """One bullet and the cells it rests on."""
+
+    text: str
+    refs: list[Ref] = field(default_factory=list)
+
+
+def verdict(efficiency: float) -> str:
+    """Plain words for a median scaling efficiency."""
+    if efficiency >= 0.9:
+        return "near-linear: each added device is almost fully used"
+    if efficiency >= 0.75:
+        return "good: most of each added device is used"
+    if efficiency >= 0.5:
+        return "moderate: a large share of each added device is lost"
+    return "poor: adding devices gains little"
+
+
+def _pct(x: float) -> str:
+    return f"{x * 100:.1f}%"
+
+
+def scaling_observations(groups: Sequence[ScalingGroup]) -> list[Observation]:
+    """Efficiency at the largest device count of each scaling configuration."""
+    out: list[Observation] = []
+    summaries = []
+    for g in groups:
+        t = g.efficiency
+        for row in reversed(t.rows):
+            med = row[-1]
+            if not med.is_number:
+                continue
+            cells = [(t.columns[i], c) for i, c in enumerate(row[1:-1], 1) if c.is_number]
+            summaries.append((g, t, row[0].text, cells, med))
+            break
+    for g, t, n, cells, med in summaries[:MAX_SCALING_BULLETS]:
+        lo = min(cells, key=lambda c: c[1].value)
+        hi = max(cells, key=lambda c: c[1].value)
+        refs = [Ref(t.id, n, lo[0]), Ref(t.id, n, hi[0]), Ref(t.id, n, "median")]
+        if len(cells) == 1:
+            text = (f"Scaling, {g.name}: at {n} devices, efficiency is {lo[1].text} for {lo[0]} — "
+                    f"{verdict(med.value)}.")
+        else:
+            text = (f"Scaling, {g.name}: at {n} devices, efficiency ranges {lo[1].text}–{hi[1].text} over "
+                    f"{len(cells)} series (median {med.text}) — {verdict(med.value)}.")
+        out.append(Observation(text, refs))
+    rest = summaries[MAX_SCALING_BULLETS:]
+    if rest:
+        meds = [s[4] for s in rest]
+        lo = min(rest, key=lambda s: s[4].value)
+        hi = max(rest, key=lambda s: s[4].value)
+        out.append(Observation(
+            f"Scaling, {len(rest)} further configurations: median efficiency at their largest device count "
+            f"ranges {lo[4].text}–{hi[4].text} (overall median {_pct(median(m.value for m in meds))}).",
+            [Ref(s[1].id, s[2], "median") for s in rest]))
+    return out
+
+
+def _locate(table: Table, value: float) -> Ref | None:
+    for row in table.rows:
+        for i, c in enumerate(row[1:-1], 1):
+            if c.is_number and c.value == value:
+                return Ref(table.id, row[0].text, table.columns[i])
+    return None
+
+
+def effect_observations(effects: Sequence[Effect]) -> list[Observation]:
+    """Each effect's median over its pairs, against its noise threshold."""
+    out = []
+    for e in effects[:MAX_EFFECT_BULLETS]:
+        med = e.median
+        if med is None:
+            continue
+        t = e.table
+        refs = [Ref(t.id, e.summary_row, "median")]
+        n = len(e.ratios)
+        head = f"{e.title} ({F.short_name(e.field)}): median {med:.2f}"
+        if n > 1:
+            lo, hi = min(e.ratios), max(e.ratios)
+            head += f" over {n} pairs (range {lo:.2f}–{hi:.2f})"
+            refs += [r for r in (_locate(t, lo), _locate(t, hi)) if r is not None]
+        else:
+            head += " from 1 pair"
+        a, b = F.label(e.field, e.a), F.label(e.field, e.b)
+        if abs(med - 1) <= e.noise:
+            tail = f"no significant effect (within the {_pct(e.noise)} noise threshold)"
+        elif med > 1:
+            tail = f"{a} is {_pct(med - 1)} faster than {b}"
+        else:
+            tail = f"{a} is {_pct(1 - med)} slower than {b}"
+        out.append(Observation(f"{head}: {tail}.", refs))
+    return out
+
+
+def fastest_observations(sections: Sequence[Section], column_field: str) -> list[Observation]:
+    """The column value (machine by default) with the highest images/sec for each model."""
+    if column_field == F.DEVICES:
+        return []
+    wins: dict[str, Counter] = defaultdict(Counter)
+    compared: Counter = Counter()
+    refs: dict[str, list[Ref]] = defaultdict(list)
+    best_text: dict[str, str] = {}
+    for s in sections:
+        t = s.table
+        data = range(t.label_columns, len(t.columns))
+        for row in t.rows:
+            cells = [(t.columns[i], row[i]) for i in data if row[i].is_number]
+            if len(cells) < 2:
+                continue
+            col, cell = max(cells, key=lambda c: c[1].value)
+            model = row[0].text
+            wins[model][col] += 1
+            compared[model] += 1
+            refs[model].append(Ref(t.id, model, col))
+            best_text[model] = f"{col} ({cell.text.split(' ')[0]} images/sec in {t.title})"
+    if not wins:
+        return []
+    parts = []
+    all_refs: list[Ref] = []
+    for model in list(wins)[:MAX_MODELS_LISTED]:
+        col, k = wins[model].most_common(1)[0]
+        if compared[model] == 1:
+            parts.append(f"{model}: {best_text[model]}")
+        else:
+            parts.append(f"{model}: {col} (fastest in {k} of {compared[model]} configurations)")
+        all_refs += refs[model]
+    more = len(wins) - MAX_MODELS_LISTED
+    tail = f"; {more} more models in the tables" if more > 0 else ""
+    name = F.short_name(column_field)
+    return [Observation(f"Fastest {name} per model — " + "; ".join(parts) + tail + ".", all_refs)]
+
+
+def implementation_observations(tables: Sequence[Table]) -> list[Observation]:
+    """Median ratio of two implementations over all their side-by-side device counts."""
+    by_pair: dict[str, list[tuple[Table, str, float]]] = defaultdict(list)
+    for t in tables:
+        if len(t.columns) != 4:
+            continue
+        ratio_col = t.columns[-1]
+        for row in t.rows:
+            if row[-1].is_number:
+                by_pair[ratio_col].append((t, row[0].text, row[-1].value))
+    out = []
+    for col, items in by_pair.items():
+        xs = [x for _, _, x in items]
+        med = median(xs)
+        assert med is not None
+        refs = [Ref(t.id, r, col) for t, r, _ in items]
+        out.append(Observation(
+            f"Implementations {col}: median ratio {med:.2f} over {len(xs)} side-by-side results "
+            f"(range {min(xs):.2f}–{max(xs):.2f}).", refs))
+    return out
+
+
+def failure_observations(sections: Sequence[Section]) -> list[Observation]:
+    """Cells where every repeat failed (by status) and cells with some failed repeats."""
+    failed: Counter = Counter()
+    partial = 0
+    examples: list[tuple[str, Ref]] = []
+    refs: list[Ref] = []
+    for s in sections:
+        t = s.table
+        for row in t.rows:
+            for i in range(t.label_columns, len(t.columns)):
+                c = row[i]
+                ref = Ref(t.id, row[0].text, t.columns[i])
+                if isinstance(c.value, str):
+                    failed[c.value] += 1
+                    refs.append(ref)
+                    if len(examples) < MAX_FAILURES_LISTED:
+                        examples.append((f"{row[0].text} on {t.columns[i]} in {t.title} ({c.value})", ref))
+                elif c.is_number and c.failed_repeats:
+                    partial += 1
+                    refs.append(ref)
+    if not failed and not partial:
+        return []
+    counts = ", ".join(f"{k} {w}" for w, k in failed.most_common())
+    total = sum(failed.values())
+    text = f"Failures: {total} cell{'s' if total != 1 else ''} where every repeat failed"
+    text += f" ({counts})" if counts else ""
+    if examples:
+        text += ": " + "; ".join(e for e, _ in examples)
+        if total > len(examples):
+            text += f"; {total - len(examples)} more in the tables"
+    if partial:
+        text += f". {partial} more cell{'s' if partial != 1 else ''} had some repeats fail (shown as k/n)"
+    return [Observation(text + ".", refs)]

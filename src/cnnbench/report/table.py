@@ -1,0 +1,147 @@
+"""Tables: cells that carry both what a reader sees and what a program reads.
+
+A :class:`Cell` has ``text`` (as printed in markdown/HTML) and ``value`` (as written to
+CSV/JSON): a number, a status word (``OOM``, ``error``, ``timeout``) or ``None`` for
+a missing cell, which prints as ``—``. A missing or failed cell is never a 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from cnnbench.report.points import Measure
+from cnnbench.report.stats import median
+
+MISSING = "—"
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One table cell."""
+
+    text: str
+    value: Any = None
+    failed_repeats: int = 0
+    """For a number: how many of its repeats failed (shown as ``k/n`` in the text)."""
+
+    @property
+    def is_number(self) -> bool:
+        return isinstance(self.value, (int, float)) and not isinstance(self.value, bool)
+
+
+def missing() -> Cell:
+    return Cell(MISSING, None)
+
+
+def label_cell(text: Any) -> Cell:
+    """A label (row header) cell; its value is the label itself."""
+    return Cell(MISSING if text is None else str(text), text)
+
+
+def number(value: float | None, digits: int = 2, suffix: str = "") -> Cell:
+    """A number with ``digits`` decimals, or ``—`` for ``None``."""
+    if value is None:
+        return missing()
+    return Cell(f"{value:.{digits}f}{suffix}", value)
+
+
+def percent(fraction: float | None, digits: int = 1) -> Cell:
+    """A fraction shown as a percentage (value stays the fraction)."""
+    if fraction is None:
+        return missing()
+    return Cell(f"{fraction * 100:.{digits}f}%", fraction)
+
+
+def throughput(measure: Measure | None, noise: float, note: str = "") -> Cell:
+    """An images/sec cell from the repeats of a cell.
+
+    The median of ``ok`` repeats with 2 decimals; ``±x%`` (half the range, relative to the
+    median) when repeats differ by more than ``noise``; ``(k/n OOM)`` when some repeats
+    failed; the failure (``OOM``, ``error``, ``timeout``) when all did; ``—`` when none ran.
+    """
+    if measure is None or measure.n == 0:
+        return missing()
+    med = measure.median
+    if med is None:
+        word = measure.failure_text()
+        return Cell(word, word) if word else missing()
+    text = f"{med:.2f}"
+    spread = measure.spread
+    if spread is not None and spread > noise:
+        text += f" ±{spread / 2 * 100:.1f}%"
+    fails = measure.failures
+    if fails:
+        text += f" ({sum(fails.values())}/{measure.n} {measure.failure_text()})"
+    if note:
+        text += f" {note}"
+    return Cell(text, round(med, 4), sum(fails.values()))
+
+
+@dataclass
+class Table:
+    """A titled table. ``rows[i][0]`` is the row label; ``kind`` names the table family
+    (``cost``, ``configuration``, ``scaling``, ``scaling-summary``, ``effect``,
+    ``implementation``, ``training``)."""
+
+    id: str
+    title: str
+    kind: str
+    columns: list[str]
+    rows: list[list[Cell]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    label_columns: int = 1
+    """How many leading columns are labels rather than data."""
+
+    def column_index(self, column: str) -> int:
+        return self.columns.index(column)
+
+    def row(self, label: str) -> list[Cell]:
+        """The first row whose label cell reads ``label``."""
+        for r in self.rows:
+            if r[0].text == label:
+                return r
+        raise KeyError(f"{self.id}: no row {label!r}")
+
+    def cell(self, row_label: str, column: str) -> Cell:
+        return self.row(row_label)[self.column_index(column)]
+
+    def records(self) -> list[dict[str, Any]]:
+        """Rows as ``{column: value}`` dicts (values as in CSV/JSON)."""
+        return [{c: cell.value for c, cell in zip(self.columns, row)} for row in self.rows]
+
+
+def condensed(table: Table, max_columns: int) -> Table | None:
+    """For a table wider than ``max_columns`` whose data columns are numbers (effects,
+    scaling summaries): per row, how many values, their minimum, median and maximum.
+    ``None`` when the table is narrow enough to print as it is."""
+    if len(table.columns) <= max_columns:
+        return None
+    data = [i for i, c in enumerate(table.columns) if i >= table.label_columns and c != "median"]
+    rows = []
+    for row in table.rows:
+        xs = [row[i].value for i in data if row[i].is_number]
+        if xs:
+            rows.append(row[: table.label_columns] + [
+                Cell(str(len(xs)), len(xs)), number(min(xs)), number(median(xs)), number(max(xs))])
+        else:
+            rows.append(row[: table.label_columns] + [Cell("0", 0), missing(), missing(), missing()])
+    columns = table.columns[: table.label_columns] + ["n", "min", "median", "max"]
+    note = (f"{len(data)} columns summarised per row; every column is in tables/{table.id}.csv "
+            f"and tables/{table.id}.json.")
+    return Table(table.id, table.title, table.kind, columns, rows, [note] + table.notes, table.label_columns)
+
+
+def header_cells(values: Sequence[Any]) -> list[str]:
+    return [MISSING if v is None else str(v) for v in values]
+
+
+def unique_ids(tables: Sequence[Table]) -> None:
+    """Make table ids unique (``x``, ``x-2``, ``x-3``...), in place."""
+    seen: set[str] = set()
+    for t in tables:
+        base, n = t.id, 1
+        while t.id in seen:
+            n += 1
+            t.id = f"{base}-{n}"
+        seen.add(t.id)

@@ -1,0 +1,166 @@
+"""Training-to-accuracy tables (seed 004): rows = what it took, columns = device counts.
+
+Built from records whose metrics hold ``epochs`` (a list of ``{epoch, time_s,
+images_per_sec, train_loss, train_accuracy, test_accuracy, peak_device_memory_bytes}``)
+and/or ``total_time_s``, ``train_accuracy``, ``test_accuracy``. One table per model,
+configuration and machine; repeats fold to their median. Also the test-accuracy-vs-time
+curves for the plots.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from cnnbench.report import fields as F
+from cnnbench.report.labels import Namer
+from cnnbench.report.points import Point, PointSet
+from cnnbench.report.stats import median
+from cnnbench.report.table import Cell, Table, label_cell, missing, number
+from cnnbench.results.naming import device_word
+
+MIB = 2**20
+
+
+def _num(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _epochs(rec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    epochs = (rec.get("metrics") or {}).get("epochs")
+    return [e for e in epochs if isinstance(e, Mapping)] if isinstance(epochs, list) else []
+
+
+def is_training_record(rec: Mapping[str, Any]) -> bool:
+    m = rec.get("metrics") or {}
+    return bool(_epochs(rec)) or _num(m.get("test_accuracy")) is not None
+
+
+def total_time(rec: Mapping[str, Any]) -> float | None:
+    t = _num((rec.get("metrics") or {}).get("total_time_s"))
+    if t is not None:
+        return t
+    times = [_num(e.get("time_s")) for e in _epochs(rec)]
+    return sum(times) if times and None not in times else None
+
+
+def epoch_time(rec: Mapping[str, Any]) -> float | None:
+    times = [t for t in (_num(e.get("time_s")) for e in _epochs(rec)) if t is not None]
+    if times:
+        return sum(times) / len(times)
+    total, n = total_time(rec), len(_epochs(rec))
+    return total / n if total is not None and n else None
+
+
+def images_per_sec(rec: Mapping[str, Any]) -> float | None:
+    v = _num((rec.get("metrics") or {}).get("total_images_per_sec"))
+    if v:
+        return v
+    xs = [x for x in (_num(e.get("images_per_sec")) for e in _epochs(rec)) if x is not None]
+    return sum(xs) / len(xs) if xs else None
+
+
+def _last(rec: Mapping[str, Any], name: str) -> float | None:
+    v = _num((rec.get("metrics") or {}).get(name))
+    if v is not None:
+        return v
+    for e in reversed(_epochs(rec)):
+        v = _num(e.get(name))
+        if v is not None:
+            return v
+    return None
+
+
+def max_memory_mib(rec: Mapping[str, Any]) -> float | None:
+    xs = [_num(e.get("peak_device_memory_bytes")) for e in _epochs(rec)]
+    xs.append(_num((rec.get("metrics") or {}).get("peak_device_memory_bytes")))
+    xs = [x for x in xs if x]
+    return max(xs) / MIB if xs else None
+
+
+ROWS: list[tuple[str, Callable[[Mapping[str, Any]], float | None], int]] = [
+    ("Training time (s)", total_time, 2),
+    ("Average time per epoch (s)", epoch_time, 2),
+    ("Images/sec", images_per_sec, 2),
+    ("Training accuracy", lambda r: _last(r, "train_accuracy"), 3),
+    ("Test accuracy", lambda r: _last(r, "test_accuracy"), 3),
+    ("Maximum device memory (MiB)", max_memory_mib, 0),
+]
+
+
+def curve(rec: Mapping[str, Any]) -> list[tuple[float, float]]:
+    """(elapsed seconds at the end of each epoch, test accuracy) for one record."""
+    out, t = [], 0.0
+    for e in _epochs(rec):
+        dt, acc = _num(e.get("time_s")), _num(e.get("test_accuracy"))
+        if dt is None:
+            return out
+        t += dt
+        if acc is not None:
+            out.append((t, acc))
+    return out
+
+
+@dataclass
+class TrainingResult:
+    """One training-to-accuracy table and its curves (label -> points)."""
+
+    table: Table
+    curves: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
+
+
+def training_results(points: PointSet) -> list[TrainingResult]:
+    """Tables for every model/configuration/machine with training-to-accuracy records."""
+    train_points = [p for p in points.points if any(is_training_record(r) for r in p.records)]
+    if not train_points:
+        return []
+    group_fields = [f for f in points.key_fields if f != F.DEVICES]
+    namer = Namer(points, exclude=(F.DEVICES, F.MODEL, F.BATCH, F.MACHINE))
+    groups: dict[tuple, list[Point]] = defaultdict(list)
+    for p in train_points:
+        groups[tuple(p.values.get(f) for f in group_fields)].append(p)
+    results = [_result(namer, group) for group in groups.values()]
+    results.sort(key=lambda r: F.sort_key(r.table.title))
+    return results
+
+
+def _result(namer: Namer, group: list[Point]) -> TrainingResult:
+    first = group[0].values
+    word = device_word({"device": first.get("config.device")}).upper()
+    by_n: dict[int, list[Mapping[str, Any]]] = defaultdict(list)
+    failed: dict[int, list[str]] = defaultdict(list)
+    for p in group:
+        n = int(p.values.get(F.DEVICES) or 1)
+        for rec in p.records:
+            if (rec.get("status") or "ok") == "ok":
+                by_n[n].append(rec)
+            else:
+                failed[n].append(p.measure.failure_text())
+    devices = sorted(set(by_n) | set(failed))
+    rows = []
+    for label, fn, digits in ROWS:
+        row = [label_cell(label)]
+        for n in devices:
+            xs = [x for x in (fn(r) for r in by_n.get(n, [])) if x is not None]
+            if xs:
+                row.append(number(median(xs), digits))
+            elif failed.get(n):
+                row.append(Cell(failed[n][0], failed[n][0]))
+            else:
+                row.append(missing())
+        rows.append(row)
+    title = (f"Training to accuracy: {first.get(F.MODEL)}, batch {F.text(first.get(F.BATCH))} per device, "
+             f"{namer.name(first)}, on {first.get(F.MACHINE)}")
+    notes = ["Columns: device count. Median over repeats; accuracies at the last epoch; memory = peak "
+             "device memory over epochs."]
+    table = Table(f"training-{F.slug(title[len('Training to accuracy: '):])}", title, "training",
+                  [""] + [f"{word} ({n})" for n in devices], rows, notes)
+    curves = {}
+    for n in devices:
+        for rec in by_n.get(n, []):
+            c = curve(rec)
+            if c:
+                curves[f"{n} {word.lower()}{'s' if n > 1 else ''}"] = c
+                break
+    return TrainingResult(table, curves)

@@ -1,0 +1,73 @@
+"""Upgrading records written under older ``schema_version``s to the current one.
+
+Every reader goes through :func:`migrate`, so code downstream of the store sees only
+current records. A schema change bumps :data:`cnnbench.results.record.SCHEMA_VERSION`
+and adds one function here that upgrades a record from the previous version; the
+chain runs in order, so a version-0 record passes through every step.
+
+Version 0 is the name for records without a ``schema_version`` (hand-written, or
+from tools before the field existed): they get the fields version 1 requires.
+No torch here.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from cnnbench.results.record import SCHEMA_VERSION, STATUSES
+
+Migration = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+class SchemaTooNewError(ValueError):
+    """A record written by a newer cnnbench than this one."""
+
+
+def _v0_to_v1(record: dict[str, Any]) -> dict[str, Any]:
+    """Fill what schema 1 requires: the three sections, a status and an error text."""
+    for section in ("config", "environment", "metrics"):
+        if not isinstance(record.get(section), dict):
+            record[section] = {}
+    status = record.get("status")
+    if status not in STATUSES:
+        # Without a status, a record is a success only if it carries the figure.
+        has_figure = record["metrics"].get("total_images_per_sec") is not None
+        record["status"] = "ok" if has_figure else "error"
+        if not has_figure and not record.get("error"):
+            record["error"] = "record without a status or a total_images_per_sec (schema 0)"
+    record.setdefault("error", None)
+    record["schema_version"] = 1
+    return record
+
+
+MIGRATIONS: dict[int, Migration] = {0: _v0_to_v1}
+"""``MIGRATIONS[v]`` upgrades a record from version ``v`` to ``v + 1`` (in place or not)."""
+
+
+def record_version(record: dict[str, Any]) -> int:
+    """The record's schema version; 0 when it has none."""
+    version = record.get("schema_version")
+    if isinstance(version, bool) or not isinstance(version, int):
+        return 0
+    return version
+
+
+def migrate(record: dict[str, Any]) -> dict[str, Any]:
+    """The record upgraded to :data:`SCHEMA_VERSION`.
+
+    Raises :class:`SchemaTooNewError` for a version this cnnbench does not know.
+    """
+    version = record_version(record)
+    if version == SCHEMA_VERSION:
+        return record
+    if version > SCHEMA_VERSION:
+        raise SchemaTooNewError(
+            f"schema_version {version} is newer than this cnnbench reads ({SCHEMA_VERSION}); upgrade cnnbench"
+        )
+    while version < SCHEMA_VERSION:
+        step = MIGRATIONS.get(version)
+        if step is None:  # pragma: no cover - a missing step is a programming error
+            raise RuntimeError(f"no migration from schema_version {version}")
+        record = step(record)
+        version += 1
+    return record

@@ -1,0 +1,68 @@
+"""``cnnbench run`` and ``cnnbench models --list`` from the command line: output, exit codes, errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from cnnbench.cli import main
+
+TINY = ["run", "--model", "trivial", "--device", "cpu", "--batch-size", "2", "--num-batches", "2",
+        "--num-warmup-batches", "1"]
+
+
+def test_run_prints_tf_format_and_stores_a_record(tmp_path, capsys):
+    assert main(TINY + ["--results-dir", str(tmp_path), "--machine-label", "box"]) == 0
+    out = capsys.readouterr().out
+    assert "total images/sec:" in out and "record " in out
+    (rec,) = [json.loads(x) for x in (tmp_path / "box.jsonl").read_text().splitlines()]
+    assert rec["config"]["model"] == "trivial"
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["--batch-size", "0"], "--batch-size: must be >= 1"),
+        (["--device", "tpu"], "argument --device: invalid choice: 'tpu'"),
+        (["--model", "resnet5"], "--model: unknown model 'resnet5'; nearest:"),
+        (["--precision", "fp16"], "--precision: fp16 on cpu"),
+        (["--num-batches", "many"], "argument --num-batches: invalid int value"),
+        (["stray"], "unrecognized arguments: stray"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, argv, needle):
+    with pytest.raises(SystemExit) if argv[0] in ("--device", "--num-batches", "stray") else _no_raise():
+        code = main(TINY + ["--results-dir", str(tmp_path)] + argv)
+        assert code == 2
+    err = capsys.readouterr().err.strip()
+    assert needle in err and "\n" not in err and "Traceback" not in err
+    assert not any(tmp_path.iterdir())
+
+
+class _no_raise:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def test_python_dash_m_exit_code(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "cnnbench", *TINY, "--device", "cuda" if False else "tpu"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert proc.stderr.count("\n") == 1 and "invalid choice" in proc.stderr
+
+
+def test_models_list_with_wildcards(capsys):
+    assert main(["models", "--list", "vgg1*"]) == 0
+    names = capsys.readouterr().out.split()
+    assert "vgg16" in names and "vgg16_bn" in names and "resnet50" not in names
+
+
+def test_models_list_nothing_matches(capsys):
+    assert main(["models", "--list", "nonexistent*"]) == 2
+    assert "no model matches" in capsys.readouterr().err

@@ -1,0 +1,85 @@
+"""Configuration validation and the CLI flags derived from it."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+
+import pytest
+
+from cnnbench.config import ConfigError, RunConfig
+from cnnbench.config.cli_args import add_config_arguments, config_from_args
+
+
+@pytest.mark.parametrize(
+    ("changes", "flag"),
+    [
+        ({"batch_size": 0}, "--batch-size"),
+        ({"num_batches": 0}, "--num-batches"),
+        ({"num_warmup_batches": -1}, "--num-warmup-batches"),
+        ({"display_every": 0}, "--display-every"),
+        ({"image_size": 8}, "--image-size"),
+        ({"device": "tpu"}, "--device"),
+        ({"precision": "fp8"}, "--precision"),
+        ({"data_format": "NWHC"}, "--data-format"),
+        ({"optimizer": "lamb"}, "--optimizer"),
+        ({"synthetic_location": "disk"}, "--synthetic-location"),
+        ({"learning_rate": 0.0}, "--learning-rate"),
+        ({"momentum": 1.5}, "--momentum"),
+        ({"batch_size": "32"}, "--batch-size"),
+        ({"forward_only": 1}, "--forward-only"),
+        ({"compile": True, "num_warmup_batches": 0}, "--num-warmup-batches"),
+        ({"all_reduce": "nccl", "variable_update": "independent"}, "--all-reduce"),
+        ({"distortions": True}, "--distortions"),
+        ({"num_devices": 2}, "--num-devices"),
+    ],
+)
+def test_invalid_values_name_the_flag(changes, flag):
+    with pytest.raises(ConfigError) as info:
+        RunConfig(**changes)
+    assert str(info.value).startswith(flag + ":")
+    assert "\n" not in str(info.value)
+
+
+def test_choices_are_listed_in_the_message():
+    with pytest.raises(ConfigError, match=r"choose from fp32, tf32, amp_fp16, amp_bf16, fp16, bf16"):
+        RunConfig(precision="fp8")
+
+
+def test_from_mapping_rejects_unknown_fields():
+    with pytest.raises(ConfigError, match="--batchsize: unknown configuration field"):
+        RunConfig.from_mapping({"batchsize": 8})
+
+
+def test_recorded_config_leaves_out_output_options():
+    recorded = RunConfig(results_dir="/x", machine_label="m").recorded()
+    assert "results_dir" not in recorded and "machine_label" not in recorded
+    assert recorded["model"] == "resnet18"
+
+
+def _parse(argv):
+    parser = argparse.ArgumentParser()
+    add_config_arguments(parser)
+    return config_from_args(parser.parse_args(argv))
+
+
+def test_every_field_has_a_flag_with_help():
+    parser = argparse.ArgumentParser()
+    add_config_arguments(parser)
+    text = parser.format_help()
+    for f in dataclasses.fields(RunConfig):
+        flag = "--" + f.name.replace("_", "-")
+        assert flag in text, flag
+        assert f.metadata["help"], f.name
+
+
+def test_flags_and_tf_style_aliases():
+    cfg = _parse(["--model", "vgg16", "--batch_size", "8", "--num-batches", "3", "--forward_only", "--data-format", "NHWC"])
+    assert (cfg.model, cfg.batch_size, cfg.num_batches, cfg.forward_only, cfg.data_format) == (
+        "vgg16", 8, 3, True, "NHWC")
+
+
+def test_defaults_follow_tf_cnn_benchmarks():
+    cfg = _parse([])
+    assert (cfg.num_batches, cfg.num_warmup_batches, cfg.display_every, cfg.seed) == (100, 10, 10, 1234)
+    assert cfg.batch_size is None and cfg.image_size is None
