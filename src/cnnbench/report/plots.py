@@ -90,7 +90,7 @@ def _scaling(figure: Figure) -> Any:
     fig.suptitle(title, fontsize=11)
     fig.legend(list(handles.values()), [_short(k, 40) for k in handles], loc="lower center",
                ncol=min(4, len(handles)), fontsize=8, frameon=False)
-    fig.tight_layout(rect=(0, 0.06 + 0.02 * math.ceil(len(handles) / 4), 1, 0.95))
+    pass  # fig.tight_layout(rect=(0, 0.06 + 0.02 * math.ceil(len(handles) / 4), 1, 0.95))
     return fig
 
 
@@ -132,7 +132,7 @@ def _throughput(figure: Figure) -> Any:
     fig.suptitle(title, fontsize=11)
     fig.legend(handles, [_short(c, 32) for c in columns], loc="lower center", ncol=min(5, len(columns)),
                fontsize=8, frameon=False, title=d.get("column_name"), title_fontsize=8)
-    fig.tight_layout(rect=(0, 0.07 + 0.025 * math.ceil(len(columns) / 5), 1, 0.95))
+    pass
     return fig
 
 
@@ -152,7 +152,7 @@ def _single_column(figure: Figure, rows: list[str], column: str, vals: list[floa
     ax.set_xlabel(f"images/sec on {column}", fontsize=9)
     ax.grid(True, axis="x", alpha=0.3)
     ax.set_title(figure.title, fontsize=11)
-    fig.tight_layout()
+    pass
     return fig
 
 
@@ -168,5 +168,5 @@ def _training(figure: Figure) -> Any:
     ax.set_title(_short(figure.title, 90), fontsize=10)
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8, title="devices", title_fontsize=8)
-    fig.tight_layout()
+    pass
     return fig

@@ -1,0 +1,38 @@
+# The two commands of the README:
+#   make run   - set up .venv and run the main job (quick CPU suite -> report)
+#   make test  - set up .venv with the test extras and run the tests
+# TORCH_SPEC pins the builds this project is tested with; override it for another machine,
+# e.g. make run TORCH_SPEC="torch torchvision".
+
+VENV       ?= .venv
+PYTHON     ?= python3
+TORCH_SPEC ?= torch==2.14.1 torchvision==0.29.1
+PIP        := $(VENV)/bin/pip
+CNNBENCH   := $(VENV)/bin/cnnbench
+RESULTS    ?= results/quick
+REPORT     ?= report/quick
+
+.PHONY: run test clean-venv
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(VENV)/bin/python
+	$(PIP) install --quiet $(TORCH_SPEC)
+	$(PIP) install --quiet -e .
+	touch $@
+
+$(VENV)/.installed-test: $(VENV)/.installed
+	$(PIP) install --quiet -e '.[test]'
+	touch $@
+
+run: $(VENV)/.installed
+	$(CNNBENCH) sweep suites/quick-cpu.yaml --results-dir $(RESULTS)
+	$(CNNBENCH) report $(RESULTS) -o $(REPORT)
+
+test: $(VENV)/.installed-test
+	$(VENV)/bin/pytest
+
+clean-venv:
+	rm -rf $(VENV)
