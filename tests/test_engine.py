@@ -163,3 +163,14 @@ def test_compile_reports_compile_time_apart():
     assert record.status == "ok", record.error
     assert record.metrics["compile_time_s"] > 0
     assert len(record.metrics["step_times_s"]) == 3
+
+
+def test_records_carry_model_cost_and_flop_rates():
+    record = run_benchmark(tiny(model="resnet18", image_size=64, batch_size=2, num_batches=2,
+                                num_warmup_batches=1))
+    cost = record.to_dict()["model_cost"]
+    assert cost["name"] == "resnet18" and cost["image_size"] == 64
+    m = record.metrics
+    assert m["train_flops_per_image"] == cost["train_flops"] > cost["forward_flops"]
+    assert m["achieved_tflops"] == pytest.approx(cost["train_flops"] * m["total_images_per_sec"] / 1e12)
+    assert m["mfu"] is None  # a CPU has no entry in the table of peaks

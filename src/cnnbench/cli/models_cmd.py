@@ -1,29 +1,235 @@
-"""``cnnbench models``: list the model registry (``--list [PATTERN]``, wildcards allowed)."""
+"""``cnnbench models [PATTERN]``: what models cost (SPEC C8), or only their names (``--list``).
+
+The cost of each model comes from :func:`cnnbench.models.cost.model_cost` (shapes traced
+on the meta device, nothing allocated). ``--format table`` (rich) and ``md`` show readable
+units; ``csv`` and ``json`` keep the exact integers under the field names of
+:class:`~cnnbench.models.cost.ModelCost`.
+"""
 
 from __future__ import annotations
 
 import argparse
+import csv
+import io
+import json
+import sys
+from typing import TYPE_CHECKING, Any, Sequence
 
 from cnnbench.cli.common import UserError
+from cnnbench.config.errors import ConfigError
+
+if TYPE_CHECKING:
+    from cnnbench.models.cost import ModelCost
+
+FORMATS = ("table", "md", "csv", "json")
+
+DEFINITIONS = """\
+What is counted (one image, fp32; MiB = 2^20 bytes; G = 10^9):
+  params            parameter elements (buffers such as batch-norm statistics excluded);
+                    param memory = params x 4 bytes.
+  feature memory    convnet-burden's definition (seed 000): the total size of every
+                    intermediate tensor of one forward pass at batch 1 in evaluation mode,
+                    with no memory reuse. Views and in-place activations (relu_) add
+                    nothing; residual additions (also `out += x`) and concatenations count
+                    like any layer; the input image and auxiliary outputs (max-pool
+                    indices, batch-norm statistics saved for backward) do not.
+  forward MACs      multiply-accumulates of convolutions, matrix products and attention,
+                    counted per ATen operator. Not counted: bias, batch norm, activations,
+                    pooling, softmax and other elementwise work (a few percent).
+  forward FLOPs     2 x forward MACs.
+  train FLOPs       the same operators over a training step, per image: forward in training
+                    mode (auxiliary heads included) + backward (input and weight gradients).
+  top-1/top-5 err.  100 - the ImageNet accuracy torchvision publishes for the model's first
+                    weights, shown only at the size those were measured at; nothing is
+                    downloaded.
+Shapes are traced on PyTorch's meta device (nothing allocated or computed); a model that
+cannot be traced that way is run for real at batch 1 on the CPU and marked with *.
+"""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "models",
-        help="List models, or show what they cost.",
-        description="List registry names matching a wildcard pattern (torchvision models, "
-        "tf_cnn_benchmarks aliases, timm/<name> when timm is installed, trivial).",
+        help="Show what models cost (params, memory, FLOPs, error), or list their names.",
+        description="One row per model matching PATTERN (a shell-style wildcard over registry names:\n"
+        "torchvision models, tf_cnn_benchmarks aliases, timm/<name> when timm is installed, trivial):\n"
+        "parameters, parameter and feature memory, forward MACs and FLOPs, training FLOPs per image\n"
+        "and reference ImageNet error. With --list, only the matching names.",
+        epilog=DEFINITIONS,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("pattern", nargs="?", default="*", help="Shell-style wildcard, e.g. 'resnet*' or 'timm/efficient*'.")
-    p.add_argument("--list", action="store_true", help="Only list matching names, one per line.")
+    p.add_argument("--list", action="store_true", help="Only list matching names (aliases included), one per line.")
+    p.add_argument(
+        "--image-size", type=_positive_int, default=None, metavar="N",
+        help="Input side in pixels (default: each model's own, e.g. 224, or 299 for inception_v3).",
+    )
+    p.add_argument("--format", choices=FORMATS, default="table", help="Output format (default: table).")
     p.set_defaults(handler=handle)
 
 
-def handle(args: argparse.Namespace) -> int:
-    from cnnbench.models import list_models
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number of pixels, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
-    names = list_models(args.pattern)
+
+def handle(args: argparse.Namespace) -> int:
+    names = _matching(args.pattern)
+    if args.list:
+        print("\n".join(names))
+        return 0
+
+    from cnnbench.models.cost import model_cost
+
+    models = _canonical(names)
+    costs: list[ModelCost] = []
+    errors: list[str] = []
+    for name in _progress(models):
+        try:
+            costs.append(model_cost(name, args.image_size))
+        except ConfigError as exc:
+            errors.append(str(exc))
+    if len(models) == 1 and errors:
+        raise UserError(errors[0])
+    if costs:
+        _print(costs, args.format)
+    for line in errors:
+        print(f"cnnbench models: error: {line}", file=sys.stderr)
+    return 2 if errors else 0
+
+
+def _matching(pattern: str) -> list[str]:
+    from cnnbench.models import get_model_spec, list_models
+
+    try:
+        names = list_models(pattern)
+        if not names and not any(c in pattern for c in "*?["):
+            get_model_spec(pattern)  # raises with the nearest names
+    except ConfigError as exc:
+        raise UserError(str(exc)) from None
     if not names:
-        raise UserError(f"no model matches {args.pattern!r} (try `cnnbench models --list`)")
-    print("\n".join(names))
-    return 0
+        raise UserError(f"no model matches {pattern!r} (try `cnnbench models --list`)")
+    return names
+
+
+def _canonical(names: Sequence[str]) -> list[str]:
+    """Registry names behind ``names``, once each. With several names, an alias whose
+    target cannot be built here (``inception4`` without timm) is left out; alone, it is an error."""
+    from cnnbench.models import canonical_name
+
+    found: set[str] = set()
+    for name in names:
+        try:
+            found.add(canonical_name(name))
+        except ConfigError as exc:
+            if len(names) == 1:
+                raise UserError(str(exc)) from None
+    return sorted(found)
+
+
+def _progress(models: Sequence[str]) -> Any:
+    """Iterate ``models``, with a transient progress bar on an interactive stderr."""
+    if len(models) < 3 or not sys.stderr.isatty():
+        return models
+    from rich.console import Console
+    from rich.progress import track
+
+    return track(models, description="Tracing models", console=Console(stderr=True), transient=True)
+
+
+# --- rendering ---------------------------------------------------------------------------
+
+READABLE_HEADER = (
+    "model", "input", "params (M)", "param mem (MiB)", "feat. mem (MiB)", "fwd GMACs", "fwd GFLOPs",
+    "train GFLOPs/img", "top-1 err (%)", "top-5 err (%)",
+)
+UNITS_NOTE = (
+    "Per image, fp32. MiB = 2^20 bytes; GMACs = 10^9 multiply-accumulates; GFLOPs = 10^9 floating-point "
+    "operations = 2 x MACs; train = forward + backward (input and weight gradients). "
+    "Errors: torchvision's reference ImageNet figures at the size they were measured at."
+)
+FALLBACK_NOTE = "* counted with a real forward at batch 1 (the model could not be traced on the meta device)."
+
+
+def _print(costs: Sequence[ModelCost], fmt: str) -> None:
+    if fmt == "json":
+        print(json.dumps([c.to_dict() for c in costs], indent=2))
+    elif fmt == "csv":
+        sys.stdout.write(render_csv(costs))
+    elif fmt == "md":
+        print(render_markdown(costs))
+    else:
+        _print_rich(costs)
+
+
+def _g(value: float) -> str:
+    """A readable magnitude: 3-4 significant digits, never scientific notation."""
+    if value == 0:
+        return "0"
+    if value >= 100:
+        return f"{value:.0f}"
+    if value >= 10:
+        return f"{value:.1f}"
+    if value >= 1:
+        return f"{value:.2f}"
+    return f"{value:.3g}"
+
+
+def readable_row(cost: ModelCost) -> list[str]:
+    def err(v: float | None) -> str:
+        return "—" if v is None else f"{v:.2f}"
+
+    mark = " *" if cost.method != "meta" else ""
+    return [
+        cost.name + mark,
+        f"{cost.input_size[1]}x{cost.input_size[2]}",
+        _g(cost.params / 1e6),
+        f"{cost.param_memory_mib:.1f}",
+        f"{cost.feature_memory_mib:.1f}",
+        _g(cost.forward_macs / 1e9),
+        _g(cost.forward_flops / 1e9),
+        _g(cost.train_flops / 1e9),
+        err(cost.top1_error),
+        err(cost.top5_error),
+    ]
+
+
+def _notes(costs: Sequence[ModelCost]) -> list[str]:
+    return [UNITS_NOTE] + ([FALLBACK_NOTE] if any(c.method != "meta" for c in costs) else [])
+
+
+def render_markdown(costs: Sequence[ModelCost]) -> str:
+    lines = ["| " + " | ".join(READABLE_HEADER) + " |", "|" + "|".join(["---"] + ["---:"] * (len(READABLE_HEADER) - 1)) + "|"]
+    lines += ["| " + " | ".join(readable_row(c)) + " |" for c in costs]
+    return "\n".join(lines + [""] + _notes(costs))
+
+
+def render_csv(costs: Sequence[ModelCost]) -> str:
+    buffer = io.StringIO()
+    rows = [c.to_dict() for c in costs]
+    writer = csv.DictWriter(buffer, fieldnames=list(rows[0]), lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        row["input_size"] = "x".join(str(v) for v in row["input_size"])
+        writer.writerow(row)  # None is written as an empty field
+    return buffer.getvalue()
+
+
+def _print_rich(costs: Sequence[ModelCost]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(highlight=False)
+    if not console.is_terminal:
+        console = Console(highlight=False, width=max(console.width, 160))
+    table = Table(*READABLE_HEADER, caption="\n".join(_notes(costs)), caption_justify="left")
+    for column in table.columns[1:]:
+        column.justify = "right"
+    for cost in costs:
+        table.add_row(*readable_row(cost))
+    console.print(table)

@@ -35,8 +35,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--noise", default="3", metavar="PCT",
                    help="Differences up to PCT percent are called insignificant (default 3; widened when "
                    "repeats spread more).")
-    p.add_argument("--max-plots", type=int, default=12, metavar="N",
-                   help="Draw at most N plots (default 12: scaling first, then training, then throughput).")
+    p.add_argument("--max-plots", type=int, default=8, metavar="N",
+                   help="Draw at most N plots (default 8: scaling first, then training curves, then throughput).")
     p.add_argument("--no-plots", action="store_true", help="Draw no plots (same as --max-plots 0).")
     p.set_defaults(handler=handle)
 
@@ -69,7 +69,7 @@ def handle(args: argparse.Namespace) -> int:
     if args.max_plots < 0:
         raise UserError(f"--max-plots: must be >= 0, got {args.max_plots}")
     try:
-        records, problems = read_records(args.results)
+        records, problems = read_records(args.results, step_times=False)  # reports never need step times
     except FileNotFoundError as exc:
         raise UserError(str(exc)) from None
     options = ReportOptions(

@@ -130,6 +130,11 @@ def run_benchmark(config: RunConfig, *, emit: Emit | None = None, extra: Mapping
     finally:
         measured.metrics.update(peak_device_memory(run.device) if status != "ok" else {})
         measured.metrics["peak_host_memory_bytes"] = peak_host_memory()
+    extra_fields = dict(extra or {})
+    cost = _model_cost(run)
+    if cost is not None:
+        extra_fields.setdefault("model_cost", cost)
+        measured.metrics.update(_flop_metrics(cost, cfg, environment, measured.metrics))
     return Record(
         config=cfg.recorded(),
         environment=environment,
@@ -137,8 +142,36 @@ def run_benchmark(config: RunConfig, *, emit: Emit | None = None, extra: Mapping
         status=status,
         error=error,
         started_at=started_at,
-        extra=dict(extra or {}),
+        extra=extra_fields,
     )
+
+
+def _model_cost(run: ResolvedRun) -> dict[str, Any] | None:
+    """The model's cost at the run's image size (shape-only trace; None if it cannot be traced)."""
+    from cnnbench.models.cost import model_cost
+
+    try:
+        return model_cost(run.spec.name, run.config.image_size).to_dict()
+    except Exception as exc:  # noqa: BLE001 - a missing cost must not lose the run
+        log.warning("no model cost for %s at %s px: %s", run.spec.name, run.config.image_size, exc)
+        return None
+
+
+def _flop_metrics(cost: Mapping[str, Any], cfg: RunConfig, environment: Mapping[str, Any],
+                  metrics: Mapping[str, Any]) -> dict[str, Any]:
+    """FLOPs per image, achieved TFLOP/s and, on a GPU with a known peak, MFU."""
+    from cnnbench.models.peaks import achieved_flops_per_s, mfu
+
+    per_image = cost["forward_flops"] if cfg.forward_only else cost["train_flops"]
+    achieved = achieved_flops_per_s(per_image, metrics.get("total_images_per_sec"))
+    gpu = environment.get("gpu_model") if cfg.device == "cuda" else None
+    return {
+        "train_flops_per_image": cost["train_flops"],
+        "forward_flops_per_image": cost["forward_flops"],
+        "achieved_tflops": achieved / 1e12 if achieved is not None else None,
+        # fp32 runs turn TF32 off explicitly (PrecisionPolicy), so the fp32 peak is the right one.
+        "mfu": mfu(achieved, gpu, cfg.precision, num_devices=cfg.num_devices) if achieved is not None else None,
+    }
 
 
 def _run_loop(run: ResolvedRun, emit: Emit, measured: _Measured, *, framework: str) -> None:

@@ -11,13 +11,13 @@ Definitions (also in ``cnnbench models --help`` and the README):
   statistics are not parameters); ``param_memory_mib`` = params x 4 bytes / 2**20.
 * ``feature_memory_mib``: convnet-burden's definition, used in seed 000. The total size,
   at fp32, of every intermediate tensor produced by one forward pass of one image in
-  evaluation mode, with no memory reuse: each op's floating-point output counts once.
-  Views (``view``, ``transpose``, ``flatten``...) and in-place activations (``relu_``,
-  ``silu_``...) add nothing. Functional layers count like any layer: concatenations,
-  and residual additions even when the model writes them in place (``out += identity``
-  is an ``add_`` of two same-shaped tensors: a layer with its own output in a
-  no-reuse account). The input image is not counted; integer bookkeeping tensors
-  (max-pool indices) are not features and are not counted.
+  evaluation mode, with no memory reuse: each op's output counts once. Views (``view``,
+  ``transpose``, ``flatten``...) and in-place activations (``relu_``, ``silu_``...) add
+  nothing. Functional layers count like any layer: concatenations, and residual
+  additions even when the model writes them in place (``out += identity`` is an ``add_``
+  of two same-shaped tensors: a layer with its own output in a no-reuse account). Not
+  counted: the input image, and an op's auxiliary outputs (batch-norm statistics saved
+  for backward, max-pool indices), which are bookkeeping rather than features.
 * ``forward_macs``: multiply-accumulates of convolutions (grouped and transposed
   included), matrix products (``mm``/``addmm``/``bmm``/``baddbmm``) and attention
   (``scaled_dot_product_attention``), at batch 1 in evaluation mode.
@@ -38,16 +38,18 @@ import contextlib
 import functools
 import logging
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import Any, Iterator
+
+import torch
+from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils.flop_counter import FlopCounterMode, conv_flop_count
 
 from cnnbench.config.errors import ConfigError
 from cnnbench.models.registry import DEFAULT_NUM_CLASSES, ModelSpec, get_model_spec
 
-if TYPE_CHECKING:
-    import torch
-    from torch import nn
-
 log = logging.getLogger(__name__)
+aten = torch.ops.aten
 
 MIB = 2**20
 FP32_BYTES = 4
@@ -61,8 +63,8 @@ class ModelCost:
     """The cost of one model at one input size. Integers are exact; MiB are 2**20 bytes."""
 
     name: str
-    input_size: str
-    """``"224x224"`` (height x width of the image)."""
+    input_size: tuple[int, int, int]
+    """(channels, height, width) of one input image."""
     params: int
     param_memory_mib: float
     feature_memory_mib: float
@@ -78,16 +80,19 @@ class ModelCost:
     """``"meta"`` (shapes only) or ``"real-forward fallback"``."""
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-safe row (str, int, float or None values only)."""
-        return asdict(self)
+        """A JSON-safe row: str, int, float or None values, ``input_size`` as a list."""
+        row = asdict(self)
+        row["input_size"] = list(self.input_size)
+        return row
 
 
 def model_cost(name: str, image_size: int | None = None) -> ModelCost:
     """Cost of registry model ``name`` (aliases accepted) at ``image_size`` (default: the model's).
 
     Raises :class:`~cnnbench.models.UnknownModelError` for an unknown name and
-    :class:`ConfigError` (field ``image_size``) when the size is too small for the model.
-    Results are cached by (canonical name, size).
+    :class:`ConfigError` (field ``image_size``, one line naming size and model) when the
+    model cannot take that size. Cached by (canonical name, size); a first call costs
+    0.05-1.5 s on the meta device (a real-forward fallback, logged as a warning, more).
     """
     spec = get_model_spec(name)
     size = int(image_size) if image_size is not None else spec.default_image_size
@@ -104,19 +109,23 @@ def _cached_cost(canonical: str, size: int) -> ModelCost:
     try:
         counts = _measure(spec, size, real=False)
     except Exception as meta_exc:  # noqa: BLE001 - any failure on meta means: try for real
-        log.warning("%s at %d: meta trace failed (%s); using a real CPU forward", canonical, size, _one_line(meta_exc))
+        log.info("%s at %d: meta trace failed (%s); trying a real CPU forward", canonical, size, _one_line(meta_exc))
         try:
             counts = _measure(spec, size, real=True)
-        except Exception as exc:  # noqa: BLE001 - a model that cannot run at this size
+        except Exception as exc:  # noqa: BLE001 - the model cannot run at this size
             raise ConfigError(
-                "image_size", f"{size}x{size} is too small for {canonical} ({_one_line(exc)})"
+                "image_size", f"{canonical} cannot take {size}x{size} images: {_one_line(exc)}"
             ) from exc
+        log.warning(
+            "%s at %d: counted with a real CPU forward at batch 1 (the meta trace failed: %s)",
+            canonical, size, _one_line(meta_exc),
+        )
     params, feature_bytes, fwd_flops, train_flops, method = counts
     ref = spec.reference
     use_ref = bool(ref) and ref.get("image_size") in (None, size)
     return ModelCost(
         name=canonical,
-        input_size=f"{size}x{size}",
+        input_size=(3, size, size),
         params=params,
         param_memory_mib=params * FP32_BYTES / MIB,
         feature_memory_mib=feature_bytes / MIB,
@@ -144,37 +153,34 @@ def _one_line(exc: BaseException) -> str:
 
 def _measure(spec: ModelSpec, size: int, *, real: bool) -> tuple[int, int, int, int, str]:
     """(params, feature bytes, forward FLOPs at batch 1, train FLOPs per image, method)."""
-    import torch
-    from torch.utils._pytree import tree_flatten
-
     device = "cpu" if real else "meta"
     model = _build(spec, size, real=real)
     params = sum(p.numel() for p in model.parameters())
 
     model.eval()
+    image = torch.zeros(1, 3, size, size, device=device)  # made outside: the input is not a feature
     with torch.no_grad(), _CostMode(count_memory=True) as forward:
-        model(torch.zeros(1, 3, size, size, device=device))
+        model(image)
 
     model.train()
+    batch = torch.zeros(TRAIN_BATCH, 3, size, size, device=device)
     with _CostMode(count_memory=False) as train:
-        out = model(torch.zeros(TRAIN_BATCH, 3, size, size, device=device))
-        outputs = [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor) and t.is_floating_point()]
+        out = model(batch)
+        outputs = [t for t in _tensors(out) if t.is_floating_point()]
         torch.stack([t.sum() for t in outputs]).sum().backward()
     method = METHOD_REAL if real else METHOD_META
     return params, forward.feature_bytes, forward.flops, train.flops // TRAIN_BATCH, method
 
 
-def _build(spec: ModelSpec, size: int, *, real: bool) -> "nn.Module":
-    import torch
-
+def _build(spec: ModelSpec, size: int, *, real: bool) -> nn.Module:
     if real:
         return spec.build(num_classes=DEFAULT_NUM_CLASSES, image_size=size)
     try:
-        with torch.device("meta"):
+        with torch.device("meta"), _FastMeta():
             return spec.build(num_classes=DEFAULT_NUM_CLASSES, image_size=size)
     except Exception as exc:  # noqa: BLE001 - e.g. RegNet computes widths with tensors in __init__
         log.debug("%s: cannot build under the meta device (%s); moving parameters as they register", spec.name, exc)
-        with _parameters_on_meta():
+        with _parameters_on_meta(), _FastMeta():
             return spec.build(num_classes=DEFAULT_NUM_CLASSES, image_size=size)
 
 
@@ -186,8 +192,6 @@ def _parameters_on_meta() -> Iterator[None]:
     tensors works); weights are only ``torch.empty`` (untouched pages) until they move,
     and their initialisation then runs on meta, for free.
     """
-    from torch import nn
-
     register_parameter = nn.Module.register_parameter
     register_buffer = nn.Module.register_buffer
 
@@ -228,8 +232,6 @@ def _conv_backward_flop(
     torch's own formula multiplies the weight gradient by the full input channel count,
     which overcounts grouped and depthwise convolutions by the number of groups.
     """
-    from torch.utils.flop_counter import conv_flop_count
-
     forward = conv_flop_count(x_shape, w_shape, grad_out_shape, transposed=transposed)
     return forward * (int(bool(output_mask[0])) + int(bool(output_mask[1])))
 
@@ -237,73 +239,224 @@ def _conv_backward_flop(
 @functools.lru_cache(maxsize=1)
 def _flop_formulas() -> dict[Any, Any]:
     """torch's FLOP formulas (op packet -> fn(*args, out_val=..., **kwargs)), our conv backward in."""
-    import torch
-    from torch.utils.flop_counter import FlopCounterMode
-
     mapping = {torch.ops.aten.convolution_backward: _conv_backward_flop}
     return dict(FlopCounterMode(display=False, custom_mapping=mapping).flop_registry)
 
 
-def _cost_mode_class() -> type:
-    import torch
-    from torch.utils._python_dispatch import TorchDispatchMode
-    from torch.utils._pytree import tree_flatten
+# ---------------------------------------------------------------------------------------
+# Tracing on meta. Many meta kernels are Python reference implementations (0.3-5 ms a
+# call, most of the time of a zoo run); the helpers below avoid running them where the
+# result is known: a call whose argument metadata was seen before replays the recorded
+# output metadata, value-only in-place ops (weight init, relu_, out += x) return their
+# target, and batch/layer norm outputs are made from shapes. Results are unchanged.
+# ---------------------------------------------------------------------------------------
 
-    formulas = _flop_formulas()
+_Template = Any  # ("tensor", shape, stride, dtype) | ("none",) | ("tuple", (templates...))
 
-    def storage_id(t: torch.Tensor) -> int:
-        return int(t.untyped_storage()._cdata)
+# (op, argument signatures) -> (output template, FLOPs), shared by all models.
+_REPLAY: dict[Any, tuple[_Template, int]] = {}
 
-    class CostMode(TorchDispatchMode):
-        """Counts FLOPs of every op with a formula and, optionally, feature memory (see module doc).
+# In-place ops that change values only (never shape or strides): on meta, a no-op.
+_VALUE_ONLY_INPLACE = frozenset(
+    "normal_ uniform_ fill_ zero_ random_ bernoulli_ exponential_ erfinv_ clamp_ clamp_min_ clamp_max_ "
+    "add_ sub_ mul_ div_ copy_ masked_fill_ relu_ silu_ gelu_ hardswish_ hardsigmoid_ hardtanh_ "
+    "sigmoid_ tanh_ leaky_relu_ elu_ threshold_".split()
+)
 
-        Unlike ``FlopCounterMode`` it does not decompose ops that have no formula (batch
-        norm, elementwise): they cost no FLOPs by definition, and decomposing them in
-        Python is what makes ``FlopCounterMode`` slow. Totals are the same.
-        """
+_NORMS = (
+    aten.native_batch_norm.default,
+    aten.native_batch_norm_backward.default,
+    aten.native_layer_norm.default,
+    aten.native_layer_norm_backward.default,
+)
 
-        def __init__(self, count_memory: bool) -> None:
-            super().__init__()
-            self.count_memory = count_memory
-            self.flops = 0
-            self.feature_bytes = 0
-            self._seen: dict[int, Any] = {}  # storage id -> storage, kept alive so no id is reused
 
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
-            kwargs = kwargs or {}
+def _tensors(value: Any) -> Iterator[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        yield value
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _tensors(v)
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _tensors(v)
+
+
+def _signature(value: Any) -> Any:
+    """A hashable description of an op argument: meta tensors by metadata, containers by items."""
+    kind = type(value)
+    if kind is int or kind is float or kind is bool:
+        return (kind, value)  # 2 and 2.0 promote differently
+    if kind is list or kind is tuple:
+        return tuple([_signature(v) for v in value])
+    if isinstance(value, torch.Tensor):
+        if value.device.type != "meta":
+            raise TypeError("only meta tensors are replayed")
+        return (value.shape, value.stride(), value.dtype, value.storage_offset())
+    if kind is dict:
+        return tuple([(k, _signature(v)) for k, v in sorted(value.items())])
+    hash(value)  # None, str, dtype, device, memory format...; TypeError if unhashable
+    return value
+
+
+def _storage_id(t: torch.Tensor) -> int:
+    return int(t.untyped_storage()._cdata)
+
+
+def _template(out: Any, input_storages: set[int]) -> _Template | None:
+    """How to remake ``out`` from metadata; None unless it is fresh meta tensors (or None) only."""
+    if out is None:
+        return ("none",)
+    if isinstance(out, torch.Tensor):
+        if out.device.type != "meta" or _storage_id(out) in input_storages:
+            return None
+        return ("tensor", tuple(out.shape), out.stride(), out.dtype)
+    if isinstance(out, tuple) and out:
+        parts = tuple(_template(o, input_storages) for o in out)
+        return None if any(p is None for p in parts) else ("tuple", parts)
+    return None
+
+
+def _remake(template: _Template) -> Any:
+    if template[0] == "none":
+        return None
+    if template[0] == "tuple":
+        return tuple(_remake(t) for t in template[1])
+    _, shape, stride, dtype = template
+    return torch.empty_strided(shape, stride, dtype=dtype, device="meta")
+
+
+def _inplace_target(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.Tensor | None:
+    """The target of a value-only in-place op on meta whose operands broadcast to it, else None."""
+    if func.__name__.split(".")[0] not in _VALUE_ONLY_INPLACE or not args:
+        return None
+    target = args[0]
+    if not isinstance(target, torch.Tensor) or target.device.type != "meta":
+        return None
+    for t in _tensors((args[1:], kwargs)):
+        if t.device.type != "meta":
+            return None
+        if t.shape != target.shape and torch.broadcast_shapes(t.shape, target.shape) != target.shape:
+            return None  # let the kernel raise its own error
+    return target
+
+
+def _norm_outputs(func: Any, args: tuple[Any, ...]) -> Any:
+    """Outputs of batch/layer norm and their backward on meta, from shapes (as the kernels make them)."""
+    backward = func in (aten.native_batch_norm_backward.default, aten.native_layer_norm_backward.default)
+    x = args[1] if backward else args[0]
+    if x.device.type != "meta" or not x.is_contiguous():
+        return None
+    if func is aten.native_batch_norm.default or func is aten.native_batch_norm_backward.default:
+        c = x.shape[1]
+        return x.new_empty(x.shape), x.new_empty((c,)), x.new_empty((c,))
+    if func is aten.native_layer_norm.default:
+        stats = tuple(x.shape[: x.dim() - len(args[1])]) + (1,) * len(args[1])
+        return x.new_empty(x.shape), x.new_empty(stats), x.new_empty(stats)
+    mask, weight, bias = args[7], args[5], args[6]
+    return (
+        x.new_empty(x.shape) if mask[0] else None,
+        x.new_empty(weight.shape) if mask[1] and weight is not None else None,
+        x.new_empty(bias.shape) if mask[2] and bias is not None else None,
+    )
+
+
+class _FastMeta(TorchDispatchMode):
+    """Runs ops as usual, taking the shortcuts above on meta; counts the FLOPs of each op."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.flops = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+        kwargs = kwargs or {}
+        out, flops = self._run(func, args, kwargs)
+        self.flops += flops
+        self.observe(func, args, kwargs, out)
+        return out
+
+    def observe(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
+        """Hook for subclasses: sees every op with its result."""
+
+    def _run(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, int]:
+        kind = _op_kind(func)
+        if kind == "mutable":
+            target = _inplace_target(func, args, kwargs)
+            if target is not None:
+                return target, 0
             out = func(*args, **kwargs)
-            formula = formulas.get(func._overloadpacket)
-            if formula is not None:
-                self.flops += int(formula(*args, **kwargs, out_val=out))
-            if self.count_memory:
-                self._count_memory(func, args, kwargs, out)
-            return out
+            return out, _count_flops(func, args, kwargs, out)
+        key = None
+        if kind == "functional":
+            try:
+                key = (func, _signature(args), _signature(kwargs))
+            except TypeError:  # a real tensor or an unhashable argument: no replay
+                key = None
+        if key is not None:
+            hit = _REPLAY.get(key)
+            if hit is not None:
+                return _remake(hit[0]), hit[1]
+        out = _norm_outputs(func, args) if func in _NORMS and not kwargs else None
+        if out is None:
+            out = func(*args, **kwargs)
+        flops = _count_flops(func, args, kwargs, out)
+        if key is not None:
+            template = _template(out, {_storage_id(t) for t in _tensors((args, kwargs))})
+            if template is not None:
+                _REPLAY[key] = (template, flops)
+        return out, flops
 
-        def _count_memory(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
-            inputs = [a for a in tree_flatten((args, kwargs))[0] if isinstance(a, torch.Tensor)]
-            results = out if isinstance(out, (tuple, list)) else (out,)
-            for ret, t in zip(func._schema.returns, results):
-                if not isinstance(t, torch.Tensor) or not t.is_floating_point():
-                    continue  # max-pool indices and other integer bookkeeping are not features
-                if ret.alias_info is not None and ret.alias_info.is_write:
-                    # In place: an activation (relu_) adds nothing; combining the target with
-                    # another same-shaped tensor (out += identity) is a layer of its own.
-                    if func.name() != "aten::copy_" and any(a.shape == t.shape for a in inputs[1:]):
-                        self.feature_bytes += t.numel() * FP32_BYTES
-                    continue
-                sid = storage_id(t)
-                if sid in self._seen or any(storage_id(a) == sid for a in inputs):
-                    continue  # a view of an input, or an alias of something already counted
-                self._seen[sid] = t.untyped_storage()
+
+@functools.lru_cache(maxsize=None)
+def _op_kind(func: Any) -> str:
+    """``mutable`` (writes an argument), ``alias`` (returns a view) or ``functional``."""
+    schema = func._schema
+    if schema.is_mutable:
+        return "mutable"
+    return "functional" if all(r.alias_info is None for r in schema.returns) else "alias"
+
+
+def _count_flops(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> int:
+    formula = _flop_formulas().get(func._overloadpacket)
+    return 0 if formula is None else int(formula(*args, **kwargs, out_val=out))
+
+
+class _CostMode(_FastMeta):
+    """FLOPs of every op with a formula and, with ``count_memory``, feature memory (module doc).
+
+    Unlike ``FlopCounterMode`` it does not decompose ops that have no formula (batch norm,
+    elementwise): they cost no FLOPs by definition, and decomposing them in Python is
+    what makes ``FlopCounterMode`` slow. The totals are the same.
+    """
+
+    def __init__(self, count_memory: bool) -> None:
+        super().__init__()
+        self.count_memory = count_memory
+        self.feature_bytes = 0
+        self._seen: dict[int, Any] = {}  # storage id -> storage, kept alive so no id is reused
+
+    def observe(self, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
+        if not self.count_memory:
+            return
+        returns = func._schema.returns
+        if len(returns) > 1:
+            out = out[0]  # the feature; the rest is bookkeeping (saved statistics, indices)
+        results = [t for t in _tensors(out) if t.is_floating_point()]
+        if not results:
+            return
+        inputs = list(_tensors((args, kwargs)))
+        alias = returns[0].alias_info
+        if alias is not None and alias.is_write:
+            # In place: an activation (relu_) adds nothing; combining the target with
+            # another same-shaped tensor (out += identity) is a layer of its own.
+            t = results[0]
+            if func is not aten.copy_.default and any(a.shape == t.shape for a in inputs[1:]):
                 self.feature_bytes += t.numel() * FP32_BYTES
-
-    return CostMode
-
-
-def _CostMode(count_memory: bool) -> Any:  # noqa: N802 - reads like the class it makes
-    return _cost_mode_class_cached()(count_memory)
-
-
-@functools.lru_cache(maxsize=1)
-def _cost_mode_class_cached() -> type:
-    return _cost_mode_class()
+            return
+        input_storages = {_storage_id(a) for a in inputs}
+        for t in results:
+            sid = _storage_id(t)
+            if sid in self._seen or sid in input_storages:
+                continue  # a view of an input, or an alias of something already counted
+            self._seen[sid] = t.untyped_storage()
+            self.feature_bytes += t.numel() * FP32_BYTES

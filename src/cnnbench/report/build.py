@@ -18,7 +18,6 @@ from cnnbench.report.document import Bullets, Figure, Heading, Paragraph, Report
 from cnnbench.report.effects import Effect, compute_effects, default_effect_fields
 from cnnbench.report.implementations import implementation_tables
 from cnnbench.report.observations import (
-    Observation,
     effect_observations,
     failure_observations,
     fastest_observations,
@@ -55,7 +54,7 @@ class ReportOptions:
     title: str = "cnnbench report"
     noise: float = 0.03
     """Relative differences up to this are called insignificant (widened by repeat spread)."""
-    max_plots: int = 12
+    max_plots: int = 8
     problems: Sequence[str] = ()
     """Lines the store could not read, listed at the end."""
 
@@ -77,6 +76,9 @@ def build_report(records: Sequence[Mapping[str, Any]], options: ReportOptions | 
             raise NoMatchingRecords(
                 f"no records match --where {' '.join(opts.where)} ({len(records)} records read)")
         column = F.resolve_field(opts.columns, selected)
+        if column == F.MODEL:
+            raise F.FieldError("--columns model: the rows are the models already; choose another field "
+                               "(machine, gpu, cpu, num_devices, precision, ...)")
         effect_fields = None if opts.effects is None else [F.resolve_field(e, selected) for e in opts.effects]
         baselines = _parse_baselines(opts.baselines, selected)
     except F.FieldError as exc:
@@ -89,7 +91,8 @@ def build_report(records: Sequence[Mapping[str, Any]], options: ReportOptions | 
     groups = scaling_groups(points, opts.noise)
     names = effect_fields if effect_fields is not None else default_effect_fields(points)
     try:
-        effects, effect_notes = compute_effects(points, names, baselines, opts.noise)
+        effects, effect_notes = compute_effects(points, names, baselines, opts.noise,
+                                                explain=effect_fields is not None)
     except F.FieldError as exc:
         raise ReportError(str(exc)) from exc
     impls = implementation_tables(points, opts.noise)
@@ -121,8 +124,15 @@ def _facts(records: list, selected: list, opts: ReportOptions, points: PointSet,
         lines.append(f"Selected with --where {' '.join(opts.where)}: {len(selected)} of {len(records)} results.")
     constant = [f for f in points.key_fields if len(points.distinct(f)) == 1 and points.distinct(f)[0] is not None]
     if constant:
-        lines.append("Common to all results: " + ", ".join(F.label(f, points.distinct(f)[0]) for f in constant) + ".")
+        lines.append("Common to all results: " + ", ".join(_common_label(f, points.distinct(f)[0]) for f in constant)
+                     + ".")
     return lines
+
+
+def _common_label(field: str, value: Any) -> str:
+    if field in (F.MACHINE, F.SOURCE):
+        return f"{F.short_name(field)} {value}"
+    return F.label(field, value)
 
 
 def _assemble(report: Report, opts: ReportOptions, records: list, selected: list, points: PointSet,
@@ -148,7 +158,8 @@ def _assemble(report: Report, opts: ReportOptions, records: list, selected: list
         b.append(Heading("Scaling"))
         for g in groups:
             fig = _scaling_figure(g)
-            b += [Heading(g.name, 3), TableBlock(g.efficiency), TableBlock(g.speedup), fig, TableBlock(g.table)]
+            b += [Heading(g.name, 3), TableBlock(g.efficiency, caption=True), TableBlock(g.speedup, caption=True),
+                  fig, TableBlock(g.table, caption=True)]
             report.figures.append(fig)
     if effects or effect_notes:
         b.append(Heading("Effects (one factor at a time)"))
@@ -180,18 +191,22 @@ def _throughput_figure(s: Section) -> Figure | None:
     if not t.rows or (len(cols) < 2 and len(t.rows) < 2):
         return None
     values = [[c.value if c.is_number else None for c in row[t.label_columns:]] for row in t.rows]
-    status = [[c.text if isinstance(c.value, str) else "" for c in row[t.label_columns:]] for row in t.rows]
+    status = [[c.status for c in row[t.label_columns:]] for row in t.rows]
     data = {"rows": [r[0].text for r in t.rows], "columns": cols, "values": values, "status": status,
             "column_name": F.short_name(s.column_field)}
     return Figure("throughput", t.id, f"images/sec: {s.name}", data)
 
 
 def _scaling_figure(g: ScalingGroup) -> Figure:
-    models: dict[str, list[dict[str, Any]]] = {}
+    by_model: dict[str, list[Any]] = {}
     for s in g.series:
-        points = sorted(s.speedup.items())
-        label = s.label.split(" · ", 1)[1] if " · " in s.label else str(s.values.get(F.MACHINE))
-        models.setdefault(str(s.values.get(F.MODEL)), []).append({"label": label, "points": points})
+        by_model.setdefault(str(s.values.get(F.MODEL)), []).append(s)
+    models: dict[str, list[dict[str, Any]]] = {}
+    for model, series in by_model.items():
+        machines = [str(s.values.get(F.MACHINE)) for s in series]
+        unique = len(set(machines)) == len(machines)  # then the machine names the line (one colour each)
+        models[model] = [{"label": m if unique else f"{m} · batch {F.text(s.values.get(F.BATCH))}",
+                          "points": sorted(s.speedup.items())} for m, s in zip(machines, series)]
     return Figure("scaling", g.table.id, f"Scaling: {g.name}", {"models": models, "devices": g.devices})
 
 
@@ -202,6 +217,8 @@ def _budget_plots(report: Report, max_plots: int) -> None:
     for i, fig in enumerate(ranked):
         fig.drawn = i < max_plots
     skipped = sum(1 for f in report.figures if not f.drawn)
-    if skipped:
+    if skipped and max_plots == 0:
+        report.blocks.insert(2, Paragraph(f"No plots drawn ({skipped} available; --no-plots or --max-plots 0)."))
+    elif skipped:
         report.blocks.insert(2, Paragraph(
             f"{len(report.figures) - skipped} of {len(report.figures)} plots drawn (--max-plots {max_plots})."))

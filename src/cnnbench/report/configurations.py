@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cnnbench.report import fields as F
-from cnnbench.report.labels import Namer
+from cnnbench.report.labels import Namer, unique_names
 from cnnbench.report.points import Point, PointSet, combine
 from cnnbench.report.table import Cell, Table, label_cell, missing, throughput
 
@@ -46,11 +46,12 @@ def configuration_sections(points: PointSet, column_field: str, noise: float) ->
     exclude = set(points.key_fields) - set(key_fields)
     namer = Namer(points, exclude)
     groups: dict[tuple, list[Point]] = defaultdict(list)
+    key = points.getter(key_fields)
     for p in points.points:
-        groups[tuple(p.values.get(f) for f in key_fields)].append(p)
+        groups[key(p)].append(p)
     sections = []
-    for group in groups.values():
-        name = namer.name(group[0].values)
+    names = unique_names(namer, [g[0].values for g in groups.values()])
+    for name, group in zip(names, groups.values()):
         sections.append(Section(name, _table(points, group, name, column_field, noise), column_field, group))
     sections.sort(key=lambda s: F.sort_key(s.name))
     return sections
@@ -75,8 +76,9 @@ def _table(points: PointSet, group: list[Point], name: str, column_field: str, n
                 rows.append(row)
             continue
         batches = {p.values.get(F.BATCH) for ps in by_col.values() for p in ps}
-        varies = len(batches) > 1
-        batch_cell = Cell(F.text(next(iter(batches))), next(iter(batches))) if not varies else Cell("varies", None)
+        varies = len(batches) > 1 and column_field != F.BATCH  # batch columns say it already
+        batch_cell = (Cell("varies", None) if len(batches) > 1
+                      else Cell(F.text(next(iter(batches))), next(iter(batches))))
         row = [label_cell(model), batch_cell]
         for c in columns:
             ps = by_col[c]

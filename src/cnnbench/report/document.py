@@ -33,6 +33,8 @@ class Bullets:
 @dataclass
 class TableBlock:
     table: Table
+    caption: bool = False
+    """Print the table's title above it (for tables under a shared heading)."""
 
 
 @dataclass

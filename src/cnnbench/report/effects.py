@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any, Mapping, Sequence
 
 from cnnbench.report import fields as F
-from cnnbench.report.labels import join_labels
 from cnnbench.report.points import ATTRIBUTE_FIELDS, Measure, Point, PointSet, combine
 from cnnbench.report.selection import value_matches
 from cnnbench.report.stats import effective_noise, median
@@ -31,9 +31,14 @@ NOT_DEFAULT = frozenset({F.DEVICES})  # scaling covers it
 class Pair:
     """Two points (or groups of points) that differ only in the effect's field."""
 
-    key: dict[str, Any]
+    key: tuple
+    """Values of :attr:`fields`, on which both sides agree."""
+    fields: tuple[str, ...]
     a: Measure
     b: Measure
+
+    def get(self, name: str) -> Any:
+        return self.key[self.fields.index(name)]
 
     @property
     def ratio(self) -> float | None:
@@ -89,10 +94,14 @@ def default_effect_fields(points: PointSet) -> list[str]:
     candidates += [f for f in points.key_fields if f not in candidates and f not in NOT_DEFAULT]
     chosen: list[str] = []
     seen: set[tuple[int, ...]] = set()
+    source_sig = _signature(points, F.SOURCE)
     for name in candidates:
-        if len(points.distinct(name)) != 2:
+        values = points.distinct(name)
+        if len(values) != 2:
             continue
         sig = _signature(points, name)
+        if None in values and name != F.SOURCE and sig == source_sig:
+            continue  # a field one source records and the other does not
         if sig in seen:
             continue
         seen.add(sig)
@@ -116,48 +125,68 @@ def find_value(values: Sequence[Any], wanted: str) -> Any:
 
 
 def compute_effects(points: PointSet, names: Sequence[str], baselines: Mapping[str, str],
-                    noise: float) -> tuple[list[Effect], list[str]]:
-    """Effects for each field in ``names``; also notes on fields that gave no pair."""
+                    noise: float, explain: bool = True) -> tuple[list[Effect], list[str]]:
+    """Effects for each field in ``names``; with ``explain``, also notes on the fields that
+    gave no pair (for fields the user named; default fields without pairs are just left out)."""
     effects: list[Effect] = []
     notes: list[str] = []
+    unpaired: list[str] = []
     for name in names:
         values = points.distinct(name)
         short = F.short_name(name)
         if len(values) < 2:
-            notes.append(f"{short} takes one value in this selection; there is no effect to show.")
+            if explain:
+                notes.append(f"{short} takes one value in this selection; there is no effect to show.")
             continue
         base = find_value(values, baselines[name]) if name in baselines else default_baseline(name, values)
         others = [v for v in sorted(values, key=F.sort_key) if v != base]
         for a in others:
             effect = _effect(points, name, a, base, noise)
             if effect is None:
-                notes.append(f"{F.label(name, a)} vs {F.label(name, base)}: no two results agree on "
-                             f"every other field, so there is no pair to compare.")
+                if explain:
+                    notes.append(f"{F.label(name, a)} vs {F.label(name, base)}: no two results agree on "
+                                 f"every other field, so there is no pair to compare.")
+                else:
+                    unpaired.append(F.short_name(name))
             else:
                 effects.append(effect)
+    if unpaired:
+        notes.append(f"No effect table for {', '.join(unpaired)}: each takes two values, but no two results "
+                     f"differ in that field alone.")
     return effects, notes
 
 
 def _effect(points: PointSet, name: str, a: Any, b: Any, noise: float) -> Effect | None:
-    key_fields = _pair_key_fields(points, name)
-    buckets: dict[tuple, dict[Any, list[Point]]] = defaultdict(lambda: defaultdict(list))
+    key_fields = tuple(_pair_key_fields(points, name))
+    idx = [points.key_fields.index(f) for f in key_fields]
+    getter = itemgetter(*idx) if len(idx) > 1 else (lambda k: tuple(k[i] for i in idx))
+    buckets: dict[tuple, tuple[list[Point], list[Point]]] = {}
     for p in points.points:
         v = p.values.get(name)
-        if v == a or v == b:
-            buckets[tuple(p.values.get(f) for f in key_fields)][v].append(p)
+        side = 0 if v == a else 1 if v == b else -1
+        if side < 0:
+            continue
+        k = getter(p.key)
+        slot = buckets.get(k)
+        if slot is None:
+            slot = buckets[k] = ([], [])
+        slot[side].append(p)
     pairs: list[Pair] = []
     involved: list[Point] = []
-    for key, by_value in buckets.items():
-        if a in by_value and b in by_value:
-            pairs.append(Pair(dict(zip(key_fields, key)), combine(by_value[a]), combine(by_value[b])))
-            involved += by_value[a] + by_value[b]
+    for key, (pa, pb) in buckets.items():
+        if pa and pb:
+            pairs.append(Pair(key, key_fields, combine(pa), combine(pb)))
+            involved += pa + pb
     if not pairs:
         return None
-    varying = [f for f in key_fields if len({p.key.get(f) for p in pairs}) > 1]
-    row_field = next((f for f in ROW_PREFERENCE if f in varying), varying[0] if varying else None)
-    col_fields = [f for f in varying if f != row_field]
+    varying = [i for i in range(len(key_fields)) if len({p.key[i] for p in pairs}) > 1]
+    by_name = {key_fields[i]: i for i in varying}
+    row = next((by_name[f] for f in ROW_PREFERENCE if f in by_name), varying[0] if varying else None)
+    cols = [i for i in varying if i != row]
     eff_noise = effective_noise(noise, (p.measure.spread for p in involved))
-    table, ratios = _table(name, a, b, pairs, row_field, col_fields, eff_noise)
+    order = {v: i for i, v in enumerate(points.distinct(key_fields[row]))} if row is not None else {}
+    table, ratios = _table(name, a, b, pairs, row, cols, eff_noise, order)
+    row_field = key_fields[row] if row is not None else None
     return Effect(name, a, b, pairs, table, eff_noise, row_field, ratios)
 
 
@@ -168,51 +197,60 @@ def _pair_cell(pair: Pair, name: str, a: Any, b: Any) -> Cell:
     for side, m in ((a, pair.a), (b, pair.b)):
         word = m.failure_text() if m.median is None else ""
         if word:
-            return Cell(f"{F.label(name, side)}: {word}", None)
+            return Cell(f"{F.label(name, side)}: {word}", None, 0, word)
     return missing()
 
 
-def _table(name: str, a: Any, b: Any, pairs: list[Pair], row_field: str | None,
-           col_fields: list[str], noise: float) -> tuple[Table, list[float]]:
-    col_label = {id(p): join_labels(p.key, col_fields) for p in pairs}
-    columns: list[str] = list(dict.fromkeys(col_label[id(p)] for p in pairs))
-    if row_field is not None:
-        row_values = sorted({p.key.get(row_field) for p in pairs}, key=F.sort_key)
-    else:
-        row_values = [None]
-    grid: dict[tuple[Any, str], Pair] = {}
+def _table(name: str, a: Any, b: Any, pairs: list[Pair], row: int | None, cols: list[int], noise: float,
+           order: dict[Any, int]) -> tuple[Table, list[float]]:
+    fields = pairs[0].fields
+    col_fields = [fields[i] for i in cols]
+    labels: dict[tuple, str] = {}
+    col_label = []
     for p in pairs:
-        grid[(p.key.get(row_field) if row_field else None, col_label[id(p)])] = p
+        ck = tuple(p.key[i] for i in cols)
+        lab = labels.get(ck)
+        if lab is None:
+            lab = labels[ck] = " · ".join(F.label(fields[i], v) for i, v in zip(cols, ck)) or "all"
+        col_label.append(lab)
+    columns: list[str] = list(dict.fromkeys(col_label))
+    row_values = sorted({p.key[row] for p in pairs}, key=lambda v: order.get(v, len(order))) if row is not None \
+        else [None]
+    grid: dict[tuple[Any, str], Pair] = {}
+    for p, c in zip(pairs, col_label):
+        grid[(p.key[row] if row is not None else None, c)] = p
     rows: list[list[Cell]] = []
     by_column: dict[str, list[float]] = defaultdict(list)
     all_ratios: list[float] = []
     for rv in row_values:
-        row = [label_cell(F.text(rv) if row_field else "all")]
+        cells = [label_cell(F.text(rv) if row is not None else "all")]
         xs = []
         for c in columns:
             p = grid.get((rv, c))
             if p is None:
-                row.append(missing())
+                cells.append(missing())
                 continue
-            row.append(_pair_cell(p, name, a, b))
-            if p.ratio is not None:
-                xs.append(p.ratio)
-                by_column[c].append(p.ratio)
+            cells.append(_pair_cell(p, name, a, b))
+            ratio = p.ratio
+            if ratio is not None:
+                xs.append(ratio)
+                by_column[c].append(ratio)
         all_ratios += xs
-        row.append(number(median(xs)))
-        rows.append(row)
-    if row_field is not None and len(row_values) > 1:
+        cells.append(number(median(xs)))
+        rows.append(cells)
+    if row is not None and len(row_values) > 1:
         rows.append([label_cell("all")] + [number(median(by_column[c])) for c in columns]
                     + [number(median(all_ratios))])
     a_label, b_label = F.label(name, a), F.label(name, b)
     short = F.short_name(name)
+    row_name = F.short_name(fields[row]) if row is not None else ""
     pairing = ("the same configuration on two machines" if name in F.HARDWARE_FIELDS or name in ATTRIBUTE_FIELDS
                else "results that agree on every other configuration field and the machine")
     notes = [f"Ratio of images/sec with {a_label} over images/sec with {b_label} (> 1: {a_label} is faster), "
-             f"for each pair of {pairing}. Rows: {F.short_name(row_field) if row_field else 'all pairs'}; "
+             f"for each pair of {pairing}. Rows: {row_name or 'all pairs'}; "
              f"columns: {', '.join(F.short_name(f) for f in col_fields) or 'the pair'}; 'all': medians over "
              f"every pair. Differences within {noise * 100:.1f}% are noise."]
     table = Table(f"effect-{F.slug(short)}-{F.slug(F.text(a))}-vs-{F.slug(F.text(b))}",
                   f"Speedup from {a_label} vs {b_label}", "effect",
-                  [F.short_name(row_field) if row_field else ""] + columns + ["median"], rows, notes)
+                  [row_name] + columns + ["median"], rows, notes)
     return table, all_ratios

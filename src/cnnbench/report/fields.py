@@ -9,6 +9,7 @@ in ``config``, then ``environment``, then ``metrics``. No torch here.
 from __future__ import annotations
 
 import difflib
+import hashlib
 import json
 import re
 from typing import Any, Hashable, Iterable, Mapping
@@ -95,17 +96,19 @@ def get_value(record: Mapping[str, Any], field: str) -> Any:
     return node
 
 
-def known_fields(records: Iterable[Mapping[str, Any]], limit: int = 2000) -> set[str]:
-    """Dotted names seen in (the first ``limit``) records, plus the aliases."""
-    names: set[str] = set(ALIASES) | set(TOP_LEVEL)
-    for i, rec in enumerate(records):
-        if i >= limit:
-            break
-        for section in SECTIONS:
+def known_fields(records: Iterable[Mapping[str, Any]]) -> set[str]:
+    """Dotted names seen in the records, plus the aliases."""
+    keys: dict[str, set[str]] = {s: set() for s in SECTIONS}
+    top: set[str] = set()
+    for rec in records:
+        top.update(rec)
+        for section, seen in keys.items():
             sub = rec.get(section)
-            if isinstance(sub, Mapping):
-                names.update(f"{section}.{k}" for k in sub)
-        names.update(k for k in rec if k not in SECTIONS)
+            if isinstance(sub, dict):
+                seen.update(sub)
+    names = set(ALIASES) | set(TOP_LEVEL) | (top - set(SECTIONS))
+    for section, seen in keys.items():
+        names.update(f"{section}.{k}" for k in seen)
     return names
 
 
@@ -116,10 +119,11 @@ def resolve_field(name: str, records: list[Mapping[str, Any]]) -> str:
         raise FieldError("empty field name")
     if name in ALIASES:
         return ALIASES[name]
-    known = known_fields(records)
+    if "." in name and name.split(".", 1)[0] in SECTIONS:
+        return name
+    known = known_fields(records)  # a scan of every record: only for names that need it
     if "." in name:
-        head = name.split(".", 1)[0]
-        if name in known or head in SECTIONS:
+        if name in known:
             return name
     else:
         if name in TOP_LEVEL:
@@ -174,13 +178,17 @@ def text(value: Any) -> str:
 def label(field: str, value: Any) -> str:
     """A value as it reads in a label: ``resnet50``, ``fp16``, ``batch_size=64``, ``compile=True``
     (``None`` reads ``none``)."""
+    if field == "config.forward_only" and isinstance(value, bool):
+        return "inference" if value else "training"
     shown = "none" if value is None else text(value)
     if field in BARE_VALUE_FIELDS:
         return shown
     return f"{short_name(field)}={shown}"
 
 
-def slug(value: str) -> str:
-    """A file-name-safe form of a label."""
-    s = re.sub(r"[^A-Za-z0-9._+-]+", "_", value).strip("_.")
-    return s or "table"
+def slug(value: str, limit: int = 100) -> str:
+    """A file-name-safe form of a label (long ones cut, with a hash of the whole to stay unique)."""
+    s = re.sub(r"[^A-Za-z0-9._+-]+", "_", value).strip("_.") or "table"
+    if len(s) > limit:
+        s = s[: limit - 9] + "-" + hashlib.sha1(s.encode()).hexdigest()[:8]
+    return s

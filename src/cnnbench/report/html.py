@@ -8,8 +8,8 @@ from html import escape
 from pathlib import Path
 
 from cnnbench.report.document import Bullets, Figure, Heading, Paragraph, Report, TableBlock
-from cnnbench.report.markdown import display_table
-from cnnbench.report.table import Table
+from cnnbench.report.markdown import display_table, too_long
+from cnnbench.report.table import MISSING, Cell, Table
 
 CSS = """
 body{font-family:-apple-system,"Segoe UI",Helvetica,Arial,sans-serif;margin:2em auto;max-width:78em;
@@ -24,17 +24,20 @@ img{max-width:100%;border:1px solid #eee}
 """.strip()
 
 
-def _cell_class(table: Table, i: int, cell) -> str:  # type: ignore[no-untyped-def]
+def _cell_class(table: Table, i: int, cell: Cell) -> str:
     if i < table.label_columns:
         return ""
-    if isinstance(cell.value, str):
+    if cell.status:
         return ' class="fail"'
-    if cell.value is None:
+    if cell.value is None and cell.text == MISSING:
         return ' class="missing"'
     return ' class="num"'
 
 
 def table_html(table: Table) -> str:
+    pointer = too_long(table)
+    if pointer:
+        return f'<p class="note">{escape(pointer)}</p>'
     t = display_table(table)
     parts = ["<table>", "<thead><tr>" + "".join(f"<th>{escape(c)}</th>" for c in t.columns) + "</tr></thead>",
              "<tbody>"]
@@ -65,6 +68,8 @@ def render_html(report: Report, outdir: Path) -> str:
         elif isinstance(block, Bullets):
             body.append("<ul>" + "".join(f"<li>{escape(i)}</li>" for i in block.items) + "</ul>")
         elif isinstance(block, TableBlock):
+            if block.caption:
+                body.append(f"<p><strong>{escape(block.table.title)}</strong></p>")
             body.append(table_html(block.table))
         elif isinstance(block, Figure) and block.drawn:
             body.append(_image(block, outdir))

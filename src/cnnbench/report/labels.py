@@ -9,7 +9,8 @@ device count reads ``N<device>s``.
 
 from __future__ import annotations
 
-from typing import Any, Collection, Mapping
+from collections import Counter
+from typing import Any, Collection, Mapping, Sequence
 
 from cnnbench.report import fields as F
 from cnnbench.report.points import PointSet
@@ -36,8 +37,9 @@ class Namer:
         real = {v for v in points.distinct(DATA) if v not in (None, "synthetic")}
         self._name_real_sets = len(real) > 1
 
-    def name(self, values: Mapping[str, Any]) -> str:
-        """The configuration name of a point's values."""
+    def name(self, values: Mapping[str, Any], full: bool = False) -> str:
+        """The configuration name of a point's values. Unless ``full``, other varying fields
+        are named only where they are not at their default (unset, false, source cnnbench)."""
         ex = self.exclude
         parts: list[str] = []
         if DATA not in ex:
@@ -60,12 +62,24 @@ class Namer:
             parts.append("inference")
         name = "-".join(parts)
         extras = [F.label(f, values.get(f)) for f in self.varying
-                  if f not in NAME_FIELDS and f not in ex and f != F.MACHINE]
+                  if f not in NAME_FIELDS and f not in ex and f != F.MACHINE
+                  and (full or not _is_default(f, values.get(f)))]
         if extras:
             name += f" ({', '.join(extras)})"
         if F.MACHINE in self.varying and F.MACHINE not in ex:
             name += f" on {values.get(F.MACHINE)}"
         return name
+
+
+def _is_default(name: str, value: Any) -> bool:
+    return value is None or value is False or (name == F.SOURCE and value == "cnnbench")
+
+
+def unique_names(namer: Namer, values: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Names for several configurations; those that would read alike are named in full."""
+    names = [namer.name(v) for v in values]
+    counts = Counter(names)
+    return [namer.name(v, full=True) if counts[n] > 1 else n for n, v in zip(names, values)]
 
 
 def join_labels(values: Mapping[str, Any], fields: Collection[str]) -> str:

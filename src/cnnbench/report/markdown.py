@@ -8,6 +8,8 @@ from cnnbench.report.table import Table, condensed
 MAX_COLUMNS = 14
 """Effect and scaling-summary tables wider than this print as per-row n/min/median/max."""
 CONDENSABLE = ("effect", "scaling-summary")
+MAX_LONG_ROWS = 48
+"""Per-series scaling tables longer than this are left to their CSV/JSON files."""
 
 
 def display_table(table: Table) -> Table:
@@ -17,11 +19,22 @@ def display_table(table: Table) -> Table:
     return table
 
 
+def too_long(table: Table) -> str | None:
+    """For a table too long to print, the line that points to its files; else ``None``."""
+    if table.kind == "scaling" and len(table.rows) > MAX_LONG_ROWS:
+        return (f"{table.title}: {len(table.rows)} rows (images/sec, speedup and efficiency of every series "
+                f"at every device count) in tables/{table.id}.csv and tables/{table.id}.json.")
+    return None
+
+
 def _esc(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
 def table_markdown(table: Table) -> str:
+    pointer = too_long(table)
+    if pointer:
+        return f"_{pointer}_"
     t = display_table(table)
     head = "| " + " | ".join(_esc(c) for c in t.columns) + " |"
     align = "|" + "|".join(":--" if i < t.label_columns else "--:" for i in range(len(t.columns))) + "|"
@@ -44,6 +57,8 @@ def render_markdown(report: Report) -> str:
         elif isinstance(block, Bullets):
             out.append("\n".join(f"- {item}" for item in block.items))
         elif isinstance(block, TableBlock):
+            if block.caption:
+                out.append(f"**{block.table.title}**")
             out.append(table_markdown(block.table))
         elif isinstance(block, Figure):
             if block.drawn:

@@ -122,6 +122,8 @@ def effect_observations(effects: Sequence[Effect]) -> list[Observation]:
         a, b = F.label(e.field, e.a), F.label(e.field, e.b)
         if abs(med - 1) <= e.noise:
             tail = f"no significant effect (within the {_pct(e.noise)} noise threshold)"
+        elif med >= 1.5:
+            tail = f"{a} is {med:.2f}× as fast as {b}"
         elif med > 1:
             tail = f"{a} is {_pct(med - 1)} faster than {b}"
         else:
@@ -202,11 +204,11 @@ def failure_observations(sections: Sequence[Section]) -> list[Observation]:
             for i in range(t.label_columns, len(t.columns)):
                 c = row[i]
                 ref = Ref(t.id, row[0].text, t.columns[i])
-                if isinstance(c.value, str):
-                    failed[c.value] += 1
+                if c.status:
+                    failed[c.status] += 1
                     refs.append(ref)
                     if len(examples) < MAX_FAILURES_LISTED:
-                        examples.append((f"{row[0].text} on {t.columns[i]} in {t.title} ({c.value})", ref))
+                        examples.append((f"{row[0].text} on {t.columns[i]} in {t.title} ({c.status})", ref))
                 elif c.is_number and c.failed_repeats:
                     partial += 1
                     refs.append(ref)

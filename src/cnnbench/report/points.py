@@ -11,9 +11,9 @@ from points, so repeats are folded the same way everywhere.
 from __future__ import annotations
 
 import logging
-from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from operator import itemgetter
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from cnnbench.report import fields as F
 from cnnbench.report.stats import median, relative_spread
@@ -38,12 +38,22 @@ def status_word(status: str) -> str:
     return STATUS_WORDS.get(status, status)
 
 
-@dataclass
+_UNSET = object()
+
+
 class Measure:
     """Throughputs of ``ok`` repeats and the statuses of all repeats of one cell."""
 
-    ips: list[float] = field(default_factory=list)
-    statuses: Counter = field(default_factory=Counter)
+    __slots__ = ("ips", "statuses", "_median", "_spread")
+
+    def __init__(self, ips: list[float] | None = None, statuses: dict[str, int] | None = None) -> None:
+        self.ips: list[float] = ips if ips is not None else []
+        self.statuses: dict[str, int] = statuses if statuses is not None else {}
+        self._median: Any = _UNSET
+        self._spread: Any = _UNSET
+
+    def __repr__(self) -> str:
+        return f"Measure(ips={self.ips!r}, statuses={self.statuses!r})"
 
     @property
     def n(self) -> int:
@@ -51,29 +61,45 @@ class Measure:
 
     @property
     def median(self) -> float | None:
-        return median(self.ips)
+        if self._median is _UNSET:
+            self._median = median(self.ips)
+        return self._median
 
     @property
     def spread(self) -> float | None:
         """``(max - min) / median`` over ``ok`` repeats (``None`` with fewer than two)."""
-        return relative_spread(self.ips)
+        if self._spread is _UNSET:
+            self._spread = relative_spread(self.ips)
+        return self._spread
 
     @property
-    def failures(self) -> Counter:
-        return Counter({s: c for s, c in self.statuses.items() if s != "ok"})
+    def failures(self) -> dict[str, int]:
+        return {s: c for s, c in self.statuses.items() if s != "ok"}
 
     def failure_text(self) -> str:
         """``OOM``, or ``OOM/error`` for mixed failures (most frequent first); empty if none."""
-        fails = self.failures
-        return "/".join(status_word(s) for s, _ in fails.most_common())
+        fails = sorted(self.failures.items(), key=lambda kv: -kv[1])
+        return "/".join(status_word(s) for s, _ in fails)
+
+    def record(self, status: str, ips: float | None) -> None:
+        """Count one repeat."""
+        self.statuses[status] = self.statuses.get(status, 0) + 1
+        if ips is not None:
+            self.ips.append(ips)
+            self._median = self._spread = _UNSET
 
     def add(self, other: "Measure") -> None:
         self.ips.extend(other.ips)
-        self.statuses.update(other.statuses)
+        for s, c in other.statuses.items():
+            self.statuses[s] = self.statuses.get(s, 0) + c
+        self._median = self._spread = _UNSET
 
 
-def combine(points: Iterable["Point"]) -> Measure:
-    """One measure over several points (e.g. several machines with the same GPU in a cell)."""
+def combine(points: Sequence["Point"]) -> Measure:
+    """One measure over several points (e.g. several machines with the same GPU in a cell).
+    For a single point, its own measure (do not modify it)."""
+    if len(points) == 1:
+        return points[0].measure
     m = Measure()
     for p in points:
         m.add(p.measure)
@@ -85,6 +111,8 @@ class Point:
     """All repeats of one identity: its field values, records and measure."""
 
     values: dict[str, Any]
+    key: tuple = ()
+    """The identity values in :attr:`PointSet.key_fields` order."""
     records: list[Mapping[str, Any]] = field(default_factory=list)
     measure: Measure = field(default_factory=Measure)
 
@@ -115,6 +143,16 @@ class PointSet:
             self._distinct[name] = values
         return values
 
+    def getter(self, names: Sequence[str]) -> Callable[[Point], tuple]:
+        """A fast ``point -> tuple of the values of names`` (identity fields read from the key)."""
+        if all(n in self.key_fields for n in names):
+            idx = [self.key_fields.index(n) for n in names]
+            if len(idx) > 1:
+                get = itemgetter(*idx)
+                return lambda p: get(p.key)
+            return lambda p: tuple(p.key[i] for i in idx)
+        return lambda p: tuple(p.values.get(n) for n in names)
+
     def varies(self, name: str, points: Sequence[Point] | None = None) -> bool:
         return len(self.distinct(name, points)) > 1
 
@@ -122,7 +160,7 @@ class PointSet:
 def _metric(record: Mapping[str, Any]) -> float | None:
     metrics = record.get("metrics") or {}
     value = metrics.get("total_images_per_sec")
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+    if value.__class__ in (int, float) and value > 0:
         return float(value)
     return None
 
@@ -142,37 +180,47 @@ def build_points(records: Sequence[Mapping[str, Any]], extra_fields: Iterable[st
     """Group records into points by identity (plus ``extra_fields``, e.g. a software
     version named by ``--effect``)."""
     config_keys: dict[str, None] = {}
+    seen: set[str] = set()
     for rec in records:
         cfg = rec.get("config")
-        if isinstance(cfg, Mapping):
+        if isinstance(cfg, dict) and not seen.issuperset(cfg):  # new keys: keep first-seen order
             for k in cfg:
-                if k not in IGNORED_CONFIG:
-                    config_keys.setdefault(k, None)
+                if k not in seen:
+                    seen.add(k)
+                    if k not in IGNORED_CONFIG:
+                        config_keys[k] = None
     ckeys = list(config_keys)
     key_fields = [f"config.{k}" for k in ckeys] + [F.MACHINE, F.SOURCE]
     extras = [f for f in identity_extras(extra_fields) if f not in key_fields]
     key_fields += extras
-    hashable = F.hashable
+    scalar = (str, int, float, bool, type(None))
+
+    def hashable(value: Any) -> Any:
+        return value if value.__class__ in scalar else F.hashable(value)
+
     groups: dict[tuple, Point] = {}
     for rec in records:
         cfg = rec.get("config") or {}
         env = rec.get("environment") or {}
+        if not isinstance(env, dict):
+            env = {}
         machine = env.get("machine") or env.get("hostname") or "unknown"
-        key = tuple(hashable(cfg.get(k)) for k in ckeys) + (machine, rec.get("source") or "cnnbench")
+        ckey = tuple(map(cfg.get, ckeys))
+        try:
+            hash(ckey)
+        except TypeError:  # a list or object value: use its JSON text
+            ckey = tuple(hashable(v) for v in ckey)
+        key = ckey + (machine, rec.get("source") or "cnnbench")
         if extras:
             key += tuple(hashable(F.get_value(rec, f)) for f in extras)
         point = groups.get(key)
         if point is None:
             values = dict(zip(key_fields, key))
             for attr in ATTRIBUTE_FIELDS:
-                values[attr] = hashable(F.get_value(rec, attr))
-            point = groups[key] = Point(values)
+                values[attr] = hashable(env.get(attr.split(".", 1)[1]))
+            point = groups[key] = Point(values, key)
         point.records.append(rec)
         status = str(rec.get("status") or "ok")
-        point.measure.statuses[status] += 1
-        if status == "ok":
-            ips = _metric(rec)
-            if ips is not None:
-                point.measure.ips.append(ips)
+        point.measure.record(status, _metric(rec) if status == "ok" else None)
     log.debug("%d records -> %d points over %d identity fields", len(records), len(groups), len(key_fields))
     return PointSet(tuple(key_fields), list(groups.values()))

@@ -14,10 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cnnbench.report import fields as F
-from cnnbench.report.labels import Namer, join_labels
+from cnnbench.report.labels import Namer, join_labels, unique_names
 from cnnbench.report.points import Measure, Point, PointSet, combine
 from cnnbench.report.stats import median
-from cnnbench.report.table import Cell, Table, label_cell, missing, number, percent, throughput
+from cnnbench.report.table import Cell, Table, failed, label_cell, missing, number, percent, throughput
 
 
 @dataclass
@@ -62,13 +62,15 @@ def scaling_groups(points: PointSet, noise: float) -> list[ScalingGroup]:
     group_fields = [f for f in points.key_fields if f not in (F.DEVICES, *SERIES_FIELDS)]
     namer = Namer(points, exclude=(F.DEVICES, *SERIES_FIELDS))
     groups: dict[tuple, list[Point]] = defaultdict(list)
+    key = points.getter(group_fields)
     for p in points.points:
-        groups[tuple(p.values.get(f) for f in group_fields)].append(p)
+        groups[key(p)].append(p)
     out = []
-    for group in groups.values():
+    names = unique_names(namer, [g[0].values for g in groups.values()])
+    for name, group in zip(names, groups.values()):
         series = _series(points, group)
         if series:
-            out.append(_build(namer.name(group[0].values), series, noise))
+            out.append(_build(name, series, noise))
     out.sort(key=lambda g: F.sort_key(g.name))
     return out
 
@@ -104,7 +106,7 @@ def _status_or_missing(m: Measure | None) -> Cell:
     if m is None or m.n == 0:
         return missing()
     word = m.failure_text()
-    return Cell(word, word) if word else missing()
+    return failed(word) if word else missing()
 
 
 def _build(name: str, series: list[Series], noise: float) -> ScalingGroup:

@@ -8,7 +8,7 @@ a missing cell, which prints as ``—``. A missing or failed cell is never a 0.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, NamedTuple, Sequence
 
 from cnnbench.report.points import Measure
 from cnnbench.report.stats import median
@@ -16,22 +16,28 @@ from cnnbench.report.stats import median
 MISSING = "—"
 
 
-@dataclass(frozen=True)
-class Cell:
-    """One table cell."""
+class Cell(NamedTuple):
+    """One table cell (a named tuple: cheap to make by the hundred thousand)."""
 
     text: str
     value: Any = None
     failed_repeats: int = 0
     """For a number: how many of its repeats failed (shown as ``k/n`` in the text)."""
+    status: str = ""
+    """For a failed cell: the failure (``OOM``, ``error``, ``timeout``); empty otherwise."""
 
     @property
     def is_number(self) -> bool:
-        return isinstance(self.value, (int, float)) and not isinstance(self.value, bool)
+        return self.value.__class__ in (int, float)
 
 
 def missing() -> Cell:
     return Cell(MISSING, None)
+
+
+def failed(word: str, text: str | None = None) -> Cell:
+    """A cell for a failure: shows ``text`` (default: the word), its value is the word."""
+    return Cell(text or word, word, 0, word)
 
 
 def label_cell(text: Any) -> Cell:
@@ -65,7 +71,7 @@ def throughput(measure: Measure | None, noise: float, note: str = "") -> Cell:
     med = measure.median
     if med is None:
         word = measure.failure_text()
-        return Cell(word, word) if word else missing()
+        return failed(word) if word else missing()
     text = f"{med:.2f}"
     spread = measure.spread
     if spread is not None and spread > noise:
@@ -113,22 +119,30 @@ class Table:
 
 def condensed(table: Table, max_columns: int) -> Table | None:
     """For a table wider than ``max_columns`` whose data columns are numbers (effects,
-    scaling summaries): per row, how many values, their minimum, median and maximum.
+    scaling summaries): per row, how many values, their minimum, median and maximum (the
+    table's own ``median`` column where it has one; a last ``all`` row spans every row).
     ``None`` when the table is narrow enough to print as it is."""
     if len(table.columns) <= max_columns:
         return None
     data = [i for i, c in enumerate(table.columns) if i >= table.label_columns and c != "median"]
+    med_col = table.columns.index("median") if "median" in table.columns else None
+
+    def numbers(rows: list[list[Cell]]) -> list[float]:
+        return [r[i].value for r in rows for i in data if r[i].is_number]
+
     rows = []
-    for row in table.rows:
-        xs = [row[i].value for i in data if row[i].is_number]
-        if xs:
-            rows.append(row[: table.label_columns] + [
-                Cell(str(len(xs)), len(xs)), number(min(xs)), number(median(xs)), number(max(xs))])
-        else:
+    for k, row in enumerate(table.rows):
+        spans_all = row[0].text == "all" and k == len(table.rows) - 1 and k > 0
+        xs = numbers(table.rows[:k] if spans_all else [row])
+        if not xs:
             rows.append(row[: table.label_columns] + [Cell("0", 0), missing(), missing(), missing()])
+            continue
+        med = row[med_col] if med_col is not None else number(median(xs))
+        rows.append(row[: table.label_columns] + [Cell(str(len(xs)), len(xs)), number(min(xs)), med,
+                                                  number(max(xs))])
     columns = table.columns[: table.label_columns] + ["n", "min", "median", "max"]
-    note = (f"{len(data)} columns summarised per row; every column is in tables/{table.id}.csv "
-            f"and tables/{table.id}.json.")
+    note = (f"{len(data)} columns summarised per row (n = how many have a value); every column is in "
+            f"tables/{table.id}.csv and tables/{table.id}.json.")
     return Table(table.id, table.title, table.kind, columns, rows, [note] + table.notes, table.label_columns)
 
 

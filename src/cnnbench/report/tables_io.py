@@ -16,7 +16,7 @@ from cnnbench.report.table import Table
 
 
 def _plain(value: Any) -> Any:
-    if isinstance(value, float):
+    if value.__class__ is float:
         return round(value, 6)
     return value
 
@@ -31,13 +31,12 @@ def table_csv(table: Table) -> str:
 
 
 def table_json(table: Table) -> str:
-    doc = {
-        "id": table.id,
-        "title": table.title,
-        "kind": table.kind,
-        "columns": table.columns,
-        "rows": [{col: _plain(c.value) for col, c in zip(table.columns, row)} for row in table.rows],
-        "text": [[c.text for c in row] for row in table.rows],
-        "notes": table.notes,
-    }
-    return json.dumps(doc, indent=1, ensure_ascii=False, allow_nan=False, default=str) + "\n"
+    """The table as JSON: one row (and its display text) per line, so it diffs and greps well."""
+    dumps = json.JSONEncoder(ensure_ascii=False, allow_nan=False, default=str, separators=(", ", ": ")).encode
+    head = {"id": table.id, "title": table.title, "kind": table.kind, "columns": table.columns,
+            "notes": table.notes}
+    rows = [dumps({col: _plain(c.value) for col, c in zip(table.columns, row)}) for row in table.rows]
+    text = [dumps([c.text for c in row]) for row in table.rows]
+    body = dumps(head)[:-1]
+    return (body + ',\n "rows": [\n  ' + ",\n  ".join(rows) + '\n ],\n "text": [\n  '
+            + ",\n  ".join(text) + "\n ]}\n")

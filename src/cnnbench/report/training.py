@@ -17,7 +17,8 @@ from cnnbench.report import fields as F
 from cnnbench.report.labels import Namer
 from cnnbench.report.points import Point, PointSet
 from cnnbench.report.stats import median
-from cnnbench.report.table import Cell, Table, label_cell, missing, number
+from cnnbench.report.table import Table, label_cell, missing, number
+from cnnbench.report.table import failed as failed_cell
 from cnnbench.results.naming import device_word
 
 MIB = 2**20
@@ -33,8 +34,12 @@ def _epochs(rec: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 
 
 def is_training_record(rec: Mapping[str, Any]) -> bool:
-    m = rec.get("metrics") or {}
-    return bool(_epochs(rec)) or _num(m.get("test_accuracy")) is not None
+    """Does the record hold training-to-accuracy results (epochs or a test accuracy)?"""
+    m = rec.get("metrics")
+    if not m:
+        return False
+    epochs = m.get("epochs")
+    return (isinstance(epochs, list) and bool(epochs)) or _num(m.get("test_accuracy")) is not None
 
 
 def total_time(rec: Mapping[str, Any]) -> float | None:
@@ -118,8 +123,9 @@ def training_results(points: PointSet) -> list[TrainingResult]:
     group_fields = [f for f in points.key_fields if f != F.DEVICES]
     namer = Namer(points, exclude=(F.DEVICES, F.MODEL, F.BATCH, F.MACHINE))
     groups: dict[tuple, list[Point]] = defaultdict(list)
+    key = points.getter(group_fields)
     for p in train_points:
-        groups[tuple(p.values.get(f) for f in group_fields)].append(p)
+        groups[key(p)].append(p)
     results = [_result(namer, group) for group in groups.values()]
     results.sort(key=lambda r: F.sort_key(r.table.title))
     return results
@@ -146,7 +152,7 @@ def _result(namer: Namer, group: list[Point]) -> TrainingResult:
             if xs:
                 row.append(number(median(xs), digits))
             elif failed.get(n):
-                row.append(Cell(failed[n][0], failed[n][0]))
+                row.append(failed_cell(failed[n][0]))
             else:
                 row.append(missing())
         rows.append(row)

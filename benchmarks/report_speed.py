@@ -1,0 +1,111 @@
+"""How long ``cnnbench report`` takes on 10,000 and 100,000 synthetic records.
+
+Goal (issue 5): under 2 s for 10,000 records and under 15 s for 100,000. The records are
+made up but shaped like a real sweep: 20 models x 10 machines x 1/2/4/8 devices x
+synthetic/real data x two variable updates x two precisions, with repeats and 2% OOMs.
+Each size is timed in phases (reading the store, building the tables, writing
+markdown/HTML/CSV/JSON, drawing the plots) in one process, side by side.
+
+    .venv/bin/python benchmarks/report_speed.py            # 10,000 and 100,000
+    .venv/bin/python benchmarks/report_speed.py 10000      # one size
+
+This is a benchmark, not a test: it prints figures and asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+MODELS = ["resnet50", "resnet101", "resnet152", "inception3", "inception4", "vgg16", "alexnet", "googlenet",
+          "mobilenet_v2", "densenet121", "efficientnet_b0", "resnext50_32x4d", "wide_resnet50_2", "vgg19",
+          "squeezenet1_1", "shufflenet_v2_x1_0", "mnasnet1_0", "regnet_y_8gf", "convnext_tiny", "vit_b_16"]
+MACHINES = [f"box{i:02d}" for i in range(10)]
+DEVICES = [1, 2, 4, 8]
+CONFIGS = [(d, v, p) for d in ("synthetic", "imagenet") for v in ("replicated", "parameter_server")
+           for p in ("fp32", "amp_fp16")]
+
+
+def synthetic_records(n: int, seed: int = 0) -> list[dict[str, Any]]:
+    """``n`` records cycling over every case (so repeats accumulate evenly)."""
+    rng = random.Random(seed)
+    cases = [(m, mach, d, c) for c in CONFIGS for d in DEVICES for mach in MACHINES for m in MODELS]
+    speed = {m: 50.0 + 40 * i for i, m in enumerate(MODELS)}
+    out = []
+    for i in range(n):
+        model, machine, devices, (data, vu, prec) = cases[i % len(cases)]
+        ips = speed[model] * (1 + MACHINES.index(machine) / 10) * devices * (0.97 ** devices)
+        ips *= (1.6 if prec == "amp_fp16" else 1.0) * (0.97 if data == "imagenet" else 1.0)
+        status = "oom" if rng.random() < 0.02 else "ok"
+        out.append({
+            "schema_version": 1, "tool_version": "0.1.0", "run_id": f"{i:016x}",
+            "started_at": "2024-01-01T00:00:00+00:00", "status": status, "error": None,
+            "config": {"model": model, "batch_size": 64, "image_size": 224, "forward_only": False,
+                       "num_batches": 100, "num_warmup_batches": 10, "seed": 1234, "device": "cuda",
+                       "num_devices": devices, "variable_update": vu, "all_reduce": None,
+                       "data_format": "NCHW", "precision": prec, "compile": False, "optimizer": "sgd",
+                       "data_name": data, "synthetic_location": "device", "distortions": False},
+            "environment": {"machine": machine, "hostname": machine, "cpu_model": f"CPU {machine}",
+                            "gpu_model": "GPU-A" if MACHINES.index(machine) < 5 else "GPU-B",
+                            "gpu_count": 8, "torch_version": "2.5.0"},
+            "metrics": {} if status != "ok" else {
+                "total_images_per_sec": ips * rng.uniform(0.98, 1.02),
+                "step_times_s": [0.1] * 20},
+        })
+    return out
+
+
+def time_one(n: int, max_plots: int) -> dict[str, float]:
+    from cnnbench.report import ReportOptions, build_report, write_report
+    from cnnbench.results.store import read_records
+
+    with tempfile.TemporaryDirectory() as tmp:
+        store = Path(tmp) / "results"
+        store.mkdir()
+        recs = synthetic_records(n)
+        with open(store / "all.jsonl", "w") as f:
+            for r in recs:
+                f.write(json.dumps(r, separators=(",", ":")) + "\n")  # as the store writes them
+        del recs
+        t0 = time.perf_counter()
+        records, _ = read_records([store], step_times=False)  # as cnnbench report reads them
+        t1 = time.perf_counter()
+        report = build_report(records, ReportOptions(max_plots=max_plots))
+        t2 = time.perf_counter()
+        to_draw = [f for f in report.figures if f.drawn]
+        write_report(report, Path(tmp) / "out", plots=False)
+        t3 = time.perf_counter()
+        if to_draw:
+            from cnnbench.report.plots import draw
+
+            for fig in to_draw:
+                draw(fig, Path(tmp) / "out")
+        t4 = time.perf_counter()
+    return {"read": t1 - t0, "build": t2 - t1, "write": t3 - t2, "plots": t4 - t3,
+            "tables": float(len(report.tables)), "figures": float(len(to_draw))}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("sizes", nargs="*", type=int, default=[10_000, 100_000])
+    ap.add_argument("--max-plots", type=int, default=8, help="Plots drawn (the report default).")
+    args = ap.parse_args(argv)
+    print(f"{'records':>8} {'read':>7} {'build':>7} {'write':>7} {'no-plot total':>14} {'plots':>7} "
+          f"{'total':>7}  tables figures")
+    for n in args.sizes:
+        t = time_one(n, args.max_plots)
+        base = t["read"] + t["build"] + t["write"]
+        print(f"{n:>8} {t['read']:>7.2f} {t['build']:>7.2f} {t['write']:>7.2f} {base:>14.2f} "
+              f"{t['plots']:>7.2f} {base + t['plots']:>7.2f}  {int(t['tables']):>6} {int(t['figures']):>7}")
+    print("seconds; 'plots' includes importing matplotlib (first size only).")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

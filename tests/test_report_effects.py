@@ -1,0 +1,122 @@
+"""Effect tables: "speedup from A vs B" over pairs that agree on every other field."""
+
+from __future__ import annotations
+
+import pytest
+
+from cnnbench.report import ReportError, ReportOptions, build_report
+from cnnbench.report import fields as F
+from cnnbench.report.effects import compute_effects, default_effect_fields
+from cnnbench.report.points import build_points
+from tests.report_fixtures import record, scaling_records
+
+
+def _effects(report):
+    return [t for t in report.tables if t.kind == "effect"]
+
+
+def data_records():
+    """resnet50/vgg16 x 1/2 devices on m-fast, synthetic and real data; plus strays that must not pair."""
+    recs = []
+    for model, base in (("resnet50", 400.0), ("vgg16", 250.0)):
+        for n in (1, 2):
+            recs.append(record(model, ips=base * n, num_devices=n))
+            recs.append(record(model, ips=base * n * 0.8, num_devices=n, data_name="imagenet"))
+    # differs in data AND batch size: no partner that agrees on everything else
+    recs.append(record("resnet50", ips=999.0, num_devices=4, batch_size=32, data_name="imagenet"))
+    recs.append(record("resnet50", ips=111.0, num_devices=4, batch_size=64))
+    return recs
+
+
+def test_pairs_agree_on_every_other_field():
+    points = build_points(data_records())
+    [effect], _ = compute_effects(points, ["config.data_name"], {}, 0.03)
+    assert (effect.a, effect.b) == ("synthetic", "imagenet")
+    assert len(effect.pairs) == 4
+    # every pair's two sides share every identity field except the effect's
+    index = {id(p.measure): p for p in points.points}
+    for pair in effect.pairs:
+        pa, pb = index[id(pair.a)], index[id(pair.b)]
+        diff = {f for f in points.key_fields if pa.values.get(f) != pb.values.get(f)}
+        assert diff == {"config.data_name"}
+    assert all(r == pytest.approx(1.25) for r in effect.ratios)
+
+
+def test_effect_table_rows_devices_columns_pairs_and_median():
+    report = build_report(data_records(), ReportOptions(effects=["data"]))
+    [t] = _effects(report)
+    assert t.title == "Speedup from synthetic vs imagenet"
+    assert t.columns == ["num_devices", "resnet50", "vgg16", "median"]
+    assert [r[0].text for r in t.rows] == ["1", "2", "all"]
+    assert t.cell("1", "resnet50").value == pytest.approx(1.25)
+    assert t.cell("all", "median").text == "1.25"
+    assert "4" not in [r[0].text for r in t.rows]  # the strays had no partner
+
+
+def test_median_over_pairs_with_odd_and_even_counts():
+    recs = []
+    for i, (a, b) in enumerate([(110.0, 100.0), (130.0, 100.0), (120.0, 100.0)]):
+        recs += [record(f"m{i}", ips=a, precision="amp_fp16"), record(f"m{i}", ips=b)]
+    [t] = _effects(build_report(recs, ReportOptions(effects=["precision"])))
+    assert t.title == "Speedup from amp_fp16 vs fp32"
+    assert t.cell("all", "median").value == pytest.approx(1.2)
+    recs += [record("m3", ips=150.0, precision="amp_fp16"), record("m3", ips=100.0)]
+    [t] = _effects(build_report(recs, ReportOptions(effects=["precision"])))
+    assert t.cell("all", "median").value == pytest.approx(1.25)  # (1.2 + 1.3) / 2
+
+
+def test_machine_effect_pairs_the_same_configuration_on_two_machines():
+    points = build_points(scaling_records())
+    [effect], _ = compute_effects(points, ["environment.gpu_model"], {}, 0.03)
+    assert (effect.a, effect.b) == ("GPU-P100", "GPU-K80")
+    assert effect.row_field == F.DEVICES
+    # vgg16 at 4 devices: OOM on the K80 machine, shown, not counted
+    assert effect.table.cell("4", "vgg16").text == "GPU-K80: OOM"
+    assert len(effect.ratios) == 5
+    assert effect.table.cell("1", "resnet50").value == pytest.approx(2.0)
+
+
+def test_default_effects_are_the_two_valued_fields_without_duplicates():
+    recs = data_records()[:-2] + [record("resnet50", "m-slow", ips=200.0)]
+    points = build_points(recs)
+    fields = default_effect_fields(points)
+    # model and data take two values; machine and gpu split points the same way: gpu is kept
+    assert fields == ["config.model", "config.data_name", "environment.gpu_model"]
+    assert F.DEVICES not in fields
+
+
+def test_default_effects_skip_fields_only_one_source_records():
+    recs = [record(ips=100.0), record(ips=95.0, source="tf_cnn_benchmarks", compile=None)]
+    assert default_effect_fields(build_points(recs)) == ["source"]
+
+
+def test_more_than_two_values_compare_with_a_baseline():
+    recs = [record(ips=v, batch_size=b) for b, v in ((32, 100.0), (64, 150.0), (128, 180.0))]
+    report = build_report(recs, ReportOptions(effects=["batch_size"]))
+    assert [t.title for t in _effects(report)] == ["Speedup from batch_size=64 vs batch_size=32",
+                                                   "Speedup from batch_size=128 vs batch_size=32"]
+    report = build_report(recs, ReportOptions(effects=["batch_size"], baselines={"batch_size": "64"}))
+    titles = [t.title for t in _effects(report)]
+    assert titles == ["Speedup from batch_size=32 vs batch_size=64", "Speedup from batch_size=128 vs batch_size=64"]
+    assert _effects(report)[1].cell("all", "median").value == pytest.approx(1.2)
+
+
+def test_bad_baseline_and_unpaired_explicit_effect_are_explained():
+    recs = [record(ips=100.0, batch_size=32), record(ips=100.0, batch_size=64)]
+    with pytest.raises(ReportError, match="--baseline '48'"):
+        build_report(recs, ReportOptions(effects=["batch_size"], baselines={"batch_size": "48"}))
+    recs = [record(ips=100.0, batch_size=32), record(ips=120.0, batch_size=64, precision="fp16")]
+    report = build_report(recs, ReportOptions(effects=["precision", "compile"]))
+    assert not _effects(report)
+    text = "\n".join(i for b in report.blocks if hasattr(b, "items") for i in b.items)
+    assert "fp16 vs fp32: no two results agree on every other field" in text
+    assert "compile takes one value" in text
+
+
+def test_software_version_effect_keeps_the_machine():
+    recs = [record("resnet50", m, ips=v, environment={"torch_version": t})
+            for m, t, v in (("m-fast", "2.4", 100.0), ("m-fast", "2.5", 90.0), ("m-slow", "2.4", 50.0))]
+    [t] = _effects(build_report(recs, ReportOptions(effects=["torch_version"], baselines={"torch_version": "2.4"})))
+    assert t.title == "Speedup from torch_version=2.5 vs torch_version=2.4"
+    assert t.cell("all", "median").value == pytest.approx(0.9)
+    assert t.columns == ["", "all", "median"]

@@ -1,0 +1,148 @@
+"""Report outputs and the command: summary.md, report.html, tables/*.csv|json, plots/*.png."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+
+import pytest
+
+from cnnbench.cli import main
+from cnnbench.report import ReportOptions, build_report, make_report, write_report
+from tests.report_fixtures import record, scaling_records, training_record, write_store
+
+
+@pytest.fixture
+def store(tmp_path):
+    recs = scaling_records() + [training_record(n) for n in (1, 2)]
+    recs += [record("resnet50", "m-fast", 395.0, source="tf_cnn_benchmarks", compile=None)]
+    return write_store(tmp_path / "results", recs)
+
+
+def test_cli_writes_every_output(store, tmp_path, capsys):
+    out = tmp_path / "report"
+    assert main(["report", str(store), "-o", str(out), "--title", "Lab machines"]) == 0
+    printed = capsys.readouterr().out
+    assert "summary.md" in printed and "plots" in printed
+    md = (out / "summary.md").read_text()
+    assert md.startswith("# Lab machines\n")
+    assert "## Observations" in md and "## Scaling" in md and "## Training to accuracy" in md
+    assert "| model | batch | m-fast | m-slow |" in md
+    tables = sorted(p.name for p in (out / "tables").iterdir())
+    stems = {n.rsplit(".", 1)[0] for n in tables}
+    assert all(f"{s}.csv" in tables and f"{s}.json" in tables for s in stems)
+    assert "model-cost" in stems and "throughput-syn-replicated-4gpus" in stems
+    pngs = list((out / "plots").glob("*.png"))
+    assert pngs and all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)
+    for p in pngs:
+        assert f"plots/{p.name}" in md
+
+
+def test_html_has_the_same_content_and_is_self_contained(store, tmp_path):
+    report, written = make_report([store], tmp_path / "out")
+    html = written.html.read_text()
+    assert html.startswith("<!DOCTYPE html>")
+    for t in report.tables:
+        assert t.title.split(": ", 1)[-1].replace("&", "&amp;") in html
+    for obs in report.observations:
+        assert obs.text.replace("&", "&amp;").replace("'", "&#x27;") in html
+    assert html.count("data:image/png;base64,") == len(written.plots) > 0
+    assert "http://" not in html and "https://" not in html and "<script" not in html
+    assert '<td class="fail">OOM</td>' in html
+    assert '<td class="fail">224 x 224' not in html  # only failures are marked as such
+
+
+def test_csv_and_json_hold_values_status_words_and_empty_missing(tmp_path):
+    recs = [record("resnet50", "m-fast", 400.0), record("resnet50", "m-slow", status="oom"),
+            record("vgg16", "m-fast", 250.0)]
+    report = build_report(recs, ReportOptions(max_plots=0))
+    write_report(report, tmp_path)
+    with open(tmp_path / "tables" / "throughput-syn-replicated-1gpus.csv") as f:
+        rows = list(csv.reader(f))
+    assert rows[0] == ["model", "batch", "m-fast", "m-slow"]
+    assert rows[1] == ["resnet50", "64", "400.0", "OOM"]
+    assert rows[2] == ["vgg16", "64", "250.0", ""]
+    doc = json.loads((tmp_path / "tables" / "throughput-syn-replicated-1gpus.json").read_text())
+    assert doc["title"] == "syn-replicated-1gpus" and doc["kind"] == "configuration"
+    assert doc["rows"][1] == {"model": "vgg16", "batch": 64, "m-fast": 250.0, "m-slow": None}
+    assert doc["rows"][0]["m-slow"] == "OOM"
+    assert doc["text"][1][3] == "—"
+    assert not list((tmp_path / "plots").glob("*.png"))
+
+
+def test_rewriting_removes_stale_tables(tmp_path):
+    write_report(build_report([record(machine="a", ips=1.0), record(machine="b", ips=2.0)]), tmp_path)
+    stale = tmp_path / "tables" / "throughput-old.csv"
+    stale.write_text("x\n")
+    write_report(build_report([record(ips=3.0)], ReportOptions(max_plots=0)), tmp_path)
+    assert not stale.exists()
+    assert not list((tmp_path / "plots").glob("*.png"))
+
+
+def test_wide_effect_tables_print_condensed_but_files_keep_every_pair(tmp_path):
+    recs = []
+    for i in range(20):
+        for n in (1, 2):
+            recs += [record(f"model{i}", ips=(110.0 + i) * n, precision="amp_fp16", num_devices=n),
+                     record(f"model{i}", ips=100.0 * n, num_devices=n)]
+    report = build_report(recs, ReportOptions(effects=["precision"], max_plots=0))
+    write_report(report, tmp_path)
+    md = (tmp_path / "summary.md").read_text()
+    assert "| num_devices | n | min | median | max |" in md
+    assert "| 1 | 20 | 1.10 | 1.19 | 1.29 |" in md  # median of 1.10 ... 1.29 by 0.01
+    assert "| all | 40 | 1.10 | 1.19 | 1.29 |" in md
+    doc = json.loads((tmp_path / "tables" / "effect-precision-amp_fp16-vs-fp32.json").read_text())
+    assert len(doc["columns"]) == 22 and len(doc["rows"]) == 3
+
+
+def test_nothing_matching_where_says_so_in_one_line(store, tmp_path, capsys):
+    rc = main(["report", str(store), "-o", str(tmp_path / "out"), "--where", "model=nosuchnet"])
+    err = capsys.readouterr().err
+    assert rc == 1
+    assert err.count("\n") == 1 and "no records match --where model=nosuchnet" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_where_selects_and_reports_it(store, tmp_path):
+    report, _ = make_report([store], tmp_path / "out", ReportOptions(where=["model=vgg16", "machine!=m-slow"]))
+    models = {c.text for t in report.tables if t.kind == "configuration" for c in (r[0] for r in t.rows)}
+    assert models == {"vgg16"}
+    md = (tmp_path / "out" / "summary.md").read_text()
+    assert "Selected with --where model=vgg16 machine!=m-slow: 3 of" in md
+
+
+def test_cli_errors_are_one_line(store, tmp_path, capsys):
+    assert main(["report", str(store), "-o", str(tmp_path / "o"), "--effect", "nosuch"]) == 2
+    assert "unknown field 'nosuch'" in capsys.readouterr().err
+    assert main(["report", str(tmp_path / "missing"), "-o", str(tmp_path / "o")]) == 2
+    assert "no results at" in capsys.readouterr().err
+    assert main(["report", str(store), "-o", str(tmp_path / "o"), "--noise", "lots"]) == 2
+    assert "--noise" in capsys.readouterr().err
+    assert main(["report", str(store), "-o", str(tmp_path / "o"), "--where", "model"]) == 2
+    assert "FIELD=VALUE" in capsys.readouterr().err
+
+
+def test_unreadable_lines_are_listed_not_fatal(store, tmp_path, capsys):
+    with open(store / "m-fast.jsonl", "a") as f:
+        f.write('{"truncated": ')
+    assert main(["report", str(store), "-o", str(tmp_path / "out"), "--no-plots"]) == 0
+    assert "skipped 1 unreadable line" in capsys.readouterr().out
+    assert "## Results that could not be read" in (tmp_path / "out" / "summary.md").read_text()
+
+
+def test_report_code_does_not_import_torch(store, tmp_path):
+    code = (
+        "import sys\n"
+        "import cnnbench.report, cnnbench.report.plots, cnnbench.cli.report_cmd\n"
+        "from cnnbench.cli import main\n"
+        f"rc = main(['report', {str(store)!r}, '-o', {str(tmp_path / 'o')!r}, '--max-plots', '1'])\n"
+        "assert rc == 0, rc\n"
+        "bad = sorted(m for m in sys.modules if m == 'torch' or m.startswith('torch.'))\n"
+        "assert not bad, bad\n"
+        "print('ok')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "ok" in done.stdout
