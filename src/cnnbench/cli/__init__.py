@@ -17,7 +17,7 @@ from cnnbench import __version__
 from cnnbench.cli.common import CliParser, UserError
 
 # Sub-commands, in the order --help lists them. Each module: register(subparsers).
-COMMANDS = ("run", "models", "report")
+COMMANDS = ("run", "models", "sweep", "results", "import", "report")
 
 __all__ = ["main"]
 

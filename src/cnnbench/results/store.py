@@ -149,7 +149,7 @@ def _read_file(path: Path, parse: Any, records: list[dict[str, Any]], problems: 
     lines = data.split(b"\n")
     last = len(lines) - 1
     for index, raw in enumerate(lines):
-        if not raw.strip():
+        if not raw or raw.isspace():
             continue
         lineno = index + 1
         try:

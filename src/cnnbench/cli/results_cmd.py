@@ -1,0 +1,205 @@
+"""``cnnbench results``: look at a results store (``list``) or flatten it into a table (``export``).
+
+Unreadable lines (a truncated last line after a crash, a malformed one) are reported
+with their file and line and skipped; the files are never modified.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any, Sequence
+
+from cnnbench.cli.common import CliParser, UserError
+
+LIST_COLUMNS = (
+    ("started_at", "started"),
+    ("environment.machine", "machine"),
+    ("case_name", "case"),
+    ("config.model", "model"),
+    ("config.batch_size", "batch"),
+    ("config.precision", "precision"),
+    ("config.data_format", "format"),
+    ("config.forward_only", "fwd-only"),
+    ("status", "status"),
+    ("metrics.total_images_per_sec", "images/sec"),
+)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("results", help="List or export the runs in a results store.",
+                       description="Look at a results store (list) or flatten it into one table (export). "
+                       "Unreadable lines are reported with their file and line and skipped; files are never "
+                       "modified.")
+    actions = p.add_subparsers(dest="action", metavar="ACTION", parser_class=CliParser)
+    actions.required = True
+
+    ls = actions.add_parser("list", help="Show runs as a table.", description="Show runs as a table, newest last.")
+    ls.add_argument("results", nargs="*", default=["results"], metavar="DIR",
+                    help="Results folders or .jsonl files (default: results).")
+    _add_where(ls)
+    ls.add_argument("--limit", type=int, default=50, metavar="N",
+                    help="Show the newest N runs (default 50; 0 = all).")
+    ls.set_defaults(handler=handle_list)
+
+    ex = actions.add_parser("export", help="Write runs as one flat table (dotted column names).",
+                            description="Write runs as a flat table whose columns are dotted record "
+                            "field names (config.model, metrics.total_images_per_sec, ...).")
+    ex.add_argument("results", nargs="+", metavar="DIR", help="Results folders or .jsonl files.")
+    ex.add_argument("--format", required=True, choices=("csv", "parquet", "json"), help="Output format.")
+    ex.add_argument("-o", "--output", metavar="FILE",
+                    help="Output file (default: standard output; required for parquet).")
+    ex.add_argument("--no-step-times", action="store_true", help="Leave out metrics.step_times_s (smaller, faster).")
+    _add_where(ex)
+    ex.set_defaults(handler=handle_export)
+
+
+def _add_where(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--where", action="append", default=[], metavar="FIELD=VALUE",
+                   help="Keep runs whose field has this value (dotted names, e.g. config.model=resnet*; "
+                   "a unique last part is enough: model=resnet50). Repeat to require several.")
+
+
+def _load(paths: Sequence[str], where: Sequence[str], step_times: bool) -> tuple[list[dict[str, Any]], int]:
+    """Flat rows of the matching records, and how many lines were skipped."""
+    from cnnbench.results.flatten import flatten_record
+    from cnnbench.results.query import filter_rows, parse_condition, resolve_fields
+    from cnnbench.results.store import read_records
+
+    try:
+        conditions = [parse_condition(w) for w in where]
+    except ValueError as exc:
+        raise UserError(f"--where: {exc}") from None
+    try:
+        records, problems = read_records(list(paths), step_times=step_times)
+    except FileNotFoundError as exc:
+        raise UserError(str(exc)) from None
+    for problem in problems:
+        print(f"warning: skipped {problem}", file=sys.stderr)
+    rows = [flatten_record(r) for r in records]
+    if conditions:
+        columns: set[str] = set()
+        for row in rows:
+            columns.update(row)
+        try:
+            conditions = resolve_fields(conditions, columns)
+        except ValueError as exc:
+            raise UserError(f"--where: {exc}") from None
+        rows = filter_rows(rows, conditions)  # type: ignore[assignment]
+    return rows, len(problems)
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        return f"{value:.2f}"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value)
+
+
+def handle_list(args: argparse.Namespace) -> int:
+    rows, _ = _load(args.results, args.where, step_times=False)
+    rows.sort(key=lambda r: str(r.get("started_at") or ""))
+    total = len(rows)
+    if args.limit and args.limit > 0:
+        rows = rows[-args.limit:]
+
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(show_lines=False, header_style="bold")
+    for _, title in LIST_COLUMNS:
+        table.add_column(title, justify="right" if title in ("batch", "images/sec") else "left")
+    styles = {"ok": "green", "oom": "yellow", "error": "red", "timeout": "magenta"}
+    for row in rows:
+        cells = [_text(row.get(col)) for col, _ in LIST_COLUMNS]
+        cells[0] = cells[0][:16].replace("T", " ")  # minutes are enough to tell runs apart
+        status = str(row.get("status"))
+        cells[[c for c, _ in LIST_COLUMNS].index("status")] = f"[{styles.get(status, 'white')}]{status}[/]"
+        table.add_row(*cells)
+    console = Console() if sys.stdout.isatty() else Console(width=240)
+    console.print(table)
+    shown = f"{len(rows)} of {total} runs" if len(rows) < total else f"{total} runs"
+    hint = " (newest shown; --limit 0 for all)" if len(rows) < total else ""
+    console.print(f"{shown}{hint}")
+    return 0
+
+
+def handle_export(args: argparse.Namespace) -> int:
+    if args.format == "parquet" and not args.output:
+        raise UserError("--format parquet needs -o FILE")
+    rows, _ = _load(args.results, args.where, step_times=not args.no_step_times)
+    from cnnbench.results.flatten import ordered_columns
+
+    columns = ordered_columns(rows)
+    try:
+        if args.format == "csv":
+            _write_csv(rows, columns, args.output)
+        elif args.format == "json":
+            _write_json(rows, columns, args.output)
+        else:
+            _write_parquet(rows, columns, args.output)
+    except BrokenPipeError:  # `| head`: the reader has what it wanted
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+    if args.output:
+        print(f"wrote {len(rows)} runs x {len(columns)} columns to {args.output}", file=sys.stderr)
+    return 0
+
+
+def _cell(value: Any) -> Any:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, dict)):
+        return json.dumps(value, separators=(",", ":"))
+    return value
+
+
+def _write_csv(rows: list[dict[str, Any]], columns: list[str], output: str | None) -> None:
+    import csv
+
+    out = open(output, "w", newline="", encoding="utf-8") if output else sys.stdout
+    try:
+        writer = csv.writer(out)
+        writer.writerow(columns)
+        for row in rows:
+            writer.writerow(["" if row.get(c) is None else _cell(row.get(c)) for c in columns])
+    finally:
+        if output:
+            out.close()
+
+
+def _write_json(rows: list[dict[str, Any]], columns: list[str], output: str | None) -> None:
+    out = open(output, "w", encoding="utf-8") if output else sys.stdout
+    try:
+        out.write("[\n")
+        for i, row in enumerate(rows):
+            ordered = {c: row[c] for c in columns if c in row}
+            out.write(json.dumps(ordered, separators=(",", ":"), default=str))
+            out.write(",\n" if i < len(rows) - 1 else "\n")
+        out.write("]\n")
+    finally:
+        if output:
+            out.close()
+
+
+def _write_parquet(rows: list[dict[str, Any]], columns: list[str], output: str) -> None:
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise UserError("parquet export needs pyarrow (pip install 'cnnbench[parquet]')") from None
+    arrays = []
+    for col in columns:
+        values = [row.get(col) for row in rows]
+        try:
+            arrays.append(pa.array(values))
+        except (pa.ArrowInvalid, pa.ArrowTypeError):  # mixed types: keep them as JSON text
+            arrays.append(pa.array([None if v is None else (v if isinstance(v, str) else json.dumps(v, default=str))
+                                    for v in values], type=pa.string()))
+    pq.write_table(pa.Table.from_arrays(arrays, names=columns), output)

@@ -1,0 +1,76 @@
+"""``cnnbench sweep SUITE.yaml``: run a suite's matrix of benchmarks, each case in its own process.
+
+Cases already recorded ``ok`` on this machine are skipped (``--rerun`` runs them again),
+so an interrupted sweep continues where it stopped. Exit codes: 0 when every case ran,
+whatever its status (``--strict``: 1 if any case was not ok); 2 for a bad suite file
+(nothing ran); 130 / 143 when stopped by Ctrl-C / SIGTERM (nothing half-written).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from pathlib import Path
+
+from cnnbench.cli.common import UserError
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "sweep",
+        help="Run a suite file's matrix of benchmarks, each case in its own process.",
+        description="Run a suite file's matrix of benchmarks, each case in its own process with the suite's "
+        "time limit; failures are recorded (oom, error, timeout) and the sweep goes on. Cases already "
+        "recorded ok on this machine are skipped (--rerun runs them again), so an interrupted sweep "
+        "continues where it stopped. Exit status: 0 when every case ran, whatever its status (--strict: "
+        "1 if any was not ok); 2 for a bad suite file; 130/143 when stopped by Ctrl-C/SIGTERM.",
+    )
+    p.add_argument("suite", metavar="SUITE.yaml", help="Suite file (see suites/ for examples).")
+    p.add_argument("--results-dir", default="results", metavar="DIR", help="Results folder (default: results).")
+    p.add_argument("--rerun", action="store_true", help="Run every case, even those already recorded ok.")
+    p.add_argument("--auto-batch", action="store_true",
+                   help="On out-of-memory, retry the case with half the batch until one fits.")
+    p.add_argument("--strict", action="store_true", help="Exit 1 if any case was not ok.")
+    p.add_argument("--machine-label", metavar="LABEL", help="Name of this machine in the results.")
+    p.add_argument("--dry-run", action="store_true", help="List the cases and exit without running anything.")
+    p.add_argument("--plain", action="store_true", help="One line per case instead of a progress bar.")
+    p.set_defaults(handler=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    from cnnbench.sweep.suite import SuiteError, load_suite
+
+    try:
+        suite = load_suite(args.suite)
+    except SuiteError as exc:
+        raise UserError(str(exc)) from None
+    if args.machine_label:
+        cases = tuple(dataclasses.replace(c, config=c.config.replace(machine_label=args.machine_label))
+                      for c in suite.cases)
+        suite = dataclasses.replace(suite, cases=cases)
+    if args.dry_run:
+        for i, case in enumerate(suite.cases, 1):
+            print(f"{i:>4}  {case.label}")
+        print(f"{len(suite.cases)} cases ({len(suite.cases) // suite.repeats} configurations x {suite.repeats} repeats), "
+              f"time limit {suite.timeout_s:g} s each")
+        return 0
+
+    from cnnbench.sweep.progress import PlainReporter, RichReporter, summary_lines
+    from cnnbench.sweep.runner import SweepOptions, check_models, preload_engine, run_suite
+
+    preload_engine()  # the fork server imports torch and the engine once, for every case
+    try:
+        check_models(suite)
+    except SuiteError as exc:
+        raise UserError(str(exc)) from None
+    reporter = PlainReporter() if args.plain or not sys.stderr.isatty() else RichReporter()
+    options = SweepOptions(results_dir=Path(args.results_dir), rerun=args.rerun,
+                           auto_batch=True if args.auto_batch else None)
+    result = run_suite(suite, options, reporter=reporter)
+    print("\n".join(summary_lines(result, args.results_dir)))
+    if result.interrupted_by is not None:
+        return 128 + int(result.interrupted_by)
+    if args.strict and not result.all_ok:
+        return 1
+    return 0

@@ -1,0 +1,82 @@
+"""Records as flat rows: nested sections become dotted column names.
+
+``{"config": {"model": "resnet50"}, "metrics": {"total_images_per_sec": 123.4}}`` becomes
+``{"config.model": "resnet50", "metrics.total_images_per_sec": 123.4}``. Lists (step
+times) stay lists. :func:`unflatten_record` goes back, for tables whose columns are
+record field names (``cnnbench import csv``). Used by ``cnnbench results`` and the
+report; no torch here, pandas only inside :func:`records_frame`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+SEP = "."
+
+# Columns first in tables and exports, in this order, when present.
+LEADING_COLUMNS = (
+    "started_at",
+    "environment.machine",
+    "suite_name",
+    "case_name",
+    "config.model",
+    "config.batch_size",
+    "config.precision",
+    "config.data_format",
+    "status",
+    "metrics.total_images_per_sec",
+)
+
+
+def flatten_record(record: Mapping[str, Any], sep: str = SEP) -> dict[str, Any]:
+    """One flat row: nested mappings joined with ``sep``; other values as they are."""
+    out: dict[str, Any] = {}
+    _flatten_into(out, "", record, sep)
+    return out
+
+
+def _flatten_into(out: dict[str, Any], prefix: str, value: Mapping[str, Any], sep: str) -> None:
+    for key, item in value.items():
+        name = f"{prefix}{key}"
+        if isinstance(item, Mapping):  # an empty section adds no column
+            _flatten_into(out, name + sep, item, sep)
+        else:
+            out[name] = item
+
+
+def unflatten_record(row: Mapping[str, Any], sep: str = SEP) -> dict[str, Any]:
+    """Nested record from a flat row; raises ``ValueError`` when a name is both a value and a section."""
+    out: dict[str, Any] = {}
+    for name, value in row.items():
+        parts = name.split(sep)
+        node = out
+        for depth, part in enumerate(parts[:-1], 1):
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise ValueError(f"column {name!r} conflicts with column {sep.join(parts[:depth])!r}")
+            node = child
+        if isinstance(node.get(parts[-1]), dict):
+            raise ValueError(f"column {name!r} conflicts with the columns under it")
+        node[parts[-1]] = value
+    return out
+
+
+def ordered_columns(rows: Iterable[Mapping[str, Any]]) -> list[str]:
+    """All column names of ``rows``: the leading ones first, then the rest sorted."""
+    seen: set[str] = set()
+    for row in rows:
+        seen.update(row)
+    lead = [c for c in LEADING_COLUMNS if c in seen]
+    return lead + sorted(seen.difference(lead))
+
+
+def records_frame(records: Iterable[Mapping[str, Any]], columns: Sequence[str] | None = None) -> "pd.DataFrame":
+    """A pandas DataFrame with one row per record and dotted column names."""
+    import pandas as pd
+
+    rows = [flatten_record(r) for r in records]
+    cols = list(columns) if columns is not None else ordered_columns(rows)
+    return pd.DataFrame.from_records(rows, columns=cols)

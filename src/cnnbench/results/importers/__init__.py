@@ -1,0 +1,102 @@
+"""Importers: turn other tools' output into cnnbench records (C11).
+
+A small registry: each importer is a function ``(paths, options) -> ImportResult``
+registered under the name ``cnnbench import NAME`` uses. A new importer is a module
+that calls :func:`register_importer` and is listed in :data:`_MODULES`; nothing else
+changes. Imported records say where they came from (``source``, ``source_path``) and
+carry a ``run_id`` derived from their content, so importing the same file twice can be
+recognised and skipped. No torch here.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from cnnbench.results.naming import case_name
+
+
+@dataclass(frozen=True)
+class ImportOptions:
+    """What the user says about the imported runs."""
+
+    machine_label: str | None = None
+    """``environment.machine`` for every record (instead of what the input says)."""
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+    """Dotted record fields set on every record, e.g. ``{"config.precision": "amp_fp16"}``."""
+
+
+@dataclass
+class ImportResult:
+    """Records made, and one line per input that could not be used at all."""
+
+    records: list[dict[str, Any]] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+ImporterFn = Callable[[Sequence[Path], ImportOptions], ImportResult]
+
+
+@dataclass(frozen=True)
+class Importer:
+    name: str
+    help: str
+    run: ImporterFn
+
+
+_REGISTRY: dict[str, Importer] = {}
+_NAMING_FIELDS = ("data_name", "variable_update", "all_reduce", "distortions", "num_devices", "device")
+_MODULES = ("cnnbench.results.importers.tf_cnn_benchmarks", "cnnbench.results.importers.csv_table")
+
+
+def register_importer(name: str, help: str) -> Callable[[ImporterFn], ImporterFn]:
+    """Decorator: register ``fn(paths, options) -> ImportResult`` as ``cnnbench import NAME``."""
+
+    def wrap(fn: ImporterFn) -> ImporterFn:
+        if name in _REGISTRY and _REGISTRY[name].run is not fn:
+            raise ValueError(f"importer {name!r} registered twice")
+        _REGISTRY[name] = Importer(name, help, fn)
+        return fn
+
+    return wrap
+
+
+def _load() -> None:
+    for module in _MODULES:
+        importlib.import_module(module)
+
+
+def importers() -> dict[str, Importer]:
+    """All registered importers by name."""
+    _load()
+    return dict(_REGISTRY)
+
+
+def get_importer(name: str) -> Importer:
+    """The importer called ``name``; ``KeyError`` naming the known ones."""
+    known = importers()
+    if name not in known:
+        raise KeyError(f"unknown importer {name!r} (choose from {', '.join(sorted(known))})")
+    return known[name]
+
+
+def finalize_record(record: dict[str, Any], options: ImportOptions) -> dict[str, Any]:
+    """Set ``--machine-label`` and ``--set`` fields on a record, then its ``case_name`` if it has none
+    (in place; returned)."""
+    if options.machine_label:
+        record.setdefault("environment", {})["machine"] = options.machine_label
+    for dotted, value in options.overrides.items():
+        node = record
+        *parents, leaf = dotted.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    config = record.get("config") or {}
+    if not record.get("case_name") and any(k in config for k in _NAMING_FIELDS):
+        record["case_name"] = case_name(config)
+    return record
+
+
+__all__ = ["ImportOptions", "ImportResult", "Importer", "finalize_record", "get_importer", "importers", "register_importer"]

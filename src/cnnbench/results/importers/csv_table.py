@@ -1,0 +1,173 @@
+"""Import a flat table (CSV) whose column names are dotted record field names.
+
+``config.model,config.batch_size,environment.machine,metrics.total_images_per_sec`` and
+so on, one run per row: the inverse of ``cnnbench results export --format csv``. Cells
+are typed by the field they fill: configuration fields by their declared type, the
+environment's fields and the record's ids, names and times stay text (``11.1`` is a
+version, not a number); other cells are read as numbers, true/false, or JSON when they
+hold a list or object (step times), else text. Empty
+cells are left out. A row without a ``status`` is ``ok`` when it has a
+``metrics.total_images_per_sec`` above zero and ``error`` otherwise, never a 0 figure.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import datetime as _dt
+import hashlib
+import json
+import re
+from pathlib import Path
+from typing import Any, Sequence
+
+from cnnbench import __version__
+from cnnbench.config.run_config import RunConfig
+from cnnbench.results.flatten import unflatten_record
+from cnnbench.results.importers import ImportOptions, ImportResult, finalize_record, register_importer
+from cnnbench.results.record import ENVIRONMENT_FIELDS, METRIC_FIELDS, SCHEMA_VERSION, STATUSES
+
+SOURCE = "csv"
+
+_CONFIG_TYPES = {f.name: str(f.type).replace(" | None", "") for f in dataclasses.fields(RunConfig)}
+_INT_FIELDS = {
+    "schema_version",
+    "environment.cpu_cores",
+    "environment.cpu_threads",
+    "environment.gpu_count",
+    "environment.memory_bytes",
+    "environment.torch_num_threads",
+    "environment.cudnn_version",
+    "source_iteration",
+    "source_line",
+    "repeat",
+    "source_global_batch_size",
+}
+_SECTIONS = ("config", "environment", "metrics")
+_TEXT_SECTIONS = ("environment", "source_header")
+_TEXT_FIELDS = {
+    "run_id", "started_at", "status", "error", "tool_version", "case_name", "suite_name", "case_key",
+    "source", "source_path", "source_config",
+}
+_INT = re.compile(r"^[+-]?\d+$")
+
+
+def _cell(column: str, text: str) -> Any:
+    """The typed value of one non-empty cell."""
+    if column in _INT_FIELDS:
+        return int(text)
+    section, _, name = column.partition(".")
+    if section == "config" and name in _CONFIG_TYPES:
+        kind = _CONFIG_TYPES[name]
+        if kind == "bool":
+            return _bool(text)
+        if kind == "int":
+            return int(text)
+        if kind == "float":
+            return float(text)
+        return text
+    if section in _TEXT_SECTIONS or column in _TEXT_FIELDS:
+        return text  # names, versions, ids, times: text
+    return _guess(text)
+
+
+def _bool(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("true", "yes", "1"):
+        return True
+    if lowered in ("false", "no", "0"):
+        return False
+    raise ValueError(f"expected true or false, got {text!r}")
+
+
+def _guess(text: str) -> Any:
+    t = text.strip()
+    if t[:1] in "[{":
+        try:
+            return json.loads(t)
+        except ValueError:
+            return text
+    lowered = t.lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    if _INT.match(t):
+        return int(t)
+    try:
+        return float(t)
+    except ValueError:
+        return text
+
+
+def _bare_field_problem(columns: Sequence[str]) -> str | None:
+    bare = {f.name: "config" for f in dataclasses.fields(RunConfig)}
+    bare.update({m: "metrics" for m in METRIC_FIELDS})
+    bare.update({e: "environment" for e in ENVIRONMENT_FIELDS})
+    for column in columns:
+        if "." not in column and column in bare:
+            return f"column {column!r} is not a record field name (did you mean {bare[column]}.{column}?)"
+    return None
+
+
+def record_from_row(row: dict[str, str], path: Path, line: int) -> dict[str, Any]:
+    """One record from one table row (raises ``ValueError`` naming the column at fault)."""
+    flat: dict[str, Any] = {}
+    for column, text in row.items():
+        if column is None or text is None or text.strip() == "":
+            continue
+        try:
+            flat[column] = _cell(column, text)
+        except ValueError as exc:
+            raise ValueError(f"column {column!r}: {exc}") from None
+    record = unflatten_record(flat)
+    for section in _SECTIONS:
+        record.setdefault(section, {})
+    total = record["metrics"].get("total_images_per_sec")
+    if "status" not in record:
+        if isinstance(total, (int, float)) and total > 0:
+            record["status"] = "ok"
+        else:
+            record["status"] = "error"
+            record.setdefault("error", "the row has no metrics.total_images_per_sec above 0")
+            record["metrics"].pop("total_images_per_sec", None)
+    elif record["status"] not in STATUSES:
+        raise ValueError(f"column 'status': {record['status']!r} is not one of {', '.join(STATUSES)}")
+    record.setdefault("error", None)
+    record.setdefault("schema_version", SCHEMA_VERSION)
+    record.setdefault("tool_version", __version__)
+    canonical = json.dumps(flat, sort_keys=True, default=str)
+    record.setdefault("run_id", hashlib.sha1(canonical.encode()).hexdigest()[:16])
+    if "started_at" not in record:
+        mtime = _dt.datetime.fromtimestamp(path.stat().st_mtime, _dt.timezone.utc)
+        record["started_at"] = mtime.isoformat(timespec="seconds")
+    record.setdefault("source", SOURCE)
+    record.setdefault("source_path", str(path.resolve()))
+    record.setdefault("source_line", line)
+    return record
+
+
+@register_importer("csv", "a flat CSV table whose columns are dotted record field names")
+def import_csv(paths: Sequence[Path], options: ImportOptions) -> ImportResult:
+    """Records for every row of every CSV file in ``paths``."""
+    result = ImportResult()
+    for path in paths:
+        if not path.is_file():
+            raise FileNotFoundError(f"no such file: {path}")
+        with open(path, newline="", encoding="utf-8-sig") as f:
+            reader = csv.DictReader(f)
+            columns = reader.fieldnames or []
+            problem = _bare_field_problem(columns)
+            if problem:
+                result.problems.append(f"{path}: {problem}")
+                continue
+            for row in reader:
+                line = reader.line_num
+                try:
+                    record = record_from_row(row, path, line)
+                except ValueError as exc:
+                    result.problems.append(f"{path}:{line}: {exc}")
+                    continue
+                result.records.append(finalize_record(record, options))
+    return result
+
+
+__all__ = ["import_csv", "record_from_row"]

@@ -1,0 +1,12 @@
+"""Sweeps (C10): a suite file's matrix of runs, each case isolated in its own process.
+
+:mod:`~cnnbench.sweep.suite` reads and checks suite files (no torch),
+:mod:`~cnnbench.sweep.isolation` runs one function in its own process (forked from a warm
+fork server) with a time limit,
+:mod:`~cnnbench.sweep.runner` runs a suite and appends the records,
+:mod:`~cnnbench.sweep.progress` shows it.
+"""
+
+from cnnbench.sweep.suite import Case, Suite, SuiteError, load_suite, parse_suite
+
+__all__ = ["Case", "Suite", "SuiteError", "load_suite", "parse_suite"]

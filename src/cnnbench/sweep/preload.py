@@ -1,0 +1,27 @@
+"""Imported once by the sweep's fork server, so that every case process starts warm.
+
+Imports torch, torchvision, the engine, environment capture and the model registry's
+sources; initialises nothing on a device (CUDA stays untouched, so forked cases can use
+it). A failure here only makes cases slower to start (they import what they need), so
+it is logged, never raised: the fork server must come up regardless.
+"""
+
+from __future__ import annotations
+
+import logging
+
+log = logging.getLogger(__name__)
+
+try:
+    import psutil  # noqa: F401  (environment capture)
+    import torch  # noqa: F401
+    import torchvision  # noqa: F401
+
+    import cnnbench.engine.benchmark  # noqa: F401
+    import cnnbench.results.environment  # noqa: F401
+    import cnnbench.sweep.runner  # noqa: F401  (the default worker)
+    from cnnbench.models.registry import _load_sources
+
+    _load_sources()
+except Exception as exc:  # pragma: no cover - a broken install shows up in the cases themselves
+    log.warning("the sweep's fork server could not preload the engine: %s", exc)

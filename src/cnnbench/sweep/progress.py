@@ -1,0 +1,178 @@
+"""Showing a sweep: a rich progress bar on a terminal, one line per case elsewhere, a summary.
+
+The bar shows done and failed counts, elapsed time and an ETA, and under it the case in
+flight with its latest output line (its tf_cnn_benchmarks-style progress). It is
+refreshed from the sweep's own wait loop, which wakes at least four times a second (no
+background thread).
+These are the CLI's views; the runner itself only logs.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import IO, Any, Iterable
+
+from cnnbench.sweep.runner import CaseResult, SweepResult
+from cnnbench.sweep.suite import Case, Suite
+
+REFRESH_S = 0.5
+
+
+def _figure(result: CaseResult) -> str:
+    value = (result.record.get("metrics") or {}).get("total_images_per_sec")
+    return f"{value:.1f} images/sec" if isinstance(value, (int, float)) else ""
+
+
+def _first_line(text: Any) -> str:
+    return str(text or "").strip().splitlines()[0] if str(text or "").strip() else ""
+
+
+class RichReporter:
+    """A live progress bar (rich) for terminals."""
+
+    def __init__(self, stream: IO[str] | None = None) -> None:
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            SpinnerColumn,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+        from rich.text import Text
+
+        class _Progress(Progress):
+            case = ""
+            last_line = ""
+
+            def get_renderables(self) -> Iterable[Any]:
+                yield self.make_tasks_table(self.tasks)
+                if self.case:
+                    line = Text("  ▶ " + self.case, style="bold", no_wrap=True, overflow="ellipsis")
+                    if self.last_line:
+                        line.append("  " + self.last_line, style="dim")
+                    yield line
+
+        self.console = Console(file=stream or sys.stderr)
+        self.progress = _Progress(
+            SpinnerColumn(),
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("[green]ok {task.fields[ok]}[/] [red]failed {task.fields[failed]}[/]"),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            console=self.console,
+            auto_refresh=False,
+            redirect_stdout=False,
+            redirect_stderr=False,
+        )
+        self.task: Any = None
+        self._last_refresh = 0.0
+        self._ok = 0
+        self._failed = 0
+
+    def sweep_started(self, suite: Suite, to_run: list[Case], skipped: list[Case]) -> None:
+        if skipped:
+            self.console.print(f"{len(skipped)} of {len(to_run) + len(skipped)} cases already recorded ok; skipping them")
+        self.progress.start()
+        self.task = self.progress.add_task(suite.name, total=len(to_run), ok=0, failed=0)
+        self._refresh(force=True)
+
+    def case_started(self, case: Case, batch_size: int | None, attempt: int) -> None:
+        self.progress.case = case.label + (f" (retry at batch {batch_size})" if attempt > 1 else "")
+        self.progress.last_line = ""
+        self._refresh(force=True)
+
+    def case_output(self, line: str) -> None:
+        if line.strip():
+            self.progress.last_line = line.strip().replace("\t", "  ")
+        self._refresh()
+
+    def case_finished(self, result: CaseResult) -> None:
+        if result.status == "ok":
+            self._ok += 1
+        else:
+            self._failed += 1
+            self.progress.console.print(
+                f"[red]{result.status}[/]: {result.case.label}: {_first_line(result.record.get('error'))}"
+            )
+        self.progress.update(self.task, advance=1, ok=self._ok, failed=self._failed)
+        self._refresh(force=True)
+
+    def tick(self) -> None:
+        self._refresh()
+
+    def sweep_finished(self, result: SweepResult) -> None:
+        if self.task is not None:
+            self.progress.case = ""
+            self._refresh(force=True)
+        self.progress.stop()
+
+    def _refresh(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if force or now - self._last_refresh >= REFRESH_S:
+            self._last_refresh = now
+            self.progress.refresh()
+
+
+class PlainReporter:
+    """One line per finished case, for logs and pipes."""
+
+    def __init__(self, stream: IO[str] | None = None) -> None:
+        self.stream = stream or sys.stderr
+        self.total = 0
+        self.done = 0
+
+    def _say(self, text: str) -> None:
+        print(text, file=self.stream, flush=True)
+
+    def sweep_started(self, suite: Suite, to_run: list[Case], skipped: list[Case]) -> None:
+        self.total = len(to_run)
+        extra = f" ({len(skipped)} already recorded ok, skipped)" if skipped else ""
+        self._say(f"suite {suite.name}: {len(to_run)} cases to run{extra}")
+
+    def case_started(self, case: Case, batch_size: int | None, attempt: int) -> None:
+        if attempt > 1:
+            self._say(f"  retrying {case.label} at batch {batch_size}")
+
+    def case_output(self, line: str) -> None:
+        pass
+
+    def case_finished(self, result: CaseResult) -> None:
+        self.done += 1
+        detail = _figure(result) if result.status == "ok" else _first_line(result.record.get("error"))
+        self._say(f"[{self.done}/{self.total}] {result.status:<7} {result.case.label}  "
+                  f"{result.seconds:.1f} s  {detail}".rstrip())
+
+    def tick(self) -> None:
+        pass
+
+    def sweep_finished(self, result: SweepResult) -> None:
+        pass
+
+
+def summary_lines(result: SweepResult, results_dir: str) -> list[str]:
+    """The end-of-sweep summary: statuses, failures, what was skipped or left."""
+    counts = result.counts()
+    ran = len(result.results)
+    parts = [f"{n} {status}" for status, n in sorted(counts.items())] or ["none"]
+    lines = [f"suite {result.suite.name}: {ran} cases ran in {result.seconds:.1f} s: {', '.join(parts)}"]
+    if result.skipped:
+        lines.append(f"  {len(result.skipped)} cases skipped (already recorded ok; --rerun runs them again)")
+    for r in result.results:
+        if r.status != "ok":
+            lines.append(f"  {r.status}: {r.case.label} ({r.case_name}): {_first_line(r.record.get('error'))}")
+    if result.interrupted_by is not None:
+        from cnnbench.sweep.isolation import signal_name
+
+        lines.append(
+            f"  interrupted by {signal_name(result.interrupted_by)}: {len(result.not_run)} cases not run "
+            "(the one in flight recorded nothing); run the same command again to continue"
+        )
+    lines.append(f"  results in {results_dir}")
+    return lines

@@ -1,0 +1,486 @@
+"""Running a suite: every case in its own process, results appended as cases end.
+
+* A case that raises, crashes or is killed becomes a record with status ``error`` and the
+  tail of its output; one that runs past the suite's ``timeout_s`` becomes ``timeout``;
+  out of memory becomes ``oom`` (with ``auto_batch``, the case is retried with half the
+  batch until one fits, and the record says which batches were tried). The sweep goes on.
+* Records are appended by the parent only, after a case has ended, so an interrupted
+  sweep never leaves half a record: Ctrl-C or SIGTERM stops the case in flight, records
+  nothing for it, and returns; the next run skips every case this machine already has
+  an ``ok`` record for (same suite, same settings, same repeat), unless ``rerun``.
+* Cases are forked from a fork server that has imported torch and the engine once
+  (:mod:`cnnbench.sweep.isolation`); the sweep's own process needs neither. ``device:
+  auto`` and the machine's environment are resolved in a probe process, so parent-made
+  records (time-outs, crashes) carry the same machine label and device as the engine's.
+* Workers and probes are sent to the case processes by name: module-level functions
+  (or ``functools.partial`` of them). As with :mod:`multiprocessing`, a script that calls
+  :func:`run_suite` must guard its top level with ``if __name__ == "__main__":``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import shutil
+import signal
+import socket
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Protocol
+
+from cnnbench.config.run_config import RunConfig
+from cnnbench.results.naming import case_name
+from cnnbench.results.record import Record
+from cnnbench.results.store import append_record, read_records
+from cnnbench.sweep.isolation import (
+    ChildOutcome,
+    Send,
+    StopFlag,
+    check_picklable,
+    run_in_child,
+    signal_name,
+    wait_for_server,
+)
+from cnnbench.sweep.suite import Case, Suite, SuiteError
+
+log = logging.getLogger(__name__)
+
+Emit = Callable[[str], None]
+Worker = Callable[[RunConfig, "Emit | None", Mapping[str, Any]], Any]
+"""Runs one case in the child: ``worker(config, emit, extra)`` returns a record
+(:class:`Record`, its dict, or ``(Record, path)`` as :func:`cnnbench.engine.execute` does)."""
+Probe = Callable[[str, "str | None"], dict[str, Any]]
+"""Runs in a child: ``probe(device, machine_label)`` -> ``{"device": concrete, "environment": {...}}``."""
+
+PROBE_TIMEOUT_S = 300.0
+_OOM_WORDS = ("out of memory", "outofmemory", "memoryerror", "cannot allocate memory")
+
+
+# --------------------------------------------------------------------------- defaults (the engine)
+
+
+def engine_worker(config: RunConfig, emit: Emit | None, extra: Mapping[str, Any]) -> dict[str, Any]:
+    """The default worker: :func:`cnnbench.engine.execute`."""
+    from cnnbench.engine import execute
+
+    record, _ = execute(config, emit=emit, extra=extra)
+    return record.to_dict()
+
+
+def engine_probe(device: str, machine_label: str | None) -> dict[str, Any]:
+    """The default probe: the engine's device rule (``auto`` = cuda when present) and environment."""
+    import torch
+
+    from cnnbench.results.environment import capture_environment
+
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    return {"device": device, "environment": capture_environment(device, machine_label)}
+
+
+def preload_engine() -> None:
+    """Start the fork server and wait until it has imported torch, torchvision and the
+    engine, so that no case (and no case's time limit) pays for it. Nothing touches CUDA."""
+    wait_for_server()
+
+
+def _unknown_models(send: Send, names: list[str]) -> dict[str, Any]:
+    """In a case process: the registry's message for each name it does not know."""
+    from cnnbench.config.errors import ConfigError
+    from cnnbench.models import get_model_spec
+
+    errors = []
+    for name in names:
+        try:
+            get_model_spec(name)
+        except ConfigError as exc:
+            errors.append(str(exc))
+    return {"errors": errors}
+
+
+def check_models(suite: Suite) -> None:
+    """Fail with :class:`SuiteError` when a case names a model the registry does not know.
+
+    The registry is asked in a process of the fork server (where torchvision is loaded).
+    """
+    names = sorted({c.config.model for c in suite.cases})
+    with tempfile.TemporaryDirectory(prefix="cnnbench-models-") as tmp:
+        outcome = run_in_child(_unknown_models, (names,), timeout_s=PROBE_TIMEOUT_S, log_path=Path(tmp) / "out.log")
+    where = suite.path or suite.name
+    if not isinstance(outcome.result, dict):
+        raise SuiteError(f"{where}: could not check the model names ({_why(outcome)})")
+    if outcome.result["errors"]:
+        raise SuiteError(f"{where}: {outcome.result['errors'][0]}")
+
+
+# --------------------------------------------------------------------------- results
+
+
+@dataclass
+class CaseResult:
+    """One case that ran (maybe several attempts with ``auto_batch``)."""
+
+    case: Case
+    record: dict[str, Any]
+    seconds: float
+    """Wall time of all attempts, as the parent saw it."""
+    work_s: float | None = None
+    """Time the worker itself took in the child (the last attempt); None when it did not return."""
+    attempts: int = 1
+
+    @property
+    def status(self) -> str:
+        return str(self.record.get("status"))
+
+    @property
+    def case_name(self) -> str:
+        return str(self.record.get("case_name") or "")
+
+
+@dataclass
+class SweepResult:
+    suite: Suite
+    results: list[CaseResult] = field(default_factory=list)
+    skipped: list[Case] = field(default_factory=list)
+    """Cases already recorded ``ok`` for this machine, not run again."""
+    not_run: list[Case] = field(default_factory=list)
+    """Cases left when the sweep was interrupted (the one in flight included)."""
+    interrupted_by: int | None = None
+    seconds: float = 0.0
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for r in self.results:
+            out[r.status] = out.get(r.status, 0) + 1
+        return out
+
+    @property
+    def all_ok(self) -> bool:
+        return all(r.status == "ok" for r in self.results)
+
+
+class Reporter(Protocol):
+    """What a sweep tells about its progress (see :mod:`cnnbench.sweep.progress`)."""
+
+    def sweep_started(self, suite: Suite, to_run: list[Case], skipped: list[Case]) -> None: ...
+    def case_started(self, case: Case, batch_size: int | None, attempt: int) -> None: ...
+    def case_output(self, line: str) -> None: ...
+    def case_finished(self, result: CaseResult) -> None: ...
+    def tick(self) -> None: ...
+    def sweep_finished(self, result: SweepResult) -> None: ...
+
+
+class NullReporter:
+    """Says nothing (library use, tests); progress is still logged at debug level."""
+
+    def sweep_started(self, suite: Suite, to_run: list[Case], skipped: list[Case]) -> None:
+        log.info("suite %s: %d cases to run, %d already done", suite.name, len(to_run), len(skipped))
+
+    def case_started(self, case: Case, batch_size: int | None, attempt: int) -> None:
+        log.debug("case %s (batch %s, attempt %d)", case.label, batch_size, attempt)
+
+    def case_output(self, line: str) -> None:
+        pass
+
+    def case_finished(self, result: CaseResult) -> None:
+        log.info("case %s: %s (%.1f s)", result.case.label, result.status, result.seconds)
+
+    def tick(self) -> None:
+        pass
+
+    def sweep_finished(self, result: SweepResult) -> None:
+        pass
+
+
+@dataclass(frozen=True)
+class SweepOptions:
+    results_dir: Path = Path("results")
+    rerun: bool = False
+    """Run every case, even those already recorded ``ok``."""
+    auto_batch: bool | None = None
+    """Retry out-of-memory cases with half the batch; None = what the suite says."""
+    grace_s: float = 3.0
+    """Seconds between SIGTERM and SIGKILL when a case is stopped."""
+
+
+# --------------------------------------------------------------------------- the runner
+
+
+class SweepRunner:
+    """Runs a checked :class:`Suite`; see the module documentation."""
+
+    def __init__(
+        self,
+        suite: Suite,
+        options: SweepOptions,
+        *,
+        worker: Worker | None = None,
+        probe: Probe | None = None,
+        reporter: Reporter | None = None,
+    ) -> None:
+        self.suite = suite
+        self.options = options
+        self.worker: Worker = worker or engine_worker
+        self.probe: Probe = probe or engine_probe
+        check_picklable(self.worker, "worker")
+        check_picklable(self.probe, "probe")
+        self.reporter: Reporter = reporter or NullReporter()
+        self.auto_batch = suite.auto_batch if options.auto_batch is None else options.auto_batch
+        self._stop = StopFlag()
+        self._envs: dict[tuple[str, str | None], dict[str, Any]] = {}
+
+    # -- public -----------------------------------------------------------------------
+    def run(self) -> SweepResult:
+        started = time.monotonic()
+        result = SweepResult(self.suite)
+        try:
+            self._run(result)
+        finally:
+            self._stop.close()
+        result.seconds = time.monotonic() - started
+        self.reporter.sweep_finished(result)
+        return result
+
+    def _run(self, result: SweepResult) -> None:
+        with self._signals():
+            cases = [self._concrete(c) for c in self.suite.cases]
+            done = set() if self.options.rerun else self._done_keys()
+            to_run: list[Case] = []
+            for case in cases:
+                (result.skipped if (case.key, self._machine(case)) in done else to_run).append(case)
+            self.reporter.sweep_started(self.suite, to_run, result.skipped)
+            for i, case in enumerate(to_run):
+                if self._stop:
+                    result.not_run = to_run[i:]
+                    break
+                case_result = self._run_case(case)
+                if case_result is None:  # stopped mid-case: nothing recorded
+                    result.not_run = to_run[i:]
+                    break
+                result.results.append(case_result)
+                self.reporter.case_finished(case_result)
+            result.interrupted_by = self._stop.signum
+
+    def request_stop(self, signum: int = signal.SIGINT) -> None:
+        """Stop the case in flight and the sweep, as Ctrl-C does."""
+        self._stop.set(signum)
+
+    # -- environment and devices --------------------------------------------------------
+    def _environment(self, device: str, label: str | None) -> dict[str, Any]:
+        key = (device, label)
+        if key not in self._envs:
+            with tempfile.TemporaryDirectory(prefix="cnnbench-probe-") as tmp:
+                outcome = run_in_child(_probe_main, (self.probe, device, label), timeout_s=PROBE_TIMEOUT_S,
+                                       log_path=Path(tmp) / "output.log", stop=self._stop,
+                                       grace_s=self.options.grace_s)
+            info = outcome.result if isinstance(outcome.result, dict) else None
+            if info is None:
+                if not outcome.stopped:
+                    log.warning("could not probe the machine (%s); naming it from the CPU only", _why(outcome))
+                from cnnbench.results.environment import cpu_model, derive_machine_label
+
+                cpu = cpu_model()
+                info = {
+                    "device": "cpu" if device == "auto" else device,
+                    "environment": {"machine": label or derive_machine_label(cpu, None, 0),
+                                    "hostname": socket.gethostname(), "cpu_model": cpu},
+                }
+            self._envs[key] = info
+        return self._envs[key]
+
+    def _concrete(self, case: Case) -> Case:
+        """The case with ``device: auto`` resolved as the engine would."""
+        if case.config.device != "auto":
+            return case
+        info = self._environment("auto", case.config.machine_label)
+        device = str(info["device"])
+        self._envs.setdefault((device, case.config.machine_label), info)
+        return dataclasses.replace(case, config=case.config.replace(device=device))
+
+    def _machine(self, case: Case) -> str:
+        env = self._environment(case.config.device, case.config.machine_label)["environment"]
+        return str(env.get("machine") or "unknown")
+
+    def _done_keys(self) -> set[tuple[str, str]]:
+        folder = self.options.results_dir
+        if not Path(folder).is_dir():
+            return set()
+        records, _ = read_records(folder, step_times=False)
+        return {
+            (str(r.get("case_key")), str((r.get("environment") or {}).get("machine") or "unknown"))
+            for r in records
+            if r.get("status") == "ok" and r.get("case_key") and r.get("suite_name") == self.suite.name
+        }
+
+    # -- one case -----------------------------------------------------------------------
+    def _run_case(self, case: Case) -> CaseResult | None:
+        config = case.config
+        tried: list[int | None] = []
+        total_s = 0.0
+        attempt = 0
+        while True:
+            attempt += 1
+            self.reporter.case_started(case, config.batch_size, attempt)
+            outcome = self._attempt(case, config)
+            total_s += outcome.seconds
+            if outcome.stopped:
+                return None
+            record = self._record(case, config, outcome)
+            batch = (record.get("config") or {}).get("batch_size") or config.batch_size
+            tried.append(batch)
+            smaller = self._smaller_batch(record, config, batch)
+            if smaller is None or self._stop:
+                break
+            log.info("case %s: out of memory at batch %s; retrying with %d", case.label, batch, smaller)
+            config = config.replace(batch_size=smaller)
+        if self.auto_batch and len(tried) > 1:
+            record["auto_batch"] = {
+                "requested_batch_size": tried[0],
+                "tried": tried,
+                "fitted_batch_size": tried[-1] if record.get("status") == "ok" else None,
+            }
+        append_record(self.options.results_dir, record)
+        work_s = outcome.result.get("work_s") if isinstance(outcome.result, dict) else None
+        return CaseResult(case, record, total_s, work_s=work_s, attempts=attempt)
+
+    def _smaller_batch(self, record: Mapping[str, Any], config: RunConfig, batch: int | None) -> int | None:
+        if not self.auto_batch or record.get("status") != "oom":
+            return None
+        if batch is None:
+            try:
+                from cnnbench.models import get_model_spec
+
+                batch = get_model_spec(config.model).default_batch_size
+            except Exception:
+                return None
+        return batch // 2 if batch > 1 else None
+
+    def _attempt(self, case: Case, config: RunConfig) -> ChildOutcome:
+        extra = {"suite_name": self.suite.name, "case_name": case_name(config.recorded()),
+                 "case_key": case.key, "repeat": case.repeat}
+        tmp = Path(tempfile.mkdtemp(prefix="cnnbench-case-"))
+        run_config = config.replace(results_dir=str(tmp / "results"))
+
+        def on_message(message: dict[str, Any]) -> None:
+            if message.get("kind") == "line":
+                self.reporter.case_output(str(message.get("line", "")))
+
+        try:
+            return run_in_child(
+                _case_main,
+                (self.worker, run_config, extra),
+                timeout_s=self.suite.timeout_s,
+                log_path=tmp / "output.log",
+                stop=self._stop,
+                on_message=on_message,
+                on_tick=self.reporter.tick,
+                grace_s=self.options.grace_s,
+            )
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    def _record(self, case: Case, config: RunConfig, outcome: ChildOutcome) -> dict[str, Any]:
+        """The record of an attempt: the worker's own, or one made here for a failure."""
+        extra = {"suite_name": self.suite.name, "case_key": case.key, "repeat": case.repeat}
+        returned = outcome.result.get("record") if isinstance(outcome.result, dict) else None
+        if isinstance(returned, dict) and outcome.exit_code == 0:
+            record = dict(returned)
+            record.update(extra)
+            record["case_name"] = case_name(record.get("config") or config.recorded())
+            return record
+        status, error = _failure(outcome, self.suite.timeout_s)
+        env = dict(self._environment(config.device, config.machine_label)["environment"])
+        return Record(
+            config=config.recorded(),
+            environment=env,
+            metrics={},
+            status=status,
+            error=error,
+            extra={**extra, "case_name": case_name(config.recorded())},
+        ).to_dict()
+
+    # -- signals --------------------------------------------------------------------------
+    def _signals(self) -> "_SignalScope":
+        return _SignalScope(self._stop)
+
+
+def _case_main(send: Send, worker: Worker, config: RunConfig, extra: Mapping[str, Any]) -> dict[str, Any]:
+    """In the case process: run the worker, stream its log lines, return its record."""
+
+    def emit(line: str) -> None:
+        print(line, flush=True)
+        send({"kind": "line", "line": line})
+
+    t0 = time.perf_counter()
+    out = worker(config, emit, extra)
+    work_s = time.perf_counter() - t0
+    if isinstance(out, tuple):
+        out = out[0]
+    if isinstance(out, Record):
+        out = out.to_dict()
+    return {"record": dict(out) if isinstance(out, Mapping) else None, "work_s": work_s}
+
+
+def _probe_main(send: Send, probe: Probe, device: str, label: str | None) -> dict[str, Any]:
+    """In a case process: what the probe says about the machine."""
+    return probe(device, label)
+
+
+class _SignalScope:
+    """SIGINT and SIGTERM set the stop flag while a sweep runs (main thread only)."""
+
+    def __init__(self, stop: StopFlag) -> None:
+        self.stop = stop
+        self.previous: dict[int, Any] = {}
+
+    def __enter__(self) -> "_SignalScope":
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                self.previous[sig] = signal.signal(sig, lambda signum, frame: self.stop.set(signum))
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
+
+
+def _failure(outcome: ChildOutcome, timeout_s: float) -> tuple[str, str]:
+    """Status and error text for an attempt that gave no record."""
+    tail = outcome.output_tail
+    tail_text = f"\n--- last lines of the case's output ---\n{tail}" if tail else ""
+    if outcome.timed_out:
+        return "timeout", f"the case ran past its time limit of {timeout_s:g} s and was stopped{tail_text}"
+    if outcome.exception is not None:
+        kind = str(outcome.exception.get("type") or "Exception")
+        message = str(outcome.exception.get("message") or "")
+        text = f"{kind}: {message}".lower()
+        status = "oom" if any(w in text for w in _OOM_WORDS) else "error"
+        return status, f"{kind}: {message}{tail_text}"
+    if outcome.signal is not None:
+        name = signal_name(outcome.signal)
+        if outcome.signal == signal.SIGKILL:
+            return "oom", (f"the case process was killed by {name} from outside cnnbench "
+                           f"(usually the kernel's out-of-memory killer){tail_text}")
+        return "error", f"the case process was killed by {name}{tail_text}"
+    if outcome.exit_code:
+        return "error", f"the case process exited with status {outcome.exit_code}{tail_text}"
+    return "error", f"the case process ended without a record{tail_text}"
+
+
+def _why(outcome: ChildOutcome) -> str:
+    return _failure(outcome, PROBE_TIMEOUT_S)[1].splitlines()[0]
+
+
+def run_suite(
+    suite: Suite,
+    options: SweepOptions | None = None,
+    *,
+    worker: Worker | None = None,
+    probe: Probe | None = None,
+    reporter: Reporter | None = None,
+) -> SweepResult:
+    """Run ``suite`` (see :class:`SweepRunner`)."""
+    return SweepRunner(suite, options or SweepOptions(), worker=worker, probe=probe, reporter=reporter).run()

@@ -1,0 +1,271 @@
+"""Suite files: a matrix of ``cnnbench run`` configurations, read and checked before anything runs.
+
+    name: quick-cpu
+    base:        {device: cpu, num_batches: 10}       # fields every case shares
+    matrix:      {model: [resnet18, alexnet], batch_size: [8, 16]}   # the cross product
+    exclude:     [{model: alexnet, batch_size: 16}]   # drop cases matching every key
+    include:     [{model: trivial, batch_size: 64}]   # extra cases: base + the entry
+    repeats: 2                                        # each case this many times
+    timeout_s: 300                                    # time limit of one case
+    auto_batch: false                                 # on out-of-memory, retry with half the batch
+
+Every key of ``base``, ``matrix``, ``exclude`` and ``include`` is a configuration field
+of ``cnnbench run`` (``batch_size``, not ``--batch-size``), and every case is built as a
+:class:`~cnnbench.config.RunConfig`, so an unknown field, a bad value or a contradictory
+combination fails here with a :class:`SuiteError` that names the file, the place and the
+flag. Model names are checked by the runner (that needs the model registry).
+This module does not import torch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import itertools
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+from cnnbench.config.errors import ConfigError
+from cnnbench.config.run_config import RunConfig
+
+TOP_LEVEL_KEYS = ("name", "description", "base", "matrix", "exclude", "include", "repeats", "timeout_s", "auto_batch")
+DEFAULT_TIMEOUT_S = 1800.0
+_NOT_IN_SUITES = {"results_dir": "the results folder is chosen with `cnnbench sweep --results-dir`"}
+_CONFIG_FIELDS = {f.name for f in dataclasses.fields(RunConfig)}
+
+Assignment = Mapping[str, Any]
+
+
+class SuiteError(ValueError):
+    """A suite file that cannot be run; the message names the file and what is wrong."""
+
+
+@dataclass(frozen=True)
+class Suite:
+    """A parsed, checked suite."""
+
+    name: str
+    base: Mapping[str, Any]
+    matrix: Mapping[str, tuple[Any, ...]]
+    exclude: tuple[Assignment, ...] = ()
+    include: tuple[Assignment, ...] = ()
+    repeats: int = 1
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    auto_batch: bool = False
+    description: str = ""
+    path: Path | None = None
+    cases: tuple["Case", ...] = field(default=(), repr=False)
+    """Every case, repeats included, in run order: repeat 1 of all cases, then repeat 2, ..."""
+
+
+@dataclass(frozen=True)
+class Case:
+    """One run of a suite: a configuration and which repeat it is."""
+
+    index: int
+    """Position of the configuration among the suite's distinct cases (0-based)."""
+    repeat: int
+    """1 .. ``suite.repeats``."""
+    settings: Mapping[str, Any]
+    """The fields the suite sets for this case (base, then the matrix or include values)."""
+    assignment: Mapping[str, Any]
+    """The matrix (or include) values that make this case differ from the others."""
+    config: RunConfig
+    key: str
+    """Stable identity: a hash of the suite name, ``settings`` and ``repeat``; how a re-run
+    recognises cases already done."""
+
+    @property
+    def label(self) -> str:
+        """Short human name: the assignment and the repeat."""
+        parts = [f"{k}={_fmt(v)}" for k, v in self.assignment.items()]
+        return " ".join(parts or ["(base)"]) + f" #{self.repeat}"
+
+
+def _fmt(value: Any) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def load_suite(path: str | Path) -> Suite:
+    """Read and check a suite file; raises :class:`SuiteError` (never anything else for bad input)."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SuiteError(f"{p}: cannot read the suite file ({exc.strerror})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        where = getattr(exc, "problem_mark", None)
+        at = f" at line {where.line + 1}, column {where.column + 1}" if where is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise SuiteError(f"{p}: not valid YAML{at}: {problem}") from None
+    return parse_suite(data, source=p)
+
+
+def parse_suite(data: Any, source: Path | str | None = None) -> Suite:
+    """Check a suite given as plain data (what ``yaml.safe_load`` gives)."""
+    where = str(source) if source is not None else "suite"
+
+    def fail(msg: str) -> SuiteError:
+        return SuiteError(f"{where}: {msg}")
+
+    if not isinstance(data, Mapping):
+        raise fail("a suite is a mapping with keys " + ", ".join(TOP_LEVEL_KEYS))
+    for key in data:
+        if key not in TOP_LEVEL_KEYS:
+            raise fail(f"unknown key {key!r} (known: {', '.join(TOP_LEVEL_KEYS)})")
+
+    default_name = Path(source).stem if source is not None else "suite"
+    name = data.get("name", default_name)
+    if not isinstance(name, str) or not name.strip():
+        raise fail("name: must be non-empty text")
+    description = data.get("description") or ""
+    if not isinstance(description, str):
+        raise fail("description: must be text")
+
+    base = _assignment(data.get("base") or {}, "base", fail)
+    matrix = _matrix(data.get("matrix") or {}, fail)
+    for key in matrix:
+        if key in base:
+            raise fail(f"matrix: {key!r} is also set in base; set it in one place")
+    exclude = _assignment_list(data.get("exclude"), "exclude", fail)
+    include = _assignment_list(data.get("include"), "include", fail)
+
+    repeats = data.get("repeats", 1)
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise fail(f"repeats: must be a whole number >= 1 (got {repeats!r})")
+    timeout_s = data.get("timeout_s", DEFAULT_TIMEOUT_S)
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not math.isfinite(timeout_s) or timeout_s <= 0:
+        raise fail(f"timeout_s: must be a number of seconds > 0 (got {timeout_s!r})")
+    auto_batch = data.get("auto_batch", False)
+    if not isinstance(auto_batch, bool):
+        raise fail(f"auto_batch: must be true or false (got {auto_batch!r})")
+
+    suite = Suite(
+        name=name.strip(),
+        base=base,
+        matrix=matrix,
+        exclude=tuple(exclude),
+        include=tuple(include),
+        repeats=repeats,
+        timeout_s=float(timeout_s),
+        auto_batch=auto_batch,
+        description=description,
+        path=Path(source) if source is not None else None,
+    )
+    return dataclasses.replace(suite, cases=tuple(_expand(suite, fail)))
+
+
+def _check_field(key: Any, place: str, fail: Any) -> str:
+    if not isinstance(key, str):
+        raise fail(f"{place}: field names are text, got {key!r}")
+    if key in _NOT_IN_SUITES:
+        raise fail(f"{place}: {key!r} cannot be set in a suite ({_NOT_IN_SUITES[key]})")
+    if key not in _CONFIG_FIELDS:
+        err = ConfigError(key, f"unknown configuration field {key!r}")
+        raise fail(f"{place}: {err} (fields are `cnnbench run` options in snake_case)")
+    return key
+
+
+def _scalar(value: Any, place: str, fail: Any) -> Any:
+    if value is not None and not isinstance(value, (str, int, float, bool)):
+        raise fail(f"{place}: values are single numbers, text or true/false, got {value!r}")
+    return value
+
+
+def _assignment(value: Any, place: str, fail: Any) -> dict[str, Any]:
+    if not isinstance(value, Mapping):
+        raise fail(f"{place}: must be a mapping of configuration fields to values")
+    return {_check_field(k, place, fail): _scalar(v, f"{place}.{k}", fail) for k, v in value.items()}
+
+
+def _matrix(value: Any, fail: Any) -> dict[str, tuple[Any, ...]]:
+    if not isinstance(value, Mapping):
+        raise fail("matrix: must be a mapping of configuration fields to lists of values")
+    out: dict[str, tuple[Any, ...]] = {}
+    for key, values in value.items():
+        _check_field(key, "matrix", fail)
+        if not isinstance(values, list) or not values:
+            raise fail(f"matrix.{key}: must be a non-empty list of values (got {values!r})")
+        seen: list[Any] = []
+        for v in values:
+            _scalar(v, f"matrix.{key}", fail)
+            if any(v == s and type(v) is type(s) for s in seen):
+                raise fail(f"matrix.{key}: lists {v!r} twice")
+            seen.append(v)
+        out[key] = tuple(values)
+    return out
+
+
+def _assignment_list(value: Any, place: str, fail: Any) -> list[dict[str, Any]]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise fail(f"{place}: must be a list of mappings (field: value)")
+    out = []
+    for i, item in enumerate(value, 1):
+        entry = _assignment(item, f"{place}[{i}]", fail)
+        if not entry:
+            raise fail(f"{place}[{i}]: is empty")
+        out.append(entry)
+    return out
+
+
+def _matches(assignment: Mapping[str, Any], pattern: Mapping[str, Any]) -> bool:
+    return all(k in assignment and assignment[k] == v and type(assignment[k]) is type(v) for k, v in pattern.items())
+
+
+def _expand(suite: Suite, fail: Any) -> list[Case]:
+    keys = list(suite.matrix)
+    combos = [dict(zip(keys, values)) for values in itertools.product(*(suite.matrix[k] for k in keys))]
+    for i, pattern in enumerate(suite.exclude, 1):
+        for k in pattern:
+            if k not in suite.matrix:
+                raise fail(f"exclude[{i}]: {k!r} is not a matrix field (matrix: {', '.join(keys) or 'none'})")
+        if not any(_matches(c, pattern) for c in combos):
+            raise fail(f"exclude[{i}]: {_describe(pattern)} matches no case of the matrix")
+    kept = [c for c in combos if not any(_matches(c, p) for p in suite.exclude)]
+    assignments = kept + [dict(entry) for entry in suite.include]
+    if not assignments:
+        raise fail("the suite has no cases (empty matrix and no include, or everything excluded)")
+
+    distinct: list[tuple[dict[str, Any], dict[str, Any], RunConfig]] = []
+    seen: set[str] = set()
+    for assignment in assignments:
+        settings = {**suite.base, **assignment}
+        try:
+            config = RunConfig.from_mapping(settings)
+        except ConfigError as exc:
+            raise fail(f"case {_describe(assignment)}: {exc}") from None
+        ident = _canonical(settings)
+        if ident in seen:
+            raise fail(f"case {_describe(assignment)} appears twice (check include)")
+        seen.add(ident)
+        distinct.append((settings, assignment, config))
+
+    cases = []
+    for repeat in range(1, suite.repeats + 1):
+        for index, (settings, assignment, config) in enumerate(distinct):
+            key = case_key(suite.name, settings, repeat)
+            cases.append(Case(index, repeat, settings, assignment, config, key))
+    return cases
+
+
+def _describe(assignment: Mapping[str, Any]) -> str:
+    return " ".join(f"{k}={_fmt(v)}" for k, v in assignment.items()) or "(base)"
+
+
+def _canonical(settings: Mapping[str, Any]) -> str:
+    return json.dumps(settings, sort_keys=True, separators=(",", ":"))
+
+
+def case_key(suite_name: str, settings: Mapping[str, Any], repeat: int) -> str:
+    """The stable identity of a case run (suite, the fields it sets, repeat)."""
+    blob = json.dumps({"suite": suite_name, "settings": settings, "repeat": repeat}, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha1(blob.encode()).hexdigest()[:16]

@@ -1,0 +1,246 @@
+"""The results store: appends, tolerant reads, the step-times fast path, migrations,
+flattening, queries, and ``cnnbench results``."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+
+from cnnbench.cli import main
+from cnnbench.results.flatten import flatten_record, ordered_columns, records_frame, unflatten_record
+from cnnbench.results.migrate import SchemaTooNewError, migrate
+from cnnbench.results.query import Condition, filter_rows, parse_condition, resolve_fields, value_matches
+from cnnbench.results.record import SCHEMA_VERSION, Record
+from cnnbench.results.store import append_record, append_records, existing_run_ids, read_records
+
+
+def make_record(i: int = 0, machine: str = "box-a", status: str = "ok", **extra) -> dict:
+    metrics = {"total_images_per_sec": 100.0 + i, "step_times_s": [0.01 * (k + 1) for k in range(5)]} if status == "ok" else {}
+    return Record(
+        config={"model": "resnet18", "batch_size": 8 * (i + 1), "precision": "fp32", "forward_only": False},
+        environment={"machine": machine, "hostname": "h"},
+        metrics=metrics,
+        status=status,
+        error=None if status == "ok" else "boom",
+        extra={"case_name": "syn-replicated-1cpus", **extra},
+    ).to_dict()
+
+
+# --------------------------------------------------------------------------- append / read
+
+
+def test_append_and_read_back(tmp_path):
+    recs = [make_record(i) for i in range(3)] + [make_record(9, machine="box b/2")]
+    for r in recs:
+        append_record(tmp_path, r)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["box-a.jsonl", "box_b_2.jsonl"]
+    got, problems = read_records(tmp_path)
+    assert problems == []
+    assert sorted(got, key=lambda r: r["run_id"]) == sorted(recs, key=lambda r: r["run_id"])
+
+
+def test_without_step_times_gives_the_same_records_less_the_array(tmp_path):
+    recs = [make_record(i) for i in range(4)] + [make_record(5, status="error")]
+    for r in recs:
+        append_record(tmp_path, r)
+    full, _ = read_records(tmp_path)
+    light, problems = read_records(tmp_path, step_times=False)
+    assert problems == []
+    for f, l in zip(full, light):
+        f["metrics"].pop("step_times_s", None)
+        assert f == l
+
+
+def test_fast_path_is_not_fooled_by_the_key_inside_text(tmp_path):
+    rec = make_record(0)
+    rec["error"] = 'weird text "step_times_s":[1,2] inside'
+    rec["note"] = {"step_times_s": [7, 8]}  # the key in another object, before metrics? after: both must survive
+    append_record(tmp_path, rec)
+    # A hand-written line with spaced separators takes the full parse.
+    spaced = make_record(1)
+    with open(tmp_path / "box-a.jsonl", "a") as f:
+        f.write(json.dumps(spaced) + "\n")
+    light, problems = read_records(tmp_path, step_times=False)
+    assert problems == []
+    assert light[0]["error"] == rec["error"]
+    assert light[0]["note"] == {"step_times_s": [7, 8]}
+    assert "step_times_s" not in light[0]["metrics"] and "step_times_s" not in light[1]["metrics"]
+    assert light[1]["metrics"]["total_images_per_sec"] == 101.0
+
+
+def test_truncated_last_line_is_reported_and_never_rewritten(tmp_path):
+    for i in range(3):
+        append_record(tmp_path, make_record(i))
+    path = tmp_path / "box-a.jsonl"
+    data = path.read_bytes()
+    path.write_bytes(data[:-40])  # a crash in the middle of the last write
+    before = path.read_bytes()
+    records, problems = read_records(tmp_path)
+    assert len(records) == 2
+    assert len(problems) == 1 and problems[0].startswith(f"{path}:3: truncated line")
+    assert path.read_bytes() == before
+    # The next append starts on a new line; the damaged one stays, reported as malformed.
+    append_record(tmp_path, make_record(7))
+    records, problems = read_records(tmp_path)
+    assert [r["config"]["batch_size"] for r in records] == [8, 16, 64]
+    assert len(problems) == 1 and problems[0].startswith(f"{path}:3: malformed line")
+    assert path.read_bytes().startswith(before)
+
+
+def test_malformed_and_non_object_lines_are_skipped_with_their_line(tmp_path):
+    path = tmp_path / "m.jsonl"
+    good = json.dumps(make_record(0))
+    path.write_text(f"{good}\nnot json at all\n[1, 2]\n\n{good}\n")
+    records, problems = read_records(path)
+    assert len(records) == 2
+    assert [p.split(": ")[0] for p in problems] == [f"{path}:2", f"{path}:3"]
+    assert "not a JSON object" in problems[1]
+
+
+def test_missing_path_raises(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        read_records(tmp_path / "nope")
+
+
+def test_append_records_writes_one_file_per_machine(tmp_path):
+    recs = [make_record(i, machine=m) for i, m in enumerate(["a", "b", "a"])]
+    paths = append_records(tmp_path / "r", recs)
+    assert sorted(p.name for p in paths) == ["a.jsonl", "b.jsonl"]
+    got, _ = read_records(tmp_path / "r")
+    assert len(got) == 3
+    assert existing_run_ids(tmp_path / "r") == {r["run_id"] for r in recs}
+    assert existing_run_ids(tmp_path / "absent") == set()
+
+
+# --------------------------------------------------------------------------- migration
+
+
+def test_a_record_without_schema_version_is_migrated_from_v0(tmp_path):
+    path = tmp_path / "old.jsonl"
+    v0_ok = {"config": {"model": "alexnet"}, "metrics": {"total_images_per_sec": 12.5}, "environment": {"machine": "m"}}
+    v0_bad = {"config": {"model": "vgg16"}}
+    path.write_text(json.dumps(v0_ok) + "\n" + json.dumps(v0_bad) + "\n")
+    records, problems = read_records(path)
+    assert problems == []
+    assert [r["schema_version"] for r in records] == [SCHEMA_VERSION, SCHEMA_VERSION]
+    assert records[0]["status"] == "ok" and records[0]["error"] is None
+    assert records[1]["status"] == "error" and "schema 0" in records[1]["error"]
+    assert records[1]["metrics"] == {} and records[1]["environment"] == {}
+    assert Record.from_dict(records[1]).status == "error"
+
+
+def test_current_records_pass_through_and_newer_ones_are_problems(tmp_path):
+    rec = make_record(0)
+    assert migrate(dict(rec)) == rec
+    with pytest.raises(SchemaTooNewError):
+        migrate({**rec, "schema_version": SCHEMA_VERSION + 1})
+    path = tmp_path / "new.jsonl"
+    path.write_text(json.dumps({**rec, "schema_version": SCHEMA_VERSION + 1}) + "\n" + json.dumps(rec) + "\n")
+    records, problems = read_records(path)
+    assert len(records) == 1
+    assert len(problems) == 1 and f"{path}:1: schema_version {SCHEMA_VERSION + 1} is newer" in problems[0]
+
+
+# --------------------------------------------------------------------------- flattening and queries
+
+
+def test_flatten_and_unflatten_round_trip():
+    rec = make_record(0, suite_name="s")
+    flat = flatten_record(rec)
+    assert flat["config.model"] == "resnet18"
+    assert flat["metrics.step_times_s"] == rec["metrics"]["step_times_s"]
+    assert flat["environment.machine"] == "box-a"
+    assert flat["suite_name"] == "s"
+    assert unflatten_record(flat) == rec
+    assert "metrics" not in flatten_record({"metrics": {}, "status": "error"})
+    with pytest.raises(ValueError):
+        unflatten_record({"config": 1, "config.model": "x"})
+    cols = ordered_columns([flat])
+    assert cols[:4] == ["started_at", "environment.machine", "suite_name", "case_name"]
+    frame = records_frame([rec, make_record(1)])
+    assert list(frame["config.batch_size"]) == [8, 16]
+
+
+def test_conditions():
+    assert parse_condition("config.model = resnet*") == Condition("config.model", "resnet*")
+    with pytest.raises(ValueError):
+        parse_condition("model")
+    cols = ["config.model", "config.batch_size", "metrics.total_images_per_sec", "environment.model"]
+    with pytest.raises(ValueError, match="ambiguous"):
+        resolve_fields([Condition("model", "x")], cols)
+    with pytest.raises(ValueError, match="no record has a field 'colour'"):
+        resolve_fields([Condition("colour", "x")], cols)
+    assert resolve_fields([Condition("batch_size", "8")], cols) == [Condition("config.batch_size", "8")]
+    assert value_matches(8, "8.0") and not value_matches(8, "eight")
+    assert value_matches(True, "true") and value_matches(False, "no") and not value_matches(True, "false")
+    assert value_matches(None, "null") and value_matches("resnet50", "resnet*")
+    rows = [{"a": 1, "b": "x"}, {"a": 2, "b": "y"}]
+    assert filter_rows(rows, [Condition("a", "2")]) == [rows[1]]
+
+
+# --------------------------------------------------------------------------- cnnbench results
+
+
+@pytest.fixture
+def store(tmp_path):
+    d = tmp_path / "results"
+    for i in range(3):
+        append_record(d, make_record(i))
+    append_record(d, make_record(5, status="oom"))
+    with open(d / "box-a.jsonl", "ab") as f:
+        f.write(b'{"schema_version": 1, "status": "ok", "conf')  # truncated
+    return d
+
+
+def test_results_list_shows_runs_and_reports_a_truncated_line(store, capsys):
+    assert main(["results", "list", str(store), "--limit", "0"]) == 0
+    out, err = capsys.readouterr()
+    assert "resnet18" in out and "oom" in out and "4 runs" in out
+    assert f"{store / 'box-a.jsonl'}:5: truncated line" in err
+
+
+def test_results_list_where_filters_and_names_unknown_fields(store, capsys):
+    assert main(["results", "list", str(store), "--where", "batch_size=16"]) == 0
+    out, _ = capsys.readouterr()
+    assert "1 runs" in out
+    assert main(["results", "list", str(store), "--where", "colour=red"]) == 2
+    assert "colour" in capsys.readouterr().err
+
+
+def test_results_export_csv_json_parquet(store, tmp_path, capsys):
+    out_csv = tmp_path / "x.csv"
+    assert main(["results", "export", str(store), "--format", "csv", "-o", str(out_csv)]) == 0
+    rows = list(csv.DictReader(out_csv.open()))
+    assert len(rows) == 4
+    assert rows[0]["config.model"] == "resnet18" and "metrics.total_images_per_sec" in rows[0]
+    assert json.loads(rows[0]["metrics.step_times_s"])[0] == pytest.approx(0.01)
+    assert rows[0]["config.forward_only"] == "false"
+
+    assert main(["results", "export", str(store), "--format", "json", "--where", "status=oom"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert len(data) == 1 and data[0]["status"] == "oom" and data[0]["error"] == "boom"
+
+    pytest.importorskip("pyarrow")
+    import pandas as pd
+
+    out_pq = tmp_path / "x.parquet"
+    assert main(["results", "export", str(store), "--format", "parquet", "-o", str(out_pq), "--no-step-times"]) == 0
+    frame = pd.read_parquet(out_pq)
+    assert len(frame) == 4 and "metrics.step_times_s" not in frame.columns
+    assert sorted(frame["config.batch_size"]) == [8, 16, 24, 48]
+    assert main(["results", "export", str(store), "--format", "parquet"]) == 2
+
+
+def test_results_export_to_stdout_is_plain_csv(store, capsys):
+    assert main(["results", "export", str(store), "--format", "csv", "--no-step-times"]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert {r["status"] for r in rows} == {"ok", "oom"}
+    assert "metrics.step_times_s" not in rows[0]
+
+
+def test_results_on_a_missing_folder_is_a_one_line_error(tmp_path, capsys):
+    assert main(["results", "list", str(tmp_path / "nope")]) == 2
+    assert "no results at" in capsys.readouterr().err
