@@ -45,10 +45,7 @@ def configuration_sections(points: PointSet, column_field: str, noise: float) ->
     key_fields = section_key_fields(points, column_field)
     exclude = set(points.key_fields) - set(key_fields)
     namer = Namer(points, exclude)
-    groups: dict[tuple, list[Point]] = defaultdict(list)
-    key = points.getter(key_fields)
-    for p in points.points:
-        groups[key(p)].append(p)
+    groups = points.group_by(key_fields)
     sections = []
     names = unique_names(namer, [g[0].values for g in groups.values()])
     for name, group in zip(names, groups.values()):

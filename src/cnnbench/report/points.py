@@ -156,6 +156,14 @@ class PointSet:
     def varies(self, name: str, points: Sequence[Point] | None = None) -> bool:
         return len(self.distinct(name, points)) > 1
 
+    def group_by(self, names: Sequence[str]) -> dict[tuple, list[Point]]:
+        """Points grouped by the values of ``names``, groups in order of first appearance."""
+        key = self.getter(names)
+        groups: dict[tuple, list[Point]] = {}
+        for p in self.points:
+            groups.setdefault(key(p), []).append(p)
+        return groups
+
 
 def _metric(record: Mapping[str, Any]) -> float | None:
     metrics = record.get("metrics") or {}

@@ -61,10 +61,7 @@ def scaling_groups(points: PointSet, noise: float) -> list[ScalingGroup]:
     """Scaling groups for every configuration run at two or more device counts."""
     group_fields = [f for f in points.key_fields if f not in (F.DEVICES, *SERIES_FIELDS)]
     namer = Namer(points, exclude=(F.DEVICES, *SERIES_FIELDS))
-    groups: dict[tuple, list[Point]] = defaultdict(list)
-    key = points.getter(group_fields)
-    for p in points.points:
-        groups[key(p)].append(p)
+    groups = points.group_by(group_fields)
     out = []
     names = unique_names(namer, [g[0].values for g in groups.values()])
     for name, group in zip(names, groups.values()):

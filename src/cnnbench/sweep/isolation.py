@@ -45,7 +45,7 @@ import sys
 import time
 import traceback
 import types
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
