@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 import time
 import traceback
-from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 import torch
@@ -101,13 +100,6 @@ def make_step(
     return train
 
 
-@dataclass
-class _Measured:
-    """What the loop measured so far (kept when a run fails midway)."""
-
-    metrics: dict[str, Any] = field(default_factory=dict)
-
-
 def run_benchmark(config: RunConfig, *, emit: Emit | None = None, extra: Mapping[str, Any] | None = None) -> Record:
     """Run one benchmark in this process and return its record (not yet stored).
 
@@ -119,26 +111,26 @@ def run_benchmark(config: RunConfig, *, emit: Emit | None = None, extra: Mapping
     run = resolve(config)
     cfg = run.config
     environment = capture_environment(cfg.device, cfg.machine_label)
-    measured = _Measured()
+    metrics: dict[str, Any] = {}  # what the loop measured so far (kept when a run fails midway)
     status, error = "ok", None
     try:
-        _run_loop(run, emit, measured, framework=environment["torch_version"])
+        _run_loop(run, emit, metrics, framework=environment["torch_version"])
     except Exception as exc:  # noqa: BLE001 - every failure becomes a record
         status = "oom" if is_out_of_memory(exc) else "error"
         error = f"{type(exc).__name__}: {exc}".strip()
         log.debug("run failed:\n%s", traceback.format_exc())
     finally:
-        measured.metrics.update(peak_device_memory(run.device) if status != "ok" else {})
-        measured.metrics["peak_host_memory_bytes"] = peak_host_memory()
+        metrics.update(peak_device_memory(run.device))
+        metrics["peak_host_memory_bytes"] = peak_host_memory()
     extra_fields = dict(extra or {})
     cost = _model_cost(run)
     if cost is not None:
         extra_fields.setdefault("model_cost", cost)
-        measured.metrics.update(_flop_metrics(cost, cfg, environment, measured.metrics))
+        metrics.update(_flop_metrics(cost, cfg, environment, metrics))
     return Record(
         config=cfg.recorded(),
         environment=environment,
-        metrics=measured.metrics,
+        metrics=metrics,
         status=status,
         error=error,
         started_at=started_at,
@@ -174,7 +166,7 @@ def _flop_metrics(cost: Mapping[str, Any], cfg: RunConfig, environment: Mapping[
     }
 
 
-def _run_loop(run: ResolvedRun, emit: Emit, measured: _Measured, *, framework: str) -> None:
+def _run_loop(run: ResolvedRun, emit: Emit, metrics: dict[str, Any], *, framework: str) -> None:
     cfg, device = run.config, run.device
     policy = precision_policy(cfg.precision)
     policy.apply_backend_flags()
@@ -243,7 +235,7 @@ def _run_loop(run: ResolvedRun, emit: Emit, measured: _Measured, *, framework: s
     total = images_per_step * cfg.num_batches / wall
     for line in log_format.total_lines(total):
         emit(line)
-    measured.metrics.update(
+    metrics.update(
         {
             "total_images_per_sec": total,
             **stats.as_metrics(),
@@ -251,7 +243,6 @@ def _run_loop(run: ResolvedRun, emit: Emit, measured: _Measured, *, framework: s
             "wall_time_s": wall,
             "first_step_time_s": first_step_s,
             "compile_time_s": first_step_s if cfg.compile else None,
-            **peak_device_memory(device),
             "input_wait_fraction": input_wait / wall if wall > 0 else None,
             "loss_first": float(losses[0]),
             "loss_last": float(losses[-1]),
