@@ -133,7 +133,8 @@ def main() -> None:
     if not args.skip_sweep:
         t0 = time.perf_counter()
         preload_engine()
-        print(f"fork server start (imports torch, torchvision, engine; once per sweep): {time.perf_counter() - t0:.2f} s")
+        elapsed = time.perf_counter() - t0
+        print(f"fork server start (imports torch, torchvision, engine; once per sweep): {elapsed:.2f} s")
         with tempfile.TemporaryDirectory() as tmp:
             noop = sweep_overhead(args.cases, noop_worker, "noop", Path(tmp) / "a")
             engine = sweep_overhead(args.cases, None, "engine", Path(tmp) / "b")

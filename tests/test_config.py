@@ -74,7 +74,8 @@ def test_every_field_has_a_flag_with_help():
 
 
 def test_flags_and_tf_style_aliases():
-    cfg = _parse(["--model", "vgg16", "--batch_size", "8", "--num-batches", "3", "--forward_only", "--data-format", "NHWC"])
+    cfg = _parse(["--model", "vgg16", "--batch_size", "8", "--num-batches", "3", "--forward_only",
+                  "--data-format", "NHWC"])
     assert (cfg.model, cfg.batch_size, cfg.num_batches, cfg.forward_only, cfg.data_format) == (
         "vgg16", 8, 3, True, "NHWC")
 

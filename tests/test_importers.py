@@ -223,7 +223,7 @@ def test_csv_round_trip_through_export(tmp_path, capsys):
     after, problems = read_records(copy)
     assert problems == []
     key = lambda r: r["run_id"]  # noqa: E731
-    for a, b in zip(sorted(before, key=key), sorted(after, key=key)):
+    for a, b in zip(sorted(before, key=key), sorted(after, key=key), strict=False):
         assert b["config"] == a["config"]
         assert b["environment"] == a["environment"]  # versions stay text: "11.1.74", "3.6.9"
         assert b["metrics"] == a["metrics"]
@@ -266,7 +266,8 @@ def test_copying_a_fixture_folder_keeps_the_layout(tmp_path):
     if not FIXTURES.is_dir():
         pytest.skip("fixtures missing")
     dst = tmp_path / "x" / "MyBox.logs"
-    shutil.copytree(FIXTURES / "LambdaCloud-RTX_A6000.logs" / "syn-replicated-fp16-4gpus", dst / "syn-replicated-fp16-4gpus")
+    config_dir = "syn-replicated-fp16-4gpus"
+    shutil.copytree(FIXTURES / "LambdaCloud-RTX_A6000.logs" / config_dir, dst / config_dir)
     result = get_importer("tf-cnn-benchmarks").run([tmp_path / "x"], ImportOptions())
     assert len(result.records) == 6
     assert {r["environment"]["machine"] for r in result.records} == {"MyBox"}

@@ -149,7 +149,8 @@ def test_too_small_image_sizes_are_one_line_config_errors(monkeypatch):
     assert below_min.value.field == "image_size" and "32x32" in str(below_min.value)
 
     _register_tiny(monkeypatch, "tiny_cost_small")
-    monkeypatch.setattr(_Tiny, "forward", lambda self, x: nn.functional.conv2d(x, torch.zeros(1, 3, 7, 7, device=x.device)))
+    monkeypatch.setattr(_Tiny, "forward",
+                        lambda self, x: nn.functional.conv2d(x, torch.zeros(1, 3, 7, 7, device=x.device)))
     with pytest.raises(ConfigError) as shape:
         model_cost("tiny_cost_small", 4)
     text = str(shape.value)

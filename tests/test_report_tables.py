@@ -96,7 +96,8 @@ def test_batch_size_per_machine_goes_into_cells_and_batch_sweep_into_rows():
 
 def test_one_section_per_configuration_named_like_seed_000():
     recs = []
-    for data, vu, ar, dist in [("synthetic", "parameter_server", None, False), ("synthetic", "replicated", "nccl", False),
+    for data, vu, ar, dist in [("synthetic", "parameter_server", None, False),
+                               ("synthetic", "replicated", "nccl", False),
                                ("imagenet", "replicated", None, True), ("imagenet", "parameter_server", None, False)]:
         for m in ("m-fast", "m-slow"):
             recs.append(record("resnet50", m, 100.0, num_devices=4, data_name=data, variable_update=vu,

@@ -18,7 +18,8 @@ from cnnbench.results.store import append_record, append_records, existing_run_i
 
 
 def make_record(i: int = 0, machine: str = "box-a", status: str = "ok", **extra) -> dict:
-    metrics = {"total_images_per_sec": 100.0 + i, "step_times_s": [0.01 * (k + 1) for k in range(5)]} if status == "ok" else {}
+    metrics = ({"total_images_per_sec": 100.0 + i, "step_times_s": [0.01 * (k + 1) for k in range(5)]}
+               if status == "ok" else {})
     return Record(
         config={"model": "resnet18", "batch_size": 8 * (i + 1), "precision": "fp32", "forward_only": False},
         environment={"machine": machine, "hostname": "h"},
@@ -49,7 +50,7 @@ def test_without_step_times_gives_the_same_records_less_the_array(tmp_path):
     full, _ = read_records(tmp_path)
     light, problems = read_records(tmp_path, step_times=False)
     assert problems == []
-    for f, l in zip(full, light):
+    for f, l in zip(full, light, strict=True):  # noqa: E741
         f["metrics"].pop("step_times_s", None)
         assert f == l
 

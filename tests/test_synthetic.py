@@ -25,7 +25,7 @@ def test_shapes_and_types(location):
     assert images.shape == (4, 3, 16, 16) and images.dtype == torch.bfloat16
     assert images.is_contiguous(memory_format=torch.channels_last)
     assert labels.shape == (4,) and labels.dtype == torch.int64
-    assert 0 <= int(labels.min()) and int(labels.max()) < 10
+    assert int(labels.min()) >= 0 and int(labels.max()) < 10
 
 
 def test_device_location_reuses_one_resident_batch():

@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 import logging
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from cnnbench import __version__
 from cnnbench.cli.common import CliParser, UserError

@@ -17,7 +17,7 @@ class UserError(Exception):
         self.exit_code = exit_code
 
     @classmethod
-    def from_config(cls, exc: ConfigError) -> "UserError":
+    def from_config(cls, exc: ConfigError) -> UserError:
         return cls(str(exc))
 
 

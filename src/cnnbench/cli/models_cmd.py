@@ -13,7 +13,8 @@ import csv
 import io
 import json
 import sys
-from typing import TYPE_CHECKING, Any, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from cnnbench.cli.common import UserError
 from cnnbench.config.errors import ConfigError
@@ -204,7 +205,8 @@ def _notes(costs: Sequence[ModelCost]) -> list[str]:
 
 
 def render_markdown(costs: Sequence[ModelCost]) -> str:
-    lines = ["| " + " | ".join(READABLE_HEADER) + " |", "|" + "|".join(["---"] + ["---:"] * (len(READABLE_HEADER) - 1)) + "|"]
+    rule = "|" + "|".join(["---"] + ["---:"] * (len(READABLE_HEADER) - 1)) + "|"
+    lines = ["| " + " | ".join(READABLE_HEADER) + " |", rule]
     lines += ["| " + " | ".join(readable_row(c)) + " |" for c in costs]
     return "\n".join(lines + [""] + _notes(costs))
 

@@ -30,7 +30,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--baseline", action="append", default=[], metavar="FIELD=VALUE",
                    help="Value the other values of FIELD are compared with in effect tables.")
     p.add_argument("--where", action="append", default=[], metavar="FIELD=VALUE",
-                   help="Keep only matching results: FIELD=V, FIELD=V1,V2 (any of), FIELD!=V; repeatable (all must hold).")
+                   help="Keep only matching results: FIELD=V, FIELD=V1,V2 (any of), FIELD!=V; "
+                   "repeatable (all must hold).")
     p.add_argument("--title", default="cnnbench report", metavar="T", help="Report title.")
     p.add_argument("--noise", default="3", metavar="PCT",
                    help="Differences up to PCT percent are called insignificant (default 3; widened when "

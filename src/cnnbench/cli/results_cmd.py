@@ -10,7 +10,8 @@ import argparse
 import json
 import os
 import sys
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from cnnbench.cli.common import CliParser, UserError
 
@@ -163,7 +164,7 @@ def _cell(value: Any) -> Any:
 def _write_csv(rows: list[dict[str, Any]], columns: list[str], output: str | None) -> None:
     import csv
 
-    out = open(output, "w", newline="", encoding="utf-8") if output else sys.stdout
+    out = open(output, "w", newline="", encoding="utf-8") if output else sys.stdout  # noqa: SIM115
     try:
         writer = csv.writer(out)
         writer.writerow(columns)
@@ -175,7 +176,7 @@ def _write_csv(rows: list[dict[str, Any]], columns: list[str], output: str | Non
 
 
 def _write_json(rows: list[dict[str, Any]], columns: list[str], output: str | None) -> None:
-    out = open(output, "w", encoding="utf-8") if output else sys.stdout
+    out = open(output, "w", encoding="utf-8") if output else sys.stdout  # noqa: SIM115
     try:
         out.write("[\n")
         for i, row in enumerate(rows):

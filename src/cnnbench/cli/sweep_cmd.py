@@ -52,7 +52,8 @@ def handle(args: argparse.Namespace) -> int:
     if args.dry_run:
         for i, case in enumerate(suite.cases, 1):
             print(f"{i:>4}  {case.label}")
-        print(f"{len(suite.cases)} cases ({len(suite.cases) // suite.repeats} configurations x {suite.repeats} repeats), "
+        configurations = len(suite.cases) // suite.repeats
+        print(f"{len(suite.cases)} cases ({configurations} configurations x {suite.repeats} repeats), "
               f"time limit {suite.timeout_s:g} s each")
         return 0
 

@@ -12,29 +12,28 @@ import dataclasses
 from typing import Any
 
 from cnnbench.config.errors import flag_for
-from cnnbench.config.options import field_choices, field_help
+from cnnbench.config.options import field_choices, field_help, field_types
 from cnnbench.config.run_config import RunConfig
-
-_PARSERS = {"int": int, "float": float, "str": str}
 
 
 def add_config_arguments(parser: argparse.ArgumentParser, cls: type = RunConfig) -> None:
     """Add one flag per field of the dataclass ``cls``."""
     defaults = cls()
+    types = field_types(cls)
     group = parser.add_argument_group("run options")
     for f in dataclasses.fields(cls):
         flag = flag_for(f.name)
         alias = "--" + f.name
-        base = str(f.type).replace(" | None", "")
+        base, _ = types[f.name]
         default = getattr(defaults, f.name)
         help_text = field_help(f)
-        if base == "bool":
+        if base is bool:
             group.add_argument(flag, dest=f.name, action="store_true", default=default, help=help_text)
             if alias != flag:
                 group.add_argument(alias, dest=f.name, action="store_true", default=argparse.SUPPRESS,
                                    help=argparse.SUPPRESS)
             continue
-        kwargs: dict[str, Any] = {"dest": f.name, "type": _PARSERS.get(base, str)}
+        kwargs: dict[str, Any] = {"dest": f.name, "type": base if base in (int, float) else str}
         choices = field_choices(f)
         if choices is not None:
             kwargs["choices"] = choices

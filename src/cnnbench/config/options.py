@@ -8,7 +8,9 @@ them from there, so nothing is spelled twice.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Sequence
+import typing
+from collections.abc import Sequence
+from typing import Any
 
 
 def option(
@@ -41,3 +43,22 @@ def field_help(f: dataclasses.Field) -> str:
 
 def field_choices(f: dataclasses.Field) -> tuple[Any, ...] | None:
     return f.metadata.get("choices")
+
+
+_FIELD_TYPES: dict[type, dict[str, tuple[type, bool]]] = {}
+
+
+def field_types(cls: type) -> dict[str, tuple[type, bool]]:
+    """Each field's base type and whether it may be ``None``, from the resolved annotations.
+
+    ``int | None`` gives ``(int, True)``; ``str`` gives ``(str, False)``.
+    """
+    if cls not in _FIELD_TYPES:
+        out: dict[str, tuple[type, bool]] = {}
+        for name, hint in typing.get_type_hints(cls).items():
+            args = typing.get_args(hint)
+            optional = type(None) in args
+            bases = [a for a in args if a is not type(None)] if args else [hint]
+            out[name] = (bases[0] if len(bases) == 1 else object, optional)
+        _FIELD_TYPES[cls] = out
+    return _FIELD_TYPES[cls]

@@ -12,11 +12,12 @@ This module does not import torch, so suite files and reports can use it cheaply
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from cnnbench.config.errors import ConfigError
-from cnnbench.config.options import field_choices, option
+from cnnbench.config.options import field_choices, field_types, option
 
 DEVICES = ("auto", "cpu", "cuda")
 DATA_FORMATS = ("NCHW", "NHWC")
@@ -148,7 +149,7 @@ class RunConfig:
 
     # --- conversions -------------------------------------------------------
     @classmethod
-    def from_mapping(cls, values: Mapping[str, Any]) -> "RunConfig":
+    def from_mapping(cls, values: Mapping[str, Any]) -> RunConfig:
         """Build from a plain mapping (suite files, records), naming any unknown field."""
         known = {f.name for f in dataclasses.fields(cls)}
         for key in values:
@@ -164,7 +165,7 @@ class RunConfig:
             if f.metadata.get("recorded", True)
         }
 
-    def replace(self, **changes: Any) -> "RunConfig":
+    def replace(self, **changes: Any) -> RunConfig:
         return dataclasses.replace(self, **changes)
 
 
@@ -172,30 +173,23 @@ def config_fields() -> tuple[dataclasses.Field, ...]:
     return dataclasses.fields(RunConfig)
 
 
-_TYPES: dict[str, tuple[type, ...]] = {
-    "int": (int,),
-    "float": (int, float),
-    "str": (str,),
-    "bool": (bool,),
-}
+_ACCEPTED: dict[type, tuple[type, ...]] = {int: (int,), float: (int, float), str: (str,), bool: (bool,)}
 
 
 def _check_type(cfg: RunConfig) -> None:
-    for f in dataclasses.fields(cfg):
-        value = getattr(cfg, f.name)
-        annotation = str(f.type)
-        base = annotation.replace(" | None", "")
+    for name, (base, optional) in field_types(type(cfg)).items():
+        value = getattr(cfg, name)
         if value is None:
-            if "None" in annotation:
+            if optional:
                 continue
-            raise ConfigError(f.name, "a value is required")
-        allowed = _TYPES.get(base)
+            raise ConfigError(name, "a value is required")
+        allowed = _ACCEPTED.get(base)
         if allowed is None:
             continue
-        if isinstance(value, bool) and base in ("int", "float"):
-            raise ConfigError(f.name, f"expected a number, got {value!r}")
+        if isinstance(value, bool) and base in (int, float):
+            raise ConfigError(name, f"expected a number, got {value!r}")
         if not isinstance(value, allowed):
-            raise ConfigError(f.name, f"expected {base}, got {value!r}")
+            raise ConfigError(name, f"expected {base.__name__}, got {value!r}")
 
 
 def _positive(cfg: RunConfig, name: str, allow_none: bool = False) -> None:

@@ -14,8 +14,8 @@ Batches arrive in the dtype and memory format the model wants (``channels_last``
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info

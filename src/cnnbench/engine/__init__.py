@@ -5,8 +5,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from cnnbench.config import RunConfig
 from cnnbench.results.record import Record

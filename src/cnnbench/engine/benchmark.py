@@ -15,7 +15,8 @@ from __future__ import annotations
 import logging
 import time
 import traceback
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import torch
 from torch import nn
@@ -115,7 +116,7 @@ def run_benchmark(config: RunConfig, *, emit: Emit | None = None, extra: Mapping
     status, error = "ok", None
     try:
         _run_loop(run, emit, metrics, framework=environment["torch_version"])
-    except Exception as exc:  # noqa: BLE001 - every failure becomes a record
+    except Exception as exc:
         status = "oom" if is_out_of_memory(exc) else "error"
         error = f"{type(exc).__name__}: {exc}".strip()
         log.debug("run failed:\n%s", traceback.format_exc())
@@ -144,7 +145,7 @@ def _model_cost(run: ResolvedRun) -> dict[str, Any] | None:
 
     try:
         return model_cost(run.spec.name, run.config.image_size).to_dict()
-    except Exception as exc:  # noqa: BLE001 - a missing cost must not lose the run
+    except Exception as exc:
         log.warning("no model cost for %s at %s px: %s", run.spec.name, run.config.image_size, exc)
         return None
 

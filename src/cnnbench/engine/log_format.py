@@ -5,7 +5,8 @@ The importer for tf_cnn_benchmarks logs reads these lines back, for ours as for 
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from cnnbench.engine.stats import ThroughputStats
 

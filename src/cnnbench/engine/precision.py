@@ -13,8 +13,8 @@
 from __future__ import annotations
 
 import contextlib
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import ContextManager
 
 import torch
 
@@ -32,12 +32,12 @@ class PrecisionPolicy:
         torch.backends.cuda.matmul.allow_tf32 = self.tf32
         torch.backends.cudnn.allow_tf32 = self.tf32
 
-    def autocast(self, device_type: str) -> ContextManager[object]:
+    def autocast(self, device_type: str) -> AbstractContextManager[object]:
         if self.autocast_dtype is None:
             return contextlib.nullcontext()
         return torch.autocast(device_type=device_type, dtype=self.autocast_dtype)
 
-    def scaler(self, device_type: str, forward_only: bool) -> "torch.amp.GradScaler | None":
+    def scaler(self, device_type: str, forward_only: bool) -> torch.amp.GradScaler | None:
         if not self.grad_scaler or forward_only or device_type != "cuda":
             return None
         return torch.amp.GradScaler(device_type)

@@ -37,7 +37,8 @@ def resolve(config: RunConfig) -> ResolvedRun:
     reason = unsupported_reason(config.precision, device)
     if reason:
         raise ConfigError("precision", f"{config.precision} on {device_kind}: {reason}")
-    if config.compile and device_kind == "cpu" and not (shutil.which("g++") or shutil.which("c++") or shutil.which("clang++")):
+    has_compiler = any(shutil.which(cc) for cc in ("g++", "c++", "clang++"))
+    if config.compile and device_kind == "cpu" and not has_compiler:
         raise ConfigError("compile", "torch.compile on CPU needs a C++ compiler (g++ or clang++) on PATH")
 
     image_size = config.image_size or spec.default_image_size

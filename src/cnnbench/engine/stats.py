@@ -9,8 +9,8 @@ plus the median and the 10th/90th percentiles of ``s``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Sequence
 
 import numpy as np
 

@@ -33,7 +33,7 @@ class CpuStepTimer:
 
     def step_times(self, upto: int | None = None) -> list[float]:
         marks = self._marks if upto is None else self._marks[: upto + 1]
-        return [b - a for a, b in zip(marks, marks[1:])]
+        return [b - a for a, b in zip(marks, marks[1:], strict=False)]
 
 
 class CudaStepTimer:

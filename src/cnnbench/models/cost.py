@@ -37,8 +37,9 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 from torch import nn
@@ -103,16 +104,16 @@ def model_cost(name: str, image_size: int | None = None) -> ModelCost:
     return _cached_cost(spec.name, size)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _cached_cost(canonical: str, size: int) -> ModelCost:
     spec = get_model_spec(canonical)
     try:
         counts = _measure(spec, size, real=False)
-    except Exception as meta_exc:  # noqa: BLE001 - any failure on meta means: try for real
+    except Exception as meta_exc:
         log.info("%s at %d: meta trace failed (%s); trying a real CPU forward", canonical, size, _one_line(meta_exc))
         try:
             counts = _measure(spec, size, real=True)
-        except Exception as exc:  # noqa: BLE001 - the model cannot run at this size
+        except Exception as exc:
             raise ConfigError(
                 "image_size", f"{canonical} cannot take {size}x{size} images: {_one_line(exc)}"
             ) from exc
@@ -178,7 +179,7 @@ def _build(spec: ModelSpec, size: int, *, real: bool) -> nn.Module:
     try:
         with torch.device("meta"), _FastMeta():
             return spec.build(num_classes=DEFAULT_NUM_CLASSES, image_size=size)
-    except Exception as exc:  # noqa: BLE001 - e.g. RegNet computes widths with tensors in __init__
+    except Exception as exc:
         log.debug("%s: cannot build under the meta device (%s); moving parameters as they register", spec.name, exc)
         with _parameters_on_meta(), _FastMeta():
             return spec.build(num_classes=DEFAULT_NUM_CLASSES, image_size=size)
@@ -203,8 +204,8 @@ def _parameters_on_meta() -> Iterator[None]:
     def buffer(self: nn.Module, name: str, b: Any, persistent: bool = True) -> None:
         register_buffer(self, name, None if b is None else b.to("meta"), persistent)
 
-    nn.Module.register_parameter = param  # type: ignore[method-assign]
-    nn.Module.register_buffer = buffer  # type: ignore[method-assign]
+    nn.Module.register_parameter = param  # type: ignore[method-assign,assignment]
+    nn.Module.register_buffer = buffer  # type: ignore[method-assign,assignment]
     try:
         yield
     finally:
@@ -257,11 +258,12 @@ _Template = Any  # ("tensor", shape, stride, dtype) | ("none",) | ("tuple", (tem
 _REPLAY: dict[Any, tuple[_Template, int]] = {}
 
 # In-place ops that change values only (never shape or strides): on meta, a no-op.
-_VALUE_ONLY_INPLACE = frozenset(
-    "normal_ uniform_ fill_ zero_ random_ bernoulli_ exponential_ erfinv_ clamp_ clamp_min_ clamp_max_ "
-    "add_ sub_ mul_ div_ copy_ masked_fill_ relu_ silu_ gelu_ hardswish_ hardsigmoid_ hardtanh_ "
-    "sigmoid_ tanh_ leaky_relu_ elu_ threshold_".split()
-)
+_VALUE_ONLY_INPLACE = frozenset([
+    "normal_", "uniform_", "fill_", "zero_", "random_", "bernoulli_", "exponential_", "erfinv_", "clamp_",
+    "clamp_min_", "clamp_max_", "add_", "sub_", "mul_", "div_", "copy_", "masked_fill_", "relu_", "silu_",
+    "gelu_", "hardswish_", "hardsigmoid_", "hardtanh_", "sigmoid_", "tanh_", "leaky_relu_", "elu_",
+    "threshold_",
+])
 
 _NORMS = (
     aten.native_batch_norm.default,
@@ -368,7 +370,7 @@ class _FastMeta(TorchDispatchMode):
         super().__init__()
         self.flops = 0
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         out, flops = self._run(func, args, kwargs)
         self.flops += flops
@@ -407,7 +409,7 @@ class _FastMeta(TorchDispatchMode):
         return out, flops
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _op_kind(func: Any) -> str:
     """``mutable`` (writes an argument), ``alias`` (returns a view) or ``functional``."""
     schema = func._schema

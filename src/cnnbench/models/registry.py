@@ -17,8 +17,9 @@ from __future__ import annotations
 import difflib
 import fnmatch
 import logging
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from cnnbench.config.errors import ConfigError
 
@@ -38,7 +39,7 @@ class ModelSpec:
     """Canonical registry name (``resnet50``, ``timm/inception_v4``, ``trivial``)."""
     source: str
     """Where the model comes from: ``torchvision``, ``timm`` or ``builtin``."""
-    builder: Callable[..., "nn.Module"] = field(repr=False)
+    builder: Callable[..., nn.Module] = field(repr=False)
     """``builder(num_classes=..., image_size=...)`` returns a freshly initialised module."""
     default_image_size: int = 224
     default_batch_size: int = 32
@@ -49,7 +50,7 @@ class ModelSpec:
     ``num_params``, ``ops`` (as published; see :mod:`cnnbench.models.cost`), ``acc1``, ``acc5``,
     ``weights`` (the weight-enum name they describe)."""
 
-    def build(self, num_classes: int = DEFAULT_NUM_CLASSES, image_size: int | None = None) -> "nn.Module":
+    def build(self, num_classes: int = DEFAULT_NUM_CLASSES, image_size: int | None = None) -> nn.Module:
         return self.builder(num_classes=num_classes, image_size=image_size or self.default_image_size)
 
 
@@ -82,10 +83,10 @@ def register_alias(alias: str, target: str) -> None:
 
 def register_model(
     name: str, *, default_image_size: int = 224, default_batch_size: int = 32, min_image_size: int = 16
-) -> Callable[[Callable[..., "nn.Module"]], Callable[..., "nn.Module"]]:
+) -> Callable[[Callable[..., nn.Module]], Callable[..., nn.Module]]:
     """Decorator for built-in model functions ``fn(num_classes, image_size) -> nn.Module``."""
 
-    def wrap(fn: Callable[..., "nn.Module"]) -> Callable[..., "nn.Module"]:
+    def wrap(fn: Callable[..., nn.Module]) -> Callable[..., nn.Module]:
         register_spec(
             ModelSpec(
                 name=name,
@@ -156,6 +157,6 @@ def aliases_of(name: str) -> list[str]:
     return sorted(a for a, t in _ALIASES.items() if t == name)
 
 
-def create_model(name: str, *, num_classes: int = DEFAULT_NUM_CLASSES, image_size: int | None = None) -> "nn.Module":
+def create_model(name: str, *, num_classes: int = DEFAULT_NUM_CLASSES, image_size: int | None = None) -> nn.Module:
     """Build a freshly initialised model by registry name or alias."""
     return get_model_spec(name).build(num_classes=num_classes, image_size=image_size)

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import functools
 import importlib.util
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cnnbench.config.errors import ConfigError
 from cnnbench.models.registry import ModelSpec
+
+if TYPE_CHECKING:
+    from torch import nn
 
 PREFIX = "timm/"
 
@@ -29,7 +32,7 @@ def list_names() -> tuple[str, ...]:
     return tuple(PREFIX + n for n in timm.list_models())
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def spec_for(name: str) -> ModelSpec | None:
     if not available():
         raise ConfigError("model", f"{name!r} needs timm, which is not installed (pip install 'cnnbench[timm]')")
@@ -42,7 +45,7 @@ def spec_for(name: str) -> ModelSpec | None:
     input_size = getattr(cfg, "input_size", None) or (3, 224, 224)
     fixed = bool(getattr(cfg, "fixed_input_size", False))
 
-    def build(num_classes: int = 1000, image_size: int = input_size[-1]):  # type: ignore[no-untyped-def]
+    def build(num_classes: int = 1000, image_size: int = input_size[-1]) -> nn.Module:
         kwargs: dict[str, Any] = {"pretrained": False, "num_classes": num_classes}
         if fixed:
             kwargs["img_size"] = image_size

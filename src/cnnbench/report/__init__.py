@@ -11,7 +11,7 @@ matplotlib is imported only to draw plots.
 from __future__ import annotations
 
 import os
-from typing import Sequence
+from collections.abc import Sequence
 
 from cnnbench.report.build import NoMatchingRecords, ReportError, ReportOptions, build_report
 from cnnbench.report.document import Report

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from cnnbench.report import fields as F
 from cnnbench.report.configurations import Section, configuration_sections
@@ -206,7 +207,7 @@ def _scaling_figure(g: ScalingGroup) -> Figure:
         machines = [str(s.values.get(F.MACHINE)) for s in series]
         unique = len(set(machines)) == len(machines)  # then the machine names the line (one colour each)
         models[model] = [{"label": m if unique else f"{m} · batch {F.text(s.values.get(F.BATCH))}",
-                          "points": sorted(s.speedup.items())} for m, s in zip(machines, series)]
+                          "points": sorted(s.speedup.items())} for m, s in zip(machines, series, strict=False)]
     return Figure("scaling", g.table.id, f"Scaling: {g.name}", {"models": models, "devices": g.devices})
 
 

@@ -48,7 +48,7 @@ def configuration_sections(points: PointSet, column_field: str, noise: float) ->
     groups = points.group_by(key_fields)
     sections = []
     names = unique_names(namer, [g[0].values for g in groups.values()])
-    for name, group in zip(names, groups.values()):
+    for name, group in zip(names, groups.values(), strict=False):
         sections.append(Section(name, _table(points, group, name, column_field, noise), column_field, group))
     sections.sort(key=lambda s: F.sort_key(s.name))
     return sections

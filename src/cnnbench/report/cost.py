@@ -5,7 +5,8 @@ Imported records carry no cost: their models show ``—``.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from cnnbench.report import fields as F
 from cnnbench.report.points import PointSet

@@ -8,7 +8,7 @@ blocks, so both outputs say the same thing.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 from cnnbench.report.observations import Observation
 from cnnbench.report.table import Table
@@ -53,7 +53,7 @@ class Figure:
         return f"plots/{self.name}.png"
 
 
-Block = Union[Heading, Paragraph, Bullets, TableBlock, Figure]
+Block = Heading | Paragraph | Bullets | TableBlock | Figure
 
 
 @dataclass

@@ -12,10 +12,12 @@ precision).
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from operator import itemgetter
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from cnnbench.report import fields as F
 from cnnbench.report.points import ATTRIBUTE_FIELDS, Measure, Point, PointSet, combine
@@ -57,7 +59,7 @@ class Effect:
     table: Table
     noise: float
     row_field: str | None
-    ratios: list[float] = field(default_factory=list)
+    ratios: list[float] = dataclasses.field(default_factory=list)
 
     @property
     def median(self) -> float | None:
@@ -211,13 +213,13 @@ def _table(name: str, a: Any, b: Any, pairs: list[Pair], row: int | None, cols: 
         ck = tuple(p.key[i] for i in cols)
         lab = labels.get(ck)
         if lab is None:
-            lab = labels[ck] = " · ".join(F.label(fields[i], v) for i, v in zip(cols, ck)) or "all"
+            lab = labels[ck] = " · ".join(F.label(fields[i], v) for i, v in zip(cols, ck, strict=False)) or "all"
         col_label.append(lab)
     columns: list[str] = list(dict.fromkeys(col_label))
     row_values = sorted({p.key[row] for p in pairs}, key=lambda v: order.get(v, len(order))) if row is not None \
         else [None]
     grid: dict[tuple[Any, str], Pair] = {}
-    for p, c in zip(pairs, col_label):
+    for p, c in zip(pairs, col_label, strict=False):
         grid[(p.key[row] if row is not None else None, c)] = p
     rows: list[list[Cell]] = []
     by_column: dict[str, list[float]] = defaultdict(list)
@@ -226,12 +228,12 @@ def _table(name: str, a: Any, b: Any, pairs: list[Pair], row: int | None, cols: 
         cells = [label_cell(F.text(rv) if row is not None else "all")]
         xs = []
         for c in columns:
-            p = grid.get((rv, c))
-            if p is None:
+            found = grid.get((rv, c))
+            if found is None:
                 cells.append(missing())
                 continue
-            cells.append(_pair_cell(p, name, a, b))
-            ratio = p.ratio
+            cells.append(_pair_cell(found, name, a, b))
+            ratio = found.ratio
             if ratio is not None:
                 xs.append(ratio)
                 by_column[c].append(ratio)

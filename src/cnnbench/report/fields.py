@@ -12,7 +12,8 @@ import difflib
 import hashlib
 import json
 import re
-from typing import Any, Hashable, Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
+from typing import Any
 
 ALIASES: dict[str, str] = {
     "model": "config.model",

@@ -10,7 +10,8 @@ device count reads ``N<device>s``.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
+from typing import Any
 
 from cnnbench.report import fields as F
 from cnnbench.report.points import PointSet
@@ -79,7 +80,7 @@ def unique_names(namer: Namer, values: Sequence[Mapping[str, Any]]) -> list[str]
     """Names for several configurations; those that would read alike are named in full."""
     names = [namer.name(v) for v in values]
     counts = Counter(names)
-    return [namer.name(v, full=True) if counts[n] > 1 else n for n, v in zip(names, values)]
+    return [namer.name(v, full=True) if counts[n] > 1 else n for n, v in zip(names, values, strict=False)]
 
 
 def join_labels(values: Mapping[str, Any], fields: Collection[str]) -> str:

@@ -60,7 +60,6 @@ def render_markdown(report: Report) -> str:
             if block.caption:
                 out.append(f"**{block.table.title}**")
             out.append(table_markdown(block.table))
-        elif isinstance(block, Figure):
-            if block.drawn:
-                out.append(f"![{block.title}]({block.path})")
+        elif isinstance(block, Figure) and block.drawn:
+            out.append(f"![{block.title}]({block.path})")
     return "\n\n".join(out) + "\n"

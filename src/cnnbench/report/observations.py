@@ -10,8 +10,8 @@ and failures.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from cnnbench.report import fields as F
 from cnnbench.report.configurations import Section
@@ -85,11 +85,12 @@ def scaling_observations(groups: Sequence[ScalingGroup]) -> list[Observation]:
     rest = summaries[MAX_SCALING_BULLETS:]
     if rest:
         meds = [s[4] for s in rest]
-        lo = min(rest, key=lambda s: s[4].value)
-        hi = max(rest, key=lambda s: s[4].value)
+        lowest = min(rest, key=lambda s: s[4].value)
+        highest = max(rest, key=lambda s: s[4].value)
+        overall = median([m.value for m in meds])
         out.append(Observation(
             f"Scaling, {len(rest)} further configurations: median efficiency at their largest device count "
-            f"ranges {lo[4].text}–{hi[4].text} (overall median {_pct(median(m.value for m in meds))}).",
+            f"ranges {lowest[4].text}–{highest[4].text} (overall median {_pct(overall or 0.0)}).",
             [Ref(s[1].id, s[2], "median") for s in rest]))
     return out
 

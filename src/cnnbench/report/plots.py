@@ -144,9 +144,9 @@ def _scaling(figure: Figure) -> Any:
     top = _title(fig, figure.title)
     handles, texts = fig.axes[0].get_legend_handles_labels()
     if not many:
-        seen = dict(zip(texts, handles))
+        seen = dict(zip(texts, handles, strict=False))
         for ax in fig.axes[1:]:
-            for h, t in zip(*ax.get_legend_handles_labels()):
+            for h, t in zip(*ax.get_legend_handles_labels(), strict=False):
                 seen.setdefault(t, h)
         texts, handles = list(seen), list(seen.values())
     ncol = _legend_columns(fig, texts)
@@ -202,7 +202,7 @@ def _throughput(figure: Figure) -> Any:
         vals = values[i]
         ax.bar(xs, [v if v is not None else 0.0 for v in vals], color=color, width=0.75)
         top = max((v for v in vals if v is not None), default=1.0)
-        for x, v, s in zip(xs, vals, status[i]):
+        for x, v, s in zip(xs, vals, status[i], strict=False):
             if v is not None:
                 ax.text(x, v, _fmt(v), ha="center", va="bottom", fontsize=7)
             else:
@@ -252,8 +252,9 @@ def _grouped_bars(figure: Figure, rows: list[str], columns: list[str], values: l
         for i, row in enumerate(values):
             x = i + (j - (k - 1) / 2) * width
             half = width * 0.95 / 2
-            if row[j] is not None:
-                verts.append([(x - half, base), (x - half, row[j]), (x + half, row[j]), (x + half, base)])
+            top = row[j]
+            if top is not None:
+                verts.append([(x - half, base), (x - half, top), (x + half, top), (x + half, base)])
                 colors.append(COLORS[j % len(COLORS)])
             elif status[i][j]:
                 ax.text(x, base, "x", ha="center", va="bottom", fontsize=7, color=FAIL_COLOR)
@@ -284,7 +285,7 @@ def _single_column(figure: Figure, rows: list[str], column: str, vals: list[floa
     ys = list(range(len(rows)))[::-1]
     ax.barh(ys, [v or 0.0 for v in vals], color=COLORS[0], height=0.7)
     top = max((v for v in vals if v is not None), default=1.0)
-    for y, v, s in zip(ys, vals, status):
+    for y, v, s in zip(ys, vals, status, strict=False):
         ax.text(v if v is not None else 0, y, f" {_fmt(v)}" if v is not None else f" {s or '—'}",
                 va="center", fontsize=8, color="black" if v is not None else FAIL_COLOR)
     ax.set_yticks(ys, [_short(r) for r in rows], fontsize=8)

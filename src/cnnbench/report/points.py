@@ -11,9 +11,10 @@ from points, so repeats are folded the same way everywhere.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from cnnbench.report import fields as F
 from cnnbench.report.stats import median, relative_spread
@@ -88,14 +89,14 @@ class Measure:
             self.ips.append(ips)
             self._median = self._spread = _UNSET
 
-    def add(self, other: "Measure") -> None:
+    def add(self, other: Measure) -> None:
         self.ips.extend(other.ips)
         for s, c in other.statuses.items():
             self.statuses[s] = self.statuses.get(s, 0) + c
         self._median = self._spread = _UNSET
 
 
-def combine(points: Sequence["Point"]) -> Measure:
+def combine(points: Sequence[Point]) -> Measure:
     """One measure over several points (e.g. several machines with the same GPU in a cell).
     For a single point, its own measure (do not modify it)."""
     if len(points) == 1:
@@ -223,7 +224,7 @@ def build_points(records: Sequence[Mapping[str, Any]], extra_fields: Iterable[st
             key += tuple(hashable(F.get_value(rec, f)) for f in extras)
         point = groups.get(key)
         if point is None:
-            values = dict(zip(key_fields, key))
+            values = dict(zip(key_fields, key, strict=False))
             for attr in ATTRIBUTE_FIELDS:
                 values[attr] = hashable(env.get(attr.split(".", 1)[1]))
             point = groups[key] = Point(values, key)

@@ -64,7 +64,7 @@ def scaling_groups(points: PointSet, noise: float) -> list[ScalingGroup]:
     groups = points.group_by(group_fields)
     out = []
     names = unique_names(namer, [g[0].values for g in groups.values()])
-    for name, group in zip(names, groups.values()):
+    for name, group in zip(names, groups.values(), strict=False):
         series = _series(points, group)
         if series:
             out.append(_build(name, series, noise))

@@ -8,8 +8,9 @@ all case-insensitively.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from cnnbench.report.fields import FieldError, get_value, resolve_field
 

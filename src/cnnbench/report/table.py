@@ -7,8 +7,9 @@ a missing cell, which prints as ``—``. A missing or failed cell is never a 0.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Sequence
+from typing import Any, NamedTuple
 
 from cnnbench.report.points import Measure
 from cnnbench.report.stats import median
@@ -114,7 +115,7 @@ class Table:
 
     def records(self) -> list[dict[str, Any]]:
         """Rows as ``{column: value}`` dicts (values as in CSV/JSON)."""
-        return [{c: cell.value for c, cell in zip(self.columns, row)} for row in self.rows]
+        return [{c: cell.value for c, cell in zip(self.columns, row, strict=False)} for row in self.rows]
 
 
 def condensed(table: Table, max_columns: int) -> Table | None:

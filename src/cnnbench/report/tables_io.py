@@ -35,7 +35,7 @@ def table_json(table: Table) -> str:
     dumps = json.JSONEncoder(ensure_ascii=False, allow_nan=False, default=str, separators=(", ", ": ")).encode
     head = {"id": table.id, "title": table.title, "kind": table.kind, "columns": table.columns,
             "notes": table.notes}
-    rows = [dumps({col: _plain(c.value) for col, c in zip(table.columns, row)}) for row in table.rows]
+    rows = [dumps({col: _plain(c.value) for col, c in zip(table.columns, row, strict=False)}) for row in table.rows]
     text = [dumps([c.text for c in row]) for row in table.rows]
     body = dumps(head)[:-1]
     return (body + ',\n "rows": [\n  ' + ",\n  ".join(rows) + '\n ],\n "text": [\n  '

@@ -10,8 +10,9 @@ curves for the plots.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from cnnbench.report import fields as F
 from cnnbench.report.labels import Namer
@@ -47,7 +48,8 @@ def total_time(rec: Mapping[str, Any]) -> float | None:
     if t is not None:
         return t
     times = [_num(e.get("time_s")) for e in _epochs(rec)]
-    return sum(times) if times and None not in times else None
+    known = [x for x in times if x is not None]
+    return sum(known) if times and len(known) == len(times) else None
 
 
 def epoch_time(rec: Mapping[str, Any]) -> float | None:
@@ -80,8 +82,8 @@ def _last(rec: Mapping[str, Any], name: str) -> float | None:
 def max_memory_mib(rec: Mapping[str, Any]) -> float | None:
     xs = [_num(e.get("peak_device_memory_bytes")) for e in _epochs(rec)]
     xs.append(_num((rec.get("metrics") or {}).get("peak_device_memory_bytes")))
-    xs = [x for x in xs if x]
-    return max(xs) / MIB if xs else None
+    present = [x for x in xs if x]
+    return max(present) / MIB if present else None
 
 
 ROWS: list[tuple[str, Callable[[Mapping[str, Any]], float | None], int]] = [
@@ -96,7 +98,8 @@ ROWS: list[tuple[str, Callable[[Mapping[str, Any]], float | None], int]] = [
 
 def curve(rec: Mapping[str, Any]) -> list[tuple[float, float]]:
     """(elapsed seconds at the end of each epoch, test accuracy) for one record."""
-    out, t = [], 0.0
+    out: list[tuple[float, float]] = []
+    t = 0.0
     for e in _epochs(rec):
         dt, acc = _num(e.get("time_s")), _num(e.get("test_accuracy"))
         if dt is None:

@@ -9,7 +9,8 @@ report; no torch here, pandas only inside :func:`records_frame`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -73,7 +74,7 @@ def ordered_columns(rows: Iterable[Mapping[str, Any]]) -> list[str]:
     return lead + sorted(seen.difference(lead))
 
 
-def records_frame(records: Iterable[Mapping[str, Any]], columns: Sequence[str] | None = None) -> "pd.DataFrame":
+def records_frame(records: Iterable[Mapping[str, Any]], columns: Sequence[str] | None = None) -> pd.DataFrame:
     """A pandas DataFrame with one row per record and dotted column names."""
     import pandas as pd
 

@@ -12,7 +12,8 @@ No torch here.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from cnnbench.results.record import SCHEMA_VERSION, STATUSES
 

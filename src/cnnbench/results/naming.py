@@ -7,7 +7,8 @@ No torch here.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 
 def data_kind(config: Mapping[str, Any]) -> str:

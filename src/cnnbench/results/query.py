@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import fnmatch
 import json
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 _TRUE = ("true", "yes", "1", "on")
 _FALSE = ("false", "no", "0", "off")

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import datetime as _dt
 import uuid
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from cnnbench import __version__
 
@@ -96,7 +97,7 @@ class Record:
         return ordered
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "Record":
+    def from_dict(cls, data: Mapping[str, Any]) -> Record:
         known = {"schema_version", "tool_version", "run_id", "started_at", "status", "error",
                  "config", "environment", "metrics"}
         return cls(

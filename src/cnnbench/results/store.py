@@ -20,8 +20,9 @@ import json
 import logging
 import os
 import re
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from cnnbench.results.migrate import SchemaTooNewError, migrate
 
@@ -101,7 +102,7 @@ class StoreProblem(str):
     """A line that could not be read: ``"<file>:<line>: <reason>"``."""
 
 
-def iter_store_files(paths: "Iterable[str | os.PathLike[str]] | str | os.PathLike[str]") -> list[Path]:
+def iter_store_files(paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[str]) -> list[Path]:
     """The ``*.jsonl`` files named by ``paths`` (files, or folders searched one level deep)."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
@@ -117,7 +118,7 @@ def iter_store_files(paths: "Iterable[str | os.PathLike[str]] | str | os.PathLik
 
 
 def read_records(
-    paths: "Iterable[str | os.PathLike[str]] | str | os.PathLike[str]",
+    paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[str],
     *,
     step_times: bool = True,
 ) -> tuple[list[dict[str, Any]], list[StoreProblem]]:

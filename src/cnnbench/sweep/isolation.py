@@ -45,9 +45,10 @@ import sys
 import time
 import traceback
 import types
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -265,8 +266,8 @@ def _redirect_output(log_path: Path, level: int) -> None:
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
-    sys.stdout = open(1, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)
-    sys.stderr = open(2, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)
+    sys.stdout = open(1, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
+    sys.stderr = open(2, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
     # A crash in native code (a segfault) leaves a Python traceback in the case's output.
     faulthandler.enable(sys.stderr, all_threads=True)
     root = logging.getLogger()

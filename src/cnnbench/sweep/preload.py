@@ -17,8 +17,8 @@ try:
     import torch  # noqa: F401
     import torchvision  # noqa: F401
 
-    import cnnbench.engine.benchmark  # noqa: F401
-    import cnnbench.results.environment  # noqa: F401
+    import cnnbench.engine.benchmark
+    import cnnbench.results.environment
     import cnnbench.sweep.runner  # noqa: F401  (the default worker)
     from cnnbench.models.registry import _load_sources
 

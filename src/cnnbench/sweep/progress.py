@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import IO, Any, Iterable
+from collections.abc import Iterable
+from typing import IO, Any
 
 from cnnbench.sweep.runner import CaseResult, SweepResult
 from cnnbench.sweep.suite import Case, Suite
@@ -78,7 +79,8 @@ class RichReporter:
 
     def sweep_started(self, suite: Suite, to_run: list[Case], skipped: list[Case]) -> None:
         if skipped:
-            self.console.print(f"{len(skipped)} of {len(to_run) + len(skipped)} cases already recorded ok; skipping them")
+            total = len(to_run) + len(skipped)
+            self.console.print(f"{len(skipped)} of {total} cases already recorded ok; skipping them")
         self.progress.start()
         self.task = self.progress.add_task(suite.name, total=len(to_run), ok=0, failed=0)
         self._refresh(force=True)

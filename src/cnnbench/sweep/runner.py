@@ -27,9 +27,10 @@ import socket
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Protocol
+from typing import Any, Protocol
 
 from cnnbench.config.run_config import RunConfig
 from cnnbench.results.naming import case_name
@@ -403,7 +404,7 @@ class SweepRunner:
         ).to_dict()
 
     # -- signals --------------------------------------------------------------------------
-    def _signals(self) -> "_SignalScope":
+    def _signals(self) -> _SignalScope:
         return _SignalScope(self._stop)
 
 
@@ -436,7 +437,7 @@ class _SignalScope:
         self.stop = stop
         self.previous: dict[int, Any] = {}
 
-    def __enter__(self) -> "_SignalScope":
+    def __enter__(self) -> _SignalScope:
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
                 self.previous[sig] = signal.signal(sig, lambda signum, frame: self.stop.set(signum))

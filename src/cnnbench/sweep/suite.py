@@ -24,9 +24,10 @@ import hashlib
 import itertools
 import json
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import yaml
 
@@ -59,7 +60,7 @@ class Suite:
     auto_batch: bool = False
     description: str = ""
     path: Path | None = None
-    cases: tuple["Case", ...] = field(default=(), repr=False)
+    cases: tuple[Case, ...] = field(default=(), repr=False)
     """Every case, repeats included, in run order: repeat 1 of all cases, then repeat 2, ..."""
 
 
@@ -141,7 +142,7 @@ def parse_suite(data: Any, source: Path | str | None = None) -> Suite:
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise fail(f"repeats: must be a whole number >= 1 (got {repeats!r})")
     timeout_s = data.get("timeout_s", DEFAULT_TIMEOUT_S)
-    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not math.isfinite(timeout_s) or timeout_s <= 0:
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not (0 < timeout_s < math.inf):
         raise fail(f"timeout_s: must be a number of seconds > 0 (got {timeout_s!r})")
     auto_batch = data.get("auto_batch", False)
     if not isinstance(auto_batch, bool):
@@ -223,7 +224,7 @@ def _matches(assignment: Mapping[str, Any], pattern: Mapping[str, Any]) -> bool:
 
 def _expand(suite: Suite, fail: Any) -> list[Case]:
     keys = list(suite.matrix)
-    combos = [dict(zip(keys, values)) for values in itertools.product(*(suite.matrix[k] for k in keys))]
+    combos = [dict(zip(keys, values, strict=False)) for values in itertools.product(*(suite.matrix[k] for k in keys))]
     for i, pattern in enumerate(suite.exclude, 1):
         for k in pattern:
             if k not in suite.matrix:
@@ -267,5 +268,6 @@ def _canonical(settings: Mapping[str, Any]) -> str:
 
 def case_key(suite_name: str, settings: Mapping[str, Any], repeat: int) -> str:
     """The stable identity of a case run (suite, the fields it sets, repeat)."""
-    blob = json.dumps({"suite": suite_name, "settings": settings, "repeat": repeat}, sort_keys=True, separators=(",", ":"))
+    identity = {"suite": suite_name, "settings": settings, "repeat": repeat}
+    blob = json.dumps(identity, sort_keys=True, separators=(",", ":"))
     return hashlib.sha1(blob.encode()).hexdigest()[:16]

@@ -11,9 +11,10 @@ recognised and skipped. No torch here.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from cnnbench.results.naming import case_name
 
@@ -99,4 +100,12 @@ def finalize_record(record: dict[str, Any], options: ImportOptions) -> dict[str,
     return record
 
 
-__all__ = ["ImportOptions", "ImportResult", "Importer", "finalize_record", "get_importer", "importers", "register_importer"]
+__all__ = [
+    "ImportOptions",
+    "ImportResult",
+    "Importer",
+    "finalize_record",
+    "get_importer",
+    "importers",
+    "register_importer",
+]

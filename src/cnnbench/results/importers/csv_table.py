@@ -18,10 +18,12 @@ import datetime as _dt
 import hashlib
 import json
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from cnnbench import __version__
+from cnnbench.config.options import field_types
 from cnnbench.config.run_config import RunConfig
 from cnnbench.results.flatten import unflatten_record
 from cnnbench.results.importers import ImportOptions, ImportResult, finalize_record, register_importer
@@ -29,7 +31,7 @@ from cnnbench.results.record import ENVIRONMENT_FIELDS, METRIC_FIELDS, SCHEMA_VE
 
 SOURCE = "csv"
 
-_CONFIG_TYPES = {f.name: str(f.type).replace(" | None", "") for f in dataclasses.fields(RunConfig)}
+_CONFIG_TYPES = {name: base for name, (base, _) in field_types(RunConfig).items()}
 _INT_FIELDS = {
     "schema_version",
     "environment.cpu_cores",
@@ -59,11 +61,11 @@ def _cell(column: str, text: str) -> Any:
     section, _, name = column.partition(".")
     if section == "config" and name in _CONFIG_TYPES:
         kind = _CONFIG_TYPES[name]
-        if kind == "bool":
+        if kind is bool:
             return _bool(text)
-        if kind == "int":
+        if kind is int:
             return int(text)
-        if kind == "float":
+        if kind is float:
             return float(text)
         return text
     if section in _TEXT_SECTIONS or column in _TEXT_FIELDS:

@@ -23,9 +23,10 @@ import hashlib
 import logging
 import math
 import re
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 from cnnbench import __version__
 from cnnbench.results.importers import ImportOptions, ImportResult, finalize_record, register_importer
