@@ -29,7 +29,17 @@ from cnnbench.config.cli_args import add_config_arguments, config_from_args
         ({"batch_size": "32"}, "--batch-size"),
         ({"forward_only": 1}, "--forward-only"),
         ({"compile": True, "num_warmup_batches": 0}, "--num-warmup-batches"),
-        ({"all_reduce": "nccl", "variable_update": "independent"}, "--all-reduce"),
+        ({"all_reduce": "nccl"}, "--all-reduce"),
+        ({"variable_update": "fsdp"}, "--variable-update"),
+        ({"variable_update": "parameter_server"}, "--variable-update"),
+        ({"forward_only": True, "optimizer": "adam"}, "--optimizer"),
+        ({"forward_only": True, "learning_rate": 0.1}, "--learning-rate"),
+        ({"momentum": 0.5}, "--momentum"),
+        ({"optimizer": "adam", "momentum": 0.5}, "--momentum"),
+        ({"num_workers": 2}, "--num-workers"),
+        ({"synthetic_location": "loader", "num_workers": -1}, "--num-workers"),
+        ({"learning_rate": float("nan")}, "--learning-rate"),
+        ({"weight_decay": float("inf")}, "--weight-decay"),
         ({"distortions": True}, "--distortions"),
         ({"num_devices": 2}, "--num-devices"),
     ],
@@ -84,3 +94,25 @@ def test_defaults_follow_tf_cnn_benchmarks():
     cfg = _parse([])
     assert (cfg.num_batches, cfg.num_warmup_batches, cfg.display_every, cfg.seed) == (100, 10, 10, 1234)
     assert cfg.batch_size is None and cfg.image_size is None
+
+
+def test_unset_options_are_filled_from_the_others():
+    training = RunConfig(optimizer="momentum").with_derived_defaults()
+    assert (training.optimizer, training.momentum, training.learning_rate, training.weight_decay) == (
+        "momentum", 0.9, 0.005, 4e-5)
+    plain = RunConfig().with_derived_defaults()
+    assert plain.optimizer == "sgd" and plain.momentum is None  # plain SGD has no momentum
+    inference = RunConfig(forward_only=True).with_derived_defaults()
+    assert (inference.optimizer, inference.learning_rate, inference.momentum, inference.weight_decay) == (
+        None, None, None, None)
+    loader = RunConfig(synthetic_location="loader").with_derived_defaults()
+    assert loader.num_workers == 2 and RunConfig().with_derived_defaults().num_workers is None
+
+
+def test_help_groups_flags_by_section():
+    parser = argparse.ArgumentParser()
+    add_config_arguments(parser)
+    text = parser.format_help()
+    for title in ("model and numerics options", "steps and measurement options", "devices options",
+                  "training options", "input options", "output options"):
+        assert title in text, title

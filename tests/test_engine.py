@@ -103,7 +103,8 @@ def test_warmup_is_excluded_from_figures():
 
 @pytest.mark.parametrize("location", ["device", "host", "loader"])
 def test_synthetic_locations_run(location):
-    record = run_benchmark(tiny(synthetic_location=location, loader_workers=1))
+    workers = {"num_workers": 1} if location == "loader" else {}
+    record = run_benchmark(tiny(synthetic_location=location, **workers))
     assert record.status == "ok", record.error
     assert record.config["synthetic_location"] == location
 

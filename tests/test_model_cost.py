@@ -12,9 +12,9 @@ from torch import nn
 
 from cnnbench.cli import main
 from cnnbench.config import ConfigError
+from cnnbench.machine.peaks import achieved_flops_per_s, known_gpu, mfu, peak_flops
 from cnnbench.models import UnknownModelError, get_model_spec, list_models, registry
 from cnnbench.models.cost import METHOD_META, METHOD_REAL, ModelCost, _measure, model_cost
-from cnnbench.models.peaks import achieved_flops_per_s, known_gpu, mfu, peak_flops
 
 WITH_METADATA = [
     n for n in list_models(include_aliases=False)

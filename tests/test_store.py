@@ -133,6 +133,22 @@ def test_a_record_without_schema_version_is_migrated_from_v0(tmp_path):
     assert Record.from_dict(records[1]).status == "error"
 
 
+def test_v1_records_record_null_for_unused_options_and_num_workers():
+    base = {"schema_version": 1, "status": "ok", "error": None, "environment": {}, "metrics": {}}
+    inference = migrate({**base, "config": {"forward_only": True, "optimizer": "sgd", "learning_rate": 0.005,
+                                            "momentum": 0.9, "weight_decay": 4e-5,
+                                            "synthetic_location": "device", "loader_workers": 2}})
+    assert inference["schema_version"] == SCHEMA_VERSION
+    cfg = inference["config"]
+    assert (cfg["optimizer"], cfg["learning_rate"], cfg["momentum"], cfg["weight_decay"]) == (None,) * 4
+    assert "loader_workers" not in cfg and cfg["num_workers"] is None
+    training = migrate({**base, "config": {"forward_only": False, "optimizer": "sgd", "momentum": 0.9,
+                                           "synthetic_location": "loader", "loader_workers": 3}})["config"]
+    assert training["momentum"] is None and training["optimizer"] == "sgd" and training["num_workers"] == 3
+    kept = migrate({**base, "config": {"optimizer": "momentum", "momentum": 0.8}})["config"]
+    assert kept["momentum"] == 0.8
+
+
 def test_current_records_pass_through_and_newer_ones_are_problems(tmp_path):
     rec = make_record(0)
     assert migrate(dict(rec)) == rec

@@ -13,36 +13,41 @@ from typing import Any
 
 from cnnbench.config.errors import flag_for
 from cnnbench.config.options import field_choices, field_help, field_types
-from cnnbench.config.run_config import RunConfig
+from cnnbench.config.run_config import SECTIONS, RunConfig, section_fields
 
 
 def add_config_arguments(parser: argparse.ArgumentParser, cls: type = RunConfig) -> None:
-    """Add one flag per field of the dataclass ``cls``."""
+    """Add one flag per field of the dataclass ``cls``, grouped by configuration section."""
     defaults = cls()
     types = field_types(cls)
-    group = parser.add_argument_group("run options")
-    for f in dataclasses.fields(cls):
-        flag = flag_for(f.name)
-        alias = "--" + f.name
-        base, _ = types[f.name]
-        default = getattr(defaults, f.name)
-        help_text = field_help(f)
-        if base is bool:
-            group.add_argument(flag, dest=f.name, action="store_true", default=default, help=help_text)
-            if alias != flag:
-                group.add_argument(alias, dest=f.name, action="store_true", default=argparse.SUPPRESS,
-                                   help=argparse.SUPPRESS)
-            continue
-        kwargs: dict[str, Any] = {"dest": f.name, "type": base if base in (int, float) else str}
-        choices = field_choices(f)
-        if choices is not None:
-            kwargs["choices"] = choices
-        if f.metadata.get("metavar"):
-            kwargs["metavar"] = f.metadata["metavar"]
-        shown_default = "model's default" if default is None else default
-        group.add_argument(flag, default=default, help=f"{help_text} [default: {shown_default}]", **kwargs)
+    for section in SECTIONS:
+        title = (section.__doc__ or section.__name__).strip().splitlines()[0]
+        group = parser.add_argument_group(f"{title} options")
+        for f in section_fields(section):
+            _add_field(group, f, types[f.name][0], getattr(defaults, f.name))
+
+
+def _add_field(group: Any, f: dataclasses.Field, base: type, default: Any) -> None:
+    flag = flag_for(f.name)
+    alias = "--" + f.name
+    help_text = field_help(f)
+    if base is bool:
+        group.add_argument(flag, dest=f.name, action="store_true", default=default, help=help_text)
         if alias != flag:
-            group.add_argument(alias, default=argparse.SUPPRESS, help=argparse.SUPPRESS, **kwargs)
+            group.add_argument(alias, dest=f.name, action="store_true", default=argparse.SUPPRESS,
+                               help=argparse.SUPPRESS)
+        return
+    kwargs: dict[str, Any] = {"dest": f.name, "type": base if base in (int, float) else str}
+    choices = field_choices(f)
+    if choices is not None:
+        kwargs["choices"] = choices
+    if f.metadata.get("metavar"):
+        kwargs["metavar"] = f.metadata["metavar"]
+    if default is not None:
+        help_text = f"{help_text} [default: {default}]"
+    group.add_argument(flag, default=default, help=help_text, **kwargs)
+    if alias != flag:
+        group.add_argument(alias, default=argparse.SUPPRESS, help=argparse.SUPPRESS, **kwargs)
 
 
 def config_from_args(args: argparse.Namespace, cls: type = RunConfig) -> Any:

@@ -19,12 +19,15 @@ def option(
     *,
     choices: Sequence[Any] | None = None,
     recorded: bool = True,
+    identity: bool = True,
     metavar: str | None = None,
 ) -> Any:
     """A dataclass field with CLI metadata.
 
     ``recorded=False`` keeps a field out of the record's ``config`` (it says where
-    output goes, not what was measured).
+    output goes, not what was measured). ``identity=False`` marks a recorded field that
+    does not change what is measured (how many steps, which random draw): results that
+    differ only in such fields are repeats of one measurement.
     """
     return dataclasses.field(
         default=default,
@@ -32,6 +35,7 @@ def option(
             "help": help,
             "choices": tuple(choices) if choices is not None else None,
             "recorded": recorded,
+            "identity": identity and recorded,
             "metavar": metavar,
         },
     )

@@ -9,6 +9,8 @@
   like ``host``: the shape of a real input pipeline without the decoding.
 
 Batches arrive in the dtype and memory format the model wants (``channels_last`` for NHWC).
+:class:`SyntheticInput` is the first :class:`~cnnbench.data.source.InputSource`; each
+worker of a multi-device run draws its own batches (the seed is offset by its rank).
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ from dataclasses import dataclass
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
-Batch = tuple[torch.Tensor, torch.Tensor]
+from cnnbench.data.source import Batch, InputRequest, InputSource, register_input
+
+SYNTHETIC_NUM_CLASSES = 1000
 
 
 @dataclass(frozen=True)
@@ -60,6 +64,9 @@ class _HostBatches(IterableDataset):
 class SyntheticInput:
     """Endless synthetic batches for one device. Use as an iterator; ``close()`` stops workers."""
 
+    num_classes: int
+    description: str
+
     def __init__(
         self,
         location: str,
@@ -73,6 +80,8 @@ class SyntheticInput:
     ) -> None:
         self.location = location
         self.shape = shape
+        self.num_classes = shape.num_classes
+        self.description = f"synthetic ({location})"
         self.device = device
         self.dtype = dtype
         self.memory_format = torch.channels_last if channels_last else torch.contiguous_format
@@ -115,3 +124,18 @@ class SyntheticInput:
         """Stop DataLoader workers (the iterator is dropped; workers exit with it)."""
         self._iter = iter(())
         self._loader = None
+
+
+@register_input("synthetic")
+def synthetic_input(request: InputRequest) -> InputSource:
+    """Synthetic batches at ``--synthetic-location``, a different draw on every worker."""
+    cfg = request.config
+    return SyntheticInput(
+        cfg.synthetic_location,
+        BatchShape(request.batch_size, request.image_size, SYNTHETIC_NUM_CLASSES),
+        request.device,
+        dtype=request.dtype,
+        channels_last=request.channels_last,
+        seed=request.seed + request.rank,
+        loader_workers=cfg.num_workers if cfg.num_workers is not None else 0,
+    )

@@ -1,6 +1,11 @@
-"""The engine: resolve a configuration, run the timed loop, and store the record.
+"""The engine: resolve a configuration, prepare, warm up, run the timed loop, store the record.
 
-``execute(config, emit=print)`` is what ``cnnbench run`` and each sweep case call.
+``execute(config, emit=print)`` is what ``cnnbench run`` and each sweep case call. The
+phases live in their own modules, in the order they run: :mod:`~cnnbench.engine.resolve`,
+:mod:`~cnnbench.engine.prepare` (the strategy's wrap point and the input source),
+:mod:`~cnnbench.engine.loop` (warm-up and timed loop), :mod:`~cnnbench.engine.hooks`
+(measurements around the timed steps) and :mod:`~cnnbench.engine.metrics`;
+:mod:`~cnnbench.engine.benchmark` runs them in turn.
 """
 
 from __future__ import annotations

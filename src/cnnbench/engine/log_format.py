@@ -30,9 +30,10 @@ def header_lines(config: Mapping[str, Any], *, framework: str, dataset: str) -> 
         ("Devices:", str(device_names)),
         ("Data format:", config["data_format"]),
         ("Precision:", config["precision"] + (" (torch.compile)" if config["compile"] else "")),
-        ("Optimizer:", config["optimizer"]),
         ("Variables:", config["variable_update"]),
     ]
+    if config.get("optimizer"):  # none for inference
+        rows.insert(-1, ("Optimizer:", config["optimizer"]))
     if config.get("all_reduce"):
         rows.append(("AllReduce:", config["all_reduce"]))
     return [f"{k:<12} {v}".rstrip() if k else f"{'':<12} {v}" for k, v in rows] + ["=========="]

@@ -1,8 +1,9 @@
 """From a validated :class:`RunConfig` to a runnable one, checked against this machine.
 
-Fills defaults that depend on the model (image size, batch size) or the machine (device),
-and rejects what this machine cannot do (CUDA absent, a precision the device lacks, an
-image too small for the model) with a :class:`ConfigError` before any work starts.
+Fills defaults that depend on other options (:meth:`RunConfig.with_derived_defaults`),
+on the model (image size, batch size) or on the machine (device), and rejects what this
+machine cannot do (CUDA absent, a precision the device lacks, an image too small for the
+model) with a :class:`ConfigError` before any work starts.
 """
 
 from __future__ import annotations
@@ -13,26 +14,40 @@ from dataclasses import dataclass
 import torch
 
 from cnnbench.config import ConfigError, RunConfig
+from cnnbench.distributed.world import World
 from cnnbench.engine.precision import unsupported_reason
+from cnnbench.machine.devices import cuda_available, resolve_device_kind
 from cnnbench.models import ModelSpec, get_model_spec
 
 
 @dataclass(frozen=True)
 class ResolvedRun:
+    """A run with every choice made: what the engine's phases work from."""
+
     config: RunConfig
-    """Every field concrete (no ``None`` for device, batch or image size)."""
+    """The configuration as recorded: every default filled, ``None`` only for unused options."""
     spec: ModelSpec
     device: torch.device
+    """This worker's device (``cuda:<local rank>`` or ``cpu``)."""
+    batch_size: int
+    """Images per step on this worker."""
+    image_size: int
+    world: World
+
+    @property
+    def images_per_step(self) -> int:
+        """Images per step over all workers."""
+        return self.batch_size * self.world.world_size
 
 
-def resolve(config: RunConfig) -> ResolvedRun:
+def resolve(config: RunConfig, world: World | None = None) -> ResolvedRun:
+    """The runnable form of ``config`` for this worker; raises :class:`ConfigError`."""
+    world = world or World.single()
     spec = get_model_spec(config.model)
-    device_kind = config.device
-    if device_kind == "auto":
-        device_kind = "cuda" if torch.cuda.is_available() else "cpu"
-    if device_kind == "cuda" and not torch.cuda.is_available():
+    device_kind = resolve_device_kind(config.device)
+    if device_kind == "cuda" and not cuda_available():
         raise ConfigError("device", "cuda requested but no CUDA device is available here (use --device cpu)")
-    device = torch.device(device_kind, 0) if device_kind == "cuda" else torch.device("cpu")
+    device = torch.device("cuda", world.local_rank) if device_kind == "cuda" else torch.device("cpu")
 
     reason = unsupported_reason(config.precision, device)
     if reason:
@@ -44,12 +59,11 @@ def resolve(config: RunConfig) -> ResolvedRun:
     image_size = config.image_size or spec.default_image_size
     if config.image_size is not None:
         _check_image_size(spec, image_size)
-    resolved = config.replace(
-        device=device_kind,
-        batch_size=config.batch_size or spec.default_batch_size,
-        image_size=image_size,
-    )
-    return ResolvedRun(config=resolved, spec=spec, device=device)
+    batch_size = config.batch_size or spec.default_batch_size
+    resolved = config.with_derived_defaults().replace(device=device_kind, batch_size=batch_size,
+                                                      image_size=image_size)
+    return ResolvedRun(config=resolved, spec=spec, device=device, batch_size=batch_size,
+                       image_size=image_size, world=world)
 
 
 def _check_image_size(spec: ModelSpec, size: int) -> None:

@@ -1,11 +1,12 @@
 """Per-step times that are true on asynchronous devices.
 
-Each timer records one mark per step boundary; step ``i`` lasts from mark ``i`` to
-mark ``i+1``, so the steps tile the timed span with no gap. On CUDA the marks are
-CUDA events recorded on the current stream: nothing waits for the GPU during the
-steps, and times are read (one synchronisation) only when asked for. On CPU the
-marks are ``time.perf_counter()`` readings; CPU kernels have finished when the call
-returns.
+A timer records a start and an end mark per step. ``start()`` opens the first step;
+``mark()`` closes the open step and opens the next at the same instant, so consecutive
+steps tile the timed span with no gap; ``restart()`` moves the open step's start to now,
+so that whatever happened in between (a progress line) counts in no step. On CUDA the
+marks are CUDA events recorded on the current stream: nothing waits for the GPU during
+the steps, and times are read (one synchronisation) only when asked for. On CPU the marks
+are ``time.perf_counter()`` readings; CPU kernels have finished when the call returns.
 """
 
 from __future__ import annotations
@@ -17,43 +18,71 @@ import torch
 
 
 class StepTimer(Protocol):
+    def start(self) -> None:
+        """Open the first step."""
+
     def mark(self) -> None:
-        """Record a step boundary (call once before the first timed step, then after each)."""
+        """Close the open step and open the next one at the same instant."""
+
+    def restart(self) -> None:
+        """Move the open step's start to now (time since the last mark counts in no step)."""
 
     def step_times(self, upto: int | None = None) -> list[float]:
-        """Seconds per step for the first ``upto`` steps (all so far by default)."""
+        """Seconds per closed step, for the first ``upto`` steps (all by default)."""
+        ...
 
 
 class CpuStepTimer:
     def __init__(self) -> None:
-        self._marks: list[float] = []
+        self._starts: list[float] = []
+        self._ends: list[float] = []
+
+    def start(self) -> None:
+        self._starts.append(time.perf_counter())
 
     def mark(self) -> None:
-        self._marks.append(time.perf_counter())
+        now = time.perf_counter()
+        self._ends.append(now)
+        self._starts.append(now)
+
+    def restart(self) -> None:
+        self._starts[-1] = time.perf_counter()
 
     def step_times(self, upto: int | None = None) -> list[float]:
-        marks = self._marks if upto is None else self._marks[: upto + 1]
-        return [b - a for a, b in zip(marks, marks[1:], strict=False)]
+        n = len(self._ends) if upto is None else min(upto, len(self._ends))
+        return [self._ends[i] - self._starts[i] for i in range(n)]
 
 
 class CudaStepTimer:
     def __init__(self, device: torch.device) -> None:
         self._device = device
-        self._events: list[torch.cuda.Event] = []
+        self._starts: list[torch.cuda.Event] = []
+        self._ends: list[torch.cuda.Event] = []
         self._times: list[float] = []
 
-    def mark(self) -> None:
+    def _event(self) -> torch.cuda.Event:
         event = torch.cuda.Event(enable_timing=True)
         event.record(torch.cuda.current_stream(self._device))
-        self._events.append(event)
+        return event
+
+    def start(self) -> None:
+        self._starts.append(self._event())
+
+    def mark(self) -> None:
+        event = self._event()
+        self._ends.append(event)
+        self._starts.append(event)
+
+    def restart(self) -> None:
+        self._starts[-1] = self._event()
 
     def step_times(self, upto: int | None = None) -> list[float]:
-        last = len(self._events) - 1 if upto is None else upto
-        if last > len(self._times):
-            self._events[last].synchronize()
-            for i in range(len(self._times), last):
-                self._times.append(self._events[i].elapsed_time(self._events[i + 1]) / 1000.0)
-        return self._times[:last]
+        n = len(self._ends) if upto is None else min(upto, len(self._ends))
+        if n > len(self._times):
+            self._ends[n - 1].synchronize()
+            for i in range(len(self._times), n):
+                self._times.append(self._starts[i].elapsed_time(self._ends[i]) / 1000.0)
+        return self._times[:n]
 
 
 def make_step_timer(device: torch.device) -> StepTimer:

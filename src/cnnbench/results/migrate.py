@@ -7,6 +7,8 @@ chain runs in order, so a version-0 record passes through every step.
 
 Version 0 is the name for records without a ``schema_version`` (hand-written, or
 from tools before the field existed): they get the fields version 1 requires.
+Version 2 records ``null`` for options a run did not use (the optimizer of an inference
+run, the momentum of plain SGD) and renamed ``loader_workers`` to ``num_workers``.
 No torch here.
 """
 
@@ -41,7 +43,28 @@ def _v0_to_v1(record: dict[str, Any]) -> dict[str, Any]:
     return record
 
 
-MIGRATIONS: dict[int, Migration] = {0: _v0_to_v1}
+_TRAINING_OPTIONS = ("optimizer", "learning_rate", "momentum", "weight_decay")
+
+
+def _v1_to_v2(record: dict[str, Any]) -> dict[str, Any]:
+    """Schema 2 records ``null`` for options a run did not use, and names the DataLoader
+    worker count ``num_workers`` (it was ``loader_workers``)."""
+    cfg = record.get("config")
+    if isinstance(cfg, dict) and cfg:
+        if "loader_workers" in cfg:
+            workers = cfg.pop("loader_workers")
+            cfg.setdefault("num_workers", workers if cfg.get("synthetic_location") == "loader" else None)
+        if cfg.get("forward_only") is True:
+            for name in _TRAINING_OPTIONS:
+                if name in cfg:
+                    cfg[name] = None
+        elif cfg.get("optimizer") in ("sgd", "adam") and "momentum" in cfg:
+            cfg["momentum"] = None
+    record["schema_version"] = 2
+    return record
+
+
+MIGRATIONS: dict[int, Migration] = {0: _v0_to_v1, 1: _v1_to_v2}
 """``MIGRATIONS[v]`` upgrades a record from version ``v`` to ``v + 1`` (in place or not)."""
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from cnnbench import __version__
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 STATUSES = ("ok", "oom", "error", "timeout")
 
 # Metric names that are part of the contract (others may be added).
@@ -48,6 +48,18 @@ ENVIRONMENT_FIELDS = (
     "python_version",
     "platform",
 )
+
+
+def error_text(exc: BaseException, limit: int = 2000) -> str:
+    """``"Type: message"`` for a record's ``error``: the message's first lines, without the
+    C++ stack that some torch errors append (``Exception raised from ...``, ``frame #0``)."""
+    lines = []
+    for line in str(exc).strip().splitlines():
+        if line.startswith(("Exception raised from", "frame #")):
+            break
+        lines.append(line)
+    text = f"{type(exc).__name__}: {chr(10).join(lines)}".strip().rstrip(":")
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def new_run_id() -> str:

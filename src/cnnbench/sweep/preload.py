@@ -18,7 +18,7 @@ try:
     import torchvision  # noqa: F401
 
     import cnnbench.engine.benchmark
-    import cnnbench.results.environment
+    import cnnbench.machine.environment
     import cnnbench.sweep.runner  # noqa: F401  (the default worker)
     from cnnbench.models.registry import _load_sources
 

@@ -73,12 +73,10 @@ def engine_worker(config: RunConfig, emit: Emit | None, extra: Mapping[str, Any]
 
 def engine_probe(device: str, machine_label: str | None) -> dict[str, Any]:
     """The default probe: the engine's device rule (``auto`` = cuda when present) and environment."""
-    import torch
+    from cnnbench.machine.devices import resolve_device_kind
+    from cnnbench.machine.environment import capture_environment
 
-    from cnnbench.results.environment import capture_environment
-
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
+    device = resolve_device_kind(device)
     return {"device": device, "environment": capture_environment(device, machine_label)}
 
 
@@ -281,7 +279,7 @@ class SweepRunner:
             if info is None:
                 if not outcome.stopped:
                     log.warning("could not probe the machine (%s); naming it from the CPU only", _why(outcome))
-                from cnnbench.results.environment import cpu_model, derive_machine_label
+                from cnnbench.machine.environment import cpu_model, derive_machine_label
 
                 cpu = cpu_model()
                 info = {

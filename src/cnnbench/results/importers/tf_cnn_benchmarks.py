@@ -287,7 +287,7 @@ def record_from_log(path: Path, text: str, metadata: dict[str, str] | None = Non
         config["all_reduce"] = None if all_reduce in ("None", "") else all_reduce
     if "Data format" in h:
         config["data_format"] = h["Data format"]
-    if "Optimizer" in h:
+    if "Optimizer" in h and not config.get("forward_only"):  # inference trains nothing: no optimizer
         config["optimizer"] = h["Optimizer"]
     dataset = h.get("Dataset", "")
     if dataset:

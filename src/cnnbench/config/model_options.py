@@ -1,0 +1,47 @@
+"""What to run: the model, its input, and the numerics it runs in."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from cnnbench.config.checks import at_least
+from cnnbench.config.options import option
+
+DATA_FORMATS = ("NCHW", "NHWC")
+PRECISIONS = ("fp32", "tf32", "amp_fp16", "amp_bf16", "fp16", "bf16")
+MIN_IMAGE_SIZE = 16
+
+
+@dataclass(frozen=True)
+class ModelOptions:
+    """model and numerics"""
+
+    model: str = option(
+        "resnet18",
+        "Model name: any torchvision classification model, a tf_cnn_benchmarks alias "
+        "(inception3, resnet50_v1.5, vgg16, ...), timm/<name> when timm is installed, "
+        "or 'trivial'. See `cnnbench models --list`.",
+    )
+    batch_size: int | None = option(
+        None, "Images per device per step (default: the model's default batch size).", metavar="N"
+    )
+    image_size: int | None = option(
+        None, "Input height and width in pixels (default: the model's own, e.g. 224, 299).", metavar="PX"
+    )
+    forward_only: bool = option(False, "Benchmark inference (no backward pass, no optimizer step).")
+    data_format: str = option(
+        "NCHW", "Tensor layout: NCHW (contiguous) or NHWC (torch.channels_last).", choices=DATA_FORMATS
+    )
+    precision: str = option(
+        "fp32",
+        "Numeric precision: fp32 (TF32 off), tf32 (TF32 matmul/conv on CUDA), amp_fp16 / amp_bf16 "
+        "(autocast; amp_fp16 with a gradient scaler), fp16 / bf16 (weights and inputs cast).",
+        choices=PRECISIONS,
+    )
+    compile: bool = option(
+        False, "Run the model through torch.compile; compilation time is reported apart from throughput."
+    )
+
+    def check_model_options(self) -> None:
+        at_least(self, "batch_size", 1, allow_none=True)
+        at_least(self, "image_size", MIN_IMAGE_SIZE, allow_none=True)

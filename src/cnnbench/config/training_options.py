@@ -1,0 +1,74 @@
+"""How a training run updates the weights (nothing here applies with --forward-only)."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from cnnbench.config.checks import at_least, finite, unused
+from cnnbench.config.errors import ConfigError
+from cnnbench.config.options import option
+
+OPTIMIZERS = ("sgd", "momentum", "rmsprop", "adam")
+MOMENTUM_OPTIMIZERS = ("momentum", "rmsprop")
+
+# Used when a training run leaves the option unset (tf_cnn_benchmarks' defaults, but the rate).
+DEFAULT_OPTIMIZER = "sgd"
+DEFAULT_LEARNING_RATE = 0.005
+DEFAULT_MOMENTUM = 0.9
+DEFAULT_WEIGHT_DECAY = 4e-5
+
+
+@dataclass(frozen=True)
+class TrainingOptions:
+    """training"""
+
+    optimizer: str | None = option(
+        None, f"Optimizer (momentum = SGD with --momentum) [training default: {DEFAULT_OPTIMIZER}].",
+        choices=OPTIMIZERS,
+    )
+    learning_rate: float | None = option(
+        None, f"Learning rate [training default: {DEFAULT_LEARNING_RATE}].", metavar="LR"
+    )
+    momentum: float | None = option(
+        None, f"Momentum of --optimizer momentum and rmsprop [default there: {DEFAULT_MOMENTUM}]."
+    )
+    weight_decay: float | None = option(
+        None, f"L2 weight decay [training default: {DEFAULT_WEIGHT_DECAY}]."
+    )
+
+    def check_training_options(self, forward_only: bool) -> None:
+        for name in ("learning_rate", "momentum", "weight_decay"):
+            finite(self, name)
+        if forward_only:
+            for name in ("optimizer", "learning_rate", "momentum", "weight_decay"):
+                unused(self, name, "with --forward-only (nothing is trained)")
+            return
+        if self.learning_rate is not None and self.learning_rate <= 0:
+            raise ConfigError("learning_rate", f"must be > 0 (got {self.learning_rate})")
+        if self.momentum is not None:
+            if not 0 <= self.momentum < 1:
+                raise ConfigError("momentum", f"must be in [0, 1) (got {self.momentum})")
+            if (self.optimizer or DEFAULT_OPTIMIZER) not in MOMENTUM_OPTIMIZERS:
+                raise ConfigError("momentum", f"applies to --optimizer momentum or rmsprop "
+                                              f"(got {self.optimizer or DEFAULT_OPTIMIZER})")
+        at_least(self, "weight_decay", 0, allow_none=True)
+
+    def training_defaults(self, forward_only: bool) -> dict[str, Any]:
+        """The values a training run uses for options left unset (none for inference)."""
+        if forward_only:
+            return {}
+        optimizer = self.optimizer or DEFAULT_OPTIMIZER
+        filled: dict[str, Any] = {
+            "optimizer": optimizer,
+            "learning_rate": DEFAULT_LEARNING_RATE if self.learning_rate is None else self.learning_rate,
+            "weight_decay": DEFAULT_WEIGHT_DECAY if self.weight_decay is None else self.weight_decay,
+        }
+        if optimizer in MOMENTUM_OPTIMIZERS:
+            filled["momentum"] = DEFAULT_MOMENTUM if self.momentum is None else self.momentum
+        return filled
+
+
+def training_fields() -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(TrainingOptions))

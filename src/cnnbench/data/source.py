@@ -1,0 +1,107 @@
+"""The input-source protocol: where the engine's batches come from.
+
+The engine asks :func:`make_input` for a source and then only calls ``next(source)``
+inside the timed loop, so a new kind of input (a real data set, a GPU decoder) joins by
+registering a factory here, without touching the loop:
+
+    @register_input("synthetic")
+    def _synthetic(request: InputRequest) -> InputSource: ...
+
+A source yields ``(images, labels)`` already on the worker's device, in the dtype and
+memory format the model wants (``torch.channels_last`` for NHWC), and says how many
+classes its labels have (the model is built with that many outputs). ``close()`` stops
+whatever it started (DataLoader workers). Sources that also know epochs (real data sets,
+for training to accuracy) implement :class:`EpochSource`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+import torch
+
+if TYPE_CHECKING:
+    from cnnbench.config import RunConfig
+
+Batch = tuple[torch.Tensor, torch.Tensor]
+
+
+@runtime_checkable
+class InputSource(Protocol):
+    """Endless batches for one worker, on its device."""
+
+    description: str
+    """How the run's header names the input: ``synthetic (device)``, ``imagefolder /data/x``."""
+    num_classes: int
+
+    def __next__(self) -> Batch: ...
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class EpochSource(InputSource, Protocol):
+    """An input source that also walks its data set in epochs (train and validation splits)."""
+
+    steps_per_epoch: int
+
+    def epoch(self, index: int) -> Iterator[Batch]:
+        """One pass over this worker's share of the training split (``index`` reshuffles)."""
+        ...
+
+    def eval_batches(self) -> Iterator[Batch]:
+        """One pass over this worker's share of the validation split."""
+        ...
+
+
+@dataclass(frozen=True)
+class InputRequest:
+    """What the engine asks of an input source: every field concrete."""
+
+    config: RunConfig
+    """The resolved configuration (data options: data_name, synthetic_location, num_workers, ...)."""
+    batch_size: int
+    """Images per step for this worker."""
+    image_size: int
+    device: torch.device
+    dtype: torch.dtype
+    """The dtype the model's inputs must have (float32, or the weights' dtype for fp16/bf16)."""
+    channels_last: bool
+    seed: int
+    rank: int = 0
+    """This worker's index among ``world_size`` workers: sources give each worker its own data."""
+    world_size: int = 1
+
+
+InputFactory = Callable[[InputRequest], InputSource]
+_FACTORIES: dict[str, InputFactory] = {}
+
+
+def register_input(*data_names: str) -> Callable[[InputFactory], InputFactory]:
+    """Decorator: the factory makes the sources for these ``--data-name`` values."""
+
+    def wrap(factory: InputFactory) -> InputFactory:
+        for name in data_names:
+            if name in _FACTORIES:
+                raise ValueError(f"input source {name!r} registered twice")
+            _FACTORIES[name] = factory
+        return factory
+
+    return wrap
+
+
+def make_input(request: InputRequest) -> InputSource:
+    """The input source for ``request.config.data_name``."""
+    _load_sources()
+    name = request.config.data_name
+    try:
+        factory = _FACTORIES[name]
+    except KeyError:
+        raise ValueError(f"no input source for data name {name!r} (known: {', '.join(sorted(_FACTORIES))})") from None
+    return factory(request)
+
+
+def _load_sources() -> None:
+    from cnnbench.data import synthetic  # noqa: F401  (registers on import)

@@ -1,0 +1,94 @@
+"""The warm-up and the timed loop: run steps, time them, and nothing else.
+
+The timed loop takes the next batch (timed as input wait), runs the step, and marks the
+step's end on the step timer. Every ``display_every`` steps it calls ``on_progress``
+(which synchronises to read the loss and prints a line); the time from the moment the
+device has caught up to the end of the progress line is kept out of every step time and
+out of the wall clock (``progress_time_s`` says how much it was). Losses stay on the
+device until the loop ends.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from cnnbench.engine.prepare import Prepared
+from cnnbench.engine.timer import make_step_timer, synchronize
+
+Progress = Callable[[int, list[float], float], None]
+"""``on_progress(step, step_times_so_far, loss)``: called every ``display_every`` steps."""
+
+
+@dataclass(frozen=True)
+class LoopResult:
+    """What the timed loop measured."""
+
+    step_times_s: list[float]
+    losses: list[float]
+    input_wait_s: float
+    """Time spent waiting for the next batch, summed over the steps."""
+    wall_time_s: float
+    """The timed span by the wall clock, progress lines excluded."""
+    progress_time_s: float
+    """Time the progress lines took (kept out of ``wall_time_s`` and every step time)."""
+
+    @property
+    def input_wait_fraction(self) -> float | None:
+        return self.input_wait_s / self.wall_time_s if self.wall_time_s > 0 else None
+
+
+def warm_up(prepared: Prepared, num_steps: int, device: torch.device) -> float | None:
+    """Untimed steps; returns the duration of the first (compilation, with ``--compile``)."""
+    first_step_s = None
+    for i in range(num_steps):
+        t0 = time.perf_counter()
+        prepared.step(*next(prepared.source))
+        if i == 0:
+            synchronize(device)
+            first_step_s = time.perf_counter() - t0
+    synchronize(device)
+    return first_step_s
+
+
+def timed_loop(
+    prepared: Prepared,
+    num_steps: int,
+    device: torch.device,
+    *,
+    display_every: int = 0,
+    on_progress: Progress | None = None,
+    barrier: Callable[[], None] | None = None,
+) -> LoopResult:
+    """Run ``num_steps`` timed steps. ``barrier`` (many workers) marks a common start and end."""
+    step, source = prepared.step, prepared.source
+    timer = make_step_timer(device)
+    perf_counter = time.perf_counter
+    losses: list[torch.Tensor] = []
+    input_wait = progress_time = 0.0
+    if barrier is not None:
+        barrier()
+    wall_start = perf_counter()
+    timer.start()
+    for i in range(1, num_steps + 1):
+        t_in = perf_counter()
+        images, labels = next(source)
+        input_wait += perf_counter() - t_in
+        losses.append(step(images, labels))
+        timer.mark()
+        if on_progress is not None and (i == 1 or i % display_every == 0):
+            times = timer.step_times(upto=i)  # waits for step i on an asynchronous device
+            loss = float(losses[-1])
+            caught_up = perf_counter()
+            on_progress(i, times, loss)
+            timer.restart()
+            progress_time += perf_counter() - caught_up
+    synchronize(device)
+    if barrier is not None:
+        barrier()
+    wall = perf_counter() - wall_start - progress_time
+    values = torch.stack(losses).float().cpu().tolist() if losses else []
+    return LoopResult(timer.step_times(), values, input_wait, wall, progress_time)

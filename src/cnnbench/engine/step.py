@@ -1,0 +1,89 @@
+"""One step of the timed loop: the loss, the optimizer, forward (+ backward and update).
+
+:func:`make_step` returns ``step(images, labels) -> loss`` (detached, still on the device:
+nothing here waits for it). Training: zero the gradients, forward under the precision
+policy's autocast, backward (scaled for amp_fp16 on CUDA), then the strategy's optimizer
+step (where gradients are exchanged). Inference: forward in ``torch.inference_mode``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import torch
+from torch import nn
+
+from cnnbench.config import RunConfig
+from cnnbench.distributed.strategy import ParallelStrategy
+from cnnbench.engine.precision import PrecisionPolicy
+
+AUX_LOSS_WEIGHT = 0.3  # weight of auxiliary classifier losses (GoogLeNet, Inception v3)
+
+Step = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+def make_optimizer(config: RunConfig, params: Iterable[nn.Parameter]) -> torch.optim.Optimizer:
+    """The ``--optimizer`` of a resolved training configuration (every hyperparameter set)."""
+    if config.optimizer is None or config.learning_rate is None or config.weight_decay is None:
+        raise ValueError("make_optimizer needs a resolved training configuration")
+    lr, wd = config.learning_rate, config.weight_decay
+    if config.optimizer == "sgd":
+        return torch.optim.SGD(params, lr=lr, weight_decay=wd)
+    if config.optimizer == "momentum":
+        return torch.optim.SGD(params, lr=lr, momentum=_momentum(config), weight_decay=wd)
+    if config.optimizer == "rmsprop":  # tf_cnn_benchmarks defaults: decay 0.9, epsilon 1.0
+        return torch.optim.RMSprop(params, lr=lr, alpha=0.9, eps=1.0, momentum=_momentum(config), weight_decay=wd)
+    if config.optimizer == "adam":
+        return torch.optim.Adam(params, lr=lr, weight_decay=wd)
+    raise ValueError(f"unknown optimizer {config.optimizer!r}")
+
+
+def _momentum(config: RunConfig) -> float:
+    if config.momentum is None:
+        raise ValueError(f"--optimizer {config.optimizer} needs a momentum")
+    return config.momentum
+
+
+def classification_loss(output: Any, labels: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy on the logits; auxiliary heads (a tuple of outputs) add with a small weight."""
+    if isinstance(output, tuple):
+        main, *aux = output
+        loss = nn.functional.cross_entropy(main.float(), labels)
+        for a in aux:
+            if a is not None:
+                loss = loss + AUX_LOSS_WEIGHT * nn.functional.cross_entropy(a.float(), labels)
+        return loss
+    return nn.functional.cross_entropy(output.float(), labels)
+
+
+def make_step(
+    model: Callable[[torch.Tensor], Any],
+    optimizer: torch.optim.Optimizer | None,
+    policy: PrecisionPolicy,
+    device_type: str,
+    strategy: ParallelStrategy,
+) -> Step:
+    """One step: forward (+ backward and update when ``optimizer`` is given)."""
+    if optimizer is None:
+
+        def infer(images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+            with torch.inference_mode(), policy.autocast(device_type):
+                return classification_loss(model(images), labels)
+
+        return infer
+
+    scaler = policy.scaler(device_type, forward_only=False)
+
+    def train(images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        optimizer.zero_grad(set_to_none=True)
+        with policy.autocast(device_type):
+            loss = classification_loss(model(images), labels)
+        if scaler is not None:
+            scaler.scale(loss).backward()
+        else:
+            loss.backward()
+        strategy.optimizer_step(optimizer, scaler)
+        return loss.detach()
+
+    return train

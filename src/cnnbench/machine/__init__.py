@@ -1,0 +1,8 @@
+"""What describes the machine: environment capture, device selection, known GPU peaks.
+
+- :mod:`~cnnbench.machine.environment`: the record's ``environment`` (CPU, GPUs, driver,
+  library versions); imports torch lazily.
+- :mod:`~cnnbench.machine.devices`: the one rule for ``--device auto``.
+- :mod:`~cnnbench.machine.peaks`: dense peak FLOP/s of known GPUs, achieved FLOP/s, MFU
+  (pure Python, no torch).
+"""
