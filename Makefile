@@ -1,6 +1,6 @@
 # The two commands of the README:
 #   make run   - set up .venv and run the main job (quick CPU suite -> report)
-#   make test  - set up .venv with the test extras and run the tests
+#   make test  - set up .venv with the test extras, run ruff and mypy, then the tests
 # TORCH_SPEC pins the builds this project is tested with; override it for another machine,
 # e.g. make run TORCH_SPEC="torch torchvision".
 
@@ -32,6 +32,8 @@ run: $(VENV)/.installed
 	$(CNNBENCH) report $(RESULTS) -o $(REPORT)
 
 test: $(VENV)/.installed-test
+	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/mypy
 	$(VENV)/bin/pytest
 
 clean-venv:

@@ -1,4 +1,4 @@
-"""``cnnbench models [PATTERN]``: what models cost (SPEC C8), or only their names (``--list``).
+"""``cnnbench models [PATTERN]``: what models cost, or only their names (``--list``).
 
 The cost of each model comes from :func:`cnnbench.models.cost.model_cost` (shapes traced
 on the meta device, nothing allocated). ``--format table`` (rich) and ``md`` show readable
@@ -28,7 +28,7 @@ DEFINITIONS = """\
 What is counted (one image, fp32; MiB = 2^20 bytes; G = 10^9):
   params            parameter elements (buffers such as batch-norm statistics excluded);
                     param memory = params x 4 bytes.
-  feature memory    convnet-burden's definition (seed 000): the total size of every
+  feature memory    convnet-burden's definition: the total size of every
                     intermediate tensor of one forward pass at batch 1 in evaluation mode,
                     with no memory reuse. Views and in-place activations (relu_) add
                     nothing; residual additions (also `out += x`) and concatenations count

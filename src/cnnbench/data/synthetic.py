@@ -1,4 +1,4 @@
-"""Synthetic input at three locations (SPEC C3), as an endless iterator of (images, labels).
+"""Synthetic input at three locations, as an endless iterator of (images, labels).
 
 - ``device``: one batch made once on the device and returned every step: no copy, no host work.
   The upper bound of what the model alone can do.

@@ -1,4 +1,4 @@
-"""Model cost: parameters, feature memory and FLOPs of one model at one input size (SPEC C8).
+"""Model cost: parameters, feature memory and FLOPs of one model at one input size.
 
 Everything is counted at the operator level (ATen ops seen by a ``TorchDispatchMode``),
 on the ``meta`` device: shapes propagate, nothing is allocated or computed, so the whole
@@ -9,7 +9,7 @@ Definitions (also in ``cnnbench models --help`` and the README):
 
 * ``params``: number of parameter elements (buffers such as batch-norm running
   statistics are not parameters); ``param_memory_mib`` = params x 4 bytes / 2**20.
-* ``feature_memory_mib``: convnet-burden's definition, used in seed 000. The total size,
+* ``feature_memory_mib``: convnet-burden's definition, as vendor reports use it. The total size,
   at fp32, of every intermediate tensor produced by one forward pass of one image in
   evaluation mode, with no memory reuse: each op's output counts once. Views (``view``,
   ``transpose``, ``flatten``...) and in-place activations (``relu_``, ``silu_``...) add

@@ -1,4 +1,4 @@
-"""Reports (C12): comparison tables, scaling, effects, observations and plots from run records.
+"""Reports: comparison tables, scaling, effects, observations and plots from run records.
 
     from cnnbench.report import ReportOptions, build_report, write_report
     report = build_report(records, ReportOptions(columns="machine", where=["model=resnet50"]))

@@ -1,4 +1,5 @@
-"""Per-configuration throughput tables (seed 000): rows = models, columns = a chosen field.
+"""Per-configuration throughput tables (as in vendor tf_cnn_benchmarks reports):
+rows = models, columns = a chosen field.
 
 One table per configuration (everything in a point's identity except the model, its batch
 size and the column field; a machine descriptor as column, e.g. ``gpu``, folds machines

@@ -1,4 +1,4 @@
-"""The model cost table (C8, seed 000's first table) from the records' ``model_cost``.
+"""The model cost table (the first table of vendor CPU-comparison reports) from the records' ``model_cost``.
 
 Imported records carry no cost: their models show ``—``.
 """

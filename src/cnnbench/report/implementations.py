@@ -1,10 +1,11 @@
-"""Implementations side by side (seed 002): the same benchmark from different sources
+"""Implementations side by side (as in tensorpack's comparison with tf_cnn_benchmarks):
+the same benchmark from different sources
 (cnnbench, imported tf_cnn_benchmarks logs) or backends (eager, torch.compile).
 
 Results are matched on the fields every implementation records the same way (model, batch
 per device, precision, training or inference, variable update, synthetic or real data,
 distortions, machine); one table per such group, rows = device counts, one column per
-implementation (with the synthetic-input location where it varies, like seed 002's
+implementation (with the synthetic-input location where it varies, like tensorpack's
 GPU/CPU/Python), and the ratio of the two when there are two.
 """
 

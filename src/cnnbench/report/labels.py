@@ -1,4 +1,4 @@
-"""Names of configurations and series, in seed 000's style.
+"""Names of configurations and series, in the style of vendor tf_cnn_benchmarks reports.
 
 ``<data>-<variable_update>[-<all_reduce>][-distortions][-<precision>]-<N><device>s[-inference]``,
 as :func:`cnnbench.results.naming.case_name` writes it, plus the precision and the mode

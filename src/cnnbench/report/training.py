@@ -1,4 +1,5 @@
-"""Training-to-accuracy tables (seed 004): rows = what it took, columns = device counts.
+"""Training-to-accuracy tables (as in published multi-GPU CIFAR-10 training
+reports): rows = what it took, columns = device counts.
 
 Built from records whose metrics hold ``epochs`` (a list of ``{epoch, time_s,
 images_per_sec, train_loss, train_accuracy, test_accuracy, peak_device_memory_bytes}``)

@@ -1,4 +1,4 @@
-"""Names of configurations in seed 000's style, shared by sweeps and reports.
+"""Names of configurations in the style of vendor tf_cnn_benchmarks reports, shared by sweeps and reports.
 
 ``<data>-<variable_update>[-<all_reduce>][-distortions]-<N><device>s``, e.g.
 ``syn-replicated-nccl-4gpus``, ``real-parameter_server-distortions-4gpus``, ``syn-replicated-1cpus``.

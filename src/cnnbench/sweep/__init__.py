@@ -1,4 +1,4 @@
-"""Sweeps (C10): a suite file's matrix of runs, each case isolated in its own process.
+"""Sweeps: a suite file's matrix of runs, each case isolated in its own process.
 
 :mod:`~cnnbench.sweep.suite` reads and checks suite files (no torch),
 :mod:`~cnnbench.sweep.isolation` runs one function in its own process (forked from a warm

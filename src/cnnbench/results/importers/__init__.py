@@ -1,4 +1,4 @@
-"""Importers: turn other tools' output into cnnbench records (C11).
+"""Importers: turn other tools' output into cnnbench records.
 
 A small registry: each importer is a function ``(paths, options) -> ImportResult``
 registered under the name ``cnnbench import NAME`` uses. A new importer is a module
