@@ -1,8 +1,6 @@
-"""Input: the input-source protocol and its sources (synthetic batches at three locations).
+"""Input: the input-source protocol (:mod:`cnnbench.data.source`) and its sources.
 
-See :mod:`cnnbench.data.source` for the protocol and the registry of sources.
+Sources: synthetic batches at three locations (:mod:`cnnbench.data.synthetic`). The
+package itself imports nothing heavy, so torch-free modules in it (data-set layouts)
+can be used by the configuration.
 """
-
-from cnnbench.data.source import Batch, EpochSource, InputRequest, InputSource, make_input, register_input
-
-__all__ = ["Batch", "EpochSource", "InputRequest", "InputSource", "make_input", "register_input"]

@@ -10,15 +10,16 @@ registering a factory here, without touching the loop:
 A source yields ``(images, labels)`` already on the worker's device, in the dtype and
 memory format the model wants (``torch.channels_last`` for NHWC), and says how many
 classes its labels have (the model is built with that many outputs). ``close()`` stops
-whatever it started (DataLoader workers). Sources that also know epochs (real data sets,
+whatever it started (DataLoader workers); ``metrics()`` adds what the source counted to
+the record (``bad_images``). Sources that also know epochs (real data sets,
 for training to accuracy) implement :class:`EpochSource`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import torch
 
@@ -39,6 +40,10 @@ class InputSource(Protocol):
     def __next__(self) -> Batch: ...
 
     def close(self) -> None: ...
+
+    def metrics(self) -> Mapping[str, Any]:
+        """Fields the source adds to the record's ``metrics`` at the end (``bad_images``, ...)."""
+        ...
 
 
 @runtime_checkable

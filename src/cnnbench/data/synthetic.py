@@ -18,6 +18,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
@@ -119,6 +120,9 @@ class SyntheticInput:
 
     def __next__(self) -> Batch:
         return next(self._iter)
+
+    def metrics(self) -> dict[str, Any]:
+        return {}
 
     def close(self) -> None:
         """Stop DataLoader workers (the iterator is dropped; workers exit with it)."""

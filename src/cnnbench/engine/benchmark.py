@@ -99,6 +99,7 @@ def _measure(run: ResolvedRun, hooks: Sequence[MeasurementHook], emit: Emit, met
         loop = timed_loop(prepared, cfg.num_batches, device, display_every=cfg.display_every,
                           on_progress=progress)
     finally:
+        metrics.update(prepared.source.metrics())
         prepared.close()
     metrics.update(loop_metrics(loop, run.images_per_step, first_step_s=first_step_s, compiled=cfg.compile))
     for line in log_format.total_lines(metrics["total_images_per_sec"]):

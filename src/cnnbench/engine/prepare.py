@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from cnnbench.data import InputRequest, InputSource, make_input
+from cnnbench.data.source import InputRequest, InputSource, make_input
 from cnnbench.distributed.strategy import ParallelStrategy, SingleDevice
 from cnnbench.engine.precision import PrecisionPolicy, precision_policy
 from cnnbench.engine.resolve import ResolvedRun
