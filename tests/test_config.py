@@ -29,9 +29,9 @@ from cnnbench.config.cli_args import add_config_arguments, config_from_args
         ({"batch_size": "32"}, "--batch-size"),
         ({"forward_only": 1}, "--forward-only"),
         ({"compile": True, "num_warmup_batches": 0}, "--num-warmup-batches"),
-        ({"all_reduce": "nccl"}, "--all-reduce"),
-        ({"variable_update": "fsdp"}, "--variable-update"),
-        ({"variable_update": "parameter_server"}, "--variable-update"),
+        ({"all_reduce": "nccl", "device": "cpu"}, "--all-reduce"),
+        ({"all_reduce": "gloo", "variable_update": "independent"}, "--all-reduce"),
+        ({"variable_update": "parameter_server", "forward_only": True}, "--variable-update"),
         ({"forward_only": True, "optimizer": "adam"}, "--optimizer"),
         ({"forward_only": True, "learning_rate": 0.1}, "--learning-rate"),
         ({"momentum": 0.5}, "--momentum"),
@@ -41,7 +41,7 @@ from cnnbench.config.cli_args import add_config_arguments, config_from_args
         ({"learning_rate": float("nan")}, "--learning-rate"),
         ({"weight_decay": float("inf")}, "--weight-decay"),
         ({"distortions": True}, "--distortions"),
-        ({"num_devices": 2}, "--num-devices"),
+        ({"num_devices": 0}, "--num-devices"),
     ],
 )
 def test_invalid_values_name_the_flag(changes, flag):

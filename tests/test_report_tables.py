@@ -97,19 +97,30 @@ def test_batch_size_per_machine_goes_into_cells_and_batch_sweep_into_rows():
 def test_one_section_per_configuration_named_like_seed_000():
     recs = []
     for data, vu, ar, dist in [("synthetic", "parameter_server", None, False),
-                               ("synthetic", "replicated", "nccl", False),
+                               ("synthetic", "replicated", "gloo", False),
                                ("imagenet", "replicated", None, True), ("imagenet", "parameter_server", None, False)]:
         for m in ("m-fast", "m-slow"):
             recs.append(record("resnet50", m, 100.0, num_devices=4, data_name=data, variable_update=vu,
                                all_reduce=ar, distortions=dist))
     titles = {t.title for t in _kind(build_report(recs), "configuration")}
-    assert titles == {"syn-parameter_server-4gpus", "syn-replicated-nccl-4gpus",
+    assert titles == {"syn-parameter_server-4gpus", "syn-replicated-gloo-4gpus",
                       "real-replicated-distortions-4gpus", "real-parameter_server-4gpus"}
     points = build_points(recs)
     namer = Namer(points, exclude=(F.MODEL, F.BATCH, F.MACHINE))
     for p in points.points:
         cfg = {k.split(".", 1)[1]: v for k, v in p.values.items() if k.startswith("config.")}
         assert namer.name(p.values) == case_name(cfg)
+
+
+def test_the_devices_own_all_reduce_is_not_named_for_cnnbench_records():
+    assert case_name({"variable_update": "replicated", "all_reduce": "nccl", "device": "cuda", "num_devices": 4}) \
+        == "syn-replicated-4gpus"
+    assert case_name({"variable_update": "replicated", "all_reduce": "gloo", "device": "cpu", "num_devices": 2}) \
+        == "syn-replicated-2cpus"
+    assert case_name({"variable_update": "replicated", "all_reduce": "gloo", "device": "cuda", "num_devices": 4}) \
+        == "syn-replicated-gloo-4gpus"
+    tf = {"variable_update": "replicated", "all_reduce": "nccl", "device": "cuda", "num_devices": 4}
+    assert case_name(tf, source="tf_cnn_benchmarks") == "syn-replicated-nccl-4gpus"
 
 
 def test_precision_and_mode_named_when_they_vary():

@@ -84,7 +84,8 @@ BAD_SUITES = [
     ("matrix: {batch_size: [8]}\ntimeout_s: -1\n", "timeout_s: must be a number of seconds > 0"),
     ("base: {results_dir: /tmp/x}\nmatrix: {batch_size: [8]}\n", "'results_dir' cannot be set in a suite"),
     ("matrix: {batch_size: [[8]]}\n", "values are single numbers"),
-    ("base: {all_reduce: nccl}\n", "--all-reduce: nothing is all-reduced with one device"),
+    ("base: {variable_update: independent, all_reduce: gloo}\n",
+     "--all-reduce: independent workers exchange nothing"),
 ]
 
 

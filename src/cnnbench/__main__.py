@@ -2,4 +2,5 @@
 
 from cnnbench.cli import main
 
-raise SystemExit(main())
+if __name__ == "__main__":  # worker processes started with "spawn" import this module too
+    raise SystemExit(main())

@@ -2,17 +2,21 @@
 
 Flags follow tf_cnn_benchmarks (``--model``, ``--batch-size``, ``--num-batches``, ...; the
 underscore spellings work too). Output is tf_cnn_benchmarks' log format; the record is
-appended to the results store. Exit codes: 0 ok, 1 the run failed (out of memory, an
-error: the record says which), 2 invalid options (nothing ran).
+appended to the results store. ``--num-devices N`` starts one worker per device;
+under ``torchrun`` the same command runs as one worker of torchrun's job (rank 0 prints
+and writes). ``--scaling`` runs 1, 2, 4, ... up to N devices in turn. Exit codes: 0 ok,
+1 the run failed (out of memory, an error, a worker that died: the record says which),
+2 invalid options (nothing ran), 130/143 stopped by Ctrl-C/SIGTERM.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from cnnbench.cli.common import UserError
-from cnnbench.config import ConfigError
+from cnnbench.config import ConfigError, RunConfig
 from cnnbench.config.cli_args import add_config_arguments, config_from_args
 
 
@@ -24,6 +28,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     add_config_arguments(p)
     p.add_argument("--quiet", action="store_true", help="Print only the final figure and the record's path.")
+    p.add_argument("--scaling", action="store_true",
+                   help="Run on 1, 2, 4, ... up to --num-devices devices in turn, record each, and print "
+                   "images/sec, speedup and efficiency per device count.")
     p.set_defaults(handler=handle)
 
 
@@ -33,18 +40,112 @@ def handle(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         raise UserError.from_config(exc) from None
 
-    from cnnbench.engine import execute
+    from cnnbench.distributed.world import launched_by_torchrun
 
     emit = None if args.quiet else (lambda line: print(line, flush=True))
+    if launched_by_torchrun():
+        if args.scaling:
+            raise UserError("--scaling starts its own workers; run it without torchrun")
+        return _under_torchrun(config, emit, quiet=args.quiet)
+    if args.scaling:
+        return _scaling(config, emit, quiet=args.quiet)
+    record, path = _execute(config, emit)
+    return _report(record, path, quiet=args.quiet)
+
+
+def _execute(config: RunConfig, emit: Any) -> tuple[Any, Any]:
+    from cnnbench.distributed.launch import WorkersStopped
+    from cnnbench.engine import execute
+
     try:
-        record, path = execute(config, emit=emit)
+        return execute(config, emit=emit)
     except ConfigError as exc:
         raise UserError.from_config(exc) from None
+    except WorkersStopped as exc:
+        raise UserError(str(exc), exit_code=128 + exc.signum) from None
+
+
+def _report(record: Any, path: Any, *, quiet: bool) -> int:
     if record.status != "ok":
         print(f"cnnbench run: {record.status}: {record.error} (record {record.run_id} written to {path})",
               file=sys.stderr)
         return 1
-    if args.quiet:
+    if quiet:
         print(f"total images/sec: {record.metrics['total_images_per_sec']:.2f}")
     print(f"record {record.run_id} appended to {path}")
     return 0
+
+
+def _under_torchrun(config: RunConfig, emit: Any, *, quiet: bool) -> int:
+    from cnnbench.distributed.worker import run_under_torchrun
+    from cnnbench.distributed.world import World
+
+    main = World.from_env().is_main
+    try:
+        record, path = run_under_torchrun(config, emit=emit)
+    except ConfigError as exc:
+        if not main:
+            return 2
+        raise UserError.from_config(exc) from None
+    except Exception as exc:  # this worker failed; rank 0 has recorded it
+        if main:
+            from cnnbench.results.record import error_text
+
+            first = error_text(exc).splitlines()[0]
+            print(f"cnnbench run: error: {first} (recorded in {config.results_dir})", file=sys.stderr)
+        return 1
+    if record is None:
+        return 0
+    return _report(record, path, quiet=quiet)
+
+
+def scaling_counts(max_devices: int) -> list[int]:
+    """1, 2, 4, ... up to ``max_devices`` (which is included when not a power of two)."""
+    counts, n = [], 1
+    while n < max_devices:
+        counts.append(n)
+        n *= 2
+    return counts + [max_devices]
+
+
+def _scaling(config: RunConfig, emit: Any, *, quiet: bool) -> int:
+    top = config.requested_devices()
+    if top < 2:
+        raise UserError("--scaling needs --num-devices 2 or more (the largest device count to run)")
+    if config.gpu_indices is not None:
+        raise UserError("--scaling picks GPUs 0..N-1 itself; leave out --gpu-indices")
+    rows: list[tuple[int, Any]] = []
+    for n in scaling_counts(top):
+        if not quiet:
+            print(f"=== {n} device{'s' if n > 1 else ''} ===", flush=True)
+        record, path = _execute(config.replace(num_devices=n), emit)
+        rows.append((n, record))
+        if record.status != "ok":
+            print(f"cnnbench run: {n} devices: {record.status}: {record.error}", file=sys.stderr)
+    _print_scaling(rows, str(path))
+    return 0 if all(r.status == "ok" for _, r in rows) else 1
+
+
+def _print_scaling(rows: list[tuple[int, Any]], path: str) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    ok = [(n, r.metrics["total_images_per_sec"]) for n, r in rows if r.status == "ok"]
+    base_n, base_ips = ok[0] if ok else (None, None)
+    table = Table(title="Scaling", header_style="bold")
+    for name in ("devices", "images/sec", "speedup", "efficiency"):
+        table.add_column(name, justify="right")
+    for n, record in rows:
+        if record.status != "ok":
+            table.add_row(str(n), "OOM" if record.status == "oom" else record.status, "—", "—")
+            continue
+        ips = record.metrics["total_images_per_sec"]
+        speedup = ips / base_ips if base_ips else None
+        efficiency = speedup / (n / base_n) if speedup is not None and base_n else None
+        table.add_row(str(n), f"{ips:,.1f}", f"{speedup:.2f}x" if speedup is not None else "—",
+                      f"{efficiency:.1%}" if efficiency is not None else "—")
+    console = Console() if sys.stdout.isatty() else Console(width=100)
+    console.print(table)
+    if base_n is not None:
+        console.print(f"speedup and efficiency against {base_n} device{'s' if base_n != 1 else ''}; "
+                      f"{len(rows)} records appended to {path}")

@@ -1,16 +1,29 @@
-"""Where a run executes: the device kind and how devices share the work."""
+"""Where a run executes: the device kind, how many devices, and how they share variables.
+
+The words are tf_cnn_benchmarks' (``--variable-update``, ``--all-reduce``,
+``--local-parameter-device``); the machinery is torch.distributed (see
+:mod:`cnnbench.distributed`). Options of one strategy given with another are errors.
+"""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from typing import Any
 
-from cnnbench.config.checks import at_least
+from cnnbench.config.checks import at_least, finite
 from cnnbench.config.errors import ConfigError
 from cnnbench.config.options import option
 
 DEVICES = ("auto", "cpu", "cuda")
 VARIABLE_UPDATES = ("replicated", "parameter_server", "independent", "fsdp")
 ALL_REDUCES = ("nccl", "gloo")
+GRADIENT_COMPRESSIONS = ("none", "fp16", "bf16", "powersgd")
+PARAMETER_DEVICES = ("cpu", "device")
+MAX_DEVICES = 4096
+DEFAULT_BUCKET_CAP_MB = 25.0  # DistributedDataParallel's own default
+DEFAULT_TIMEOUT_S = 60.0
+_GPU_INDICES = re.compile(r"^\d+(,\d+)*$")
 
 
 @dataclass(frozen=True)
@@ -18,30 +31,136 @@ class ParallelOptions:
     """devices"""
 
     device: str = option("auto", "Device kind; 'auto' takes cuda when present, else cpu.", choices=DEVICES)
-    num_devices: int = option(
-        1, "Devices that train together (data parallel). Only 1 is supported in this version.", metavar="N"
+    num_devices: int | None = option(
+        None,
+        "Devices that train together, one worker process each (data parallel). Under torchrun it "
+        "is the world size [default: 1, or torchrun's world size].",
+        metavar="N",
+    )
+    num_nodes: int | None = option(
+        None, "Machines the devices are spread over: set from torchrun's environment, not by hand [default: 1].",
+        metavar="N",
+    )
+    gpu_indices: str | None = option(
+        None, "Which GPUs the workers use, one per worker: 0,2,... [default: 0 .. N-1].",
+        identity=False, metavar="I,J,...",
     )
     variable_update: str = option(
         "replicated",
-        "How devices share variables (tf_cnn_benchmarks' word): replicated (all-reduce of gradients). "
-        "parameter_server, independent and fsdp need several devices, which this version does not run yet.",
+        "How devices share variables (tf_cnn_benchmarks' word): replicated (DistributedDataParallel: "
+        "gradients all-reduced), parameter_server (one master copy of the weights on rank 0's "
+        "--local-parameter-device: gradients reduced to it, updated weights broadcast back), "
+        "independent (no exchange: the upper bound of scaling), fsdp (FSDP2: weights sharded).",
         choices=VARIABLE_UPDATES,
     )
     all_reduce: str | None = option(
-        None, "All-reduce back end for --variable-update replicated (needs several devices).", choices=ALL_REDUCES
+        None,
+        "Communication back end of the process group: nccl (GPUs) or gloo (CPUs; GPUs too) "
+        "[default: nccl on cuda, gloo on cpu; none for independent].",
+        choices=ALL_REDUCES,
+    )
+    local_parameter_device: str | None = option(
+        None,
+        "Where a parameter server keeps the master weights and steps the optimizer: cpu, or the "
+        "device of rank 0 [default there: device].",
+        choices=PARAMETER_DEVICES,
+    )
+    bucket_cap_mb: float | None = option(
+        None, f"replicated: DDP gradient bucket size in MiB [default there: {DEFAULT_BUCKET_CAP_MB:g}].",
+        metavar="MB",
+    )
+    gradient_as_bucket_view: bool = option(
+        False, "replicated: gradients are views into DDP's buckets (saves a copy and memory)."
+    )
+    static_graph: bool = option(False, "replicated: tell DDP the graph is the same every step.")
+    gradient_compression: str | None = option(
+        None,
+        "replicated: a DDP communication hook: none, fp16 / bf16 (gradients cast for the all-reduce), "
+        "powersgd (rank-1 PowerSGD from the first timed step) [default there: none].",
+        choices=GRADIENT_COMPRESSIONS,
+    )
+    timeout: float = option(
+        DEFAULT_TIMEOUT_S,
+        "Seconds a worker may wait on the others (rendezvous, each collective) before the run stops "
+        "with an error; a worker that dies stops the run at once.",
+        identity=False, metavar="S",
     )
 
-    def check_parallel_options(self) -> None:
-        at_least(self, "num_devices", 1)
-        if self.num_devices > 1:
-            raise ConfigError(
-                "num_devices", f"only 1 device per run is supported in this version (got {self.num_devices})"
-            )
-        if self.variable_update != "replicated":
-            raise ConfigError(
-                "variable_update",
-                f"{self.variable_update} shares variables between several devices, which this version does "
-                "not run yet; with one device use replicated (the default)",
-            )
-        if self.all_reduce is not None:
-            raise ConfigError("all_reduce", "nothing is all-reduced with one device (the only count in this version)")
+    def check_parallel_options(self, forward_only: bool, precision: str, num_warmup_batches: int) -> None:
+        at_least(self, "num_devices", 1, allow_none=True)
+        at_least(self, "num_nodes", 1, allow_none=True)
+        finite(self, "timeout")
+        finite(self, "bucket_cap_mb")
+        if self.num_devices is not None and self.num_devices > MAX_DEVICES:
+            raise ConfigError("num_devices", f"must be <= {MAX_DEVICES} (got {self.num_devices})")
+        if self.timeout <= 0:
+            raise ConfigError("timeout", f"must be > 0 seconds (got {self.timeout})")
+        if self.bucket_cap_mb is not None and self.bucket_cap_mb <= 0:
+            raise ConfigError("bucket_cap_mb", f"must be > 0 (got {self.bucket_cap_mb})")
+        if self.gpu_indices is not None:
+            self._check_gpu_indices()
+        vu = self.variable_update
+        if vu == "independent" and self.all_reduce is not None:
+            raise ConfigError("all_reduce", "independent workers exchange nothing, so there is no all-reduce")
+        if self.all_reduce == "nccl" and self.device == "cpu":
+            raise ConfigError("all_reduce", "nccl needs CUDA devices; use gloo on cpu")
+        if vu != "parameter_server" and self.local_parameter_device is not None:
+            raise ConfigError("local_parameter_device", f"applies to --variable-update parameter_server "
+                                                        f"(got {vu})")
+        ddp_knobs = {"bucket_cap_mb": self.bucket_cap_mb is not None,
+                     "gradient_as_bucket_view": self.gradient_as_bucket_view,
+                     "static_graph": self.static_graph,
+                     "gradient_compression": self.gradient_compression is not None}
+        for name, given in ddp_knobs.items():
+            if given and vu != "replicated":
+                raise ConfigError(name, f"is an option of DistributedDataParallel: applies to "
+                                        f"--variable-update replicated (got {vu})")
+            if given and forward_only:
+                raise ConfigError(name, "has no effect with --forward-only (no gradients to exchange)")
+        if forward_only and vu == "parameter_server":
+            raise ConfigError("variable_update", "parameter_server updates weights; with --forward-only "
+                                                 "there are no gradients to send to it (use replicated)")
+        if precision == "amp_fp16" and vu in ("parameter_server", "fsdp"):
+            raise ConfigError("precision", f"amp_fp16's gradient scaler is not built for {vu}; "
+                                           "use amp_bf16, bf16 or fp32")
+        if self.gradient_compression == "powersgd" and num_warmup_batches < 2:
+            raise ConfigError("num_warmup_batches", "must be >= 2 with --gradient-compression powersgd "
+                                                    "(PowerSGD starts compressing at step 2)")
+
+    def _check_gpu_indices(self) -> None:
+        text = str(self.gpu_indices).replace(" ", "")
+        if not _GPU_INDICES.match(text):
+            raise ConfigError("gpu_indices", f"expected GPU numbers separated by commas, e.g. 0,2 "
+                                             f"(got {self.gpu_indices!r})")
+        indices = [int(i) for i in text.split(",")]
+        if len(set(indices)) != len(indices):
+            raise ConfigError("gpu_indices", f"lists a GPU twice ({self.gpu_indices})")
+        if self.device == "cpu":
+            raise ConfigError("gpu_indices", "picks GPUs; it has no effect with --device cpu")
+        if self.num_devices is not None and self.num_devices != len(indices):
+            raise ConfigError("gpu_indices", f"names {len(indices)} GPUs for --num-devices {self.num_devices}")
+
+    def requested_devices(self) -> int:
+        """How many workers this configuration asks for (outside torchrun)."""
+        indices = self.gpu_index_list()
+        return self.num_devices or (len(indices) if indices else 1)
+
+    def gpu_index_list(self) -> list[int] | None:
+        if self.gpu_indices is None:
+            return None
+        return [int(i) for i in str(self.gpu_indices).replace(" ", "").split(",")]
+
+    def parallel_defaults(self, device_kind: str, forward_only: bool) -> dict[str, Any]:
+        """Values a run uses for unset options (the back end only once the device kind is known)."""
+        vu = self.variable_update
+        filled: dict[str, Any] = {}
+        if self.all_reduce is None and vu != "independent" and device_kind in ("cpu", "cuda"):
+            filled["all_reduce"] = "nccl" if device_kind == "cuda" else "gloo"
+        if vu == "parameter_server" and self.local_parameter_device is None:
+            filled["local_parameter_device"] = "device"
+        if vu == "replicated" and not forward_only:
+            if self.bucket_cap_mb is None:
+                filled["bucket_cap_mb"] = DEFAULT_BUCKET_CAP_MB
+            if self.gradient_compression is None:
+                filled["gradient_compression"] = "none"
+        return filled

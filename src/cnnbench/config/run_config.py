@@ -16,7 +16,8 @@ concern so that each lives in its own small module:
 Field help texts are the CLI's help texts; ``__post_init__`` rejects bad values,
 contradictory combinations and values that would have no effect, before any work starts.
 Options left unset (``None``) are filled when the run is resolved: from other options
-(:meth:`RunConfig.with_derived_defaults`: the optimizer's momentum, the loader's workers),
+(:meth:`RunConfig.with_derived_defaults`: the optimizer's momentum, the loader's workers,
+the communication back end of the device kind),
 from the model (image and batch size) or from the machine (device); the record holds the
 filled values, and ``null`` for what the run did not use. Checks that need the machine
 (is CUDA there? can this device run bf16?) live in :mod:`cnnbench.engine.resolve`.
@@ -55,7 +56,7 @@ class RunConfig(OutputOptions, InputOptions, TrainingOptions, ParallelOptions, M
         _check_types(self)
         self.check_model_options()
         self.check_measurement_options()
-        self.check_parallel_options()
+        self.check_parallel_options(self.forward_only, self.precision, self.num_warmup_batches)
         self.check_training_options(self.forward_only)
         self.check_input_options()
         self.check_output_options()
@@ -74,7 +75,11 @@ class RunConfig(OutputOptions, InputOptions, TrainingOptions, ParallelOptions, M
 
     def with_derived_defaults(self) -> RunConfig:
         """Options left unset, filled from the other options (no machine or model needed)."""
-        filled = {**self.training_defaults(self.forward_only), **self.input_defaults()}
+        filled = {
+            **self.parallel_defaults(self.device, self.forward_only),
+            **self.training_defaults(self.forward_only),
+            **self.input_defaults(),
+        }
         return self.replace(**filled) if filled else self
 
     def recorded(self) -> dict[str, Any]:

@@ -1,24 +1,33 @@
-"""How workers share variables: the strategy protocol and the single-device strategy.
+"""How workers share variables: the strategy protocol, its registry, and the simple strategies.
 
-A strategy is asked three things, in this order, by the engine's prepare phase:
+A strategy is asked, in this order, by the engine's prepare phase:
 
 * ``wrap(model)``: the model every step calls (DDP, FSDP, or the model itself);
-* ``make_optimizer(model, factory)``: the optimizer over the parameters it updates
-  (a parameter server's master copy lives elsewhere);
-* ``optimizer_step(optimizer, scaler)``: after ``backward``, exchange what must be
-  exchanged and update the weights.
+* ``make_optimizer(model, factory)``: the optimizer over the weights this worker updates
+  (``None`` on a worker that updates none: a parameter server's other ranks);
+* ``optimizer_step(optimizer, scaler)``: after ``backward``, exchange what must be exchanged
+  and update the weights.
+
+It is also a measurement hook (``start``/``stop``/``metrics``): the time it spent
+communicating during the timed steps, where that can be measured. A new strategy joins with
+``@register_strategy("name")`` on a factory taking a :class:`StrategyContext`.
+
+Without a process group (one device, ``cnnbench run`` alone) there is nothing to exchange:
+replicated, independent and fsdp all run the model as it is (:class:`SingleDevice`); a
+parameter server still keeps its master copy on ``--local-parameter-device``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import torch
 from torch import nn
 
-if TYPE_CHECKING:
-    from cnnbench.distributed.world import World
+from cnnbench.config import RunConfig
+from cnnbench.distributed.world import World
 
 OptimizerFactory = Callable[[Iterable[nn.Parameter]], torch.optim.Optimizer]
 
@@ -28,37 +37,106 @@ class ParallelStrategy(Protocol):
 
     def wrap(self, model: nn.Module) -> nn.Module: ...
 
-    def make_optimizer(self, model: nn.Module, factory: OptimizerFactory) -> torch.optim.Optimizer: ...
+    def make_optimizer(self, model: nn.Module, factory: OptimizerFactory) -> torch.optim.Optimizer | None: ...
 
-    def optimizer_step(self, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler | None) -> None: ...
+    def optimizer_step(self, optimizer: torch.optim.Optimizer | None,
+                       scaler: torch.amp.GradScaler | None) -> None: ...
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def metrics(self) -> Mapping[str, Any]: ...
 
     def close(self) -> None: ...
 
 
+@dataclass(frozen=True)
+class StrategyContext:
+    """What a strategy is made from."""
+
+    config: RunConfig
+    """The resolved configuration (every option of the strategy filled)."""
+    world: World
+    device: torch.device
+
+
+def step_optimizer(optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler | None) -> None:
+    """``optimizer.step()``, through the gradient scaler when there is one."""
+    if scaler is not None:
+        scaler.step(optimizer)
+        scaler.update()
+    else:
+        optimizer.step()
+
+
 class SingleDevice:
-    """One device: nothing to exchange."""
+    """One worker with its own weights: nothing to exchange."""
 
     name = "single"
 
     def wrap(self, model: nn.Module) -> nn.Module:
         return model
 
-    def make_optimizer(self, model: nn.Module, factory: OptimizerFactory) -> torch.optim.Optimizer:
+    def make_optimizer(self, model: nn.Module, factory: OptimizerFactory) -> torch.optim.Optimizer | None:
         return factory(model.parameters())
 
-    def optimizer_step(self, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler | None) -> None:
-        if scaler is not None:
-            scaler.step(optimizer)
-            scaler.update()
-        else:
-            optimizer.step()
+    def optimizer_step(self, optimizer: torch.optim.Optimizer | None,
+                       scaler: torch.amp.GradScaler | None) -> None:
+        if optimizer is not None:
+            step_optimizer(optimizer, scaler)
+
+    def start(self) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
+
+    def metrics(self) -> Mapping[str, Any]:
+        return {}
 
     def close(self) -> None:
         pass
 
 
-def make_strategy(variable_update: str, world: World) -> ParallelStrategy:
-    """The strategy for ``--variable-update`` in ``world`` (one device: :class:`SingleDevice`)."""
-    if world.world_size == 1:
+class Independent(SingleDevice):
+    """Every worker trains its own copy on its own data; no gradient exchange (the upper
+    bound of scaling). The workers meet only at the start and end of the timed steps."""
+
+    name = "independent"
+
+    def metrics(self) -> Mapping[str, Any]:
+        return {"communication_time_s": 0.0}
+
+
+StrategyFactory = Callable[[StrategyContext], ParallelStrategy]
+_FACTORIES: dict[str, StrategyFactory] = {}
+
+
+def register_strategy(name: str) -> Callable[[StrategyFactory], StrategyFactory]:
+    """Decorator: the factory makes the strategy for ``--variable-update name``."""
+
+    def wrap(factory: StrategyFactory) -> StrategyFactory:
+        if name in _FACTORIES:
+            raise ValueError(f"strategy {name!r} registered twice")
+        _FACTORIES[name] = factory
+        return factory
+
+    return wrap
+
+
+register_strategy("independent")(lambda ctx: Independent())
+
+
+def make_strategy(context: StrategyContext) -> ParallelStrategy:
+    """The strategy for the run's ``--variable-update`` in its world."""
+    from cnnbench.distributed import fsdp, parameter_server, replicated  # noqa: F401  (they register)
+
+    name = context.config.variable_update
+    if not context.world.process_group and name != "parameter_server":
         return SingleDevice()
-    raise NotImplementedError(f"--variable-update {variable_update} over {world.world_size} workers")
+    try:
+        factory = _FACTORIES[name]
+    except KeyError:
+        raise ValueError(f"no strategy {name!r} (known: {', '.join(sorted(_FACTORIES))})") from None
+    return factory(context)

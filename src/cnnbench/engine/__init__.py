@@ -29,9 +29,15 @@ def run_benchmark(config: RunConfig, *, emit: Callable[[str], None] | None = Non
 
 def execute(config: RunConfig, *, emit: Callable[[str], None] | None = None,
             extra: Mapping[str, Any] | None = None) -> tuple[Record, Path]:
-    """Run one benchmark and append its record to ``config.results_dir``."""
+    """Run one benchmark (starting a worker per device when it asks for several) and append
+    its record to ``config.results_dir``."""
     from cnnbench.results.store import append_record
 
-    record = run_benchmark(config, emit=emit, extra=extra)
+    if config.requested_devices() > 1:
+        from cnnbench.engine.workers import run_on_workers
+
+        record = run_on_workers(config, emit=emit, extra=extra)
+    else:
+        record = run_benchmark(config, emit=emit, extra=extra)
     path = append_record(config.results_dir, record.to_dict())
     return record, path

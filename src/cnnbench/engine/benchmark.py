@@ -4,31 +4,39 @@
 
 * :func:`~cnnbench.engine.resolve.resolve` fills every default and checks the machine
   (a :class:`ConfigError` here means nothing ran);
+* the run's strategy (:mod:`cnnbench.distributed`) is made, and with several workers the
+  process group is joined;
 * :func:`~cnnbench.engine.prepare.prepare` builds input, model (wrapped by the strategy),
   optimizer and step;
 * :func:`~cnnbench.engine.loop.warm_up` runs the untimed steps, then the measurement hooks
-  (:mod:`cnnbench.engine.hooks`) start, :func:`~cnnbench.engine.loop.timed_loop` runs the
-  timed ones, and the hooks stop;
-* :mod:`cnnbench.engine.metrics` turns the loop's result and the hooks' fields into metrics.
+  (:mod:`cnnbench.engine.hooks`, the strategy among them) start,
+  :func:`~cnnbench.engine.loop.timed_loop` runs the timed ones between two barriers, and
+  the hooks stop;
+* every worker's measure is gathered on rank 0, and :mod:`cnnbench.engine.metrics` turns
+  them into the record's metrics.
 
-A failure after the start (out of memory, an exception in the model) still yields a
-record, with status ``oom`` or ``error``, the error's text, and what was measured so far.
+On one device, a failure after the start (out of memory, an exception in the model) still
+yields a record, with status ``oom`` or ``error``, the error's text, and what was measured
+so far. In a worker of a multi-device run a failure propagates instead: the process that
+started the workers (``cnnbench run``, or torchrun's rank 0) stops them all and records it.
 """
 
 from __future__ import annotations
 
 import logging
 import traceback
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from cnnbench.config import RunConfig
+from cnnbench.distributed.process_group import barrier, gather_to_main, start_process_group, stop_process_group
+from cnnbench.distributed.strategy import ParallelStrategy, StrategyContext, make_strategy
 from cnnbench.distributed.world import World
 from cnnbench.engine import log_format
-from cnnbench.engine.hooks import MeasurementHook, default_hooks, merge_hook_metrics
+from cnnbench.engine.hooks import HookSet, default_hooks
 from cnnbench.engine.loop import timed_loop, warm_up
 from cnnbench.engine.memory import is_out_of_memory
-from cnnbench.engine.metrics import flop_metrics, loop_metrics, model_cost
+from cnnbench.engine.metrics import WorkerMeasure, flop_metrics, measured_metrics, model_cost
 from cnnbench.engine.prepare import prepare
 from cnnbench.engine.resolve import ResolvedRun, resolve
 from cnnbench.engine.stats import throughput_stats
@@ -46,29 +54,45 @@ def _silent(_: str) -> None:
 
 def run_benchmark(config: RunConfig, *, emit: Emit | None = None, extra: Mapping[str, Any] | None = None,
                   world: World | None = None) -> Record:
-    """Run one benchmark in this process and return its record (not yet stored).
+    """Run one benchmark in this process (one worker of it, with ``world``) and return its record.
 
     Raises :class:`~cnnbench.config.ConfigError` before any work for what this machine
-    cannot do; failures after the start are returned as records with status oom/error.
+    cannot do. With one device, failures after the start are returned as records with
+    status oom/error; a worker of a process group lets them propagate. Only rank 0's
+    record holds the run's figures.
     """
-    emit = emit or _silent
-    started_at = now_iso()
+    world = world or World.single()
     run = resolve(config, world)
+    emit = (emit or _silent) if world.is_main else _silent
+    if not world.process_group:
+        return _run(run, emit, extra, keep_failures=True)
     cfg = run.config
+    start_process_group(world, cfg.all_reduce or "gloo", run.device, cfg.timeout)
+    record = _run(run, emit, extra, keep_failures=False)
+    # Only after success: on a failure the process is about to end, and tearing the group
+    # down could wait on a peer that is gone.
+    stop_process_group()
+    return record
+
+
+def _run(run: ResolvedRun, emit: Emit, extra: Mapping[str, Any] | None, *, keep_failures: bool) -> Record:
+    cfg = run.config
+    started_at = now_iso()
     environment = capture_environment(cfg.device, cfg.machine_label)
-    hooks = default_hooks(run.device)
+    strategy = make_strategy(StrategyContext(cfg, run.world, run.device))
+    hooks = HookSet([*default_hooks(run.device), strategy])
     metrics: dict[str, Any] = {}  # what was measured so far (kept when a run fails midway)
     status, error = "ok", None
     try:
-        _measure(run, hooks, emit, metrics, framework=environment["torch_version"])
-    except Exception as exc:  # every failure becomes a record
+        _measure(run, strategy, hooks, emit, metrics, framework=environment["torch_version"])
+    except Exception as exc:  # on one device, every failure becomes a record
+        if not keep_failures:
+            raise
         status = "oom" if is_out_of_memory(exc) else "error"
         error = error_text(exc)
         log.debug("run failed:\n%s", traceback.format_exc())
-    finally:
-        for hook in hooks:
-            hook.stop()  # also when the run failed before the timed steps: what it saw so far
-        merge_hook_metrics(metrics, hooks)
+        hooks.stop()
+        metrics.update(hooks.metrics())
     extra_fields = dict(extra or {})
     cost = model_cost(run)
     if cost is not None:
@@ -78,10 +102,10 @@ def run_benchmark(config: RunConfig, *, emit: Emit | None = None, extra: Mapping
                   error=error, started_at=started_at, extra=extra_fields)
 
 
-def _measure(run: ResolvedRun, hooks: Sequence[MeasurementHook], emit: Emit, metrics: dict[str, Any], *,
-             framework: str) -> None:
-    cfg, device = run.config, run.device
-    prepared = prepare(run)
+def _measure(run: ResolvedRun, strategy: ParallelStrategy, hooks: HookSet, emit: Emit,
+             metrics: dict[str, Any], *, framework: str) -> None:
+    cfg, device, world = run.config, run.device, run.world
+    prepared = prepare(run, strategy=strategy)
     try:
         for line in log_format.header_lines(cfg.recorded(), framework=f"torch {framework}",
                                             dataset=prepared.source.description):
@@ -94,13 +118,19 @@ def _measure(run: ResolvedRun, hooks: Sequence[MeasurementHook], emit: Emit, met
         def progress(step: int, times: list[float], loss: float) -> None:
             emit(log_format.step_line(step, throughput_stats(times, run.images_per_step), loss))
 
-        for hook in hooks:
-            hook.start()
-        loop = timed_loop(prepared, cfg.num_batches, device, display_every=cfg.display_every,
-                          on_progress=progress)
+        hooks.start()
+        try:
+            loop = timed_loop(prepared, cfg.num_batches, device, display_every=cfg.display_every,
+                              on_progress=progress,
+                              barrier=(lambda: barrier(device)) if world.process_group else None)
+        finally:
+            hooks.stop()
+        mine = WorkerMeasure.of(loop, hooks.metrics(), prepared.source.metrics())
     finally:
-        metrics.update(prepared.source.metrics())
         prepared.close()
-    metrics.update(loop_metrics(loop, run.images_per_step, first_step_s=first_step_s, compiled=cfg.compile))
+    workers = gather_to_main(mine, world) if world.process_group else [mine]
+    if workers is None:  # not rank 0: its measure went to rank 0
+        return
+    metrics.update(measured_metrics(workers, run.batch_size, first_step_s=first_step_s, compiled=cfg.compile))
     for line in log_format.total_lines(metrics["total_images_per_sec"]):
         emit(line)

@@ -67,3 +67,28 @@ def merge_hook_metrics(metrics: dict[str, Any], hooks: Sequence[MeasurementHook]
                 metrics.setdefault("warnings", []).extend(value)
             else:
                 metrics[key] = value
+
+
+class HookSet:
+    """The hooks of one run, started and stopped together (``stop`` runs once, also when
+    ``start`` never ran because the run failed before its timed steps)."""
+
+    def __init__(self, hooks: Sequence[MeasurementHook]) -> None:
+        self.hooks = list(hooks)
+        self._stopped = False
+
+    def start(self) -> None:
+        for hook in self.hooks:
+            hook.start()
+
+    def stop(self) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        for hook in self.hooks:
+            hook.stop()
+
+    def metrics(self) -> dict[str, Any]:
+        merged: dict[str, Any] = {}
+        merge_hook_metrics(merged, self.hooks)
+        return merged

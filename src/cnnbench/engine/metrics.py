@@ -1,7 +1,9 @@
 """The metrics phase: from what the loop measured to the record's ``metrics``.
 
 Throughput statistics follow tf_cnn_benchmarks (:mod:`cnnbench.engine.stats`);
-``total_images_per_sec`` is images over the wall clock of the timed span. FLOP rates come
+``total_images_per_sec`` is images over the wall clock of the timed span. With several
+workers, each worker's measure is gathered on rank 0 and combined
+(:func:`measured_metrics`). FLOP rates come
 from the model's cost (a shape-only trace) and, on a GPU in the table of known peaks, MFU.
 """
 
@@ -9,7 +11,9 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from cnnbench.engine.loop import LoopResult
@@ -19,25 +23,100 @@ from cnnbench.engine.stats import throughput_stats
 log = logging.getLogger(__name__)
 
 
-def loop_metrics(loop: LoopResult, images_per_step: int, *, first_step_s: float | None,
-                 compiled: bool) -> dict[str, Any]:
-    """Throughput, step times, input wait and losses of one timed loop."""
-    stats = throughput_stats(loop.step_times_s, images_per_step)
-    losses = loop.losses
-    diverged = any(not math.isfinite(x) for x in losses)
-    return {
-        "total_images_per_sec": images_per_step * len(loop.step_times_s) / loop.wall_time_s,
+@dataclass(frozen=True)
+class WorkerMeasure:
+    """What one worker measured; in a multi-device run each worker's is gathered on rank 0."""
+
+    step_times_s: list[float]
+    wall_time_s: float
+    progress_time_s: float
+    input_wait_s: float
+    losses: list[float]
+    hook_metrics: dict[str, Any] = field(default_factory=dict)
+    source_metrics: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, loop: LoopResult, hook_metrics: Mapping[str, Any], source_metrics: Mapping[str, Any]) -> WorkerMeasure:
+        return cls(loop.step_times_s, loop.wall_time_s, loop.progress_time_s, loop.input_wait_s, loop.losses,
+                   dict(hook_metrics), dict(source_metrics))
+
+
+def measured_metrics(workers: Sequence[WorkerMeasure], batch_size: int, *, first_step_s: float | None,
+                     compiled: bool) -> dict[str, Any]:
+    """The record's figures from every worker's measure (rank 0's first).
+
+    One step of the run lasts as long as its slowest worker, so the run's step times (and
+    the statistics over them) are the per-step maxima over workers; ``total_images_per_sec``
+    is every worker's images over rank 0's wall clock between the barriers that open and
+    close the timed steps. Each worker's own rate is in ``per_device_images_per_sec``.
+    """
+    main = workers[0]
+    images_per_step = batch_size * len(workers)
+    if len(workers) == 1:
+        step_times = main.step_times_s
+    else:
+        step_times = [max(ts) for ts in zip(*(w.step_times_s for w in workers), strict=True)]
+    stats = throughput_stats(step_times, images_per_step)
+    losses = main.losses
+    diverged = any(not math.isfinite(x) for w in workers for x in w.losses)
+    wall = main.wall_time_s
+    metrics: dict[str, Any] = {
+        "total_images_per_sec": images_per_step * len(step_times) / wall,
         **stats.as_metrics(),
-        "step_times_s": loop.step_times_s,
-        "wall_time_s": loop.wall_time_s,
-        "progress_time_s": loop.progress_time_s,
+        "per_device_images_per_sec": [batch_size * len(w.step_times_s) / sum(w.step_times_s) for w in workers],
+        "step_times_s": step_times,
+        "wall_time_s": wall,
+        "progress_time_s": main.progress_time_s,
         "first_step_time_s": first_step_s,
         "compile_time_s": first_step_s if compiled else None,
-        "input_wait_fraction": loop.input_wait_fraction,
+        "input_wait_fraction": statistics.fmean(w.input_wait_s / w.wall_time_s if w.wall_time_s > 0 else 0.0
+                                                for w in workers),
         "loss_first": _finite_or_none(losses[0]) if losses else None,
         "loss_last": _finite_or_none(losses[-1]) if losses else None,
         "diverged": diverged,
     }
+    metrics.update(_combined_hook_metrics(workers))
+    metrics.update(_summed(w.source_metrics for w in workers))
+    comm = metrics.get("communication_time_s")
+    if "communication_time_s" in metrics:
+        metrics["communication_fraction"] = comm / wall if isinstance(comm, float) and wall > 0 else None
+    return metrics
+
+
+def _combined_hook_metrics(workers: Sequence[WorkerMeasure]) -> dict[str, Any]:
+    """Rank 0's hook metrics, with peaks taken over every worker and warnings from all."""
+    combined = dict(workers[0].hook_metrics)
+    for key in combined:
+        if key.startswith("peak_"):
+            values = [w.hook_metrics.get(key) for w in workers]
+            present = [v for v in values if isinstance(v, (int, float))]
+            combined[key] = max(present) if present else None
+    warnings: list[str] = []
+    for rank, w in enumerate(workers):
+        for text in w.hook_metrics.get("warnings") or []:
+            line = text if rank == 0 else f"rank {rank}: {text}"
+            if line not in warnings:
+                warnings.append(line)
+    if warnings or "warnings" in combined:
+        combined["warnings"] = warnings
+    return combined
+
+
+def _summed(per_worker: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """Counters from every worker's input source, added up (``bad_images``)."""
+    out: dict[str, Any] = {}
+    for metrics in per_worker:
+        for key, value in metrics.items():
+            previous = out.get(key)
+            if _is_count(value) and (previous is None or _is_count(previous)):
+                out[key] = (previous or 0) + value
+            else:
+                out.setdefault(key, value)
+    return out
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _finite_or_none(x: float) -> float | None:

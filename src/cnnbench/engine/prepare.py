@@ -37,6 +37,7 @@ class Prepared:
     runnable: Callable[..., Any]
     """What each step calls: ``model``, or its compiled form."""
     optimizer: torch.optim.Optimizer | None
+    """``None`` for inference, and on a worker that updates no weight itself."""
     step: Step
     source: InputSource
     policy: PrecisionPolicy
@@ -75,7 +76,8 @@ def prepare(run: ResolvedRun, *, strategy: ParallelStrategy | None = None,
         optimizer = None if cfg.forward_only else strategy.make_optimizer(
             model, functools.partial(make_optimizer, cfg))
         runnable: Callable[..., Any] = torch.compile(model) if cfg.compile else model
-        step = make_step(runnable, optimizer, policy, device.type, strategy)
+        step = make_step(runnable, model, optimizer, policy, device.type, strategy,
+                         training=not cfg.forward_only)
     except BaseException:
         source.close()
         raise

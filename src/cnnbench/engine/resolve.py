@@ -45,9 +45,9 @@ def resolve(config: RunConfig, world: World | None = None) -> ResolvedRun:
     world = world or World.single()
     spec = get_model_spec(config.model)
     device_kind = resolve_device_kind(config.device)
-    if device_kind == "cuda" and not cuda_available():
-        raise ConfigError("device", "cuda requested but no CUDA device is available here (use --device cpu)")
-    device = torch.device("cuda", world.local_rank) if device_kind == "cuda" else torch.device("cpu")
+    config = config.replace(device=device_kind).with_derived_defaults()
+    world_size, num_nodes = _check_world(config, world)
+    device = _device(config, world, device_kind, world_size)
 
     reason = unsupported_reason(config.precision, device)
     if reason:
@@ -60,10 +60,47 @@ def resolve(config: RunConfig, world: World | None = None) -> ResolvedRun:
     if config.image_size is not None:
         _check_image_size(spec, image_size)
     batch_size = config.batch_size or spec.default_batch_size
-    resolved = config.with_derived_defaults().replace(device=device_kind, batch_size=batch_size,
-                                                      image_size=image_size)
+    resolved = config.replace(batch_size=batch_size, image_size=image_size, num_devices=world_size,
+                              num_nodes=num_nodes)
     return ResolvedRun(config=resolved, spec=spec, device=device, batch_size=batch_size,
                        image_size=image_size, world=world)
+
+
+def _check_world(config: RunConfig, world: World) -> tuple[int, int]:
+    """The device and node counts of the run, checked against the process layout."""
+    if world.process_group:
+        if config.num_devices is not None and config.num_devices != world.world_size:
+            raise ConfigError("num_devices", f"is {config.num_devices}, but torchrun started "
+                                             f"{world.world_size} workers (leave it out under torchrun)")
+        if config.num_nodes is not None and config.num_nodes not in (1, world.num_nodes):
+            raise ConfigError("num_nodes", f"is {config.num_nodes}, but torchrun started {world.num_nodes} nodes")
+        return world.world_size, world.num_nodes
+    if config.num_nodes not in (None, 1):
+        raise ConfigError("num_nodes", "is set by torchrun (run the same command under "
+                                       "torchrun --nnodes M on every node)")
+    if config.requested_devices() > 1:
+        raise ConfigError("num_devices", "several devices need worker processes: run through "
+                                         "`cnnbench run`, which starts them, or torchrun")
+    return 1, 1
+
+
+def _device(config: RunConfig, world: World, device_kind: str, world_size: int) -> torch.device:
+    """This worker's device: ``cpu``, or the GPU of its local rank (``--gpu-indices`` picks)."""
+    if device_kind != "cuda":
+        return torch.device("cpu")
+    if not cuda_available():
+        raise ConfigError("device", "cuda requested but no CUDA device is available here (use --device cpu)")
+    indices = config.gpu_index_list() or list(range(world.local_world_size))
+    count = torch.cuda.device_count()
+    missing = [i for i in indices if i >= count]
+    if missing:
+        raise ConfigError("gpu_indices" if config.gpu_indices else "num_devices",
+                          f"needs GPU {missing[0]}, but this machine has {count} "
+                          f"GPU{'s' if count != 1 else ''} (0..{count - 1})")
+    if len(indices) < world.local_world_size:
+        raise ConfigError("gpu_indices", f"names {len(indices)} GPUs for {world.local_world_size} workers "
+                                         "on this node")
+    return torch.device("cuda", indices[world.local_rank])
 
 
 def _check_image_size(spec: ModelSpec, size: int) -> None:

@@ -3,7 +3,8 @@
 :func:`make_step` returns ``step(images, labels) -> loss`` (detached, still on the device:
 nothing here waits for it). Training: zero the gradients, forward under the precision
 policy's autocast, backward (scaled for amp_fp16 on CUDA), then the strategy's optimizer
-step (where gradients are exchanged). Inference: forward in ``torch.inference_mode``.
+step (where gradients are exchanged and the weights updated). Inference: forward in
+``torch.inference_mode``.
 """
 
 from __future__ import annotations
@@ -59,13 +60,21 @@ def classification_loss(output: Any, labels: torch.Tensor) -> torch.Tensor:
 
 def make_step(
     model: Callable[[torch.Tensor], Any],
+    module: nn.Module,
     optimizer: torch.optim.Optimizer | None,
     policy: PrecisionPolicy,
     device_type: str,
     strategy: ParallelStrategy,
+    *,
+    training: bool,
 ) -> Step:
-    """One step: forward (+ backward and update when ``optimizer`` is given)."""
-    if optimizer is None:
+    """One step: forward (+ backward and update when ``training``).
+
+    ``model`` is what the step calls (maybe compiled), ``module`` the wrapped model whose
+    gradients are zeroed; ``optimizer`` may be ``None`` on a worker that updates no weight
+    itself (a parameter server's other ranks): the strategy's step does the update.
+    """
+    if not training:
 
         def infer(images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
             with torch.inference_mode(), policy.autocast(device_type):
@@ -76,7 +85,7 @@ def make_step(
     scaler = policy.scaler(device_type, forward_only=False)
 
     def train(images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        optimizer.zero_grad(set_to_none=True)
+        module.zero_grad(set_to_none=True)
         with policy.autocast(device_type):
             loss = classification_loss(model(images), labels)
         if scaler is not None:

@@ -15,7 +15,7 @@ from typing import Any
 
 from cnnbench.report import fields as F
 from cnnbench.report.points import PointSet
-from cnnbench.results.naming import device_word
+from cnnbench.results.naming import device_word, named_all_reduce
 
 DATA = "config.data_name"
 VARIABLE_UPDATE = "config.variable_update"
@@ -48,8 +48,10 @@ class Namer:
             parts.append("syn" if data == "synthetic" else (str(data) if self._name_real_sets else "real"))
         if VARIABLE_UPDATE not in ex:
             parts.append(str(values.get(VARIABLE_UPDATE) or "replicated"))
-        if ALL_REDUCE not in ex and values.get(ALL_REDUCE):
-            parts.append(str(values[ALL_REDUCE]))
+        all_reduce = named_all_reduce({"all_reduce": values.get(ALL_REDUCE), "device": values.get(DEVICE)},
+                                      values.get(F.SOURCE))
+        if ALL_REDUCE not in ex and all_reduce:
+            parts.append(all_reduce)
         if DISTORTIONS not in ex and values.get(DISTORTIONS):
             parts.append("distortions")
         if PRECISION in self.varying and PRECISION not in ex:

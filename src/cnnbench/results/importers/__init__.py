@@ -96,7 +96,7 @@ def finalize_record(record: dict[str, Any], options: ImportOptions) -> dict[str,
         node[leaf] = value
     config = record.get("config") or {}
     if not record.get("case_name") and any(k in config for k in _NAMING_FIELDS):
-        record["case_name"] = case_name(config)
+        record["case_name"] = case_name(config, record.get("source"))
     return record
 
 

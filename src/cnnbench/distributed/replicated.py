@@ -1,0 +1,110 @@
+"""``--variable-update replicated``: DistributedDataParallel, gradients all-reduced.
+
+DDP's knobs are the run's options: ``--bucket-cap-mb``, ``--gradient-as-bucket-view``,
+``--static-graph``, and ``--gradient-compression`` (DDP communication hooks: fp16 / bf16
+casts for the all-reduce, PowerSGD at rank 1 from the first timed step). On CPU each
+bucket's all-reduce is timed through the communication hook (see
+:mod:`cnnbench.distributed.comm_timer`); on GPUs it is not measured.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
+from torch.nn.parallel import DistributedDataParallel
+
+from cnnbench.distributed.comm_timer import CommunicationTimer, now
+from cnnbench.distributed.strategy import (
+    OptimizerFactory,
+    StrategyContext,
+    register_strategy,
+    step_optimizer,
+)
+
+CommHook = Callable[[Any, Any], torch.futures.Future]
+
+
+class Replicated:
+    name = "replicated"
+
+    def __init__(self, context: StrategyContext) -> None:
+        self.context = context
+        self.timer = CommunicationTimer(measurable=context.device.type == "cpu")
+
+    def wrap(self, model: nn.Module) -> nn.Module:
+        cfg, device = self.context.config, self.context.device
+        if cfg.forward_only:
+            return model  # nothing to all-reduce: every worker infers its own batches
+        ddp = DistributedDataParallel(
+            model,
+            device_ids=[device.index] if device.type == "cuda" else None,
+            bucket_cap_mb=cfg.bucket_cap_mb,
+            gradient_as_bucket_view=cfg.gradient_as_bucket_view,
+            static_graph=cfg.static_graph,
+        )
+        state, hook = self._comm_hook()
+        if hook is not None:
+            ddp.register_comm_hook(state, self._timed(hook))
+        return ddp
+
+    def _comm_hook(self) -> tuple[Any, CommHook | None]:
+        cfg = self.context.config
+        compression = cfg.gradient_compression or "none"
+        if compression == "fp16":
+            return None, default_hooks.fp16_compress_hook
+        if compression == "bf16":
+            return None, default_hooks.bf16_compress_hook
+        if compression == "powersgd":
+            state = powerSGD_hook.PowerSGDState(
+                process_group=None, matrix_approximation_rank=1,
+                start_powerSGD_iter=max(2, cfg.num_warmup_batches),
+            )
+            return state, powerSGD_hook.powerSGD_hook
+        # Plain all-reduce: DDP's built-in one, unless the hook is needed to time it.
+        return None, default_hooks.allreduce_hook if self.timer.measurable else None
+
+    def _timed(self, hook: CommHook) -> CommHook:
+        timer = self.timer
+
+        def timed_hook(state: Any, bucket: Any) -> torch.futures.Future:
+            t0 = now()
+            future = hook(state, bucket)
+
+            def done(f: torch.futures.Future) -> Any:
+                timer.add(now() - t0)
+                return f.value()
+
+            return future.then(done)
+
+        # DDP checks a hook's annotations as objects (this module's are strings).
+        timed_hook.__annotations__ = {"state": object, "bucket": dist.GradBucket,
+                                      "return": torch.futures.Future[torch.Tensor]}
+        return timed_hook
+
+    def make_optimizer(self, model: nn.Module, factory: OptimizerFactory) -> torch.optim.Optimizer | None:
+        return factory(model.parameters())
+
+    def optimizer_step(self, optimizer: torch.optim.Optimizer | None,
+                       scaler: torch.amp.GradScaler | None) -> None:
+        if optimizer is not None:
+            step_optimizer(optimizer, scaler)
+
+    def start(self) -> None:
+        self.timer.start()
+
+    def stop(self) -> None:
+        self.timer.stop()
+
+    def metrics(self) -> Mapping[str, Any]:
+        return {"communication_time_s": self.timer.total_s}
+
+    def close(self) -> None:
+        pass
+
+
+register_strategy("replicated")(Replicated)

@@ -1,0 +1,109 @@
+"""What each worker process of a multi-device run does, whoever started it.
+
+* :func:`launched_worker` is the entry point of the workers ``cnnbench run --num-devices N``
+  starts (:func:`cnnbench.distributed.launch.launch_workers`): it returns rank 0's record.
+* :func:`run_under_torchrun` is what ``cnnbench run`` does in a process torchrun started:
+  rank 0 writes the record (an ``error``/``oom`` record when this worker failed).
+
+Both split the host's cores among the workers of the node (torch threads per worker), so
+that they do not oversubscribe the CPU.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from cnnbench.config import ConfigError, RunConfig
+from cnnbench.distributed.world import World
+
+log = logging.getLogger(__name__)
+
+
+def leave_interrupts_to_the_agent() -> None:
+    """Ctrl-C reaches every process of the terminal's group; the agent that started this
+    worker (ours, or torchrun's) stops the workers itself, so a worker ignores SIGINT."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def split_host_threads(world: World) -> int:
+    """Give this worker its share of the cores it may use; returns the thread count."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        cores = os.cpu_count() or 1
+    threads = max(1, cores // max(1, world.local_world_size))
+    torch.set_num_threads(threads)
+    return threads
+
+
+def launched_worker(config_fields: dict[str, Any], extra: dict[str, Any], console: bool,
+                    notes_dir: str | None = None) -> dict[str, Any] | None:
+    """Entry point of one worker started by our launcher; rank 0 returns the record's dict.
+
+    When the run fails here, this worker first leaves a note in ``notes_dir`` (its error,
+    in one line), so that the launcher can name the worker that failed first even when its
+    peers fail a moment later because it is gone.
+    """
+    from cnnbench.engine.benchmark import run_benchmark
+
+    leave_interrupts_to_the_agent()
+    world = World.from_env()
+    split_host_threads(world)
+    config = RunConfig.from_mapping(config_fields)
+    emit: Callable[[str], None] | None = (lambda line: print(line, flush=True)) if console else None
+    try:
+        record = run_benchmark(config, emit=emit, extra=extra, world=world)
+    except BaseException as exc:
+        if notes_dir is not None:
+            write_failure_note(notes_dir, world.rank, exc)
+        raise
+    return record.to_dict() if world.is_main else None
+
+
+def write_failure_note(notes_dir: str, rank: int, exc: BaseException) -> None:
+    from cnnbench.results.record import error_text
+
+    note = {"rank": rank, "time": time.time(), "error": error_text(exc).splitlines()[0]}
+    path = Path(notes_dir) / f"rank{rank}.json"
+    try:
+        path.write_text(json.dumps(note))
+    except OSError as err:  # the note helps; its absence must not hide the failure
+        log.debug("could not write %s: %s", path, err)
+
+
+def run_under_torchrun(config: RunConfig, *, emit: Callable[[str], None] | None,
+                       extra: Mapping[str, Any] | None = None) -> tuple[Any, Path | None]:
+    """Run this torchrun worker's part; rank 0 appends the record and returns it with its file.
+
+    Other ranks return ``(None, None)``. When this worker fails, rank 0 records the failure
+    (``error``, or ``oom``) before the exception goes on.
+    """
+    from cnnbench.engine.benchmark import run_benchmark
+    from cnnbench.results.store import append_record
+
+    leave_interrupts_to_the_agent()
+    world = World.from_env()
+    split_host_threads(world)
+    try:
+        record = run_benchmark(config, emit=emit, extra=extra, world=world)
+    except ConfigError:
+        raise  # nothing ran: no record
+    except Exception as exc:
+        if world.is_main:
+            from cnnbench.engine.failure import failure_record
+
+            record = failure_record(config, world, exc, extra=extra)
+            append_record(config.results_dir, record.to_dict())
+        raise
+    if not world.is_main:
+        return None, None
+    return record, append_record(config.results_dir, record.to_dict())

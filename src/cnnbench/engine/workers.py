@@ -1,0 +1,41 @@
+"""A run on several devices of this node: check, start one worker per device, collect the record.
+
+``cnnbench run --num-devices N`` comes here (:func:`cnnbench.engine.execute`). Every check
+``cnnbench run`` makes happens first, in this process, so a bad option is one line before
+any worker starts. The workers run the same engine (:func:`cnnbench.distributed.worker.launched_worker`);
+rank 0 prints the progress lines and returns the record. When a worker fails, the others
+are stopped at once and the record says which rank failed and why.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from cnnbench.config import RunConfig
+from cnnbench.distributed.launch import WorkerFailed, launch_workers
+from cnnbench.distributed.world import World
+from cnnbench.engine.failure import failure_record
+from cnnbench.engine.resolve import resolve
+from cnnbench.results.record import Record, now_iso
+
+
+def run_on_workers(config: RunConfig, *, emit: Callable[[str], None] | None = None,
+                   extra: Mapping[str, Any] | None = None) -> Record:
+    """Run ``config`` on ``config.requested_devices()`` worker processes and return rank 0's record."""
+    from cnnbench.distributed.worker import launched_worker
+
+    n = config.requested_devices()
+    world = World(rank=0, world_size=n, local_world_size=n, process_group=True)
+    resolve(config, world)  # every check before a worker starts: ConfigError here means nothing ran
+    fields = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
+    started_at = now_iso()
+    with tempfile.TemporaryDirectory(prefix="cnnbench-notes-") as notes:
+        try:
+            returned = launch_workers(launched_worker, (fields, dict(extra or {}), emit is not None, notes),
+                                      nprocs=n, timeout_s=config.timeout, notes_dir=notes)
+        except WorkerFailed as failure:
+            return failure_record(config, world, failure, extra=extra, started_at=started_at)
+    return Record.from_dict(returned[0])

@@ -1,0 +1,90 @@
+"""Worker functions for the multi-process tests (imported by name in spawned workers).
+
+Importing this module registers ``test_nobn``, a small convnet without batch norm (batch
+statistics differ per worker, so only a model without them can equal a single process on
+the concatenated batch), and ``test_dies``, a model whose forward kills or fails its worker.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from typing import Any
+
+import torch
+from torch import nn
+
+from cnnbench.config import RunConfig
+from cnnbench.distributed.process_group import start_process_group, stop_process_group
+from cnnbench.distributed.strategy import StrategyContext, make_strategy
+from cnnbench.distributed.world import World
+from cnnbench.engine.loop import timed_loop
+from cnnbench.engine.prepare import prepare
+from cnnbench.engine.resolve import resolve
+from cnnbench.models import register_model
+from cnnbench.models.registry import _SPECS
+
+
+class NoBatchNorm(nn.Module):
+    def __init__(self, num_classes: int) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.fc = nn.Linear(8, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(torch.relu(self.conv(x)).mean((2, 3)))
+
+
+class Dies(NoBatchNorm):
+    """Rank 1 dies at its 4th forward: killed by SIGKILL, or raising, as CNNBENCH_TEST_DEATH says."""
+
+    calls = 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        Dies.calls += 1
+        if os.environ.get("RANK") == "1" and Dies.calls == 4:
+            how = os.environ.get("CNNBENCH_TEST_DEATH", "kill")
+            if how == "kill":
+                os.kill(os.getpid(), signal.SIGKILL)
+            elif how == "oom":
+                raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB")
+            else:
+                raise ValueError("boom on rank 1")
+        return super().forward(x)
+
+
+if "test_nobn" not in _SPECS:
+    register_model("test_nobn", default_image_size=16, default_batch_size=4)(
+        lambda num_classes=1000, image_size=16: NoBatchNorm(num_classes))
+    register_model("test_dies", default_image_size=16, default_batch_size=4)(
+        lambda num_classes=1000, image_size=16: Dies(num_classes))
+
+
+def train_and_report(config_fields: dict[str, Any], steps: int) -> dict[str, Any]:
+    """Run ``steps`` steps of the strategy through the engine's phases; return this worker's
+    batch and its weights afterwards (full weights, also under FSDP)."""
+    world = World.from_env()
+    config = RunConfig.from_mapping(config_fields)
+    run = resolve(config, world)
+    start_process_group(world, run.config.all_reduce or "gloo", run.device, run.config.timeout)
+    try:
+        strategy = make_strategy(StrategyContext(run.config, world, run.device))
+        prepared = prepare(run, strategy=strategy)
+        images, labels = next(prepared.source)
+        timed_loop(prepared, steps, run.device)
+        weights = []
+        for p in prepared.model.parameters():
+            full = p.full_tensor() if hasattr(p, "full_tensor") else p
+            weights.append(full.detach().cpu().clone())
+        prepared.close()
+    finally:
+        stop_process_group()
+    return {"images": images.cpu(), "labels": labels.cpu(), "weights": weights, "strategy": strategy.name}
+
+
+def run_engine_worker(config_fields: dict[str, Any], extra: dict[str, Any], console: bool,
+                      notes_dir: str | None = None) -> Any:
+    """The real worker entry point, with this module's test models registered."""
+    from cnnbench.distributed.worker import launched_worker
+
+    return launched_worker(config_fields, extra, console, notes_dir)

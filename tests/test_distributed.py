@@ -1,0 +1,285 @@
+"""Data-parallel training on 2 CPU workers (Gloo): correctness of each strategy, the launcher,
+torchrun across two "nodes" on this machine, faults, scaling and sweeps.
+
+Correctness: after k steps, ``replicated`` and ``parameter_server`` leave the same weights on
+every worker, equal (to float32 summation-order tolerance) to one process training on the
+two workers' batches concatenated; ``fsdp`` matches too; ``independent`` leaves different
+weights on each worker.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+import torch
+
+from cnnbench.config import ConfigError, RunConfig
+from cnnbench.distributed.launch import WorkerFailed, launch_workers
+from cnnbench.engine.step import classification_loss, make_optimizer
+from cnnbench.models import get_model_spec
+from tests import distributed_workers as dw
+
+pytestmark = pytest.mark.slow
+
+STEPS = 3
+ATOL, RTOL = 2e-5, 1e-4  # float32: a sum over workers then a division vs a mean over one batch
+
+
+def _fields(config: RunConfig) -> dict:
+    return {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
+
+
+def _config(**changes) -> RunConfig:
+    base = dict(model="test_nobn", device="cpu", batch_size=4, image_size=16, num_devices=2,
+                optimizer="momentum", learning_rate=0.1, weight_decay=0.01, num_warmup_batches=0,
+                timeout=30.0)
+    base.update(changes)
+    return RunConfig(**base)
+
+
+def _launch(config: RunConfig) -> dict[int, dict]:
+    return launch_workers(dw.train_and_report, (_fields(config), STEPS), nprocs=2, timeout_s=60)
+
+
+def _reference(config: RunConfig, images: torch.Tensor, labels: torch.Tensor) -> list[torch.Tensor]:
+    """One process, the same seed and optimizer, on the concatenated batch."""
+    resolved = config.replace(num_devices=1).with_derived_defaults()
+    torch.manual_seed(config.seed)
+    model = get_model_spec(config.model).build(num_classes=1000, image_size=config.image_size)
+    opt = make_optimizer(resolved, model.parameters())
+    for _ in range(STEPS):
+        opt.zero_grad()
+        classification_loss(model(images), labels).backward()
+        opt.step()
+    return [p.detach() for p in model.parameters()]
+
+
+def _close(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
+    return all(torch.allclose(x, y, atol=ATOL, rtol=RTOL) for x, y in zip(a, b, strict=True))
+
+
+@pytest.mark.parametrize(("variable_update", "changes"), [
+    ("replicated", {}),
+    ("replicated", {"bucket_cap_mb": 0.001, "gradient_as_bucket_view": True}),
+    ("parameter_server", {}),
+    ("parameter_server", {"local_parameter_device": "cpu"}),
+    ("fsdp", {}),
+])
+def test_strategy_equals_one_process_on_the_concatenated_batch(variable_update, changes):
+    config = _config(variable_update=variable_update, **changes)
+    out = _launch(config)
+    assert out[0]["strategy"] == variable_update
+    w0, w1 = out[0]["weights"], out[1]["weights"]
+    assert _close(w0, w1)  # every worker holds the same weights
+    assert not torch.equal(out[0]["images"], out[1]["images"])  # ... from different data
+    images = torch.cat([out[0]["images"], out[1]["images"]])
+    labels = torch.cat([out[0]["labels"], out[1]["labels"]])
+    assert _close(w0, _reference(config, images, labels))
+
+
+def test_independent_workers_end_with_different_weights():
+    out = _launch(_config(variable_update="independent"))
+    assert not _close(out[0]["weights"], out[1]["weights"])
+    # each equals one process on its own batch
+    assert _close(out[0]["weights"], _reference(_config(), out[0]["images"], out[0]["labels"]))
+
+
+def test_breaking_the_exchange_is_caught():
+    """The check above fails when gradients are not averaged (an independent run)."""
+    config = _config(variable_update="independent")
+    out = _launch(config)
+    images = torch.cat([out[0]["images"], out[1]["images"]])
+    labels = torch.cat([out[0]["labels"], out[1]["labels"]])
+    assert not _close(out[0]["weights"], _reference(config, images, labels))
+
+
+# --------------------------------------------------------------------------- the command
+
+
+def _cnnbench(*args: str, env: dict | None = None, timeout: float = 240) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "cnnbench", *args], capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, **(env or {})})
+
+
+def _records(folder: Path) -> list[dict]:
+    return [json.loads(line) for f in sorted(folder.glob("*.jsonl")) for line in f.read_text().splitlines()]
+
+
+TINY = ["run", "--model", "trivial", "--device", "cpu", "--batch-size", "4", "--num-batches", "6",
+        "--num-warmup-batches", "2", "--display-every", "3", "--machine-label", "box"]
+
+
+def test_run_on_two_devices_records_global_and_per_device_figures(tmp_path):
+    proc = _cnnbench(*TINY, "--num-devices", "2", "--results-dir", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "Batch size:  8 global" in out and "4 per device" in out
+    assert out.count("total images/sec:") == 1  # rank 0 alone prints
+    (rec,) = _records(tmp_path)
+    cfg, m = rec["config"], rec["metrics"]
+    assert (cfg["num_devices"], cfg["num_nodes"], cfg["variable_update"], cfg["all_reduce"]) == (
+        2, 1, "replicated", "gloo")
+    assert len(m["per_device_images_per_sec"]) == 2 and len(m["step_times_s"]) == 6
+    assert m["total_images_per_sec"] == pytest.approx(8 * 6 / m["wall_time_s"])
+    assert m["communication_time_s"] > 0 and 0 < m["communication_fraction"] < 1
+    assert rec["environment"]["torch_num_threads"] == max(1, len(os.sched_getaffinity(0)) // 2)
+
+
+def test_bad_options_are_one_line_before_any_worker_starts(tmp_path):
+    proc = _cnnbench(*TINY, "--num-devices", "2", "--variable-update", "independent", "--all-reduce", "gloo",
+                     "--results-dir", str(tmp_path))
+    assert proc.returncode == 2
+    assert proc.stderr.strip().count("\n") == 0 and "--all-reduce" in proc.stderr
+    assert not tmp_path.exists() or not any(tmp_path.iterdir())
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_torchrun_two_nodes_on_this_machine(tmp_path):
+    """Two torchrun agents, one worker each, as two nodes with the rendezvous on 127.0.0.1."""
+    port = _free_port()
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "1",
+                "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "cnnbench-test",
+                "--max-restarts", "0", "-m", "cnnbench"]
+    args = [*TINY, "--results-dir", str(tmp_path)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    nodes = [subprocess.Popen(torchrun + args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+             for _ in range(2)]
+    outs = [n.communicate(timeout=240) for n in nodes]
+    assert [n.returncode for n in nodes] == [0, 0], outs
+    (rec,) = _records(tmp_path)  # rank 0 alone writes
+    assert (rec["config"]["num_devices"], rec["config"]["num_nodes"]) == (2, 2)
+    assert len(rec["metrics"]["per_device_images_per_sec"]) == 2
+    assert sum("total images/sec" in out for out, _ in outs) == 1
+
+
+# --------------------------------------------------------------------------- faults
+
+
+def _run_until_workers(argv: list[str], tmp_path: Path, n: int = 2) -> tuple[subprocess.Popen, list[psutil.Process]]:
+    proc = subprocess.Popen([sys.executable, "-m", "cnnbench", *argv, "--results-dir", str(tmp_path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        workers = [c for c in psutil.Process(proc.pid).children(recursive=True)
+                   if "spawn_main" in " ".join(c.cmdline())]
+        if len(workers) >= n and proc.poll() is None:
+            time.sleep(8)  # let them reach their timed steps
+            return proc, workers
+        time.sleep(0.2)
+    proc.kill()
+    raise AssertionError("workers did not start")
+
+
+def _local_rank(worker: psutil.Process) -> int | None:
+    """The launcher sends the output of local rank r > 0 to .../<r>/stdout.log."""
+    target = os.readlink(f"/proc/{worker.pid}/fd/1")
+    parts = Path(target).parts
+    return int(parts[-2]) if target.endswith("stdout.log") and parts[-2].isdigit() else 0
+
+
+LONG = [*TINY[:TINY.index("--num-batches")], "--num-batches", "100000", "--num-warmup-batches", "1",
+        "--display-every", "1000", "--machine-label", "box", "--num-devices", "2"]
+
+
+def test_a_killed_worker_stops_the_run_with_one_line_and_an_error_record(tmp_path):
+    proc, workers = _run_until_workers(LONG, tmp_path)
+    t0 = time.monotonic()
+    rank1 = next(w for w in workers if _local_rank(w) == 1)
+    rank1.send_signal(signal.SIGKILL)
+    _, err = proc.communicate(timeout=90)
+    assert time.monotonic() - t0 < 60
+    assert proc.returncode == 1
+    assert "worker rank 1 failed: killed by SIGKILL" in err and err.strip().count("\n") == 0, err
+    assert not any(w.is_running() and w.status() != psutil.STATUS_ZOMBIE for w in workers)
+    (rec,) = _records(tmp_path)
+    assert rec["status"] == "error" and "rank 1" in rec["error"] and rec["config"]["num_devices"] == 2
+
+
+def test_ctrl_c_stops_every_worker(tmp_path):
+    proc, workers = _run_until_workers(LONG, tmp_path)
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=90)
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and "Traceback" not in err
+    time.sleep(1)
+    assert not any(w.is_running() and w.status() != psutil.STATUS_ZOMBIE for w in workers)
+
+
+@pytest.mark.parametrize(("death", "status", "words"), [
+    ("raise", "error", "ValueError: boom on rank 1"),
+    ("oom", "oom", "out of memory"),
+])
+def test_an_exception_or_oom_in_one_worker_is_recorded(tmp_path, death, status, words):
+    from cnnbench.engine.workers import run_on_workers
+
+    config = _config(model="test_dies", num_batches=20, results_dir=str(tmp_path))
+    os.environ["CNNBENCH_TEST_DEATH"] = death
+    try:
+        from cnnbench.distributed import worker as worker_module
+
+        original = worker_module.launched_worker
+        worker_module.launched_worker = dw.run_engine_worker  # the same entry, test models registered
+        try:
+            record = run_on_workers(config)
+        finally:
+            worker_module.launched_worker = original
+    finally:
+        del os.environ["CNNBENCH_TEST_DEATH"]
+    assert record.status == status and "worker rank 1 failed" in record.error and words in record.error
+
+
+def test_worker_failed_names_rank_and_cause():
+    with pytest.raises(WorkerFailed, match=r"worker rank 1 failed: ValueError: boom on rank 1"):
+        os.environ["CNNBENCH_TEST_DEATH"] = "raise"
+        try:
+            launch_workers(dw.run_engine_worker, (_fields(_config(model="test_dies", num_batches=20)), {}, False),
+                           nprocs=2, timeout_s=60)
+        finally:
+            del os.environ["CNNBENCH_TEST_DEATH"]
+
+
+# --------------------------------------------------------------------------- config
+
+
+@pytest.mark.parametrize(("changes", "flag"), [
+    ({"variable_update": "independent", "all_reduce": "gloo"}, "--all-reduce"),
+    ({"all_reduce": "nccl", "device": "cpu"}, "--all-reduce"),
+    ({"local_parameter_device": "cpu"}, "--local-parameter-device"),
+    ({"variable_update": "fsdp", "bucket_cap_mb": 10.0}, "--bucket-cap-mb"),
+    ({"variable_update": "parameter_server", "static_graph": True}, "--static-graph"),
+    ({"forward_only": True, "gradient_compression": "fp16"}, "--gradient-compression"),
+    ({"forward_only": True, "variable_update": "parameter_server"}, "--variable-update"),
+    ({"gradient_compression": "powersgd", "num_warmup_batches": 1}, "--num-warmup-batches"),
+    ({"gpu_indices": "0,x"}, "--gpu-indices"),
+    ({"gpu_indices": "0,0"}, "--gpu-indices"),
+    ({"gpu_indices": "0", "device": "cpu"}, "--gpu-indices"),
+    ({"gpu_indices": "0,1", "num_devices": 3}, "--gpu-indices"),
+    ({"timeout": 0.0}, "--timeout"),
+    ({"num_devices": 0}, "--num-devices"),
+])
+def test_contradictory_parallel_options(changes, flag):
+    with pytest.raises(ConfigError) as info:
+        RunConfig(**changes)
+    assert str(info.value).startswith(flag + ":")
+
+
+def test_num_nodes_is_torchruns_to_set():
+    from cnnbench.engine.resolve import resolve
+
+    with pytest.raises(ConfigError, match="--num-nodes: is set by torchrun"):
+        resolve(RunConfig(model="trivial", device="cpu", num_nodes=2))
