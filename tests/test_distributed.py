@@ -283,3 +283,47 @@ def test_num_nodes_is_torchruns_to_set():
 
     with pytest.raises(ConfigError, match="--num-nodes: is set by torchrun"):
         resolve(RunConfig(model="trivial", device="cpu", num_nodes=2))
+
+
+# --------------------------------------------------------------------------- scaling, sweeps, reports
+
+
+def test_scaling_runs_each_device_count_and_prints_speedup(tmp_path):
+    proc = _cnnbench(*TINY, "--num-devices", "2", "--scaling", "--quiet", "--results-dir", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    assert "Scaling" in proc.stdout and "speedup" in proc.stdout and "efficiency" in proc.stdout
+    recs = _records(tmp_path)
+    assert [r["config"]["num_devices"] for r in recs] == [1, 2]
+    assert all(r["status"] == "ok" for r in recs)
+
+
+def test_scaling_counts():
+    from cnnbench.cli.run_cmd import scaling_counts
+
+    assert scaling_counts(2) == [1, 2]
+    assert scaling_counts(8) == [1, 2, 4, 8]
+    assert scaling_counts(6) == [1, 2, 4, 6]
+
+
+def test_a_sweep_over_devices_and_strategies_fills_scaling_and_effect_tables(tmp_path):
+    from cnnbench.report import ReportOptions, build_report
+    from cnnbench.results.store import read_records
+
+    suite = tmp_path / "scaling.yaml"
+    suite.write_text("name: scaling\n"
+                     "base: {model: trivial, device: cpu, batch_size: 4, num_batches: 4, num_warmup_batches: 1}\n"
+                     "matrix: {num_devices: [1, 2], variable_update: [replicated, independent]}\n")
+    results = tmp_path / "results"
+    proc = _cnnbench("sweep", str(suite), "--results-dir", str(results), "--plain", "--machine-label", "box")
+    assert proc.returncode == 0, proc.stderr
+    records, problems = read_records(results)
+    assert problems == [] and len(records) == 4 and all(r["status"] == "ok" for r in records)
+    assert {(r["config"]["num_devices"], r["config"]["variable_update"]) for r in records} == {
+        (1, "replicated"), (2, "replicated"), (1, "independent"), (2, "independent")}
+    report = build_report(records, ReportOptions(max_plots=0))
+    kinds = {t.kind for t in report.tables}
+    titles = {t.title for t in report.tables}
+    assert "scaling" in kinds
+    assert "Scaling: syn-replicated-Ncpus" in titles and "Scaling: syn-independent-Ncpus" in titles
+    assert any(t.title.startswith("Speedup from replicated vs independent") or "replicated vs independent" in t.title
+               for t in report.tables if t.kind == "effect")

@@ -45,3 +45,47 @@ def test_compile():
     record = run_benchmark(_cfg(compile=True, precision="amp_bf16"))
     assert record.status == "ok", record.error
     assert record.metrics["compile_time_s"] > 0
+
+
+def _gpus() -> int:
+    import torch
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
+def test_nccl_with_one_gpu_under_torchrun(tmp_path):
+    """torchrun --nproc-per-node 1: a process group of one, DDP over NCCL."""
+    import json
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "1", "-m", "cnnbench",
+           "run", "--model", "resnet18", "--image-size", "64", "--batch-size", "32", "--num-batches", "10",
+           "--device", "cuda", "--results-dir", str(tmp_path), "--machine-label", "gpu"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    (line,) = (tmp_path / "gpu.jsonl").read_text().splitlines()
+    rec = json.loads(line)
+    assert rec["status"] == "ok" and rec["config"]["all_reduce"] == "nccl" and rec["config"]["num_devices"] == 1
+
+
+@pytest.mark.skipif(_gpus() < 2, reason="needs 2 CUDA GPUs")
+@pytest.mark.parametrize("variable_update", ["replicated", "parameter_server", "independent", "fsdp"])
+def test_two_gpus(tmp_path, variable_update):
+    from cnnbench.engine import execute
+
+    record, _ = execute(_cfg(num_devices=2, variable_update=variable_update, results_dir=str(tmp_path)))
+    assert record.status == "ok", record.error
+    assert len(record.metrics["per_device_images_per_sec"]) == 2
+
+
+@pytest.mark.parametrize("compression", ["fp16", "bf16", "powersgd"])
+def test_gradient_compression_on_one_gpu_process_group(tmp_path, compression):
+    """The communication hooks run on CUDA tensors (a group of one, started by torchrun's API)."""
+    from cnnbench.distributed.launch import launch_workers
+    from cnnbench.distributed.worker import launched_worker
+
+    config = _cfg(gradient_compression=compression, results_dir=str(tmp_path))
+    fields = {f: getattr(config, f) for f in config.__dataclass_fields__}
+    out = launch_workers(launched_worker, (fields, {}, False), nprocs=1, timeout_s=120)
+    assert out[0]["status"] == "ok", out[0]["error"]

@@ -32,7 +32,7 @@ class InputOptions:
         None,
         f"DataLoader worker processes, for --synthetic-location loader "
         f"[default there: {DEFAULT_SYNTHETIC_WORKERS}].",
-        metavar="N",
+        depends_on=("synthetic_location", "data_name"), metavar="N",
     )
     distortions: bool = option(False, "Training augmentation of real images (needs real data).")
 

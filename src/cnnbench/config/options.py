@@ -20,6 +20,8 @@ def option(
     choices: Sequence[Any] | None = None,
     recorded: bool = True,
     identity: bool = True,
+    unnamed: Sequence[Any] = (),
+    depends_on: Sequence[str] = (),
     metavar: str | None = None,
 ) -> Any:
     """A dataclass field with CLI metadata.
@@ -27,7 +29,11 @@ def option(
     ``recorded=False`` keeps a field out of the record's ``config`` (it says where
     output goes, not what was measured). ``identity=False`` marks a recorded field that
     does not change what is measured (how many steps, which random draw): results that
-    differ only in such fields are repeats of one measurement.
+    differ only in such fields are repeats of one measurement. ``unnamed``: values a
+    configuration's name leaves out (the value a run uses when the option is left unset),
+    besides ``None`` and ``False``. ``depends_on``: the fields whose values decide whether
+    this option applies at all (the DDP knobs apply with ``variable_update`` replicated): a
+    comparison of two values of such a field pairs runs whatever this option says.
     """
     return dataclasses.field(
         default=default,
@@ -36,6 +42,8 @@ def option(
             "choices": tuple(choices) if choices is not None else None,
             "recorded": recorded,
             "identity": identity and recorded,
+            "unnamed": tuple(unnamed),
+            "depends_on": tuple(depends_on),
             "metavar": metavar,
         },
     )

@@ -39,7 +39,7 @@ class ParallelOptions:
     )
     num_nodes: int | None = option(
         None, "Machines the devices are spread over: set from torchrun's environment, not by hand [default: 1].",
-        metavar="N",
+        unnamed=(1,), metavar="N",
     )
     gpu_indices: str | None = option(
         None, "Which GPUs the workers use, one per worker: 0,2,... [default: 0 .. N-1].",
@@ -57,27 +57,29 @@ class ParallelOptions:
         None,
         "Communication back end of the process group: nccl (GPUs) or gloo (CPUs; GPUs too) "
         "[default: nccl on cuda, gloo on cpu; none for independent].",
-        choices=ALL_REDUCES,
+        choices=ALL_REDUCES, depends_on=("variable_update",),
     )
     local_parameter_device: str | None = option(
         None,
         "Where a parameter server keeps the master weights and steps the optimizer: cpu, or the "
         "device of rank 0 [default there: device].",
-        choices=PARAMETER_DEVICES,
+        choices=PARAMETER_DEVICES, unnamed=("device",), depends_on=("variable_update", "forward_only"),
     )
     bucket_cap_mb: float | None = option(
         None, f"replicated: DDP gradient bucket size in MiB [default there: {DEFAULT_BUCKET_CAP_MB:g}].",
-        metavar="MB",
+        unnamed=(DEFAULT_BUCKET_CAP_MB,), depends_on=("variable_update", "forward_only"), metavar="MB",
     )
     gradient_as_bucket_view: bool = option(
-        False, "replicated: gradients are views into DDP's buckets (saves a copy and memory)."
+        False, "replicated: gradients are views into DDP's buckets (saves a copy and memory).",
+        depends_on=("variable_update", "forward_only"),
     )
-    static_graph: bool = option(False, "replicated: tell DDP the graph is the same every step.")
+    static_graph: bool = option(False, "replicated: tell DDP the graph is the same every step.",
+                                depends_on=("variable_update", "forward_only"))
     gradient_compression: str | None = option(
         None,
         "replicated: a DDP communication hook: none, fp16 / bf16 (gradients cast for the all-reduce), "
         "powersgd (rank-1 PowerSGD from the first timed step) [default there: none].",
-        choices=GRADIENT_COMPRESSIONS,
+        choices=GRADIENT_COMPRESSIONS, unnamed=("none",), depends_on=("variable_update", "forward_only"),
     )
     timeout: float = option(
         DEFAULT_TIMEOUT_S,

@@ -110,6 +110,16 @@ def identity_fields() -> frozenset[str]:
                      and f.metadata.get("recorded", True))
 
 
+def dependent_fields(field: str) -> frozenset[str]:
+    """Fields that apply only with some values of ``field`` (declared with ``depends_on``)."""
+    return frozenset(f.name for f in dataclasses.fields(RunConfig) if field in f.metadata.get("depends_on", ()))
+
+
+def unnamed_values() -> dict[str, tuple[Any, ...]]:
+    """Per field, the values a configuration's name need not mention (see ``option(unnamed=...)``)."""
+    return {f.name: f.metadata["unnamed"] for f in dataclasses.fields(RunConfig) if f.metadata.get("unnamed")}
+
+
 def _check_choices(cfg: RunConfig) -> None:
     for f in dataclasses.fields(cfg):
         choices = field_choices(f)

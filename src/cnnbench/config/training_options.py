@@ -26,16 +26,18 @@ class TrainingOptions:
 
     optimizer: str | None = option(
         None, f"Optimizer (momentum = SGD with --momentum) [training default: {DEFAULT_OPTIMIZER}].",
-        choices=OPTIMIZERS,
+        choices=OPTIMIZERS, depends_on=("forward_only",),
     )
     learning_rate: float | None = option(
-        None, f"Learning rate [training default: {DEFAULT_LEARNING_RATE}].", metavar="LR"
+        None, f"Learning rate [training default: {DEFAULT_LEARNING_RATE}].", depends_on=("forward_only",),
+        metavar="LR",
     )
     momentum: float | None = option(
-        None, f"Momentum of --optimizer momentum and rmsprop [default there: {DEFAULT_MOMENTUM}]."
+        None, f"Momentum of --optimizer momentum and rmsprop [default there: {DEFAULT_MOMENTUM}].",
+        depends_on=("forward_only", "optimizer"),
     )
     weight_decay: float | None = option(
-        None, f"L2 weight decay [training default: {DEFAULT_WEIGHT_DECAY}]."
+        None, f"L2 weight decay [training default: {DEFAULT_WEIGHT_DECAY}].", depends_on=("forward_only",),
     )
 
     def check_training_options(self, forward_only: bool) -> None:

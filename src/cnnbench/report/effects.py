@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
 
+from cnnbench.config.run_config import dependent_fields
 from cnnbench.report import fields as F
 from cnnbench.report.points import ATTRIBUTE_FIELDS, Measure, Point, PointSet, combine
 from cnnbench.report.selection import value_matches
@@ -76,9 +77,14 @@ class Effect:
 
 
 def _pair_key_fields(points: PointSet, name: str) -> list[str]:
+    """The fields two results must agree on to be compared by ``name``: all but ``name``
+    and the options that apply only with some of its values (the DDP knobs when comparing
+    ``variable_update``; see ``option(depends_on=...)``)."""
     drop = {name}
     if name in F.HARDWARE_FIELDS:
         drop.add(F.MACHINE)
+    if name.startswith("config."):
+        drop.update(f"config.{dep}" for dep in dependent_fields(name.split(".", 1)[1]))
     return [f for f in points.key_fields if f not in drop]
 
 

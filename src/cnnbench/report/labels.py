@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
+from cnnbench.config.run_config import unnamed_values
 from cnnbench.report import fields as F
 from cnnbench.report.points import PointSet
 from cnnbench.results.naming import device_word, named_all_reduce
@@ -74,8 +75,12 @@ class Namer:
         return name
 
 
+_UNNAMED = {f"config.{name}": values for name, values in unnamed_values().items()}
+
+
 def _is_default(name: str, value: Any) -> bool:
-    return value is None or value is False or (name == F.SOURCE and value == "cnnbench")
+    return (value is None or value is False or (name == F.SOURCE and value == "cnnbench")
+            or value in _UNNAMED.get(name, ()))
 
 
 def unique_names(namer: Namer, values: Sequence[Mapping[str, Any]]) -> list[str]:
