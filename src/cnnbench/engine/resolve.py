@@ -66,6 +66,14 @@ def resolve(config: RunConfig, world: World | None = None) -> ResolvedRun:
                        image_size=image_size, world=world)
 
 
+def preflight(config: RunConfig) -> ResolvedRun:
+    """Every check ``cnnbench run`` makes before any work, outside torchrun: for several
+    devices, as the process that starts the workers makes them (rank 0's view)."""
+    n = config.requested_devices()
+    world = World(world_size=n, local_world_size=n, process_group=True) if n > 1 else World.single()
+    return resolve(config, world)
+
+
 def _check_world(config: RunConfig, world: World) -> tuple[int, int]:
     """The device and node counts of the run, checked against the process layout."""
     if world.process_group:

@@ -16,9 +16,8 @@ from typing import Any
 
 from cnnbench.config import RunConfig
 from cnnbench.distributed.launch import WorkerFailed, launch_workers
-from cnnbench.distributed.world import World
 from cnnbench.engine.failure import failure_record
-from cnnbench.engine.resolve import resolve
+from cnnbench.engine.resolve import preflight
 from cnnbench.results.record import Record, now_iso
 
 
@@ -27,9 +26,8 @@ def run_on_workers(config: RunConfig, *, emit: Callable[[str], None] | None = No
     """Run ``config`` on ``config.requested_devices()`` worker processes and return rank 0's record."""
     from cnnbench.distributed.worker import launched_worker
 
-    n = config.requested_devices()
-    world = World(rank=0, world_size=n, local_world_size=n, process_group=True)
-    resolve(config, world)  # every check before a worker starts: ConfigError here means nothing ran
+    run = preflight(config)  # every check before a worker starts: ConfigError here means nothing ran
+    n, world = run.world.world_size, run.world
     fields = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
     started_at = now_iso()
     with tempfile.TemporaryDirectory(prefix="cnnbench-notes-") as notes:
