@@ -215,10 +215,27 @@ def test_adam_and_defaults():
 # --------------------------------------------------------------------------- synthetic locations
 
 
+def _worker_processes(before: set[int]) -> list[psutil.Process]:
+    """Child processes started since ``before`` and still running (not multiprocessing's
+    resource tracker, which a spawned process elsewhere may have left for the session)."""
+    alive = []
+    for child in psutil.Process().children():
+        try:
+            if child.pid in before or child.status() == psutil.STATUS_ZOMBIE:
+                continue
+            if "resource_tracker" in " ".join(child.cmdline()):
+                continue
+        except psutil.NoSuchProcess:
+            continue
+        alive.append(child)
+    return alive
+
+
 def _two_batches(**changes):
+    before = {c.pid for c in psutil.Process().children()}
     prepared = prepare(resolve(cfg(batch_size=2, **changes)))
     try:
-        return next(prepared.source), next(prepared.source), prepared, psutil.Process().children()
+        return next(prepared.source), next(prepared.source), prepared, _worker_processes(before)
     finally:
         prepared.close()
 
