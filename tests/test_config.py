@@ -16,6 +16,12 @@ from cnnbench.config.cli_args import add_config_arguments, config_from_args
     [
         ({"batch_size": 0}, "--batch-size"),
         ({"num_batches": 0}, "--num-batches"),
+        ({"num_epochs": 0}, "--num-epochs"),
+        ({"num_epochs": 2}, "--num-epochs"),
+        ({"num_epochs": 2, "num_batches": 5}, "--num-batches"),
+        ({"num_epochs": 2, "num_warmup_batches": 3}, "--num-warmup-batches"),
+        ({"num_epochs_per_decay": 2.0, "learning_rate_decay_factor": 0.5}, "--num-epochs-per-decay"),
+        ({"num_learning_rate_warmup_epochs": 1.0}, "--num-learning-rate-warmup-epochs"),
         ({"num_warmup_batches": -1}, "--num-warmup-batches"),
         ({"display_every": 0}, "--display-every"),
         ({"image_size": 8}, "--image-size"),
@@ -91,7 +97,7 @@ def test_flags_and_tf_style_aliases():
 
 
 def test_defaults_follow_tf_cnn_benchmarks():
-    cfg = _parse([])
+    cfg = _parse([]).with_derived_defaults()
     assert (cfg.num_batches, cfg.num_warmup_batches, cfg.display_every, cfg.seed) == (100, 10, 10, 1234)
     assert cfg.batch_size is None and cfg.image_size is None
 

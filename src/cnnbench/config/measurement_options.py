@@ -1,20 +1,41 @@
-"""How long a run is measured and what it prints while it runs."""
+"""How long a run lasts and what it prints while it runs.
+
+A benchmark run times ``--num-batches`` steps after ``--num-warmup-batches`` untimed ones.
+A training-to-accuracy run (``--num-epochs``) trains on a data set's training split for that
+many epochs and evaluates on its validation split after each; every step of it counts.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from cnnbench.config.checks import at_least
+from cnnbench.config.errors import ConfigError
 from cnnbench.config.options import option
+
+DEFAULT_NUM_BATCHES = 100
+DEFAULT_WARMUP_BATCHES = 10
 
 
 @dataclass(frozen=True)
 class MeasurementOptions:
     """steps and measurement"""
 
-    num_batches: int = option(100, "Timed steps.", identity=False, metavar="N")
-    num_warmup_batches: int = option(
-        10, "Untimed steps before the timed ones; excluded from every figure.", identity=False, metavar="N"
+    num_batches: int | None = option(
+        None, f"Timed steps [default: {DEFAULT_NUM_BATCHES}; not with --num-epochs].", identity=False, metavar="N"
+    )
+    num_epochs: int | None = option(
+        None,
+        "Train to accuracy: this many epochs of the data set's training split, evaluating on its "
+        "validation split after each (needs --data-dir; not with --num-batches).",
+        metavar="E",
+    )
+    num_warmup_batches: int | None = option(
+        None,
+        f"Untimed steps before the timed ones; excluded from every figure [default: {DEFAULT_WARMUP_BATCHES}; "
+        "none with --num-epochs, where every step trains].",
+        identity=False, metavar="N",
     )
     display_every: int = option(
         10, "Print a progress line every N timed steps (its time is kept out of every figure).",
@@ -23,6 +44,29 @@ class MeasurementOptions:
     seed: int = option(1234, "Random seed for weights and synthetic data.", identity=False)
 
     def check_measurement_options(self) -> None:
-        at_least(self, "num_batches", 1)
-        at_least(self, "num_warmup_batches", 0)
+        at_least(self, "num_batches", 1, allow_none=True)
+        at_least(self, "num_epochs", 1, allow_none=True)
+        at_least(self, "num_warmup_batches", 0, allow_none=True)
         at_least(self, "display_every", 1)
+        if self.num_epochs is not None:
+            if self.num_batches is not None:
+                raise ConfigError("num_batches", "a run lasts either --num-batches steps or --num-epochs epochs, "
+                                                 "not both")
+            if self.num_warmup_batches not in (None, 0):
+                raise ConfigError("num_warmup_batches", "has no effect with --num-epochs: every step of a "
+                                                        "training-to-accuracy run trains and is timed")
+
+    def warmup_steps(self) -> int:
+        """The warm-up steps this run takes (set, or the default of its kind)."""
+        if self.num_warmup_batches is not None:
+            return self.num_warmup_batches
+        return 0 if self.num_epochs is not None else DEFAULT_WARMUP_BATCHES
+
+    def measurement_defaults(self) -> dict[str, Any]:
+        """The values this run uses for unset step counts."""
+        filled: dict[str, Any] = {}
+        if self.num_epochs is None and self.num_batches is None:
+            filled["num_batches"] = DEFAULT_NUM_BATCHES
+        if self.num_warmup_batches is None:
+            filled["num_warmup_batches"] = self.warmup_steps()
+        return filled

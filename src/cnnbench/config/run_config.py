@@ -56,12 +56,18 @@ class RunConfig(OutputOptions, InputOptions, TrainingOptions, ParallelOptions, M
         _check_types(self)
         self.check_model_options()
         self.check_measurement_options()
-        self.check_parallel_options(self.forward_only, self.precision, self.num_warmup_batches)
-        self.check_training_options(self.forward_only)
+        self.check_parallel_options(self.forward_only, self.precision, self.warmup_steps())
+        self.check_training_options(self.forward_only, self.num_epochs)
         self.check_input_options()
         self.check_output_options()
-        if self.compile and self.num_warmup_batches < 1:
+        if self.compile and self.num_epochs is None and self.warmup_steps() < 1:
             raise ConfigError("num_warmup_batches", "must be >= 1 with --compile, so compilation is not timed")
+        if self.num_epochs is not None:
+            if self.forward_only:
+                raise ConfigError("num_epochs", "trains to an accuracy; it has no meaning with --forward-only")
+            if self.data_name == "synthetic":
+                raise ConfigError("num_epochs", "trains on a data set's training and validation splits: "
+                                                "give --data-dir (synthetic input has no epochs)")
 
     # --- conversions -------------------------------------------------------
     @classmethod
@@ -76,6 +82,7 @@ class RunConfig(OutputOptions, InputOptions, TrainingOptions, ParallelOptions, M
     def with_derived_defaults(self) -> RunConfig:
         """Options left unset, filled from the other options (no machine or model needed)."""
         filled = {
+            **self.measurement_defaults(),
             **self.parallel_defaults(self.device, self.forward_only),
             **self.training_defaults(self.forward_only),
             **self.input_defaults(),

@@ -39,13 +39,30 @@ class TrainingOptions:
     weight_decay: float | None = option(
         None, f"L2 weight decay [training default: {DEFAULT_WEIGHT_DECAY}].", depends_on=("forward_only",),
     )
+    num_epochs_per_decay: float | None = option(
+        None, "With --num-epochs: multiply the learning rate by --learning-rate-decay-factor every this "
+        "many epochs (a staircase, as tf_cnn_benchmarks does).", depends_on=("num_epochs",), metavar="E",
+    )
+    learning_rate_decay_factor: float | None = option(
+        None, "With --num-epochs-per-decay: the factor of each decay, in (0, 1].", depends_on=("num_epochs",),
+        metavar="F",
+    )
+    num_learning_rate_warmup_epochs: float | None = option(
+        None, "With --num-epochs: raise the learning rate linearly from 0 over this many epochs.",
+        depends_on=("num_epochs",), metavar="E",
+    )
 
-    def check_training_options(self, forward_only: bool) -> None:
-        for name in ("learning_rate", "momentum", "weight_decay"):
+    def check_training_options(self, forward_only: bool, num_epochs: int | None) -> None:
+        for name in ("learning_rate", "momentum", "weight_decay", *_SCHEDULE):
             finite(self, name)
         if forward_only:
             for name in ("optimizer", "learning_rate", "momentum", "weight_decay"):
                 unused(self, name, "with --forward-only (nothing is trained)")
+        if num_epochs is None:
+            for name in _SCHEDULE:
+                unused(self, name, "without --num-epochs (a learning-rate schedule needs epochs)")
+        self._check_schedule()
+        if forward_only:
             return
         if self.learning_rate is not None and self.learning_rate <= 0:
             raise ConfigError("learning_rate", f"must be > 0 (got {self.learning_rate})")
@@ -56,6 +73,17 @@ class TrainingOptions:
                 raise ConfigError("momentum", f"applies to --optimizer momentum or rmsprop "
                                               f"(got {self.optimizer or DEFAULT_OPTIMIZER})")
         at_least(self, "weight_decay", 0, allow_none=True)
+
+    def _check_schedule(self) -> None:
+        if self.num_epochs_per_decay is not None and self.num_epochs_per_decay <= 0:
+            raise ConfigError("num_epochs_per_decay", f"must be > 0 (got {self.num_epochs_per_decay})")
+        factor = self.learning_rate_decay_factor
+        if factor is not None and not 0 < factor <= 1:
+            raise ConfigError("learning_rate_decay_factor", f"must be in (0, 1] (got {factor})")
+        if (factor is None) != (self.num_epochs_per_decay is None):
+            missing = "learning_rate_decay_factor" if factor is None else "num_epochs_per_decay"
+            raise ConfigError(missing, "a decay needs both --num-epochs-per-decay and --learning-rate-decay-factor")
+        at_least(self, "num_learning_rate_warmup_epochs", 0, allow_none=True)
 
     def training_defaults(self, forward_only: bool) -> dict[str, Any]:
         """The values a training run uses for options left unset (none for inference)."""
@@ -70,6 +98,9 @@ class TrainingOptions:
         if optimizer in MOMENTUM_OPTIMIZERS:
             filled["momentum"] = DEFAULT_MOMENTUM if self.momentum is None else self.momentum
         return filled
+
+
+_SCHEDULE = ("num_epochs_per_decay", "learning_rate_decay_factor", "num_learning_rate_warmup_epochs")
 
 
 def training_fields() -> tuple[str, ...]:

@@ -48,3 +48,10 @@ def gather_to_main(value: Any, world: World) -> list[Any] | None:
     out: list[Any] | None = [None] * world.world_size if world.is_main else None
     dist.gather_object(value, out, dst=0)
     return out
+
+
+def sum_over_workers(values: list[float], device: torch.device) -> list[float]:
+    """Each value summed over every worker (one all-reduce)."""
+    tensor = torch.tensor(values, dtype=torch.float64, device=device)
+    dist.all_reduce(tensor)
+    return tensor.tolist()

@@ -62,7 +62,7 @@ class Replicated:
         if compression == "powersgd":
             state = powerSGD_hook.PowerSGDState(
                 process_group=None, matrix_approximation_rank=1,
-                start_powerSGD_iter=max(2, cfg.num_warmup_batches),
+                start_powerSGD_iter=max(2, cfg.warmup_steps()),
             )
             return state, powerSGD_hook.powerSGD_hook
         # Plain all-reduce: DDP's built-in one, unless the hook is needed to time it.

@@ -29,10 +29,17 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from cnnbench.config import RunConfig
-from cnnbench.distributed.process_group import barrier, gather_to_main, start_process_group, stop_process_group
+from cnnbench.distributed.process_group import (
+    barrier,
+    gather_to_main,
+    start_process_group,
+    stop_process_group,
+    sum_over_workers,
+)
 from cnnbench.distributed.strategy import ParallelStrategy, StrategyContext, make_strategy
 from cnnbench.distributed.world import World
 from cnnbench.engine import log_format
+from cnnbench.engine.epochs import EpochMeasure, epoch_metrics, train_epochs
 from cnnbench.engine.hooks import HookSet, default_hooks
 from cnnbench.engine.loop import timed_loop, warm_up
 from cnnbench.engine.memory import is_out_of_memory
@@ -105,24 +112,35 @@ def _run(run: ResolvedRun, emit: Emit, extra: Mapping[str, Any] | None, *, keep_
 def _measure(run: ResolvedRun, strategy: ParallelStrategy, hooks: HookSet, emit: Emit,
              metrics: dict[str, Any], *, framework: str) -> None:
     cfg, device, world = run.config, run.device, run.world
+    barrier_fn = (lambda: barrier(device)) if world.process_group else None
+    epochs: list[EpochMeasure] = []
     prepared = prepare(run, strategy=strategy)
     try:
         for line in log_format.header_lines(cfg.recorded(), framework=f"torch {framework}",
                                             dataset=prepared.source.description):
             emit(line)
-        emit("Running warm up")
-        first_step_s = warm_up(prepared, cfg.num_warmup_batches, device)
-        emit("Done warm up")
-        emit("Step\tImg/sec\ttotal_loss")
 
         def progress(step: int, times: list[float], loss: float) -> None:
             emit(log_format.step_line(step, throughput_stats(times, run.images_per_step), loss))
 
+        first_step_s = None
+        if cfg.num_epochs is None:
+            emit("Running warm up")
+            first_step_s = warm_up(prepared, run.warmup_steps, device)
+            emit("Done warm up")
+        emit("Step\tImg/sec\ttotal_loss")
         hooks.start()
         try:
-            loop = timed_loop(prepared, cfg.num_batches, device, display_every=cfg.display_every,
-                              on_progress=progress,
-                              barrier=(lambda: barrier(device)) if world.process_group else None)
+            if cfg.num_epochs is None:
+                loop = timed_loop(prepared, run.timed_steps, device, display_every=cfg.display_every,
+                                  on_progress=progress, barrier=barrier_fn)
+            else:
+                def total(values: list[float]) -> list[float]:
+                    return sum_over_workers(values, device) if world.process_group else values
+
+                loop, epochs = train_epochs(prepared, run, emit=emit, on_progress=progress, barrier=barrier_fn,
+                                            total=total)
+                first_step_s = loop.step_times_s[0] if loop.step_times_s else None  # compilation included
         finally:
             hooks.stop()
         mine = WorkerMeasure.of(loop, hooks.metrics(), prepared.source.metrics())
@@ -132,5 +150,7 @@ def _measure(run: ResolvedRun, strategy: ParallelStrategy, hooks: HookSet, emit:
     if workers is None:  # not rank 0: its measure went to rank 0
         return
     metrics.update(measured_metrics(workers, run.batch_size, first_step_s=first_step_s, compiled=cfg.compile))
+    if cfg.num_epochs is not None:
+        metrics.update(epoch_metrics(epochs))
     for line in log_format.total_lines(metrics["total_images_per_sec"]):
         emit(line)

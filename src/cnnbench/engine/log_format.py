@@ -25,7 +25,8 @@ def header_lines(config: Mapping[str, Any], *, framework: str, dataset: str) -> 
         ("Batch size:", f"{per_device * devices} global"),
         ("", f"{per_device} per device"),
         ("Image size:", f"{config['image_size']}x{config['image_size']}"),
-        ("Num batches:", str(config["num_batches"])),
+        ("Num batches:", str(config["num_batches"])) if config.get("num_epochs") is None
+        else ("Num epochs:", str(config["num_epochs"])),
         ("Num warmup:", str(config["num_warmup_batches"])),
         ("Devices:", str(device_names)),
         ("Data format:", config["data_format"]),

@@ -11,11 +11,12 @@ device until the loop ends.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import torch
 
+from cnnbench.data.source import Batch
 from cnnbench.engine.prepare import Prepared
 from cnnbench.engine.timer import make_step_timer, synchronize
 
@@ -35,6 +36,10 @@ class LoopResult:
     """The timed span by the wall clock, progress lines excluded."""
     progress_time_s: float
     """Time the progress lines took (kept out of ``wall_time_s`` and every step time)."""
+    correct: list[float] | None = None
+    """Right top-1 predictions per step, when the step counts them (training to accuracy)."""
+    images: int = 0
+    """Images this worker stepped through."""
 
     @property
     def input_wait_fraction(self) -> float | None:
@@ -62,26 +67,41 @@ def timed_loop(
     display_every: int = 0,
     on_progress: Progress | None = None,
     barrier: Callable[[], None] | None = None,
+    batches: Iterator[Batch] | None = None,
+    after_step: Callable[[], None] | None = None,
 ) -> LoopResult:
-    """Run ``num_steps`` timed steps. ``barrier`` (many workers) marks a common start and end."""
-    step, source = prepared.step, prepared.source
+    """Run ``num_steps`` timed steps (fewer if ``batches`` ends first).
+
+    ``batches`` defaults to the endless input source (an epoch's batches for training to
+    accuracy); ``barrier`` (many workers) marks a common start and end; ``after_step`` runs
+    after each step (a learning-rate schedule).
+    """
+    step = prepared.step
+    source: Iterator[Batch] = batches if batches is not None else prepared.source  # type: ignore[assignment]
     timer = make_step_timer(device)
     perf_counter = time.perf_counter
-    losses: list[torch.Tensor] = []
+    outputs: list[torch.Tensor] = []
     input_wait = progress_time = 0.0
+    images_seen = 0
     if barrier is not None:
         barrier()
     wall_start = perf_counter()
     timer.start()
     for i in range(1, num_steps + 1):
         t_in = perf_counter()
-        images, labels = next(source)
+        try:
+            images, labels = next(source)
+        except StopIteration:
+            break
         input_wait += perf_counter() - t_in
-        losses.append(step(images, labels))
+        outputs.append(step(images, labels))
+        images_seen += int(labels.shape[0])
+        if after_step is not None:
+            after_step()
         timer.mark()
         if on_progress is not None and (i == 1 or i % display_every == 0):
             times = timer.step_times(upto=i)  # waits for step i on an asynchronous device
-            loss = float(losses[-1])
+            loss = float(outputs[-1].reshape(-1)[0])
             caught_up = perf_counter()
             on_progress(i, times, loss)
             timer.restart()
@@ -90,5 +110,7 @@ def timed_loop(
     if barrier is not None:
         barrier()
     wall = perf_counter() - wall_start - progress_time
-    values = torch.stack(losses).float().cpu().tolist() if losses else []
-    return LoopResult(timer.step_times(), values, input_wait, wall, progress_time)
+    values = torch.stack(outputs).float().cpu() if outputs else torch.empty(0)
+    losses = values.reshape(len(outputs), -1)[:, 0].tolist() if outputs else []
+    correct = values[:, 1].tolist() if outputs and values.ndim == 2 else None
+    return LoopResult(timer.step_times(), losses, input_wait, wall, progress_time, correct, images_seen)

@@ -32,13 +32,15 @@ class WorkerMeasure:
     progress_time_s: float
     input_wait_s: float
     losses: list[float]
+    images: int = 0
+    """Images this worker stepped through."""
     hook_metrics: dict[str, Any] = field(default_factory=dict)
     source_metrics: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def of(cls, loop: LoopResult, hook_metrics: Mapping[str, Any], source_metrics: Mapping[str, Any]) -> WorkerMeasure:
         return cls(loop.step_times_s, loop.wall_time_s, loop.progress_time_s, loop.input_wait_s, loop.losses,
-                   dict(hook_metrics), dict(source_metrics))
+                   loop.images, dict(hook_metrics), dict(source_metrics))
 
 
 def measured_metrics(workers: Sequence[WorkerMeasure], batch_size: int, *, first_step_s: float | None,
@@ -46,9 +48,10 @@ def measured_metrics(workers: Sequence[WorkerMeasure], batch_size: int, *, first
     """The record's figures from every worker's measure (rank 0's first).
 
     One step of the run lasts as long as its slowest worker, so the run's step times (and
-    the statistics over them) are the per-step maxima over workers; ``total_images_per_sec``
-    is every worker's images over rank 0's wall clock between the barriers that open and
-    close the timed steps. Each worker's own rate is in ``per_device_images_per_sec``.
+    the statistics over them, at ``batch_size`` images per worker and step) are the per-step
+    maxima over workers; ``total_images_per_sec`` is every worker's images over rank 0's
+    wall clock between the barriers that open and close the timed steps. Each worker's own
+    rate is in ``per_device_images_per_sec``.
     """
     main = workers[0]
     images_per_step = batch_size * len(workers)
@@ -61,9 +64,9 @@ def measured_metrics(workers: Sequence[WorkerMeasure], batch_size: int, *, first
     diverged = any(not math.isfinite(x) for w in workers for x in w.losses)
     wall = main.wall_time_s
     metrics: dict[str, Any] = {
-        "total_images_per_sec": images_per_step * len(step_times) / wall,
+        "total_images_per_sec": sum(w.images for w in workers) / wall,
         **stats.as_metrics(),
-        "per_device_images_per_sec": [batch_size * len(w.step_times_s) / sum(w.step_times_s) for w in workers],
+        "per_device_images_per_sec": [w.images / sum(w.step_times_s) for w in workers],
         "step_times_s": step_times,
         "wall_time_s": wall,
         "progress_time_s": main.progress_time_s,

@@ -77,7 +77,7 @@ def prepare(run: ResolvedRun, *, strategy: ParallelStrategy | None = None,
             model, functools.partial(make_optimizer, cfg))
         runnable: Callable[..., Any] = torch.compile(model) if cfg.compile else model
         step = make_step(runnable, model, optimizer, policy, device.type, strategy,
-                         training=not cfg.forward_only)
+                         training=not cfg.forward_only, count_correct=cfg.num_epochs is not None)
     except BaseException:
         source.close()
         raise

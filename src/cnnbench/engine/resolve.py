@@ -33,6 +33,13 @@ class ResolvedRun:
     """Images per step on this worker."""
     image_size: int
     world: World
+    warmup_steps: int
+    """Untimed steps before the timed ones (none in a training-to-accuracy run)."""
+
+    @property
+    def timed_steps(self) -> int:
+        """Timed steps of a benchmark run (0 for a training-to-accuracy run, which counts epochs)."""
+        return self.config.num_batches or 0
 
     @property
     def images_per_step(self) -> int:
@@ -63,7 +70,7 @@ def resolve(config: RunConfig, world: World | None = None) -> ResolvedRun:
     resolved = config.replace(batch_size=batch_size, image_size=image_size, num_devices=world_size,
                               num_nodes=num_nodes)
     return ResolvedRun(config=resolved, spec=spec, device=device, batch_size=batch_size,
-                       image_size=image_size, world=world)
+                       image_size=image_size, world=world, warmup_steps=resolved.warmup_steps())
 
 
 def preflight(config: RunConfig) -> ResolvedRun:

@@ -67,8 +67,12 @@ def make_step(
     strategy: ParallelStrategy,
     *,
     training: bool,
+    count_correct: bool = False,
 ) -> Step:
     """One step: forward (+ backward and update when ``training``).
+
+    The step returns the loss; with ``count_correct``, ``[loss, correct predictions]``
+    (both on the device: nothing waits for them).
 
     ``model`` is what the step calls (maybe compiled), ``module`` the wrapped model whose
     gradients are zeroed; ``optimizer`` may be ``None`` on a worker that updates no weight
@@ -87,12 +91,21 @@ def make_step(
     def train(images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         module.zero_grad(set_to_none=True)
         with policy.autocast(device_type):
-            loss = classification_loss(model(images), labels)
+            output = model(images)
+            loss = classification_loss(output, labels)
         if scaler is not None:
             scaler.scale(loss).backward()
         else:
             loss.backward()
         strategy.optimizer_step(optimizer, scaler)
+        if count_correct:
+            return torch.stack([loss.detach().float(), correct_predictions(output, labels)])
         return loss.detach()
 
     return train
+
+
+def correct_predictions(output: Any, labels: torch.Tensor) -> torch.Tensor:
+    """How many of the main head's top-1 predictions are right (a float tensor, on the device)."""
+    logits = output[0] if isinstance(output, tuple) else output
+    return (logits.argmax(dim=1) == labels).sum().float()
