@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 from cnnbench import __version__
 from cnnbench.cli.common import CliParser, UserError
+from cnnbench.config.tf_flags import TfFlagError, translate_with_notes
 
 # Sub-commands, in the order --help lists them. Each module: register(subparsers).
 COMMANDS = ("run", "models", "sweep", "results", "import", "report")
@@ -38,7 +39,13 @@ def build_parser() -> CliParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    try:
+        words = _tf_cnn_benchmarks_flags(words)
+    except TfFlagError as exc:
+        print(f"cnnbench run: error: {exc} (see cnnbench run --help)", file=sys.stderr)
+        return 2
+    args = parser.parse_args(words)
     logging.basicConfig(
         level=(logging.WARNING, logging.INFO, logging.DEBUG)[min(args.verbose, 2)],
         format="%(levelname)s %(name)s: %(message)s",
@@ -51,3 +58,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"cnnbench {args.command}: interrupted", file=sys.stderr)
         return 130
+
+
+def _tf_cnn_benchmarks_flags(words: list[str]) -> list[str]:
+    """``cnnbench run`` also takes tf_cnn_benchmarks' flags, in their own spelling and forms."""
+    command = next((i for i, w in enumerate(words) if not w.startswith("-")), None)
+    if command is None or words[command] != "run":
+        return words
+    result = translate_with_notes(words[command + 1:])
+    for note in result.notes:
+        print(f"cnnbench run: note: {note}", file=sys.stderr)
+    return words[: command + 1] + result.args

@@ -17,8 +17,9 @@ class UserError(Exception):
         self.exit_code = exit_code
 
     @classmethod
-    def from_config(cls, exc: ConfigError) -> UserError:
-        return cls(str(exc))
+    def from_config(cls, exc: ConfigError, command: str = "run") -> UserError:
+        """An invalid option, pointing to the command's help."""
+        return cls(f"{exc} (see cnnbench {command} --help)")
 
 
 class CliParser(argparse.ArgumentParser):

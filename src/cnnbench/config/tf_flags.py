@@ -1,0 +1,316 @@
+"""tf_cnn_benchmarks' command-line vocabulary, translated to cnnbench's.
+
+Users bring command lines like ``--num_gpus=8 --use_fp16 --variable_update=replicated
+--all_reduce_spec=nccl --nodistortions``. :func:`translate` turns such arguments into
+cnnbench's own flags before they are parsed, so the record holds cnnbench's fields
+(``num_devices``, ``precision: amp_fp16``, ...):
+
+* every spelling absl allows: ``--flag=value``, ``--flag value``, ``--flag`` and ``--noflag``
+  for booleans, ``--flag=true|false`` (also ``True``, ``1``, ``0``); for cnnbench's own
+  switches too (``--forward-only=false``);
+* tf's names and values that have a counterpart are mapped (:data:`TF_FLAGS`);
+* a tf flag whose feature cnnbench has not built is one :class:`TfFlagError` line saying
+  so; one that only tunes TensorFlow itself is left out, with a note.
+
+No torch here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from cnnbench.config.options import field_types
+from cnnbench.config.run_config import RunConfig
+
+_TRUE = {"true", "t", "yes", "y", "1"}
+_FALSE = {"false", "f", "no", "n", "0"}
+
+
+class TfFlagError(ValueError):
+    """A tf_cnn_benchmarks flag that cannot be honoured here (one line)."""
+
+
+@dataclass(frozen=True)
+class TfFlag:
+    """How one tf_cnn_benchmarks flag becomes cnnbench arguments."""
+
+    translate: Callable[[str], list[str]]
+    """From the flag's value (``"true"``/``"false"`` for booleans) to cnnbench arguments."""
+    boolean: bool = False
+
+
+def _value(flag: str, mapping: dict[str, str] | None = None, what: str = "") -> TfFlag:
+    def translate(value: str) -> list[str]:
+        if mapping is None:
+            return [flag, value]
+        key = value.strip().lower()
+        if key not in mapping:
+            raise TfFlagError(f"{what}={value}: cnnbench takes {', '.join(sorted(mapping))} here")
+        return [flag, mapping[key]] if mapping[key] else []
+    return TfFlag(translate)
+
+
+def _switch(on: list[str], off: list[str]) -> TfFlag:
+    return TfFlag(lambda value: on if _boolean(value) else off, boolean=True)
+
+
+def _not_built(why: str) -> TfFlag:
+    def translate(value: str) -> list[str]:
+        raise TfFlagError(why)
+    return TfFlag(translate)
+
+
+def _whole_epochs(value: str) -> list[str]:
+    number = float(value)
+    if number != int(number) or number < 1:
+        raise TfFlagError(f"--num_epochs={value}: cnnbench trains whole epochs (1 or more)")
+    return ["--num-epochs", str(int(number))]
+
+
+def _all_reduce_spec(value: str) -> list[str]:
+    spec = value.strip().lower()
+    if spec in ("nccl", "gloo"):
+        return ["--all-reduce", spec]
+    raise TfFlagError(f"--all_reduce_spec={value}: cnnbench all-reduces through torch.distributed back ends: "
+                      "nccl or gloo (--all-reduce)")
+
+
+_ACROSS_MACHINES = ("runs across machines in TensorFlow's own way; here run `cnnbench run` under torchrun on "
+                    "every machine with --variable-update replicated")
+_VARIABLE_UPDATES = {"parameter_server": "parameter_server", "replicated": "replicated", "independent": "independent"}
+
+
+def _variable_update(value: str) -> list[str]:
+    key = value.strip().lower()
+    if key in _VARIABLE_UPDATES:
+        return ["--variable-update", _VARIABLE_UPDATES[key]]
+    if key in ("distributed_replicated", "distributed_all_reduce", "collective_all_reduce", "horovod"):
+        raise TfFlagError(f"--variable_update={value} {_ACROSS_MACHINES}")
+    raise TfFlagError(f"--variable_update={value}: cnnbench takes parameter_server, replicated, independent "
+                      "(or fsdp: --variable-update fsdp)")
+
+
+def _fixed(flag: str, value_we_use: float, what: str) -> TfFlag:
+    def translate(value: str) -> list[str]:
+        if float(value) == value_we_use:
+            return []
+        raise TfFlagError(f"--{flag}={value}: cnnbench's {what} is fixed at {value_we_use:g} (not built as an option)")
+    return TfFlag(translate)
+
+
+# tf_cnn_benchmarks flags with a counterpart, or a one-line reason why not.
+TF_FLAGS: dict[str, TfFlag] = {
+    "num_gpus": _value("--num-devices"),
+    "device": _value("--device", {"gpu": "cuda", "cpu": "cpu"}, "--device"),
+    "use_fp16": _switch(["--precision", "amp_fp16"], ["--precision", "fp32"]),
+    "xla": _switch(["--compile"], []),
+    "xla_compile": _switch(["--compile"], []),
+    "local_parameter_device": _value("--local-parameter-device", {"gpu": "device", "cpu": "cpu"},
+                                     "--local_parameter_device"),
+    "all_reduce_spec": TfFlag(_all_reduce_spec),
+    "variable_update": TfFlag(_variable_update),
+    "num_epochs": TfFlag(_whole_epochs),
+    "train_dir": _value("--results-dir"),
+    "init_learning_rate": _value("--learning-rate"),
+    "tf_random_seed": _value("--seed"),
+    "rmsprop_momentum": _value("--momentum"),
+    "rmsprop_decay": _fixed("rmsprop_decay", 0.9, "RMSprop decay"),
+    "rmsprop_epsilon": _fixed("rmsprop_epsilon", 1.0, "RMSprop epsilon"),
+    "eval": _not_built("--eval: evaluation-only runs are not built; --num-epochs evaluates after every epoch"),
+    "trace_file": _not_built("--trace_file: a TensorFlow timeline; cnnbench's profiler trace is not built yet"),
+    "use_chrome_trace_format": _not_built("--use_chrome_trace_format: cnnbench's profiler trace is not built yet"),
+    "piecewise_learning_rate_schedule": _not_built(
+        "--piecewise_learning_rate_schedule is not built; use --num-epochs-per-decay and "
+        "--learning-rate-decay-factor"),
+    "minimum_learning_rate": _not_built("--minimum_learning_rate is not built"),
+    "gradient_clip": _not_built("--gradient_clip is not built"),
+    "num_intra_threads": _not_built("--num_intra_threads: cnnbench splits the host's cores among workers "
+                                    "itself (torch threads)"),
+    "job_name": _not_built(f"--job_name {_ACROSS_MACHINES}"),
+    "ps_hosts": _not_built(f"--ps_hosts {_ACROSS_MACHINES}"),
+    "worker_hosts": _not_built(f"--worker_hosts {_ACROSS_MACHINES}"),
+    "task_index": _not_built(f"--task_index {_ACROSS_MACHINES}"),
+    "controller_host": _not_built(f"--controller_host {_ACROSS_MACHINES}"),
+    "horovod_device": _not_built(f"--horovod_device {_ACROSS_MACHINES}"),
+    "fp16_loss_scale": _not_built("--fp16_loss_scale: amp_fp16 scales the loss dynamically "
+                                  "(torch.amp.GradScaler); a fixed scale is not built"),
+    "fp16_vars": _not_built("--fp16_vars: use --precision fp16 (weights and inputs in float16)"),
+}
+
+# tf_cnn_benchmarks flags that tune TensorFlow itself (its graph, runtime, input pipeline,
+# summaries and checkpoints): they change nothing cnnbench measures, so a command line that
+# carries them still runs, with a note that they were left out.
+TENSORFLOW_TUNING = frozenset({
+    "autotune_threshold", "display_perf_ewma", "use_datasets", "input_preprocessor", "gpu_thread_mode",
+    "per_gpu_thread_count", "hierarchical_copy", "gradient_repacking", "compact_gradient_transfer",
+    "variable_consistency", "num_inter_threads", "use_numa_affinity", "tfprof_file", "graph_file",
+    "partitioned_graph_file_prefix", "gpu_memory_frac_for_testing", "use_unified_memory", "timestamped_allocator",
+    "gpu_kt_max_interval", "gpu_kt_max_bytes", "gpu_kt_max_pending", "use_tf_layers", "debugger",
+    "use_python32_barrier", "datasets_use_prefetch", "datasets_prefetch_buffer_size",
+    "datasets_num_private_threads", "datasets_use_caching", "datasets_parallel_interleave_cycle_length",
+    "datasets_sloppy_parallel_interleave", "datasets_parallel_interleave_prefetch", "winograd_nonfused",
+    "sync_on_finish", "staged_vars", "force_gpu_compatible", "allow_growth", "fuse_decode_and_crop",
+    "enable_optimizations", "rewriter_config", "single_l2_loss_op", "use_resource_vars", "compute_lr_on_cpu",
+    "sparse_to_dense_grads", "mkl", "kmp_blocktime", "kmp_affinity", "kmp_settings", "agg_small_grads_max_bytes",
+    "agg_small_grads_max_group", "allreduce_merge_scope", "server_protocol", "cross_replica_sync",
+    "summary_verbosity", "save_summaries_steps", "save_model_secs", "save_model_steps", "max_ckpts_to_keep",
+    "eval_dir", "benchmark_log_dir", "benchmark_test_id", "loss_type_to_report", "batch_group_size",
+    "print_training_accuracy", "freeze_when_forward_only",
+})
+
+# tf_cnn_benchmarks features cnnbench has not built: one line says so.
+NOT_BUILT = frozenset({
+    "eval_interval_secs", "eval_during_training_every_n_steps", "eval_during_training_every_n_epochs",
+    "eval_during_training_at_specified_steps", "eval_during_training_at_specified_epochs", "eval_batch_size",
+    "num_eval_batches", "num_eval_epochs", "stop_at_top_1_accuracy", "collect_eval_results_async",
+    "resnet_base_lr", "adam_beta1", "adam_beta2", "adam_epsilon", "fp16_enable_auto_loss_scale",
+    "fp16_inc_loss_scale_every_n", "trt_mode", "trt_max_workspace_size_bytes", "ml_perf",
+    "datasets_repeat_cached_sample", "distort_color_in_yiq", "backbone_model_path",
+})
+
+
+@dataclass
+class Translation:
+    """cnnbench arguments, and notes on what tf's flags meant here."""
+
+    args: list[str]
+    notes: list[str] = dataclasses.field(default_factory=list)
+
+
+_TRAINING_ONLY = ("optimizer", "learning_rate", "momentum", "weight_decay")
+
+
+def translate(argv: Sequence[str]) -> list[str]:
+    """cnnbench arguments for ``argv`` written with tf_cnn_benchmarks' names and forms."""
+    return translate_with_notes(argv).args
+
+
+def translate_with_notes(argv: Sequence[str]) -> Translation:
+    """:func:`translate`, with notes for the user.
+
+    A command line in tf's vocabulary (any flag spelled with ``_``) keeps tf's meaning
+    where cnnbench is stricter: training options given with ``--forward_only`` are left
+    out, as tf ignores them, and a note says so.
+    """
+    args, ignored = _translate(argv)
+    notes: list[str] = []
+    if ignored:
+        notes.append(f"left out TensorFlow-only tuning flags, which change nothing cnnbench measures: "
+                     f"{', '.join(ignored)}")
+    tf_style = any(t.startswith("--") and "_" in t.partition("=")[0] for t in argv)
+    if tf_style and "--forward-only" in args:
+        kept: list[str] = []
+        i = 0
+        while i < len(args):
+            flag = args[i].partition("=")[0]
+            name = flag[2:].replace("-", "_") if flag.startswith("--") else ""
+            if name in _TRAINING_ONLY:
+                notes.append(f"{flag} is not used with --forward_only (tf_cnn_benchmarks ignores it too); "
+                             "the record says null")
+                i += 1 if "=" in args[i] else 2
+                continue
+            kept.append(args[i])
+            i += 1
+        args = kept
+    return Translation(args, notes)
+
+
+def _translate(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    ours = {f.name for f in dataclasses.fields(RunConfig)}
+    types = field_types(RunConfig)
+    booleans = {name for name, (base, _) in types.items() if base is bool}
+    out: list[str] = []
+    ignored: list[str] = []
+    data_name: str | None = None
+    has_data_dir = False
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        i += 1
+        if not token.startswith("--") or token == "--":
+            out.append(token)
+            continue
+        name, eq, inline = token[2:].partition("=")
+        key = name.replace("-", "_")
+        negated = key.startswith("no") and (key[2:] in booleans or _is_tf_boolean(key[2:]))
+        if negated:
+            if eq:
+                raise TfFlagError(f"--{name} takes no value (got {token!r})")
+            key, value = key[2:], "false"
+        elif eq:
+            value = inline
+        elif key in booleans or _is_tf_boolean(key):
+            value = "true"
+        elif key in TF_FLAGS or key in ours:
+            if i >= len(argv):
+                out.append(token)  # argparse says what is missing
+                continue
+            value = argv[i]
+            i += 1
+        elif key in TENSORFLOW_TUNING or key in NOT_BUILT:
+            value = inline
+            if not eq and i < len(argv) and not argv[i].startswith("--"):
+                value = argv[i]
+                i += 1
+        else:
+            out.append(token)  # not ours, not tf's: argparse names it
+            continue
+        if key == "data_name":
+            data_name = value
+            continue  # decided at the end, when --data_dir is known
+        if key == "data_dir":
+            has_data_dir = True
+        if key in TF_FLAGS:
+            out += TF_FLAGS[key].translate(value)
+        elif key in NOT_BUILT:
+            raise TfFlagError(f"--{key}: this tf_cnn_benchmarks feature is not built in cnnbench")
+        elif key in TENSORFLOW_TUNING:
+            ignored.append(f"--{key}")
+        elif key in booleans:
+            if _boolean(value):
+                out.append("--" + key.replace("_", "-"))
+        elif key in ours:
+            out += ["--" + key.replace("_", "-"), value]
+        else:
+            out.append(token)
+    if data_name is not None:
+        out += _data_name(data_name, has_data_dir)
+    return out, ignored
+
+
+def _data_name(value: str, has_data_dir: bool) -> list[str]:
+    """tf names the data set even for synthetic input (``--data_name=imagenet`` shapes it)."""
+    key = value.strip().lower()
+    if not has_data_dir:
+        if key == "imagenet":
+            return []  # synthetic ImageNet-shaped input is cnnbench's own default
+        raise TfFlagError(f"--data_name={value} without --data_dir: synthetic input here is ImageNet-shaped "
+                          "(for CIFAR-sized synthetic input use --image-size 32)")
+    return ["--data-name", "imagefolder" if key == "imagenet" else key]
+
+
+_TF_BOOLEANS = frozenset({
+    "use_fp16", "xla", "xla_compile", "eval", "use_chrome_trace_format", "use_datasets", "hierarchical_copy",
+    "compact_gradient_transfer", "use_numa_affinity", "use_unified_memory", "timestamped_allocator", "use_tf_layers",
+    "use_python32_barrier", "datasets_use_prefetch", "datasets_use_caching", "datasets_sloppy_parallel_interleave",
+    "winograd_nonfused", "sync_on_finish", "staged_vars", "force_gpu_compatible", "allow_growth",
+    "fuse_decode_and_crop", "enable_optimizations", "single_l2_loss_op", "use_resource_vars", "compute_lr_on_cpu",
+    "sparse_to_dense_grads", "mkl", "cross_replica_sync", "print_training_accuracy", "freeze_when_forward_only",
+    "collect_eval_results_async", "fp16_enable_auto_loss_scale", "ml_perf", "datasets_repeat_cached_sample",
+    "distort_color_in_yiq", "fp16_vars",
+})
+
+
+def _is_tf_boolean(key: str) -> bool:
+    return key in _TF_BOOLEANS
+
+
+def _boolean(value: str) -> bool:
+    lowered = value.strip().lower()
+    if lowered in _TRUE:
+        return True
+    if lowered in _FALSE:
+        return False
+    raise TfFlagError(f"expected true or false, got {value!r}")
