@@ -113,13 +113,24 @@ def test_forms_and_names(line, expected):
     ("--eval", "not built"),
     ("--adam_beta1=0.8", "not built"),
     ("--rmsprop_decay=0.5", "fixed at 0.9"),
-    ("--device=tpu", "takes cpu, gpu"),
     ("--forward_only=maybe", "true or false"),
     ("--data_name=cifar10", "--image-size 32"),
 ])
 def test_what_cannot_be_honoured_is_one_line(line, words):
     with pytest.raises(TfFlagError, match=words):
         translate(shlex.split(line))
+
+
+@pytest.mark.parametrize(("line", "expected"), [
+    ("--device=gpu", ["--device", "cuda"]),
+    ("--device cuda", ["--device", "cuda"]),
+    ("--device=auto", ["--device", "auto"]),
+    ("--device=tpu", ["--device", "tpu"]),  # the parser names the allowed values
+    ("--local_parameter_device=gpu", ["--local-parameter-device", "device"]),
+    ("--local-parameter-device device", ["--local-parameter-device", "device"]),
+])
+def test_tf_values_are_renamed_and_ours_pass_through(line, expected):
+    assert translate(shlex.split(line)) == expected
 
 
 def test_num_epochs_becomes_whole_epochs():

@@ -41,14 +41,17 @@ class TfFlag:
     boolean: bool = False
 
 
-def _value(flag: str, mapping: dict[str, str] | None = None, what: str = "") -> TfFlag:
+def _value(flag: str, mapping: dict[str, str] | None = None) -> TfFlag:
+    """``--flag value`` as cnnbench's ``flag``; ``mapping`` renames tf's values (``gpu`` → ``cuda``).
+
+    Values the mapping does not name pass through unchanged: they may be cnnbench's own
+    (``--device cuda``, ``--local-parameter-device device``), and the parser names the
+    allowed values when they are not.
+    """
     def translate(value: str) -> list[str]:
         if mapping is None:
             return [flag, value]
-        key = value.strip().lower()
-        if key not in mapping:
-            raise TfFlagError(f"{what}={value}: cnnbench takes {', '.join(sorted(mapping))} here")
-        return [flag, mapping[key]] if mapping[key] else []
+        return [flag, mapping.get(value.strip().lower(), value)]
     return TfFlag(translate)
 
 
@@ -103,12 +106,11 @@ def _fixed(flag: str, value_we_use: float, what: str) -> TfFlag:
 # tf_cnn_benchmarks flags with a counterpart, or a one-line reason why not.
 TF_FLAGS: dict[str, TfFlag] = {
     "num_gpus": _value("--num-devices"),
-    "device": _value("--device", {"gpu": "cuda", "cpu": "cpu"}, "--device"),
+    "device": _value("--device", {"gpu": "cuda", "cpu": "cpu", "cuda": "cuda", "auto": "auto"}),
     "use_fp16": _switch(["--precision", "amp_fp16"], ["--precision", "fp32"]),
     "xla": _switch(["--compile"], []),
     "xla_compile": _switch(["--compile"], []),
-    "local_parameter_device": _value("--local-parameter-device", {"gpu": "device", "cpu": "cpu"},
-                                     "--local_parameter_device"),
+    "local_parameter_device": _value("--local-parameter-device", {"gpu": "device", "cpu": "cpu", "device": "device"}),
     "all_reduce_spec": TfFlag(_all_reduce_spec),
     "variable_update": TfFlag(_variable_update),
     "num_epochs": TfFlag(_whole_epochs),
