@@ -244,3 +244,9 @@ def test_implementations_name_the_synthetic_input_location_where_it_varies():
     assert t.columns == ["devices", "cnnbench (input on device)", "cnnbench (input on host)",
                          "cnnbench (input on loader)", "tf_cnn_benchmarks"]
     assert [c.value for c in t.row("1")[1:]] == [228.0, 227.0, 219.0, 225.73]
+
+
+def test_a_missing_precision_is_left_out_of_the_name():
+    recs = [record(precision=None, ips=100.0), record(precision="amp_fp16", ips=150.0)]
+    titles = {t.title for t in _kind(build_report(recs), "configuration")}
+    assert titles == {"syn-replicated-1gpus", "syn-replicated-amp_fp16-1gpus"}

@@ -12,7 +12,7 @@ import pytest
 from cnnbench.cli import main
 from cnnbench.results.flatten import flatten_record, ordered_columns, records_frame, unflatten_record
 from cnnbench.results.migrate import SchemaTooNewError, migrate
-from cnnbench.results.query import Condition, filter_rows, parse_condition, resolve_fields, value_matches
+from cnnbench.results.query import Condition, parse_where, select, value_matches
 from cnnbench.results.record import SCHEMA_VERSION, Record
 from cnnbench.results.store import append_record, append_records, existing_run_ids, read_records
 
@@ -182,20 +182,19 @@ def test_flatten_and_unflatten_round_trip():
 
 
 def test_conditions():
-    assert parse_condition("config.model = resnet*") == Condition("config.model", "resnet*")
+    assert parse_where(["config.model = resnet*"]) == [Condition("config.model", ("resnet*",), False,
+                                                                 "config.model = resnet*")]
     with pytest.raises(ValueError):
-        parse_condition("model")
-    cols = ["config.model", "config.batch_size", "metrics.total_images_per_sec", "environment.model"]
-    with pytest.raises(ValueError, match="ambiguous"):
-        resolve_fields([Condition("model", "x")], cols)
-    with pytest.raises(ValueError, match="no record has a field 'colour'"):
-        resolve_fields([Condition("colour", "x")], cols)
-    assert resolve_fields([Condition("batch_size", "8")], cols) == [Condition("config.batch_size", "8")]
+        parse_where(["model"])
+    (neg,) = parse_where(["model!=resnet18,vgg16"], resolve=lambda name: f"config.{name}")
+    assert neg.field == "config.model" and neg.values == ("resnet18", "vgg16") and neg.negate
     assert value_matches(8, "8.0") and not value_matches(8, "eight")
     assert value_matches(True, "true") and value_matches(False, "no") and not value_matches(True, "false")
     assert value_matches(None, "null") and value_matches("resnet50", "resnet*")
-    rows = [{"a": 1, "b": "x"}, {"a": 2, "b": "y"}]
-    assert filter_rows(rows, [Condition("a", "2")]) == [rows[1]]
+    assert value_matches("ResNet50", "resnet50")
+    recs = [{"config": {"model": "resnet18"}}, {"config": {"model": "resnet50"}}, {"config": {"model": "vgg16"}}]
+    assert select(recs, [neg]) == [recs[1]]
+    assert select(recs, parse_where(["config.model=resnet*"])) == recs[:2]
 
 
 # --------------------------------------------------------------------------- cnnbench results
@@ -225,6 +224,24 @@ def test_results_list_where_filters_and_names_unknown_fields(store, capsys):
     assert "1 runs" in out
     assert main(["results", "list", str(store), "--where", "colour=red"]) == 2
     assert "colour" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("where", [["model=resnet*"], ["model!=vgg*"], ["batch_size=8,24"],
+                                   ["model=VGG16", "machine=box-*"], ["batch_size!=16", "status=ok"]])
+def test_results_list_and_report_select_the_same_runs(store, tmp_path, capsys, where):
+    """One --where parser: `results list` and `report` keep the same runs for every form."""
+    from cnnbench.report.build import ReportOptions, build_report
+    from cnnbench.results.store import read_records
+
+    records, _ = read_records(store)
+    store2 = tmp_path / "more"
+    append_record(store2, {**make_record(7), "config": {**make_record(7)["config"], "model": "vgg16"}})
+    records += read_records(store2)[0]
+    args = [arg for w in where for arg in ("--where", w)]
+    assert main(["results", "export", str(store), str(store2), "--format", "json", *args]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    report = build_report(records, ReportOptions(where=where, max_plots=0))
+    assert 0 < len(listed) < len(records) and report.n_records == len(listed)
 
 
 def test_results_export_csv_json_parquet(store, tmp_path, capsys):

@@ -59,37 +59,30 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _add_where(p: argparse.ArgumentParser) -> None:
     p.add_argument("--where", action="append", default=[], metavar="FIELD=VALUE",
-                   help="Keep runs whose field has this value (dotted names, e.g. config.model=resnet*; "
-                   "a unique last part is enough: model=resnet50). Repeat to require several.")
+                   help="Keep runs whose field has this value: config.model=resnet* (shell wildcards), "
+                   "model=resnet18,resnet50 (any of), precision!=fp32 (not). Dotted record names, their "
+                   "aliases (model, machine, gpu, ...) or a bare name found in config, environment or "
+                   "metrics. Repeat to require several.")
 
 
 def _load(paths: Sequence[str], where: Sequence[str], step_times: bool) -> tuple[list[dict[str, Any]], int]:
     """Flat rows of the matching records, and how many lines were skipped."""
+    from cnnbench.report.fields import resolve_field
     from cnnbench.results.flatten import flatten_record
-    from cnnbench.results.query import filter_rows, parse_condition, resolve_fields
+    from cnnbench.results.query import parse_where, select
     from cnnbench.results.store import read_records
 
-    try:
-        conditions = [parse_condition(w) for w in where]
-    except ValueError as exc:
-        raise UserError(f"--where: {exc}") from None
     try:
         records, problems = read_records(list(paths), step_times=step_times)
     except FileNotFoundError as exc:
         raise UserError(str(exc)) from None
     for problem in problems:
         print(f"warning: skipped {problem}", file=sys.stderr)
-    rows = [flatten_record(r) for r in records]
-    if conditions:
-        columns: set[str] = set()
-        for row in rows:
-            columns.update(row)
-        try:
-            conditions = resolve_fields(conditions, columns)
-        except ValueError as exc:
-            raise UserError(f"--where: {exc}") from None
-        rows = filter_rows(rows, conditions)  # type: ignore[assignment]
-    return rows, len(problems)
+    try:
+        conditions = parse_where(where, lambda name: resolve_field(name, records))
+    except ValueError as exc:  # a malformed expression, or a FieldError naming the nearest fields
+        raise UserError(f"--where: {exc}") from None
+    return [flatten_record(r) for r in select(records, conditions)], len(problems)
 
 
 def _text(value: Any) -> str:

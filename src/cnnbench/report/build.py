@@ -27,9 +27,9 @@ from cnnbench.report.observations import (
 )
 from cnnbench.report.points import PointSet, build_points
 from cnnbench.report.scaling import ScalingGroup, scaling_groups
-from cnnbench.report.selection import parse_where, select
 from cnnbench.report.table import Table, unique_ids
 from cnnbench.report.training import TrainingResult, training_results
+from cnnbench.results.query import parse_where, select
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +71,12 @@ def build_report(records: Sequence[Mapping[str, Any]], options: ReportOptions | 
     if not records:
         raise NoMatchingRecords("no records to report")
     try:
-        conditions = parse_where(opts.where, records)
+        try:
+            conditions = parse_where(opts.where, lambda name: F.resolve_field(name, records))
+        except F.FieldError:
+            raise
+        except ValueError as exc:  # a malformed expression
+            raise F.FieldError(f"--where: {exc}") from None
         selected = select(records, conditions)
         if not selected:
             raise NoMatchingRecords(

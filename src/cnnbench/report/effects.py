@@ -22,9 +22,9 @@ from typing import Any
 from cnnbench.config.run_config import dependent_fields
 from cnnbench.report import fields as F
 from cnnbench.report.points import ATTRIBUTE_FIELDS, Measure, Point, PointSet, combine
-from cnnbench.report.selection import value_matches
 from cnnbench.report.stats import effective_noise, median
 from cnnbench.report.table import Cell, Table, label_cell, missing, number
+from cnnbench.results.query import value_matches
 
 ROW_PREFERENCE = (F.DEVICES, F.BATCH, F.MODEL)
 NOT_DEFAULT = frozenset({F.DEVICES})  # scaling covers it

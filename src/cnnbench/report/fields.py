@@ -12,8 +12,13 @@ import difflib
 import hashlib
 import json
 import re
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any
+
+# Field access lives with the records; report code reads it through this module.
+from cnnbench.results.query import MACHINE as MACHINE
+from cnnbench.results.query import SOURCE as SOURCE
+from cnnbench.results.query import get_value as get_value
 
 ALIASES: dict[str, str] = {
     "model": "config.model",
@@ -55,8 +60,6 @@ SECTIONS = ("config", "environment", "metrics")
 MODEL = "config.model"
 BATCH = "config.batch_size"
 DEVICES = "config.num_devices"
-MACHINE = "environment.machine"
-SOURCE = "source"
 IPS = "metrics.total_images_per_sec"
 
 # Fields that describe the machine itself: they come with the machine label, so they
@@ -77,26 +80,6 @@ class FieldError(ValueError):
     """An unknown field name or a malformed field expression (one line, for the user)."""
 
 
-def get_value(record: Mapping[str, Any], field: str) -> Any:
-    """The value of a dotted field in a record (``None`` when absent).
-
-    ``source`` defaults to ``cnnbench`` and ``environment.machine`` to the host name.
-    """
-    if field == SOURCE:
-        return record.get("source") or "cnnbench"
-    if field == MACHINE:
-        env = record.get("environment") or {}
-        return env.get("machine") or env.get("hostname") or "unknown"
-    node: Any = record
-    for part in field.split("."):
-        if not isinstance(node, Mapping):
-            return None
-        node = node.get(part)
-        if node is None:
-            return None
-    return node
-
-
 def known_fields(records: Iterable[Mapping[str, Any]]) -> set[str]:
     """Dotted names seen in the records, plus the aliases."""
     keys: dict[str, set[str]] = {s: set() for s in SECTIONS}
@@ -113,7 +96,7 @@ def known_fields(records: Iterable[Mapping[str, Any]]) -> set[str]:
     return names
 
 
-def resolve_field(name: str, records: list[Mapping[str, Any]]) -> str:
+def resolve_field(name: str, records: Sequence[Mapping[str, Any]]) -> str:
     """The dotted field for a user-given name or alias; raises :class:`FieldError` if unknown."""
     name = name.strip()
     if not name:

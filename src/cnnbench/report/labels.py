@@ -1,8 +1,8 @@
 """Names of configurations and series, in the style of vendor tf_cnn_benchmarks reports.
 
 ``<data>-<variable_update>[-<all_reduce>][-distortions][-<precision>]-<N><device>s[-inference]``,
-as :func:`cnnbench.results.naming.case_name` writes it, plus the precision and the mode
-when they vary in the selection, and ``(field=value, ...)`` for any other identity field
+made by :func:`cnnbench.results.naming.config_name` (the name records carry), with the
+precision and the mode when they vary in the selection, and ``(field=value, ...)`` for any other identity field
 that varies. Fields a table shows elsewhere (its rows, its columns) are left out; a left-out
 device count reads ``N<device>s``.
 """
@@ -16,7 +16,7 @@ from typing import Any
 from cnnbench.config.run_config import unnamed_values
 from cnnbench.report import fields as F
 from cnnbench.report.points import PointSet
-from cnnbench.results.naming import device_word, named_all_reduce
+from cnnbench.results.naming import config_name
 
 DATA = "config.data_name"
 VARIABLE_UPDATE = "config.variable_update"
@@ -40,31 +40,16 @@ class Namer:
         self._name_real_sets = len(real) > 1
 
     def name(self, values: Mapping[str, Any], full: bool = False) -> str:
-        """The configuration name of a point's values. Unless ``full``, other varying fields
-        are named only where they are not at their default (unset, false, source cnnbench)."""
+        """The configuration name of a point's values (:func:`cnnbench.results.naming.config_name`).
+        Unless ``full``, other varying fields are named only where they are not at their
+        default (unset, false, source cnnbench)."""
         ex = self.exclude
-        parts: list[str] = []
-        if DATA not in ex:
-            data = values.get(DATA) or "synthetic"
-            parts.append("syn" if data == "synthetic" else (str(data) if self._name_real_sets else "real"))
-        if VARIABLE_UPDATE not in ex:
-            parts.append(str(values.get(VARIABLE_UPDATE) or "replicated"))
-        all_reduce = named_all_reduce({"all_reduce": values.get(ALL_REDUCE), "device": values.get(DEVICE)},
-                                      values.get(F.SOURCE))
-        if ALL_REDUCE not in ex and all_reduce:
-            parts.append(all_reduce)
-        if DISTORTIONS not in ex and values.get(DISTORTIONS):
-            parts.append("distortions")
-        if PRECISION in self.varying and PRECISION not in ex:
-            parts.append(F.text(values.get(PRECISION)))
-        word = device_word({"device": values.get(DEVICE)})
-        if F.DEVICES in ex:
-            parts.append(f"N{word}s")
-        else:
-            parts.append(f"{int(values.get(F.DEVICES) or 1)}{word}s")
-        if FORWARD_ONLY in self.varying and FORWARD_ONLY not in ex and values.get(FORWARD_ONLY):
-            parts.append("inference")
-        name = "-".join(parts)
+        config = {field.removeprefix("config."): values.get(field) for field in NAME_FIELDS}
+        name = config_name(
+            config, values.get(F.SOURCE), omit={field.removeprefix("config.") for field in ex & NAME_FIELDS},
+            precision=PRECISION in self.varying, inference=FORWARD_ONLY in self.varying,
+            data_set_name=self._name_real_sets,
+        )
         extras = [F.label(f, values.get(f)) for f in self.varying
                   if f not in NAME_FIELDS and f not in ex and f != F.MACHINE
                   and (full or not _is_default(f, values.get(f)))]

@@ -1,13 +1,16 @@
-"""Names of configurations in the style of vendor tf_cnn_benchmarks reports, shared by sweeps and reports.
+"""Names of configurations in the style of vendor tf_cnn_benchmarks reports: the one place they are made.
 
-``<data>-<variable_update>[-<all_reduce>][-distortions]-<N><device>s``, e.g.
-``syn-replicated-nccl-4gpus``, ``real-parameter_server-distortions-4gpus``, ``syn-replicated-1cpus``.
+``<data>-<variable_update>[-<all_reduce>][-distortions][-<precision>]-<N><device>s[-inference]``,
+e.g. ``syn-replicated-nccl-4gpus``, ``real-parameter_server-distortions-4gpus``,
+``syn-replicated-1cpus``. Sweeps name their cases with :func:`case_name`; reports name
+configurations and series with :func:`config_name`, which can also show the precision and
+the mode when they vary, name the data set, and leave out the parts a table shows elsewhere.
 No torch here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 
@@ -34,13 +37,34 @@ def named_all_reduce(config: Mapping[str, Any], source: str | None = None) -> st
     return str(value)
 
 
-def case_name(config: Mapping[str, Any], source: str | None = None) -> str:
-    """The configuration name of a record's ``config`` (without model and batch)."""
-    parts = [data_kind(config), str(config.get("variable_update") or "replicated")]
+def config_name(config: Mapping[str, Any], source: str | None = None, *, omit: Collection[str] = (),
+                precision: bool = False, inference: bool = False, data_set_name: bool = False) -> str:
+    """The name of a configuration (a record's ``config``, without model and batch).
+
+    ``omit``: config fields whose part is left out (``num_devices`` reads ``N<device>s``);
+    ``precision`` / ``inference``: name the precision / a forward-only run (reports do when
+    those vary); ``data_set_name``: name a real data set (``cifar10``) instead of ``real``.
+    """
+    parts: list[str] = []
+    if "data_name" not in omit:
+        kind = data_kind(config)
+        parts.append(str(config.get("data_name")) if kind == "real" and data_set_name else kind)
+    if "variable_update" not in omit:
+        parts.append(str(config.get("variable_update") or "replicated"))
     all_reduce = named_all_reduce(config, source)
-    if all_reduce:
+    if "all_reduce" not in omit and all_reduce:
         parts.append(all_reduce)
-    if config.get("distortions"):
+    if "distortions" not in omit and config.get("distortions"):
         parts.append("distortions")
-    parts.append(f"{int(config.get('num_devices') or 1)}{device_word(config)}s")
+    if precision and "precision" not in omit and config.get("precision"):
+        parts.append(str(config.get("precision")))
+    devices = "N" if "num_devices" in omit else str(int(config.get("num_devices") or 1))
+    parts.append(f"{devices}{device_word(config)}s")
+    if inference and "forward_only" not in omit and config.get("forward_only"):
+        parts.append("inference")
     return "-".join(parts)
+
+
+def case_name(config: Mapping[str, Any], source: str | None = None) -> str:
+    """The configuration name a record carries (``case_name``): :func:`config_name` in its plain form."""
+    return config_name(config, source)

@@ -1,78 +1,97 @@
-"""Selecting records by ``FIELD=VALUE`` conditions on their flat (dotted) form.
+"""``--where`` conditions on records: the one parser and matcher for ``results`` and ``report``.
 
-``config.model=resnet*`` (shell wildcards for text), ``config.batch_size=32`` (numbers
-compare as numbers), ``config.forward_only=true``, ``error=null``. A field may be
-written without its section when only one column ends with it (``model=resnet50``).
-No torch here.
+``FIELD=VALUE`` keeps records whose field has the value, ``FIELD=V1,V2`` any of the values,
+``FIELD!=VALUE`` drops them; several conditions must all hold. Text compares with shell
+wildcards (``model=resnet*``), case-insensitively; numbers compare as numbers (``4``
+matches ``4.0``); booleans as ``true``/``false`` (also ``yes``/``no``/``1``/``0``); ``null``
+(or nothing) matches a missing value. Fields are dotted record names (``config.model``);
+the caller's ``resolve`` turns what the user wrote (an alias, a bare name) into one. No torch here.
 """
 
 from __future__ import annotations
 
 import fnmatch
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 _TRUE = ("true", "yes", "1", "on")
 _FALSE = ("false", "no", "0", "off")
-_NULL = ("", "null", "none")
+_NULL = ("", "null", "none", "—")
+
+SOURCE = "source"
+MACHINE = "environment.machine"
+
+
+def get_value(record: Mapping[str, Any], field: str) -> Any:
+    """The value of a dotted field in a record (``None`` when absent).
+
+    ``source`` defaults to ``cnnbench`` and ``environment.machine`` to the host name.
+    """
+    if field == SOURCE:
+        return record.get("source") or "cnnbench"
+    if field == MACHINE:
+        env = record.get("environment") or {}
+        return env.get("machine") or env.get("hostname") or "unknown"
+    node: Any = record
+    for part in field.split("."):
+        if not isinstance(node, Mapping):
+            return None
+        node = node.get(part)
+        if node is None:
+            return None
+    return node
 
 
 @dataclass(frozen=True)
 class Condition:
-    """One ``FIELD=VALUE`` condition."""
+    """One ``--where`` condition on a dotted field."""
 
     field: str
-    value: str
+    values: tuple[str, ...]
+    negate: bool = False
+    text: str = ""
+    """What the user wrote."""
 
-    def matches(self, row: Mapping[str, Any]) -> bool:
-        return value_matches(row.get(self.field), self.value)
-
-
-def parse_condition(text: str) -> Condition:
-    """``"config.model=resnet50"`` -> ``Condition("config.model", "resnet50")``; ``ValueError`` without ``=``."""
-    field, sep, value = text.partition("=")
-    if not sep or not field.strip():
-        raise ValueError(f"expected FIELD=VALUE, got {text!r}")
-    return Condition(field.strip(), value.strip())
+    def holds(self, record: Mapping[str, Any]) -> bool:
+        value = get_value(record, self.field)
+        return any(value_matches(value, wanted) for wanted in self.values) != self.negate
 
 
-def resolve_fields(conditions: Sequence[Condition], columns: Iterable[str]) -> list[Condition]:
-    """Conditions with each field spelled as a known column; ``ValueError`` naming an unknown one."""
-    known = set(columns)
-    out: list[Condition] = []
-    for cond in conditions:
-        if cond.field in known:
-            out.append(cond)
-            continue
-        candidates = sorted(c for c in known if c.endswith("." + cond.field))
-        if len(candidates) == 1:
-            out.append(Condition(candidates[0], cond.value))
-        elif candidates:
-            raise ValueError(f"field {cond.field!r} is ambiguous: {', '.join(candidates)}")
-        else:
-            raise ValueError(f"no record has a field {cond.field!r}")
-    return out
+def parse_where(expressions: Sequence[str], resolve: Callable[[str], str] = lambda name: name) -> list[Condition]:
+    """Parse ``FIELD=VALUE`` / ``FIELD=V1,V2`` / ``FIELD!=VALUE``; ``ValueError`` for a malformed
+    expression (``resolve`` raises its own error for an unknown field)."""
+    conditions = []
+    for expr in expressions:
+        negate = "!=" in expr
+        name, sep, rhs = expr.partition("!=" if negate else "=")
+        if not sep or not name.strip():
+            raise ValueError(f"expected FIELD=VALUE or FIELD!=VALUE, got {expr!r}")
+        values = tuple(v.strip() for v in rhs.split(","))
+        conditions.append(Condition(resolve(name.strip()), values, negate, expr))
+    return conditions
 
 
 def value_matches(actual: Any, wanted: str) -> bool:
-    """Whether a record's value equals the text of a condition (see the module doc)."""
+    """Whether a record's value equals the text of a condition (see the module documentation)."""
+    w = wanted.strip().lower()
     if actual is None:
-        return wanted.lower() in _NULL
+        return w in _NULL
     if isinstance(actual, bool):
-        lowered = wanted.lower()
-        return (lowered in _TRUE) if actual else (lowered in _FALSE)
+        return (w in _TRUE) if actual else (w in _FALSE)
     if isinstance(actual, (int, float)):
         try:
-            return float(wanted) == float(actual)
+            return float(w) == float(actual)
         except ValueError:
             return False
     if isinstance(actual, str):
-        return fnmatch.fnmatchcase(actual, wanted)
-    return json.dumps(actual, separators=(",", ":")) == wanted
+        return fnmatch.fnmatchcase(actual.lower(), w)
+    return json.dumps(actual, separators=(",", ":")).lower() == w
 
 
-def filter_rows(rows: Iterable[Mapping[str, Any]], conditions: Sequence[Condition]) -> list[Mapping[str, Any]]:
-    """The rows that meet every condition."""
-    return [row for row in rows if all(c.matches(row) for c in conditions)]
+def select(records: Iterable[Mapping[str, Any]], conditions: Sequence[Condition]) -> list[Mapping[str, Any]]:
+    """The records for which every condition holds."""
+    if not conditions:
+        return list(records)
+    return [r for r in records if all(c.holds(r) for c in conditions)]
