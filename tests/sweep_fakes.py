@@ -46,3 +46,10 @@ def stopping_worker(sweep_pid, config, emit, extra):
         os.kill(sweep_pid, signal.SIGTERM)
         time.sleep(60)
     return fake_worker(config, emit, extra)
+
+
+def nan_worker(config, emit, extra):
+    """A case whose training diverged: NaN and infinity among its figures."""
+    return Record(config=config.recorded(), environment={"machine": "testbox", "hostname": "h"},
+                  metrics={"total_images_per_sec": 10.0, "loss_last": float("nan"),
+                           "step_times_s": [0.1, float("inf")]}, extra=extra)

@@ -7,6 +7,7 @@ Never imports torch.
 from __future__ import annotations
 
 import argparse
+import sys
 
 from cnnbench.cli.common import UserError
 
@@ -73,6 +74,8 @@ def handle(args: argparse.Namespace) -> int:
         records, problems = read_records(args.results, step_times=False)  # reports never need step times
     except FileNotFoundError as exc:
         raise UserError(str(exc)) from None
+    for problem in problems:
+        print(f"warning: skipped {problem}", file=sys.stderr)
     options = ReportOptions(
         columns=args.columns,
         effects=args.effect,

@@ -11,6 +11,8 @@ This module does not import torch.
 from __future__ import annotations
 
 import datetime as _dt
+import math
+import re
 import uuid
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -52,16 +54,197 @@ ENVIRONMENT_FIELDS = (
 )
 
 
-def error_text(exc: BaseException, limit: int = 2000) -> str:
-    """``"Type: message"`` for a record's ``error``: the message's first lines, without the
-    C++ stack that some torch errors append (``Exception raised from ...``, ``frame #0``)."""
-    lines = []
-    for line in str(exc).strip().splitlines():
-        if line.startswith(("Exception raised from", "frame #")):
-            break
-        lines.append(line)
-    text = f"{type(exc).__name__}: {chr(10).join(lines)}".strip().rstrip(":")
+ERROR_LIMIT = 2000
+"""Most characters a record's ``error`` keeps (the start of the text, which names the cause)."""
+
+_NATIVE_STACK = re.compile(
+    r"^\s*(Exception raised from |frame #\d+|C\+\+ CapturedTraceback:|#\d+ \S.*\bfrom\b|"
+    r"\[ ?frame \d+ ?\]|0x[0-9a-f]+ in |-+ C\+\+ Traceback)"
+)
+
+
+def without_native_stack(text: str) -> str:
+    """``text`` without the C++ stack traces torch appends to its errors (``Exception raised
+    from ...`` and ``frame #0: ...`` lines, ``C++ CapturedTraceback:`` blocks); the Python
+    lines around them stay."""
+    kept: list[str] = []
+    in_stack = False
+    for line in text.splitlines():
+        if _NATIVE_STACK.match(line):
+            in_stack = True
+            continue
+        if in_stack and (line.startswith((" ", "\t")) or not line.strip()):
+            continue  # the indented continuation of a frame
+        in_stack = False
+        kept.append(line)
+    return "\n".join(kept).strip()
+
+
+def clip(text: str, limit: int = ERROR_LIMIT) -> str:
+    """``text`` cut to ``limit`` characters (an ellipsis marks the cut)."""
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def error_text(exc: BaseException, limit: int = ERROR_LIMIT) -> str:
+    """``"Type: message"`` for a record's ``error``: the message without the C++ stack that
+    some torch errors append (``Exception raised from ...``, ``frame #0``), cut to ``limit``."""
+    message = without_native_stack(str(exc).strip())
+    text = f"{type(exc).__name__}: {message}".strip().rstrip(":")
+    return clip(text, limit)
+
+
+class RecordError(ValueError):
+    """A record that breaks the contract (see :func:`check_record`); the message says why, in one line."""
+
+
+SECTIONS = ("config", "environment", "metrics")
+MAX_DEPTH = 16
+"""Deepest nesting of objects and lists a record may have (records are 4 deep; every tool
+that walks one recursively stays far from Python's recursion limit)."""
+_LIST_METRICS = frozenset({"step_times_s", "per_device_images_per_sec", "warnings"})
+_TEXT_FIELDS = ("run_id", "started_at", "tool_version", "error")
+
+
+def check_record(record: Mapping[str, Any]) -> None:
+    """Raise :class:`RecordError` when ``record`` breaks the contract every reader relies on.
+
+    The contract: ``status`` is one of :data:`STATUSES`; ``config``, ``environment`` and
+    ``metrics`` are objects; ``schema_version`` is a whole number; ``run_id``,
+    ``started_at``, ``tool_version`` and ``error`` are text (``error`` may be null);
+    ``config`` fields that are ``cnnbench run`` options have the option's type (or null);
+    the contract's metrics (:data:`METRIC_FIELDS`) are numbers (lists for step times and
+    per-device rates) or null; ``environment.machine`` is text; nothing nests deeper than
+    :data:`MAX_DEPTH`. Other fields are free.
+    """
+    if "status" not in record:
+        raise RecordError(f"no status (one of {', '.join(STATUSES)})")
+    if record["status"] not in STATUSES:
+        raise RecordError(f"status {record['status']!r} is not one of {', '.join(STATUSES)}")
+    for section in SECTIONS:
+        if not isinstance(record.get(section), dict):
+            raise RecordError(f"{section} is {_kind(record.get(section))}, not an object of fields")
+    version = record.get("schema_version")
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise RecordError(f"schema_version is {_kind(version)}, not a whole number")
+    for name in _TEXT_FIELDS:
+        value = record.get(name)
+        if value is not None and not isinstance(value, str):
+            raise RecordError(f"{name} is {_kind(value)}, not text")
+    _check_config_types(record["config"])
+    _check_metric_types(record["metrics"])
+    machine = record["environment"].get("machine")
+    if machine is not None and not isinstance(machine, str):
+        raise RecordError(f"environment.machine is {_kind(machine)}, not text")
+    check_depth(record)
+
+
+def check_figures(metrics: Mapping[str, Any]) -> None:
+    """Raise :class:`RecordError` for a measured figure no run can have: a metric (or an
+    element of a list of them) that is negative, NaN or infinite. Used where figures come
+    from outside cnnbench (imported tables, ``--set``)."""
+    for name, value in metrics.items():
+        for item in value if isinstance(value, list) else (value,):
+            if isinstance(item, bool) or not isinstance(item, (int, float)):
+                continue
+            if not math.isfinite(item) or item < 0:
+                raise RecordError(f"metrics.{name} is {item!r}: a measured figure is a finite number, 0 or more")
+
+
+def check_depth(value: Any, limit: int = MAX_DEPTH) -> None:
+    """Raise :class:`RecordError` when ``value`` nests objects or lists deeper than ``limit``."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            raise RecordError(f"nested more than {limit} levels deep")
+        children = node.values() if isinstance(node, dict) else node
+        for child in children:
+            if isinstance(child, (dict, list)):
+                stack.append((child, depth + 1))
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"{str(value).lower()} (true/false)"
+    if isinstance(value, (int, float)):
+        return f"the number {value!r}"
+    if isinstance(value, str):
+        return f"the text {clip(value, 40)!r}"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+_CONFIG_TYPES: dict[str, type] = {}
+_ACCEPTED = {int: (int,), float: (int, float), str: (str,), bool: (bool,)}
+
+
+def _config_types() -> dict[str, type]:
+    """Each ``cnnbench run`` option's base type (from the configuration's own declarations)."""
+    if not _CONFIG_TYPES:
+        from cnnbench.config.options import field_types
+        from cnnbench.config.run_config import RunConfig
+
+        _CONFIG_TYPES.update({name: base for name, (base, _) in field_types(RunConfig).items()})
+    return _CONFIG_TYPES
+
+
+def _check_config_types(config: Mapping[str, Any]) -> None:
+    types = _config_types()
+    for name, value in config.items():
+        base = types.get(name)
+        if value is None or base not in _ACCEPTED:
+            continue
+        if not isinstance(value, _ACCEPTED[base]) or (isinstance(value, bool) and base is not bool):
+            word = {int: "a whole number", float: "a number", str: "text", bool: "true or false"}[base]
+            raise RecordError(f"config.{name} is {_kind(value)}, not {word}")
+
+
+def _check_metric_types(metrics: Mapping[str, Any]) -> None:
+    for name in METRIC_FIELDS:
+        value = metrics.get(name)
+        if value is None:
+            continue
+        if name in _LIST_METRICS:
+            if not isinstance(value, list):
+                raise RecordError(f"metrics.{name} is {_kind(value)}, not a list")
+        elif isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise RecordError(f"metrics.{name} is {_kind(value)}, not a number")
+    warnings = metrics.get("warnings")
+    if warnings is not None and not isinstance(warnings, list):
+        raise RecordError(f"metrics.warnings is {_kind(warnings)}, not a list of texts")
+
+
+def finite_numbers(record: Mapping[str, Any]) -> dict[str, Any]:
+    """``record`` with every NaN or infinite number replaced by null (JSON has no such numbers),
+    and, when any was, a ``metrics.warnings`` entry naming the fields. A copy; ``record`` is
+    not changed."""
+    replaced: list[str] = []
+    out = _finite_copy(record, "", replaced)
+    if replaced:
+        metrics = out.get("metrics")
+        if not isinstance(metrics, dict):
+            metrics = out["metrics"] = {}
+        warnings = metrics.get("warnings")
+        warnings = list(warnings) if isinstance(warnings, list) else []
+        warnings.append("non-finite numbers (NaN or infinity) stored as null: " + ", ".join(dict.fromkeys(replaced)))
+        metrics["warnings"] = warnings
+    return out
+
+
+def _finite_copy(value: Any, path: str, replaced: list[str]) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        replaced.append(path or "(value)")
+        return None
+    if isinstance(value, Mapping):
+        return {k: _finite_copy(v, f"{path}.{k}" if path else str(k), replaced) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite_copy(v, path, replaced) for v in value]
+    return value
 
 
 def new_run_id() -> str:
