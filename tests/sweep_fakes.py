@@ -53,3 +53,17 @@ def nan_worker(config, emit, extra):
     return Record(config=config.recorded(), environment={"machine": "testbox", "hostname": "h"},
                   metrics={"total_images_per_sec": 10.0, "loss_last": float("nan"),
                            "step_times_s": [0.1, float("inf")]}, extra=extra)
+
+
+def slow_worker(config, emit, extra):
+    """An ok case that takes a moment, so that two sweeps overlap."""
+    time.sleep(0.3)
+    return fake_worker(config, emit, extra)
+
+
+def finishing_worker(results_dir, other_record, config, emit, extra):
+    """While running its own case, another sweep (played here) records ``other_record``."""
+    from cnnbench.results.store import append_record
+
+    append_record(results_dir, other_record)
+    return fake_worker(config, emit, extra)

@@ -186,8 +186,9 @@ def _step(m: re.Match[str]) -> Step:
         except ValueError:
             break
     timestamp = None
-    if numbers and numbers[-1] > 1e9 and float(numbers[-1]).is_integer():
-        timestamp = int(numbers.pop())
+    if numbers and rest[len(numbers) - 1].isdigit() and numbers[-1] > 1e9:
+        timestamp = int(rest[len(numbers) - 1])  # from the text: a float would round a long one
+        numbers.pop()
     return Step(
         step=int(m.group(1)),
         images_per_sec=_number(m.group(2), line),
