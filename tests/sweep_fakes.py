@@ -67,3 +67,18 @@ def finishing_worker(results_dir, other_record, config, emit, extra):
 
     append_record(results_dir, other_record)
     return fake_worker(config, emit, extra)
+
+
+NATIVE_ERROR = (
+    "CUDA error: an illegal memory access was encountered\n"
+    "Exception raised from c10_cuda_check_implementation at /pytorch/c10/cuda/CUDAException.cpp:43 "
+    "(most recent call first):\n"
+    "frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x96 (0x7f1 in libc10.so)\n"
+    "frame #1: c10::detail::torchCheckFail(char const*, char const*, unsigned int, std::string const&) + 0x6a\n"
+    "frame #2: <unknown function> + 0x1d8e4 (0x7f3 in libc10_cuda.so)\n"
+)
+
+
+def native_error_worker(config, emit, extra):
+    """A case whose torch error carries the C++ stack torch appends."""
+    raise RuntimeError(NATIVE_ERROR)

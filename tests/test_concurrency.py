@@ -23,7 +23,8 @@ from cnnbench.sweep.suite import parse_suite
 from tests.sweep_fakes import fake_worker, finishing_worker, probe, slow_worker
 
 REPO = Path(__file__).resolve().parents[1]
-LOGS = REPO / "tests" / "fixtures" / "tf_cnn_benchmarks_logs" / "LambdaCloud-RTX_A6000.logs" / "syn-replicated-fp32-1gpus"
+LOGS = REPO / "tests" / "fixtures" / "tf_cnn_benchmarks_logs"\
+    / "LambdaCloud-RTX_A6000.logs" / "syn-replicated-fp32-1gpus"
 
 
 def test_import_looks_for_existing_records_under_the_stores_lock(tmp_path, capsys):
@@ -48,7 +49,8 @@ def test_simultaneous_imports_of_the_same_logs_add_each_run_once(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
     for attempt in range(3):
         results = tmp_path / f"r{attempt}"
-        cmd = [sys.executable, "-m", "cnnbench", "import", "tf-cnn-benchmarks", str(LOGS), "--results-dir", str(results)]
+        cmd = [sys.executable, "-m", "cnnbench", "import", "tf-cnn-benchmarks", str(LOGS),
+               "--results-dir", str(results)]
         procs = [subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(3)]
         for p in procs:
             assert p.wait(timeout=120) == 0, p.stderr.read() if p.stderr else ""

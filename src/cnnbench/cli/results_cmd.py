@@ -163,7 +163,7 @@ def _check_export_target(output: str, results: Sequence[str]) -> None:
     from cnnbench.results.store import iter_store_files
 
     try:
-        inputs = [*results, *iter_store_files(list(results))]
+        inputs: list[str | os.PathLike[str]] = [*results, *iter_store_files(list(results))]
     except FileNotFoundError as exc:
         raise UserError(str(exc)) from None
     try:

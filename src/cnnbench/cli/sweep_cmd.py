@@ -70,11 +70,16 @@ def handle(args: argparse.Namespace) -> int:
     from cnnbench.sweep.progress import PlainReporter, RichReporter, summary_lines
     from cnnbench.sweep.runner import SweepOptions, check_cases, preload_engine, run_suite
 
-    preload_engine()  # the fork server imports torch and the engine once, for every case
     try:
+        preload_engine()  # the fork server imports torch and the engine once, for every case
         invalid = check_cases(suite)
     except SuiteError as exc:
         raise UserError(str(exc)) from None
+    except KeyboardInterrupt:
+        from cnnbench.sweep.isolation import stop_server
+
+        stop_server()  # still importing torch, maybe: it would hold the terminal until done
+        raise
     if invalid and not args.skip_invalid:
         more = f" (and {len(invalid) - 1} more invalid cases)" if len(invalid) > 1 else ""
         raise UserError(f"{invalid[0].message(suite)}{more}; nothing ran (--skip-invalid runs the valid cases)")

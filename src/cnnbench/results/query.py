@@ -8,6 +8,7 @@ No torch here.
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
 import json
 from collections.abc import Iterable, Mapping, Sequence
@@ -52,7 +53,9 @@ def resolve_fields(conditions: Sequence[Condition], columns: Iterable[str]) -> l
         elif candidates:
             raise ValueError(f"field {cond.field!r} is ambiguous: {', '.join(candidates)}")
         else:
-            raise ValueError(f"no record has a field {cond.field!r}")
+            close = difflib.get_close_matches(cond.field, sorted(known), n=3, cutoff=0.6)
+            hint = f" (did you mean {', '.join(close)}?)" if close else ""
+            raise ValueError(f"no record has a field {cond.field!r}{hint}")
     return out
 
 

@@ -141,6 +141,20 @@ def start_server(preload: Sequence[str] | None = None) -> None:
 _server_started = False
 
 
+def stop_server() -> None:
+    """Stop the fork server now, even while it is still importing (Ctrl-C during a sweep's
+    start-up): left alone, it would finish its imports first, holding the terminal's output."""
+    server = getattr(multiprocessing.forkserver, "_forkserver", None)
+    pid = getattr(server, "_forkserver_pid", None)
+    if server is None or pid is None:
+        return
+    try:
+        os.kill(pid, signal.SIGTERM)
+        server._stop()  # closes its "alive" pipe, reaps it, removes its socket
+    except (OSError, AttributeError):  # pragma: no cover - already gone, or another Python
+        pass
+
+
 def _main_imports() -> list[str]:
     """Modules the main script refers to at top level.
 

@@ -40,7 +40,7 @@ from typing import Any, Protocol
 
 from cnnbench.config.run_config import RunConfig
 from cnnbench.results.naming import case_name
-from cnnbench.results.record import Record
+from cnnbench.results.record import Record, clip, without_native_stack
 from cnnbench.results.store import StoreReader, append_record, machine_file_name
 from cnnbench.sweep.claims import CaseClaims
 from cnnbench.sweep.isolation import (
@@ -503,14 +503,14 @@ class _SignalScope:
 
 
 def _failure(outcome: ChildOutcome, timeout_s: float) -> tuple[str, str]:
-    """Status and error text for an attempt that gave no record."""
-    tail = outcome.output_tail
+    """Status and error text for an attempt that gave no record (without C++ stack traces)."""
+    tail = without_native_stack(outcome.output_tail)
     tail_text = f"\n--- last lines of the case's output ---\n{tail}" if tail else ""
     if outcome.timed_out:
         return "timeout", f"the case ran past its time limit of {timeout_s:g} s and was stopped{tail_text}"
     if outcome.exception is not None:
         kind = str(outcome.exception.get("type") or "Exception")
-        message = str(outcome.exception.get("message") or "")
+        message = clip(without_native_stack(str(outcome.exception.get("message") or "")))
         text = f"{kind}: {message}".lower()
         status = "oom" if any(w in text for w in _OOM_WORDS) else "error"
         return status, f"{kind}: {message}{tail_text}"
