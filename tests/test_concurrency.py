@@ -12,22 +12,25 @@ import sys
 import threading
 from pathlib import Path
 
+import cnnbench
 from cnnbench.cli import main
 from cnnbench.results.importers import ImportOptions, get_importer
 from cnnbench.results.record import Record
-from cnnbench.results.store import append_records, read_records, store_lock
-from cnnbench.sweep.claims import CaseClaims
+from cnnbench.results.store import append_records, read_records
 from cnnbench.sweep.progress import summary_lines
 from cnnbench.sweep.runner import SweepOptions, run_suite
 from cnnbench.sweep.suite import parse_suite
 from tests.sweep_fakes import fake_worker, finishing_worker, probe, slow_worker
 
 REPO = Path(__file__).resolve().parents[1]
+SRC = Path(cnnbench.__file__).resolve().parents[1]  # the code under test, wherever it is
 LOGS = REPO / "tests" / "fixtures" / "tf_cnn_benchmarks_logs"\
     / "LambdaCloud-RTX_A6000.logs" / "syn-replicated-fp32-1gpus"
 
 
 def test_import_looks_for_existing_records_under_the_stores_lock(tmp_path, capsys):
+    from cnnbench.results.store import store_lock
+
     results = tmp_path / "r"
     same_runs = get_importer("tf-cnn-benchmarks").run([LOGS], ImportOptions()).records
     codes: list[int] = []
@@ -46,7 +49,7 @@ def test_import_looks_for_existing_records_under_the_stores_lock(tmp_path, capsy
 
 
 def test_simultaneous_imports_of_the_same_logs_add_each_run_once(tmp_path):
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
     for attempt in range(3):
         results = tmp_path / f"r{attempt}"
         cmd = [sys.executable, "-m", "cnnbench", "import", "tf-cnn-benchmarks", str(LOGS),
@@ -87,6 +90,8 @@ def test_two_sweeps_of_one_suite_run_each_case_once(tmp_path):
 
 
 def test_a_case_another_sweep_holds_is_left_to_it(tmp_path):
+    from cnnbench.sweep.claims import CaseClaims
+
     suite = suite_of([2, 8])
     held = suite.cases[0]
     results = tmp_path / "r"

@@ -8,7 +8,6 @@ import pytest
 
 from cnnbench.cli import main
 from cnnbench.report import ReportOptions, build_report, write_report
-from cnnbench.results.outputs import OutputError
 from tests.report_fixtures import record, scaling_records, write_store
 
 
@@ -56,6 +55,8 @@ def test_a_folder_that_holds_no_report_is_refused(store, tmp_path, capsys):
     assert (folder / "tables" / "budget.csv").read_text() == "a,b\n1,2\n"
     assert (folder / "plots" / "holiday.png").exists()
     assert sorted(p.name for p in folder.rglob("*")) == ["budget.csv", "holiday.png", "plots", "tables"]
+    from cnnbench.results.outputs import OutputError
+
     with pytest.raises(OutputError):
         write_report(build_report(scaling_records()), folder)
 

@@ -16,11 +16,13 @@ from pathlib import Path
 
 import pytest
 
+import cnnbench
 from cnnbench.cli import main
 from cnnbench.results.store import read_records
 from cnnbench.sweep.suite import SuiteError, load_suite
 
 REPO = Path(__file__).resolve().parents[1]
+SRC = Path(cnnbench.__file__).resolve().parents[1]  # the code under test, wherever it is
 
 try:
     import torch
@@ -119,7 +121,7 @@ def test_ctrl_c_while_the_sweep_starts_is_one_line(tmp_path):
     suite = tmp_path / "s.yaml"
     suite.write_text("name: k\nbase: {model: trivial, device: cpu}\nmatrix: {batch_size: [2]}\n")
     marker = tmp_path / "preloading"
-    env = {**os.environ, "PYTHONPATH": f"{REPO / 'src'}{os.pathsep}{REPO}", "CNNBENCH_TEST_PRELOAD_MARKER": str(marker),
+    env = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{REPO}", "CNNBENCH_TEST_PRELOAD_MARKER": str(marker),
            "CNNBENCH_TEST_PRELOAD_SLEEP": "30"}
     cmd = [sys.executable, str(script), "sweep", str(suite), "--results-dir", str(tmp_path / "r"), "--plain"]
     # A session of its own, as a terminal's foreground job: Ctrl-C reaches every process of the group.
