@@ -25,7 +25,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "time limit; failures are recorded (oom, error, timeout) and the sweep goes on. Cases already "
         "recorded ok on this machine are skipped (--rerun runs them again), so an interrupted sweep "
         "continues where it stopped. Exit status: 0 when every case ran, whatever its status (--strict: "
-        "1 if any was not ok); 2 for a bad suite file; 130/143 when stopped by Ctrl-C/SIGTERM.",
+        "1 if any was not ok); 2 for a bad suite file or a case `cnnbench run` would refuse here (checked before "
+        "anything runs; --skip-invalid skips such cases instead); 130/143 when stopped by Ctrl-C/SIGTERM. Sweeps "
+        "of one suite into one results folder may run at once: no case runs in two of them.",
     )
     p.add_argument("suite", metavar="SUITE.yaml", help="Suite file (see suites/ for examples).")
     p.add_argument("--results-dir", default="results", metavar="DIR", help="Results folder (default: results).")

@@ -105,7 +105,7 @@ _LIST_METRICS = frozenset({"step_times_s", "per_device_images_per_sec", "warning
 _TEXT_FIELDS = ("run_id", "started_at", "tool_version", "error")
 
 
-def check_record(record: Mapping[str, Any]) -> None:
+def check_record(record: Mapping[str, Any], *, shallow: bool = False) -> None:
     """Raise :class:`RecordError` when ``record`` breaks the contract every reader relies on.
 
     The contract: ``status`` is one of :data:`STATUSES`; ``config``, ``environment`` and
@@ -114,7 +114,8 @@ def check_record(record: Mapping[str, Any]) -> None:
     ``config`` fields that are ``cnnbench run`` options have the option's type (or null);
     the contract's metrics (:data:`METRIC_FIELDS`) are numbers (lists for step times and
     per-device rates) or null; ``environment.machine`` is text; nothing nests deeper than
-    :data:`MAX_DEPTH`. Other fields are free.
+    :data:`MAX_DEPTH`. Other fields are free. ``shallow=True``: the caller knows the record
+    cannot nest that deep (its text has fewer brackets), so the walk is skipped.
     """
     if "status" not in record:
         raise RecordError(f"no status (one of {', '.join(STATUSES)})")
@@ -135,7 +136,8 @@ def check_record(record: Mapping[str, Any]) -> None:
     machine = record["environment"].get("machine")
     if machine is not None and not isinstance(machine, str):
         raise RecordError(f"environment.machine is {_kind(machine)}, not text")
-    check_depth(record)
+    if not shallow:
+        check_depth(record)
 
 
 def check_figures(metrics: Mapping[str, Any]) -> None:
@@ -179,44 +181,43 @@ def _kind(value: Any) -> str:
     return type(value).__name__
 
 
-_CONFIG_TYPES: dict[str, type] = {}
-_ACCEPTED = {int: (int,), float: (int, float), str: (str,), bool: (bool,)}
+_CONFIG_TYPES: dict[str, tuple[type, ...]] = {}
+_ACCEPTED = {int: (int, type(None)), float: (int, float, type(None)), str: (str, type(None)),
+             bool: (bool, type(None))}
+"""The exact types (as JSON gives them: ``true`` is no number here) a value of each kind may have."""
+_WORDS = {int: "a whole number", float: "a number", str: "text", bool: "true or false"}
 
 
-def _config_types() -> dict[str, type]:
-    """Each ``cnnbench run`` option's base type (from the configuration's own declarations)."""
+def _config_types() -> dict[str, tuple[type, ...]]:
+    """The types each ``cnnbench run`` option's value may have (from the configuration's own declarations)."""
     if not _CONFIG_TYPES:
         from cnnbench.config.options import field_types
         from cnnbench.config.run_config import RunConfig
 
-        _CONFIG_TYPES.update({name: base for name, (base, _) in field_types(RunConfig).items()})
+        _CONFIG_TYPES.update({name: _ACCEPTED[base] for name, (base, _) in field_types(RunConfig).items()
+                              if base in _ACCEPTED})
     return _CONFIG_TYPES
+
+
+_ANY = (str, int, float, bool, type(None), list, dict)
+_METRIC_TYPES = {name: (list, type(None)) if name in _LIST_METRICS else (int, float, type(None))
+                 for name in (*METRIC_FIELDS, "warnings")}
 
 
 def _check_config_types(config: Mapping[str, Any]) -> None:
     types = _config_types()
-    for name, value in config.items():
-        base = types.get(name)
-        if value is None or base not in _ACCEPTED:
-            continue
-        if not isinstance(value, _ACCEPTED[base]) or (isinstance(value, bool) and base is not bool):
-            word = {int: "a whole number", float: "a number", str: "text", bool: "true or false"}[base]
-            raise RecordError(f"config.{name} is {_kind(value)}, not {word}")
+    bad = [name for name, value in config.items() if type(value) not in types.get(name, _ANY)]  # fast when none
+    if bad:
+        value, allowed = config[bad[0]], types[bad[0]]
+        base = next(b for b, a in _ACCEPTED.items() if a is allowed)
+        raise RecordError(f"config.{bad[0]} is {_kind(value)}, not {_WORDS[base]}")
 
 
 def _check_metric_types(metrics: Mapping[str, Any]) -> None:
-    for name in METRIC_FIELDS:
-        value = metrics.get(name)
-        if value is None:
-            continue
-        if name in _LIST_METRICS:
-            if not isinstance(value, list):
-                raise RecordError(f"metrics.{name} is {_kind(value)}, not a list")
-        elif isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise RecordError(f"metrics.{name} is {_kind(value)}, not a number")
-    warnings = metrics.get("warnings")
-    if warnings is not None and not isinstance(warnings, list):
-        raise RecordError(f"metrics.warnings is {_kind(warnings)}, not a list of texts")
+    bad = [name for name, allowed in _METRIC_TYPES.items() if type(metrics.get(name)) not in allowed]
+    if bad:
+        word = "a list" if bad[0] in _LIST_METRICS else "a number"
+        raise RecordError(f"metrics.{bad[0]} is {_kind(metrics[bad[0]])}, not {word}")
 
 
 def finite_numbers(record: Mapping[str, Any]) -> dict[str, Any]:

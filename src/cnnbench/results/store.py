@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from cnnbench.results.migrate import migrate
-from cnnbench.results.record import RecordError, check_record, finite_numbers
+from cnnbench.results.record import MAX_DEPTH, RecordError, check_record, finite_numbers
 
 log = logging.getLogger(__name__)
 
@@ -299,7 +299,7 @@ def _parse_line(raw: bytes, parse: Any, *, truncated: bool) -> tuple[dict[str, A
         return None, "not a JSON object"
     try:
         rec = migrate(rec)
-        check_record(rec)
+        check_record(rec, shallow=raw.count(b"{") + raw.count(b"[") <= MAX_DEPTH)
     except RecordError as exc:
         return None, str(exc)
     return rec, None
