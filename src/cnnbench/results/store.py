@@ -150,7 +150,11 @@ def store_lock(results_dir: str | os.PathLike[str]) -> Iterator[Path]:
     folder.mkdir(parents=True, exist_ok=True)
     fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError as exc:  # a file system without locks: go on, unprotected, and say so
+            log.warning("cannot lock %s (%s); a concurrent writer may add a record twice", folder,
+                        exc.strerror or exc)
         yield folder
     finally:
         os.close(fd)  # closing releases the lock

@@ -13,12 +13,15 @@ safe to delete. No torch here.
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 import socket
 import time
 from pathlib import Path
 
 CLAIMS_FOLDER = ".claims"
+
+log = logging.getLogger(__name__)
 
 
 class Claim:
@@ -65,6 +68,10 @@ class CaseClaims:
             except BlockingIOError:
                 os.close(fd)
                 return None
+            except OSError as exc:  # a file system without locks: run the case, unprotected, and say so
+                log.warning("cannot lock %s (%s); another sweep on this store could run the case too", path,
+                            exc.strerror or exc)
+                return Claim(fd, path)
             try:
                 same = os.stat(path).st_ino == os.fstat(fd).st_ino
             except FileNotFoundError:
