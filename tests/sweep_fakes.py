@@ -46,3 +46,39 @@ def stopping_worker(sweep_pid, config, emit, extra):
         os.kill(sweep_pid, signal.SIGTERM)
         time.sleep(60)
     return fake_worker(config, emit, extra)
+
+
+def nan_worker(config, emit, extra):
+    """A case whose training diverged: NaN and infinity among its figures."""
+    return Record(config=config.recorded(), environment={"machine": "testbox", "hostname": "h"},
+                  metrics={"total_images_per_sec": 10.0, "loss_last": float("nan"),
+                           "step_times_s": [0.1, float("inf")]}, extra=extra)
+
+
+def slow_worker(config, emit, extra):
+    """An ok case that takes a moment, so that two sweeps overlap."""
+    time.sleep(0.3)
+    return fake_worker(config, emit, extra)
+
+
+def finishing_worker(results_dir, other_record, config, emit, extra):
+    """While running its own case, another sweep (played here) records ``other_record``."""
+    from cnnbench.results.store import append_record
+
+    append_record(results_dir, other_record)
+    return fake_worker(config, emit, extra)
+
+
+NATIVE_ERROR = (
+    "CUDA error: an illegal memory access was encountered\n"
+    "Exception raised from c10_cuda_check_implementation at /pytorch/c10/cuda/CUDAException.cpp:43 "
+    "(most recent call first):\n"
+    "frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x96 (0x7f1 in libc10.so)\n"
+    "frame #1: c10::detail::torchCheckFail(char const*, char const*, unsigned int, std::string const&) + 0x6a\n"
+    "frame #2: <unknown function> + 0x1d8e4 (0x7f3 in libc10_cuda.so)\n"
+)
+
+
+def native_error_worker(config, emit, extra):
+    """A case whose torch error carries the C++ stack torch appends."""
+    raise RuntimeError(NATIVE_ERROR)

@@ -1,4 +1,4 @@
-"""Importers: tf_cnn_benchmarks logs (against the shared fixtures) and flat CSV tables."""
+"""Importers: tf_cnn_benchmarks logs (real logs, trimmed, in tests/fixtures) and flat CSV tables."""
 
 from __future__ import annotations
 
@@ -13,8 +13,7 @@ from cnnbench.results.importers import ImportOptions, get_importer, importers
 from cnnbench.results.importers.tf_cnn_benchmarks import parse_log, record_from_log
 from cnnbench.results.store import read_records
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "tf_cnn_benchmarks_logs"
-needs_fixtures = pytest.mark.skipif(not FIXTURES.is_dir(), reason=f"fixtures not found at {FIXTURES}")
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "tf_cnn_benchmarks_logs"
 
 # Rows of the published tables that come from the fixture machines' logs.
 CSV_ROWS = {
@@ -30,8 +29,6 @@ A6000_4GPU_RESNET50 = "LambdaCloud-RTX_A6000.logs/syn-replicated-fp32-4gpus/resn
 
 @pytest.fixture(scope="module")
 def imported():
-    if not FIXTURES.is_dir():
-        pytest.skip(f"fixtures not found at {FIXTURES}")
     return get_importer("tf-cnn-benchmarks").run([FIXTURES], ImportOptions())
 
 
@@ -41,7 +38,6 @@ def test_registry_lists_both_importers():
         get_importer("nope")
 
 
-@needs_fixtures
 @pytest.mark.parametrize("precision,table", [("fp32", "fp32"), ("amp_fp16", "fp16")])
 def test_training_figures_equal_the_published_table(imported, precision, table):
     published = {
@@ -59,7 +55,6 @@ def test_training_figures_equal_the_published_table(imported, precision, table):
     assert compared == 30  # 5 machine/GPU-count rows x 6 models
 
 
-@needs_fixtures
 def test_header_folder_and_metadata_fields(imported):
     assert imported.problems == []
     assert len(imported.records) == 120
@@ -97,7 +92,6 @@ def test_header_folder_and_metadata_fields(imported):
     assert rec["started_at"] == "2021-04-11T05:28:31+00:00"
 
 
-@needs_fixtures
 def test_inference_fp16_and_the_older_tf_machine(imported):
     rec = next(r for r in imported.records
                if "3960X" in r["source_path"] and "syn-replicated-fp16-1gpus-inference/resnet50" in r["source_path"])
@@ -110,7 +104,6 @@ def test_inference_fp16_and_the_older_tf_machine(imported):
     assert rec["case_name"] == "syn-replicated-nccl-1gpus"
 
 
-@needs_fixtures
 def test_a_diverged_loss_is_null_not_nan(imported):
     rec = next(r for r in imported.records if r["source_path"].endswith(
         "LambdaCloud-RTX_A6000.logs/syn-replicated-fp32-2gpus/alexnet-2048/throughput/1"))
@@ -123,7 +116,6 @@ def _fixture_text() -> str:
     return (FIXTURES / A6000_4GPU_RESNET50).read_text()
 
 
-@needs_fixtures
 def test_a_log_without_total_is_an_error_record_never_zero(tmp_path):
     lines = _fixture_text().splitlines()
     cut = next(i for i, ln in enumerate(lines) if ln.startswith("60\timages/sec"))
@@ -139,7 +131,6 @@ def test_a_log_without_total_is_an_error_record_never_zero(tmp_path):
     assert "precision" not in rec["config"]  # neither the header nor a folder says
 
 
-@needs_fixtures
 def test_an_out_of_memory_log_is_an_oom_record(tmp_path):
     text = _fixture_text().split("Done warm up")[0]
     text += "tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating tensor\n"
@@ -171,7 +162,6 @@ def test_parse_a_minimal_plain_log():
     assert record_from_log(Path("x.txt"), "just some text\n") is None
 
 
-@needs_fixtures
 def test_cli_import_is_idempotent_and_takes_labels_and_overrides(tmp_path, capsys):
     src = FIXTURES / "LambdaCloud-RTX_A6000.logs" / "syn-replicated-fp32-1gpus"
     results = tmp_path / "results"
@@ -209,8 +199,6 @@ def test_cli_import_errors(tmp_path, capsys):
 
 
 def test_csv_round_trip_through_export(tmp_path, capsys):
-    if not FIXTURES.is_dir():
-        pytest.skip("fixtures missing")
     results = tmp_path / "a"
     src = FIXTURES / "3960X-GeForce_RTX_3080_XLA.logs" / "syn-replicated-fp16-2gpus"
     assert main(["import", "tf-cnn-benchmarks", str(src), "--results-dir", str(results)]) == 0
@@ -263,8 +251,6 @@ def test_csv_with_bare_field_names_is_refused(tmp_path):
 
 
 def test_copying_a_fixture_folder_keeps_the_layout(tmp_path):
-    if not FIXTURES.is_dir():
-        pytest.skip("fixtures missing")
     dst = tmp_path / "x" / "MyBox.logs"
     config_dir = "syn-replicated-fp16-4gpus"
     shutil.copytree(FIXTURES / "LambdaCloud-RTX_A6000.logs" / config_dir, dst / config_dir)

@@ -10,7 +10,7 @@ import pytest
 from cnnbench.cli import main
 from tests.report_fixtures import write_store
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "tf_cnn_benchmarks_logs"
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "tf_cnn_benchmarks_logs"
 MODELS = {"alexnet", "inception3", "inception4", "resnet152", "resnet50", "vgg16"}
 RTX3080 = "3960X-GeForce_RTX_3080_XLA"
 A6000 = "LambdaCloud-RTX_A6000"
@@ -18,14 +18,9 @@ A6000 = "LambdaCloud-RTX_A6000"
 
 @pytest.fixture(scope="module")
 def imported():
-    importers = pytest.importorskip("cnnbench.results.importers")
-    if not FIXTURES.is_dir():
-        pytest.skip(f"fixture logs not found at {FIXTURES}")
-    try:
-        importer = importers.get_importer("tf-cnn-benchmarks")
-    except KeyError as exc:
-        pytest.skip(str(exc))
-    result = importer.run([FIXTURES], importers.ImportOptions())
+    from cnnbench.results import importers
+
+    result = importers.get_importer("tf-cnn-benchmarks").run([FIXTURES], importers.ImportOptions())
     assert result.records
     return result.records
 

@@ -236,7 +236,7 @@ if __name__ == "__main__":  # case processes import this file too
     import cnnbench.sweep.isolation as isolation
 
     isolation.SERVER_PRELOAD = ("__main__",)  # these fake cases need no torch
-    runner.check_models = lambda suite: None
+    runner.check_cases = lambda suite: []
     runner.engine_probe = probe
     runner.engine_worker = worker
     sys.exit(main(sys.argv[1:]))
@@ -312,7 +312,7 @@ def test_strict_exit_status_and_reporters(tmp_path, monkeypatch, capsys):
 
 
 def test_a_sweep_through_the_engine(tmp_path):
-    from cnnbench.sweep.runner import check_models, preload_engine
+    from cnnbench.sweep.runner import check_cases, preload_engine
 
     preload_engine()
     suite = parse_suite({
@@ -323,7 +323,7 @@ def test_a_sweep_through_the_engine(tmp_path):
         "matrix": {"batch_size": [2, 4]},
         "timeout_s": 120,
     })
-    check_models(suite)
+    assert check_cases(suite) == []
     lines: list[str] = []
 
     class Collect(PlainReporter):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterable
 from typing import NoReturn
 
 from cnnbench.config.errors import ConfigError
@@ -20,6 +21,17 @@ class UserError(Exception):
     def from_config(cls, exc: ConfigError, command: str = "run") -> UserError:
         """An invalid option, pointing to the command's help."""
         return cls(f"{exc} (see cnnbench {command} --help)")
+
+
+def check_output(results_dir: str, machine_labels: Iterable[str | None] = ()) -> None:
+    """Before any work: the results folder (and each labelled machine's file in it) can be
+    written, or one line and exit 2. ``run``, ``sweep`` and ``import`` call this."""
+    from cnnbench.results.outputs import OutputError, check_results_dir
+
+    try:
+        check_results_dir(results_dir, machine_labels)
+    except OutputError as exc:
+        raise UserError(str(exc)) from None
 
 
 class CliParser(argparse.ArgumentParser):

@@ -3,7 +3,9 @@
 Kinds: ``tf-cnn-benchmarks`` (plain logs, or ``<machine>.logs/`` folders of the Lambda
 benchmark layout with their ``metadata``) and ``csv`` (a flat table whose columns are
 dotted record field names). Records that are already in the store (same content) are
-not added twice. A log that did not finish becomes a record with status ``error``.
+not added twice, even by two imports at once: the look and the write happen under the
+store's lock. A log that did not finish becomes a record with status ``error``; an input
+that cannot be used is reported as ``path: problem`` and the others are imported.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from cnnbench.cli.common import UserError
+from cnnbench.cli.common import UserError, check_output
 
 KINDS = ("tf-cnn-benchmarks", "csv")
 
@@ -41,7 +43,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _overrides(items: list[str]) -> dict[str, Any]:
+    """``--set`` fields, each checked against what a record may hold."""
     import yaml
+
+    from cnnbench.results.importers import check_overrides
 
     out: dict[str, Any] = {}
     for item in items:
@@ -49,25 +54,44 @@ def _overrides(items: list[str]) -> dict[str, Any]:
         if not sep or not field.strip():
             raise UserError(f"--set: expected FIELD=VALUE, got {item!r}")
         try:
-            out[field.strip()] = yaml.safe_load(text) if text.strip() else None
+            value = yaml.safe_load(text) if text.strip() else None
         except yaml.YAMLError:
-            out[field.strip()] = text
+            value = text
+        try:
+            check_overrides({field.strip(): value})
+        except ValueError as exc:
+            raise UserError(f"--set {item}: {exc}") from None
+        out[field.strip()] = value
+    try:
+        check_overrides(out)
+    except ValueError as exc:
+        raise UserError(f"--set: {exc}") from None
     return out
 
 
 def handle(args: argparse.Namespace) -> int:
     from cnnbench.results.importers import ImportOptions, get_importer
-    from cnnbench.results.store import append_records, existing_run_ids
+    from cnnbench.results.store import append_new_records
 
     try:
         importer = get_importer(args.kind)
     except KeyError as exc:
         raise UserError(str(exc.args[0])) from None
+    if args.machine_label is not None:
+        from cnnbench.config.errors import ConfigError
+        from cnnbench.config.run_config import RunConfig
+
+        try:
+            RunConfig(machine_label=args.machine_label)
+        except ConfigError as exc:
+            raise UserError(str(exc)) from None
     options = ImportOptions(machine_label=args.machine_label, overrides=_overrides(args.overrides))
     paths = [Path(p) for p in args.paths]
     for p in paths:
         if not p.exists():
             raise UserError(f"no such file or folder: {p}")
+    if not args.dry_run:
+        check_output(args.results_dir, [args.machine_label])
     try:
         result = importer.run(paths, options)
     except (FileNotFoundError, ValueError) as exc:
@@ -77,22 +101,32 @@ def handle(args: argparse.Namespace) -> int:
     if not result.records:
         raise UserError(f"nothing to import from {', '.join(args.paths)}", exit_code=1)
 
-    present = existing_run_ids(args.results_dir)
-    new = [r for r in result.records if r.get("run_id") not in present]
-    seen: set[str] = set()
-    unique = []
-    for r in new:
-        if r["run_id"] not in seen:
-            seen.add(r["run_id"])
-            unique.append(r)
+    unique: dict[str, dict[str, Any]] = {}
+    for record in result.records:
+        unique.setdefault(str(record.get("run_id")), record)
+    if args.dry_run:
+        from cnnbench.results.store import stored_run_ids
+
+        present, store_problems = stored_run_ids(args.results_dir)
+        written = [r for key, r in unique.items() if key not in present]
+        already = {key: present[key] for key in unique if key in present}
+    else:
+        outcome = append_new_records(args.results_dir, unique.values())
+        written, already, store_problems = outcome.written, outcome.already, outcome.problems
+    for problem in store_problems:
+        print(f"warning: skipped {problem}", file=sys.stderr)
     statuses: dict[str, int] = {}
-    for r in unique:
+    for r in written:
         statuses[r["status"]] = statuses.get(r["status"], 0) + 1
-    if not args.dry_run:
-        append_records(args.results_dir, unique)
     summary = ", ".join(f"{n} {s}" for s, n in sorted(statuses.items())) or "none new"
     verb = "would import" if args.dry_run else "imported"
-    skipped = len(result.records) - len(unique)
-    print(f"{verb} {len(unique)} records ({summary}) into {args.results_dir}"
-          + (f"; {skipped} already there" if skipped else ""))
+    skipped = len(result.records) - len(written)
+    line = f"{verb} {len(written)} records ({summary}) into {args.results_dir}"
+    if skipped:
+        line += f"; {skipped} already there"
+        elsewhere = sorted({m for m in already.values() if args.machine_label and m != args.machine_label})
+        if elsewhere:
+            line += (f" (stored under machine {', '.join(elsewhere)}: a run is imported once, whatever "
+                     f"--machine-label says; the records already there were left as they are)")
+    print(line)
     return 0

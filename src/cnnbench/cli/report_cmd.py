@@ -7,6 +7,7 @@ Never imports torch.
 from __future__ import annotations
 
 import argparse
+import sys
 
 from cnnbench.cli.common import UserError
 
@@ -21,7 +22,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "num_devices, batch_size, data, variable_update, precision, compile, source, status.",
     )
     p.add_argument("results", nargs="+", metavar="RESULTS", help="Results folders or .jsonl files.")
-    p.add_argument("-o", "--output", required=True, metavar="OUTDIR", help="Folder to write the report to.")
+    p.add_argument("-o", "--output", required=True, metavar="OUTDIR",
+                   help="Folder to write the report to: new, empty, or an earlier report's (whose files "
+                   "alone a new report replaces; it deletes nothing it did not write).")
     p.add_argument("--columns", default="machine", metavar="FIELD",
                    help="Column dimension of the per-configuration tables (default: machine).")
     p.add_argument("--effect", action="append", default=None, metavar="FIELD",
@@ -69,10 +72,19 @@ def handle(args: argparse.Namespace) -> int:
 
     if args.max_plots < 0:
         raise UserError(f"--max-plots: must be >= 0, got {args.max_plots}")
+    from cnnbench.report.output import check_report_folder
+    from cnnbench.results.outputs import OutputError
+
+    try:
+        check_report_folder(args.output)  # before any work
+    except OutputError as exc:
+        raise UserError(str(exc)) from None
     try:
         records, problems = read_records(args.results, step_times=False)  # reports never need step times
     except FileNotFoundError as exc:
         raise UserError(str(exc)) from None
+    for problem in problems:
+        print(f"warning: skipped {problem}", file=sys.stderr)
     options = ReportOptions(
         columns=args.columns,
         effects=args.effect,
@@ -89,7 +101,10 @@ def handle(args: argparse.Namespace) -> int:
         raise UserError(f"{exc}; nothing written", exit_code=1) from None
     except ReportError as exc:
         raise UserError(str(exc)) from None
-    written = write_report(report, args.output)
+    try:
+        written = write_report(report, args.output)
+    except OutputError as exc:
+        raise UserError(str(exc)) from None
     print(f"wrote {written.summary} and {written.html.name}: {len(report.tables)} tables "
           f"(csv+json in {written.outdir / 'tables'}), {len(written.plots)} plots, "
           f"from {report.n_records} results")

@@ -124,8 +124,10 @@ def handle_list(args: argparse.Namespace) -> int:
 
 
 def handle_export(args: argparse.Namespace) -> int:
-    if args.format == "parquet" and not args.output:
+    if args.format == "parquet" and args.output is None:
         raise UserError("--format parquet needs -o FILE")
+    if args.output is not None:
+        _check_export_target(args.output, args.results)
     rows, _ = _load(args.results, args.where, step_times=not args.no_step_times)
     from cnnbench.results.flatten import ordered_columns
 
@@ -141,9 +143,26 @@ def handle_export(args: argparse.Namespace) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
+    except OSError as exc:
+        raise UserError(f"-o {args.output}: cannot write: {exc.strerror or exc}", exit_code=1) from None
     if args.output:
         print(f"wrote {len(rows)} runs x {len(columns)} columns to {args.output}", file=sys.stderr)
     return 0
+
+
+def _check_export_target(output: str, results: Sequence[str]) -> None:
+    """Before reading anything: ``-o`` is a file that can be written and is none of the inputs."""
+    from cnnbench.results.outputs import OutputError, check_output_file
+    from cnnbench.results.store import iter_store_files
+
+    try:
+        inputs: list[str | os.PathLike[str]] = [*results, *iter_store_files(list(results))]
+    except FileNotFoundError as exc:
+        raise UserError(str(exc)) from None
+    try:
+        check_output_file(output, inputs)
+    except OutputError as exc:
+        raise UserError(str(exc)) from None
 
 
 def _cell(value: Any) -> Any:

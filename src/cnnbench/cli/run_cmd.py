@@ -15,7 +15,7 @@ import argparse
 import sys
 from typing import Any
 
-from cnnbench.cli.common import UserError
+from cnnbench.cli.common import UserError, check_output
 from cnnbench.config import ConfigError, RunConfig
 from cnnbench.config.cli_args import add_config_arguments, config_from_args
 
@@ -39,6 +39,7 @@ def handle(args: argparse.Namespace) -> int:
         config = config_from_args(args)
     except ConfigError as exc:
         raise UserError.from_config(exc) from None
+    check_output(config.results_dir, [config.machine_label])
 
     from cnnbench.distributed.world import launched_by_torchrun
 
@@ -66,6 +67,8 @@ def _execute(config: RunConfig, emit: Any) -> tuple[Any, Any]:
 
 
 def _report(record: Any, path: Any, *, quiet: bool) -> int:
+    for warning in record.metrics.get("warnings") or []:
+        print(f"cnnbench run: warning: {warning}", file=sys.stderr)
     if record.status != "ok":
         print(f"cnnbench run: {record.status}: {record.error} (record {record.run_id} written to {path})",
               file=sys.stderr)

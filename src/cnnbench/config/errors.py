@@ -12,6 +12,7 @@ class ConfigError(ValueError):
 
     def __init__(self, field: str, message: str) -> None:
         self.field = field
+        self.reason = message  # what is wrong, without the flag (for messages that name the field otherwise)
         super().__init__(f"{flag_for(field)}: {message}")
 
     @property

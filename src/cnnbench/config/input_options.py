@@ -5,13 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from cnnbench.config.checks import at_least, unused
+from cnnbench.config.checks import unused
 from cnnbench.config.errors import ConfigError
 from cnnbench.config.options import option
 
 DATA_NAMES = ("synthetic",)
 SYNTHETIC_LOCATIONS = ("device", "host", "loader")
 DEFAULT_SYNTHETIC_WORKERS = 2
+MAX_WORKERS = 256
 
 
 @dataclass(frozen=True)
@@ -32,12 +33,11 @@ class InputOptions:
         None,
         f"DataLoader worker processes, for --synthetic-location loader "
         f"[default there: {DEFAULT_SYNTHETIC_WORKERS}].",
-        depends_on=("synthetic_location", "data_name"), metavar="N",
+        depends_on=("synthetic_location", "data_name"), metavar="N", minimum=0, maximum=MAX_WORKERS,
     )
     distortions: bool = option(False, "Training augmentation of real images (needs real data).")
 
     def check_input_options(self) -> None:
-        at_least(self, "num_workers", 0, allow_none=True)
         if self.data_name == "synthetic" and self.synthetic_location != "loader":
             unused(self, "num_workers", f"with --synthetic-location {self.synthetic_location} "
                                         "(no DataLoader workers there)")

@@ -10,12 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from cnnbench.config.checks import at_least
 from cnnbench.config.errors import ConfigError
 from cnnbench.config.options import option
 
 DEFAULT_NUM_BATCHES = 100
 DEFAULT_WARMUP_BATCHES = 10
+MAX_STEPS = 100_000_000
+MAX_SEED = 2**32 - 1  # what every random generator takes (numpy's is the narrowest)
 
 
 @dataclass(frozen=True)
@@ -23,31 +24,29 @@ class MeasurementOptions:
     """steps and measurement"""
 
     num_batches: int | None = option(
-        None, f"Timed steps [default: {DEFAULT_NUM_BATCHES}; not with --num-epochs].", identity=False, metavar="N"
+        None, f"Timed steps [default: {DEFAULT_NUM_BATCHES}; not with --num-epochs].", identity=False, metavar="N",
+        minimum=1, maximum=MAX_STEPS,
     )
     num_epochs: int | None = option(
         None,
         "Train to accuracy: this many epochs of the data set's training split, evaluating on its "
         "validation split after each (needs --data-dir; not with --num-batches).",
-        metavar="E",
+        metavar="E", minimum=1, maximum=100_000,
     )
     num_warmup_batches: int | None = option(
         None,
         f"Untimed steps before the timed ones; excluded from every figure [default: {DEFAULT_WARMUP_BATCHES}; "
         "none with --num-epochs, where every step trains].",
-        identity=False, metavar="N",
+        identity=False, metavar="N", minimum=0, maximum=MAX_STEPS,
     )
     display_every: int = option(
         10, "Print a progress line every N timed steps (its time is kept out of every figure).",
-        identity=False, metavar="N",
+        identity=False, metavar="N", minimum=1, maximum=MAX_STEPS,
     )
-    seed: int = option(1234, "Random seed for weights and synthetic data.", identity=False)
+    seed: int = option(1234, "Random seed for weights and synthetic data.", identity=False,
+                       minimum=0, maximum=MAX_SEED)
 
     def check_measurement_options(self) -> None:
-        at_least(self, "num_batches", 1, allow_none=True)
-        at_least(self, "num_epochs", 1, allow_none=True)
-        at_least(self, "num_warmup_batches", 0, allow_none=True)
-        at_least(self, "display_every", 1)
         if self.num_epochs is not None:
             if self.num_batches is not None:
                 raise ConfigError("num_batches", "a run lasts either --num-batches steps or --num-epochs epochs, "

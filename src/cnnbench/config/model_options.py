@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cnnbench.config.checks import at_least
 from cnnbench.config.options import option
 
 DATA_FORMATS = ("NCHW", "NHWC")
 PRECISIONS = ("fp32", "tf32", "amp_fp16", "amp_bf16", "fp16", "bf16")
 MIN_IMAGE_SIZE = 16
+MAX_IMAGE_SIZE = 8192
+MAX_BATCH_SIZE = 65536
 
 
 @dataclass(frozen=True)
@@ -23,10 +24,12 @@ class ModelOptions:
         "or 'trivial'. See `cnnbench models --list`.",
     )
     batch_size: int | None = option(
-        None, "Images per device per step (default: the model's default batch size).", metavar="N"
+        None, "Images per device per step (default: the model's default batch size).", metavar="N",
+        minimum=1, maximum=MAX_BATCH_SIZE,
     )
     image_size: int | None = option(
-        None, "Input height and width in pixels (default: the model's own, e.g. 224, 299).", metavar="PX"
+        None, "Input height and width in pixels (default: the model's own, e.g. 224, 299).", metavar="PX",
+        minimum=MIN_IMAGE_SIZE, maximum=MAX_IMAGE_SIZE,
     )
     forward_only: bool = option(False, "Benchmark inference (no backward pass, no optimizer step).")
     data_format: str = option(
@@ -43,5 +46,4 @@ class ModelOptions:
     )
 
     def check_model_options(self) -> None:
-        at_least(self, "batch_size", 1, allow_none=True)
-        at_least(self, "image_size", MIN_IMAGE_SIZE, allow_none=True)
+        pass  # each field's range is declared with it

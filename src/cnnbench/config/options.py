@@ -23,6 +23,8 @@ def option(
     unnamed: Sequence[Any] = (),
     depends_on: Sequence[str] = (),
     metavar: str | None = None,
+    minimum: int | float | None = None,
+    maximum: int | float | None = None,
 ) -> Any:
     """A dataclass field with CLI metadata.
 
@@ -34,6 +36,8 @@ def option(
     besides ``None`` and ``False``. ``depends_on``: the fields whose values decide whether
     this option applies at all (the DDP knobs apply with ``variable_update`` replicated): a
     comparison of two values of such a field pairs runs whatever this option says.
+    ``minimum`` / ``maximum``: the sane range of a number (both ends included), checked
+    before any work wherever a value comes from (flags, suite files, imported tables).
     """
     return dataclasses.field(
         default=default,
@@ -45,6 +49,8 @@ def option(
             "unnamed": tuple(unnamed),
             "depends_on": tuple(depends_on),
             "metavar": metavar,
+            "minimum": minimum,
+            "maximum": maximum,
         },
     )
 
@@ -55,6 +61,11 @@ def field_help(f: dataclasses.Field) -> str:
 
 def field_choices(f: dataclasses.Field) -> tuple[Any, ...] | None:
     return f.metadata.get("choices")
+
+
+def field_bounds(f: dataclasses.Field) -> tuple[int | float | None, int | float | None]:
+    """The declared ``(minimum, maximum)`` of a number field (None where unbounded)."""
+    return f.metadata.get("minimum"), f.metadata.get("maximum")
 
 
 _FIELD_TYPES: dict[type, dict[str, tuple[type, bool]]] = {}

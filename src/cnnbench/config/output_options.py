@@ -4,7 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from cnnbench.config.errors import ConfigError
 from cnnbench.config.options import option
+
+MAX_MACHINE_LABEL = 128
+"""Longest machine label: it names the results file (``<label>.jsonl``), and file names are short."""
 
 
 @dataclass(frozen=True)
@@ -20,4 +24,11 @@ class OutputOptions:
     )
 
     def check_output_options(self) -> None:
-        pass
+        if not self.results_dir.strip():
+            raise ConfigError("results_dir", "is empty; name a folder (the default is results)")
+        if self.machine_label is not None:
+            if not self.machine_label.strip():
+                raise ConfigError("machine_label", "is empty; leave it out to name the machine from its CPU and GPU")
+            if len(self.machine_label) > MAX_MACHINE_LABEL:
+                raise ConfigError("machine_label", f"is {len(self.machine_label)} characters long; at most "
+                                                   f"{MAX_MACHINE_LABEL} (it names the results file)")

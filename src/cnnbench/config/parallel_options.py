@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from cnnbench.config.checks import at_least, finite
+from cnnbench.config.checks import finite
 from cnnbench.config.errors import ConfigError
 from cnnbench.config.options import option
 
@@ -35,11 +35,11 @@ class ParallelOptions:
         None,
         "Devices that train together, one worker process each (data parallel). Under torchrun it "
         "is the world size [default: 1, or torchrun's world size].",
-        metavar="N",
+        metavar="N", minimum=1, maximum=MAX_DEVICES,
     )
     num_nodes: int | None = option(
         None, "Machines the devices are spread over: set from torchrun's environment, not by hand [default: 1].",
-        unnamed=(1,), metavar="N",
+        unnamed=(1,), metavar="N", minimum=1, maximum=MAX_DEVICES,
     )
     gpu_indices: str | None = option(
         None, "Which GPUs the workers use, one per worker: 0,2,... [default: 0 .. N-1].",
@@ -89,12 +89,8 @@ class ParallelOptions:
     )
 
     def check_parallel_options(self, forward_only: bool, precision: str, num_warmup_batches: int) -> None:
-        at_least(self, "num_devices", 1, allow_none=True)
-        at_least(self, "num_nodes", 1, allow_none=True)
         finite(self, "timeout")
         finite(self, "bucket_cap_mb")
-        if self.num_devices is not None and self.num_devices > MAX_DEVICES:
-            raise ConfigError("num_devices", f"must be <= {MAX_DEVICES} (got {self.num_devices})")
         if self.timeout <= 0:
             raise ConfigError("timeout", f"must be > 0 seconds (got {self.timeout})")
         if self.bucket_cap_mb is not None and self.bucket_cap_mb <= 0:

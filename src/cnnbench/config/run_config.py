@@ -28,6 +28,7 @@ This module does not import torch, so suite files and reports can use it cheaply
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -36,7 +37,7 @@ from cnnbench.config.errors import ConfigError
 from cnnbench.config.input_options import InputOptions
 from cnnbench.config.measurement_options import MeasurementOptions
 from cnnbench.config.model_options import ModelOptions
-from cnnbench.config.options import field_choices, field_types
+from cnnbench.config.options import field_bounds, field_choices, field_types
 from cnnbench.config.output_options import OutputOptions
 from cnnbench.config.parallel_options import ParallelOptions
 from cnnbench.config.training_options import TrainingOptions
@@ -52,8 +53,8 @@ class RunConfig(OutputOptions, InputOptions, TrainingOptions, ParallelOptions, M
     """One benchmark run. Field names are the record's ``config`` keys."""
 
     def __post_init__(self) -> None:
-        _check_choices(self)
-        _check_types(self)
+        for name in _FIELD_NAMES:
+            check_field(name, getattr(self, name))
         self.check_model_options()
         self.check_measurement_options()
         self.check_parallel_options(self.forward_only, self.precision, self.warmup_steps())
@@ -127,28 +128,47 @@ def unnamed_values() -> dict[str, tuple[Any, ...]]:
     return {f.name: f.metadata["unnamed"] for f in dataclasses.fields(RunConfig) if f.metadata.get("unnamed")}
 
 
-def _check_choices(cfg: RunConfig) -> None:
-    for f in dataclasses.fields(cfg):
-        choices = field_choices(f)
-        value = getattr(cfg, f.name)
-        if choices is not None and value is not None and value not in choices:
-            raise ConfigError(f.name, f"invalid choice {value!r} (choose from {', '.join(map(str, choices))})")
-
-
 _ACCEPTED: dict[type, tuple[type, ...]] = {int: (int,), float: (int, float), str: (str,), bool: (bool,)}
 
 
-def _check_types(cfg: RunConfig) -> None:
-    for name, (base, optional) in field_types(type(cfg)).items():
-        value = getattr(cfg, name)
-        if value is None:
-            if optional:
-                continue
-            raise ConfigError(name, "a value is required")
-        allowed = _ACCEPTED.get(base)
-        if allowed is None:
-            continue
+def check_field(name: str, value: Any, *, choices: bool = True) -> None:
+    """One field's own rules, as declared with it: its type, its choices (unless
+    ``choices=False``), its range, and, for a float, a finite value. ``None`` passes where
+    the field may be unset. Raises :class:`ConfigError` naming the flag.
+
+    :class:`RunConfig` applies this to every field; whoever takes option values from
+    elsewhere (an imported table) applies it too, so the rules are written once.
+    """
+    f = _FIELDS[name]
+    base, optional = field_types(RunConfig)[name]
+    if value is None:
+        if optional:
+            return
+        raise ConfigError(name, "a value is required")
+    allowed = _ACCEPTED.get(base)
+    if allowed is not None:
         if isinstance(value, bool) and base in (int, float):
             raise ConfigError(name, f"expected a number, got {value!r}")
         if not isinstance(value, allowed):
             raise ConfigError(name, f"expected {base.__name__}, got {value!r}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(name, f"must be a finite number (got {value})")
+    known = field_choices(f)
+    if choices and known is not None and value not in known:
+        raise ConfigError(name, f"invalid choice {value!r} (choose from {', '.join(map(str, known))})")
+    low, high = field_bounds(f)
+    if low is not None and value < low:
+        raise ConfigError(name, f"must be >= {low} (got {value})")
+    if high is not None and value > high:
+        raise ConfigError(name, f"must be <= {high} (got {value})")
+
+
+def check_config_values(values: Mapping[str, Any], *, choices: bool = True) -> None:
+    """:func:`check_field` for every ``cnnbench run`` option in ``values`` (others are ignored)."""
+    for name, value in values.items():
+        if name in _FIELDS:
+            check_field(name, value, choices=choices)
+
+
+_FIELDS: dict[str, dataclasses.Field] = {f.name: f for f in dataclasses.fields(RunConfig)}
+_FIELD_NAMES = tuple(_FIELDS)

@@ -274,7 +274,8 @@ def _translate(argv: Sequence[str]) -> tuple[list[str], list[str]]:
             if _boolean(value):
                 out.append("--" + key.replace("_", "-"))
         elif key in ours:
-            out += ["--" + key.replace("_", "-"), value]
+            flag = "--" + key.replace("_", "-")
+            out += [f"{flag}={value}"] if value.startswith("-") else [flag, value]  # -inf is no flag
         else:
             out.append(token)
     if data_name is not None:

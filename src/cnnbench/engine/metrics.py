@@ -79,6 +79,8 @@ def measured_metrics(workers: Sequence[WorkerMeasure], batch_size: int, *, first
         "diverged": diverged,
     }
     metrics.update(_combined_hook_metrics(workers))
+    if diverged:
+        metrics["warnings"] = [*(metrics.get("warnings") or []), _divergence_note(workers)]
     metrics.update(_summed(w.source_metrics for w in workers))
     comm = metrics.get("communication_time_s")
     if "communication_time_s" in metrics:
@@ -120,6 +122,14 @@ def _summed(per_worker: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
 
 def _is_count(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _divergence_note(workers: Sequence[WorkerMeasure]) -> str:
+    """The warning a diverged run keeps: from which timed step the loss was NaN or infinite."""
+    first = min(next(i for i, x in enumerate(w.losses) if not math.isfinite(x))
+                for w in workers if any(not math.isfinite(x) for x in w.losses))
+    return (f"training diverged: the loss is NaN or infinite from timed step {first + 1} on "
+            "(the figures are the speed of those steps; the learning rate may be too high)")
 
 
 def _finite_or_none(x: float) -> float | None:

@@ -97,18 +97,17 @@ def known_fields(records: Iterable[Mapping[str, Any]]) -> set[str]:
 
 
 def resolve_field(name: str, records: Sequence[Mapping[str, Any]]) -> str:
-    """The dotted field for a user-given name or alias; raises :class:`FieldError` if unknown."""
+    """The dotted field for a user-given name or alias; raises :class:`FieldError` naming the
+    nearest known names when no record has it (``config.bogus`` as much as ``bogus``)."""
     name = name.strip()
     if not name:
         raise FieldError("empty field name")
     if name in ALIASES:
         return ALIASES[name]
-    if "." in name and name.split(".", 1)[0] in SECTIONS:
-        return name
     known = known_fields(records)  # a scan of every record: only for names that need it
     if "." in name:
-        if name in known:
-            return name
+        if name in known or any(name.startswith(k + ".") for k in known if "." in k):
+            return name  # a field, or a value nested under one (metrics.step_series.loss)
     else:
         if name in TOP_LEVEL:
             return name

@@ -1,13 +1,21 @@
 """Write a report to a folder: ``summary.md``, ``report.html``, ``tables/*.csv|json``, ``plots/*.png``.
 
-Files a previous report left in ``tables/`` (``*.csv``, ``*.json``) and ``plots/``
-(``*.png``) are removed first, so the folder always matches the report.
+A report never deletes what it did not write. It lists what it wrote in a manifest,
+``.cnnbench-report.json``, in the folder; the next report into the same folder removes the
+files of that list it does not write again (a table that no longer exists) and nothing
+else, so the user's own files in ``tables/`` or ``plots/`` stay. A folder that is not
+empty and holds no manifest (not a report, or one from before manifests) is refused, and
+so is a file of the user's where the report would write one of its own. The manifest is
+written before the report's files (listing the old and the new) and again after them, so
+that a report cut off halfway is still cleaned up by the next one.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,8 +23,15 @@ from cnnbench.report.document import Report
 from cnnbench.report.html import render_html
 from cnnbench.report.markdown import render_markdown
 from cnnbench.report.tables_io import table_csv, table_json
+from cnnbench.results.outputs import OutputError, check_output_folder
 
 log = logging.getLogger(__name__)
+
+MANIFEST = ".cnnbench-report.json"
+SUMMARY = "summary.md"
+HTML = "report.html"
+_OWN_NAME = re.compile(r"^(summary\.md|report\.html|tables/[^/\\]+\.(csv|json)|plots/[^/\\]+\.png)$")
+"""The only names a report writes (and so the only ones a manifest may make it delete)."""
 
 
 @dataclass
@@ -30,36 +45,67 @@ class Written:
     plots: list[Path] = field(default_factory=list)
 
 
+def check_report_folder(outdir: str | os.PathLike[str]) -> Path:
+    """The report folder, checked before any work: a folder (or one that can be made) that may
+    be written in, and new, empty, or holding an earlier report. Raises :class:`OutputError`."""
+    out = check_output_folder(outdir, flag="-o")
+    if out.is_dir() and not (out / MANIFEST).is_file() and any(out.iterdir()):
+        raise OutputError(f"-o {out}: is not empty and holds no cnnbench report; name a new or empty folder "
+                          "(a report deletes nothing it did not write)")
+    return out
+
+
 def _write(path: Path, text: str) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)
 
 
-def _clear(folder: Path, patterns: tuple[str, ...]) -> None:
-    if folder.is_dir():
-        for pattern in patterns:
-            for old in folder.glob(pattern):
-                old.unlink()
+def _read_manifest(out: Path) -> set[str]:
+    """The files an earlier report wrote here (only names a report writes; others are ignored)."""
+    try:
+        data = json.loads((out / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return set()
+    files = data.get("files") if isinstance(data, dict) else None
+    if not isinstance(files, list):
+        return set()
+    return {f for f in files if isinstance(f, str) and _OWN_NAME.match(f)}
+
+
+def _write_manifest(out: Path, files: set[str]) -> None:
+    _write(out / MANIFEST, json.dumps({"written_by": "cnnbench report", "files": sorted(files)}, indent=1) + "\n")
 
 
 def write_report(report: Report, outdir: str | os.PathLike[str], plots: bool = True) -> Written:
-    """Write every output of ``report`` under ``outdir``; ``plots=False`` skips the PNGs."""
-    out = Path(outdir)
-    out.mkdir(parents=True, exist_ok=True)
-    tables_dir, plots_dir = out / "tables", out / "plots"
-    _clear(tables_dir, ("*.csv", "*.json"))
-    _clear(plots_dir, ("*.png",))
-    tables_dir.mkdir(exist_ok=True)
-    written = Written(out, out / "summary.md", out / "report.html")
-    for t in report.tables:
-        for suffix, text in ((".csv", table_csv(t)), (".json", table_json(t))):
-            path = tables_dir / f"{t.id}{suffix}"
-            path.write_text(text, encoding="utf-8")
-            written.tables.append(path)
+    """Write every output of ``report`` under ``outdir``; ``plots=False`` skips the PNGs.
+
+    Raises :class:`OutputError` (before writing anything) for a folder that cannot take a report.
+    """
+    out = check_report_folder(outdir)
+    previous = _read_manifest(out)
     if not plots:
         for fig in report.figures:
             fig.drawn = False
+    tables = {t.id: t for t in report.tables}
+    planned = {SUMMARY, HTML}
+    planned |= {f"tables/{tid}{suffix}" for tid in tables for suffix in (".csv", ".json")}
+    planned |= {fig.path for fig in report.figures if fig.drawn}
+    for name in sorted(planned - previous):
+        if (out / name).exists():
+            raise OutputError(f"-o {out}: {name} is there and was not written by a report; move it or name "
+                              "another folder")
+
+    out.mkdir(parents=True, exist_ok=True)
+    _write_manifest(out, previous | planned)
+    tables_dir = out / "tables"
+    tables_dir.mkdir(exist_ok=True)
+    written = Written(out, out / SUMMARY, out / HTML)
+    for tid, t in tables.items():
+        for suffix, text in ((".csv", table_csv(t)), (".json", table_json(t))):
+            path = tables_dir / f"{tid}{suffix}"
+            path.write_text(text, encoding="utf-8")
+            written.tables.append(path)
     if any(f.drawn for f in report.figures):
         from cnnbench.report.plots import draw
 
@@ -68,5 +114,11 @@ def write_report(report: Report, outdir: str | os.PathLike[str], plots: bool = T
                 written.plots.append(draw(fig, out))
     _write(written.summary, render_markdown(report))
     _write(written.html, render_html(report, out))
+    for name in sorted(previous - planned):  # an earlier report's files this one did not write again
+        try:
+            (out / name).unlink()
+        except FileNotFoundError:
+            pass
+    _write_manifest(out, planned)
     log.info("wrote %s (%d tables, %d plots)", out, len(report.tables), len(written.plots))
     return written

@@ -17,12 +17,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from cnnbench.results.record import SCHEMA_VERSION, STATUSES
+from cnnbench.results.record import SCHEMA_VERSION, STATUSES, RecordError
 
 Migration = Callable[[dict[str, Any]], dict[str, Any]]
 
 
-class SchemaTooNewError(ValueError):
+class SchemaTooNewError(RecordError):
     """A record written by a newer cnnbench than this one."""
 
 
@@ -69,17 +69,23 @@ MIGRATIONS: dict[int, Migration] = {0: _v0_to_v1, 1: _v1_to_v2}
 
 
 def record_version(record: dict[str, Any]) -> int:
-    """The record's schema version; 0 when it has none."""
+    """The record's schema version; 0 when it has none (absent or null).
+
+    Raises :class:`RecordError` for a value that is not a version (text, a negative number).
+    """
     version = record.get("schema_version")
-    if isinstance(version, bool) or not isinstance(version, int):
+    if version is None:
         return 0
+    if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+        raise RecordError(f"schema_version {version!r} is not a version (a whole number, 0 or more)")
     return version
 
 
 def migrate(record: dict[str, Any]) -> dict[str, Any]:
     """The record upgraded to :data:`SCHEMA_VERSION`.
 
-    Raises :class:`SchemaTooNewError` for a version this cnnbench does not know.
+    Raises :class:`SchemaTooNewError` for a version this cnnbench does not know, and
+    :class:`RecordError` for one that is no version at all.
     """
     version = record_version(record)
     if version == SCHEMA_VERSION:

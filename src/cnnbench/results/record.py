@@ -11,6 +11,8 @@ This module does not import torch.
 from __future__ import annotations
 
 import datetime as _dt
+import math
+import re
 import uuid
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -52,16 +54,216 @@ ENVIRONMENT_FIELDS = (
 )
 
 
-def error_text(exc: BaseException, limit: int = 2000) -> str:
-    """``"Type: message"`` for a record's ``error``: the message's first lines, without the
-    C++ stack that some torch errors append (``Exception raised from ...``, ``frame #0``)."""
-    lines = []
-    for line in str(exc).strip().splitlines():
-        if line.startswith(("Exception raised from", "frame #")):
-            break
-        lines.append(line)
-    text = f"{type(exc).__name__}: {chr(10).join(lines)}".strip().rstrip(":")
+ERROR_LIMIT = 2000
+"""Most characters a record's ``error`` keeps (the start of the text, which names the cause)."""
+
+_NATIVE_STACK = re.compile(
+    r"^\s*(Exception raised from |frame #\d+|C\+\+ CapturedTraceback:|#\d+ \S.*\bfrom\b|"
+    r"\[ ?frame \d+ ?\]|0x[0-9a-f]+ in |-+ C\+\+ Traceback)"
+)
+
+
+def without_native_stack(text: str) -> str:
+    """``text`` without the C++ stack traces torch appends to its errors (``Exception raised
+    from ...`` and ``frame #0: ...`` lines, ``C++ CapturedTraceback:`` blocks); the Python
+    lines around them stay."""
+    kept: list[str] = []
+    in_stack = False
+    for line in text.splitlines():
+        if _NATIVE_STACK.match(line):
+            in_stack = True
+            continue
+        if in_stack and (line.startswith((" ", "\t")) or not line.strip()):
+            continue  # the indented continuation of a frame
+        in_stack = False
+        kept.append(line)
+    return "\n".join(kept).strip()
+
+
+def clip(text: str, limit: int = ERROR_LIMIT) -> str:
+    """``text`` cut to ``limit`` characters (an ellipsis marks the cut)."""
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def error_text(exc: BaseException, limit: int = ERROR_LIMIT) -> str:
+    """``"Type: message"`` for a record's ``error``: the message without the C++ stack that
+    some torch errors append (``Exception raised from ...``, ``frame #0``), cut to ``limit``."""
+    message = without_native_stack(str(exc).strip())
+    text = f"{type(exc).__name__}: {message}".strip().rstrip(":")
+    return clip(text, limit)
+
+
+class RecordError(ValueError):
+    """A record that breaks the contract (see :func:`check_record`); the message says why, in one line."""
+
+
+SECTIONS = ("config", "environment", "metrics")
+MAX_DEPTH = 16
+"""Deepest nesting of objects and lists a record may have (records are 4 deep; every tool
+that walks one recursively stays far from Python's recursion limit)."""
+_LIST_METRICS = frozenset({"step_times_s", "per_device_images_per_sec", "warnings"})
+_TEXT_FIELDS = ("run_id", "started_at", "tool_version", "error")
+
+
+def check_record(record: Mapping[str, Any], *, shallow: bool = False) -> None:
+    """Raise :class:`RecordError` when ``record`` breaks the contract every reader relies on.
+
+    The contract: ``status`` is one of :data:`STATUSES`; ``config``, ``environment`` and
+    ``metrics`` are objects; ``schema_version`` is a whole number; ``run_id``,
+    ``started_at``, ``tool_version`` and ``error`` are text (``error`` may be null);
+    ``config`` fields that are number options of ``cnnbench run`` are numbers of the option's
+    kind (or null);
+    the contract's metrics (:data:`METRIC_FIELDS`) are numbers (lists for step times and
+    per-device rates) or null; ``environment.machine`` is text; nothing nests deeper than
+    :data:`MAX_DEPTH`. Other fields are free. ``shallow=True``: the caller knows the record
+    cannot nest that deep (its text has fewer brackets than that), so the walk is skipped.
+    """
+    if "status" not in record:
+        raise RecordError(f"no status (one of {', '.join(STATUSES)})")
+    if record["status"] not in STATUSES:
+        raise RecordError(f"status {record['status']!r} is not one of {', '.join(STATUSES)}")
+    for section in SECTIONS:
+        if not isinstance(record.get(section), dict):
+            raise RecordError(f"{section} is {_kind(record.get(section))}, not an object of fields")
+    version = record.get("schema_version")
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise RecordError(f"schema_version is {_kind(version)}, not a whole number")
+    for name in _TEXT_FIELDS:
+        value = record.get(name)
+        if value is not None and not isinstance(value, str):
+            raise RecordError(f"{name} is {_kind(value)}, not text")
+    _check_config_types(record["config"])
+    _check_metric_types(record["metrics"])
+    machine = record["environment"].get("machine")
+    if machine is not None and not isinstance(machine, str):
+        raise RecordError(f"environment.machine is {_kind(machine)}, not text")
+    if not shallow:
+        check_depth(record)
+
+
+def check_figures(metrics: Mapping[str, Any]) -> None:
+    """Raise :class:`RecordError` for a measured figure no run can have: a metric (or an
+    element of a list of them) that is negative, NaN or infinite. Used where figures come
+    from outside cnnbench (imported tables, ``--set``)."""
+    for name, value in metrics.items():
+        for item in value if isinstance(value, list) else (value,):
+            if isinstance(item, bool) or not isinstance(item, (int, float)):
+                continue
+            if not math.isfinite(item) or item < 0:
+                raise RecordError(f"metrics.{name} is {item!r}: a measured figure is a finite number, 0 or more")
+
+
+_LONG_LIST = 64
+
+
+def check_depth(value: Any, limit: int = MAX_DEPTH) -> None:
+    """Raise :class:`RecordError` when ``value`` nests objects or lists deeper than ``limit``.
+
+    Objects and short lists are walked whole; of a long list (step times: thousands of
+    numbers) only the first and last items are looked at, which keeps the check cheap and
+    still catches a list of lists or of objects.
+    """
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            raise RecordError(f"nested more than {limit} levels deep")
+        if type(node) is dict:
+            children: Any = node.values()
+        elif len(node) > _LONG_LIST:
+            children = (node[0], node[-1])
+        else:
+            children = node
+        stack.extend((child, depth + 1) for child in children if type(child) in _CONTAINERS)
+
+
+_CONTAINERS = (dict, list)
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"{str(value).lower()} (true/false)"
+    if isinstance(value, (int, float)):
+        return f"the number {value!r}"
+    if isinstance(value, str):
+        return f"the text {clip(value, 40)!r}"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    return type(value).__name__
+
+
+_NONE = type(None)
+_ACCEPTED = {int: frozenset({int, _NONE}), float: frozenset({int, float, _NONE}), str: frozenset({str, _NONE}),
+             bool: frozenset({bool, _NONE})}
+"""The exact types (as JSON gives them: ``true`` is no number here) a value of each kind may have."""
+_WORDS = {int: "a whole number", float: "a number", str: "text", bool: "true or false"}
+_CONFIG_GROUPS: list[tuple[type, tuple[str, ...]]] = []
+
+
+def _config_groups() -> list[tuple[type, tuple[str, ...]]]:
+    """The number options of ``cnnbench run`` by type (from the configuration's own declarations):
+    readers compute with them (device counts, batch sizes), so their type is part of the contract."""
+    if not _CONFIG_GROUPS:
+        from cnnbench.config.options import field_types
+        from cnnbench.config.run_config import RunConfig
+
+        types = field_types(RunConfig)
+        _CONFIG_GROUPS.extend((base, tuple(n for n, (b, _) in types.items() if b is base)) for base in (int, float))
+    return _CONFIG_GROUPS
+
+
+_METRIC_GROUPS = (
+    (frozenset({int, float, _NONE}), "a number", tuple(n for n in METRIC_FIELDS if n not in _LIST_METRICS)),
+    (frozenset({list, _NONE}), "a list", (*(n for n in METRIC_FIELDS if n in _LIST_METRICS), "warnings")),
+)
+
+
+def _check_config_types(config: Mapping[str, Any]) -> None:
+    # map(..) keeps the loop in C: a few microseconds a record, for every record a reader reads
+    for base, names in _config_groups():
+        allowed = _ACCEPTED[base]
+        if not allowed.issuperset(map(type, map(config.get, names))):
+            name = next(n for n in names if type(config.get(n)) not in allowed)
+            raise RecordError(f"config.{name} is {_kind(config[name])}, not {_WORDS[base]}")
+
+
+def _check_metric_types(metrics: Mapping[str, Any]) -> None:
+    for allowed, word, names in _METRIC_GROUPS:
+        if not allowed.issuperset(map(type, map(metrics.get, names))):
+            name = next(n for n in names if type(metrics.get(n)) not in allowed)
+            raise RecordError(f"metrics.{name} is {_kind(metrics[name])}, not {word}")
+
+
+def finite_numbers(record: Mapping[str, Any]) -> dict[str, Any]:
+    """``record`` with every NaN or infinite number replaced by null (JSON has no such numbers),
+    and, when any was, a ``metrics.warnings`` entry naming the fields. A copy; ``record`` is
+    not changed."""
+    replaced: list[str] = []
+    out = _finite_copy(record, "", replaced)
+    if replaced:
+        metrics = out.get("metrics")
+        if not isinstance(metrics, dict):
+            metrics = out["metrics"] = {}
+        warnings = metrics.get("warnings")
+        warnings = list(warnings) if isinstance(warnings, list) else []
+        warnings.append("non-finite numbers (NaN or infinity) stored as null: " + ", ".join(dict.fromkeys(replaced)))
+        metrics["warnings"] = warnings
+    return out
+
+
+def _finite_copy(value: Any, path: str, replaced: list[str]) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        replaced.append(path or "(value)")
+        return None
+    if isinstance(value, Mapping):
+        return {k: _finite_copy(v, f"{path}.{k}" if path else str(k), replaced) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite_copy(v, path, replaced) for v in value]
+    return value
 
 
 def new_run_id() -> str:

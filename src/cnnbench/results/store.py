@@ -4,6 +4,11 @@ Results from several machines merge by copying their files into one folder. An a
 writes one whole line with a single ``write`` on a file opened for appending, under an
 exclusive lock, then flushes and fsyncs: a crash can leave at most a truncated last line,
 which readers report (file and line) and skip, and nothing already written is ever rewritten.
+Records are written by :func:`record_line` only (NaN and infinity become null), and every
+line read is checked against the record contract
+(:func:`~cnnbench.results.record.check_record`): a line that breaks it is reported as
+``file:line: why`` and skipped, whoever reads (``results``, ``report``, a sweep resuming,
+``import``). Whoever must look before writing holds the store's lock (:func:`store_lock`).
 
 Reading upgrades records of older ``schema_version``s (:mod:`cnnbench.results.migrate`).
 Loading is the cost that grows with a store: most of a record's bytes are its raw step
@@ -14,17 +19,20 @@ without being parsed. See ``benchmarks/sweep_overhead.py`` for the figures.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import gc
 import json
 import logging
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cnnbench.results.migrate import SchemaTooNewError, migrate
+from cnnbench.results.migrate import migrate
+from cnnbench.results.record import MAX_DEPTH, RecordError, check_record, finite_numbers
 
 log = logging.getLogger(__name__)
 
@@ -37,23 +45,33 @@ def machine_file_name(machine: str) -> str:
     return slug + SUFFIX
 
 
+def record_line(record: Mapping[str, Any]) -> bytes:
+    """The one serialised form of a record: compact JSON on one line, newline-terminated.
+
+    JSON has no NaN or infinity: a run whose loss diverged must keep its record, so such
+    numbers are stored as null and a ``metrics.warnings`` entry names the fields
+    (:func:`~cnnbench.results.record.finite_numbers`). Values JSON cannot hold are written
+    as their text. Nothing is rejected.
+    """
+    try:
+        text = json.dumps(record, separators=(",", ":"), allow_nan=False, default=str)
+    except ValueError:  # a NaN or an infinity somewhere
+        text = json.dumps(finite_numbers(record), separators=(",", ":"), allow_nan=False, default=str)
+    return (text + "\n").encode()
+
+
+def _machine_of(record: Mapping[str, Any]) -> str:
+    environment = record.get("environment")
+    machine = environment.get("machine") if isinstance(environment, Mapping) else None
+    return str(machine or "unknown")
+
+
 def append_record(results_dir: str | os.PathLike[str], record: Mapping[str, Any]) -> Path:
     """Append one record (a JSON-able mapping) to its machine's file; returns the file."""
     folder = Path(results_dir)
     folder.mkdir(parents=True, exist_ok=True)
-    machine = str(record.get("environment", {}).get("machine") or "unknown")
-    path = folder / machine_file_name(machine)
-    line = (json.dumps(record, separators=(",", ":"), allow_nan=False, default=str) + "\n").encode()
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        _ensure_line_start(fd, path)
-        written = os.write(fd, line)
-        if written != len(line):  # pragma: no cover - a full disk
-            raise OSError(f"short write to {path}: {written} of {len(line)} bytes")
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    path = folder / machine_file_name(_machine_of(record))
+    _append(path, record_line(record))
     log.debug("appended run %s to %s", record.get("run_id"), path)
     return path
 
@@ -66,25 +84,80 @@ def append_records(results_dir: str | os.PathLike[str], records: Iterable[Mappin
     folder = Path(results_dir)
     by_file: dict[Path, list[bytes]] = {}
     for record in records:
-        machine = str(record.get("environment", {}).get("machine") or "unknown")
-        line = json.dumps(record, separators=(",", ":"), allow_nan=False, default=str) + "\n"
-        by_file.setdefault(folder / machine_file_name(machine), []).append(line.encode())
+        by_file.setdefault(folder / machine_file_name(_machine_of(record)), []).append(record_line(record))
     if by_file:
         folder.mkdir(parents=True, exist_ok=True)
     for path, lines in by_file.items():
-        data = b"".join(lines)
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            _ensure_line_start(fd, path)
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        _append(path, b"".join(lines))
         log.debug("appended %d records to %s", len(lines), path)
     return list(by_file)
+
+
+def _append(path: Path, data: bytes) -> None:
+    """Append whole lines under the file's exclusive lock, then fsync."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        _ensure_line_start(fd, path)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@dataclass
+class AppendResult:
+    """What :func:`append_new_records` did."""
+
+    written: list[dict[str, Any]] = field(default_factory=list)
+    already: dict[str, str] = field(default_factory=dict)
+    """``run_id`` -> the machine it is already stored under, for each record not written again."""
+    problems: list[StoreProblem] = field(default_factory=list)
+    """Lines of the store that could not be read while looking for the records already there."""
+
+
+def append_new_records(results_dir: str | os.PathLike[str], records: Iterable[Mapping[str, Any]]) -> AppendResult:
+    """Append the records whose ``run_id`` the store does not hold yet (each once).
+
+    The look-up and the write happen under the store's lock (:func:`store_lock`), so two
+    processes adding the same records at the same time add them once.
+    """
+    result = AppendResult()
+    with store_lock(results_dir):
+        present, result.problems = stored_run_ids(results_dir)
+        for record in records:
+            run_id = str(record.get("run_id"))
+            if run_id in present:
+                result.already[run_id] = present[run_id]
+                continue
+            present[run_id] = _machine_of(record)
+            result.written.append(dict(record))
+        append_records(results_dir, result.written)
+    return result
+
+
+@contextlib.contextmanager
+def store_lock(results_dir: str | os.PathLike[str]) -> Iterator[Path]:
+    """Hold the store's exclusive lock (a ``flock`` on the folder itself) for a read-then-write.
+
+    Appends of single records lock only their file; whoever must look before writing
+    (``cnnbench import``, a sweep deciding whether a case is done) takes this lock too.
+    The folder is made if it does not exist.
+    """
+    folder = Path(results_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError as exc:  # a file system without locks: go on, unprotected, and say so
+            log.warning("cannot lock %s (%s); a concurrent writer may add a record twice", folder,
+                        exc.strerror or exc)
+        yield folder
+    finally:
+        os.close(fd)  # closing releases the lock
 
 
 def _ensure_line_start(fd: int, path: Path) -> None:
@@ -123,51 +196,118 @@ def read_records(
     step_times: bool = True,
 ) -> tuple[list[dict[str, Any]], list[StoreProblem]]:
     """All records under ``paths``, upgraded to the current schema, plus one problem per
-    line that could not be used (truncated, malformed, not an object, schema too new).
+    line that could not be used (truncated, malformed, not UTF-8, nested too deeply, not an
+    object, against the record contract, schema too new) and per ``*.jsonl`` that is no file.
 
-    Problems are never fatal and the files are never modified. With ``step_times=False``
-    each record's ``metrics.step_times_s`` is left out (and not parsed: several times faster).
+    Problems are never fatal and the files are never modified; they are returned, not
+    printed or logged as warnings (the caller reports each once). With
+    ``step_times=False`` each record's ``metrics.step_times_s`` is left out (and not
+    parsed: several times faster).
     """
-    records: list[dict[str, Any]] = []
-    problems: list[StoreProblem] = []
-    parse = _loads if step_times else _loads_without_step_times
-    gc_was_enabled = gc.isenabled()
-    gc.disable()  # a load makes millions of containers and no cycles; collections only cost time
+    reader = StoreReader(paths, step_times=step_times)
+    return reader.read()
+
+
+class StoreReader:
+    """Reads a store, and later only what was appended to it since (a sweep checking, just
+    before a case starts, whether another sweep has recorded it meanwhile).
+
+    The first :meth:`read` reads every file; each later one reads the lines added since.
+    A partial last line (being written, or left by a crash) is reported by the first read
+    and otherwise waited for.
+    """
+
+    def __init__(self, paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[str], *,
+                 step_times: bool = True) -> None:
+        self.paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+        self._parse = _loads if step_times else _loads_without_step_times
+        self._positions: dict[Path, tuple[int, int]] = {}
+        """Per file: the byte offset read up to and the number of the next line."""
+        self._first = True
+
+    def read(self) -> tuple[list[dict[str, Any]], list[StoreProblem]]:
+        """Records (and problems) not returned by an earlier call."""
+        records: list[dict[str, Any]] = []
+        problems: list[StoreProblem] = []
+        files = iter_store_files(self.paths) if self._first else self._files()
+        gc_was_enabled = gc.isenabled()
+        gc.disable()  # a load makes millions of containers and no cycles; collections only cost time
+        try:
+            for path in files:
+                start, line = self._positions.get(path, (0, 1))
+                self._positions[path] = _read_file(path, self._parse, records, problems, start=start,
+                                                   first_line=line, partial_is_problem=self._first)
+        finally:
+            if gc_was_enabled:
+                gc.enable()
+        self._first = False
+        for p in problems:
+            log.debug("skipped %s", p)
+        return records, problems
+
+    def _files(self) -> list[Path]:
+        try:
+            return iter_store_files(self.paths)
+        except FileNotFoundError:
+            return []
+
+
+def _read_file(path: Path, parse: Any, records: list[dict[str, Any]], problems: list[StoreProblem], *,
+               start: int = 0, first_line: int = 1, partial_is_problem: bool = True) -> tuple[int, int]:
+    """Read ``path`` from byte ``start`` (line ``first_line``); returns where to go on from."""
     try:
-        for path in iter_store_files(paths):
-            _read_file(path, parse, records, problems)
-    finally:
-        if gc_was_enabled:
-            gc.enable()
-    for p in problems:
-        log.warning("skipped %s", p)
-    return records, problems
-
-
-def _read_file(path: Path, parse: Any, records: list[dict[str, Any]], problems: list[StoreProblem]) -> None:
-    with open(path, "rb") as f:
-        data = f.read()
+        with open(path, "rb") as f:
+            f.seek(start)
+            data = f.read()
+    except IsADirectoryError:
+        if partial_is_problem:
+            problems.append(StoreProblem(f"{path}: is a directory, not a results file"))
+        return start, first_line
+    except OSError as exc:
+        problems.append(StoreProblem(f"{path}: cannot read ({exc.strerror or exc})"))
+        return start, first_line
+    if not data:
+        return start, first_line
     lines = data.split(b"\n")
-    last = len(lines) - 1
+    complete = len(lines) - 1  # the piece after the last newline is partial (empty when none)
+    if lines[-1] and not partial_is_problem:
+        consumed = len(data) - len(lines[-1])
+        lines = lines[:-1]
+    else:
+        consumed = len(data)
     for index, raw in enumerate(lines):
         if not raw or raw.isspace():
             continue
-        lineno = index + 1
-        try:
-            rec = parse(raw)
-        except ValueError as exc:
-            what = "truncated line (no newline at the end of the file)" if index == last else f"malformed line ({exc})"
-            problems.append(StoreProblem(f"{path}:{lineno}: {what}"))
+        where = f"{path}:{first_line + index}"
+        rec, why = _parse_line(raw, parse, truncated=index == complete)
+        if why is not None:
+            problems.append(StoreProblem(f"{where}: {why}"))
             continue
-        if not isinstance(rec, dict):
-            problems.append(StoreProblem(f"{path}:{lineno}: not a JSON object"))
-            continue
-        try:
-            rec = migrate(rec)
-        except SchemaTooNewError as exc:
-            problems.append(StoreProblem(f"{path}:{lineno}: {exc}"))
-            continue
-        records.append(rec)
+        records.append(rec)  # type: ignore[arg-type]
+    return start + consumed, first_line + complete
+
+
+def _parse_line(raw: bytes, parse: Any, *, truncated: bool) -> tuple[dict[str, Any] | None, str | None]:
+    """A valid, current record from one line, or why there is none."""
+    try:
+        rec = parse(raw)
+    except RecursionError:
+        return None, "nested too deeply to read"
+    except UnicodeDecodeError as exc:
+        return None, f"not UTF-8 text (byte {raw[exc.start:exc.start + 1]!r} at column {exc.start + 1})"
+    except ValueError as exc:
+        if truncated:
+            return None, "truncated line (no newline at the end of the file)"
+        return None, f"malformed line ({exc})"
+    if not isinstance(rec, dict):
+        return None, "not a JSON object"
+    try:
+        rec = migrate(rec)
+        # fewer brackets in the text than the depth allowed: no need to walk the record for it
+        check_record(rec, shallow=raw.count(b"{") + raw.count(b"[") <= MAX_DEPTH)
+    except RecordError as exc:
+        return None, str(exc)
+    return rec, None
 
 
 _loads = json.loads
@@ -201,7 +341,12 @@ def _loads_without_step_times(raw: bytes) -> Any:
 
 def existing_run_ids(results_dir: str | os.PathLike[str]) -> set[str]:
     """The ``run_id``s already in a store (empty when the folder does not exist yet)."""
+    return set(stored_run_ids(results_dir)[0])
+
+
+def stored_run_ids(results_dir: str | os.PathLike[str]) -> tuple[dict[str, str], list[StoreProblem]]:
+    """``run_id`` -> machine of every record in a store, and the lines that could not be read."""
     if not Path(results_dir).is_dir():
-        return set()
-    records, _ = read_records(results_dir, step_times=False)
-    return {str(r.get("run_id")) for r in records if r.get("run_id")}
+        return {}, []
+    records, problems = read_records(results_dir, step_times=False)
+    return {str(r["run_id"]): _machine_of(r) for r in records if r.get("run_id")}, problems

@@ -42,6 +42,7 @@ import pickle
 import select
 import signal
 import sys
+import threading
 import time
 import traceback
 import types
@@ -120,9 +121,38 @@ def start_server(preload: Sequence[str] | None = None) -> None:
     """Start the fork server now, so no case pays for it; it imports ``preload`` once
     (default :data:`SERVER_PRELOAD`) and the modules the main script has imported. The
     server is one per process; when it already runs, this does nothing."""
+    global _server_started
     modules = list(SERVER_PRELOAD if preload is None else preload) + _main_imports()
     multiprocessing.set_forkserver_preload(modules)
-    multiprocessing.forkserver.ensure_running()
+    if _server_started or threading.current_thread() is not threading.main_thread():
+        multiprocessing.forkserver.ensure_running()
+        return
+    # The server inherits an ignored SIGINT, so that Ctrl-C while it imports torch stops the
+    # sweep (which says so in one line) and not the server with a traceback of its own; it
+    # ignores SIGINT afterwards anyway, and each case sets its own handler.
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        multiprocessing.forkserver.ensure_running()
+        _server_started = True
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+_server_started = False
+
+
+def stop_server() -> None:
+    """Stop the fork server now, even while it is still importing (Ctrl-C during a sweep's
+    start-up): left alone, it would finish its imports first, holding the terminal's output."""
+    server = getattr(multiprocessing.forkserver, "_forkserver", None)
+    pid = getattr(server, "_forkserver_pid", None)
+    if server is None or pid is None:
+        return
+    try:
+        os.kill(pid, signal.SIGTERM)
+        server._stop()  # closes its "alive" pipe, reaps it, removes its socket
+    except (OSError, AttributeError):  # pragma: no cover - already gone, or another Python
+        pass
 
 
 def _main_imports() -> list[str]:
@@ -230,9 +260,12 @@ def _child(fn: ChildFn, args: tuple[Any, ...], conn: Any, log_path: str, level: 
             traceback.print_exc()
             send({"kind": "exception", "type": type(exc).__name__, "message": str(exc)})
             code = exc.code if isinstance(exc, SystemExit) and isinstance(exc.code, int) else 1
-    except BaseException:  # pragma: no cover - failure while setting up
+    except BaseException as exc:  # failure while setting up: tell the parent, never the terminal
+        # (the usual cause is a parent that has gone, Ctrl-C during a sweep's start-up, and
+        # taken the case's log folder with it; the case's stderr is still the terminal's)
         try:
-            traceback.print_exc()
+            conn.send_bytes(json.dumps({"kind": "exception", "type": type(exc).__name__,
+                                        "message": f"the case process could not start: {exc}"}).encode())
         except BaseException:
             pass
     finally:

@@ -106,6 +106,11 @@ class RichReporter:
         self.progress.update(self.task, advance=1, ok=self._ok, failed=self._failed)
         self._refresh(force=True)
 
+    def case_skipped(self, case: Case, reason: str) -> None:
+        self.progress.console.print(f"[dim]skipped[/]: {case.label}: {reason}")
+        self.progress.update(self.task, advance=1)
+        self._refresh(force=True)
+
     def tick(self) -> None:
         self._refresh()
 
@@ -151,6 +156,10 @@ class PlainReporter:
         self._say(f"[{self.done}/{self.total}] {result.status:<7} {result.case.label}  "
                   f"{result.seconds:.1f} s  {detail}".rstrip())
 
+    def case_skipped(self, case: Case, reason: str) -> None:
+        self.done += 1
+        self._say(f"[{self.done}/{self.total}] skipped {case.label}  ({reason})")
+
     def tick(self) -> None:
         pass
 
@@ -166,6 +175,8 @@ def summary_lines(result: SweepResult, results_dir: str) -> list[str]:
     lines = [f"suite {result.suite.name}: {ran} cases ran in {result.seconds:.1f} s: {', '.join(parts)}"]
     if result.skipped:
         lines.append(f"  {len(result.skipped)} cases skipped (already recorded ok; --rerun runs them again)")
+    if result.elsewhere:
+        lines.append(f"  {len(result.elsewhere)} cases left to another sweep on the same store, which was running them")
     for r in result.results:
         if r.status != "ok":
             lines.append(f"  {r.status}: {r.case.label} ({r.case_name}): {_first_line(r.record.get('error'))}")

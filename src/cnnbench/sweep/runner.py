@@ -8,6 +8,12 @@
   sweep never leaves half a record: Ctrl-C or SIGTERM stops the case in flight, records
   nothing for it, and returns; the next run skips every case this machine already has
   an ``ok`` record for (same suite, same settings, same repeat), unless ``rerun``.
+* Two sweeps may write to one store at once: each claims a case before running it
+  (:mod:`cnnbench.sweep.claims`) and, holding the claim, looks at what the store gained
+  since it last read it; a case another sweep holds or has recorded ``ok`` meanwhile is
+  left to it. Lines of the store that cannot be read are logged once, as ``file:line: why``.
+* :func:`check_cases` puts every case through the checks ``cnnbench run`` makes before
+  any work (:func:`cnnbench.engine.resolve.preflight`), in a process of the fork server.
 * Cases are forked from a fork server that has imported torch and the engine once
   (:mod:`cnnbench.sweep.isolation`); the sweep's own process needs neither. ``device:
   auto`` and the machine's environment are resolved in a probe process, so parent-made
@@ -34,8 +40,9 @@ from typing import Any, Protocol
 
 from cnnbench.config.run_config import RunConfig
 from cnnbench.results.naming import case_name
-from cnnbench.results.record import Record
-from cnnbench.results.store import append_record, read_records
+from cnnbench.results.record import Record, clip, without_native_stack
+from cnnbench.results.store import StoreReader, append_record, machine_file_name
+from cnnbench.sweep.claims import CaseClaims
 from cnnbench.sweep.isolation import (
     ChildOutcome,
     Send,
@@ -86,33 +93,53 @@ def preload_engine() -> None:
     wait_for_server()
 
 
-def _unknown_models(send: Send, names: list[str]) -> dict[str, Any]:
-    """In a case process: the registry's message for each name it does not know."""
-    from cnnbench.config.errors import ConfigError
-    from cnnbench.models import get_model_spec
+@dataclass(frozen=True)
+class InvalidCase:
+    """A case ``cnnbench run`` would refuse on this machine, and why."""
 
-    errors = []
-    for name in names:
+    case: Case
+    error: str
+    """The check's one line, naming the flag (``--image-size: 40 is too small for ...``)."""
+
+    def message(self, suite: Suite) -> str:
+        return f"{suite.where}: case {self.case.description}: {self.error}"
+
+
+def _preflight_cases(send: Send, configs: list[tuple[int, RunConfig]]) -> dict[str, Any]:
+    """In a case process: :func:`~cnnbench.engine.resolve.preflight`'s verdict on each configuration."""
+    from cnnbench.config.errors import ConfigError
+    from cnnbench.engine.resolve import preflight
+
+    errors: dict[str, str] = {}
+    for index, config in configs:
         try:
-            get_model_spec(name)
+            preflight(config)
         except ConfigError as exc:
-            errors.append(str(exc))
+            errors[str(index)] = str(exc)
+        except Exception as exc:  # a model that cannot even be built is no valid case either
+            first = (str(exc).strip().splitlines() or [""])[0]
+            errors[str(index)] = f"cannot be prepared: {type(exc).__name__}: {first}".rstrip(": ")
     return {"errors": errors}
 
 
-def check_models(suite: Suite) -> None:
-    """Fail with :class:`SuiteError` when a case names a model the registry does not know.
+def check_cases(suite: Suite) -> list[InvalidCase]:
+    """The suite's cases that ``cnnbench run`` would refuse here, each with the reason.
 
-    The registry is asked in a process of the fork server (where torchvision is loaded).
+    Every configuration goes through the very checks ``cnnbench run`` makes before any work
+    (:func:`cnnbench.engine.resolve.preflight`: the model name, the image size the model
+    takes, the precision the device has, CUDA present, the device count), in a process of
+    the fork server (where torch is loaded). Raises :class:`SuiteError` when the checks
+    themselves cannot run.
     """
-    names = sorted({c.config.model for c in suite.cases})
-    with tempfile.TemporaryDirectory(prefix="cnnbench-models-") as tmp:
-        outcome = run_in_child(_unknown_models, (names,), timeout_s=PROBE_TIMEOUT_S, log_path=Path(tmp) / "out.log")
-    where = suite.path or suite.name
+    distinct = suite.distinct_cases()
+    configs = [(c.index, c.config) for c in distinct]
+    with tempfile.TemporaryDirectory(prefix="cnnbench-check-") as tmp:
+        outcome = run_in_child(_preflight_cases, (configs,), timeout_s=PROBE_TIMEOUT_S,
+                               log_path=Path(tmp) / "out.log")
     if not isinstance(outcome.result, dict):
-        raise SuiteError(f"{where}: could not check the model names ({_why(outcome)})")
-    if outcome.result["errors"]:
-        raise SuiteError(f"{where}: {outcome.result['errors'][0]}")
+        raise SuiteError(f"{suite.where}: could not check the cases ({_why(outcome)})")
+    errors = outcome.result["errors"]
+    return [InvalidCase(c, errors[str(c.index)]) for c in distinct if str(c.index) in errors]
 
 
 # --------------------------------------------------------------------------- results
@@ -145,6 +172,8 @@ class SweepResult:
     results: list[CaseResult] = field(default_factory=list)
     skipped: list[Case] = field(default_factory=list)
     """Cases already recorded ``ok`` for this machine, not run again."""
+    elsewhere: list[Case] = field(default_factory=list)
+    """Cases another sweep on the same store was running when this one came to them."""
     not_run: list[Case] = field(default_factory=list)
     """Cases left when the sweep was interrupted (the one in flight included)."""
     interrupted_by: int | None = None
@@ -168,6 +197,7 @@ class Reporter(Protocol):
     def case_started(self, case: Case, batch_size: int | None, attempt: int) -> None: ...
     def case_output(self, line: str) -> None: ...
     def case_finished(self, result: CaseResult) -> None: ...
+    def case_skipped(self, case: Case, reason: str) -> None: ...
     def tick(self) -> None: ...
     def sweep_finished(self, result: SweepResult) -> None: ...
 
@@ -186,6 +216,9 @@ class NullReporter:
 
     def case_finished(self, result: CaseResult) -> None:
         log.info("case %s: %s (%.1f s)", result.case.label, result.status, result.seconds)
+
+    def case_skipped(self, case: Case, reason: str) -> None:
+        log.info("case %s: skipped (%s)", case.label, reason)
 
     def tick(self) -> None:
         pass
@@ -246,22 +279,39 @@ class SweepRunner:
     def _run(self, result: SweepResult) -> None:
         with self._signals():
             cases = [self._concrete(c) for c in self.suite.cases]
-            done = set() if self.options.rerun else self._done_keys()
+            store = StoreReader(self.options.results_dir, step_times=False)
+            done = self._done_keys(store, initial=True)
             to_run: list[Case] = []
             for case in cases:
-                (result.skipped if (case.key, self._machine(case)) in done else to_run).append(case)
+                (result.skipped if self._is_done(case, done) else to_run).append(case)
             self.reporter.sweep_started(self.suite, to_run, result.skipped)
+            claims = CaseClaims(self.options.results_dir)
             for i, case in enumerate(to_run):
                 if self._stop:
                     result.not_run = to_run[i:]
                     break
-                case_result = self._run_case(case)
+                claim = claims.try_claim(f"{case.key}-{machine_file_name(self._machine(case))[:-6]}")
+                if claim is None:
+                    result.elsewhere.append(case)
+                    self.reporter.case_skipped(case, "another sweep on this store is running it")
+                    continue
+                with claim:
+                    done |= self._done_keys(store, initial=False)  # what other sweeps recorded meanwhile
+                    if self._is_done(case, done):
+                        result.skipped.append(case)
+                        self.reporter.case_skipped(case, "recorded ok meanwhile by another sweep")
+                        continue
+                    case_result = self._run_case(case)
                 if case_result is None:  # stopped mid-case: nothing recorded
                     result.not_run = to_run[i:]
                     break
                 result.results.append(case_result)
                 self.reporter.case_finished(case_result)
+            claims.tidy()
             result.interrupted_by = self._stop.signum
+
+    def _is_done(self, case: Case, done: set[tuple[str, str]]) -> bool:
+        return not self.options.rerun and (case.key, self._machine(case)) in done
 
     def request_stop(self, signum: int = signal.SIGINT) -> None:
         """Stop the case in flight and the sweep, as Ctrl-C does."""
@@ -303,11 +353,17 @@ class SweepRunner:
         env = self._environment(case.config.device, case.config.machine_label)["environment"]
         return str(env.get("machine") or "unknown")
 
-    def _done_keys(self) -> set[tuple[str, str]]:
-        folder = self.options.results_dir
-        if not Path(folder).is_dir():
+    def _done_keys(self, store: StoreReader, *, initial: bool) -> set[tuple[str, str]]:
+        """(case key, machine) of the ``ok`` records of this suite that ``store`` gained since
+        it was last read; each unreadable line is logged once, by the first read."""
+        if self.options.rerun and not initial:
             return set()
-        records, _ = read_records(folder, step_times=False)
+        if not Path(self.options.results_dir).is_dir():
+            return set()
+        records, problems = store.read()
+        for problem in problems:
+            if initial:
+                log.warning("skipped %s", problem)
         return {
             (str(r.get("case_key")), str((r.get("environment") or {}).get("machine") or "unknown"))
             for r in records
@@ -447,14 +503,14 @@ class _SignalScope:
 
 
 def _failure(outcome: ChildOutcome, timeout_s: float) -> tuple[str, str]:
-    """Status and error text for an attempt that gave no record."""
-    tail = outcome.output_tail
+    """Status and error text for an attempt that gave no record (without C++ stack traces)."""
+    tail = without_native_stack(outcome.output_tail)
     tail_text = f"\n--- last lines of the case's output ---\n{tail}" if tail else ""
     if outcome.timed_out:
         return "timeout", f"the case ran past its time limit of {timeout_s:g} s and was stopped{tail_text}"
     if outcome.exception is not None:
         kind = str(outcome.exception.get("type") or "Exception")
-        message = str(outcome.exception.get("message") or "")
+        message = clip(without_native_stack(str(outcome.exception.get("message") or "")))
         text = f"{kind}: {message}".lower()
         status = "oom" if any(w in text for w in _OOM_WORDS) else "error"
         return status, f"{kind}: {message}{tail_text}"

@@ -63,6 +63,22 @@ class Suite:
     cases: tuple[Case, ...] = field(default=(), repr=False)
     """Every case, repeats included, in run order: repeat 1 of all cases, then repeat 2, ..."""
 
+    @property
+    def where(self) -> str:
+        """The suite's file (or its name), as messages name it."""
+        return str(self.path) if self.path is not None else self.name
+
+    def distinct_cases(self) -> list[Case]:
+        """One case per configuration (the first repeat of each)."""
+        seen: dict[int, Case] = {}
+        for case in self.cases:
+            seen.setdefault(case.index, case)
+        return list(seen.values())
+
+    def without(self, indices: set[int]) -> Suite:
+        """The suite less the configurations at ``indices`` (every repeat of each)."""
+        return dataclasses.replace(self, cases=tuple(c for c in self.cases if c.index not in indices))
+
 
 @dataclass(frozen=True)
 class Case:
@@ -84,8 +100,12 @@ class Case:
     @property
     def label(self) -> str:
         """Short human name: the assignment and the repeat."""
-        parts = [f"{k}={_fmt(v)}" for k, v in self.assignment.items()]
-        return " ".join(parts or ["(base)"]) + f" #{self.repeat}"
+        return f"{self.description} #{self.repeat}"
+
+    @property
+    def description(self) -> str:
+        """The assignment that makes this case differ from the others (``model=vgg16 batch_size=8``)."""
+        return _describe(self.assignment)
 
 
 def _fmt(value: Any) -> str:
@@ -96,17 +116,44 @@ def load_suite(path: str | Path) -> Suite:
     """Read and check a suite file; raises :class:`SuiteError` (never anything else for bad input)."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        raw = p.read_bytes()
     except OSError as exc:
-        raise SuiteError(f"{p}: cannot read the suite file ({exc.strerror})") from None
+        raise SuiteError(f"{p}: cannot read the suite file ({exc.strerror or exc})") from None
     try:
-        data = yaml.safe_load(text)
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise SuiteError(f"{p}: not UTF-8 text (byte {raw[exc.start:exc.start + 1]!r} on line {line}); "
+                         "save the suite file as UTF-8") from None
+    try:
+        data = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader (below)
     except yaml.YAMLError as exc:
         where = getattr(exc, "problem_mark", None)
         at = f" at line {where.line + 1}, column {where.column + 1}" if where is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise SuiteError(f"{p}: not valid YAML{at}: {problem}") from None
+    except RecursionError:
+        raise SuiteError(f"{p}: nested too deeply to be a suite") from None
     return parse_suite(data, source=p)
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, except that a key written twice in one mapping is an error
+    (PyYAML would keep the last value silently)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            line = key_node.start_mark.line + 1
+            try:
+                if key in seen:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"key {key!r} written twice (lines {seen[key]} and {line})", key_node.start_mark)
+                seen[key] = line
+            except TypeError:  # an unhashable key: the base class says so
+                continue
+        return super().construct_mapping(node, deep=deep)
 
 
 def parse_suite(data: Any, source: Path | str | None = None) -> Suite:
@@ -131,6 +178,8 @@ def parse_suite(data: Any, source: Path | str | None = None) -> Suite:
         raise fail("description: must be text")
 
     base = _assignment(data.get("base") or {}, "base", fail)
+    if "matrix" in data and isinstance(data["matrix"], Mapping) and not data["matrix"]:
+        raise fail("matrix: is empty; list values for at least one field, or leave matrix out")
     matrix = _matrix(data.get("matrix") or {}, fail)
     for key in matrix:
         if key in base:

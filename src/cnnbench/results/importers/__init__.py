@@ -88,22 +88,55 @@ def finalize_record(record: dict[str, Any], options: ImportOptions) -> dict[str,
     (in place; returned)."""
     if options.machine_label:
         record.setdefault("environment", {})["machine"] = options.machine_label
-    for dotted, value in options.overrides.items():
-        node = record
-        *parents, leaf = dotted.split(".")
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[leaf] = value
+    apply_overrides(record, options.overrides)
     config = record.get("config") or {}
     if not record.get("case_name") and any(k in config for k in _NAMING_FIELDS):
         record["case_name"] = case_name(config, record.get("source"))
     return record
 
 
+def apply_overrides(record: dict[str, Any], overrides: Mapping[str, Any]) -> None:
+    """Set dotted fields on ``record`` (in place); ``ValueError`` when a part on the way is no object."""
+    for dotted, value in overrides.items():
+        node = record
+        *parents, leaf = dotted.split(".")
+        for depth, part in enumerate(parents, 1):
+            child = node.setdefault(part, {})
+            if not isinstance(child, dict):
+                raise ValueError(f"{'.'.join(parents[:depth])} is not an object of fields, so it has no {leaf!r}")
+            node = child
+        node[leaf] = value
+
+
+def check_overrides(overrides: Mapping[str, Any]) -> None:
+    """``ValueError`` (one line) when ``--set`` fields would break a record: the record contract
+    (:func:`~cnnbench.results.record.check_record`), an option's own rules as ``cnnbench run``
+    checks them, and measured figures (finite, not negative)."""
+    from cnnbench.config.errors import ConfigError
+    from cnnbench.config.run_config import check_config_values
+    from cnnbench.results.record import Record, RecordError, check_figures, check_record
+
+    for dotted in overrides:
+        if not dotted or any(not part for part in dotted.split(".")):
+            raise ValueError(f"{dotted!r} is not a dotted field name")
+    sample = Record(config={"model": "resnet50"}, environment={"machine": "m"}, metrics={}).to_dict()
+    try:
+        apply_overrides(sample, overrides)
+        check_record(sample)
+        check_config_values(sample["config"])
+        check_figures(sample["metrics"])
+    except ConfigError as exc:
+        raise ValueError(f"config.{exc.field}: {exc.reason}") from None
+    except RecordError as exc:
+        raise ValueError(str(exc)) from None
+
+
 __all__ = [
     "ImportOptions",
     "ImportResult",
     "Importer",
+    "apply_overrides",
+    "check_overrides",
     "finalize_record",
     "get_importer",
     "importers",

@@ -8,6 +8,13 @@ version, not a number); other cells are read as numbers, true/false, or JSON whe
 hold a list or object (step times), else text. Empty
 cells are left out. A row without a ``status`` is ``ok`` when it has a
 ``metrics.total_images_per_sec`` above zero and ``error`` otherwise, never a 0 figure.
+
+Values are checked as ``cnnbench run`` checks its options (the configuration's own
+per-field rules: types, choices, ranges; records imported earlier from another tool keep
+that tool's words), figures must be finite and not negative, and each record must meet
+the record contract; a row that does not is reported as ``file:line: why`` and skipped. A
+table none of whose columns is a record field name (a vendor's own results table) is
+refused whole, as is a file that cannot be read as UTF-8 CSV.
 """
 
 from __future__ import annotations
@@ -15,7 +22,9 @@ from __future__ import annotations
 import csv
 import dataclasses
 import datetime as _dt
+import difflib
 import hashlib
+import io
 import json
 import re
 from collections.abc import Sequence
@@ -23,11 +32,20 @@ from pathlib import Path
 from typing import Any
 
 from cnnbench import __version__
+from cnnbench.config.errors import ConfigError
 from cnnbench.config.options import field_types
-from cnnbench.config.run_config import RunConfig
+from cnnbench.config.run_config import RunConfig, check_config_values
 from cnnbench.results.flatten import unflatten_record
 from cnnbench.results.importers import ImportOptions, ImportResult, finalize_record, register_importer
-from cnnbench.results.record import ENVIRONMENT_FIELDS, METRIC_FIELDS, SCHEMA_VERSION, STATUSES
+from cnnbench.results.record import (
+    ENVIRONMENT_FIELDS,
+    METRIC_FIELDS,
+    SCHEMA_VERSION,
+    STATUSES,
+    RecordError,
+    check_figures,
+    check_record,
+)
 
 SOURCE = "csv"
 
@@ -52,6 +70,8 @@ _TEXT_FIELDS = {
     "source", "source_path", "source_config",
 }
 _INT = re.compile(r"^[+-]?\d+$")
+_RECORD_FIELDS = {"schema_version", "tool_version", "run_id", "started_at", "status", "error"}
+_NATIVE_SOURCES = (None, "cnnbench", SOURCE)
 
 
 def _cell(column: str, text: str) -> Any:
@@ -100,13 +120,26 @@ def _guess(text: str) -> Any:
         return text
 
 
-def _bare_field_problem(columns: Sequence[str]) -> str | None:
+def _columns_problem(columns: Sequence[str]) -> str | None:
+    """Why a table's columns are not record field names, or None when they are."""
     bare = {f.name: "config" for f in dataclasses.fields(RunConfig)}
     bare.update({m: "metrics" for m in METRIC_FIELDS})
     bare.update({e: "environment" for e in ENVIRONMENT_FIELDS})
     for column in columns:
         if "." not in column and column in bare:
             return f"column {column!r} is not a record field name (did you mean {bare[column]}.{column}?)"
+        section, _, name = column.partition(".")
+        if section == "config" and name not in _CONFIG_TYPES:
+            close = difflib.get_close_matches(name, sorted(_CONFIG_TYPES), n=1)
+            hint = f" (did you mean config.{close[0]}?)" if close else ""
+            return f"column {column!r} is not a `cnnbench run` option{hint}"
+    known = [c for c in columns if c in _RECORD_FIELDS or c in _TEXT_FIELDS or c in _INT_FIELDS
+             or c.partition(".")[0] in _SECTIONS]
+    if not known:
+        shown = ", ".join(list(columns)[:5]) + (", ..." if len(columns) > 5 else "")
+        return (f"no column is a record field name (it has {shown or 'no columns'}); the columns of a table to "
+                "import are dotted record names such as config.model and metrics.total_images_per_sec, as "
+                "`cnnbench results export --format csv` writes them")
     return None
 
 
@@ -123,6 +156,8 @@ def record_from_row(row: dict[str, str], path: Path, line: int) -> dict[str, Any
     record = unflatten_record(flat)
     for section in _SECTIONS:
         record.setdefault(section, {})
+    if isinstance(record["config"], dict) and isinstance(record["metrics"], dict):
+        _check_values(record)
     total = record["metrics"].get("total_images_per_sec")
     if "status" not in record:
         if isinstance(total, (int, float)) and total > 0:
@@ -144,7 +179,17 @@ def record_from_row(row: dict[str, str], path: Path, line: int) -> dict[str, Any
     record.setdefault("source", SOURCE)
     record.setdefault("source_path", str(path.resolve()))
     record.setdefault("source_line", line)
+    check_record(record)
     return record
+
+
+def _check_values(record: dict[str, Any]) -> None:
+    """Options as ``cnnbench run`` checks them, figures as measured figures (``ValueError``)."""
+    try:
+        check_config_values(record["config"], choices=record.get("source") in _NATIVE_SOURCES)
+    except ConfigError as exc:
+        raise ValueError(f"column 'config.{exc.field}': {exc.reason}") from None
+    check_figures(record["metrics"])
 
 
 @register_importer("csv", "a flat CSV table whose columns are dotted record field names")
@@ -152,24 +197,42 @@ def import_csv(paths: Sequence[Path], options: ImportOptions) -> ImportResult:
     """Records for every row of every CSV file in ``paths``."""
     result = ImportResult()
     for path in paths:
+        if path.is_dir():
+            result.problems.append(f"{path}: is a directory; name the CSV files in it")
+            continue
         if not path.is_file():
-            raise FileNotFoundError(f"no such file: {path}")
-        with open(path, newline="", encoding="utf-8-sig") as f:
-            reader = csv.DictReader(f)
-            columns = reader.fieldnames or []
-            problem = _bare_field_problem(columns)
-            if problem:
-                result.problems.append(f"{path}: {problem}")
-                continue
-            for row in reader:
-                line = reader.line_num
-                try:
-                    record = record_from_row(row, path, line)
-                except ValueError as exc:
-                    result.problems.append(f"{path}:{line}: {exc}")
-                    continue
-                result.records.append(finalize_record(record, options))
+            result.problems.append(f"{path}: no such file")
+            continue
+        try:
+            _import_file(path, options, result)
+        except UnicodeDecodeError as exc:
+            result.problems.append(f"{path}: not UTF-8 text (byte {exc.object[exc.start:exc.start + 1]!r} at "
+                                   f"offset {exc.start}); nothing imported from it")
+        except csv.Error as exc:
+            result.problems.append(f"{path}: not a readable CSV table ({exc}); nothing imported from it")
+        except OSError as exc:
+            result.problems.append(f"{path}: cannot read ({exc.strerror or exc})")
     return result
+
+
+def _import_file(path: Path, options: ImportOptions, result: ImportResult) -> None:
+    """The rows of one table; the file is read whole first, so an undecodable file adds nothing."""
+    with open(path, newline="", encoding="utf-8-sig") as f:
+        text = f.read()
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    columns = reader.fieldnames or []
+    problem = _columns_problem(columns)
+    if problem:
+        result.problems.append(f"{path}: {problem}")
+        return
+    records = []
+    for row in reader:
+        line = reader.line_num
+        try:
+            records.append(finalize_record(record_from_row(row, path, line), options))
+        except (ValueError, RecordError) as exc:
+            result.problems.append(f"{path}:{line}: {exc}")
+    result.records.extend(records)
 
 
 __all__ = ["import_csv", "record_from_row"]

@@ -13,7 +13,9 @@ mean, its standard error and jitter every N steps, not raw step times, so there 
 ``step_times_s``); the last one gives ``images_per_sec_mean``/``_stderr``/``_jitter``
 over the whole run. ``total images/sec`` is ``metrics.total_images_per_sec``. A log
 without it becomes a record with status ``error`` (``oom`` when TensorFlow reported
-running out of memory) and no figure, never 0.
+running out of memory) and no figure, never 0. A log that says something impossible (a
+figure that is no number, a date that does not exist) is reported as ``path: problem``
+and skipped; the other logs are imported.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from typing import Any
 
 from cnnbench import __version__
 from cnnbench.results.importers import ImportOptions, ImportResult, finalize_record, register_importer
-from cnnbench.results.record import SCHEMA_VERSION, now_iso
+from cnnbench.results.record import SCHEMA_VERSION, RecordError, check_record, now_iso
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +65,7 @@ _STEP = re.compile(
 _TOTAL = re.compile(r"^total images/sec:\s*([\d.]+)")
 _FOUND_GPU = re.compile(r"Found device (\d+) with properties:")
 _GPU_NAME = re.compile(r"\bname:\s*(.+?)\s+(?:computeCapability|major):")
+_EARLIEST = _dt.datetime(2015, 1, 1, tzinfo=_dt.timezone.utc)  # before TensorFlow was released
 _LOG_TIME = re.compile(r"^(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d+)?)")
 
 
@@ -138,7 +141,7 @@ def parse_log(text: str) -> ParsedLog:
             continue
         m = _TOTAL.match(stripped)
         if m:
-            out.total_images_per_sec = float(m.group(1))
+            out.total_images_per_sec = _number(m.group(1), stripped)
             continue
         if any(marker in line for marker in _OOM_MARKERS):
             out.out_of_memory = True
@@ -162,7 +165,19 @@ def _header_line(out: ParsedLog, line: str) -> None:
             out.global_batch = int(g.group(1))
 
 
+def _number(text: str, line: str) -> float:
+    """A figure of the log; ``ValueError`` quoting the line when it is none (``1.2.3``)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a number in the line `{line[:80]}`") from None
+    if not math.isfinite(value):
+        raise ValueError(f"{text!r} is not a finite number in the line `{line[:80]}`")
+    return value
+
+
 def _step(m: re.Match[str]) -> Step:
+    line = m.group(0)
     rest = m.group(5).split()
     numbers: list[float] = []
     for token in rest:
@@ -171,13 +186,14 @@ def _step(m: re.Match[str]) -> Step:
         except ValueError:
             break
     timestamp = None
-    if numbers and numbers[-1] > 1e9 and float(numbers[-1]).is_integer():
-        timestamp = int(numbers.pop())
+    if numbers and rest[len(numbers) - 1].isdigit() and numbers[-1] > 1e9:
+        timestamp = int(rest[len(numbers) - 1])  # from the text: a float would round a long one
+        numbers.pop()
     return Step(
         step=int(m.group(1)),
-        images_per_sec=float(m.group(2)),
-        stderr=float(m.group(3)),
-        jitter=float(m.group(4)),
+        images_per_sec=_number(m.group(2), line),
+        stderr=_number(m.group(3), line),
+        jitter=_number(m.group(4), line),
         loss=numbers[0] if numbers and math.isfinite(numbers[0]) else None,  # a diverged run prints nan
         timestamp=timestamp,
         loss_printed=bool(numbers),
@@ -410,12 +426,24 @@ def _metrics(parsed: ParsedLog, training: bool) -> dict[str, Any]:
 
 
 def _started_at(parsed: ParsedLog, path: Path) -> str:
-    """The first timed step's clock (UTC), else the first log timestamp (zone unknown), else the file's mtime."""
+    """The first timed step's clock (UTC), else the first log timestamp (zone unknown), else the file's mtime.
+
+    ``ValueError`` when the log's clock is no time (a date that does not exist, a Unix time
+    outside any calendar)."""
     if parsed.steps and parsed.steps[0].timestamp is not None:
-        when = _dt.datetime.fromtimestamp(parsed.steps[0].timestamp, _dt.timezone.utc)
+        stamp = parsed.steps[0].timestamp
+        try:
+            when = _dt.datetime.fromtimestamp(stamp, _dt.timezone.utc)
+        except (OverflowError, OSError, ValueError):
+            raise ValueError(f"the step time {stamp} is not a Unix time") from None
+        if not _EARLIEST <= when <= _dt.datetime.now(_dt.timezone.utc) + _dt.timedelta(days=1):
+            raise ValueError(f"the step time {stamp} is {when:%Y-%m-%d}, not a time a log was written")
         return when.isoformat(timespec="seconds")
     if parsed.first_log_time:
-        return _dt.datetime.fromisoformat(parsed.first_log_time).isoformat(timespec="seconds")
+        try:
+            return _dt.datetime.fromisoformat(parsed.first_log_time).isoformat(timespec="seconds")
+        except ValueError:
+            raise ValueError(f"the log time {parsed.first_log_time!r} is not a date and time") from None
     try:
         mtime = _dt.datetime.fromtimestamp(path.stat().st_mtime, _dt.timezone.utc)
     except OSError:  # text given without a file
@@ -441,11 +469,18 @@ def import_tf_cnn_benchmarks(paths: Sequence[Path], options: ImportOptions) -> I
                 meta_file = layout.logs_dir / "metadata"
                 metadata_cache[layout.logs_dir] = parse_metadata(meta_file) if meta_file.is_file() else {}
             metadata = metadata_cache[layout.logs_dir]
-        record = record_from_log(path, text, metadata)
+        try:
+            record = record_from_log(path, text, metadata)
+            if record is not None:
+                record = finalize_record(record, options)
+                check_record(record)
+        except (ValueError, RecordError) as exc:
+            result.problems.append(f"{path}: {exc}")
+            continue
         if record is None:
             result.problems.append(f"{path}: not a tf_cnn_benchmarks log (no `TensorFlow:` info header)")
             continue
-        result.records.append(finalize_record(record, options))
+        result.records.append(record)
         log.debug("imported %s (%s)", path, record["status"])
     return result
 

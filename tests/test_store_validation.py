@@ -1,0 +1,135 @@
+"""One odd line never stops a reader: every reader (``results``, ``report``, sweep resume,
+``import``) validates records on read against the record contract and reports each bad
+line once, as ``file:line: why``, then goes on."""
+
+from __future__ import annotations
+
+import json
+import logging
+
+import pytest
+
+from cnnbench.cli import main
+from cnnbench.results.record import Record
+from cnnbench.results.store import append_record, read_records
+from cnnbench.sweep.runner import SweepOptions, run_suite
+from cnnbench.sweep.suite import parse_suite
+from tests.sweep_fakes import fake_worker, probe
+
+
+def good(i: int = 0, machine: str = "box") -> dict:
+    return Record(config={"model": "resnet18", "batch_size": 8 + i, "precision": "fp32"},
+                  environment={"machine": machine, "hostname": "h"},
+                  metrics={"total_images_per_sec": 100.0 + i}).to_dict()
+
+
+BAD_LINES = {
+    "schema_version -1": (lambda: {**good(), "schema_version": -1}, "schema_version"),
+    "config is text": (lambda: {**good(), "config": "resnet50"}, "config"),
+    "no status": (lambda: {k: v for k, v in good().items() if k != "status"}, "status"),
+    "status not allowed": (lambda: {**good(), "status": "great"}, "status"),
+    "metrics is a list": (lambda: {**good(), "metrics": [1, 2]}, "metrics"),
+    "batch size is text": (lambda: {**good(), "config": {"model": "x", "batch_size": "big"}}, "config.batch_size"),
+    "figure is text": (lambda: {**good(), "metrics": {"total_images_per_sec": "fast"}},
+                       "metrics.total_images_per_sec"),
+}
+
+
+@pytest.fixture
+def odd_store(tmp_path):
+    """A store with two good records and one odd line of each kind, an odd file and a folder named .jsonl."""
+    store = tmp_path / "results"
+    append_record(store, good(0))
+    path = store / "box.jsonl"
+    with open(path, "a") as f:
+        for make, _ in BAD_LINES.values():
+            f.write(json.dumps(make()) + "\n")
+        f.write("[" * 200_000 + "]" * 200_000 + "\n")  # nested 200,000 deep
+        f.write('{"a":' * 200_000 + "1" + "}" * 200_000 + "\n")
+    append_record(store, good(1))
+    (store / "x.jsonl").mkdir()  # a folder that looks like a results file
+    latin1 = json.dumps(good(2, machine="caf\u00e9"), ensure_ascii=False).encode("latin-1")
+    (store / "latin1.jsonl").write_bytes(latin1 + b"\n")
+    return store
+
+
+def expected_problems(store) -> list[str]:
+    path = store / "box.jsonl"
+    first = 2
+    out = [f"{path}:{first + i}:" for i in range(len(BAD_LINES) + 2)]
+    return out + [f"{store / 'latin1.jsonl'}:1:", f"{store / 'x.jsonl'}:"]
+
+
+def test_read_records_skips_and_names_every_odd_line(odd_store):
+    for step_times in (True, False):
+        records, problems = read_records(odd_store, step_times=step_times)
+        assert sorted(r["config"]["batch_size"] for r in records) == [8, 9]
+        assert len(problems) == len(BAD_LINES) + 4, problems
+        for prefix in expected_problems(odd_store):
+            assert sum(p.startswith(prefix) for p in problems) == 1, (prefix, problems)
+        texts = dict(zip(expected_problems(odd_store), sorted(problems, key=_order(odd_store)), strict=True))
+        for (name, (_, word)), prefix in zip(BAD_LINES.items(), expected_problems(odd_store), strict=False):
+            assert word in texts[prefix], (name, texts[prefix])
+        assert "nested too deeply" in texts[expected_problems(odd_store)[len(BAD_LINES)]]
+        assert "not UTF-8" in texts[f"{odd_store / 'latin1.jsonl'}:1:"]
+        assert "is a directory" in texts[f"{odd_store / 'x.jsonl'}:"]
+        assert all("\n" not in p for p in problems)
+
+
+def _order(store):
+    prefixes = expected_problems(store)
+
+    def key(problem: str) -> int:
+        return next(i for i, p in enumerate(prefixes) if problem.startswith(p))
+
+    return key
+
+
+def _reported_once(err: str, store) -> None:
+    for prefix in expected_problems(store):
+        assert err.count(prefix) == 1, (prefix, err)
+
+
+def test_results_list_and_export_report_each_odd_line_once(odd_store, capsys):
+    assert main(["results", "list", str(odd_store)]) == 0
+    out, err = capsys.readouterr()
+    assert "2 runs" in out
+    _reported_once(err, odd_store)
+    assert main(["results", "export", str(odd_store), "--format", "json"]) == 0
+    out, err = capsys.readouterr()
+    assert len(json.loads(out)) == 2
+    _reported_once(err, odd_store)
+
+
+def test_report_reports_each_odd_line_once(odd_store, tmp_path, capsys):
+    assert main(["report", str(odd_store), "-o", str(tmp_path / "rep"), "--no-plots"]) == 0
+    out, err = capsys.readouterr()
+    _reported_once(out + err, odd_store)
+
+
+def test_import_reads_the_store_it_adds_to_and_reports_each_odd_line_once(odd_store, tmp_path, capsys):
+    table = tmp_path / "t.csv"
+    table.write_text("config.model,environment.machine,metrics.total_images_per_sec\nvgg16,box,5.0\n")
+    assert main(["import", "csv", str(table), "--results-dir", str(odd_store)]) == 0
+    out, err = capsys.readouterr()
+    assert "imported 1 records" in out
+    _reported_once(err, odd_store)
+
+
+def test_sweep_resume_reads_past_odd_lines_and_reports_each_once(odd_store, caplog):
+    suite = parse_suite({"name": "t", "base": {"model": "trivial", "device": "cpu"}, "matrix": {"batch_size": [2]}})
+    with caplog.at_level(logging.WARNING):
+        result = run_suite(suite, SweepOptions(results_dir=odd_store), worker=fake_worker, probe=probe)
+    assert [r.status for r in result.results] == ["ok"]
+    _reported_once("\n".join(r.getMessage() for r in caplog.records), odd_store)
+
+
+def test_set_cannot_break_the_record_contract(tmp_path, capsys):
+    table = tmp_path / "t.csv"
+    table.write_text("config.model,metrics.total_images_per_sec\nvgg16,5.0\n")
+    for override, word in (("status=great", "status"), ("config=5", "config"), ("metrics=[1]", "metrics"),
+                           ("config.batch_size=zero", "batch_size")):
+        assert main(["import", "csv", str(table), "--results-dir", str(tmp_path / "r"), "--set", override]) == 2
+        err = capsys.readouterr().err
+        assert word in err and "--set" in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "r").exists()
