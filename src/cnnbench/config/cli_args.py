@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from collections.abc import Sequence
 from typing import Any
 
 from cnnbench.config.errors import flag_for
@@ -16,15 +17,15 @@ from cnnbench.config.options import field_choices, field_help, field_types
 from cnnbench.config.run_config import SECTIONS, RunConfig, section_fields
 
 
-def add_config_arguments(parser: argparse.ArgumentParser, cls: type = RunConfig) -> None:
-    """Add one flag per field of the dataclass ``cls``, grouped by configuration section."""
-    defaults = cls()
+def add_config_arguments(parser: argparse.ArgumentParser, cls: type = RunConfig,
+                         sections: Sequence[type] = SECTIONS) -> None:
+    """Add one flag per field of the dataclass ``cls``, grouped by its configuration ``sections``."""
     types = field_types(cls)
-    for section in SECTIONS:
+    for section in sections:
         title = (section.__doc__ or section.__name__).strip().splitlines()[0]
         group = parser.add_argument_group(f"{title} options")
-        for f in section_fields(section):
-            _add_field(group, f, types[f.name][0], getattr(defaults, f.name))
+        for f in section_fields(section, cls):
+            _add_field(group, f, types[f.name][0], f.default)
 
 
 def _add_field(group: Any, f: dataclasses.Field, base: type, default: Any) -> None:

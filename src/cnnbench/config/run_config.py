@@ -8,8 +8,9 @@ concern so that each lives in its own small module:
 :class:`ModelOptions`       model, batch and image size, inference, layout, precision, compile
 :class:`MeasurementOptions` timed and warm-up steps, progress lines, seed
 :class:`ParallelOptions`    device kind, device count, how devices share variables
+:class:`HostOptions`        the host CPU cores a run may use
 :class:`TrainingOptions`    optimizer and its hyperparameters
-:class:`InputOptions`       synthetic or real input and how it is made
+:class:`InputOptions`       synthetic or real input (a data set folder) and how it is made
 :class:`OutputOptions`      results folder and machine label (not recorded)
 ==========================  ============================================================
 
@@ -33,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cnnbench.config.errors import ConfigError
+from cnnbench.config.host_options import HostOptions
 from cnnbench.config.input_options import InputOptions
 from cnnbench.config.measurement_options import MeasurementOptions
 from cnnbench.config.model_options import ModelOptions
@@ -43,21 +45,23 @@ from cnnbench.config.training_options import TrainingOptions
 
 # The sections in the order --help shows them.
 SECTIONS: tuple[type, ...] = (
-    ModelOptions, MeasurementOptions, ParallelOptions, TrainingOptions, InputOptions, OutputOptions,
+    ModelOptions, MeasurementOptions, ParallelOptions, HostOptions, TrainingOptions, InputOptions, OutputOptions,
 )
 
 
 @dataclass(frozen=True)
-class RunConfig(OutputOptions, InputOptions, TrainingOptions, ParallelOptions, MeasurementOptions, ModelOptions):
+class RunConfig(OutputOptions, InputOptions, TrainingOptions, HostOptions, ParallelOptions, MeasurementOptions,
+                ModelOptions):
     """One benchmark run. Field names are the record's ``config`` keys."""
 
     def __post_init__(self) -> None:
-        _check_choices(self)
-        _check_types(self)
+        check_choices(self)
+        check_types(self)
         self.check_model_options()
         self.check_measurement_options()
         self.check_parallel_options(self.forward_only, self.precision, self.warmup_steps())
         self.check_training_options(self.forward_only, self.num_epochs)
+        self.check_host_options()
         self.check_input_options()
         self.check_output_options()
         if self.compile and self.num_epochs is None and self.warmup_steps() < 1:
@@ -65,7 +69,7 @@ class RunConfig(OutputOptions, InputOptions, TrainingOptions, ParallelOptions, M
         if self.num_epochs is not None:
             if self.forward_only:
                 raise ConfigError("num_epochs", "trains to an accuracy; it has no meaning with --forward-only")
-            if self.data_name == "synthetic":
+            if not self.real_data():
                 raise ConfigError("num_epochs", "trains on a data set's training and validation splits: "
                                                 "give --data-dir (synthetic input has no epochs)")
 
@@ -105,10 +109,10 @@ def config_fields() -> tuple[dataclasses.Field, ...]:
     return dataclasses.fields(RunConfig)
 
 
-def section_fields(section: type) -> tuple[dataclasses.Field, ...]:
-    """The fields a section declares (in RunConfig's order)."""
+def section_fields(section: type, config: type | None = None) -> tuple[dataclasses.Field, ...]:
+    """The fields a section declares, in the order of ``config`` (default :class:`RunConfig`)."""
     own = {f.name for f in dataclasses.fields(section)}
-    return tuple(f for f in dataclasses.fields(RunConfig) if f.name in own)
+    return tuple(f for f in dataclasses.fields(config or RunConfig) if f.name in own)
 
 
 def identity_fields() -> frozenset[str]:
@@ -127,7 +131,8 @@ def unnamed_values() -> dict[str, tuple[Any, ...]]:
     return {f.name: f.metadata["unnamed"] for f in dataclasses.fields(RunConfig) if f.metadata.get("unnamed")}
 
 
-def _check_choices(cfg: RunConfig) -> None:
+def check_choices(cfg: Any) -> None:
+    """Every field declared with choices holds one of them (or ``None``)."""
     for f in dataclasses.fields(cfg):
         choices = field_choices(f)
         value = getattr(cfg, f.name)
@@ -138,7 +143,8 @@ def _check_choices(cfg: RunConfig) -> None:
 _ACCEPTED: dict[type, tuple[type, ...]] = {int: (int,), float: (int, float), str: (str,), bool: (bool,)}
 
 
-def _check_types(cfg: RunConfig) -> None:
+def check_types(cfg: Any) -> None:
+    """Every field holds a value of its declared type (``None`` only where allowed)."""
     for name, (base, optional) in field_types(type(cfg)).items():
         value = getattr(cfg, name)
         if value is None:

@@ -6,7 +6,8 @@
   rank 0 writes the record (an ``error``/``oom`` record when this worker failed).
 
 Both split the host's cores among the workers of the node (torch threads per worker), so
-that they do not oversubscribe the CPU.
+that they do not oversubscribe the CPU; under torchrun each worker first restricts itself to
+``--host-cpus`` (our launcher's workers inherit that from the process that started them).
 """
 
 from __future__ import annotations
@@ -90,8 +91,11 @@ def run_under_torchrun(config: RunConfig, *, emit: Callable[[str], None] | None,
     from cnnbench.engine.benchmark import run_benchmark
     from cnnbench.results.store import append_record
 
+    from cnnbench.machine.affinity import restrict_host_cpus
+
     leave_interrupts_to_the_agent()
     world = World.from_env()
+    restrict_host_cpus(config.host_cpus)  # every worker of the node picks the same cores
     split_host_threads(world)
     try:
         record = run_benchmark(config, emit=emit, extra=extra, world=world)
