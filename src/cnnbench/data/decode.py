@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from PIL import Image
+from PIL import Image, UnidentifiedImageError
 
 log = logging.getLogger(__name__)
 
@@ -113,6 +113,8 @@ def _simplejpeg(data: bytes, size: int, choose: ChooseBox) -> tuple[np.ndarray, 
 
 
 def _pillow(data: bytes, size: int, choose: ChooseBox) -> tuple[np.ndarray, Box]:
+    if not data:
+        raise BadImage("empty file")
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
@@ -131,5 +133,7 @@ def _pillow(data: bytes, size: int, choose: ChooseBox) -> tuple[np.ndarray, Box]
 
 
 def _reason(exc: BaseException) -> str:
+    if isinstance(exc, UnidentifiedImageError):  # its text names a BytesIO object, not the file
+        return "not an image file Pillow can read (unknown format, or damaged header)"
     text = " ".join(str(exc).split())
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

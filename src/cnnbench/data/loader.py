@@ -111,7 +111,7 @@ class BatchLoader(Dataset):
             try:
                 factors = self._load(key.split, index, seed, prep, images[kept])
             except BadImage as exc:
-                where = f"{self.reader.path(key.split, index)}: {exc}"
+                where = f"bad image {self.reader.path(key.split, index)}: {exc}"
                 if not self.skip_bad_images:
                     return LoadedBatch(images[:0], labels[:0], jitter[:0], 0, (), where)
                 bad += 1
@@ -256,7 +256,7 @@ class DataSetSource:
 
     def _place(self, batch: LoadedBatch, training: bool) -> Batch:
         if batch.error:
-            raise BadImageError(f"bad image {batch.error} (--skip-bad-images skips and counts such images)")
+            raise BadImageError(f"{batch.error} (--skip-bad-images skips and counts such images)")
         if batch.bad:
             self._count_bad(batch)
             if training and batch.labels.shape[0] == 0:
@@ -267,7 +267,7 @@ class DataSetSource:
     def _count_bad(self, batch: LoadedBatch) -> None:
         for where in batch.skipped:
             if self.bad_images < NAMED_BAD_IMAGES:
-                log.warning("skipped bad image %s", where)
+                log.warning("skipped %s", where)
         self.bad_images += batch.bad
 
 
