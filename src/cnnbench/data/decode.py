@@ -104,7 +104,7 @@ def reduced_size(width: int, height: int, box: Box, size: int) -> tuple[int, int
 def _simplejpeg(data: bytes, size: int, choose: ChooseBox) -> tuple[np.ndarray, Box]:
     import simplejpeg
 
-    width, height, _, _ = simplejpeg.decode_jpeg_header(data)
+    height, width, _, _ = simplejpeg.decode_jpeg_header(data)
     box = choose(width, height)
     min_w, min_h = reduced_size(width, height, box, size)
     pixels = simplejpeg.decode_jpeg(data, colorspace="RGB", min_width=min(min_w, width),

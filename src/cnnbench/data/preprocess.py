@@ -71,7 +71,9 @@ class Preprocessing:
                out: torch.Tensor | None = None) -> torch.Tensor:
         """Crop ``box`` out of ``pixels`` (``H × W × 3``, or ``3 × H × W`` with ``channels_first``),
         resize it to ``size × size`` and flip it; returns (or writes into ``out``) ``3 × size × size`` uint8."""
-        image = torch.from_numpy(np.ascontiguousarray(pixels) if not pixels.flags.c_contiguous else pixels)
+        if not (pixels.flags.c_contiguous and pixels.flags.writeable):  # Pillow's arrays are read-only views
+            pixels = np.array(pixels)
+        image = torch.from_numpy(pixels)
         chw = image if channels_first else image.permute(2, 0, 1)
         x0, y0, x1, y1 = box.pixels(chw.shape[2], chw.shape[1])
         region = chw[:, y0:y1, x0:x1].unsqueeze(0)

@@ -59,6 +59,8 @@ def launched_worker(config_fields: dict[str, Any], extra: dict[str, Any], consol
     leave_interrupts_to_the_agent()
     world = World.from_env()
     split_host_threads(world)
+    # The process that started the workers checked the run first and printed its warnings.
+    logging.getLogger("cnnbench.engine.resolve").setLevel(logging.ERROR)
     config = RunConfig.from_mapping(config_fields)
     emit: Callable[[str], None] | None = (lambda line: print(line, flush=True)) if console else None
     try:
