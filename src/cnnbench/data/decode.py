@@ -1,7 +1,7 @@
 """Decoding an image file at the smallest size that still serves its crop.
 
 A JPEG stores 8 × 8 blocks of frequencies, so libjpeg(-turbo) can decode it directly at
-1/2, 1/4 or 1/8 of its size for a fraction of the work (DCT scaling). :func:`decode_for_crop`
+M/8 of its size (Pillow's ``draft``: 1/2, 1/4, 1/8) for less work (DCT scaling). :func:`decode_for_crop`
 first reads the header (width and height), lets the caller choose the crop box in those
 coordinates, then decodes at the largest reduction that keeps the box at least ``size``
 pixels on each side, and returns the pixels with the box scaled to them: the crop is taken
@@ -76,9 +76,13 @@ def default_jpeg_decoder() -> str:
 
 
 def decode_for_crop(data: bytes, size: int, choose: ChooseBox, *, jpeg_decoder: str = "simplejpeg",
-                    ) -> tuple[np.ndarray, Box]:
+                    fast_dct: bool = False) -> tuple[np.ndarray, Box]:
     """Decode ``data`` (any format Pillow reads) to RGB; returns the pixels (``H × W × 3`` uint8)
-    and the box ``choose`` picked, in those pixels' coordinates. Raises :class:`BadImage`."""
+    and the box ``choose`` picked, in those pixels' coordinates. Raises :class:`BadImage`.
+
+    ``fast_dct``: libjpeg's fast integer inverse DCT (simplejpeg only), a little less exact, as
+    tf_cnn_benchmarks decodes training images (``dct_method="INTEGER_FAST"``).
+    """
     chosen: list[Box] = []
 
     def choose_once(width: int, height: int) -> Box:
@@ -90,7 +94,7 @@ def decode_for_crop(data: bytes, size: int, choose: ChooseBox, *, jpeg_decoder: 
 
     if jpeg_decoder == "simplejpeg" and data[:3] == JPEG_MAGIC:
         try:
-            return _simplejpeg(data, size, choose_once)
+            return _simplejpeg(data, size, choose_once, fast_dct)
         except ValueError as exc:  # CMYK, arithmetic coding, a damaged file: Pillow decides
             log.debug("simplejpeg declined (%s); trying Pillow", exc)
     return _pillow(data, size, choose_once)
@@ -101,13 +105,13 @@ def reduced_size(width: int, height: int, box: Box, size: int) -> tuple[int, int
     return (max(1, math.ceil(width * size / max(box.w, 1e-9))), max(1, math.ceil(height * size / max(box.h, 1e-9))))
 
 
-def _simplejpeg(data: bytes, size: int, choose: ChooseBox) -> tuple[np.ndarray, Box]:
+def _simplejpeg(data: bytes, size: int, choose: ChooseBox, fast_dct: bool) -> tuple[np.ndarray, Box]:
     import simplejpeg
 
     height, width, _, _ = simplejpeg.decode_jpeg_header(data)
     box = choose(width, height)
     min_w, min_h = reduced_size(width, height, box, size)
-    pixels = simplejpeg.decode_jpeg(data, colorspace="RGB", min_width=min(min_w, width),
+    pixels = simplejpeg.decode_jpeg(data, colorspace="RGB", fastdct=fast_dct, min_width=min(min_w, width),
                                     min_height=min(min_h, height))
     return pixels, box.scaled(pixels.shape[1] / width, pixels.shape[0] / height)
 

@@ -29,8 +29,16 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageDraw
 
-from cnnbench.data.layouts import CIFAR10_META, CIFAR10_TEST, CIFAR10_TRAIN, CIFAR100_META, CIFAR100_TEST, \
-    CIFAR100_TRAIN, TRAIN_SPLIT, VAL_SPLIT
+from cnnbench.data.layouts import (
+    CIFAR10_META,
+    CIFAR10_TEST,
+    CIFAR10_TRAIN,
+    CIFAR100_META,
+    CIFAR100_TEST,
+    CIFAR100_TRAIN,
+    TRAIN_SPLIT,
+    VAL_SPLIT,
+)
 
 KINDS = ("imagefolder", "cifar10", "cifar100")
 FORMATS = ("jpeg", "png")

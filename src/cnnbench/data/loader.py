@@ -105,7 +105,8 @@ class BatchLoader(Dataset):
         images = torch.empty((n, 3, prep.size, prep.size), dtype=torch.uint8)
         labels = torch.empty(n, dtype=torch.int64)
         jitter = torch.empty((n, 3) if key.seeds is not None and prep.distortions else (0, 3))
-        kept, bad, skipped = 0, 0, []
+        kept, bad = 0, 0
+        skipped: list[str] = []
         for i, index in enumerate(key.indices):
             seed = key.seeds[i] if key.seeds is not None else None
             try:
@@ -129,9 +130,10 @@ class BatchLoader(Dataset):
               out: torch.Tensor) -> tuple[float, float, float] | None:
         """Decode, crop, resize and flip one image into ``out``; returns its jitter factors."""
         chosen: dict[str, Any] = {}
+        augmentation_wanted = seed is not None and prep.distortions
 
         def choose(width: int, height: int) -> Any:
-            if seed is None or not prep.distortions:
+            if seed is None or not augmentation_wanted:
                 return prep.eval_box(width, height)
             augmentation = prep.augmentation(width, height, seed)
             chosen["augmentation"] = augmentation
@@ -146,7 +148,8 @@ class BatchLoader(Dataset):
                 data = self.reader.read(split, index)  # type: ignore[attr-defined]
             except OSError as exc:
                 raise BadImage(f"unreadable ({exc.strerror or exc})") from None
-            pixels, box = decode_for_crop(data, prep.size, choose, jpeg_decoder=self.jpeg_decoder or "pillow")
+            pixels, box = decode_for_crop(data, prep.size, choose, jpeg_decoder=self.jpeg_decoder or "pillow",
+                                          fast_dct=augmentation_wanted)
             channels_first = False
         augmentation = chosen.get("augmentation")
         prep.resize(pixels, box, channels_first=channels_first, flip=bool(augmentation and augmentation.flip),

@@ -102,6 +102,8 @@ def make_input(request: InputRequest) -> InputSource:
     """The input source for ``request.config.data_name`` (resolved: never ``None``)."""
     _load_sources()
     name = request.config.data_name
+    if name is None:
+        raise ValueError("make_input needs a resolved configuration (data_name is not set)")
     try:
         factory = _FACTORIES[name]
     except KeyError:

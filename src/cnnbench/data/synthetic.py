@@ -135,7 +135,7 @@ def synthetic_input(request: InputRequest) -> InputSource:
     """Synthetic batches at ``--synthetic-location``, a different draw on every worker."""
     cfg = request.config
     return SyntheticInput(
-        cfg.synthetic_location,
+        cfg.synthetic_location or "device",
         BatchShape(request.batch_size, request.image_size, SYNTHETIC_NUM_CLASSES),
         request.device,
         dtype=request.dtype,

@@ -91,9 +91,8 @@ def run_under_torchrun(config: RunConfig, *, emit: Callable[[str], None] | None,
     (``error``, or ``oom``) before the exception goes on.
     """
     from cnnbench.engine.benchmark import run_benchmark
-    from cnnbench.results.store import append_record
-
     from cnnbench.machine.affinity import restrict_host_cpus
+    from cnnbench.results.store import append_record
 
     leave_interrupts_to_the_agent()
     world = World.from_env()

@@ -72,7 +72,8 @@ def pipeline_tables(records: Sequence[Mapping[str, Any]], column_field: str, noi
 
 
 def _measure(records: list[Mapping[str, Any]], metric: str) -> Measure:
-    values, statuses = [], defaultdict(int)
+    values: list[float] = []
+    statuses: dict[str, int] = defaultdict(int)
     for rec in records:
         status = str(rec.get("status") or "ok")
         value = F.get_value(rec, metric)
