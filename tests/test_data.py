@@ -192,6 +192,8 @@ def test_batches_are_uint8_in_the_loader_and_normalised_floats_on_the_device(set
     key = next(source.plan.train_batches(0))
     loaded = source.batches[key]
     assert loaded.images.dtype == torch.uint8 and loaded.images.shape == (4, 3, 24, 24)
+    names = [source.reader.path("train", i).split("/")[-2] for i in key.indices]  # the class folder
+    assert [source.reader.classes[y] for y in loaded.labels.tolist()] == names
     assert loaded.jitter.shape == ((4, 3) if distortions else (0, 3))
     images, labels = next(source)
     assert images.dtype == torch.float32 and images.shape == (4, 3, 24, 24) and labels.dtype == torch.int64
@@ -224,7 +226,11 @@ def test_cifar_at_its_own_size_is_the_pixels_of_the_file_and_resizes_on_request(
     source = _source(sets["cifar10"])
     key = next(source.plan.eval_batches())
     raw = source.reader.splits["val"].images[list(key.indices)]
-    assert torch.equal(source.batches[key].images, torch.from_numpy(raw))
+    loaded = source.batches[key]
+    assert torch.equal(loaded.images, torch.from_numpy(raw))
+    with open(sets["cifar10"] / "test_batch", "rb") as f:
+        labels = pickle.load(f, encoding="bytes")[b"labels"]
+    assert loaded.labels.tolist() == [labels[i] for i in key.indices]  # each image keeps its own label
     big = _source(sets["cifar10"], image_size=64, resize_method="nearest")
     up = big.batches[key].images
     assert up.shape == (4, 3, 64, 64) and torch.equal(up[:, :, ::2, ::2], torch.from_numpy(raw))
