@@ -6,10 +6,12 @@
    ``cnnbench make-dataset``'s images: shapes, gradients and pixel noise, ~100 KB each, like
    photographs of that size; nothing is downloaded).
 2. Per image, on one core: the decoders ``cnnbench`` can use, each decoding, cropping
-   (random resized crop), resizing to 224 and flipping: torchvision's way (Pillow decodes the
-   whole file, ``transforms.v2`` crop, resize, flip, to float, normalise), Pillow with
-   ``draft`` (DCT scaling) and torch's uint8 resize, simplejpeg (libjpeg-turbo) with DCT
-   scaling and torch's uint8 resize, and PyTurboJPEG when it is installed.
+   (random resized crop), resizing to 224, flipping and making normalised floats: torchvision's
+   way (Pillow decodes the whole file, ``transforms.v2`` crop, resize, flip, to float,
+   normalise), then cnnbench's path (crop chosen from the header, DCT-scaled decoding, torch's
+   uint8 resize of the crop, colour jitter and normalisation in one colour map) with each
+   decoder: Pillow with ``draft``, simplejpeg (libjpeg-turbo), and PyTurboJPEG when it is
+   installed (it needs the system's libturbojpeg).
 3. Whole pipelines with ``--workers`` DataLoader processes, alternating in every round:
    ``cnnbench data --distortions --image-size 224`` (random resized crop, flip and colour
    jitter; normalised in the main process, as the device would) against ``ImageFolder`` +
@@ -39,8 +41,8 @@ from torchvision.transforms import v2
 
 from cnnbench.config.data_bench import DataBenchConfig
 from cnnbench.data.decode import Box, decode_for_crop
-from cnnbench.data.generate import make_data_set
-from cnnbench.data.normalize import IMAGENET_MEAN, IMAGENET_STD
+from cnnbench.data.generate import make_data_set, parse_size
+from cnnbench.data.normalize import IMAGENET_MEAN, IMAGENET_STD, Normalize
 from cnnbench.data.preprocess import Preprocessing
 from cnnbench.engine.input_bench import run_data_benchmark
 from cnnbench.machine.affinity import cpu_count_available
@@ -60,8 +62,12 @@ def torchvision_transform() -> v2.Compose:
 
 
 def per_image_ways() -> dict[str, Callable[[bytes, int], object]]:
+    """Each way: decode, random resized crop, flip, to normalised float (ours also: colour jitter)."""
     prep = Preprocessing(SIZE, distortions=True)
     tv = torchvision_transform()
+    normalize = Normalize(torch.device("cpu"), torch.float32, channels_last=False)
+    pixels_u8 = torch.empty((3, SIZE, SIZE), dtype=torch.uint8)
+    out = torch.empty((3, SIZE, SIZE))
 
     def ours(decoder: str) -> Callable[[bytes, int], object]:
         def run(data: bytes, seed: int) -> object:
@@ -71,8 +77,10 @@ def per_image_ways() -> dict[str, Callable[[bytes, int], object]]:
                 chosen["a"] = prep.augmentation(w, h, seed)
                 return chosen["a"].box
 
-            pixels, box = decode_for_crop(data, SIZE, choose, jpeg_decoder=decoder)
-            return prep.resize(pixels, box, flip=chosen["a"].flip)
+            pixels, box = decode_for_crop(data, SIZE, choose, jpeg_decoder=decoder, fast_dct=True)
+            prep.resize(pixels, box, flip=chosen["a"].flip, out=pixels_u8)
+            normalize.image_into(pixels_u8, out, chosen["a"].jitter)
+            return out
         return run
 
     ways: dict[str, Callable[[bytes, int], object]] = {
@@ -81,18 +89,22 @@ def per_image_ways() -> dict[str, Callable[[bytes, int], object]]:
         "simplejpeg + torch uint8 resize": ours("simplejpeg"),
     }
     try:
-        from turbojpeg import TJPF_RGB, TurboJPEG
+        from turbojpeg import TJFLAG_FASTDCT, TJPF_RGB, TurboJPEG
 
         turbo = TurboJPEG()
 
         def pyturbojpeg(data: bytes, seed: int) -> object:
             width, height, _, _ = turbo.decode_header(data)
             a = prep.augmentation(width, height, seed)
-            need = max(SIZE / a.box.w, SIZE / a.box.h)
-            factors = sorted((f for f in turbo.scaling_factors if f[0] / f[1] >= need), key=lambda f: f[0] / f[1])
-            pixels = turbo.decode(data, pixel_format=TJPF_RGB, scaling_factor=factors[0] if factors else (1, 1))
+            need = max(SIZE / a.box.w, SIZE / a.box.h)  # 1/8, 1/4, 1/2 or 1, as cnnbench decodes
+            factors = sorted((f for f in turbo.scaling_factors if f[0] / f[1] >= need and f[0] == 1),
+                             key=lambda f: f[0] / f[1])
+            pixels = turbo.decode(data, pixel_format=TJPF_RGB, scaling_factor=factors[0] if factors else (1, 1),
+                                  flags=TJFLAG_FASTDCT)
             box = a.box.scaled(pixels.shape[1] / width, pixels.shape[0] / height)
-            return prep.resize(pixels, box, flip=a.flip)
+            prep.resize(pixels, box, flip=a.flip, out=pixels_u8)
+            normalize.image_into(pixels_u8, out, a.jitter)
+            return out
 
         ways["PyTurboJPEG + torch uint8 resize"] = pyturbojpeg
     except Exception as exc:  # not installed, or no libturbojpeg on this machine
@@ -180,6 +192,8 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--per-image", type=int, default=200, help="Files for the per-image comparison (0: skip).")
     ap.add_argument("--data", help="Use (or write) the image folder here instead of a temporary one.")
+    ap.add_argument("--photo-size", default="500x375", help="Size of the JPEGs written, WIDTHxHEIGHT.")
+    ap.add_argument("--no-pipelines", action="store_true", help="Only the per-image comparison.")
     args = ap.parse_args()
 
     print(f"torch {torch.__version__}, {cpu_count_available()} cores available, load average before: "
@@ -190,8 +204,8 @@ def main() -> None:
             start = time.perf_counter()
             per_class = math.ceil(args.images / 10)
             made = make_data_set("imagefolder", root, num_classes=10, images_per_class=per_class,
-                                 val_images_per_class=1, image_size=(500, 375), quality=90, seed=0)
-            print(f"wrote {made.train_images} JPEGs of 500x375 (quality 90), mean "
+                                 val_images_per_class=1, image_size=parse_size(args.photo_size), quality=90, seed=0)
+            print(f"wrote {made.train_images} JPEGs of {args.photo_size} (quality 90), mean "
                   f"{made.bytes_written / (made.train_images + made.val_images) / 1024:.0f} KiB, "
                   f"in {time.perf_counter() - start:.1f} s")
         files = sorted(root.glob("train/*/*.jpg"))
@@ -200,7 +214,8 @@ def main() -> None:
             f.read_bytes()
         if args.per_image:
             bench_per_image(files[: args.per_image], args.rounds)
-        bench_pipelines(root, args.workers, args.rounds, args.batch_size, args.batches, args.warmup)
+        if not args.no_pipelines:
+            bench_pipelines(root, args.workers, args.rounds, args.batch_size, args.batches, args.warmup)
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 

@@ -10,7 +10,8 @@
    :class:`BatchLoader` decodes each image at reduced size (:mod:`~cnnbench.data.decode`),
    crops, resizes and flips it in uint8 (:mod:`~cnnbench.data.preprocess`) straight into
    the batch tensor;
-3. on the device, :class:`~cnnbench.data.normalize.DeviceNormalize` makes the model's input.
+3. :class:`~cnnbench.data.normalize.Normalize` makes the model's input: on a GPU, from the
+   uint8 batch; on the CPU, in the loader processes, image by image (see that module).
 
 Training batches and validation batches go through the same loader processes (the batch
 keys say which split). A bad image (corrupt, truncated, unreadable) stops the run with a
@@ -27,12 +28,12 @@ from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, get_worker_info
 
 from cnnbench.data.catalog import DataSetReader, open_data_set
 from cnnbench.data.decode import BadImage, decode_for_crop, default_jpeg_decoder
 from cnnbench.data.layouts import TRAIN_SPLIT, VAL_SPLIT
-from cnnbench.data.normalize import DeviceNormalize
+from cnnbench.data.normalize import Normalize
 from cnnbench.data.preprocess import PHOTO_CROP_FRACTION, Preprocessing
 from cnnbench.data.sharding import BatchKey, ShardPlan
 from cnnbench.data.source import Batch, InputRequest, InputSource, register_input
@@ -75,10 +76,10 @@ class LoadedBatch(NamedTuple):
     """What a loader process hands over for one batch."""
 
     images: torch.Tensor
-    """uint8, ``n × 3 × size × size``."""
+    """``n × 3 × size × size``: uint8 for a GPU, the model's input (normalised) for the CPU."""
     labels: torch.Tensor
     jitter: torch.Tensor
-    """float32 ``n × 3`` colour jitter factors, or an empty tensor (no distortions)."""
+    """float32 ``n × 3`` colour jitter factors still to apply on the GPU, or an empty tensor."""
     bad: int
     """Images of this batch that could not be decoded and were skipped."""
     skipped: tuple[str, ...]
@@ -91,26 +92,31 @@ class BatchLoader(Dataset):
     """Loads whole batches: ``loader[BatchKey]`` -> :class:`LoadedBatch` (runs in loader processes)."""
 
     def __init__(self, reader: DataSetReader, train: Preprocessing, evaluation: Preprocessing, *,
-                 skip_bad_images: bool, jpeg_decoder: str | None) -> None:
+                 skip_bad_images: bool, jpeg_decoder: str | None, normalize: Normalize | None = None) -> None:
         self.reader = reader
         self.train = train
         self.evaluation = evaluation
         self.skip_bad_images = skip_bad_images
         self.jpeg_decoder = jpeg_decoder
+        self.normalize = normalize
+        """Set when the model is on the CPU: batches leave here normalised."""
         self.in_memory = hasattr(reader, "image")  # CIFAR: arrays, not files
 
     def __getitem__(self, key: BatchKey) -> LoadedBatch:
         prep = self.train if key.seeds is not None else self.evaluation
         n = len(key.indices)
-        images = torch.empty((n, 3, prep.size, prep.size), dtype=torch.uint8)
+        host = self.normalize
+        images = batch_tensor((n, 3, prep.size, prep.size), host.dtype if host else torch.uint8,
+                              host.memory_format if host else torch.contiguous_format)
+        pixels = torch.empty((3, prep.size, prep.size), dtype=torch.uint8) if host else None
         labels = torch.empty(n, dtype=torch.int64)
-        jitter = torch.empty((n, 3) if key.seeds is not None and prep.distortions else (0, 3))
+        jitter = torch.empty((n, 3) if key.seeds is not None and prep.distortions and not host else (0, 3))
         kept, bad = 0, 0
         skipped: list[str] = []
         for i, index in enumerate(key.indices):
             seed = key.seeds[i] if key.seeds is not None else None
             try:
-                factors = self._load(key.split, index, seed, prep, images[kept])
+                factors = self._load(key.split, index, seed, prep, images[kept] if pixels is None else pixels)
             except BadImage as exc:
                 where = f"bad image {self.reader.path(key.split, index)}: {exc}"
                 if not self.skip_bad_images:
@@ -120,7 +126,9 @@ class BatchLoader(Dataset):
                     skipped.append(where)
                 continue
             labels[kept] = self.reader.label(key.split, index)
-            if jitter.shape[0] and factors is not None:
+            if host is not None and pixels is not None:
+                host.image_into(pixels, images[kept], factors)
+            elif jitter.shape[0] and factors is not None:
                 jitter[kept] = torch.tensor(factors)
             kept += 1
         return LoadedBatch(images[:kept], labels[:kept], jitter[:kept] if jitter.shape[0] else jitter, bad,
@@ -157,6 +165,23 @@ class BatchLoader(Dataset):
         return augmentation.jitter if augmentation is not None else None
 
 
+def batch_tensor(shape: tuple[int, ...], dtype: torch.dtype, memory_format: torch.memory_format) -> torch.Tensor:
+    """An empty batch; in a loader process, in shared memory already (as torch's ``default_collate``
+    allocates its batches), so that handing it to the main process copies nothing."""
+    if get_worker_info() is None:
+        return torch.empty(shape, dtype=dtype).contiguous(memory_format=memory_format)
+    numel = 1
+    for n in shape:
+        numel *= n
+    itemsize = torch.empty(0, dtype=dtype).element_size()
+    storage = torch.UntypedStorage._new_shared(numel * itemsize)
+    flat = torch.empty(0, dtype=dtype).set_(storage, 0, (numel,))
+    if memory_format == torch.channels_last:
+        n, c, h, w = shape
+        return flat.as_strided(shape, (h * w * c, 1, w * c, c))
+    return flat.view(shape)
+
+
 class _BatchKeys:
     """The DataLoader's sampler: the batch keys of whatever the source reads next.
 
@@ -188,13 +213,15 @@ class DataSetSource:
         crop_fraction = 1.0 if data_name.startswith("cifar") else PHOTO_CROP_FRACTION
         resize = cfg.resize_method or "bilinear"
         self.jpeg_decoder = None if hasattr(reader, "image") else default_jpeg_decoder()
+        self.normalize = Normalize(request.device, request.dtype, request.channels_last)
+        self.on_host = request.device.type == "cpu"
         self.batches = BatchLoader(
             reader,
             Preprocessing(request.image_size, cfg.distortions, resize, crop_fraction),
             Preprocessing(request.image_size, False, resize, crop_fraction),
             skip_bad_images=cfg.skip_bad_images, jpeg_decoder=self.jpeg_decoder,
+            normalize=self.normalize if self.on_host else None,
         )
-        self.normalize = DeviceNormalize(request.device, request.dtype, request.channels_last)
         self.bad_images = 0
         self.num_workers = cfg.num_workers if cfg.num_workers is not None else 0
         self._keys = _BatchKeys()
@@ -264,8 +291,10 @@ class DataSetSource:
             self._count_bad(batch)
             if training and batch.labels.shape[0] == 0:
                 raise BadImageError(f"every image of a training batch was bad ({batch.skipped[0]}, ...)")
+        if self.on_host:  # normalised in the loader already
+            return batch.images, batch.labels
         jitter = batch.jitter if batch.jitter.shape[0] else None
-        return self.normalize(batch.images, batch.labels, jitter)
+        return self.normalize.batch(batch.images, batch.labels, jitter)
 
     def _count_bad(self, batch: LoadedBatch) -> None:
         for where in batch.skipped:
