@@ -175,7 +175,7 @@ def batch_tensor(shape: tuple[int, ...], dtype: torch.dtype, memory_format: torc
         numel *= n
     itemsize = torch.empty(0, dtype=dtype).element_size()
     storage = torch.UntypedStorage._new_shared(numel * itemsize)
-    flat = torch.empty(0, dtype=dtype).set_(storage, 0, (numel,))
+    flat = torch.empty(0, dtype=dtype).set_(storage, 0, (numel,), (1,))
     if memory_format == torch.channels_last:
         n, c, h, w = shape
         return flat.as_strided(shape, (h * w * c, 1, w * c, c))
