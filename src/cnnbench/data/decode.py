@@ -80,8 +80,9 @@ def decode_for_crop(data: bytes, size: int, choose: ChooseBox, *, jpeg_decoder: 
     """Decode ``data`` (any format Pillow reads) to RGB; returns the pixels (``H × W × 3`` uint8)
     and the box ``choose`` picked, in those pixels' coordinates. Raises :class:`BadImage`.
 
-    ``fast_dct``: libjpeg's fast integer inverse DCT (simplejpeg only), a little less exact, as
-    tf_cnn_benchmarks decodes training images (``dct_method="INTEGER_FAST"``).
+    ``fast_dct``: libjpeg's fast integer inverse DCT and plain (not "fancy") chroma upsampling
+    (simplejpeg only), a little less exact, as tf_cnn_benchmarks decodes its images
+    (``dct_method="INTEGER_FAST"``, ``fancy_upscaling=False``).
     """
     chosen: list[Box] = []
 
@@ -121,7 +122,8 @@ def _simplejpeg(data: bytes, size: int, choose: ChooseBox, fast_dct: bool) -> tu
     box = choose(width, height)
     min_w, min_h = reduced_size(width, height, box, size)
     # simplejpeg picks the largest reduction M/8 that keeps these sizes: exactly 1/k here
-    pixels = simplejpeg.decode_jpeg(data, colorspace="RGB", fastdct=fast_dct, min_width=min_w, min_height=min_h)
+    pixels = simplejpeg.decode_jpeg(data, colorspace="RGB", fastdct=fast_dct, fastupsample=fast_dct,
+                                    min_width=min_w, min_height=min_h)
     return pixels, box.scaled(pixels.shape[1] / width, pixels.shape[0] / height)
 
 
