@@ -24,7 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="Measure a data set's input pipeline alone (no model): images/sec in total, per worker, per core.",
         description=__doc__.split("\n\n")[0].split(": ", 1)[1],
     )
-    add_config_arguments(p, DataBenchConfig, DATA_SECTIONS)
+    add_config_arguments(p, DataBenchConfig, DATA_SECTIONS, exclude=("synthetic_location",))
     p.add_argument("--quiet", action="store_true", help="Print only the final figures and the record's path.")
     p.set_defaults(handler=handle)
 
