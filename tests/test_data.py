@@ -31,6 +31,7 @@ from cnnbench.engine import run_benchmark
 from cnnbench.engine.resolve import resolve
 from cnnbench.report.build import build_report
 from cnnbench.report.pipeline import is_pipeline_record
+from tests.conftest import requires_cuda
 
 CPU = torch.device("cpu")
 
@@ -491,3 +492,32 @@ def test_data_set_errors_name_the_folder(tmp_path):
         (tmp_path / f"data_batch_{i}").write_bytes(b"not a pickle")
     with pytest.raises(DataSetError, match="data_batch_1: not a CIFAR python batch"):
         CifarReader("cifar10", str(tmp_path))
+
+
+def test_loader_processes_are_forked_even_inside_a_spawned_worker(sets):
+    """A worker of --num-devices is spawned, so its default would be to spawn loader processes too:
+    a fresh interpreter importing torch, and the data set pickled to each."""
+    source = _source(sets["cifar10"], num_workers=1)
+    assert source._loader is not None and source._loader.multiprocessing_context.get_start_method() == "fork"
+    source.close()
+
+
+@requires_cuda
+def test_real_data_on_a_gpu_is_normalised_there(sets, tmp_path):
+    source = _source(sets["imagefolder"], image_size=24)
+    key = next(source.plan.train_batches(0))
+    on_cpu, _ = source.normalize.batch(*_uint8(source)[key][:2])
+    gpu = make_input(InputRequest(config=resolve(RunConfig(model="trivial", device="cuda", data_dir=str(
+        sets["imagefolder"]), batch_size=4, num_workers=1, image_size=24)).config, batch_size=4, image_size=24,
+        device=torch.device("cuda"), dtype=torch.float32, channels_last=True, seed=source.plan.seed))
+    assert isinstance(gpu, DataSetSource) and not gpu.on_host and gpu.batches.normalize is None
+    images, labels = next(gpu)
+    assert images.is_cuda and labels.is_cuda and images.is_contiguous(memory_format=torch.channels_last)
+    assert torch.allclose(images.cpu(), on_cpu, atol=1e-5)
+    gpu.close()
+    source.close()
+    record = _train(sets["cifar10"], device="cuda", num_epochs=2, num_workers=1)
+    assert record.status == "ok" and record.metrics["epochs"][-1]["test_images"] == 100
+    assert main(["data", "--data-dir", str(sets["imagefolder"]), "--device", "cuda", "--distortions",
+                 "--image-size", "32", "--batch-size", "4", "--num-batches", "3", "--num-workers", "1",
+                 "--results-dir", str(tmp_path)]) == 0

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import multiprocessing as mp
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
@@ -230,6 +231,7 @@ class DataSetSource:
             self.batches, batch_size=None, sampler=self._keys, num_workers=self.num_workers, pin_memory=pin,
             persistent_workers=self.num_workers > 0,
             prefetch_factor=PREFETCH_BATCHES if self.num_workers > 0 else None,
+            multiprocessing_context=loader_start_method() if self.num_workers > 0 else None,
         )
         self._endless: Iterator[Batch] | None = None
         if self.num_workers > 0:  # start the loader processes now, not inside the first timed step
@@ -301,6 +303,13 @@ class DataSetSource:
             if self.bad_images < NAMED_BAD_IMAGES:
                 log.warning("skipped %s", where)
         self.bad_images += batch.bad
+
+
+def loader_start_method() -> str | None:
+    """``fork`` where there is one: the loader processes share the data set's list (CIFAR's arrays)
+    and start at once, even inside a worker that was itself spawned (whose default would be to
+    spawn them: a fresh interpreter importing torch, and the data set pickled to each)."""
+    return "fork" if "fork" in mp.get_all_start_methods() else None
 
 
 def _one_line(exc: BaseException) -> str:
