@@ -8,8 +8,8 @@
 2. one ``torch.utils.data.DataLoader`` (``--num-workers`` processes, persistent across
    epochs, prefetching, pinned memory when the device is a GPU) loads whole batches:
    :class:`BatchLoader` decodes each image at reduced size (:mod:`~cnnbench.data.decode`),
-   crops, resizes and flips it in uint8 (:mod:`~cnnbench.data.preprocess`) straight into
-   the batch tensor;
+   crops, resizes and flips it in uint8 (:mod:`~cnnbench.data.preprocess`) into a batch
+   tensor allocated in shared memory (nothing is copied to hand it over);
 3. :class:`~cnnbench.data.normalize.Normalize` makes the model's input: on a GPU, from the
    uint8 batch; on the CPU, in the loader processes, image by image (see that module).
 

@@ -7,8 +7,8 @@
 * ``--distortions``: a random resized crop (area 8%–100% of the image, aspect ratio 3/4–4/3,
   ten tries then the centre: torchvision's ``RandomResizedCrop`` rule) and a horizontal flip
   with probability 1/2; the colour jitter factors (brightness, contrast, saturation, each in
-  0.6–1.4) are drawn here too and applied on the device (:mod:`cnnbench.data.normalize`),
-  where float work belongs.
+  0.6–1.4) are drawn here too and applied with the normalisation (:mod:`cnnbench.data.normalize`:
+  on a GPU there, on the CPU in the loader processes).
 
 Every random choice comes from the image's own seed (:mod:`cnnbench.data.sharding`), so a
 run is repeatable whatever the number of loader processes. Resizing runs on the cropped
