@@ -88,3 +88,29 @@ def run_engine_worker(config_fields: dict[str, Any], extra: dict[str, Any], cons
     from cnnbench.distributed.worker import launched_worker
 
     return launched_worker(config_fields, extra, console, notes_dir)
+
+
+def train_epochs_recording_shards(config_fields: dict[str, Any]) -> dict[str, Any]:
+    """Train to accuracy through the engine on this worker, noting which images of the data set
+    it was given: ``{"rank", "train": [[epoch, indices], ...], "eval": [indices, ...], "record"}``."""
+    from cnnbench.data.sharding import ShardPlan
+    from cnnbench.engine.benchmark import run_benchmark
+
+    seen: dict[str, list] = {"train": [], "eval": []}
+    train, evaluation = ShardPlan.train_batches, ShardPlan.eval_batches
+
+    def train_batches(self, epoch, *args, **kwargs):
+        for key in train(self, epoch, *args, **kwargs):
+            seen["train"].append([epoch, list(key.indices)])
+            yield key
+
+    def eval_batches(self, *args, **kwargs):
+        for key in evaluation(self, *args, **kwargs):
+            seen["eval"].append(list(key.indices))
+            yield key
+
+    ShardPlan.train_batches = train_batches  # type: ignore[method-assign]
+    ShardPlan.eval_batches = eval_batches  # type: ignore[method-assign]
+    world = World.from_env()
+    record = run_benchmark(RunConfig.from_mapping(config_fields), world=world)
+    return {"rank": world.rank, **seen, "record": record.to_dict() if world.is_main else None}

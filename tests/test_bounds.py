@@ -46,12 +46,16 @@ def test_integer_options_out_of_range_fail_before_work(tmp_path, capsys, no_work
 
 
 def test_the_bounds_are_declared_with_the_fields():
+    import dataclasses
+
+    from cnnbench.config.data_bench import DataBenchConfig
     from cnnbench.config.options import field_bounds
     from cnnbench.config.run_config import config_fields
 
-    bounded = {f.name for f in config_fields() if f.type in ("int | None", "int") and field_bounds(f) != (None, None)}
-    ints = {f.name for f in config_fields() if f.type in ("int | None", "int")}
-    assert ints == bounded  # every integer option has its range
+    for fields in (config_fields(), dataclasses.fields(DataBenchConfig)):
+        bounded = {f.name for f in fields if f.type in ("int | None", "int") and field_bounds(f) != (None, None)}
+        ints = {f.name for f in fields if f.type in ("int | None", "int")}
+        assert ints == bounded  # every integer option has its range
     with pytest.raises(ConfigError, match="--batch-size: must be <= 65536"):
         RunConfig(batch_size=65537)
 

@@ -54,6 +54,7 @@ def test_readme_real_data_line():
     assert _after(words, "--num-epochs") == "90" and _after(words, "--results-dir") == "/ckpt"
     assert _after(words, "--optimizer") == "momentum"
     assert "--distortions" not in words and not any("gradient_repacking" in w for w in words)
+    assert _after(words, "--data-dir") == "/data/imagenet"
     assert any("--gradient_repacking" in n for n in result.notes)
 
 
@@ -61,8 +62,9 @@ def test_lambda_training_line():
     cfg = parse(LAMBDA_TRAIN)
     assert (cfg.model, cfg.num_devices, cfg.batch_size, cfg.variable_update, cfg.distortions) == (
         "resnet50", 4, 64, "replicated", False)
-    assert (cfg.num_batches, cfg.all_reduce, cfg.precision, cfg.optimizer, cfg.data_name) == (
-        100, "nccl", "amp_fp16", "sgd", "synthetic")
+    assert (cfg.num_batches, cfg.all_reduce, cfg.precision, cfg.optimizer) == (100, "nccl", "amp_fp16", "sgd")
+    assert cfg.data_name is None and cfg.data_dir is None  # --data_name=imagenet without --data_dir: synthetic
+    assert cfg.with_derived_defaults().data_name == "synthetic"
 
 
 def test_lambda_inference_line_leaves_the_optimizer_out_with_a_note():
@@ -95,7 +97,14 @@ def test_lambda_inference_line_leaves_the_optimizer_out_with_a_note():
     ("--weight_decay=1e-4", {"weight_decay": 1e-4}),
     ("--init_learning_rate=0.1", {"learning_rate": 0.1}),
     ("--tf_random_seed=7", {"seed": 7}),
-    ("--data_name=imagenet", {"data_name": "synthetic"}),
+    ("--data_name=imagenet", {"data_name": None, "data_dir": None}),
+    ("--data_dir=/data/imagenet --data_name=imagenet", {"data_name": "imagefolder", "data_dir": "/data/imagenet"}),
+    ("--data_name=cifar10 --data_dir /data/cifar", {"data_name": "cifar10", "data_dir": "/data/cifar"}),
+    ("--data_dir=/data/x", {"data_name": None, "data_dir": "/data/x"}),  # guessed from the folder
+    ("--data_dir=/data/x --distortions", {"distortions": True}),
+    ("--data_dir=/data/x --distortions=false", {"distortions": False}),
+    ("--data_dir=/data/x --resize_method=bicubic", {"resize_method": "bicubic"}),
+    ("--data_dir=/data/x --resize-method nearest", {"resize_method": "nearest"}),
     ("--nodistortions", {"distortions": False}),
     ("--batch-size=8", {"batch_size": 8}),
 ])
@@ -115,6 +124,8 @@ def test_forms_and_names(line, expected):
     ("--rmsprop_decay=0.5", "fixed at 0.9"),
     ("--forward_only=maybe", "true or false"),
     ("--data_name=cifar10", "--image-size 32"),
+    ("--data_dir=/x --resize_method=round_robin", "bilinear, bicubic or nearest"),
+    ("--data_dir=/x --resize_method=area", "bilinear, bicubic or nearest"),
 ])
 def test_what_cannot_be_honoured_is_one_line(line, words):
     with pytest.raises(TfFlagError, match=words):

@@ -17,8 +17,8 @@ from cnnbench import __version__
 from cnnbench.cli.common import CliParser, UserError
 from cnnbench.config.tf_flags import TfFlagError, translate_with_notes
 
-# Sub-commands, in the order --help lists them. Each module: register(subparsers).
-COMMANDS = ("run", "models", "sweep", "results", "import", "report")
+# Sub-commands, in the order --help lists them. Each module cnnbench.cli.<name>_cmd: register(subparsers).
+COMMANDS = ("run", "data", "make_dataset", "models", "sweep", "results", "import", "report")
 
 __all__ = ["main"]
 

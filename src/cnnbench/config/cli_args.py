@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from cnnbench.config.errors import flag_for
@@ -16,15 +17,17 @@ from cnnbench.config.options import field_choices, field_help, field_types
 from cnnbench.config.run_config import SECTIONS, RunConfig, section_fields
 
 
-def add_config_arguments(parser: argparse.ArgumentParser, cls: type = RunConfig) -> None:
-    """Add one flag per field of the dataclass ``cls``, grouped by configuration section."""
-    defaults = cls()
+def add_config_arguments(parser: argparse.ArgumentParser, cls: type = RunConfig,
+                         sections: Sequence[type] = SECTIONS, exclude: Collection[str] = ()) -> None:
+    """Add one flag per field of the dataclass ``cls``, grouped by its configuration ``sections``
+    (fields in ``exclude`` get no flag: they keep their defaults)."""
     types = field_types(cls)
-    for section in SECTIONS:
+    for section in sections:
         title = (section.__doc__ or section.__name__).strip().splitlines()[0]
         group = parser.add_argument_group(f"{title} options")
-        for f in section_fields(section):
-            _add_field(group, f, types[f.name][0], getattr(defaults, f.name))
+        for f in section_fields(section, cls):
+            if f.name not in exclude:
+                _add_field(group, f, types[f.name][0], f.default)
 
 
 def _add_field(group: Any, f: dataclasses.Field, base: type, default: Any) -> None:
@@ -52,4 +55,4 @@ def _add_field(group: Any, f: dataclasses.Field, base: type, default: Any) -> No
 
 def config_from_args(args: argparse.Namespace, cls: type = RunConfig) -> Any:
     """Build the dataclass from parsed arguments (raises ConfigError on invalid values)."""
-    return cls(**{f.name: getattr(args, f.name) for f in dataclasses.fields(cls)})
+    return cls(**{f.name: getattr(args, f.name) for f in dataclasses.fields(cls) if hasattr(args, f.name)})

@@ -1,4 +1,10 @@
-"""Where the input comes from: synthetic batches (and, later, real data sets)."""
+"""Where the input comes from: synthetic batches, or a real data set read from a folder.
+
+Without ``--data-dir`` input is synthetic (``--synthetic-location``). With it, images are
+read from the folder: ``imagefolder`` (``train/<class>/*.jpg`` and ``val/<class>/...``) or
+the python pickle batches of CIFAR-10/100; the name is guessed from the folder's contents
+when ``--data-name`` is not given (when the run is resolved, since that reads the folder).
+"""
 
 from __future__ import annotations
 
@@ -9,43 +15,102 @@ from cnnbench.config.checks import unused
 from cnnbench.config.errors import ConfigError
 from cnnbench.config.options import option
 
-DATA_NAMES = ("synthetic",)
+SYNTHETIC = "synthetic"
+REAL_DATA_NAMES = ("imagefolder", "cifar10", "cifar100")
+DATA_NAMES = (SYNTHETIC, *REAL_DATA_NAMES)
 SYNTHETIC_LOCATIONS = ("device", "host", "loader")
+RESIZE_METHODS = ("bilinear", "bicubic", "nearest")
+DEFAULT_SYNTHETIC_LOCATION = "device"
 DEFAULT_SYNTHETIC_WORKERS = 2
 MAX_WORKERS = 256
+DEFAULT_RESIZE_METHOD = "bilinear"
 
 
 @dataclass(frozen=True)
 class InputOptions:
     """input"""
 
-    data_name: str = option(
-        "synthetic", "Data set; only synthetic input in this version.", choices=DATA_NAMES
+    data_dir: str | None = option(
+        None,
+        "Folder of a real data set: ImageNet layout (train/<class>/*.jpg|jpeg|png, val/<class>/...) or the "
+        "python pickle batches of CIFAR-10 (data_batch_1..5, test_batch) or CIFAR-100 (train, test). "
+        "Without it, input is synthetic.",
+        metavar="DIR",
     )
-    synthetic_location: str = option(
-        "device",
+    data_name: str | None = option(
+        None,
+        "Data set: synthetic, imagefolder, cifar10, cifar100 [default: synthetic without --data-dir, "
+        "else guessed from the folder's contents].",
+        choices=DATA_NAMES,
+    )
+    synthetic_location: str | None = option(
+        None,
         "Where synthetic batches are made: device (one batch resident on the device, no copy per "
         "step), host (a new batch on the host each step, copied pinned and non-blocking), loader "
-        "(batches made in DataLoader worker processes with prefetch).",
-        choices=SYNTHETIC_LOCATIONS,
+        f"(batches made in DataLoader worker processes with prefetch) [default there: {DEFAULT_SYNTHETIC_LOCATION}].",
+        choices=SYNTHETIC_LOCATIONS, depends_on=("data_name",),
     )
     num_workers: int | None = option(
         None,
-        f"DataLoader worker processes, for --synthetic-location loader "
+        f"DataLoader worker processes per device: with --data-dir they decode and augment images "
+        f"[default: from the cores this run may use]; with --synthetic-location loader "
         f"[default there: {DEFAULT_SYNTHETIC_WORKERS}].",
         depends_on=("synthetic_location", "data_name"), metavar="N", minimum=0, maximum=MAX_WORKERS,
     )
-    distortions: bool = option(False, "Training augmentation of real images (needs real data).")
+    distortions: bool = option(
+        False, "Training augmentation of real images: random resized crop, horizontal flip, colour jitter "
+        "(without it: resize the shorter side and crop the centre)."
+    )
+    resize_method: str | None = option(
+        None, f"How real images are resized: bilinear, bicubic, nearest [default there: {DEFAULT_RESIZE_METHOD}].",
+        choices=RESIZE_METHODS, depends_on=("data_name",),
+    )
+    skip_bad_images: bool = option(
+        False, "Skip images that cannot be decoded and count them (metrics.bad_images) instead of stopping "
+        "the run at the first one.",
+        identity=False,
+    )
 
     def check_input_options(self) -> None:
-        if self.data_name == "synthetic" and self.synthetic_location != "loader":
-            unused(self, "num_workers", f"with --synthetic-location {self.synthetic_location} "
-                                        "(no DataLoader workers there)")
-        if self.distortions and self.data_name == "synthetic":
-            raise ConfigError("distortions", "augments real images; synthetic input has none to distort")
+        if self.data_dir is not None:
+            self._check_real_input()
+            return
+        if self.data_name in REAL_DATA_NAMES:
+            raise ConfigError("data_name", f"{self.data_name} is read from a folder: give --data-dir DIR")
+        location = self.synthetic_location or DEFAULT_SYNTHETIC_LOCATION
+        if location != "loader":
+            unused(self, "num_workers", f"with --synthetic-location {location} (no DataLoader workers there)")
+        if self.distortions:
+            raise ConfigError("distortions", "augments real images; synthetic input has none to distort "
+                                             "(give --data-dir)")
+        unused(self, "resize_method", "on synthetic input (nothing is resized; give --data-dir)")
+        if self.skip_bad_images:
+            raise ConfigError("skip_bad_images", "has no effect on synthetic input (give --data-dir)")
+
+    def _check_real_input(self) -> None:
+        if not str(self.data_dir).strip():
+            raise ConfigError("data_dir", "is empty (give the folder of a data set)")
+        if self.data_name == SYNTHETIC:
+            raise ConfigError("data_name", "synthetic input reads no folder: leave out --data-dir, or name the "
+                                           f"data set ({', '.join(REAL_DATA_NAMES)})")
+        unused(self, "synthetic_location", "with --data-dir (images are read, not made)")
+
+    def real_data(self) -> bool:
+        """Does this run read a data set (rather than make synthetic batches)?"""
+        return self.data_dir is not None
 
     def input_defaults(self) -> dict[str, Any]:
-        """The values this input uses for options left unset."""
-        if self.data_name == "synthetic" and self.synthetic_location == "loader" and self.num_workers is None:
-            return {"num_workers": DEFAULT_SYNTHETIC_WORKERS}
-        return {}
+        """The values this input uses for options left unset (the data set's name and the loader's
+        workers of a real data set are filled when the run is resolved: they need the folder and
+        the machine)."""
+        if self.real_data():
+            return {"resize_method": DEFAULT_RESIZE_METHOD} if self.resize_method is None else {}
+        filled: dict[str, Any] = {}
+        if self.data_name is None:
+            filled["data_name"] = SYNTHETIC
+        location = self.synthetic_location or DEFAULT_SYNTHETIC_LOCATION
+        if self.synthetic_location is None:
+            filled["synthetic_location"] = location
+        if location == "loader" and self.num_workers is None:
+            filled["num_workers"] = DEFAULT_SYNTHETIC_WORKERS
+        return filled

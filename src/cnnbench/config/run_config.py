@@ -8,8 +8,9 @@ concern so that each lives in its own small module:
 :class:`ModelOptions`       model, batch and image size, inference, layout, precision, compile
 :class:`MeasurementOptions` timed and warm-up steps, progress lines, seed
 :class:`ParallelOptions`    device kind, device count, how devices share variables
+:class:`HostOptions`        the host CPU cores a run may use
 :class:`TrainingOptions`    optimizer and its hyperparameters
-:class:`InputOptions`       synthetic or real input and how it is made
+:class:`InputOptions`       synthetic or real input (a data set folder) and how it is made
 :class:`OutputOptions`      results folder and machine label (not recorded)
 ==========================  ============================================================
 
@@ -34,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cnnbench.config.errors import ConfigError
+from cnnbench.config.host_options import HostOptions
 from cnnbench.config.input_options import InputOptions
 from cnnbench.config.measurement_options import MeasurementOptions
 from cnnbench.config.model_options import ModelOptions
@@ -44,21 +46,22 @@ from cnnbench.config.training_options import TrainingOptions
 
 # The sections in the order --help shows them.
 SECTIONS: tuple[type, ...] = (
-    ModelOptions, MeasurementOptions, ParallelOptions, TrainingOptions, InputOptions, OutputOptions,
+    ModelOptions, MeasurementOptions, ParallelOptions, HostOptions, TrainingOptions, InputOptions, OutputOptions,
 )
 
 
 @dataclass(frozen=True)
-class RunConfig(OutputOptions, InputOptions, TrainingOptions, ParallelOptions, MeasurementOptions, ModelOptions):
+class RunConfig(OutputOptions, InputOptions, TrainingOptions, HostOptions, ParallelOptions, MeasurementOptions,
+                ModelOptions):
     """One benchmark run. Field names are the record's ``config`` keys."""
 
     def __post_init__(self) -> None:
-        for name in _FIELD_NAMES:
-            check_field(name, getattr(self, name))
+        check_fields(self)
         self.check_model_options()
         self.check_measurement_options()
         self.check_parallel_options(self.forward_only, self.precision, self.warmup_steps())
         self.check_training_options(self.forward_only, self.num_epochs)
+        self.check_host_options()
         self.check_input_options()
         self.check_output_options()
         if self.compile and self.num_epochs is None and self.warmup_steps() < 1:
@@ -66,7 +69,7 @@ class RunConfig(OutputOptions, InputOptions, TrainingOptions, ParallelOptions, M
         if self.num_epochs is not None:
             if self.forward_only:
                 raise ConfigError("num_epochs", "trains to an accuracy; it has no meaning with --forward-only")
-            if self.data_name == "synthetic":
+            if not self.real_data():
                 raise ConfigError("num_epochs", "trains on a data set's training and validation splits: "
                                                 "give --data-dir (synthetic input has no epochs)")
 
@@ -106,10 +109,10 @@ def config_fields() -> tuple[dataclasses.Field, ...]:
     return dataclasses.fields(RunConfig)
 
 
-def section_fields(section: type) -> tuple[dataclasses.Field, ...]:
-    """The fields a section declares (in RunConfig's order)."""
+def section_fields(section: type, config: type | None = None) -> tuple[dataclasses.Field, ...]:
+    """The fields a section declares, in the order of ``config`` (default :class:`RunConfig`)."""
     own = {f.name for f in dataclasses.fields(section)}
-    return tuple(f for f in dataclasses.fields(RunConfig) if f.name in own)
+    return tuple(f for f in dataclasses.fields(config or RunConfig) if f.name in own)
 
 
 def identity_fields() -> frozenset[str]:
@@ -131,16 +134,25 @@ def unnamed_values() -> dict[str, tuple[Any, ...]]:
 _ACCEPTED: dict[type, tuple[type, ...]] = {int: (int,), float: (int, float), str: (str,), bool: (bool,)}
 
 
-def check_field(name: str, value: Any, *, choices: bool = True) -> None:
+def check_fields(cfg: Any) -> None:
+    """:func:`check_field` for every field of an options dataclass (:class:`RunConfig`, or
+    another command's configuration built from the same sections)."""
+    for f in dataclasses.fields(cfg):
+        check_field(f.name, getattr(cfg, f.name), config=type(cfg))
+
+
+def check_field(name: str, value: Any, *, choices: bool = True, config: type | None = None) -> None:
     """One field's own rules, as declared with it: its type, its choices (unless
     ``choices=False``), its range, and, for a float, a finite value. ``None`` passes where
     the field may be unset. Raises :class:`ConfigError` naming the flag.
 
-    :class:`RunConfig` applies this to every field; whoever takes option values from
-    elsewhere (an imported table) applies it too, so the rules are written once.
+    ``config`` is the dataclass the field belongs to (default :class:`RunConfig`), which
+    applies this to every field; whoever takes option values from elsewhere (an imported
+    table) applies it too, so the rules are written once.
     """
-    f = _FIELDS[name]
-    base, optional = field_types(RunConfig)[name]
+    cls = config or RunConfig
+    f = _FIELDS[name] if cls is RunConfig else _fields_of(cls)[name]
+    base, optional = field_types(cls)[name]
     if value is None:
         if optional:
             return
@@ -170,5 +182,8 @@ def check_config_values(values: Mapping[str, Any], *, choices: bool = True) -> N
             check_field(name, value, choices=choices)
 
 
-_FIELDS: dict[str, dataclasses.Field] = {f.name: f for f in dataclasses.fields(RunConfig)}
-_FIELD_NAMES = tuple(_FIELDS)
+def _fields_of(cls: type) -> dict[str, dataclasses.Field]:
+    return {f.name: f for f in dataclasses.fields(cls)}
+
+
+_FIELDS: dict[str, dataclasses.Field] = _fields_of(RunConfig)

@@ -82,7 +82,9 @@ def _all_reduce_spec(value: str) -> list[str]:
 
 _ACROSS_MACHINES = ("runs across machines in TensorFlow's own way; here run `cnnbench run` under torchrun on "
                     "every machine with --variable-update replicated")
-_VARIABLE_UPDATES = {"parameter_server": "parameter_server", "replicated": "replicated", "independent": "independent"}
+# tf's values, and cnnbench's own fsdp (``--variable-update fsdp`` passes through here too).
+_VARIABLE_UPDATES = {"parameter_server": "parameter_server", "replicated": "replicated", "independent": "independent",
+                     "fsdp": "fsdp"}
 
 
 def _variable_update(value: str) -> list[str]:
@@ -93,6 +95,14 @@ def _variable_update(value: str) -> list[str]:
         raise TfFlagError(f"--variable_update={value} {_ACROSS_MACHINES}")
     raise TfFlagError(f"--variable_update={value}: cnnbench takes parameter_server, replicated, independent "
                       "(or fsdp: --variable-update fsdp)")
+
+
+def _resize_method(value: str) -> list[str]:
+    key = value.strip().lower()
+    if key in ("round_robin", "area"):
+        raise TfFlagError(f"--resize_method={value}: cnnbench resizes with bilinear, bicubic or nearest "
+                          "(--resize-method)")
+    return ["--resize-method", key]
 
 
 def _fixed(flag: str, value_we_use: float, what: str) -> TfFlag:
@@ -114,6 +124,7 @@ TF_FLAGS: dict[str, TfFlag] = {
     "all_reduce_spec": TfFlag(_all_reduce_spec),
     "variable_update": TfFlag(_variable_update),
     "num_epochs": TfFlag(_whole_epochs),
+    "resize_method": TfFlag(_resize_method),
     "train_dir": _value("--results-dir"),
     "init_learning_rate": _value("--learning-rate"),
     "tf_random_seed": _value("--seed"),

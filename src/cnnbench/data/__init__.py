@@ -1,6 +1,18 @@
 """Input: the input-source protocol (:mod:`cnnbench.data.source`) and its sources.
 
-Sources: synthetic batches at three locations (:mod:`cnnbench.data.synthetic`). The
-package itself imports nothing heavy, so torch-free modules in it (data-set layouts)
-can be used by the configuration.
+Sources: synthetic batches at three locations (:mod:`cnnbench.data.synthetic`), and real
+data sets (:mod:`cnnbench.data.loader`: ``imagefolder``, ``cifar10``, ``cifar100``) built
+from one module per step of their path:
+
+- :mod:`~cnnbench.data.layouts`: the folder layouts, and guessing which one a folder holds;
+- :mod:`~cnnbench.data.imagefolder`, :mod:`~cnnbench.data.cifar`: the readers;
+  :mod:`~cnnbench.data.catalog` opens the one a configuration names;
+- :mod:`~cnnbench.data.sharding`: which images each worker reads, batch by batch;
+- :mod:`~cnnbench.data.decode`: JPEG decoding at reduced size (DCT scaling), other formats;
+- :mod:`~cnnbench.data.preprocess`: crops, resizing and flips in uint8 on the host;
+- :mod:`~cnnbench.data.normalize`: float, colour jitter and normalisation on the device;
+- :mod:`~cnnbench.data.generate`: small learnable data sets for demos and tests.
+
+The package itself imports nothing heavy, so torch-free modules in it (layouts, readers,
+the generator) can be used by the configuration and the command line cheaply.
 """

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import torch
 
 if TYPE_CHECKING:
-    from cnnbench.config import RunConfig
+    from cnnbench.config.input_options import InputOptions
 
 Batch = tuple[torch.Tensor, torch.Tensor]
 
@@ -65,8 +65,9 @@ class EpochSource(InputSource, Protocol):
 class InputRequest:
     """What the engine asks of an input source: every field concrete."""
 
-    config: RunConfig
-    """The resolved configuration (data options: data_name, synthetic_location, num_workers, ...)."""
+    config: InputOptions
+    """The resolved configuration (a run's, or ``cnnbench data``'s): its input options (data_name,
+    data_dir, synthetic_location, num_workers, distortions, ...) all filled."""
     batch_size: int
     """Images per step for this worker."""
     image_size: int
@@ -98,9 +99,11 @@ def register_input(*data_names: str) -> Callable[[InputFactory], InputFactory]:
 
 
 def make_input(request: InputRequest) -> InputSource:
-    """The input source for ``request.config.data_name``."""
+    """The input source for ``request.config.data_name`` (resolved: never ``None``)."""
     _load_sources()
     name = request.config.data_name
+    if name is None:
+        raise ValueError("make_input needs a resolved configuration (data_name is not set)")
     try:
         factory = _FACTORIES[name]
     except KeyError:
@@ -109,4 +112,4 @@ def make_input(request: InputRequest) -> InputSource:
 
 
 def _load_sources() -> None:
-    from cnnbench.data import synthetic  # noqa: F401  (registers on import)
+    from cnnbench.data import loader, synthetic  # noqa: F401  (they register on import)

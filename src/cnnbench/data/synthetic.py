@@ -23,6 +23,7 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
+from cnnbench.data.loader import loader_start_method
 from cnnbench.data.source import Batch, InputRequest, InputSource, register_input
 
 SYNTHETIC_NUM_CLASSES = 1000
@@ -102,6 +103,7 @@ class SyntheticInput:
                 pin_memory=self._pin,
                 prefetch_factor=2 if loader_workers > 0 else None,
                 persistent_workers=False,
+                multiprocessing_context=loader_start_method() if loader_workers > 0 else None,
             )
             self._iter = (self._place(x, y) for x, y in self._loader)
         else:
@@ -135,7 +137,7 @@ def synthetic_input(request: InputRequest) -> InputSource:
     """Synthetic batches at ``--synthetic-location``, a different draw on every worker."""
     cfg = request.config
     return SyntheticInput(
-        cfg.synthetic_location,
+        cfg.synthetic_location or "device",
         BatchShape(request.batch_size, request.image_size, SYNTHETIC_NUM_CLASSES),
         request.device,
         dtype=request.dtype,

@@ -6,7 +6,8 @@
   rank 0 writes the record (an ``error``/``oom`` record when this worker failed).
 
 Both split the host's cores among the workers of the node (torch threads per worker), so
-that they do not oversubscribe the CPU.
+that they do not oversubscribe the CPU; under torchrun each worker first restricts itself to
+``--host-cpus`` (our launcher's workers inherit that from the process that started them).
 """
 
 from __future__ import annotations
@@ -58,6 +59,8 @@ def launched_worker(config_fields: dict[str, Any], extra: dict[str, Any], consol
     leave_interrupts_to_the_agent()
     world = World.from_env()
     split_host_threads(world)
+    # The process that started the workers checked the run first and printed its warnings.
+    logging.getLogger("cnnbench.engine.resolve").setLevel(logging.ERROR)
     config = RunConfig.from_mapping(config_fields)
     emit: Callable[[str], None] | None = (lambda line: print(line, flush=True)) if console else None
     try:
@@ -88,10 +91,12 @@ def run_under_torchrun(config: RunConfig, *, emit: Callable[[str], None] | None,
     (``error``, or ``oom``) before the exception goes on.
     """
     from cnnbench.engine.benchmark import run_benchmark
+    from cnnbench.machine.affinity import restrict_host_cpus
     from cnnbench.results.store import append_record
 
     leave_interrupts_to_the_agent()
     world = World.from_env()
+    restrict_host_cpus(config.host_cpus)  # every worker of the node picks the same cores
     split_host_threads(world)
     try:
         record = run_benchmark(config, emit=emit, extra=extra, world=world)

@@ -30,8 +30,15 @@ def run_benchmark(config: RunConfig, *, emit: Callable[[str], None] | None = Non
 def execute(config: RunConfig, *, emit: Callable[[str], None] | None = None,
             extra: Mapping[str, Any] | None = None) -> tuple[Record, Path]:
     """Run one benchmark (starting a worker per device when it asks for several) and append
-    its record to ``config.results_dir``."""
+    its record to ``config.results_dir``.
+
+    With ``--host-cpus N`` this process is first pinned to N cores, for good: the workers and
+    loader processes it starts inherit that (a sweep runs each case in its own process).
+    """
+    from cnnbench.machine.affinity import restrict_host_cpus
     from cnnbench.results.store import append_record
+
+    restrict_host_cpus(config.host_cpus)
 
     if config.requested_devices() > 1:
         from cnnbench.engine.workers import run_on_workers

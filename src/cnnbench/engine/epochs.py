@@ -39,6 +39,8 @@ class EpochMeasure:
     train_accuracy: float | None
     test_accuracy: float | None
     learning_rate: float | None
+    test_images: int = 0
+    """Validation images evaluated, over every worker (the whole split, once)."""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -49,6 +51,7 @@ class EpochMeasure:
             "train_loss": self.train_loss,
             "train_accuracy": self.train_accuracy,
             "test_accuracy": self.test_accuracy,
+            "test_images": self.test_images,
             "learning_rate": self.learning_rate,
         }
 
@@ -81,6 +84,7 @@ def train_epochs(prepared: Prepared, run: ResolvedRun, *, emit: Callable[[str], 
             epoch=index + 1, time_s=loop.wall_time_s, eval_time_s=eval_time, images=int(images),
             train_loss=loss_sum / steps if steps else None, train_accuracy=correct / images if images else None,
             test_accuracy=test_right / test_seen if test_seen else None, learning_rate=rate,
+            test_images=int(test_seen),
         )
         epochs.append(epoch)
         emit(epoch_line(epoch, num_epochs))

@@ -1,23 +1,36 @@
 """From a validated :class:`RunConfig` to a runnable one, checked against this machine.
 
 Fills defaults that depend on other options (:meth:`RunConfig.with_derived_defaults`),
-on the model (image size, batch size) or on the machine (device), and rejects what this
-machine cannot do (CUDA absent, a precision the device lacks, an image too small for the
-model) with a :class:`ConfigError` before any work starts.
+on the model (image size, batch size), on the data set (its name, guessed from the folder;
+CIFAR's 32-pixel images) or on the machine (device, loader processes from the cores the run
+may use), and rejects what this machine cannot do (CUDA absent, a precision the device lacks,
+an image too small for the model, a data folder that holds no data set, more ``--host-cpus``
+than there are) with a :class:`ConfigError` before any work starts.
 """
 
 from __future__ import annotations
 
+import logging
 import shutil
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
 from cnnbench.config import ConfigError, RunConfig
+from cnnbench.config.input_options import InputOptions
 from cnnbench.distributed.world import World
 from cnnbench.engine.precision import unsupported_reason
+from cnnbench.machine.affinity import check_host_cpus, cpu_count_available
 from cnnbench.machine.devices import cuda_available, resolve_device_kind
 from cnnbench.models import ModelSpec, get_model_spec
+
+if TYPE_CHECKING:
+    from cnnbench.data.catalog import DataSetFacts
+
+log = logging.getLogger(__name__)
+
+CIFAR_IMAGE_SIZE = 32
 
 
 @dataclass(frozen=True)
@@ -55,6 +68,7 @@ def resolve(config: RunConfig, world: World | None = None) -> ResolvedRun:
     config = config.replace(device=device_kind).with_derived_defaults()
     world_size, num_nodes = _check_world(config, world)
     device = _device(config, world, device_kind, world_size)
+    check_host_cpus(config.host_cpus)
 
     reason = unsupported_reason(config.precision, device)
     if reason:
@@ -63,10 +77,12 @@ def resolve(config: RunConfig, world: World | None = None) -> ResolvedRun:
     if config.compile and device_kind == "cpu" and not has_compiler:
         raise ConfigError("compile", "torch.compile on CPU needs a C++ compiler (g++ or clang++) on PATH")
 
-    image_size = config.image_size or spec.default_image_size
-    if config.image_size is not None:
-        _check_image_size(spec, image_size)
     batch_size = config.batch_size or spec.default_batch_size
+    image_size = config.image_size or spec.default_image_size
+    if config.real_data():
+        config, image_size = _resolve_data_set(config, spec, world, world_size, batch_size)
+    elif config.image_size is not None:
+        _check_image_size(spec, image_size)
     resolved = config.replace(batch_size=batch_size, image_size=image_size, num_devices=world_size,
                               num_nodes=num_nodes)
     return ResolvedRun(config=resolved, spec=spec, device=device, batch_size=batch_size,
@@ -79,6 +95,60 @@ def preflight(config: RunConfig) -> ResolvedRun:
     n = config.requested_devices()
     world = World(world_size=n, local_world_size=n, process_group=True) if n > 1 else World.single()
     return resolve(config, world)
+
+
+def _resolve_data_set(config: RunConfig, spec: ModelSpec, world: World, world_size: int,
+                      batch_size: int) -> tuple[RunConfig, int]:
+    """A run's data set: :func:`resolve_data_set`, then its image size (CIFAR's own 32 pixels
+    unless --image-size says otherwise)."""
+    facts, workers = resolve_data_set(config, batch_size=batch_size, world_size=world_size,
+                                      local_world_size=world.local_world_size,
+                                      model_on_cpu=config.device == "cpu", warn=world.is_main)
+    if config.num_epochs is not None and facts.val_size == 0:
+        raise ConfigError("num_epochs", f"evaluates on the validation split after every epoch, but {facts.root} "
+                                        "has no validation images (val/<class>/... in the ImageNet layout)")
+    if config.image_size is not None:
+        image_size = config.image_size
+        _check_image_size(spec, image_size)
+    elif facts.name.startswith("cifar"):
+        image_size = CIFAR_IMAGE_SIZE
+        try:
+            _check_image_size(spec, image_size)
+        except ConfigError as exc:
+            raise ConfigError("image_size", f"CIFAR's images are {CIFAR_IMAGE_SIZE} px, too small for {spec.name}: "
+                                            f"give --image-size (they are resized to it) ({exc})") from None
+    else:
+        image_size = spec.default_image_size
+    return config.replace(data_name=facts.name, data_dir=facts.root, num_workers=workers), image_size
+
+
+def resolve_data_set(config: InputOptions, *, batch_size: int, world_size: int, local_world_size: int,
+                     model_on_cpu: bool, warn: bool = True) -> tuple[DataSetFacts, int]:
+    """The data set in ``config.data_dir`` (its name guessed when not given) and the loader
+    processes per worker (``--num-workers``, or a default from the cores this process may use),
+    checked: a folder that holds a data set, enough training images for one batch on every
+    worker. Raises :class:`ConfigError`; logs a warning when the loader leaves the model no core."""
+    from cnnbench.data.catalog import data_set_facts
+    from cnnbench.data.layouts import DataSetError
+    from cnnbench.data.loader import default_num_workers, too_few_cores
+
+    assert config.data_dir is not None
+    try:
+        facts = data_set_facts(config.data_name, config.data_dir)
+    except DataSetError as exc:
+        raise ConfigError("data_dir", str(exc)) from None
+    if facts.train_size < batch_size * world_size:
+        raise ConfigError("batch_size", f"{batch_size} per device on {world_size} device"
+                                        f"{'s' if world_size != 1 else ''} needs {batch_size * world_size} training "
+                                        f"images; {facts.root} has {facts.train_size}")
+    cores = max(1, cpu_count_available() // max(1, local_world_size))
+    workers = config.num_workers
+    if workers is None:
+        workers = default_num_workers(cores, model_on_cpu=model_on_cpu)
+    warning = too_few_cores(workers, cores, model_on_cpu=model_on_cpu)
+    if warning and warn:
+        log.warning("%s", warning)
+    return facts, workers
 
 
 def _check_world(config: RunConfig, world: World) -> tuple[int, int]:

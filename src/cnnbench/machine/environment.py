@@ -1,8 +1,9 @@
 """What machine and software a run used (the record's ``environment``).
 
 CPU model from /proc/cpuinfo (py-cpuinfo as a fallback: it is slow to start), core
-counts from psutil, GPU names from torch and the driver version from NVML
-(nvidia-ml-py) when present. Imports torch lazily: call only from the engine.
+counts from psutil (the machine's) and from the CPU affinity (``available_cpus``: the cores
+this run could use, after ``--host-cpus``), GPU names from torch and the driver version from
+NVML (nvidia-ml-py) when present. Imports torch lazily: call only from the engine.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ import os
 import platform
 import socket
 from typing import Any
+
+from cnnbench.machine.affinity import cpu_count_available
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +84,7 @@ def capture_environment(device_type: str, machine_label: str | None = None) -> d
         "cpu_model": cpu,
         "cpu_cores": psutil.cpu_count(logical=False) or os.cpu_count(),
         "cpu_threads": os.cpu_count(),
+        "available_cpus": cpu_count_available(),  # what this run could use (--host-cpus, taskset, cgroups)
         "memory_bytes": int(psutil.virtual_memory().total),
         "gpu_model": gpu_model,
         "gpu_count": gpu_count,

@@ -25,6 +25,7 @@ from cnnbench.report.observations import (
     implementation_observations,
     scaling_observations,
 )
+from cnnbench.report.pipeline import is_pipeline_record, pipeline_tables
 from cnnbench.report.points import PointSet, build_points
 from cnnbench.report.scaling import ScalingGroup, scaling_groups
 from cnnbench.report.table import Table, unique_ids
@@ -89,7 +90,9 @@ def build_report(records: Sequence[Mapping[str, Any]], options: ReportOptions | 
         baselines = _parse_baselines(opts.baselines, selected)
     except F.FieldError as exc:
         raise ReportError(str(exc)) from exc
-    points = build_points(selected, [column, *(effect_fields or []), *baselines])
+    pipelines = pipeline_tables(selected, column, opts.noise)  # cnnbench data: no model, tables of their own
+    points = build_points([r for r in selected if not is_pipeline_record(r)],
+                          [column, *(effect_fields or []), *baselines])
     log.info("%d of %d records selected, %d points", len(selected), len(records), len(points.points))
 
     cost = cost_table(points)
@@ -107,7 +110,7 @@ def build_report(records: Sequence[Mapping[str, Any]], options: ReportOptions | 
     all_tables: list[Table] = ([cost] if cost else []) + [s.table for s in sections]
     for g in groups:
         all_tables += [g.efficiency, g.speedup, g.table]
-    all_tables += [e.table for e in effects] + impls + [r.table for r in trainings]
+    all_tables += [e.table for e in effects] + impls + [r.table for r in trainings] + pipelines
     unique_ids(all_tables)
 
     observations = (scaling_observations(groups) + effect_observations(effects)
@@ -116,7 +119,7 @@ def build_report(records: Sequence[Mapping[str, Any]], options: ReportOptions | 
 
     report = Report(opts.title, tables=all_tables, observations=observations, n_records=len(selected))
     _assemble(report, opts, records, selected, points, column, cost, sections, groups, effects,
-              effect_notes, impls, trainings)
+              effect_notes, impls, trainings, pipelines)
     _budget_plots(report, opts.max_plots)
     return report
 
@@ -144,7 +147,7 @@ def _common_label(field: str, value: Any) -> str:
 def _assemble(report: Report, opts: ReportOptions, records: list, selected: list, points: PointSet,
               column: str, cost: Table | None, sections: list[Section], groups: list[ScalingGroup],
               effects: list[Effect], effect_notes: list[str], impls: list[Table],
-              trainings: list[TrainingResult]) -> None:
+              trainings: list[TrainingResult], pipelines: list[Table]) -> None:
     b = report.blocks
     b.append(Heading(opts.title, 1))
     b += [Paragraph(line) for line in _facts(records, selected, opts, points, column)]
@@ -153,7 +156,8 @@ def _assemble(report: Report, opts: ReportOptions, records: list, selected: list
              else Paragraph("Nothing to observe: no table has two comparable figures."))
     if cost:
         b += [Heading("Model cost"), TableBlock(cost)]
-    b.append(Heading(f"Throughput by configuration (images/sec; columns: {F.short_name(column)})"))
+    if sections or not pipelines:
+        b.append(Heading(f"Throughput by configuration (images/sec; columns: {F.short_name(column)})"))
     for s in sections:
         b += [Heading(s.name, 3), TableBlock(s.table)]
         fig = _throughput_figure(s)
@@ -186,6 +190,9 @@ def _assemble(report: Report, opts: ReportOptions, records: list, selected: list
                              r.table.title, {"curves": r.curves})
                 b.append(fig)
                 report.figures.append(fig)
+    if pipelines:
+        b.append(Heading("Input pipeline alone (cnnbench data)"))
+        b += [TableBlock(t, caption=True) for t in pipelines]
     if opts.problems:
         b.append(Heading("Results that could not be read"))
         b.append(Bullets(list(opts.problems)))

@@ -81,8 +81,10 @@ def _last(rec: Mapping[str, Any], name: str) -> float | None:
 
 
 def max_memory_mib(rec: Mapping[str, Any]) -> float | None:
-    xs = [_num(e.get("peak_device_memory_bytes")) for e in _epochs(rec)]
-    xs.append(_num((rec.get("metrics") or {}).get("peak_device_memory_bytes")))
+    """Peak device memory; on a CPU, whose memory is the host's, the peak host memory."""
+    key = "peak_host_memory_bytes" if (rec.get("config") or {}).get("device") == "cpu" else "peak_device_memory_bytes"
+    xs = [_num(e.get(key)) for e in _epochs(rec)]
+    xs.append(_num((rec.get("metrics") or {}).get(key)))
     present = [x for x in xs if x]
     return max(present) / MIB if present else None
 

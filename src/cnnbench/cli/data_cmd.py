@@ -1,0 +1,58 @@
+"""``cnnbench data``: measure a data set's input pipeline alone, without a model.
+
+Reads ``--data-dir`` as ``cnnbench run`` would (the same decoding, augmentation and loader
+processes), prints images/sec in total, per loader process and per core, and appends a
+record with ``config.mode = "data"`` to the results store. Exit codes: 0 ok, 1 the run
+failed (a bad image without ``--skip-bad-images``: the record says which), 2 invalid
+options or a folder that holds no data set (nothing ran).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from cnnbench.cli.common import UserError
+from cnnbench.config import ConfigError
+from cnnbench.config.cli_args import add_config_arguments, config_from_args
+from cnnbench.config.data_bench import DATA_SECTIONS, DataBenchConfig
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "data",
+        help="Measure a data set's input pipeline alone (no model): images/sec in total, per worker, per core.",
+        description=__doc__.split("\n\n")[0].split(": ", 1)[1],
+    )
+    add_config_arguments(p, DataBenchConfig, DATA_SECTIONS, exclude=("synthetic_location",))
+    p.add_argument("--quiet", action="store_true", help="Print only the final figures and the record's path.")
+    p.set_defaults(handler=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    try:
+        config = config_from_args(args, DataBenchConfig)
+    except ConfigError as exc:
+        raise UserError.from_config(exc, "data") from None
+
+    from cnnbench.engine.input_bench import run_data_benchmark
+    from cnnbench.machine.affinity import restrict_host_cpus
+    from cnnbench.results.store import append_record
+
+    emit = None if args.quiet else (lambda line: print(line, flush=True))
+    try:
+        restrict_host_cpus(config.host_cpus)
+        record = run_data_benchmark(config, emit=emit)
+    except ConfigError as exc:
+        raise UserError.from_config(exc, "data") from None
+    path = append_record(config.results_dir, record.to_dict())
+    if record.status != "ok":
+        print(f"cnnbench data: {record.status}: {record.error} (record {record.run_id} written to {path})",
+              file=sys.stderr)
+        return 1
+    if args.quiet:
+        m = record.metrics
+        print(f"total images/sec: {m['total_images_per_sec']:.2f} (per loader process "
+              f"{m['images_per_sec_per_worker']:.2f}, per core {m['images_per_sec_per_core']:.2f})")
+    print(f"record {record.run_id} appended to {path}")
+    return 0

@@ -1,0 +1,255 @@
+"""Small, valid, learnable data sets for demos and tests (``cnnbench make-dataset``).
+
+The images are generated, not photographs: each class is a shape (disc, square, triangle,
+cross, ring, diamond, bar, star) in a colour of its own (hues spread by the golden ratio),
+drawn at a random place and size over a random background gradient, with pixel noise on
+top. A model can learn the classes (a tiny convnet does within a few epochs), which is what
+training-to-accuracy tests need; the noise also gives JPEG files the detail (and the size)
+of ordinary photographs.
+
+Layouts written (the ones :mod:`cnnbench.data.layouts` reads):
+
+* ``imagefolder``: ``DIR/train/<class>/<n>.jpg`` (or ``.png``) and ``DIR/val/<class>/...``;
+* ``cifar10``: ``data_batch_1`` .. ``data_batch_5``, ``test_batch`` and ``batches.meta``,
+  pickled as in the official archive (10 classes, 32 × 32);
+* ``cifar100``: ``train``, ``test`` and ``meta`` (100 fine classes, 20 coarse ones, 32 × 32).
+
+Deterministic: the same arguments write the same files. No torch here.
+"""
+
+from __future__ import annotations
+
+import colorsys
+import math
+import os
+import pickle
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from PIL import Image, ImageDraw
+
+from cnnbench.data.layouts import (
+    CIFAR10_META,
+    CIFAR10_TEST,
+    CIFAR10_TRAIN,
+    CIFAR100_META,
+    CIFAR100_TEST,
+    CIFAR100_TRAIN,
+    TRAIN_SPLIT,
+    VAL_SPLIT,
+)
+
+KINDS = ("imagefolder", "cifar10", "cifar100")
+FORMATS = ("jpeg", "png")
+SHAPES = ("disc", "square", "triangle", "cross", "ring", "diamond", "bar", "star")
+CIFAR_CLASSES = {"cifar10": 10, "cifar100": 100}
+CIFAR_SIZE = 32
+NOISE = 18.0
+"""Standard deviation of the pixel noise, in 0..255 levels."""
+
+
+class GenerateError(ValueError):
+    """Arguments that cannot make a data set (one line)."""
+
+
+@dataclass(frozen=True)
+class Generated:
+    """What :func:`make_data_set` wrote."""
+
+    kind: str
+    root: str
+    num_classes: int
+    train_images: int
+    val_images: int
+    bytes_written: int
+
+
+def class_names(num_classes: int) -> list[str]:
+    return [f"{c:03d}_{SHAPES[c % len(SHAPES)]}" for c in range(num_classes)]
+
+
+def draw_image(label: int, width: int, height: int, rng: np.random.Generator) -> np.ndarray:
+    """One ``height × width × 3`` uint8 image of class ``label``."""
+    hue = (label * 0.6180339887) % 1.0
+    shape = SHAPES[label % len(SHAPES)]
+    # background: a gradient between two random muted colours
+    c0, c1 = (np.array(colorsys.hsv_to_rgb(rng.random(), rng.uniform(0, 0.35), rng.uniform(0.2, 0.9))) * 255
+              for _ in range(2))
+    t = np.linspace(0.0, 1.0, width if rng.random() < 0.5 else height, dtype=np.float32)
+    ramp = t[None, :, None] if t.shape[0] == width else t[:, None, None]
+    background = (c0 * (1 - ramp) + c1 * ramp).astype(np.float32)
+    image = Image.fromarray(np.broadcast_to(background, (height, width, 3)).astype(np.uint8))
+    # the class: its shape in its colour, at a random place and size
+    colour = tuple(int(v * 255) for v in colorsys.hsv_to_rgb((hue + rng.uniform(-0.02, 0.02)) % 1.0,
+                                                             rng.uniform(0.75, 1.0), rng.uniform(0.75, 1.0)))
+    side = min(width, height)
+    radius = side * rng.uniform(0.2, 0.35)
+    cx = rng.uniform(radius, width - radius)
+    cy = rng.uniform(radius, height - radius)
+    _draw_shape(ImageDraw.Draw(image), shape, cx, cy, radius, colour, rng.uniform(0, math.pi / 8))
+    pixels = np.asarray(image, dtype=np.float32)
+    pixels += rng.standard_normal(pixels.shape, dtype=np.float32) * NOISE
+    return np.clip(pixels, 0, 255).astype(np.uint8)
+
+
+def _draw_shape(draw: ImageDraw.ImageDraw, shape: str, cx: float, cy: float, r: float,
+                colour: tuple[int, ...], turn: float) -> None:
+    def polygon(points: int, radius: float, start: float) -> list[tuple[float, float]]:
+        return [(cx + radius * math.cos(start + turn + 2 * math.pi * k / points),
+                 cy + radius * math.sin(start + turn + 2 * math.pi * k / points)) for k in range(points)]
+
+    fill = tuple(colour)
+    if shape == "disc":
+        draw.ellipse([cx - r, cy - r, cx + r, cy + r], fill=fill)
+    elif shape == "square":
+        draw.polygon(polygon(4, r * 1.2, math.pi / 4), fill=fill)
+    elif shape == "triangle":
+        draw.polygon(polygon(3, r * 1.2, -math.pi / 2), fill=fill)
+    elif shape == "cross":
+        w = r * 0.35
+        draw.rectangle([cx - r, cy - w, cx + r, cy + w], fill=fill)
+        draw.rectangle([cx - w, cy - r, cx + w, cy + r], fill=fill)
+    elif shape == "ring":
+        draw.ellipse([cx - r, cy - r, cx + r, cy + r], outline=fill, width=max(1, int(r * 0.35)))
+    elif shape == "diamond":
+        draw.polygon(polygon(4, r * 1.2, 0.0), fill=fill)
+    elif shape == "bar":
+        draw.rectangle([cx - r, cy - r * 0.3, cx + r, cy + r * 0.3], fill=fill)
+    else:  # star
+        points = []
+        for k in range(10):
+            radius = r * (1.2 if k % 2 == 0 else 0.5)
+            angle = turn - math.pi / 2 + math.pi * k / 5
+            points.append((cx + radius * math.cos(angle), cy + radius * math.sin(angle)))
+        draw.polygon(points, fill=fill)
+
+
+def parse_size(text: str) -> tuple[int, int]:
+    """``64`` -> (64, 64); ``500x375`` -> (500, 375) (width × height)."""
+    parts = text.lower().replace("×", "x").split("x")
+    try:
+        values = [int(p) for p in parts]
+    except ValueError:
+        raise GenerateError(f"--image-size: expected PX or WIDTHxHEIGHT, got {text!r}") from None
+    if len(values) == 1:
+        values *= 2
+    if len(values) != 2 or min(values) < 8:
+        raise GenerateError(f"--image-size: expected PX or WIDTHxHEIGHT of at least 8 px, got {text!r}")
+    return values[0], values[1]
+
+
+def make_data_set(kind: str, out_dir: str | os.PathLike[str], *, num_classes: int | None = None,
+                  images_per_class: int = 20, val_images_per_class: int | None = None,
+                  image_size: tuple[int, int] | None = None, image_format: str = "jpeg", quality: int = 90,
+                  seed: int = 0) -> Generated:
+    """Write a data set of ``kind`` into ``out_dir`` (which must be empty or absent)."""
+    root = Path(out_dir).expanduser()
+    num_classes, (width, height), val_per_class = _check(kind, root, num_classes, images_per_class,
+                                                          val_images_per_class, image_size, image_format, quality)
+    root.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    if kind == "imagefolder":
+        written = _write_image_folder(root, num_classes, images_per_class, val_per_class, width, height,
+                                      image_format, quality, rng)
+    else:
+        written = _write_cifar(kind, root, images_per_class, val_per_class, rng)
+    return Generated(kind, str(root.resolve()), num_classes, num_classes * images_per_class,
+                     num_classes * val_per_class, written)
+
+
+def _check(kind: str, root: Path, num_classes: int | None, per_class: int, val_per_class: int | None,
+           image_size: tuple[int, int] | None, image_format: str, quality: int) -> tuple[int, tuple[int, int], int]:
+    if kind not in KINDS:
+        raise GenerateError(f"unknown layout {kind!r} (choose from {', '.join(KINDS)})")
+    if root.exists() and (not root.is_dir() or any(root.iterdir())):
+        raise GenerateError(f"{root} exists and is not an empty folder (nothing was written)")
+    if per_class < 1:
+        raise GenerateError(f"--images-per-class must be >= 1 (got {per_class})")
+    val = max(1, per_class // 5) if val_per_class is None else val_per_class
+    if val < 0:
+        raise GenerateError(f"--val-images-per-class must be >= 0 (got {val})")
+    if image_format not in FORMATS:
+        raise GenerateError(f"--format: choose from {', '.join(FORMATS)} (got {image_format!r})")
+    if not 1 <= quality <= 100:
+        raise GenerateError(f"--quality must be in 1..100 (got {quality})")
+    if kind == "imagefolder":
+        classes = 10 if num_classes is None else num_classes
+        if classes < 1:
+            raise GenerateError(f"--num-classes must be >= 1 (got {classes})")
+        return classes, image_size or (64, 64), val
+    fixed = CIFAR_CLASSES[kind]
+    if num_classes not in (None, fixed):
+        raise GenerateError(f"--num-classes: {kind} has {fixed} classes by definition (got {num_classes})")
+    if image_size not in (None, (CIFAR_SIZE, CIFAR_SIZE)):
+        raise GenerateError(f"--image-size: {kind} images are {CIFAR_SIZE} × {CIFAR_SIZE} by definition")
+    if image_format != "jpeg":
+        raise GenerateError(f"--format applies to imagefolder ({kind} stores raw pixels)")
+    return fixed, (CIFAR_SIZE, CIFAR_SIZE), val
+
+
+def _write_image_folder(root: Path, num_classes: int, per_class: int, val_per_class: int, width: int, height: int,
+                        image_format: str, quality: int, rng: np.random.Generator) -> int:
+    names = class_names(num_classes)
+    suffix = ".jpg" if image_format == "jpeg" else ".png"
+    options = {"quality": quality} if image_format == "jpeg" else {"compress_level": 1}
+    written = 0
+    for split, count in ((TRAIN_SPLIT, per_class), (VAL_SPLIT, val_per_class)):
+        if count == 0:
+            continue
+        for label, name in enumerate(names):
+            folder = root / split / name
+            folder.mkdir(parents=True, exist_ok=True)
+            for n in range(count):
+                path = folder / f"{n:05d}{suffix}"
+                Image.fromarray(draw_image(label, width, height, rng)).save(path, format=image_format.upper(),
+                                                                            **options)
+                written += path.stat().st_size
+    return written
+
+
+def _write_cifar(kind: str, root: Path, per_class: int, val_per_class: int, rng: np.random.Generator) -> int:
+    classes = CIFAR_CLASSES[kind]
+    names = class_names(classes)
+
+    def split(count: int, title: str) -> tuple[np.ndarray, np.ndarray, list[bytes]]:
+        labels = rng.permutation(np.repeat(np.arange(classes), count))
+        images = np.stack([draw_image(int(c), CIFAR_SIZE, CIFAR_SIZE, rng) for c in labels]) if labels.size else \
+            np.zeros((0, CIFAR_SIZE, CIFAR_SIZE, 3), np.uint8)
+        rows = images.transpose(0, 3, 1, 2).reshape(len(labels), -1)  # R, G, B planes, row after row
+        files = [f"{title}_{i:05d}.png".encode() for i in range(len(labels))]
+        return rows, labels, files
+
+    def batch(title: str, rows: np.ndarray, labels: np.ndarray, files: list[bytes]) -> dict[bytes, object]:
+        out: dict[bytes, object] = {b"batch_label": title.encode(), b"data": rows, b"filenames": files}
+        if kind == "cifar10":
+            out[b"labels"] = labels.tolist()
+        else:
+            out[b"fine_labels"] = labels.tolist()
+            out[b"coarse_labels"] = (labels // 5).tolist()
+        return out
+
+    written = 0
+
+    def dump(name: str, value: object) -> None:
+        nonlocal written
+        with open(root / name, "wb") as f:
+            pickle.dump(value, f, protocol=2)
+        written += (root / name).stat().st_size
+
+    train_rows, train_labels, train_files = split(per_class, "train")
+    test_rows, test_labels, test_files = split(val_per_class, "test")
+    if kind == "cifar10":
+        parts = np.array_split(np.arange(len(train_labels)), len(CIFAR10_TRAIN))
+        for i, (name, part) in enumerate(zip(CIFAR10_TRAIN, parts, strict=True)):
+            dump(name, batch(f"training batch {i + 1} of 5", train_rows[part], train_labels[part],
+                             [train_files[j] for j in part]))
+        dump(CIFAR10_TEST, batch("testing batch 1 of 1", test_rows, test_labels, test_files))
+        dump(CIFAR10_META, {b"label_names": [n.encode() for n in names], b"num_vis": 3072,
+                            b"num_cases_per_batch": len(parts[0])})
+    else:
+        dump(CIFAR100_TRAIN, batch("training batch 1 of 1", train_rows, train_labels, train_files))
+        dump(CIFAR100_TEST, batch("testing batch 1 of 1", test_rows, test_labels, test_files))
+        dump(CIFAR100_META, {b"fine_label_names": [n.encode() for n in names],
+                             b"coarse_label_names": [f"group_{i:02d}".encode() for i in range(20)]})
+    return written

@@ -1,0 +1,83 @@
+"""Reading an image folder in the ImageNet layout: the file list of each split, and the files.
+
+Classes are the folder names of ``train/``, sorted; their index is the label (as
+torchvision's ``ImageFolder`` numbers them). ``val/`` must use the same folder names (a
+class missing from ``val/`` is fine; one unknown to ``train/`` is an error). Files are
+listed with ``os.scandir`` once per process and split (cached), sorted by name, so every
+worker of a run sees the same order. Reading returns the file's bytes; decoding is
+:mod:`cnnbench.data.decode`'s work. No torch here.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from cnnbench.data.layouts import TRAIN_SPLIT, VAL_SPLIT, DataSetError, class_folders, is_image_file, locate
+
+
+@dataclass(frozen=True)
+class ImageList:
+    """The images of one split: paths (relative to the split's folder) and labels."""
+
+    folder: str
+    paths: list[str]
+    labels: np.ndarray
+    """int64, one per path."""
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+
+class ImageFolderReader:
+    """The train and val splits of an image folder; ``read(split, i)`` gives (bytes, label, path)."""
+
+    def __init__(self, data_dir: str) -> None:
+        root = locate("imagefolder", data_dir)
+        self.root = str(root)
+        self.classes = class_folders(root / TRAIN_SPLIT)
+        self.splits: dict[str, ImageList] = {TRAIN_SPLIT: list_split(self.root, TRAIN_SPLIT, tuple(self.classes))}
+        if (root / VAL_SPLIT).is_dir():
+            self.splits[VAL_SPLIT] = list_split(self.root, VAL_SPLIT, tuple(self.classes))
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.classes)
+
+    def size(self, split: str) -> int:
+        return len(self.splits[split]) if split in self.splits else 0
+
+    def has(self, split: str) -> bool:
+        return self.size(split) > 0
+
+    def path(self, split: str, index: int) -> str:
+        images = self.splits[split]
+        return os.path.join(images.folder, images.paths[index])
+
+    def label(self, split: str, index: int) -> int:
+        return int(self.splits[split].labels[index])
+
+    def read(self, split: str, index: int) -> bytes:
+        with open(self.path(split, index), "rb") as f:
+            return f.read()
+
+
+@functools.lru_cache(maxsize=8)
+def list_split(root: str, split: str, classes: tuple[str, ...]) -> ImageList:
+    """Every image of ``root/split/<class>/``, labelled by the class's index in ``classes``."""
+    folder = Path(root) / split
+    index = {name: i for i, name in enumerate(classes)}
+    paths: list[str] = []
+    labels: list[int] = []
+    for name in class_folders(folder):
+        if name not in index:
+            raise DataSetError(f"{folder / name}: class {name!r} is not one of train/'s {len(classes)} classes")
+        with os.scandir(folder / name) as entries:
+            files = sorted(e.name for e in entries if is_image_file(e.name) and e.is_file())
+        paths += [f"{name}/{f}" for f in files]
+        labels += [index[name]] * len(files)
+    return ImageList(str(folder), paths, np.asarray(labels, dtype=np.int64))

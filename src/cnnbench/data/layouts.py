@@ -1,0 +1,108 @@
+"""The data set layouts cnnbench reads, and guessing which one a folder holds.
+
+* ``imagefolder`` (the ImageNet layout): ``DIR/train/<class>/*.jpg|jpeg|png`` and
+  ``DIR/val/<class>/...`` (the validation images sorted into the same class folders).
+* ``cifar10``: the python pickle batches of the official archive, ``data_batch_1`` ..
+  ``data_batch_5`` and ``test_batch`` (with ``batches.meta``), in DIR or in
+  ``DIR/cifar-10-batches-py`` (the archive extracted as it comes).
+* ``cifar100``: ``train`` and ``test`` (with ``meta``), in DIR or ``DIR/cifar-100-python``.
+
+:func:`locate` finds where the files of a named data set are, or says in one line
+(:class:`DataSetError`) what it expected; :func:`guess_data_name` names the layout a folder
+holds. Only names are listed here (no image is opened), and nothing imports torch.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png")
+TRAIN_SPLIT, VAL_SPLIT = "train", "val"
+CIFAR10_TRAIN = tuple(f"data_batch_{i}" for i in range(1, 6))
+CIFAR10_TEST = "test_batch"
+CIFAR10_META = "batches.meta"
+CIFAR100_TRAIN, CIFAR100_TEST, CIFAR100_META = "train", "test", "meta"
+ARCHIVE_FOLDERS = {"cifar10": "cifar-10-batches-py", "cifar100": "cifar-100-python"}
+
+EXPECTED = {
+    "imagefolder": "train/<class>/*.jpg|jpeg|png (the ImageNet layout, with val/<class>/... beside it)",
+    "cifar10": "CIFAR-10's python batches data_batch_1..5 and test_batch (or the folder cifar-10-batches-py)",
+    "cifar100": "CIFAR-100's python files train and test (or the folder cifar-100-python)",
+}
+
+
+class DataSetError(ValueError):
+    """A data folder that does not hold what was expected (one line, naming the folder)."""
+
+
+def is_image_file(name: str) -> bool:
+    return name.lower().endswith(IMAGE_EXTENSIONS)
+
+
+def guess_data_name(data_dir: str | os.PathLike[str]) -> str:
+    """``imagefolder``, ``cifar10`` or ``cifar100``, from the folder's contents."""
+    root = _existing_folder(data_dir)
+    for name in ("cifar10", "cifar100"):
+        if _cifar_root(name, root) is not None:
+            return name
+    if _class_folders(root / TRAIN_SPLIT):
+        return "imagefolder"
+    what = "is empty" if not any(root.iterdir()) else "holds no data set I know"
+    raise DataSetError(f"{root} {what}: expected one of: " + "; ".join(EXPECTED.values()))
+
+
+def locate(data_name: str, data_dir: str | os.PathLike[str]) -> Path:
+    """The folder that holds the files of ``data_name`` under ``data_dir`` (checked by name only)."""
+    root = _existing_folder(data_dir)
+    if data_name == "imagefolder":
+        train = root / TRAIN_SPLIT
+        if not train.is_dir():
+            raise DataSetError(f"{root} has no train/ folder: expected {EXPECTED['imagefolder']}")
+        if not _class_folders(train):
+            raise DataSetError(f"{train} has no class folder holding images: expected {EXPECTED['imagefolder']}")
+        return root
+    if data_name in ARCHIVE_FOLDERS:
+        found = _cifar_root(data_name, root)
+        if found is None:
+            raise DataSetError(f"{root} has no {' and '.join(cifar_files(data_name))}: expected "
+                               f"{EXPECTED[data_name]}")
+        return found
+    raise DataSetError(f"unknown data set {data_name!r} (known: {', '.join(EXPECTED)})")
+
+
+def cifar_files(data_name: str) -> tuple[str, ...]:
+    """The batch files of a CIFAR archive: training ones, then the test one."""
+    return (*CIFAR10_TRAIN, CIFAR10_TEST) if data_name == "cifar10" else (CIFAR100_TRAIN, CIFAR100_TEST)
+
+
+def class_folders(split: Path) -> list[str]:
+    """The class folder names of one split, sorted (as torchvision's ImageFolder sorts them)."""
+    return sorted(e.name for e in os.scandir(split) if e.is_dir() and not e.name.startswith("."))
+
+
+def _existing_folder(data_dir: str | os.PathLike[str]) -> Path:
+    root = Path(data_dir).expanduser()
+    if not root.exists():
+        raise DataSetError(f"{root} does not exist")
+    if not root.is_dir():
+        raise DataSetError(f"{root} is not a folder")
+    return root.resolve()
+
+
+def _cifar_root(data_name: str, root: Path) -> Path | None:
+    for folder in (root, root / ARCHIVE_FOLDERS[data_name]):
+        if all((folder / f).is_file() for f in cifar_files(data_name)):
+            return folder
+    return None
+
+
+def _class_folders(split: Path) -> bool:
+    """Does ``split`` hold at least one class folder with an image in it?"""
+    if not split.is_dir():
+        return False
+    for name in class_folders(split):
+        with os.scandir(split / name) as entries:
+            if any(e.is_file() and is_image_file(e.name) for e in entries):
+                return True
+    return False

@@ -1,0 +1,143 @@
+"""``cnnbench data``: the input pipeline of a data set, measured alone (no model).
+
+The same source a training run reads (:mod:`cnnbench.data.loader`: this worker's shard,
+decoding and augmentation in ``--num-workers`` loader processes, the uint8 batch copied to
+``--device`` and normalised there) is drained for ``--num-warmup-batches`` untimed batches,
+then ``--num-batches`` timed ones. Each batch's time is the wait for it (on a GPU, until
+its normalisation has finished); ``total_images_per_sec`` is the images over the wall
+clock of the timed batches. The record adds what the comparison of host CPUs needs: the
+rate per loader process (``images_per_sec_per_worker``) and per core this run could use
+(``images_per_sec_per_core``, with ``available_cpus`` in the environment).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from cnnbench.config import ConfigError
+from cnnbench.config.data_bench import DEFAULT_DATA_IMAGE_SIZE, DataBenchConfig
+from cnnbench.data.source import InputRequest, make_input
+from cnnbench.engine.log_format import RULE
+from cnnbench.engine.resolve import CIFAR_IMAGE_SIZE, resolve_data_set
+from cnnbench.engine.stats import throughput_stats
+from cnnbench.engine.timer import synchronize
+from cnnbench.machine.affinity import cpu_count_available
+from cnnbench.machine.devices import cuda_available, resolve_device_kind
+from cnnbench.machine.environment import capture_environment
+from cnnbench.results.record import Record, error_text, now_iso
+
+log = logging.getLogger(__name__)
+
+Emit = Callable[[str], None]
+
+
+def resolve_data_bench(config: DataBenchConfig) -> DataBenchConfig:
+    """Every choice made (device, data set name and folder, image size, loader processes); raises
+    :class:`ConfigError` before any work."""
+    device = resolve_device_kind(config.device)
+    if device == "cuda" and not cuda_available():
+        raise ConfigError("device", "cuda requested but no CUDA device is available here (use --device cpu)")
+    facts, workers = resolve_data_set(config, batch_size=config.batch_size, world_size=1, local_world_size=1,
+                                      model_on_cpu=False)
+    image_size = config.image_size or (CIFAR_IMAGE_SIZE if facts.name.startswith("cifar") else DEFAULT_DATA_IMAGE_SIZE)
+    return config.replace(device=device, data_name=facts.name, data_dir=facts.root, num_workers=workers,
+                          image_size=image_size, **config.input_defaults())
+
+
+def run_data_benchmark(config: DataBenchConfig, *, emit: Emit | None = None) -> Record:
+    """Measure the input pipeline of ``config`` (resolved or not) and return its record.
+
+    Raises :class:`ConfigError` for what is wrong before any work; a failure while reading
+    (a bad image without --skip-bad-images) becomes a record with status ``error``.
+    """
+    emit = emit or (lambda _: None)
+    cfg = resolve_data_bench(config)
+    started_at = now_iso()
+    environment = capture_environment(cfg.device, cfg.machine_label)
+    metrics: dict[str, Any] = {}
+    status, error = "ok", None
+    try:
+        _measure(cfg, emit, metrics)
+    except Exception as exc:
+        status, error = "error", error_text(exc)
+        log.debug("data run failed:\n%s", traceback.format_exc())
+    return Record(config=cfg.recorded(), environment=environment, metrics=metrics, status=status, error=error,
+                  started_at=started_at)
+
+
+def _measure(cfg: DataBenchConfig, emit: Emit, metrics: dict[str, Any]) -> None:
+    assert cfg.image_size is not None and cfg.num_workers is not None
+    device = torch.device(cfg.device)
+    cores = cpu_count_available()
+    source = make_input(InputRequest(config=cfg, batch_size=cfg.batch_size, image_size=cfg.image_size,
+                                     device=device, dtype=torch.float32, channels_last=False, seed=cfg.seed))
+    try:
+        for line in header_lines(cfg, source.description, cores):
+            emit(line)
+        for _ in range(cfg.num_warmup_batches):
+            next(source)
+        synchronize(device)
+        emit("Done warm up")
+        emit("Step\tImg/sec")
+        times: list[float] = []
+        images = 0
+        wall_start = last = time.perf_counter()
+        progress = 0.0
+        for step in range(1, cfg.num_batches + 1):
+            _, labels = next(source)
+            synchronize(device)
+            now = time.perf_counter()
+            times.append(now - last)
+            images += int(labels.shape[0])
+            if step == 1 or step % cfg.display_every == 0:
+                stats = throughput_stats(times, cfg.batch_size)
+                emit(f"{step}\timages/sec: {stats.mean:.1f} +/- {stats.stderr:.1f} (jitter = {stats.jitter:.1f})")
+                progress += time.perf_counter() - now
+            last = time.perf_counter()
+        wall = last - wall_start - progress
+    finally:
+        source_metrics = dict(source.metrics())
+        source.close()
+    total = images / wall
+    workers = max(1, cfg.num_workers)
+    metrics.update({
+        "total_images_per_sec": total,
+        **throughput_stats(times, cfg.batch_size).as_metrics(),
+        "images_per_sec_per_worker": total / workers,
+        "images_per_sec_per_core": total / cores,
+        "loader_workers": cfg.num_workers,
+        "images": images,
+        "step_times_s": times,
+        "wall_time_s": wall,
+        "progress_time_s": progress,
+        **source_metrics,
+    })
+    emit(RULE)
+    emit(f"total images/sec: {total:.2f}")
+    emit(f"per loader process: {total / workers:.2f} ({cfg.num_workers} process{'es' if workers != 1 else ''}); "
+         f"per core: {total / cores:.2f} ({cores} core{'s' if cores != 1 else ''})")
+    emit(RULE)
+
+
+def header_lines(cfg: DataBenchConfig, dataset: str, cores: int) -> list[str]:
+    rows = [
+        ("Mode:", "input pipeline alone (no model)"),
+        ("Dataset:", dataset),
+        ("Image size:", f"{cfg.image_size}x{cfg.image_size}"),
+        ("Batch size:", str(cfg.batch_size)),
+        ("Preprocess:", "distortions (random resized crop, flip, colour jitter)" if cfg.distortions
+         else "resize and centre crop"),
+        ("Resize:", str(cfg.resize_method)),
+        ("Num batches:", str(cfg.num_batches)),
+        ("Num warmup:", str(cfg.num_warmup_batches)),
+        ("Workers:", f"{cfg.num_workers} loader process{'es' if cfg.num_workers != 1 else ''}"),
+        ("Cores:", f"{cores}" + (f" (--host-cpus {cfg.host_cpus})" if cfg.host_cpus else "")),
+        ("Device:", cfg.device),
+    ]
+    return [f"{k:<12} {v}" for k, v in rows] + ["=========="]

@@ -1,0 +1,83 @@
+"""Input-pipeline tables: records of ``cnnbench data`` (``config.mode == "data"``), no model.
+
+Such a record measures how fast a data set is read, decoded and augmented on a machine's
+CPU. Its rows: the pipeline's configuration (data set, image size, preprocessing, batch,
+loader processes, ``--host-cpus``); its columns: the report's column field (the machine by
+default, so CPUs compare side by side); cells: the median images/sec over repeats, in total
+and per core the run could use. These records stay out of the model tables. No torch here.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from cnnbench.report import fields as F
+from cnnbench.report.points import Measure
+from cnnbench.report.table import Cell, Table, label_cell, missing, throughput
+
+DATA_MODE = "data"
+_ROW_FIELDS = ("data_name", "image_size", "distortions", "resize_method", "batch_size", "num_workers", "host_cpus",
+               "device")
+METRICS = (("metrics.total_images_per_sec", "images/sec"),
+           ("metrics.images_per_sec_per_core", "images/sec per core"))
+
+
+def is_pipeline_record(record: Mapping[str, Any]) -> bool:
+    """A ``cnnbench data`` record (the input pipeline alone)?"""
+    config = record.get("config")
+    return isinstance(config, Mapping) and config.get("mode") == DATA_MODE
+
+
+def row_label(config: Mapping[str, Any]) -> str:
+    """``imagefolder 224 px, distortions, bilinear, batch 64, 3 workers, 4 cores``."""
+    parts = [f"{config.get('data_name') or 'data'} {F.text(config.get('image_size'))} px",
+             "distortions" if config.get("distortions") else "centre crop"]
+    if config.get("resize_method"):
+        parts.append(str(config["resize_method"]))
+    parts.append(f"batch {F.text(config.get('batch_size'))}")
+    workers = config.get("num_workers")
+    parts.append(f"{F.text(workers)} worker{'s' if workers != 1 else ''}")
+    if config.get("host_cpus"):
+        parts.append(f"{config['host_cpus']} cores")
+    if config.get("device") not in (None, "cpu"):
+        parts.append(f"to {config['device']}")
+    return ", ".join(parts)
+
+
+def pipeline_tables(records: Sequence[Mapping[str, Any]], column_field: str, noise: float) -> list[Table]:
+    """The total and per-core tables of the ``cnnbench data`` records among ``records``."""
+    data = [r for r in records if is_pipeline_record(r)]
+    if not data:
+        return []
+    rows: dict[str, dict[Any, list[Mapping[str, Any]]]] = defaultdict(lambda: defaultdict(list))
+    for rec in data:
+        rows[row_label(rec["config"])][F.hashable(F.get_value(rec, column_field))].append(rec)
+    columns = sorted({c for cells in rows.values() for c in cells}, key=F.sort_key)
+    tables = []
+    for metric, what in METRICS:
+        body: list[list[Cell]] = []
+        for label in sorted(rows, key=F.sort_key):
+            row = [label_cell(label)]
+            for c in columns:
+                recs = rows[label].get(c)
+                row.append(throughput(_measure(recs, metric), noise) if recs else missing())
+            body.append(row)
+        notes = [f"cnnbench data: the input pipeline alone (read, decode, augment, normalise; no model). Cell = "
+                 f"median {what} ({metric}) over repeats; columns: {F.short_name(column_field)}."]
+        tables.append(Table(f"input-pipeline-{F.slug(what)}", f"Input pipeline alone: {what}", "pipeline",
+                            ["pipeline"] + [F.text(c) for c in columns], body, notes))
+    return tables
+
+
+def _measure(records: list[Mapping[str, Any]], metric: str) -> Measure:
+    values: list[float] = []
+    statuses: dict[str, int] = defaultdict(int)
+    for rec in records:
+        status = str(rec.get("status") or "ok")
+        value = F.get_value(rec, metric)
+        if status == "ok" and isinstance(value, (int, float)) and not isinstance(value, bool):
+            values.append(float(value))
+        statuses[status] += 1
+    return Measure(values, dict(statuses))
