@@ -3,6 +3,7 @@
 A benchmark run times ``--num-batches`` steps after ``--num-warmup-batches`` untimed ones.
 A training-to-accuracy run (``--num-epochs``) trains on a data set's training split for that
 many epochs and evaluates on its validation split after each; every step of it counts.
+``--profile-steps N`` profiles N more steps between the warm-up and the timed steps.
 """
 
 from __future__ import annotations
@@ -42,12 +43,20 @@ class MeasurementOptions:
         identity=False, metavar="N",
     )
     seed: int = option(1234, "Random seed for weights and synthetic data.", identity=False)
+    profile_steps: int | None = option(
+        None,
+        "Profile N extra steps right after warm-up, before the timed steps (which it does not "
+        "change): a torch.profiler trace (Chrome trace JSON) in the results folder's traces/, and "
+        "the top operators by self time printed after the result [default: off; 0 = off].",
+        identity=False, metavar="N",
+    )
 
     def check_measurement_options(self) -> None:
         at_least(self, "num_batches", 1, allow_none=True)
         at_least(self, "num_epochs", 1, allow_none=True)
         at_least(self, "num_warmup_batches", 0, allow_none=True)
         at_least(self, "display_every", 1)
+        at_least(self, "profile_steps", 0, allow_none=True)
         if self.num_epochs is not None:
             if self.num_batches is not None:
                 raise ConfigError("num_batches", "a run lasts either --num-batches steps or --num-epochs epochs, "
@@ -55,6 +64,9 @@ class MeasurementOptions:
             if self.num_warmup_batches not in (None, 0):
                 raise ConfigError("num_warmup_batches", "has no effect with --num-epochs: every step of a "
                                                         "training-to-accuracy run trains and is timed")
+            if self.profile_steps:
+                raise ConfigError("profile_steps", "profiles steps after warm-up; a --num-epochs run has no "
+                                                   "warm-up (every step trains and is timed)")
 
     def warmup_steps(self) -> int:
         """The warm-up steps this run takes (set, or the default of its kind)."""
