@@ -35,12 +35,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--machine-label", metavar="LABEL", help="Name of this machine in the results.")
     p.add_argument("--dry-run", action="store_true", help="List the cases and exit without running anything.")
     p.add_argument("--plain", action="store_true", help="One line per case instead of a progress bar.")
+    p.add_argument("--noise", default="3", metavar="PCT",
+                   help="Warn when a configuration's repeats differ by more than PCT percent in images/sec "
+                   "(max - min over the median; default 3, as cnnbench report).")
     p.set_defaults(handler=handle)
 
 
 def handle(args: argparse.Namespace) -> int:
+    from cnnbench.cli.report_cmd import parse_noise
     from cnnbench.sweep.suite import SuiteError, load_suite
 
+    noise = parse_noise(args.noise)
     try:
         suite = load_suite(args.suite)
     except SuiteError as exc:
@@ -67,7 +72,7 @@ def handle(args: argparse.Namespace) -> int:
         raise UserError(str(exc)) from None
     reporter = PlainReporter() if args.plain or not sys.stderr.isatty() else RichReporter()
     options = SweepOptions(results_dir=Path(args.results_dir), rerun=args.rerun,
-                           auto_batch=True if args.auto_batch else None)
+                           auto_batch=True if args.auto_batch else None, noise=noise)
     result = run_suite(suite, options, reporter=reporter)
     print("\n".join(summary_lines(result, args.results_dir)))
     if result.interrupted_by is not None:

@@ -107,3 +107,93 @@ def gpu_facts(cuda_uuids: Sequence[str] = ()) -> dict[str, Any]:
             "gpu_driver": nv.driver_version(),
             "cuda_driver_version": nv.cuda_driver_version(),
         }
+
+
+# --------------------------------------------------------------------------- description
+
+
+def _gib(n: Any) -> str:
+    return f"{n / 2**30:.1f} GiB" if isinstance(n, (int, float)) else "—"
+
+
+def _mhz(x: Any) -> str:
+    return f"{x / 1000:.2f} GHz" if isinstance(x, (int, float)) and x else "—"
+
+
+def _text(x: Any) -> str:
+    return "—" if x is None or x == "" else str(x)
+
+
+Section = tuple[str, list[tuple[str, str]]]
+
+
+def describe(env: Mapping[str, Any]) -> list[Section]:
+    """An environment (``capture_environment``'s dict) as titled sections of label/value
+    pairs, for people: what ``cnnbench sysinfo`` shows as a table."""
+    cores = (f"{_text(env.get('cpu_cores'))} physical, {_text(env.get('cpu_threads'))} logical, "
+             f"{_text(env.get('cpu_usable_cores'))} usable by this process")
+    freq_range = (f"{_mhz(env.get('cpu_frequency_min_mhz'))} – {_mhz(env.get('cpu_frequency_max_mhz'))}"
+                  if env.get("cpu_frequency_max_mhz") else "—")
+    if env.get("cpu_frequency_base_mhz"):
+        freq_range += f" (base {_mhz(env.get('cpu_frequency_base_mhz'))})"
+    load = env.get("load_average")
+    numa = env.get("numa_nodes") or []
+    sections: list[Section] = [
+        ("Host", [
+            ("hostname", _text(env.get("hostname"))),
+            ("machine label", _text(env.get("machine"))),
+            ("OS", _text(env.get("os"))),
+            ("kernel", _text(env.get("kernel"))),
+            ("platform", _text(env.get("platform"))),
+        ]),
+        ("CPU", [
+            ("model", _text(env.get("cpu_model"))),
+            ("sockets", _text(env.get("cpu_sockets"))),
+            ("cores", cores),
+            ("frequency now", _mhz(env.get("cpu_frequency_mhz"))),
+            ("frequency range", freq_range),
+            ("scaling governor", _text(env.get("cpu_governor"))),
+            ("load average (1, 5, 15 min)", ", ".join(f"{x:.2f}" for x in load) if load else "—"),
+        ]),
+        ("Memory", [
+            ("total", _gib(env.get("memory_bytes"))),
+            ("available", _gib(env.get("memory_available_bytes"))),
+            *((f"NUMA node {n['node']}", f"CPUs {_text(n.get('cpus'))}, {_gib(n.get('memory_bytes'))}")
+              for n in numa),
+        ]),
+        ("Software", [
+            ("Python", _text(env.get("python_version"))),
+            ("torch", _text(env.get("torch_version"))),
+            ("torchvision", _text(env.get("torchvision_version"))),
+            ("torch threads", _text(env.get("torch_num_threads"))),
+            ("CUDA (torch build)", _text(env.get("cuda_version"))),
+            ("cuDNN", _text(env.get("cudnn_version"))),
+            ("NCCL", _text(env.get("nccl_version"))),
+            ("NVIDIA driver", _text(env.get("gpu_driver"))),
+            ("CUDA (driver supports)", _text(env.get("cuda_driver_version"))),
+        ]),
+        ("Environment variables",
+         list((env.get("env_vars") or {}).items()) or [("(none of the relevant ones set)", "")]),
+    ]
+    return sections
+
+
+GPU_COLUMNS = ("GPU", "CUDA", "name", "memory", "compute capability", "PCIe link (now / max)", "power limit",
+               "max SM clock", "NVLinks")
+
+
+def gpu_rows(env: Mapping[str, Any]) -> list[list[str]]:
+    """One row per GPU under :data:`GPU_COLUMNS`."""
+    rows = []
+    for g in env.get("gpus") or []:
+        link = "—"
+        if g.get("pcie_generation") is not None:
+            link = (f"gen {g.get('pcie_generation')} x{_text(g.get('pcie_width'))} / "
+                    f"gen {_text(g.get('pcie_generation_max'))} x{_text(g.get('pcie_width_max'))}")
+        power = g.get("power_limit_w")
+        rows.append([
+            _text(g.get("index")), _text(g.get("cuda_index")), _text(g.get("name")), _gib(g.get("memory_bytes")),
+            _text(g.get("compute_capability")), link, f"{power:.0f} W" if power else "—",
+            f"{g['sm_clock_max_mhz']} MHz" if g.get("sm_clock_max_mhz") else "—", _text(g.get("nvlinks")),
+        ])
+    return rows
