@@ -46,3 +46,11 @@ def stopping_worker(sweep_pid, config, emit, extra):
         os.kill(sweep_pid, signal.SIGTERM)
         time.sleep(60)
     return fake_worker(config, emit, extra)
+
+
+def repeat_worker(config, emit, extra):
+    """Like :func:`fake_worker`, but each repeat is 10% faster than the one before."""
+    rate = float(config.batch_size) * (1 + 0.1 * (int(extra.get("repeat") or 1) - 1))
+    return Record(config=config.recorded(), environment={"machine": "testbox", "hostname": "h"},
+                  metrics={"total_images_per_sec": rate, "warnings": ["unstable: a scripted warning"]},
+                  extra=extra)

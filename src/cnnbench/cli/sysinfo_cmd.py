@@ -62,22 +62,23 @@ def _print_tables(env: dict[str, Any]) -> None:
     if not gpus:
         console.print("GPUs: none that NVML sees (no NVIDIA driver, or no NVIDIA GPU)")
         return
-    gpu_table = Table(title="GPUs (NVML numbering, as nvidia-smi; CUDA = this process's index)",
-                      header_style="bold")
+    gpu_table = Table(title="GPUs (numbered as nvidia-smi does; CUDA: this process's index; CC: compute "
+                      "capability)", header_style="bold")
     for name in GPU_COLUMNS:
         gpu_table.add_column(name, overflow="fold")
     for row in gpus:
         gpu_table.add_row(*row)
     console.print(gpu_table)
     topology = env.get("gpu_topology")
-    if topology:
-        for key, title in (("link", "GPU links (NV<n>: n NVLinks; else PCIe: PIX one switch, PXB several, "
-                                     "PHB host bridge, NODE within a NUMA node, SYS across NUMA nodes)"),
-                           ("p2p_read", "Peer-to-peer reads (OK: supported)")):
-            matrix = Table(title=title, header_style="bold")
-            matrix.add_column("")
-            for g in topology["gpus"]:
-                matrix.add_column(f"GPU{g}", justify="center")
-            for g, row in zip(topology["gpus"], topology[key], strict=False):
-                matrix.add_row(f"GPU{g}", *row)
-            console.print(matrix)
+    if not topology:
+        return
+    for key, title in (("link", "GPU links"), ("p2p_read", "Peer-to-peer reads")):
+        matrix = Table(title=title, header_style="bold")
+        matrix.add_column("")
+        for g in topology["gpus"]:
+            matrix.add_column(f"GPU{g}", justify="center")
+        for g, row in zip(topology["gpus"], topology[key], strict=False):
+            matrix.add_row(f"GPU{g}", *row)
+        console.print(matrix)
+    console.print("NV<n>: n NVLinks; otherwise PCIe through PIX one switch, PXB several switches, PHB a host "
+                  "bridge, NODE host bridges of one NUMA node, SYS across NUMA nodes. OK: peer-to-peer reads work.")

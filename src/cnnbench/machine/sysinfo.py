@@ -178,8 +178,8 @@ def describe(env: Mapping[str, Any]) -> list[Section]:
     return sections
 
 
-GPU_COLUMNS = ("GPU", "CUDA", "name", "memory", "compute capability", "PCIe link (now / max)", "power limit",
-               "max SM clock", "NVLinks")
+GPU_COLUMNS = ("GPU", "CUDA", "name", "memory", "CC", "PCIe now / max", "power limit", "max SM clock", "NVLinks")
+"""CC: compute capability."""
 
 
 def gpu_rows(env: Mapping[str, Any]) -> list[list[str]]:
@@ -188,8 +188,8 @@ def gpu_rows(env: Mapping[str, Any]) -> list[list[str]]:
     for g in env.get("gpus") or []:
         link = "—"
         if g.get("pcie_generation") is not None:
-            link = (f"gen {g.get('pcie_generation')} x{_text(g.get('pcie_width'))} / "
-                    f"gen {_text(g.get('pcie_generation_max'))} x{_text(g.get('pcie_width_max'))}")
+            link = (f"gen{g.get('pcie_generation')} x{_text(g.get('pcie_width'))} / "
+                    f"gen{_text(g.get('pcie_generation_max'))} x{_text(g.get('pcie_width_max'))}")
         power = g.get("power_limit_w")
         rows.append([
             _text(g.get("index")), _text(g.get("cuda_index")), _text(g.get("name")), _gib(g.get("memory_bytes")),
