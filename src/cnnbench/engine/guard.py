@@ -145,10 +145,12 @@ class BusyMachineGuard:
         if self.cpus is None:
             return
         try:
-            self._snaps[name] = CpuSnapshot(self.clock(), self._busy_seconds(self.cpus),
-                                            dict(self._own_seconds(self.run_roots)))
+            snap = CpuSnapshot(self.clock(), self._busy_seconds(self.cpus), dict(self._own_seconds(self.run_roots)))
         except Exception as exc:  # a probe that fails costs the check, not the run
             log.debug("CPU snapshot failed: %s", exc)
+            return
+        self._snaps[name] = snap
+        log.debug("guard %s: this run's processes %s", name, sorted(snap.own_s))
 
     def _busy_cpu_text(self, before: float | None, during: float | None) -> str | None:
         assert self.cpus is not None
