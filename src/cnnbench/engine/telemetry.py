@@ -28,6 +28,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import psutil
+
 from cnnbench.machine import host
 from cnnbench.machine.nvml import THROTTLE_MASK, Nvml, open_nvml, reason_names
 
@@ -111,14 +113,11 @@ class HostReader:
     """CPU utilisation, load average and mean core frequency of the CPUs a run may use."""
 
     def __init__(self, cpus: Sequence[int]) -> None:
-        import psutil
-
         self.cpus = list(cpus)
-        self._psutil = psutil
         self._first = True
 
     def sample(self, t: float) -> HostSample:
-        per_cpu = self._psutil.cpu_percent(percpu=True)  # since the previous sample
+        per_cpu = psutil.cpu_percent(percpu=True)  # since the previous sample
         mine = [per_cpu[c] for c in self.cpus if c < len(per_cpu)] if not self._first else []
         self._first = False  # the first call only sets the reference point
         load = host.load_average()
@@ -203,9 +202,8 @@ class TelemetrySampler:
             self._nv = open_nvml()
             if self._nv is not None:
                 for i in self.gpu_indices:
-                    info_name = self._nv.call("nvmlDeviceGetName", self._nv.handle(i))
-                    name = info_name.decode() if isinstance(info_name, bytes) else info_name
-                    self._gpus.append(_GpuTrack(i, name))
+                    name = self._nv.call("nvmlDeviceGetName", self._nv.handle(i))
+                    self._gpus.append(_GpuTrack(i, name.decode() if isinstance(name, bytes) else name))
                     self._readers.append(GpuReader(self._nv, i))
         if self.host_cpus is not None:
             self._host = HostReader(self.host_cpus)
@@ -314,11 +312,11 @@ def gpu_totals(gpus: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     and the union of the reasons."""
     if not gpus:
         return {"energy_j": None, "throttled": None, "throttle_reasons": []}
-    energies = [g.get("energy_j") for g in gpus]
+    energies = [float(g["energy_j"]) for g in gpus if g.get("energy_j") is not None]
     throttled = [g.get("throttled") for g in gpus]
     reasons = sorted({r for g in gpus for r in g.get("throttle_reasons") or []})
     return {
-        "energy_j": round(sum(energies), 3) if all(e is not None for e in energies) else None,  # type: ignore[arg-type]
+        "energy_j": round(sum(energies), 3) if len(energies) == len(gpus) else None,
         "throttled": True if any(throttled) else (None if all(t is None for t in throttled) else False),
         "throttle_reasons": reasons,
     }
