@@ -8,10 +8,13 @@
    call, split into the part that was there before the host/GPU facts were added (CPU model,
    core counts, versions) and the part they add (:func:`host_facts`, and on CUDA
    :func:`gpu_facts`: NVML), plus a second, warm call.
-2. **Sampler**: the same training steps timed with and without the telemetry sampler running
-   beside them (the default 0.5 s interval, and 0.05 s to magnify any effect), alternating
-   ``--rounds`` times in one process so that drifts hit every side alike. Prints each
-   round's images/sec ratio (with sampler / without) and the medians.
+2. **One sample's cost**: the CPU time (``time.thread_time``, so other load on the machine
+   does not count) of ``--samples`` samples taken one after another, host and (on CUDA) GPU;
+   over the 0.5 s interval this is the share of one core the sampler takes.
+3. **Sampler beside the loop**: the same training steps timed with and without the telemetry
+   sampler running beside them (the default 0.5 s interval, and 0.05 s to magnify any
+   effect), alternating ``--rounds`` times in one process so that drifts hit every side
+   alike. Prints each round's images/sec ratio (with sampler / without) and the medians.
 """
 
 from __future__ import annotations
@@ -53,6 +56,27 @@ def capture_costs(device: str, n: int) -> None:
                       ("warm", "whole capture, again")):
         xs = [r[key] * 1000 for r in rows]
         print(f"  {what:<38} {statistics.median(xs):8.2f}  [{min(xs):.2f}-{max(xs):.2f}]")
+
+
+def sample_cost(device: str, n: int) -> None:
+    import torch
+
+    from cnnbench.engine.hooks import nvml_indices
+    from cnnbench.engine.telemetry import DEFAULT_INTERVAL_S, TelemetrySampler
+    from cnnbench.machine.host import usable_cpus
+
+    gpus = nvml_indices(torch.device(device))
+    sampler = TelemetrySampler(gpus, host_cpus=usable_cpus())
+    sampler._open()
+    sampler.sample()
+    t0, w0 = time.thread_time(), time.perf_counter()
+    for _ in range(n):
+        sampler.sample()
+    cpu, wall = (time.thread_time() - t0) / n, (time.perf_counter() - w0) / n
+    print(f"one sample ({len(gpus)} GPU(s), host: {len(usable_cpus())} cores): {cpu * 1000:.3f} ms CPU, "
+          f"{wall * 1000:.3f} ms wall; every {DEFAULT_INTERVAL_S} s that is {cpu / DEFAULT_INTERVAL_S:.3%} of one core")
+    if sampler._nv is not None:
+        sampler._nv.close()
 
 
 def sampler_ratio(args: argparse.Namespace) -> None:
@@ -121,9 +145,12 @@ def main() -> None:
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--captures", type=int, default=5)
+    p.add_argument("--samples", type=int, default=500)
     args = p.parse_args()
     capture_costs(args.device, args.captures)
-    sampler_ratio(args)
+    sample_cost(args.device, args.samples)
+    if args.rounds:
+        sampler_ratio(args)
 
 
 if __name__ == "__main__":
