@@ -82,3 +82,11 @@ NATIVE_ERROR = (
 def native_error_worker(config, emit, extra):
     """A case whose torch error carries the C++ stack torch appends."""
     raise RuntimeError(NATIVE_ERROR)
+
+
+def repeat_worker(config, emit, extra):
+    """Like :func:`fake_worker`, but each repeat is 10% faster than the one before."""
+    rate = float(config.batch_size) * (1 + 0.1 * (int(extra.get("repeat") or 1) - 1))
+    return Record(config=config.recorded(), environment={"machine": "testbox", "hostname": "h"},
+                  metrics={"total_images_per_sec": rate, "warnings": ["unstable: a scripted warning"]},
+                  extra=extra)

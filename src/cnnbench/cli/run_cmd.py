@@ -4,7 +4,9 @@ Flags follow tf_cnn_benchmarks (``--model``, ``--batch-size``, ``--num-batches``
 underscore spellings work too). Output is tf_cnn_benchmarks' log format; the record is
 appended to the results store. ``--num-devices N`` starts one worker per device;
 under ``torchrun`` the same command runs as one worker of torchrun's job (rank 0 prints
-and writes). ``--scaling`` runs 1, 2, 4, ... up to N devices in turn. Exit codes: 0 ok,
+and writes). ``--scaling`` runs 1, 2, 4, ... up to N devices in turn. After the result come
+the record's warnings (a busy machine, unstable step times, throttling) and, with
+``--profile-steps``, the top operators by self time. Exit codes: 0 ok,
 1 the run failed (out of memory, an error, a worker that died: the record says which),
 2 invalid options (nothing ran), 130/143 stopped by Ctrl-C/SIGTERM.
 """
@@ -72,11 +74,51 @@ def _report(record: Any, path: Any, *, quiet: bool) -> int:
     if record.status != "ok":
         print(f"cnnbench run: {record.status}: {record.error} (record {record.run_id} written to {path})",
               file=sys.stderr)
+        _print_warnings(record)
         return 1
     if quiet:
         print(f"total images/sec: {record.metrics['total_images_per_sec']:.2f}")
+    _print_warnings(record)
+    if not quiet:
+        _print_profile(record, path)
     print(f"record {record.run_id} appended to {path}")
     return 0
+
+
+def _print_warnings(record: Any) -> None:
+    """The record's warnings, one line each, after the result (a figure to distrust)."""
+    sys.stdout.flush()  # after the result, also when both go to one pipe
+    for text in (record.metrics or {}).get("warnings") or []:
+        print(f"cnnbench run: warning: {text}", file=sys.stderr, flush=True)
+
+
+def _print_profile(record: Any, path: Any) -> None:
+    """The profiled steps' top operators by self time, and where the trace is."""
+    from pathlib import Path
+
+    metrics = record.metrics or {}
+    trace, rows = metrics.get("profile_trace"), metrics.get("profile_top_operators")
+    if not trace:
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    on_device = any(r.get("self_device_ms") is not None for r in rows or [])
+    kind = "device" if on_device else "CPU"
+    steps = (record.config or {}).get("profile_steps")
+    table = Table(title=f"Top operators by self {kind} time ({steps} profiled steps)", header_style="bold")
+    table.add_column("operator", overflow="fold")
+    for name in ("calls", "self CPU ms", *(("self device ms",) if on_device else ()), "share"):
+        table.add_column(name, justify="right")
+    for r in rows or []:
+        cells = [str(r["name"]), str(r["calls"]), f"{r['self_cpu_ms']:.3f}"]
+        if on_device:
+            cells.append(f"{r['self_device_ms']:.3f}")
+        cells.append(f"{r['self_share']:.1%}")
+        table.add_row(*cells)
+    console = Console() if sys.stdout.isatty() else Console(width=120)
+    console.print(table)
+    console.print(f"profiler trace (Chrome trace JSON): {Path(path).parent / trace}", soft_wrap=True)
 
 
 def _under_torchrun(config: RunConfig, emit: Any, *, quiet: bool) -> int:
@@ -125,6 +167,7 @@ def _scaling(config: RunConfig, emit: Any, *, quiet: bool) -> int:
         rows.append((n, record))
         if record.status != "ok":
             print(f"cnnbench run: {n} devices: {record.status}: {record.error}", file=sys.stderr)
+        _print_warnings(record)
     _print_scaling(rows, str(path))
     return 0 if all(r.status == "ok" for _, r in rows) else 1
 

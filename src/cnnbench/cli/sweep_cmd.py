@@ -41,13 +41,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--skip-invalid", action="store_true",
                    help="Run the valid cases and skip, with a warning each, those `cnnbench run` would refuse "
                    "on this machine (default: refuse the whole suite, before anything runs).")
+    p.add_argument("--noise", default="3", metavar="PCT",
+                   help="Warn when a configuration's repeats differ by more than PCT percent in images/sec "
+                   "(max - min over the median; default 3, as cnnbench report).")
     p.set_defaults(handler=handle)
 
 
 def handle(args: argparse.Namespace) -> int:
+    from cnnbench.cli.report_cmd import parse_noise
     from cnnbench.config.errors import ConfigError
     from cnnbench.sweep.suite import SuiteError, load_suite
 
+    noise = parse_noise(args.noise)
     try:
         suite = load_suite(args.suite)
     except SuiteError as exc:
@@ -93,7 +98,7 @@ def handle(args: argparse.Namespace) -> int:
             raise UserError(f"{suite.where}: every case is invalid; nothing to run")
     reporter = PlainReporter() if args.plain or not sys.stderr.isatty() else RichReporter()
     options = SweepOptions(results_dir=Path(args.results_dir), rerun=args.rerun,
-                           auto_batch=True if args.auto_batch else None)
+                           auto_batch=True if args.auto_batch else None, noise=noise)
     result = run_suite(suite, options, reporter=reporter)
     print("\n".join(summary_lines(result, args.results_dir)))
     if result.interrupted_by is not None:

@@ -3,6 +3,7 @@
 A benchmark run times ``--num-batches`` steps after ``--num-warmup-batches`` untimed ones.
 A training-to-accuracy run (``--num-epochs``) trains on a data set's training split for that
 many epochs and evaluates on its validation split after each; every step of it counts.
+``--profile-steps N`` profiles N more steps between the warm-up and the timed steps.
 """
 
 from __future__ import annotations
@@ -45,6 +46,13 @@ class MeasurementOptions:
     )
     seed: int = option(1234, "Random seed for weights and synthetic data.", identity=False,
                        minimum=0, maximum=MAX_SEED)
+    profile_steps: int | None = option(
+        None,
+        "Profile N extra steps right after warm-up, before the timed steps (which it does not "
+        "change): a torch.profiler trace (Chrome trace JSON) in the results folder's traces/, and "
+        "the top operators by self time printed after the result [default: off; 0 = off].",
+        identity=False, metavar="N", minimum=0, maximum=MAX_STEPS,
+    )
 
     def check_measurement_options(self) -> None:
         if self.num_epochs is not None:
@@ -54,6 +62,9 @@ class MeasurementOptions:
             if self.num_warmup_batches not in (None, 0):
                 raise ConfigError("num_warmup_batches", "has no effect with --num-epochs: every step of a "
                                                         "training-to-accuracy run trains and is timed")
+            if self.profile_steps:
+                raise ConfigError("profile_steps", "profiles steps after warm-up; a --num-epochs run has no "
+                                                   "warm-up (every step trains and is timed)")
 
     def warmup_steps(self) -> int:
         """The warm-up steps this run takes (set, or the default of its kind)."""

@@ -132,8 +132,10 @@ TF_FLAGS: dict[str, TfFlag] = {
     "rmsprop_decay": _fixed("rmsprop_decay", 0.9, "RMSprop decay"),
     "rmsprop_epsilon": _fixed("rmsprop_epsilon", 1.0, "RMSprop epsilon"),
     "eval": _not_built("--eval: evaluation-only runs are not built; --num-epochs evaluates after every epoch"),
-    "trace_file": _not_built("--trace_file: a TensorFlow timeline; cnnbench's profiler trace is not built yet"),
-    "use_chrome_trace_format": _not_built("--use_chrome_trace_format: cnnbench's profiler trace is not built yet"),
+    "trace_file": _not_built("--trace_file: a TensorFlow timeline; use --profile-steps N (a torch.profiler "
+                             "Chrome trace in the results folder)"),
+    "use_chrome_trace_format": _not_built("--use_chrome_trace_format: --profile-steps N writes Chrome trace "
+                                          "JSON already"),
     "piecewise_learning_rate_schedule": _not_built(
         "--piecewise_learning_rate_schedule is not built; use --num-epochs-per-decay and "
         "--learning-rate-decay-factor"),

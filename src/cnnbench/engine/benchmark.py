@@ -8,7 +8,8 @@
   process group is joined;
 * :func:`~cnnbench.engine.prepare.prepare` builds input, model (wrapped by the strategy),
   optimizer and step;
-* :func:`~cnnbench.engine.loop.warm_up` runs the untimed steps, then the measurement hooks
+* :func:`~cnnbench.engine.loop.warm_up` runs the untimed steps (with ``--profile-steps``,
+  :mod:`cnnbench.engine.profile` profiles a few more), then the measurement hooks
   (:mod:`cnnbench.engine.hooks`, the strategy among them) start,
   :func:`~cnnbench.engine.loop.timed_loop` runs the timed ones between two barriers, and
   the hooks stop;
@@ -45,10 +46,11 @@ from cnnbench.engine.loop import timed_loop, warm_up
 from cnnbench.engine.memory import is_out_of_memory
 from cnnbench.engine.metrics import WorkerMeasure, flop_metrics, measured_metrics, model_cost
 from cnnbench.engine.prepare import prepare
+from cnnbench.engine.profile import profile_steps, run_steps
 from cnnbench.engine.resolve import ResolvedRun, resolve
 from cnnbench.engine.stats import throughput_stats
 from cnnbench.machine.environment import capture_environment
-from cnnbench.results.record import Record, error_text, now_iso
+from cnnbench.results.record import Record, error_text, new_run_id, now_iso
 
 log = logging.getLogger(__name__)
 
@@ -85,13 +87,14 @@ def run_benchmark(config: RunConfig, *, emit: Emit | None = None, extra: Mapping
 def _run(run: ResolvedRun, emit: Emit, extra: Mapping[str, Any] | None, *, keep_failures: bool) -> Record:
     cfg = run.config
     started_at = now_iso()
+    run_id = new_run_id()
     environment = capture_environment(cfg.device, cfg.machine_label)
     strategy = make_strategy(StrategyContext(cfg, run.world, run.device))
-    hooks = HookSet([*default_hooks(run.device), strategy])
+    hooks = HookSet([*default_hooks(run.device, run.world), strategy])
     metrics: dict[str, Any] = {}  # what was measured so far (kept when a run fails midway)
     status, error = "ok", None
     try:
-        _measure(run, strategy, hooks, emit, metrics, framework=environment["torch_version"])
+        _measure(run, strategy, hooks, emit, metrics, framework=environment["torch_version"], run_id=run_id)
     except Exception as exc:  # on one device, every failure becomes a record
         if not keep_failures:
             raise
@@ -106,11 +109,11 @@ def _run(run: ResolvedRun, emit: Emit, extra: Mapping[str, Any] | None, *, keep_
         extra_fields.setdefault("model_cost", cost)
         metrics.update(flop_metrics(cost, run, environment, metrics.get("total_images_per_sec")))
     return Record(config=cfg.recorded(), environment=environment, metrics=metrics, status=status,
-                  error=error, started_at=started_at, extra=extra_fields)
+                  error=error, run_id=run_id, started_at=started_at, extra=extra_fields)
 
 
 def _measure(run: ResolvedRun, strategy: ParallelStrategy, hooks: HookSet, emit: Emit,
-             metrics: dict[str, Any], *, framework: str) -> None:
+             metrics: dict[str, Any], *, framework: str, run_id: str) -> None:
     cfg, device, world = run.config, run.device, run.world
     barrier_fn = (lambda: barrier(device)) if world.process_group else None
     epochs: list[EpochMeasure] = []
@@ -128,6 +131,14 @@ def _measure(run: ResolvedRun, strategy: ParallelStrategy, hooks: HookSet, emit:
             emit("Running warm up")
             first_step_s = warm_up(prepared, run.warmup_steps, device)
             emit("Done warm up")
+            if cfg.profile_steps:
+                emit(f"Profiling {cfg.profile_steps} steps")
+                if world.is_main:
+                    profiled = profile_steps(prepared, cfg.profile_steps, device, cfg.results_dir, run_id)
+                    metrics.update(profiled.as_metrics())
+                else:
+                    run_steps(prepared, cfg.profile_steps, device)
+                emit("Done profiling")
         emit("Step\tImg/sec\ttotal_loss")
         hooks.start()
         try:
@@ -149,7 +160,8 @@ def _measure(run: ResolvedRun, strategy: ParallelStrategy, hooks: HookSet, emit:
     workers = gather_to_main(mine, world) if world.process_group else [mine]
     if workers is None:  # not rank 0: its measure went to rank 0
         return
-    metrics.update(measured_metrics(workers, run.batch_size, first_step_s=first_step_s, compiled=cfg.compile))
+    metrics.update(measured_metrics(workers, run.batch_size, first_step_s=first_step_s, compiled=cfg.compile,
+                                    check_spread=cfg.num_epochs is None))
     if cfg.num_epochs is not None:
         metrics.update(epoch_metrics(epochs))
     for line in log_format.total_lines(metrics["total_images_per_sec"]):

@@ -6,18 +6,26 @@ hook's ``metrics()`` into the record's ``metrics``. A hook does no work inside t
 loop; one that samples during the steps (a telemetry sampler) does it on its own thread.
 A ``warnings`` list in a hook's metrics extends the record's ``metrics.warnings``.
 
-:func:`default_hooks` is the list every run gets: peak memory today; a telemetry sampler
-or a busy-machine guard joins by being added there.
+:func:`default_hooks` is the list every run gets: peak memory, the telemetry sampler
+(:mod:`cnnbench.engine.telemetry`) and the busy-machine guard (:mod:`cnnbench.engine.guard`).
 """
 
 from __future__ import annotations
 
+import logging
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import torch
 
+from cnnbench.distributed.world import World
+from cnnbench.engine.guard import BusyMachineGuard
 from cnnbench.engine.memory import peak_device_memory, peak_host_memory, reset_device_peak
+from cnnbench.engine.telemetry import DEFAULT_INTERVAL_S, TelemetrySampler
+from cnnbench.machine.host import usable_cpus
+
+log = logging.getLogger(__name__)
 
 
 @runtime_checkable
@@ -54,9 +62,47 @@ class PeakMemory:
         return {**self._device_peak, "peak_host_memory_bytes": self._host_peak}
 
 
-def default_hooks(device: torch.device) -> list[MeasurementHook]:
-    """The hooks every run measures with."""
-    return [PeakMemory(device)]
+def default_hooks(device: torch.device, world: World | None = None, *,
+                  interval_s: float = DEFAULT_INTERVAL_S) -> list[MeasurementHook]:
+    """The hooks every run measures with: peak memory, telemetry, the busy-machine guard.
+
+    Each worker samples its own GPU; the host (CPU use, load, frequency, other processes)
+    is sampled and judged by one worker per node (local rank 0). A run's own processes are
+    this process and its children, or, with several workers on this node, the tree of the
+    process that started them.
+    """
+    world = world or World.single()
+    cpus = usable_cpus() if world.local_rank == 0 else None
+    gpus = nvml_indices(device)
+    several = world.process_group and world.local_world_size > 1
+    roots = [os.getppid()] if several else [os.getpid()]
+    sampler = TelemetrySampler(gpus, host_cpus=cpus, interval_s=interval_s)
+    guard = BusyMachineGuard(cpus=cpus, run_roots=roots, gpus=gpus, sampler=sampler)
+    return [PeakMemory(device), sampler, guard]
+
+
+def nvml_indices(device: torch.device) -> list[int]:
+    """The NVML index of a CUDA device (matched by UUID), as a list; empty for other
+    devices or without NVML."""
+    if device.type != "cuda":
+        return []
+    from cnnbench.machine.nvml import nvml_index_of_uuid, open_nvml
+
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    try:
+        uuid = str(torch.cuda.get_device_properties(index).uuid)
+    except Exception as exc:
+        log.debug("no UUID for %s: %s", device, exc)
+        return []
+    nv = open_nvml()
+    if nv is None:
+        return []
+    with nv:
+        found = nvml_index_of_uuid(nv, uuid)
+    if found is None:
+        log.info("NVML does not see %s (UUID %s): no GPU telemetry", device, uuid)
+        return []
+    return [found]
 
 
 def merge_hook_metrics(metrics: dict[str, Any], hooks: Sequence[MeasurementHook]) -> None:

@@ -3,7 +3,9 @@
 Throughput statistics follow tf_cnn_benchmarks (:mod:`cnnbench.engine.stats`);
 ``total_images_per_sec`` is images over the wall clock of the timed span. With several
 workers, each worker's measure is gathered on rank 0 and combined
-(:func:`measured_metrics`). FLOP rates come
+(:func:`measured_metrics`): energy summed over every worker's GPU, throttled if any was,
+warnings from all. The step times are judged here too (pyperf's instability checks,
+:mod:`cnnbench.engine.stability`), and energy turns into images per joule. FLOP rates come
 from the model's cost (a shape-only trace) and, on a GPU in the table of known peaks, MFU.
 """
 
@@ -18,7 +20,9 @@ from typing import Any
 
 from cnnbench.engine.loop import LoopResult
 from cnnbench.engine.resolve import ResolvedRun
+from cnnbench.engine.stability import spread_warnings
 from cnnbench.engine.stats import throughput_stats
+from cnnbench.engine.telemetry import images_per_joule, merge_worker_telemetry
 
 log = logging.getLogger(__name__)
 
@@ -44,14 +48,16 @@ class WorkerMeasure:
 
 
 def measured_metrics(workers: Sequence[WorkerMeasure], batch_size: int, *, first_step_s: float | None,
-                     compiled: bool) -> dict[str, Any]:
+                     compiled: bool, check_spread: bool = True) -> dict[str, Any]:
     """The record's figures from every worker's measure (rank 0's first).
 
     One step of the run lasts as long as its slowest worker, so the run's step times (and
     the statistics over them, at ``batch_size`` images per worker and step) are the per-step
     maxima over workers; ``total_images_per_sec`` is every worker's images over rank 0's
     wall clock between the barriers that open and close the timed steps. Each worker's own
-    rate is in ``per_device_images_per_sec``.
+    rate is in ``per_device_images_per_sec``. ``check_spread``: warn when the step times
+    are unstable (not for training to accuracy, whose epochs start with a fresh loader and
+    end with a short batch).
     """
     main = workers[0]
     images_per_step = batch_size * len(workers)
@@ -79,8 +85,13 @@ def measured_metrics(workers: Sequence[WorkerMeasure], batch_size: int, *, first
         "diverged": diverged,
     }
     metrics.update(_combined_hook_metrics(workers))
+    if "energy_j" in metrics:
+        metrics["images_per_joule"] = images_per_joule(sum(w.images for w in workers), metrics["energy_j"])
+    metrics["warnings"] = list(metrics.get("warnings") or [])
+    if check_spread:
+        metrics["warnings"] += spread_warnings(step_times)
     if diverged:
-        metrics["warnings"] = [*(metrics.get("warnings") or []), _divergence_note(workers)]
+        metrics["warnings"].append(_divergence_note(workers))
     metrics.update(_summed(w.source_metrics for w in workers))
     comm = metrics.get("communication_time_s")
     if "communication_time_s" in metrics:
@@ -89,13 +100,15 @@ def measured_metrics(workers: Sequence[WorkerMeasure], batch_size: int, *, first
 
 
 def _combined_hook_metrics(workers: Sequence[WorkerMeasure]) -> dict[str, Any]:
-    """Rank 0's hook metrics, with peaks taken over every worker and warnings from all."""
+    """Rank 0's hook metrics, with peaks taken over every worker, every worker's GPU
+    telemetry and its totals, and warnings from all (each text once)."""
     combined = dict(workers[0].hook_metrics)
     for key in combined:
         if key.startswith("peak_"):
             values = [w.hook_metrics.get(key) for w in workers]
             present = [v for v in values if isinstance(v, (int, float))]
             combined[key] = max(present) if present else None
+    combined.update(merge_worker_telemetry([w.hook_metrics for w in workers]))
     warnings: list[str] = []
     for rank, w in enumerate(workers):
         for text in w.hook_metrics.get("warnings") or []:

@@ -15,16 +15,14 @@ import os
 import sys
 
 from cnnbench.config.errors import ConfigError
+from cnnbench.machine.host import usable_cpus
 
 log = logging.getLogger(__name__)
 
 
 def available_cpus() -> list[int]:
     """The CPU numbers this process may run on (all of them where affinity is unknown)."""
-    try:
-        return sorted(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        return list(range(os.cpu_count() or 1))
+    return usable_cpus()
 
 
 def cpu_count_available() -> int:

@@ -1,9 +1,13 @@
-"""What machine and software a run used (the record's ``environment``).
+"""What machine and software a run used: the record's ``environment``, and what
+``cnnbench sysinfo`` shows (the same capture).
 
-CPU model from /proc/cpuinfo (py-cpuinfo as a fallback: it is slow to start), core
-counts from psutil (the machine's) and from the CPU affinity (``available_cpus``: the cores
-this run could use, after ``--host-cpus``), GPU names from torch and the driver version from
-NVML (nvidia-ml-py) when present. Imports torch lazily: call only from the engine.
+CPU model from /proc/cpuinfo (py-cpuinfo as a fallback: it is slow to start, so its answer
+is kept for the life of the process), core counts from psutil (the machine's) and from the
+CPU affinity (``available_cpus``: the cores this run could use, after ``--host-cpus``), GPU
+names and library versions from torch, and the rest from :mod:`cnnbench.machine.sysinfo`: OS
+and kernel, sockets, NUMA nodes, frequency and governor, memory, load, environment variables,
+and each NVIDIA GPU's memory, compute capability, PCIe link and NVLink/P2P topology from NVML
+(nvidia-ml-py; nulls where there is no NVIDIA driver). Imports torch lazily.
 """
 
 from __future__ import annotations
@@ -37,21 +41,6 @@ def cpu_model() -> str:
         return platform.processor() or "unknown CPU"
 
 
-def _nvml_driver() -> str | None:
-    try:
-        import pynvml
-
-        pynvml.nvmlInit()
-        try:
-            version = pynvml.nvmlSystemGetDriverVersion()
-            return version.decode() if isinstance(version, bytes) else str(version)
-        finally:
-            pynvml.nvmlShutdown()
-    except Exception as exc:  # no NVIDIA driver here
-        log.debug("NVML unavailable: %s", exc)
-        return None
-
-
 def derive_machine_label(cpu: str, gpu_model: str | None, gpu_count: int) -> str:
     """``AMD EPYC 7B13`` or ``2x NVIDIA H100 80GB HBM3`` style labels."""
     short_cpu = " ".join(w for w in cpu.replace("(R)", "").replace("(TM)", "").split() if w not in ("CPU", "Processor"))
@@ -60,15 +49,27 @@ def derive_machine_label(cpu: str, gpu_model: str | None, gpu_count: int) -> str
     return short_cpu.split(" @ ")[0].strip()
 
 
-def capture_environment(device_type: str, machine_label: str | None = None) -> dict[str, Any]:
+def capture_environment(device_type: str, machine_label: str | None = None, *,
+                        gpus: bool | None = None) -> dict[str, Any]:
+    """The record's ``environment`` for a run on ``device_type`` (``cpu`` or ``cuda``).
+
+    ``gpu_model``/``gpu_count`` describe the CUDA devices a ``cuda`` run sees (none for a
+    CPU run, so its machine label comes from the CPU). ``gpus`` lists every NVIDIA GPU
+    NVML sees; by default only for ``cuda`` runs (``gpus=True``: always, as ``cnnbench
+    sysinfo`` does).
+    """
     import psutil
     import torch
     import torchvision
 
+    from cnnbench.machine.sysinfo import gpu_facts, host_facts
+
     gpu_model = None
     gpu_count = 0
-    cudnn = nccl = driver = None
-    if device_type == "cuda" and torch.cuda.is_available():
+    cudnn = nccl = None
+    uuids: list[str] = []
+    uses_cuda = device_type == "cuda" and torch.cuda.is_available()
+    if uses_cuda:
         gpu_count = torch.cuda.device_count()
         gpu_model = torch.cuda.get_device_name(0)
         cudnn = torch.backends.cudnn.version()
@@ -76,7 +77,9 @@ def capture_environment(device_type: str, machine_label: str | None = None) -> d
             nccl = ".".join(map(str, torch.cuda.nccl.version()))
         except Exception:
             nccl = None
-        driver = _nvml_driver()
+        uuids = [_cuda_uuid(i) for i in range(gpu_count)]
+    gpu = gpu_facts(uuids) if (uses_cuda if gpus is None else gpus) else {
+        "gpus": [], "gpu_topology": None, "gpu_driver": None, "cuda_driver_version": None}
     cpu = cpu_model()
     return {
         "machine": machine_label or derive_machine_label(cpu, gpu_model, gpu_count),
@@ -88,7 +91,7 @@ def capture_environment(device_type: str, machine_label: str | None = None) -> d
         "memory_bytes": int(psutil.virtual_memory().total),
         "gpu_model": gpu_model,
         "gpu_count": gpu_count,
-        "gpu_driver": driver,
+        "gpu_driver": gpu["gpu_driver"],
         "cuda_version": torch.version.cuda,
         "cudnn_version": cudnn,
         "nccl_version": nccl,
@@ -97,4 +100,18 @@ def capture_environment(device_type: str, machine_label: str | None = None) -> d
         "torch_num_threads": torch.get_num_threads(),
         "python_version": platform.python_version(),
         "platform": platform.platform(),
+        **host_facts(),
+        "cuda_driver_version": gpu["cuda_driver_version"],
+        "gpus": gpu["gpus"],
+        "gpu_topology": gpu["gpu_topology"],
     }
+
+
+def _cuda_uuid(index: int) -> str:
+    import torch
+
+    try:
+        return str(torch.cuda.get_device_properties(index).uuid)
+    except Exception as exc:  # an old torch without device UUIDs
+        log.debug("no UUID for cuda:%d: %s", index, exc)
+        return ""

@@ -17,6 +17,7 @@ from cnnbench.report.configurations import Section, configuration_sections
 from cnnbench.report.cost import cost_table
 from cnnbench.report.document import Bullets, Figure, Heading, Paragraph, Report, TableBlock
 from cnnbench.report.effects import Effect, compute_effects, default_effect_fields
+from cnnbench.report.energy import add_energy_blocks, energy_tables
 from cnnbench.report.implementations import implementation_tables
 from cnnbench.report.observations import (
     effect_observations,
@@ -106,11 +107,12 @@ def build_report(records: Sequence[Mapping[str, Any]], options: ReportOptions | 
         raise ReportError(str(exc)) from exc
     impls = implementation_tables(points, opts.noise)
     trainings = training_results(points)
+    energies = energy_tables(sections)
 
     all_tables: list[Table] = ([cost] if cost else []) + [s.table for s in sections]
     for g in groups:
         all_tables += [g.efficiency, g.speedup, g.table]
-    all_tables += [e.table for e in effects] + impls + [r.table for r in trainings] + pipelines
+    all_tables += [e.table for e in effects] + impls + [r.table for r in trainings] + pipelines + energies
     unique_ids(all_tables)
 
     observations = (scaling_observations(groups) + effect_observations(effects)
@@ -120,6 +122,7 @@ def build_report(records: Sequence[Mapping[str, Any]], options: ReportOptions | 
     report = Report(opts.title, tables=all_tables, observations=observations, n_records=len(selected))
     _assemble(report, opts, records, selected, points, column, cost, sections, groups, effects,
               effect_notes, impls, trainings, pipelines)
+    add_energy_blocks(report, energies)
     _budget_plots(report, opts.max_plots)
     return report
 

@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 IGNORED_CONFIG = frozenset({
     "seed", "num_batches", "num_warmup_batches", "display_every", "data_dir", "results_dir",
     "machine_label", "repeat", "repeats", "num_repeats", "timeout", "timeout_s", "trace",
-    "trace_dir", "profile", "profile_dir", "output", "skip_bad_images", "log_every",
+    "trace_dir", "profile", "profile_dir", "profile_steps", "output", "skip_bad_images", "log_every",
 })
 
 # Machine descriptors kept on each point (taken from its first record), never in its key.

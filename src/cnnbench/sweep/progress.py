@@ -103,6 +103,8 @@ class RichReporter:
             self.progress.console.print(
                 f"[red]{result.status}[/]: {result.case.label}: {_first_line(result.record.get('error'))}"
             )
+        for text in result.warnings:
+            self.progress.console.print(f"[yellow]warning[/]: {text}", highlight=False)
         self.progress.update(self.task, advance=1, ok=self._ok, failed=self._failed)
         self._refresh(force=True)
 
@@ -155,6 +157,8 @@ class PlainReporter:
         detail = _figure(result) if result.status == "ok" else _first_line(result.record.get("error"))
         self._say(f"[{self.done}/{self.total}] {result.status:<7} {result.case.label}  "
                   f"{result.seconds:.1f} s  {detail}".rstrip())
+        for text in result.warnings:
+            self._say(f"  warning: {text}")
 
     def case_skipped(self, case: Case, reason: str) -> None:
         self.done += 1
@@ -180,6 +184,13 @@ def summary_lines(result: SweepResult, results_dir: str) -> list[str]:
     for r in result.results:
         if r.status != "ok":
             lines.append(f"  {r.status}: {r.case.label} ({r.case_name}): {_first_line(r.record.get('error'))}")
+    disagree = sum(1 for r in result.results if r.warnings)
+    if disagree:
+        lines.append(f"  {disagree} configurations whose repeats disagree by more than the noise threshold")
+    warned = sum(1 for r in result.results if (r.record.get("metrics") or {}).get("warnings"))
+    if warned:
+        lines.append(f"  {warned} cases recorded warnings (a busy machine, unstable step times, throttling): "
+                     "see metrics.warnings in their records")
     if result.interrupted_by is not None:
         from cnnbench.sweep.isolation import signal_name
 

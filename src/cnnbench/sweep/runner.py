@@ -14,6 +14,10 @@
   left to it. Lines of the store that cannot be read are logged once, as ``file:line: why``.
 * :func:`check_cases` puts every case through the checks ``cnnbench run`` makes before
   any work (:func:`cnnbench.engine.resolve.preflight`), in a process of the fork server.
+* When the last repeat of a configuration has run, its repeats' figures are compared: a
+  spread (max - min over the median) above the noise threshold becomes a one-line
+  warning on the case's result (:attr:`CaseResult.warnings`), as ``cnnbench report`` would
+  mark the cell. A case's profiler traces (``--profile-steps``) move to the results folder.
 * Cases are forked from a fork server that has imported torch and the engine once
   (:mod:`cnnbench.sweep.isolation`); the sweep's own process needs neither. ``device:
   auto`` and the machine's environment are resolved in a probe process, so parent-made
@@ -39,6 +43,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from cnnbench.config.run_config import RunConfig
+from cnnbench.report.stats import median, relative_spread
 from cnnbench.results.naming import case_name
 from cnnbench.results.record import Record, clip, without_native_stack
 from cnnbench.results.store import StoreReader, append_record, machine_file_name
@@ -156,6 +161,8 @@ class CaseResult:
     work_s: float | None = None
     """Time the worker itself took in the child (the last attempt); None when it did not return."""
     attempts: int = 1
+    warnings: list[str] = field(default_factory=list)
+    """What the sweep noticed about this case (its repeats disagree), one line each."""
 
     @property
     def status(self) -> str:
@@ -236,6 +243,9 @@ class SweepOptions:
     """Retry out-of-memory cases with half the batch; None = what the suite says."""
     grace_s: float = 3.0
     """Seconds between SIGTERM and SIGKILL when a case is stopped."""
+    noise: float = 0.03
+    """Repeats whose images/sec spread (max - min over the median) exceeds this get a
+    warning (the default of ``cnnbench report --noise``)."""
 
 
 # --------------------------------------------------------------------------- the runner
@@ -263,6 +273,8 @@ class SweepRunner:
         self.auto_batch = suite.auto_batch if options.auto_batch is None else options.auto_batch
         self._stop = StopFlag()
         self._envs: dict[tuple[str, str | None], dict[str, Any]] = {}
+        self._figures: dict[tuple[str, str], float] = {}
+        """images/sec of every ``ok`` case of this suite, by case key and machine."""
 
     # -- public -----------------------------------------------------------------------
     def run(self) -> SweepResult:
@@ -305,6 +317,8 @@ class SweepRunner:
                 if case_result is None:  # stopped mid-case: nothing recorded
                     result.not_run = to_run[i:]
                     break
+                if not any(c.index == case.index for c in to_run[i + 1:]):
+                    case_result.warnings += self._repeat_warnings(case, cases)
                 result.results.append(case_result)
                 self.reporter.case_finished(case_result)
             claims.tidy()
@@ -364,6 +378,11 @@ class SweepRunner:
         for problem in problems:
             if initial:
                 log.warning("skipped %s", problem)
+        for r in records:
+            ips = (r.get("metrics") or {}).get("total_images_per_sec")
+            if r.get("status") == "ok" and r.get("suite_name") == self.suite.name and isinstance(ips, (int, float)):
+                machine = str((r.get("environment") or {}).get("machine") or "unknown")
+                self._figures[(str(r.get("case_key")), machine)] = float(ips)
         return {
             (str(r.get("case_key")), str((r.get("environment") or {}).get("machine") or "unknown"))
             for r in records
@@ -398,6 +417,9 @@ class SweepRunner:
                 "fitted_batch_size": tried[-1] if record.get("status") == "ok" else None,
             }
         append_record(self.options.results_dir, record)
+        ips = (record.get("metrics") or {}).get("total_images_per_sec")
+        if record.get("status") == "ok" and isinstance(ips, (int, float)):
+            self._figures[(case.key, self._machine(case))] = float(ips)
         work_s = outcome.result.get("work_s") if isinstance(outcome.result, dict) else None
         return CaseResult(case, record, total_s, work_s=work_s, attempts=attempt)
 
@@ -435,7 +457,20 @@ class SweepRunner:
                 grace_s=self.options.grace_s,
             )
         finally:
+            _keep_traces(tmp / "results", Path(self.options.results_dir))
             shutil.rmtree(tmp, ignore_errors=True)
+
+    def _repeat_warnings(self, case: Case, cases: list[Case]) -> list[str]:
+        """A line when the repeats of ``case``'s configuration disagree by more than the noise."""
+        keys = [(c.key, self._machine(c)) for c in cases if c.index == case.index]
+        figures = [self._figures[k] for k in keys if k in self._figures]
+        spread = relative_spread(figures)
+        if spread is None or spread <= self.options.noise:
+            return []
+        mid = median(figures)
+        return [f"repeats of {case.label.rsplit(' #', 1)[0]} disagree by {spread:.0%} "
+                f"({min(figures):.1f} to {max(figures):.1f} images/sec, median {mid:.1f}; noise threshold "
+                f"{self.options.noise:.0%})"]
 
     def _record(self, case: Case, config: RunConfig, outcome: ChildOutcome) -> dict[str, Any]:
         """The record of an attempt: the worker's own, or one made here for a failure."""
@@ -460,6 +495,20 @@ class SweepRunner:
     # -- signals --------------------------------------------------------------------------
     def _signals(self) -> _SignalScope:
         return _SignalScope(self._stop)
+
+
+def _keep_traces(case_results: Path, results_dir: Path) -> None:
+    """Move a case's profiler traces from its own results folder into the sweep's."""
+    traces = case_results / "traces"
+    if not traces.is_dir():
+        return
+    target = results_dir / "traces"
+    target.mkdir(parents=True, exist_ok=True)
+    for path in traces.iterdir():
+        try:
+            shutil.move(str(path), str(target / path.name))
+        except OSError as exc:
+            log.warning("could not keep the profiler trace %s: %s", path, exc)
 
 
 def _case_main(send: Send, worker: Worker, config: RunConfig, extra: Mapping[str, Any]) -> dict[str, Any]:

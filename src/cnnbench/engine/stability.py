@@ -1,0 +1,44 @@
+"""Is a series of step times stable enough to trust its mean? pyperf's check, on step times.
+
+pyperf (``pyperf._cli.format_checks``) calls a result unstable when its standard deviation
+is 10% of the mean or more: the coefficient of variation (sample standard deviation over
+the mean, as pyperf's ``statistics.stdev``) is at least 10%. :func:`spread_warnings` applies
+it to the timed steps (at least two) and returns a short text for ``metrics.warnings``.
+
+pyperf's other check, a minimum or maximum 50% or more away from the mean, is left out on
+purpose: pyperf applies it to values that are each the mean of many loops, while a step time
+is one loop, where a single hiccup would trip it without moving the mean (one step 1.5x
+slower among 100 moves the mean by 0.5%); a hiccup large enough to matter raises the
+coefficient of variation instead (one step 2x slower among 50 moves the mean by 2%: 14%).
+Pure Python.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+
+MAX_CV = 0.10
+"""Standard deviation at or above this share of the mean: unstable."""
+
+
+def coefficient_of_variation(values: Sequence[float]) -> float | None:
+    """Sample standard deviation over the mean (None with fewer than two values)."""
+    if len(values) < 2:
+        return None
+    mean = statistics.fmean(values)
+    return statistics.stdev(values) / mean if mean > 0 else None
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:.3g} ms" if seconds < 1 else f"{seconds:.3g} s"
+
+
+def spread_warnings(step_times_s: Sequence[float]) -> list[str]:
+    """pyperf's instability check on step times, as an ``unstable: ...`` text (or none)."""
+    cv = coefficient_of_variation(step_times_s)
+    if cv is None or cv < MAX_CV:
+        return []
+    mean = statistics.fmean(step_times_s)
+    return [f"unstable: step times vary by {cv:.0%} of their mean (standard deviation {_ms(cv * mean)}, "
+            f"mean {_ms(mean)}, slowest {_ms(max(step_times_s))}, {len(step_times_s)} steps)"]

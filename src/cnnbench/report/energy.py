@@ -1,0 +1,75 @@
+"""Energy efficiency tables: images per joule, for configurations whose records carry it.
+
+A run on NVIDIA GPUs records ``metrics.images_per_joule``: the images of its timed steps
+over the energy its GPUs drew meanwhile (NVML). For every configuration table that has
+such records, :func:`energy_tables` makes a twin: the same rows (models, batch) and columns,
+each cell the median images per joule over the ``ok`` repeats that have one (``—``
+otherwise). :func:`add_energy_blocks` puts them in the report under their own heading.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from cnnbench.report import fields as F
+from cnnbench.report.configurations import Section
+from cnnbench.report.document import Block, Heading, Report, TableBlock
+from cnnbench.report.stats import median
+from cnnbench.report.table import Cell, Table, label_cell, missing, number
+
+HEADING = "Energy efficiency (images per joule)"
+
+
+def _per_joule(record: Mapping[str, Any]) -> float | None:
+    if (record.get("status") or "ok") != "ok":
+        return None
+    value = (record.get("metrics") or {}).get("images_per_joule")
+    return float(value) if value.__class__ in (int, float) and value > 0 else None
+
+
+def energy_tables(sections: Sequence[Section]) -> list[Table]:
+    """One images-per-joule table per configuration section that has any such figure."""
+    tables = []
+    for section in sections:
+        if not any(_per_joule(r) is not None for p in section.points for r in p.records):
+            continue
+        tables.append(_table(section))
+    return tables
+
+
+def _table(section: Section) -> Table:
+    column = section.column_field
+    cells: dict[tuple[Any, Any, Any], list[float]] = {}
+    rows_seen: dict[tuple[Any, Any], None] = {}
+    columns: dict[Any, None] = {}
+    for p in section.points:
+        key = (p.values.get(F.MODEL), p.values.get(F.BATCH))
+        rows_seen.setdefault(key, None)
+        columns.setdefault(p.values.get(column), None)
+        values = cells.setdefault((*key, p.values.get(column)), [])
+        values += [x for x in (_per_joule(r) for r in p.records) if x is not None]
+    rows: list[list[Cell]] = []
+    for model, batch in rows_seen:
+        row = [label_cell(model), Cell(F.text(batch), batch)]
+        for c in columns:
+            xs = cells.get((model, batch, c)) or []
+            row.append(number(median(xs), 2) if xs else missing())
+        rows.append(row)
+    notes = [f"Images per joule: images of the timed steps over the energy the GPUs drew meanwhile (NVML; "
+             f"host CPU and memory not included); columns: {F.short_name(column)}; batch = per device. "
+             "Cell = median of repeats; — = no energy figure."]
+    return Table(f"energy-{F.slug(section.name)}", f"Images per joule: {section.name}", "energy",
+                 ["model", "batch"] + [F.text(c) for c in columns], rows, notes, label_columns=2)
+
+
+def add_energy_blocks(report: Report, tables: Sequence[Table]) -> None:
+    """Add the tables under their heading, before the list of unreadable results if any."""
+    if not tables:
+        return
+    blocks: list[Block] = [Heading(HEADING)]
+    for t in tables:
+        blocks += [Heading(t.title.split(": ", 1)[-1], 3), TableBlock(t)]
+    at = next((i for i, b in enumerate(report.blocks)
+               if isinstance(b, Heading) and b.text == "Results that could not be read"), len(report.blocks))
+    report.blocks[at:at] = blocks

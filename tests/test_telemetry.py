@@ -1,0 +1,216 @@
+"""The telemetry sampler with a scripted NVML: lifecycle, figures, never blocking, merging workers."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+
+import pytest
+
+from cnnbench.engine.metrics import WorkerMeasure, measured_metrics
+from cnnbench.engine.telemetry import TelemetrySampler, gpu_totals, integrate
+from tests.fake_nvml import FakeGpu, FakeNvml
+
+
+def _wait_for(predicate, limit_s: float = 10.0) -> None:
+    """Poll (bounded) until ``predicate()`` holds; fails the test if it never does."""
+    deadline = time.monotonic() + limit_s
+    while not predicate():
+        assert time.monotonic() < deadline, "condition never became true"
+        time.sleep(0.01)
+
+
+class ScriptedClock:
+    def __init__(self, times: list[float]) -> None:
+        self.times = list(times)
+
+    def __call__(self) -> float:
+        return self.times.pop(0) if len(self.times) > 1 else self.times[0]
+
+
+@pytest.fixture
+def nvml(monkeypatch):
+    def install(gpus: list[FakeGpu], **kw) -> FakeNvml:
+        fake = FakeNvml(gpus, **kw)
+        monkeypatch.setitem(sys.modules, "pynvml", fake.module)
+        return fake
+    return install
+
+
+def _sampled(sampler: TelemetrySampler, extra_samples: int) -> dict:
+    """start, wait for the thread's first sample, take ``extra_samples`` more, stop."""
+    sampler.start()
+    _wait_for(lambda: sampler._gpus and len(sampler._gpus[0].samples) >= 1)
+    for _ in range(extra_samples):
+        sampler.sample()
+    sampler.stop()
+    return dict(sampler.metrics())
+
+
+def test_means_maxima_energy_from_power_and_throttling(nvml):
+    gpu = FakeGpu(power_mw=[100_000, 200_000, 300_000, 100_000], sm_clock_mhz=[1000, 1500, 2000, 1500],
+                  memory_clock_mhz=[2600], temperature_c=[50, 60, 70, 80], utilization_pct=[0, 90, 100, 50],
+                  reasons=[0, 0x4, 0x1, 0], energy_mj=None)
+    idle = FakeGpu(power_mw=[50_000], reasons=[0x1, 0x2, 0x10, 0x100], energy_mj=None)
+    fake = nvml([gpu, idle])
+    sampler = TelemetrySampler([0, 1], interval_s=3600, clock=ScriptedClock([0.0, 1.0, 2.0, 3.0]))
+    m = _sampled(sampler, extra_samples=2)
+    g0, g1 = m["gpu_telemetry"]
+    assert g0["samples"] == 4 and g0["index"] == 0 and g0["name"] == gpu.name
+    assert g0["power_mean_w"] == 175.0 and g0["power_max_w"] == 300.0
+    assert g0["sm_clock_mean_mhz"] == 1500.0 and g0["sm_clock_max_mhz"] == 2000.0
+    assert g0["memory_clock_mean_mhz"] == 2600.0
+    assert g0["temperature_mean_c"] == 65.0 and g0["temperature_max_c"] == 80.0
+    assert g0["utilization_mean_pct"] == 60.0 and g0["utilization_max_pct"] == 100.0
+    # trapezoids over t = 0, 1, 2, 3 s: (100+200)/2 + (200+300)/2 + (300+100)/2
+    assert g0["energy_j"] == 600.0 and g0["energy_source"] == "power samples"
+    assert g0["throttled"] is True and g0["throttle_reasons"] == ["sw_power_cap"]
+    # idle, application clocks, sync boost, display: not power or heat
+    assert g1["throttled"] is False and g1["throttle_reasons"] == []
+    assert m["energy_j"] == 600.0 + 150.0
+    assert m["throttled"] is True and m["throttle_reasons"] == ["sw_power_cap"]
+    assert m["warnings"] == ["throttled: GPU 0 (sw_power_cap) during the timed steps"]
+    assert fake.inits == fake.shutdowns == 1  # the session is closed when the thread ends
+
+
+def test_energy_counter_wins_over_power_samples(nvml):
+    nvml([FakeGpu(power_mw=[100_000, 900_000], energy_mj=[5_000_000, 5_250_500], reasons=[0x40, 0x20])])
+    m = _sampled(TelemetrySampler([0], interval_s=3600, clock=ScriptedClock([0.0, 10.0])), extra_samples=0)
+    g = m["gpu_telemetry"][0]
+    assert g["energy_j"] == 250.5 and g["energy_source"] == "counter"
+    assert g["throttle_reasons"] == ["sw_thermal_slowdown", "hw_thermal_slowdown"]
+
+
+def test_the_thread_samples_on_its_own_and_stop_ends_it(nvml):
+    gpu = FakeGpu()
+    nvml([gpu])
+    sampler = TelemetrySampler([0], host_cpus=[0], interval_s=0.01)
+    sampler.start()
+    assert sampler._thread is not None and sampler._thread.is_alive()
+    # nothing here calls the sampler: the samples come from its thread
+    _wait_for(lambda: len(sampler._gpus[0].samples) >= 5 and len(sampler.host_samples) >= 5)
+    sampler.stop()
+    assert not sampler._thread.is_alive()
+    n = len(sampler._gpus[0].samples)
+    time.sleep(0.05)
+    assert len(sampler._gpus[0].samples) == n  # stopped means stopped
+    m = sampler.metrics()
+    assert m["gpu_telemetry"][0]["samples"] == n and m["warnings"] == []
+    host = m["host_telemetry"]
+    assert host["samples"] == len(sampler.host_samples) and host["cpu_percent_mean"] is not None
+    assert 0 <= host["cpu_percent_mean"] <= 100 and host["load_average_1m_max"] is not None
+    sampler.stop()  # a second stop is harmless
+
+
+def test_a_hung_driver_never_blocks_start_or_stop(nvml):
+    hang = threading.Event()
+    nvml([FakeGpu(block=hang)])
+    sampler = TelemetrySampler([0], interval_s=0.01, stop_timeout_s=0.2)
+    finished = threading.Event()
+
+    def lifecycle() -> None:
+        sampler.start()
+        sum(range(10_000))  # the "timed steps" go on while the sampler is stuck
+        sampler.stop()
+        finished.set()
+
+    runner = threading.Thread(target=lifecycle, daemon=True)
+    runner.start()
+    try:
+        assert finished.wait(30), "start/stop waited for a hung NVML call"
+        m = sampler.metrics()
+        assert m["warnings"] and m["warnings"][0].startswith("telemetry: the sampler did not answer")
+        assert m["energy_j"] is None  # an incomplete window gives no energy, never a partial one
+    finally:
+        hang.set()
+    _wait_for(lambda: not sampler._thread.is_alive())
+
+
+def test_no_driver_means_nulls_not_errors(nvml, monkeypatch):
+    nvml([FakeGpu()], init_error=True)
+    m = _no_gpu_metrics()
+    assert m["gpu_telemetry"] == [] and m["energy_j"] is None and m["throttled"] is None
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # nvidia-ml-py not installed at all
+    m = _no_gpu_metrics()
+    assert m["gpu_telemetry"] == [] and m["energy_j"] is None
+
+
+def _no_gpu_metrics() -> dict:
+    sampler = TelemetrySampler([0], interval_s=0.01)
+    sampler.start()
+    time.sleep(0.05)
+    sampler.stop()
+    return dict(sampler.metrics())
+
+
+def test_unsupported_readings_are_null_and_asked_once(nvml):
+    gpu = FakeGpu(temperature_c=None, reasons=None, energy_mj=None, power_mw=None)
+    nvml([gpu])
+    m = _sampled(TelemetrySampler([0], interval_s=3600), extra_samples=3)
+    g = m["gpu_telemetry"][0]
+    assert g["temperature_mean_c"] is None and g["power_max_w"] is None
+    assert g["energy_j"] is None and g["throttled"] is None
+    assert gpu.calls["temperature_c"] == 1  # not asked again after "not supported"
+
+
+def test_helpers():
+    assert integrate([(0.0, 2.0), (2.0, 4.0)]) == 6.0
+    assert integrate([(0.0, 1.0)]) is None
+    assert gpu_totals([{"energy_j": 1.0, "throttled": False}, {"energy_j": None, "throttled": None}]) == {
+        "energy_j": None, "throttled": False, "throttle_reasons": []}
+
+
+def _worker(images: int, hook: dict) -> WorkerMeasure:
+    return WorkerMeasure([0.1, 0.1, 0.1], 0.3, 0.0, 0.0, [1.0, 0.9, 0.8], images, hook, {})
+
+
+def test_several_workers_merge_energy_throttling_and_warnings():
+    def hook(index, energy, throttled, warnings):
+        g = {"index": index, "energy_j": energy, "throttled": throttled,
+             "throttle_reasons": ["hw_slowdown"] if throttled else []}
+        return {"gpu_telemetry": [g], **gpu_totals([g]), "host_telemetry": {"samples": index},
+                "warnings": warnings}
+
+    busy = "busy CPU: other processes used 1.00 of the 2 cores this run may use during the timed steps"
+    workers = [_worker(96, hook(0, 100.0, False, [busy, busy])),
+               _worker(96, hook(1, 140.0, True, ["throttled: GPU 1 (hw_slowdown) during the timed steps"]))]
+    m = measured_metrics(workers, 32, first_step_s=None, compiled=False)
+    assert m["energy_j"] == 240.0
+    assert m["images_per_joule"] == pytest.approx(192 / 240.0)
+    assert m["throttled"] is True and m["throttle_reasons"] == ["hw_slowdown"]
+    assert [g["rank"] for g in m["gpu_telemetry"]] == [0, 1]
+    assert m["host_telemetry"] == {"samples": 0}  # rank 0's host
+    assert m["warnings"] == [busy, "rank 1: throttled: GPU 1 (hw_slowdown) during the timed steps"]
+
+    # one worker without an energy figure: no total (a partial sum would flatter the run)
+    workers[1] = _worker(96, hook(1, None, False, []))
+    m = measured_metrics(workers, 32, first_step_s=None, compiled=False)
+    assert m["energy_j"] is None and m["images_per_joule"] is None and m["throttled"] is False
+
+
+def test_a_cpu_run_records_host_telemetry_and_null_energy():
+    from cnnbench.config import RunConfig
+    from cnnbench.engine import run_benchmark
+
+    record = run_benchmark(RunConfig(model="trivial", batch_size=4, num_batches=6, num_warmup_batches=1,
+                                     device="cpu"))
+    m = record.metrics
+    assert m["gpu_telemetry"] == [] and m["energy_j"] is None and m["images_per_joule"] is None
+    assert m["throttled"] is None and isinstance(m["warnings"], list)
+    assert m["host_telemetry"]["samples"] >= 2 and m["telemetry_interval_s"] == 0.5
+
+
+def test_a_run_on_a_scripted_gpu_carries_its_telemetry(nvml, monkeypatch):
+    """The whole path on CPU: the engine's hooks sample 'GPU 0' of a scripted NVML."""
+    from cnnbench.config import RunConfig
+    from cnnbench.engine import hooks, run_benchmark
+
+    nvml([FakeGpu(power_mw=[200_000], energy_mj=[1_000_000, 1_000_500], reasons=[0, 0x8])])
+    monkeypatch.setattr(hooks, "nvml_indices", lambda device: [0])
+    record = run_benchmark(RunConfig(model="trivial", batch_size=4, num_batches=6, num_warmup_batches=1,
+                                     device="cpu"))
+    m = record.metrics
+    assert m["gpu_telemetry"][0]["energy_source"] == "counter" and m["energy_j"] == 0.5
+    assert m["images_per_joule"] == pytest.approx(24 / 0.5)
+    assert m["throttled"] is True and "throttled: GPU 0 (hw_slowdown) during the timed steps" in m["warnings"]
