@@ -18,7 +18,7 @@ from cnnbench.cli.common import CliParser, UserError
 from cnnbench.config.tf_flags import TfFlagError, translate_with_notes
 
 # Sub-commands, in the order --help lists them. Each module: register(subparsers).
-COMMANDS = ("run", "models", "sweep", "results", "import", "report")
+COMMANDS = ("run", "models", "sweep", "results", "import", "report", "compare")
 
 __all__ = ["main"]
 

@@ -48,14 +48,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=handle)
 
 
-def parse_noise(text: str) -> float:
+def parse_noise(text: str, flag: str = "--noise") -> float:
     """``3`` or ``3%`` -> 0.03."""
     try:
         value = float(text.strip().rstrip("%"))
     except ValueError:
-        raise UserError(f"--noise: expected a percentage such as 3 or 3%, got {text!r}") from None
+        raise UserError(f"{flag}: expected a percentage such as 3 or 3%, got {text!r}") from None
     if not 0 <= value < 100:
-        raise UserError(f"--noise: must be between 0 and 100 percent, got {text!r}")
+        raise UserError(f"{flag}: must be between 0 and 100 percent, got {text!r}")
     return value / 100
 
 
