@@ -25,7 +25,6 @@ from cnnbench.report.significance import (
 )
 from tests.report_fixtures import record
 
-
 # --- the t distribution -------------------------------------------------------------
 
 @pytest.mark.parametrize("t", [0.1, 0.5, 1.0, 3.0, 12.0])
