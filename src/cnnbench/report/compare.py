@@ -263,13 +263,15 @@ def summary_line(result: CompareResult) -> str:
     g = result.geomean
     if g is None:
         return "No pair has a throughput on both sides."
-    if g >= 1.5:
+    c = verdict_counts(result)
+    if not c["faster"] and not c["slower"]:
+        direction = "no pair differs significantly"
+    elif g >= 1.5:
         direction = f"the candidate is {g:.2f}× as fast"
     elif abs(g - 1) >= 0.0005:
         direction = f"the candidate is {abs(g - 1) * 100:.1f}% {'faster' if g > 1 else 'slower'}"
     else:
         direction = "no change"
-    c = verdict_counts(result)
     n = len(result.ratios)
     parts = [f"{c['faster']} faster", f"{c['slower']} slower", f"{c['not significant']} not significant"]
     if c["no samples"]:

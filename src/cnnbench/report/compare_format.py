@@ -79,14 +79,18 @@ def rows(result: CompareResult) -> tuple[list[str], list[list[str]]]:
     return header, out
 
 
+def _results(n: int) -> str:
+    return f"{n} result" if n == 1 else f"{n} results"
+
+
 def notes(result: CompareResult) -> list[str]:
     """The lines under the table: summary, matching, unmatched, legend."""
     lines = [summary_line(result)]
     matched = "every configuration field that changes what is measured"
     if not result.across_machines:
         matched += ", the machine"
-    lines.append(f"Baseline: {result.baseline.label} ({len(result.baseline.records)} results); candidate: "
-                 f"{result.candidate.label} ({len(result.candidate.records)} results). Matched on {matched} "
+    lines.append(f"Baseline: {result.baseline.label} ({_results(len(result.baseline.records))}); candidate: "
+                 f"{result.candidate.label} ({_results(len(result.candidate.records))}). Matched on {matched} "
                  f"and the source" + (f"; ignored: {', '.join(map(F.short_name, result.ignored))}" if result.ignored
                                       else "") + ".")
     if result.unmatched_base or result.unmatched_cand:

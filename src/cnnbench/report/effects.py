@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cnnbench.report import fields as F
-from cnnbench.report.marks import NO_SAMPLES, NOT_SIGNIFICANT, Marks, combined, legend, measure_marks
+from cnnbench.report.marks import NO_SAMPLES, NOT_SIGNIFICANT, combined, legend, measure_marks, symbols_of
 from cnnbench.report.pairing import ignored_differences, pair_key_fields, pair_points, pooled_pairs
 from cnnbench.report.points import ATTRIBUTE_FIELDS, Measure, PointSet, combine
 from cnnbench.report.selection import value_matches
@@ -180,7 +180,7 @@ def _effect(points: PointSet, name: str, a: Any, b: Any, noise: float, ignore: t
     pairs: list[Pair] = []
     for pp in pairing.pairs:
         ma, mb = combine(pp.a), combine(pp.b)
-        pairs.append(Pair(pp.key, key_fields, ma, mb, compare_runs(mb.samples, ma.samples, noise)))
+        pairs.append(Pair(pp.key, key_fields, ma, mb, compare_runs(mb.samples, ma.samples, noise, interval=False)))
     varying = [i for i in range(len(key_fields)) if len({p.key[i] for p in pairs}) > 1]
     by_name = {key_fields[i]: i for i in varying}
     row = next((by_name[f] for f in ROW_PREFERENCE if f in by_name), varying[0] if varying else None)
@@ -213,17 +213,10 @@ def _ratio_text(pair: Pair, ratio: float) -> str:
     return text
 
 
-def _pair_marks(pair: Pair) -> str:
-    marks = Marks()
-    marks.add(measure_marks(pair.a))
-    marks.add(measure_marks(pair.b))
-    return marks.symbols
-
-
 def _pair_cell(pair: Pair, name: str, a: Any, b: Any) -> Cell:
     ratio = pair.ratio
     if ratio is not None:
-        marks = _pair_marks(pair)
+        marks = symbols_of(pair.a, pair.b)
         text = _ratio_text(pair, ratio) + (f" {marks}" if marks else "")
         return Cell(text, ratio, 0, "", marks)
     for side, m in ((a, pair.a), (b, pair.b)):

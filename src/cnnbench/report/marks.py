@@ -61,8 +61,9 @@ class Marks:
 
     def add(self, other: Marks) -> None:
         self.wide += other.wide
-        self.warned += other.warned
-        self.reasons.update(other.reasons)
+        if other.warned:
+            self.warned += other.warned
+            self.reasons.update(other.reasons)
 
 
 def measure_marks(measure: Measure | None) -> Marks:
@@ -80,6 +81,16 @@ def measure_marks(measure: Measure | None) -> Marks:
                 marks.reasons.update(dict.fromkeys(warnings, 1))
         measure.marks = marks
     return measure.marks
+
+
+def symbols_of(*measures: Measure | None) -> str:
+    """The marks of several measures together, as symbols (``†``, ``⚠``, ``†⚠`` or empty)."""
+    wide = warned = False
+    for m in measures:
+        marks = measure_marks(m)
+        wide = wide or marks.wide > 0
+        warned = warned or marks.warned > 0
+    return (WIDE if wide else "") + (WARNED if warned else "")
 
 
 def combined(measures: Iterable[Measure | None]) -> Marks:

@@ -15,7 +15,7 @@ from typing import Any
 
 from cnnbench.report import fields as F
 from cnnbench.report.labels import Namer, join_labels, unique_names
-from cnnbench.report.marks import Marks, legend_for, measure_marks
+from cnnbench.report.marks import legend_for, symbols_of
 from cnnbench.report.points import Measure, Point, PointSet, combine
 from cnnbench.report.stats import median
 from cnnbench.report.table import Cell, Table, failed, label_cell, missing, number, percent, throughput
@@ -102,11 +102,7 @@ def _series(points: PointSet, group: list[Point]) -> list[Series]:
 
 def _with_marks(cell: Cell, s: Series, n: int) -> Cell:
     """A speedup or efficiency cell, marked when its run or the base run is."""
-    marks = Marks()
-    marks.add(measure_marks(s.measures.get(n)))
-    if s.base is not None and s.base != n:
-        marks.add(measure_marks(s.measures.get(s.base)))
-    symbols = marks.symbols
+    symbols = symbols_of(s.measures.get(n), s.measures.get(s.base) if s.base is not None else None)
     return cell._replace(text=f"{cell.text} {symbols}", marks=symbols) if symbols and cell.is_number else cell
 
 

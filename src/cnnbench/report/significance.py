@@ -35,6 +35,7 @@ it is over 10%. No torch, no numpy.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -102,21 +103,31 @@ def t_two_sided_p(t: float, df: float) -> float:
     return min(1.0, betainc(df / 2.0, 0.5, df / (df + t * t)))
 
 
+def _t_density(t: float, df: float) -> float:
+    log_c = math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi)
+    return math.exp(log_c - (df + 1) / 2 * math.log1p(t * t / df))
+
+
 @lru_cache(maxsize=4096)
 def t_critical(df: float, alpha: float = ALPHA) -> float:
-    """The t with ``P(|T| >= t) = alpha`` (e.g. 2.228 for 10 degrees of freedom at 0.05)."""
-    lo, hi = 0.0, 1.0
-    while t_two_sided_p(hi, df) > alpha:
-        lo, hi = hi, hi * 2.0
+    """The t with ``P(|T| >= t) = alpha`` (e.g. 2.228 for 10 degrees of freedom at 0.05).
+
+    Newton's method from the normal quantile: the tail probability is convex and falling
+    in t, and the t quantile lies above the normal one, so the steps climb to it from below.
+    """
+    lo, hi = 0.0, 10.0
+    for _ in range(60):  # the normal quantile, by bisection on erfc
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if math.erfc(mid / math.sqrt(2.0)) > alpha else (lo, mid)
+    t = lo
+    if df > 1e5:
+        return t
     for _ in range(100):
-        mid = (lo + hi) / 2.0
-        if t_two_sided_p(mid, df) > alpha:
-            lo = mid
-        else:
-            hi = mid
-        if hi - lo < 1e-10 * hi:
+        step = (t_two_sided_p(t, df) - alpha) / (2.0 * _t_density(t, df))
+        t += step
+        if step < 1e-12 * t:
             break
-    return (lo + hi) / 2.0
+    return t
 
 
 # --- a test for the ratio of two means ---------------------------------------------------
@@ -171,7 +182,7 @@ class RatioTest:
 
 
 def ratio_test(num: Sequence[float], den: Sequence[float], alpha: float = ALPHA,
-               autocorrelated: bool = False) -> RatioTest:
+               autocorrelated: bool = False, interval: bool = True) -> RatioTest:
     """Welch's unequal-variance t-test on two independent samples (two or more values each),
     and the interval of the ratio of their means that is consistent with it (Fieller's: it
     leaves out 1 exactly when the test rejects at ``alpha``).
@@ -179,6 +190,7 @@ def ratio_test(num: Sequence[float], den: Sequence[float], alpha: float = ALPHA,
     ``autocorrelated``: the values are consecutive block means of one series, whose residual
     correlation shrinks the information they carry; each side's sample size is then taken as
     ``n (1 - r) / (1 + r)`` with ``r`` its lag-1 autocorrelation (the AR(1) effective size).
+    ``interval=False`` skips the interval (its bounds are then ``None``).
     """
     if len(num) < 2 or len(den) < 2:
         raise ValueError("the test needs two or more values on each side")
@@ -191,6 +203,8 @@ def ratio_test(num: Sequence[float], den: Sequence[float], alpha: float = ALPHA,
     df = se2 * se2 / (v1 * v1 / (n1 - 1.0) + v2 * v2 / (n2 - 1.0))
     t = (m1 - m2) / math.sqrt(se2)
     p = t_two_sided_p(t, df)
+    if not interval:
+        return RatioTest(ratio, p, df, None, None)
     q2 = t_critical(round(df, 3), alpha) ** 2
     # Fieller: the ratios r with (m1 - r m2)^2 <= q^2 (v1 + r^2 v2)
     a = m2 * m2 - q2 * v2
@@ -261,28 +275,62 @@ def _cv(xs: Sequence[float]) -> float | None:
     mean = sum(xs) / n
     if mean <= 0:
         return None
-    return math.sqrt(sum((x - mean) ** 2 for x in xs) / n) / mean
+    var = sum(map(operator.mul, xs, xs)) / n - mean * mean
+    return math.sqrt(var) / mean if var > 0 else 0.0
 
 
 def _number(value: Any) -> float | None:
     return float(value) if value.__class__ in (int, float) else None
 
 
-@dataclass(frozen=True)
 class RunSample:
-    """What the test needs from one ``ok`` run."""
+    """What the test needs from one ``ok`` run: its images/sec, the coefficient of variation
+    of its step times, and (computed when first asked for) its block means."""
 
-    rate: float
-    """images/sec (``metrics.total_images_per_sec``)."""
-    blocks: tuple[float, ...] = ()
-    """Seconds per image of each block of consecutive steps (empty: no step samples)."""
-    cv: float | None = None
-    """Coefficient of variation of the step times (std / mean), ``None`` when unknown."""
+    __slots__ = ("rate", "cv", "_blocks", "_times", "_images")
+
+    def __init__(self, rate: float, blocks: Sequence[float] = (), cv: float | None = None, *,
+                 step_times: Sequence[float] | None = None, images_per_step: float = 0.0) -> None:
+        self.rate = rate
+        """images/sec (``metrics.total_images_per_sec``)."""
+        self.cv = cv
+        """Coefficient of variation of the step times (std / mean), ``None`` when unknown."""
+        self._blocks: tuple[float, ...] | None = None if step_times is not None else tuple(blocks)
+        self._times = step_times
+        self._images = images_per_step
+
+    @property
+    def blocks(self) -> tuple[float, ...]:
+        """Seconds per image of each block of consecutive steps (empty: no step samples)."""
+        if self._blocks is None:
+            self._blocks = blocks_from_step_times(self._times or (), self._images)
+            self._times = None
+        return self._blocks
+
+    @property
+    def has_blocks(self) -> bool:
+        """Are there two or more blocks (without computing them)?"""
+        return len(self._times) >= 2 if self._blocks is None and self._times is not None else len(self.blocks) >= 2
 
     @property
     def wide(self) -> bool:
         """Do its step times vary by more than :data:`WIDE_CV`?"""
         return self.cv is not None and self.cv > WIDE_CV
+
+    def __repr__(self) -> str:
+        return f"RunSample(rate={self.rate!r}, cv={self.cv!r}, blocks={len(self.blocks)})"
+
+
+def _step_times(value: Any) -> list[float] | None:
+    """``metrics.step_times_s`` when it is a non-empty list of positive numbers."""
+    if not isinstance(value, list) or not value:
+        return None
+    try:
+        if min(value) <= 0:  # null, text or a list among the numbers: TypeError
+            return None
+    except TypeError:
+        return None
+    return value
 
 
 def run_sample(record: Mapping[str, Any]) -> RunSample | None:
@@ -295,13 +343,13 @@ def run_sample(record: Mapping[str, Any]) -> RunSample | None:
     rate = _number(metrics.get("total_images_per_sec"))
     if rate is None or rate <= 0:
         return None
-    times = metrics.get("step_times_s")
-    if isinstance(times, list) and times and all(t.__class__ in (int, float) and t > 0 for t in times):
+    times = _step_times(metrics.get("step_times_s"))
+    if times is not None:
         config = record.get("config") or {}
         batch = _number(config.get("batch_size")) if isinstance(config, Mapping) else None
         devices = _number(config.get("num_devices")) if isinstance(config, Mapping) else None
         images = batch * (devices or 1) if batch else 0.0
-        return RunSample(rate, blocks_from_step_times(times, images), _cv(times))
+        return RunSample(rate, cv=_cv(times), step_times=times, images_per_step=images)
     series = metrics.get("step_series")
     blocks: tuple[float, ...] = ()
     if isinstance(series, Mapping):
@@ -359,26 +407,27 @@ def _median(xs: Sequence[float]) -> float:
 
 
 def compare_runs(base: Sequence[RunSample], cand: Sequence[RunSample], noise: float = DEFAULT_NOISE,
-                 alpha: float = ALPHA) -> Comparison:
-    """Is the candidate's images/sec different from the baseline's? (see the module docstring)."""
+                 alpha: float = ALPHA, interval: bool = True) -> Comparison:
+    """Is the candidate's images/sec different from the baseline's? (see the module docstring;
+    ``interval=False``: no interval of the ratio, for callers that only need the verdict)."""
     nb, nc = len(base), len(cand)
     if not nb or not nc:
         return Comparison(None, False, NONE, n_base=nb, n_cand=nc)
     ratio = _median([r.rate for r in cand]) / _median([r.rate for r in base])
-    test: RatioTest | None = None
-    basis = NONE
     if nb >= 2 and nc >= 2:
-        test = ratio_test([r.rate for r in cand], [r.rate for r in base], alpha)
         basis = REPEATS
+    elif all(r.has_blocks for r in base) and all(r.has_blocks for r in cand):
+        basis = STEPS
     else:
-        tb = [x for r in base for x in r.blocks]
-        tc = [x for r in cand for x in r.blocks]
-        if all(r.blocks for r in base) and all(r.blocks for r in cand) and len(tb) >= 2 and len(tc) >= 2:
-            # seconds per image, baseline over candidate: the ratio of rates
-            test = ratio_test(tb, tc, alpha, autocorrelated=True)
-            basis = STEPS
-    if test is None:
         return Comparison(ratio, False, NONE, n_base=nb, n_cand=nc)
+    if not interval and abs(ratio - 1.0) < noise:  # never significant: spare the test
+        return Comparison(ratio, False, basis, n_base=nb, n_cand=nc)
+    if basis == REPEATS:
+        test = ratio_test([r.rate for r in cand], [r.rate for r in base], alpha, interval=interval)
+    else:
+        # seconds per image, baseline over candidate: the ratio of rates
+        test = ratio_test([x for r in base for x in r.blocks], [x for r in cand for x in r.blocks], alpha,
+                          autocorrelated=True, interval=interval)
     same_direction = (test.ratio - 1.0) * (ratio - 1.0) > 0
     significant = test.p < alpha and abs(ratio - 1.0) >= noise and same_direction
     return Comparison(ratio, significant, basis, test.p, test.low, test.high, nb, nc)
