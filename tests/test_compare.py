@@ -193,3 +193,17 @@ def test_lambda_fp16_vs_fp32_needs_ignore_batch_size(lambda_store, capsys):
     assert {p["test"] for p in doc["pairs"]} == {"steps"}  # block means from tf's progress lines
     assert all(p["verdict"] == "faster" for p in doc["pairs"])
     assert {p["batch_size"] for p in doc["pairs"] if p["model"] == "resnet50"} == {"256 → 512"}
+
+
+def test_terminal_table_colours_the_verdict(tmp_path, capsys, monkeypatch):
+    from rich.console import Console
+
+    import cnnbench.report.compare_format as fmt
+
+    rng = random.Random(8)
+    result = compare_records(Side("a", [noisy(400.0, rng)]), Side("b", [noisy(300.0, rng)]))
+    monkeypatch.setattr("rich.console.Console", lambda **kw: Console(force_terminal=True, width=200, **kw))
+    fmt.print_rich(result)
+    out = capsys.readouterr().out
+    assert "\x1b[31mslower" in out  # red
+    assert "Geometric mean of 1 ratio" in out
