@@ -28,7 +28,7 @@ from cnnbench.report.marks import Marks, measure_marks, run_warnings
 from cnnbench.report.pairing import differing_fields, pair_key_fields, pair_points
 from cnnbench.report.points import Measure, Point, build_points, combine
 from cnnbench.report.selection import parse_where, select, value_matches
-from cnnbench.report.significance import ALPHA, DEFAULT_NOISE, NONE, Comparison, compare_runs
+from cnnbench.report.significance import ALPHA, DEFAULT_NOISE, Comparison, compare_runs
 
 SIDE = "compare_side"
 """The field that tells the two sides apart when they come from two sets of results."""
@@ -281,6 +281,6 @@ def summary_line(result: CompareResult) -> str:
 
 
 __all__ = [
-    "BASELINE", "CANDIDATE", "NONE", "CompareError", "CompareOptions", "CompareResult", "ComparedPair", "Side",
+    "BASELINE", "CANDIDATE", "CompareError", "CompareOptions", "CompareResult", "ComparedPair", "Side",
     "compare_records", "split_records", "summary_line", "verdict_counts",
 ]
