@@ -28,6 +28,7 @@ MODELS = ["resnet50", "resnet101", "resnet152", "inception3", "inception4", "vgg
           "squeezenet1_1", "shufflenet_v2_x1_0", "mnasnet1_0", "regnet_y_8gf", "convnext_tiny", "vit_b_16"]
 MACHINES = [f"box{i:02d}" for i in range(10)]
 DEVICES = [1, 2, 4, 8]
+STEPS = 100  # timed steps per record (cnnbench run's default --num-batches)
 CONFIGS = [(d, v, p) for d in ("synthetic", "imagenet") for v in ("replicated", "parameter_server")
            for p in ("fp32", "amp_fp16")]
 
@@ -56,7 +57,7 @@ def synthetic_records(n: int, seed: int = 0) -> list[dict[str, Any]]:
                             "gpu_count": 8, "torch_version": "2.5.0"},
             "metrics": {} if status != "ok" else {
                 "total_images_per_sec": ips * rng.uniform(0.98, 1.02),
-                "step_times_s": [0.1] * 20},
+                "step_times_s": [round(0.1 * rng.uniform(0.97, 1.03), 6) for _ in range(STEPS)]},
         })
     return out
 
@@ -74,7 +75,7 @@ def time_one(n: int, max_plots: int) -> dict[str, float]:
                 f.write(json.dumps(r, separators=(",", ":")) + "\n")  # as the store writes them
         del recs
         t0 = time.perf_counter()
-        records, _ = read_records([store], step_times=False)  # as cnnbench report reads them
+        records, _ = read_records([store])  # as cnnbench report reads them (step times: the significance test)
         t1 = time.perf_counter()
         report = build_report(records, ReportOptions(max_plots=max_plots))
         t2 = time.perf_counter()

@@ -32,27 +32,33 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "that takes exactly two values).")
     p.add_argument("--baseline", action="append", default=[], metavar="FIELD=VALUE",
                    help="Value the other values of FIELD are compared with in effect tables.")
+    p.add_argument("--ignore", nargs="+", action="extend", default=[], metavar="FIELD",
+                   help="Fields results may differ in and still pair in effect tables, e.g. --effect precision "
+                   "--ignore batch_size when fp16 ran twice the fp32 batch (the table's caption names them).")
+    p.add_argument("--include-warned", action="store_true",
+                   help="Let cells whose runs recorded warnings (busy machine, throttling, ...) into the "
+                   "observations; they are always in the tables, marked.")
     p.add_argument("--where", action="append", default=[], metavar="FIELD=VALUE",
                    help="Keep only matching results: FIELD=V, FIELD=V1,V2 (any of), FIELD!=V; "
                    "repeatable (all must hold).")
     p.add_argument("--title", default="cnnbench report", metavar="T", help="Report title.")
     p.add_argument("--noise", default="3", metavar="PCT",
-                   help="Differences up to PCT percent are called insignificant (default 3; widened when "
-                   "repeats spread more).")
+                   help="Differences under PCT percent are never called significant (default 3); larger ones "
+                   "must also pass the t-test on repeats or step times.")
     p.add_argument("--max-plots", type=int, default=8, metavar="N",
                    help="Draw at most N plots (default 8: scaling first, then training curves, then throughput).")
     p.add_argument("--no-plots", action="store_true", help="Draw no plots (same as --max-plots 0).")
     p.set_defaults(handler=handle)
 
 
-def parse_noise(text: str) -> float:
+def parse_noise(text: str, flag: str = "--noise") -> float:
     """``3`` or ``3%`` -> 0.03."""
     try:
         value = float(text.strip().rstrip("%"))
     except ValueError:
-        raise UserError(f"--noise: expected a percentage such as 3 or 3%, got {text!r}") from None
+        raise UserError(f"{flag}: expected a percentage such as 3 or 3%, got {text!r}") from None
     if not 0 <= value < 100:
-        raise UserError(f"--noise: must be between 0 and 100 percent, got {text!r}")
+        raise UserError(f"{flag}: must be between 0 and 100 percent, got {text!r}")
     return value / 100
 
 
@@ -80,7 +86,7 @@ def handle(args: argparse.Namespace) -> int:
     except OutputError as exc:
         raise UserError(str(exc)) from None
     try:
-        records, problems = read_records(args.results, step_times=False)  # reports never need step times
+        records, problems = read_records(args.results)  # step times: the significance test and the spread marks
     except FileNotFoundError as exc:
         raise UserError(str(exc)) from None
     for problem in problems:
@@ -89,6 +95,8 @@ def handle(args: argparse.Namespace) -> int:
         columns=args.columns,
         effects=args.effect,
         baselines=parse_baselines(args.baseline),
+        ignore=args.ignore,
+        include_warned=args.include_warned,
         where=args.where,
         title=args.title,
         noise=parse_noise(args.noise),

@@ -56,7 +56,11 @@ class ReportOptions:
     where: Sequence[str] = ()
     title: str = "cnnbench report"
     noise: float = 0.03
-    """Relative differences up to this are called insignificant (widened by repeat spread)."""
+    """The smallest relative difference called significant (the test's minimum effect)."""
+    ignore: Sequence[str] = ()
+    """Fields results may differ in and still pair in effect tables (``--ignore``)."""
+    include_warned: bool = False
+    """Let cells whose runs recorded warnings (or were throttled) into the observations."""
     max_plots: int = 8
     problems: Sequence[str] = ()
     """Lines the store could not read, listed at the end."""
@@ -89,6 +93,7 @@ def build_report(records: Sequence[Mapping[str, Any]], options: ReportOptions | 
                                "(machine, gpu, cpu, num_devices, precision, ...)")
         effect_fields = None if opts.effects is None else [F.resolve_field(e, selected) for e in opts.effects]
         baselines = _parse_baselines(opts.baselines, selected)
+        ignore = [F.resolve_field(f, selected) for f in opts.ignore]
     except F.FieldError as exc:
         raise ReportError(str(exc)) from exc
     pipelines = pipeline_tables(selected, column, opts.noise)  # cnnbench data: no model, tables of their own
@@ -102,9 +107,13 @@ def build_report(records: Sequence[Mapping[str, Any]], options: ReportOptions | 
     names = effect_fields if effect_fields is not None else default_effect_fields(points)
     try:
         effects, effect_notes = compute_effects(points, names, baselines, opts.noise,
-                                                explain=effect_fields is not None)
+                                                explain=effect_fields is not None, ignore=ignore)
     except F.FieldError as exc:
         raise ReportError(str(exc)) from exc
+    inert = [F.short_name(f) for f in ignore if f not in points.key_fields]
+    if inert:
+        effect_notes.append(f"--ignore {', '.join(inert)}: not part of what pairs results (it never kept two "
+                            f"results apart), so ignoring it changes nothing.")
     impls = implementation_tables(points, opts.noise)
     trainings = training_results(points)
     energies = energy_tables(sections)
@@ -115,8 +124,9 @@ def build_report(records: Sequence[Mapping[str, Any]], options: ReportOptions | 
     all_tables += [e.table for e in effects] + impls + [r.table for r in trainings] + pipelines + energies
     unique_ids(all_tables)
 
-    observations = (scaling_observations(groups) + effect_observations(effects)
-                    + fastest_observations(sections, column) + implementation_observations(impls)
+    warned = opts.include_warned
+    observations = (scaling_observations(groups, warned) + effect_observations(effects, warned)
+                    + fastest_observations(sections, column, warned) + implementation_observations(impls, warned)
                     + failure_observations(sections))
 
     report = Report(opts.title, tables=all_tables, observations=observations, n_records=len(selected))

@@ -1,11 +1,14 @@
 """One factor at a time: "speedup from A vs B" over pairs that agree on everything else.
 
 For a field F with values A and B, a *pair* is two points whose identities are equal
-except for F; its ratio is images/sec with A over images/sec with B. When F describes the
-machine (machine, GPU, CPU), the machine label leaves the identity too, so a pair is the
-same configuration on two machines. Tables: one row per device count (or the remaining
-dimension that varies), one column per pair, a median column, and an ``all`` row of
-medians over all pairs. Fields with more than two values compare each value with a
+except for F (and the fields the user chose to ignore; see :mod:`cnnbench.report.pairing`);
+its ratio is images/sec with A over images/sec with B, and whether that ratio is
+significant comes from :func:`cnnbench.report.significance.compare_runs`, the test
+``cnnbench compare`` uses. When F describes the machine (machine, GPU, CPU), the machine
+label leaves the identity too, so a pair is the same configuration on two machines.
+Tables: one row per device count (or the remaining dimension that varies), one column per
+pair, a median column, and an ``all`` row of medians over all pairs; ratios that are not
+significant read ``n.s.``. Fields with more than two values compare each value with a
 baseline (``--baseline FIELD=VALUE``; default: the first value in natural order, fp32 for
 precision).
 """
@@ -16,13 +19,14 @@ import dataclasses
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from operator import itemgetter
 from typing import Any
 
-from cnnbench.config.run_config import dependent_fields
 from cnnbench.report import fields as F
-from cnnbench.report.points import ATTRIBUTE_FIELDS, Measure, Point, PointSet, combine
-from cnnbench.report.stats import effective_noise, median
+from cnnbench.report.marks import NO_SAMPLES, NOT_SIGNIFICANT, combined, legend, measure_marks, symbols_of
+from cnnbench.report.pairing import ignored_differences, pair_key_fields, pair_points, pooled_pairs
+from cnnbench.report.points import ATTRIBUTE_FIELDS, Measure, PointSet, combine
+from cnnbench.report.significance import ALPHA, NONE, Comparison, compare_runs
+from cnnbench.report.stats import median
 from cnnbench.report.table import Cell, Table, label_cell, missing, number
 from cnnbench.results.query import value_matches
 
@@ -39,6 +43,8 @@ class Pair:
     fields: tuple[str, ...]
     a: Measure
     b: Measure
+    comparison: Comparison | None = None
+    """A against B (B the baseline), from the shared significance test."""
 
     def get(self, name: str) -> Any:
         return self.key[self.fields.index(name)]
@@ -47,6 +53,14 @@ class Pair:
     def ratio(self) -> float | None:
         ma, mb = self.a.median, self.b.median
         return ma / mb if ma is not None and mb else None
+
+    @property
+    def significant(self) -> bool:
+        return self.comparison is not None and self.comparison.significant
+
+    @property
+    def warned(self) -> bool:
+        return bool(measure_marks(self.a).warned or measure_marks(self.b).warned)
 
 
 @dataclass
@@ -59,8 +73,11 @@ class Effect:
     pairs: list[Pair]
     table: Table
     noise: float
+    """The smallest relative difference called significant."""
     row_field: str | None
     ratios: list[float] = dataclasses.field(default_factory=list)
+    ignored: tuple[str, ...] = ()
+    """Fields left out of the pairing (``--ignore``)."""
 
     @property
     def median(self) -> float | None:
@@ -74,18 +91,6 @@ class Effect:
     @property
     def title(self) -> str:
         return f"{F.label(self.field, self.a)} vs {F.label(self.field, self.b)}"
-
-
-def _pair_key_fields(points: PointSet, name: str) -> list[str]:
-    """The fields two results must agree on to be compared by ``name``: all but ``name``
-    and the options that apply only with some of its values (the DDP knobs when comparing
-    ``variable_update``; see ``option(depends_on=...)``)."""
-    drop = {name}
-    if name in F.HARDWARE_FIELDS:
-        drop.add(F.MACHINE)
-    if name.startswith("config."):
-        drop.update(f"config.{dep}" for dep in dependent_fields(name.split(".", 1)[1]))
-    return [f for f in points.key_fields if f not in drop]
 
 
 def _signature(points: PointSet, name: str) -> tuple[int, ...]:
@@ -133,9 +138,10 @@ def find_value(values: Sequence[Any], wanted: str) -> Any:
 
 
 def compute_effects(points: PointSet, names: Sequence[str], baselines: Mapping[str, str],
-                    noise: float, explain: bool = True) -> tuple[list[Effect], list[str]]:
+                    noise: float, explain: bool = True, ignore: Sequence[str] = ()) -> tuple[list[Effect], list[str]]:
     """Effects for each field in ``names``; with ``explain``, also notes on the fields that
-    gave no pair (for fields the user named; default fields without pairs are just left out)."""
+    gave no pair (for fields the user named; default fields without pairs are just left out).
+    ``ignore``: fields two results may differ in and still pair (besides the effect's)."""
     effects: list[Effect] = []
     notes: list[str] = []
     unpaired: list[str] = []
@@ -149,11 +155,12 @@ def compute_effects(points: PointSet, names: Sequence[str], baselines: Mapping[s
         base = find_value(values, baselines[name]) if name in baselines else default_baseline(name, values)
         others = [v for v in sorted(values, key=F.sort_key) if v != base]
         for a in others:
-            effect = _effect(points, name, a, base, noise)
+            effect = _effect(points, name, a, base, noise, tuple(f for f in ignore if f != name))
             if effect is None:
                 if explain:
+                    but = f" but {', '.join(map(F.short_name, ignore))}" if ignore else ""
                     notes.append(f"{F.label(name, a)} vs {F.label(name, base)}: no two results agree on "
-                                 f"every other field, so there is no pair to compare.")
+                                 f"every other field{but}, so there is no pair to compare.")
                 else:
                     unpaired.append(F.short_name(name))
             else:
@@ -164,49 +171,73 @@ def compute_effects(points: PointSet, names: Sequence[str], baselines: Mapping[s
     return effects, notes
 
 
-def _effect(points: PointSet, name: str, a: Any, b: Any, noise: float) -> Effect | None:
-    key_fields = tuple(_pair_key_fields(points, name))
-    idx = [points.key_fields.index(f) for f in key_fields]
-    getter = itemgetter(*idx) if len(idx) > 1 else (lambda k: tuple(k[i] for i in idx))
-    buckets: dict[tuple, tuple[list[Point], list[Point]]] = {}
-    for p in points.points:
-        v = p.values.get(name)
-        side = 0 if v == a else 1 if v == b else -1
-        if side < 0:
-            continue
-        k = getter(p.key)
-        slot = buckets.get(k)
-        if slot is None:
-            slot = buckets[k] = ([], [])
-        slot[side].append(p)
-    pairs: list[Pair] = []
-    involved: list[Point] = []
-    for key, (pa, pb) in buckets.items():
-        if pa and pb:
-            pairs.append(Pair(key, key_fields, combine(pa), combine(pb)))
-            involved += pa + pb
-    if not pairs:
+def _effect(points: PointSet, name: str, a: Any, b: Any, noise: float, ignore: tuple[str, ...]) -> Effect | None:
+    ignore = tuple(f for f in ignore if f in points.key_fields)
+    key_fields = pair_key_fields(points.key_fields, name, ignore)
+    pairing = pair_points(points, name, a, b, key_fields)
+    if not pairing.pairs:
         return None
+    pairs: list[Pair] = []
+    for pp in pairing.pairs:
+        ma, mb = combine(pp.a), combine(pp.b)
+        pairs.append(Pair(pp.key, key_fields, ma, mb, compare_runs(mb.samples, ma.samples, noise, interval=False)))
     varying = [i for i in range(len(key_fields)) if len({p.key[i] for p in pairs}) > 1]
     by_name = {key_fields[i]: i for i in varying}
     row = next((by_name[f] for f in ROW_PREFERENCE if f in by_name), varying[0] if varying else None)
     cols = [i for i in varying if i != row]
-    eff_noise = effective_noise(noise, (p.measure.spread for p in involved))
     order = {v: i for i, v in enumerate(points.distinct(key_fields[row]))} if row is not None else {}
-    table, ratios = _table(name, a, b, pairs, row, cols, eff_noise, order)
+    table, ratios = _table(name, a, b, pairs, row, cols, noise, order)
+    if ignore:
+        table.title += f" ({', '.join(map(F.short_name, ignore))} ignored)"
+        table.notes.append(_ignore_note(pairing.pairs, ignore))
     row_field = key_fields[row] if row is not None else None
-    return Effect(name, a, b, pairs, table, eff_noise, row_field, ratios)
+    return Effect(name, a, b, pairs, table, noise, row_field, ratios, ignore)
+
+
+def _ignore_note(pairs: Sequence[Any], ignore: tuple[str, ...]) -> str:
+    differs = ignored_differences(pairs, ignore)
+    parts = [f"{F.short_name(f)} (differs in {n} of {len(pairs)} pairs)" for f, n in differs.items()]
+    text = f"Pairs ignore {', '.join(parts)}: results pair whatever these fields say."
+    pooled = pooled_pairs(pairs, ignore)
+    if pooled:
+        text += (f" In {pooled} pair{'s' if pooled != 1 else ''} a side holds several values of an ignored "
+                 f"field; its results are pooled.")
+    return text
+
+
+def _ratio_text(pair: Pair, ratio: float) -> str:
+    text = f"{ratio:.2f}"
+    c = pair.comparison
+    if c is not None and not c.significant:
+        text += f" ({NO_SAMPLES})" if c.basis == NONE else f" {NOT_SIGNIFICANT}"
+    return text
 
 
 def _pair_cell(pair: Pair, name: str, a: Any, b: Any) -> Cell:
     ratio = pair.ratio
     if ratio is not None:
-        return number(ratio)
+        marks = symbols_of(pair.a, pair.b)
+        text = _ratio_text(pair, ratio) + (f" {marks}" if marks else "")
+        return Cell(text, ratio, 0, "", marks)
     for side, m in ((a, pair.a), (b, pair.b)):
         word = m.failure_text() if m.median is None else ""
         if word:
             return Cell(f"{F.label(name, side)}: {word}", None, 0, word)
     return missing()
+
+
+def significance_legend(pairs: Sequence[Pair], noise: float) -> list[str]:
+    """Lines that explain ``n.s.`` and ``no samples`` where they appear."""
+    lines = []
+    shown = [p for p in pairs if p.ratio is not None and p.comparison is not None]
+    if any(not p.significant and p.comparison.basis != NONE for p in shown):  # type: ignore[union-attr]
+        lines.append(f"{NOT_SIGNIFICANT} not significant: Welch's t-test finds no difference at the "
+                     f"{ALPHA * 100:g}% level (on the runs where each side has two or more, else on block "
+                     f"means of the step times), or the ratio is within {noise * 100:g}% of 1.")
+    if any(p.comparison.basis == NONE for p in shown):  # type: ignore[union-attr]
+        lines.append(f"({NO_SAMPLES}) nothing to test with: one run per side and no step times; never called "
+                     f"significant.")
+    return lines
 
 
 def _table(name: str, a: Any, b: Any, pairs: list[Pair], row: int | None, cols: list[int], noise: float,
@@ -257,7 +288,9 @@ def _table(name: str, a: Any, b: Any, pairs: list[Pair], row: int | None, cols: 
     notes = [f"Ratio of images/sec with {a_label} over images/sec with {b_label} (> 1: {a_label} is faster), "
              f"for each pair of {pairing}. Rows: {row_name or 'all pairs'}; "
              f"columns: {', '.join(F.short_name(f) for f in col_fields) or 'the pair'}; 'all': medians over "
-             f"every pair. Differences within {noise * 100:.1f}% are noise."]
+             f"every pair."]
+    notes += significance_legend(pairs, noise)
+    notes += legend(combined([m for p in pairs for m in (p.a, p.b)]))
     table = Table(f"effect-{F.slug(short)}-{F.slug(F.text(a))}-vs-{F.slug(F.text(b))}",
                   f"Speedup from {a_label} vs {b_label}", "effect",
                   [row_name] + columns + ["median"], rows, notes)

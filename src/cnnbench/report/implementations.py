@@ -15,6 +15,7 @@ from collections import defaultdict
 from typing import Any
 
 from cnnbench.report import fields as F
+from cnnbench.report.marks import legend_for
 from cnnbench.report.points import Point, PointSet, combine
 from cnnbench.report.table import Cell, Table, missing, number, throughput
 from cnnbench.results.naming import data_kind
@@ -101,6 +102,7 @@ def implementation_tables(points: PointSet, noise: float) -> list[Table]:
             rows.append(row)
         columns = ["devices"] + impls + ([f"{impls[0]} / {impls[1]}"] if ratio else [])
         notes = ["images/sec over all devices, median of repeats; rows: device count."]
+        notes += legend_for([p.measure for p in group])
         title = _title(core)
         tables.append(Table(f"implementations-{F.slug(title)}", f"Implementations: {title}", "implementation",
                             columns, rows, notes))

@@ -2,9 +2,11 @@
 
 Every bullet is computed from table cells (its :class:`Ref` list names them: table id,
 row label, column), and says nothing that no number supports: scaling efficiency at the
-largest device count with a plain verdict, each effect's median against the noise
-threshold, the fastest machine (or other column value) per model, implementation ratios,
-and failures.
+largest device count with a plain verdict, each effect's median and how many of its pairs
+differ significantly (an effect is named only when at least half of its pairs are
+significant in the direction of the median), the fastest machine (or other column value)
+per model, implementation ratios, and failures. Cells marked as warned (a run recorded
+warnings or was throttled) are left out unless ``include_warned``.
 """
 
 from __future__ import annotations
@@ -16,9 +18,10 @@ from dataclasses import dataclass, field
 from cnnbench.report import fields as F
 from cnnbench.report.configurations import Section
 from cnnbench.report.effects import Effect
+from cnnbench.report.marks import is_warned
 from cnnbench.report.scaling import ScalingGroup
 from cnnbench.report.stats import median
-from cnnbench.report.table import Table
+from cnnbench.report.table import Cell, Table
 
 MAX_SCALING_BULLETS = 6
 MAX_EFFECT_BULLETS = 10
@@ -58,23 +61,32 @@ def _pct(x: float) -> str:
     return f"{x * 100:.1f}%"
 
 
-def scaling_observations(groups: Sequence[ScalingGroup]) -> list[Observation]:
-    """Efficiency at the largest device count of each scaling configuration."""
+def _usable(cell: Cell, include_warned: bool) -> bool:
+    return cell.is_number and (include_warned or not is_warned(cell.marks))
+
+
+def scaling_observations(groups: Sequence[ScalingGroup], include_warned: bool = False) -> list[Observation]:
+    """Efficiency at the largest device count of each scaling configuration (warned cells
+    left out: then the median quoted is the lower median of the cells left, itself a cell)."""
     out: list[Observation] = []
     summaries = []
     for g in groups:
         t = g.efficiency
         for row in reversed(t.rows):
-            med = row[-1]
-            if not med.is_number:
+            cells = [(t.columns[i], c) for i, c in enumerate(row[1:-1], 1) if _usable(c, include_warned)]
+            if not cells:
                 continue
-            cells = [(t.columns[i], c) for i, c in enumerate(row[1:-1], 1) if c.is_number]
+            med = row[-1]
+            if len(cells) < sum(1 for c in row[1:-1] if c.is_number):
+                ordered = sorted(cells, key=lambda c: c[1].value)
+                med = ordered[(len(ordered) - 1) // 2][1]
             summaries.append((g, t, row[0].text, cells, med))
             break
     for g, t, n, cells, med in summaries[:MAX_SCALING_BULLETS]:
         lo = min(cells, key=lambda c: c[1].value)
         hi = max(cells, key=lambda c: c[1].value)
-        refs = [Ref(t.id, n, lo[0]), Ref(t.id, n, hi[0]), Ref(t.id, n, "median")]
+        med_col = "median" if med is t.row(n)[-1] else next(c for c, cell in cells if cell is med)
+        refs = [Ref(t.id, n, lo[0]), Ref(t.id, n, hi[0]), Ref(t.id, n, med_col)]
         if len(cells) == 1:
             text = (f"Scaling, {g.name}: at {n} devices, efficiency is {lo[1].text} for {lo[0]} — "
                     f"{verdict(med.value)}.")
@@ -91,7 +103,7 @@ def scaling_observations(groups: Sequence[ScalingGroup]) -> list[Observation]:
         out.append(Observation(
             f"Scaling, {len(rest)} further configurations: median efficiency at their largest device count "
             f"ranges {lowest[4].text}–{highest[4].text} (overall median {_pct(overall or 0.0)}).",
-            [Ref(s[1].id, s[2], "median") for s in rest]))
+            [Ref(s[1].id, s[2], "median") for s in rest if s[4] is s[1].row(s[2])[-1]]))
     return out
 
 
@@ -103,38 +115,57 @@ def _locate(table: Table, value: float) -> Ref | None:
     return None
 
 
-def effect_observations(effects: Sequence[Effect]) -> list[Observation]:
-    """Each effect's median over its pairs, against its noise threshold."""
+def effect_observations(effects: Sequence[Effect], include_warned: bool = False) -> list[Observation]:
+    """Each effect's median over its pairs, named only when the pairs bear it out: at least
+    half of them significant in the direction of the median (the test of
+    :mod:`cnnbench.report.significance`), and the median beyond the minimum effect."""
     out = []
     for e in effects[:MAX_EFFECT_BULLETS]:
-        med = e.median
+        pairs = [p for p in e.pairs if p.ratio is not None and (include_warned or not p.warned)]
+        if not pairs:
+            continue
+        ratios = [p.ratio for p in pairs if p.ratio is not None]
+        left_out = len(e.ratios) - len(ratios)
+        med = e.median if not left_out else median(ratios)
         if med is None:
             continue
         t = e.table
-        refs = [Ref(t.id, e.summary_row, "median")]
-        n = len(e.ratios)
-        head = f"{e.title} ({F.short_name(e.field)}): median {med:.2f}"
+        refs = [Ref(t.id, e.summary_row, "median")] if not left_out else []
+        n = len(ratios)
+        head = f"{e.title} ({F.short_name(e.field)}"
+        head += f"; {', '.join(map(F.short_name, e.ignored))} ignored)" if e.ignored else ")"
+        head += f": median {med:.2f}"
         if n > 1:
-            lo, hi = min(e.ratios), max(e.ratios)
+            lo, hi = min(ratios), max(ratios)
             head += f" over {n} pairs (range {lo:.2f}–{hi:.2f})"
             refs += [r for r in (_locate(t, lo), _locate(t, hi)) if r is not None]
         else:
             head += " from 1 pair"
+            refs += [r for r in (_locate(t, med),) if r is not None]
+        if left_out:
+            head += f", {left_out} pair{'s' if left_out != 1 else ''} with warned runs left out"
+        faster = sum(1 for p in pairs if p.significant and p.ratio is not None and p.ratio > 1)
+        slower = sum(1 for p in pairs if p.significant and p.ratio is not None and p.ratio < 1)
+        agreeing = faster if med > 1 else slower
+        counted = f"{faster + slower} of {n} pair{'s' if n != 1 else ''} significant"
         a, b = F.label(e.field, e.a), F.label(e.field, e.b)
-        if abs(med - 1) <= e.noise:
-            tail = f"no significant effect (within the {_pct(e.noise)} noise threshold)"
+        if abs(med - 1) < e.noise or agreeing * 2 < n:
+            tail = f"no significant effect ({counted}"
+            tail += f"; the median is within the {_pct(e.noise)} minimum effect)" if abs(med - 1) < e.noise else ")"
         elif med >= 1.5:
-            tail = f"{a} is {med:.2f}× as fast as {b}"
+            tail = f"{a} is {med:.2f}× as fast as {b} ({counted})"
         elif med > 1:
-            tail = f"{a} is {_pct(med - 1)} faster than {b}"
+            tail = f"{a} is {_pct(med - 1)} faster than {b} ({counted})"
         else:
-            tail = f"{a} is {_pct(1 - med)} slower than {b}"
+            tail = f"{a} is {_pct(1 - med)} slower than {b} ({counted})"
         out.append(Observation(f"{head}: {tail}.", refs))
     return out
 
 
-def fastest_observations(sections: Sequence[Section], column_field: str) -> list[Observation]:
-    """The column value (machine by default) with the highest images/sec for each model."""
+def fastest_observations(sections: Sequence[Section], column_field: str,
+                         include_warned: bool = False) -> list[Observation]:
+    """The column value (machine by default) with the highest images/sec for each model
+    (warned cells are not in the contest)."""
     if column_field == F.DEVICES:
         return []
     wins: dict[str, Counter] = defaultdict(Counter)
@@ -145,7 +176,7 @@ def fastest_observations(sections: Sequence[Section], column_field: str) -> list
         t = s.table
         data = range(t.label_columns, len(t.columns))
         for row in t.rows:
-            cells = [(t.columns[i], row[i]) for i in data if row[i].is_number]
+            cells = [(t.columns[i], row[i]) for i in data if _usable(row[i], include_warned)]
             if len(cells) < 2:
                 continue
             col, cell = max(cells, key=lambda c: c[1].value)
@@ -171,15 +202,16 @@ def fastest_observations(sections: Sequence[Section], column_field: str) -> list
     return [Observation(f"Fastest {name} per model — " + "; ".join(parts) + tail + ".", all_refs)]
 
 
-def implementation_observations(tables: Sequence[Table]) -> list[Observation]:
-    """Median ratio of two implementations over all their side-by-side device counts."""
+def implementation_observations(tables: Sequence[Table], include_warned: bool = False) -> list[Observation]:
+    """Median ratio of two implementations over all their side-by-side device counts
+    (rows with a warned cell left out)."""
     by_pair: dict[str, list[tuple[Table, str, float]]] = defaultdict(list)
     for t in tables:
         if len(t.columns) != 4:
             continue
         ratio_col = t.columns[-1]
         for row in t.rows:
-            if row[-1].is_number:
+            if row[-1].is_number and all(include_warned or not is_warned(c.marks) for c in row):
                 by_pair[ratio_col].append((t, row[0].text, row[-1].value))
     out = []
     for col, items in by_pair.items():

@@ -3,9 +3,11 @@
 A record's *identity* is its configuration (every ``config`` field except those that only
 say how long or where a run went: seed, step counts, folders), its machine label and its
 source. Records with the same identity are repeats of one :class:`Point`; the point's
-figure is the median ``total_images_per_sec`` of its ``ok`` repeats. Fields that describe
-the machine (GPU and CPU model) travel with the point as attributes. Every table is built
-from points, so repeats are folded the same way everywhere.
+figure is the median ``total_images_per_sec`` of its ``ok`` repeats; its ``ok`` records are
+kept for the significance test (their step times) and for the marks of untrustworthy runs
+(wide spread, warnings). Fields that describe the machine (GPU and CPU model) travel with the
+point as attributes. Every table is built from points, so repeats are folded the same way
+everywhere.
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any
 
+from cnnbench.config.run_config import config_fields, identity_fields
 from cnnbench.report import fields as F
+from cnnbench.report.significance import RunSample, run_sample
 from cnnbench.report.stats import median, relative_spread
 
 log = logging.getLogger(__name__)
@@ -26,7 +30,7 @@ IGNORED_CONFIG = frozenset({
     "seed", "num_batches", "num_warmup_batches", "display_every", "data_dir", "results_dir",
     "machine_label", "repeat", "repeats", "num_repeats", "timeout", "timeout_s", "trace",
     "trace_dir", "profile", "profile_dir", "profile_steps", "output", "skip_bad_images", "log_every",
-})
+}) | frozenset(f.name for f in config_fields()) - identity_fields()
 
 # Machine descriptors kept on each point (taken from its first record), never in its key.
 ATTRIBUTE_FIELDS = ("environment.gpu_model", "environment.cpu_model", "environment.hostname")
@@ -45,13 +49,19 @@ _UNSET = object()
 class Measure:
     """Throughputs of ``ok`` repeats and the statuses of all repeats of one cell."""
 
-    __slots__ = ("ips", "statuses", "_median", "_spread")
+    __slots__ = ("ips", "statuses", "runs", "_median", "_spread", "_samples", "marks")
 
-    def __init__(self, ips: list[float] | None = None, statuses: dict[str, int] | None = None) -> None:
+    def __init__(self, ips: list[float] | None = None, statuses: dict[str, int] | None = None,
+                 runs: list[Mapping[str, Any]] | None = None) -> None:
         self.ips: list[float] = ips if ips is not None else []
         self.statuses: dict[str, int] = statuses if statuses is not None else {}
+        self.runs: list[Mapping[str, Any]] = runs if runs is not None else []
+        """The ``ok`` records behind :attr:`ips`."""
         self._median: Any = _UNSET
         self._spread: Any = _UNSET
+        self._samples: list[RunSample | None] | None = None
+        self.marks: Any = None
+        """Set by :func:`cnnbench.report.marks.measure_marks` (a cache)."""
 
     def __repr__(self) -> str:
         return f"Measure(ips={self.ips!r}, statuses={self.statuses!r})"
@@ -82,18 +92,35 @@ class Measure:
         fails = sorted(self.failures.items(), key=lambda kv: -kv[1])
         return "/".join(status_word(s) for s, _ in fails)
 
-    def record(self, status: str, ips: float | None) -> None:
-        """Count one repeat."""
+    @property
+    def run_samples(self) -> list[RunSample | None]:
+        """What the significance test needs from each of :attr:`runs` (in the same order)."""
+        if self._samples is None:
+            self._samples = [run_sample(r) for r in self.runs]
+        return self._samples
+
+    @property
+    def samples(self) -> list[RunSample]:
+        """The samples of the runs that have one."""
+        return [s for s in self.run_samples if s is not None]
+
+    def record(self, status: str, ips: float | None, run: Mapping[str, Any] | None = None) -> None:
+        """Count one repeat (``run``: its record, kept when it has a throughput)."""
         self.statuses[status] = self.statuses.get(status, 0) + 1
         if ips is not None:
             self.ips.append(ips)
+            if run is not None:
+                self.runs.append(run)
             self._median = self._spread = _UNSET
+            self._samples = self.marks = None
 
     def add(self, other: Measure) -> None:
         self.ips.extend(other.ips)
+        self.runs.extend(other.runs)
         for s, c in other.statuses.items():
             self.statuses[s] = self.statuses.get(s, 0) + c
         self._median = self._spread = _UNSET
+        self._samples = self.marks = None
 
 
 def combine(points: Sequence[Point]) -> Measure:
@@ -230,6 +257,6 @@ def build_points(records: Sequence[Mapping[str, Any]], extra_fields: Iterable[st
             point = groups[key] = Point(values, key)
         point.records.append(rec)
         status = str(rec.get("status") or "ok")
-        point.measure.record(status, _metric(rec) if status == "ok" else None)
+        point.measure.record(status, _metric(rec) if status == "ok" else None, rec)
     log.debug("%d records -> %d points over %d identity fields", len(records), len(groups), len(key_fields))
     return PointSet(tuple(key_fields), list(groups.values()))

@@ -15,6 +15,7 @@ from typing import Any
 
 from cnnbench.report import fields as F
 from cnnbench.report.labels import Namer, join_labels, unique_names
+from cnnbench.report.marks import legend_for, symbols_of
 from cnnbench.report.points import Measure, Point, PointSet, combine
 from cnnbench.report.stats import median
 from cnnbench.report.table import Cell, Table, failed, label_cell, missing, number, percent, throughput
@@ -99,6 +100,12 @@ def _series(points: PointSet, group: list[Point]) -> list[Series]:
     return result
 
 
+def _with_marks(cell: Cell, s: Series, n: int) -> Cell:
+    """A speedup or efficiency cell, marked when its run or the base run is."""
+    symbols = symbols_of(s.measures.get(n), s.measures.get(s.base) if s.base is not None else None)
+    return cell._replace(text=f"{cell.text} {symbols}", marks=symbols) if symbols and cell.is_number else cell
+
+
 def _status_or_missing(m: Measure | None) -> Cell:
     if m is None or m.n == 0:
         return missing()
@@ -115,15 +122,16 @@ def _build(name: str, series: list[Series], noise: float) -> ScalingGroup:
                 label_cell(s.values.get(F.MODEL)), label_cell(s.values.get(F.MACHINE)),
                 Cell(F.text(s.values.get(F.BATCH)), s.values.get(F.BATCH)), Cell(str(n), n),
                 throughput(m, noise),
-                number(s.speedup.get(n)) if n in s.speedup else _status_or_missing(m),
-                percent(s.efficiency.get(n)) if n in s.efficiency else _status_or_missing(m),
+                _with_marks(number(s.speedup.get(n)), s, n) if n in s.speedup else _status_or_missing(m),
+                _with_marks(percent(s.efficiency.get(n)), s, n) if n in s.efficiency else _status_or_missing(m),
             ])
     bases = {s.base for s in series if s.base is not None}
     base_note = ("the 1-device run" if bases == {1} else
                  "each series' smallest device count that ran (" + ", ".join(map(str, sorted(bases))) + ")")
     table = Table(f"scaling-{F.slug(name)}", f"Scaling: {name}", "scaling",
                   ["model", "machine", "batch", "devices", "images/sec", "speedup", "efficiency"], rows,
-                  [f"Speedup over {base_note}; efficiency = speedup / (devices / base devices)."],
+                  [f"Speedup over {base_note}; efficiency = speedup / (devices / base devices)."]
+                  + legend_for([m for s in series for m in s.measures.values()]),
                   label_columns=4)
     eff = _summary(name, series, devices, "efficiency", base_note)
     spd = _summary(name, series, devices, "speedup", base_note)
@@ -141,7 +149,7 @@ def _summary(name: str, series: list[Series], devices: list[int], what: str, bas
                 row.append(_status_or_missing(s.measures.get(n)))
                 continue
             xs.append(value)
-            row.append(percent(value) if what == "efficiency" else number(value))
+            row.append(_with_marks(percent(value) if what == "efficiency" else number(value), s, n))
         med = median(xs)
         row.append(percent(med) if what == "efficiency" else number(med))
         rows.append(row)
@@ -149,4 +157,5 @@ def _summary(name: str, series: list[Series], devices: list[int], what: str, bas
     note = (f"Rows: device count; one column per series; median over series. "
             f"{what.capitalize()} relative to {base_note}.")
     return Table(f"scaling-{what}-{F.slug(name)}", title, "scaling-summary",
-                 ["devices"] + [s.label for s in series] + ["median"], rows, [note])
+                 ["devices"] + [s.label for s in series] + ["median"], rows,
+                 [note] + legend_for([m for s in series for m in s.measures.values()]))

@@ -23,9 +23,3 @@ def relative_spread(values: Sequence[float]) -> float | None:
     if not m:
         return None
     return (max(values) - min(values)) / m
-
-
-def effective_noise(noise: float, spreads: Iterable[float | None]) -> float:
-    """The noise threshold, widened to the median relative spread of repeats where larger."""
-    observed = median(s for s in spreads if s is not None)
-    return max(noise, observed) if observed is not None else noise

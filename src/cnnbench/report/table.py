@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from cnnbench.report.marks import measure_marks
 from cnnbench.report.points import Measure
 from cnnbench.report.stats import median
 
@@ -26,6 +27,9 @@ class Cell(NamedTuple):
     """For a number: how many of its repeats failed (shown as ``k/n`` in the text)."""
     status: str = ""
     """For a failed cell: the failure (``OOM``, ``error``, ``timeout``); empty otherwise."""
+    marks: str = ""
+    """Marks of less trustworthy figures (``†`` wide spread, ``⚠`` warned; see
+    :mod:`cnnbench.report.marks`), also shown at the end of ``text``."""
 
     @property
     def is_number(self) -> bool:
@@ -65,8 +69,10 @@ def throughput(measure: Measure | None, noise: float, note: str = "") -> Cell:
 
     The median of ``ok`` repeats with 2 decimals; ``±x%`` (half the range, relative to the
     median) when repeats differ by more than ``noise``; ``(k/n OOM)`` when some repeats
-    failed; the failure (``OOM``, ``error``, ``timeout``) when all did; ``—`` when none ran.
+    failed; the failure (``OOM``, ``error``, ``timeout``) when all did; ``—`` when none ran;
+    ``†``/``⚠`` when a run has a wide spread or warnings.
     """
+
     if measure is None or measure.n == 0:
         return missing()
     med = measure.median
@@ -82,7 +88,10 @@ def throughput(measure: Measure | None, noise: float, note: str = "") -> Cell:
         text += f" ({sum(fails.values())}/{measure.n} {measure.failure_text()})"
     if note:
         text += f" {note}"
-    return Cell(text, round(med, 4), sum(fails.values()))
+    marks = measure_marks(measure).symbols
+    if marks:
+        text += f" {marks}"
+    return Cell(text, round(med, 4), sum(fails.values()), "", marks)
 
 
 @dataclass

@@ -1,0 +1,222 @@
+"""``cnnbench compare`` output: a terminal table (rich; plain text when piped), markdown, CSV, JSON.
+
+Every format carries the same facts: per pair the baseline's and the candidate's images/sec
+(medians of their runs), the ratio (candidate / baseline), its 95% interval, the p-value,
+what the test used (repeats or steps, with the run counts) and the verdict; then a
+geometric-mean line, what was matched and ignored, what found no partner, and the legend of
+the marks. CSV and JSON keep full values; tables round them.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from cnnbench.report import fields as F
+from cnnbench.report.compare import ComparedPair, CompareResult, summary_line, verdict_counts
+from cnnbench.report.marks import Marks, legend
+from cnnbench.report.points import Measure
+from cnnbench.report.significance import NONE
+
+FORMATS = ("table", "md", "csv", "json")
+HEADER = ("model", "batch", "configuration", "machine", "baseline img/s", "candidate img/s", "ratio",
+          "95% interval", "p", "test", "result")
+
+
+def _ips(m: Measure) -> str:
+    med = m.median
+    if med is None:
+        return m.failure_text() or "—"
+    return f"{med:,.1f}" if med < 1e5 else f"{med:,.0f}"
+
+
+def _interval(pair: ComparedPair) -> str:
+    c = pair.comparison
+    if c.basis == NONE or c.ratio is None:
+        return "—"
+    if c.low is None or c.high is None:
+        return "unbounded"
+    return f"{c.low:.3f}–{c.high:.3f}"
+
+
+def _p(pair: ComparedPair) -> str:
+    p = pair.comparison.p
+    if p is None:
+        return "—"
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def _test(pair: ComparedPair) -> str:
+    c = pair.comparison
+    if c.ratio is None:
+        return "—"
+    runs = f"{c.n_base} vs {c.n_cand} run{'s' if max(c.n_base, c.n_cand) != 1 else ''}"
+    return f"{c.basis}, {runs}" if c.basis != NONE else runs
+
+
+def _result(pair: ComparedPair) -> str:
+    symbols = pair.marks.symbols
+    return pair.comparison.verdict + (f" {symbols}" if symbols else "")
+
+
+def _show_machine(result: CompareResult) -> bool:
+    return result.across_machines or len({p.machine for p in result.pairs}) > 1
+
+
+def rows(result: CompareResult) -> tuple[list[str], list[list[str]]]:
+    """The header and the display rows (the machine column only where it says something)."""
+    machine = _show_machine(result)
+    header = [h for h in HEADER if machine or h != "machine"]
+    out = []
+    for p in result.pairs:
+        ratio = "—" if p.comparison.ratio is None else f"{p.comparison.ratio:.3f}"
+        row = [p.model, p.batch, p.configuration] + ([p.machine] if machine else [])
+        row += [_ips(p.base), _ips(p.cand), ratio, _interval(p), _p(p), _test(p), _result(p)]
+        out.append(row)
+    return header, out
+
+
+def _results(n: int) -> str:
+    return f"{n} result" if n == 1 else f"{n} results"
+
+
+def notes(result: CompareResult) -> list[str]:
+    """The lines under the table: summary, matching, unmatched, legend."""
+    lines = [summary_line(result)]
+    matched = "every configuration field that changes what is measured"
+    if not result.across_machines:
+        matched += ", the machine"
+    lines.append(f"Baseline: {result.baseline.label} ({_results(len(result.baseline.records))}); candidate: "
+                 f"{result.candidate.label} ({_results(len(result.candidate.records))}). Matched on {matched} "
+                 f"and the source" + (f"; ignored: {', '.join(map(F.short_name, result.ignored))}" if result.ignored
+                                      else "") + ".")
+    if result.unmatched_base or result.unmatched_cand:
+        text = (f"No partner for {result.unmatched_base} baseline and {result.unmatched_cand} candidate "
+                f"configuration{'s' if result.unmatched_base + result.unmatched_cand != 1 else ''}")
+        if result.why_unmatched:
+            why = ", ".join(f"{F.short_name(f)} ({n})" for f, n in list(result.why_unmatched.items())[:5])
+            text += f"; they differ from their nearest partner in: {why} (see --ignore, --across-machines)"
+        lines.append(text + ".")
+    lines.append(f"ratio = candidate / baseline images/sec (medians over runs; > 1: the candidate is faster). "
+                 f"Significant: Welch's t-test, p < {result.alpha:g}, on the runs' images/sec when both sides "
+                 f"have two or more runs (test 'repeats'), else on block means of the step times (test 'steps'; "
+                 f"one run per side shows nothing of what changes between runs), and a ratio at least "
+                 f"{result.noise * 100:g}% from 1. 'no samples': one run per side and no step times, never "
+                 f"significant.")
+    marks = Marks()
+    for p in result.pairs:
+        marks.add(p.marks)
+    lines += legend(marks)
+    return lines
+
+
+def render_plain(result: CompareResult) -> str:
+    """Aligned plain-text columns (for pipes and logs)."""
+    header, body = rows(result)
+    widths = [max(len(h), *(len(r[i]) for r in body)) if body else len(h) for i, h in enumerate(header)]
+    left = {"model", "batch", "configuration", "machine", "test", "result"}
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(c.ljust(w) if h in left else c.rjust(w)
+                         for c, w, h in zip(cells, widths, header, strict=False)).rstrip()
+
+    out = [line(header), "  ".join("-" * w for w in widths)] + [line(r) for r in body]
+    return "\n".join(out + [""] + notes(result)) + "\n"
+
+
+def _md_escape(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def render_markdown(result: CompareResult) -> str:
+    header, body = rows(result)
+    right = {"baseline img/s", "candidate img/s", "ratio", "95% interval", "p"}
+    out = ["| " + " | ".join(header) + " |",
+           "|" + "|".join("--:" if h in right else ":--" for h in header) + "|"]
+    out += ["| " + " | ".join(_md_escape(c) for c in r) + " |" for r in body]
+    return "\n".join(out + [""] + [f"_{_md_escape(n)}_" for n in notes(result)]) + "\n"
+
+
+def _pair_record(p: ComparedPair) -> dict[str, Any]:
+    c = p.comparison
+    return {
+        "model": p.model, "batch_size": p.batch, "configuration": p.configuration, "machine": p.machine,
+        "fields": {F.short_name(k) if k in F.SHORT_NAMES else k: v for k, v in p.values.items()},
+        "baseline_images_per_sec": p.base.median, "candidate_images_per_sec": p.cand.median,
+        "baseline_runs": c.n_base, "candidate_runs": c.n_cand,
+        "baseline_failures": p.base.failure_text() or None, "candidate_failures": p.cand.failure_text() or None,
+        "ratio": c.ratio, "ci_low": c.low, "ci_high": c.high, "p_value": c.p, "test": c.basis,
+        "significant": c.significant, "verdict": c.verdict,
+        "wide_spread_runs": p.marks.wide, "warned_runs": p.marks.warned, "warnings": p.warnings,
+    }
+
+
+def render_json(result: CompareResult) -> str:
+    doc = {
+        "baseline": {"label": result.baseline.label, "results": len(result.baseline.records)},
+        "candidate": {"label": result.candidate.label, "results": len(result.candidate.records)},
+        "split_by": result.split,
+        "matched_on": list(result.matched_on),
+        "ignored": list(result.ignored),
+        "across_machines": result.across_machines,
+        "alpha": result.alpha, "min_effect": result.noise,
+        "pairs": [_pair_record(p) for p in result.pairs],
+        "summary": {"pairs": len(result.pairs), "geomean_ratio": result.geomean, **{
+            k.replace(" ", "_"): v for k, v in verdict_counts(result).items()}},
+        "unmatched": {"baseline": result.unmatched_base, "candidate": result.unmatched_cand,
+                      "differing_fields": result.why_unmatched},
+    }
+    return json.dumps(doc, indent=2, allow_nan=False, default=str) + "\n"
+
+
+def render_csv(result: CompareResult) -> str:
+    buf = io.StringIO()
+    records = [_pair_record(p) for p in result.pairs]
+    columns = [k for k in (records[0] if records else _pair_record_keys()) if k != "fields"]
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(columns)
+    for r in records:
+        w.writerow(["" if r[k] is None else "; ".join(r[k]) if isinstance(r[k], list) else r[k] for k in columns])
+    return buf.getvalue()
+
+
+def _pair_record_keys() -> list[str]:
+    return ["model", "batch_size", "configuration", "machine", "baseline_images_per_sec",
+            "candidate_images_per_sec", "ratio", "ci_low", "ci_high", "p_value", "test", "significant", "verdict"]
+
+
+_STYLES = {"faster": "green", "slower": "red", "not significant": "dim", "no samples": "yellow"}
+
+
+def print_rich(result: CompareResult) -> None:
+    """A rich table on the terminal (colours: green faster, red slower, dim not significant)."""
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    console = Console(highlight=False)
+    header, body = rows(result)
+    table = Table(*header, caption=escape("\n".join(notes(result))), caption_justify="left")
+    for col in table.columns:
+        if str(col.header) in ("baseline img/s", "candidate img/s", "ratio", "95% interval", "p"):
+            col.justify = "right"
+    for r, p in zip(body, result.pairs, strict=False):
+        style = _STYLES.get(p.comparison.verdict, "")
+        cells = [escape(c) for c in r]
+        table.add_row(*cells[:-1], f"[{style}]{cells[-1]}[/{style}]" if style else cells[-1])
+    console.print(table)
+
+
+def render(result: CompareResult, fmt: str) -> str:
+    """The text of ``fmt`` (``table`` here means the plain-text table)."""
+    if fmt == "json":
+        return render_json(result)
+    if fmt == "csv":
+        return render_csv(result)
+    if fmt == "md":
+        return render_markdown(result)
+    return render_plain(result)
+

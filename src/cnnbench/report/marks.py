@@ -1,0 +1,128 @@
+"""Marks on table cells whose figures deserve less trust, and the legend lines that explain them.
+
+- ``†`` (wide spread): a run of the cell has step times whose coefficient of variation
+  (std / mean) is over 10%; for imported logs without step times, tf_cnn_benchmarks' own
+  ``+/-`` gives it.
+- ``⚠`` (warned): a run of the cell recorded warnings (``metrics.warnings``: a busy machine,
+  CPU frequency scaling, a wide spread, ...) or was throttled (``metrics.throttled``). Such cells
+  stay in the tables but are left out of the observations unless asked
+  (``--include-warned``).
+- ``n.s.`` / ``no samples`` on ratios: the difference is not significant, or there was
+  nothing to test it with (see :mod:`cnnbench.report.significance`).
+
+No torch here.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from cnnbench.report.points import Measure
+from cnnbench.report.significance import WIDE_CV
+
+WIDE = "†"
+WARNED = "⚠"
+NOT_SIGNIFICANT = "n.s."
+NO_SAMPLES = "no samples"
+
+
+def run_warnings(record: Mapping[str, Any]) -> list[str]:
+    """The warnings a record carries: ``metrics.warnings`` (short texts), plus ``throttled``
+    when ``metrics.throttled`` is true."""
+    metrics = record.get("metrics")
+    if not isinstance(metrics, Mapping):
+        return []
+    raw = metrics.get("warnings")
+    out = [str(w).strip() for w in raw if str(w).strip()] if isinstance(raw, list) else []
+    if isinstance(raw, str) and raw.strip():
+        out.append(raw.strip())
+    if metrics.get("throttled") is True and not any(w.lower().startswith("throttl") for w in out):
+        out.append("throttled")
+    return out
+
+
+@dataclass
+class Marks:
+    """The marks of one cell (or of several cells, added up for a legend)."""
+
+    wide: int = 0
+    """Runs whose step times vary by more than 10%."""
+    reasons: Counter = field(default_factory=Counter)
+    """Warning text -> runs that recorded it."""
+    warned: int = 0
+    """Runs with at least one warning."""
+
+    @property
+    def symbols(self) -> str:
+        return (WIDE if self.wide else "") + (WARNED if self.warned else "")
+
+    def add(self, other: Marks) -> None:
+        self.wide += other.wide
+        if other.warned:
+            self.warned += other.warned
+            self.reasons.update(other.reasons)
+
+
+def measure_marks(measure: Measure | None) -> Marks:
+    """The marks of a cell's runs (computed once per measure)."""
+    if measure is None:
+        return Marks()
+    if measure.marks is None:
+        marks = Marks()
+        for run, sample in zip(measure.runs, measure.run_samples, strict=False):
+            if sample is not None and sample.cv is not None and sample.cv > WIDE_CV:
+                marks.wide += 1
+            warnings = run_warnings(run)
+            if warnings:
+                marks.warned += 1
+                marks.reasons.update(dict.fromkeys(warnings, 1))
+        measure.marks = marks
+    return measure.marks
+
+
+def symbols_of(*measures: Measure | None) -> str:
+    """The marks of several measures together, as symbols (``†``, ``⚠``, ``†⚠`` or empty)."""
+    wide = warned = False
+    for m in measures:
+        marks = measure_marks(m)
+        wide = wide or marks.wide > 0
+        warned = warned or marks.warned > 0
+    return (WIDE if wide else "") + (WARNED if warned else "")
+
+
+def combined(measures: Iterable[Measure | None]) -> Marks:
+    """The marks of several measures together."""
+    total = Marks()
+    for m in measures:
+        total.add(measure_marks(m))
+    return total
+
+
+def is_warned(text_marks: str) -> bool:
+    """Does a cell's marks string say that a run of it was warned?"""
+    return WARNED in text_marks
+
+
+def _runs(n: int) -> str:
+    return f"{n} run" if n == 1 else f"{n} runs"
+
+
+def legend(marks: Marks) -> list[str]:
+    """Lines that explain the marks present (for the notes under a table)."""
+    lines = []
+    if marks.wide:
+        lines.append(f"{WIDE} a run's step times vary widely: coefficient of variation over {WIDE_CV * 100:g}% "
+                     f"({_runs(marks.wide)}); its figure is less certain than others.")
+    if marks.warned:
+        reasons = ", ".join(f"{r} ({_runs(n)})" for r, n in marks.reasons.most_common())
+        lines.append(f"{WARNED} a run recorded warnings: {reasons}. Such cells are left out of the "
+                     f"observations (--include-warned keeps them).")
+    return lines
+
+
+def legend_for(measures: Sequence[Measure | None]) -> list[str]:
+    """The legend of the marks of ``measures`` (empty when none is marked)."""
+    return legend(combined(measures))
