@@ -21,12 +21,15 @@ fork server avoids. "parent preload" is the one-off start of that server.
 Part 2, loading (goal: under 2 s for 100,000 records). ``--records`` records shaped like
 the engine's (a full config and environment, the C4 metrics, 100 raw step times) are
 written to a temporary store, then read back with ``read_records`` with and without the
-step times, next to a plain ``json.loads`` of every line as the baseline.
+step times, next to a plain ``json.loads`` of every line as the baseline: as before this
+change (standard-library JSON, no cache), with orjson alone, and through the parsed-record
+cache (the first read that builds it, warm reads, a read after one more record was appended).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import random
 import statistics
@@ -34,11 +37,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from cnnbench.config import RunConfig
+from cnnbench.results import cache, store
 from cnnbench.results.record import Record
-from cnnbench.results.store import machine_file_name, read_records
+from cnnbench.results.store import append_record, machine_file_name, read_records
 from cnnbench.sweep.runner import SweepOptions, preload_engine, run_suite
 from cnnbench.sweep.suite import parse_suite
 
@@ -110,10 +116,13 @@ def write_store(folder: Path, n: int) -> int:
     return path.stat().st_size
 
 
-def timed(fn, repeats: int) -> tuple[float, float]:  # type: ignore[no-untyped-def]
-    """Best wall and best CPU seconds of ``repeats`` calls (CPU time shows the work on a shared box)."""
+def timed(fn, repeats: int, setup=None) -> tuple[float, float]:  # type: ignore[no-untyped-def]
+    """Best wall and best CPU seconds of ``repeats`` calls (CPU time shows the work on a shared box),
+    each after ``setup()`` (not timed)."""
     wall = cpu = float("inf")
     for _ in range(repeats):
+        if setup is not None:
+            setup()
         t0, c0 = time.perf_counter(), time.process_time()
         fn()
         wall = min(wall, time.perf_counter() - t0)
@@ -148,29 +157,75 @@ def main() -> None:
               f"= {fresh / max(engine['sweep_overhead_per_case_s'], 1e-9):.0f}x the fork runner's per-case overhead")
 
     if not args.skip_load:
-        with tempfile.TemporaryDirectory() as tmp:
-            folder = Path(tmp)
-            t0 = time.perf_counter()
-            size = write_store(folder, args.records)
-            print(f"\nstore: {args.records} records, {size / 1e6:.0f} MB (written in {time.perf_counter() - t0:.1f} s)")
-            path = next(folder.glob("*.jsonl"))
+        load_benchmark(args.records, args.repeats)
 
-            def baseline() -> None:
-                with open(path, "rb") as f:
-                    [json.loads(line) for line in f]
 
-            base = timed(baseline, args.repeats)
-            full = timed(lambda: read_records(folder), args.repeats)
-            light = timed(lambda: read_records(folder, step_times=False), args.repeats)
-            records, problems = read_records(folder, step_times=False)
-            assert len(records) == args.records and not problems
-            print(f"load {args.records} records (goal < 2 s), best of {args.repeats}, wall / CPU:")
-            print(f"  json.loads per line (baseline)      {base[0]:6.2f} s / {base[1]:6.2f} s")
-            print(f"  read_records (all fields)           {full[0]:6.2f} s / {full[1]:6.2f} s"
-                  f"  ({base[1] / full[1]:.2f}x the baseline's speed, CPU)")
-            print(f"  read_records(step_times=False)      {light[0]:6.2f} s / {light[1]:6.2f} s"
-                  f"  ({base[1] / light[1]:.2f}x)")
+def load_benchmark(n: int, repeats: int) -> None:
+    """Loading a big store: the reader before (standard-library JSON, no cache), with
+    orjson alone, and with the parsed-record cache (cold, warm, after one append), side by side."""
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        t0 = time.perf_counter()
+        size = write_store(folder, n)
+        print(f"\nstore: {n} records, {size / 1e6:.0f} MB (written in {time.perf_counter() - t0:.1f} s)")
+        path = next(folder.glob("*.jsonl"))
 
+        def baseline() -> None:
+            with open(path, "rb") as f:
+                [json.loads(line) for line in f]
+
+        def no_cache(parser: Any, step_times: bool) -> Callable[[], object]:
+            def read() -> object:
+                with patched(store, "_loads", parser), patched(cache, "MIN_BYTES", 1 << 62):
+                    return read_records(folder, step_times=step_times)
+            return read
+
+        def cold() -> object:
+            cache.cache_path(path).unlink(missing_ok=True)
+            return read_records(folder)
+
+        def cached_then_append() -> None:
+            """The store as written, its cache warm, then one more record appended."""
+            with open(path, "rb+") as f:
+                f.truncate(size)
+            read_records(folder, step_times=False)
+            append_record(folder, one_record())
+
+        rows = [
+            ("json.loads per line (baseline)", baseline, None),
+            ("before: stdlib json, all fields", no_cache(json.loads, True), None),
+            ("before: stdlib json, step_times=False", no_cache(json.loads, False), None),
+            ("orjson, no cache, all fields", no_cache(store._loads, True), None),
+            ("orjson, no cache, step_times=False", no_cache(store._loads, False), None),
+            ("cache: first read (builds it), all fields", cold, None),
+            ("cache: warm, all fields", lambda: read_records(folder), None),
+            ("cache: warm, step_times=False", lambda: read_records(folder, step_times=False), None),
+            # the covered lines are hashed again, the new one parsed, the cache written again
+            ("cache: 1 record appended since, all fields", lambda: read_records(folder), cached_then_append),
+        ]
+        print(f"load {n} records (goal < 2 s), best of {repeats}, wall / CPU:")
+        first_cpu = None
+        for label, fn, setup in rows:
+            wall, cpu = timed(fn, repeats, setup)
+            first_cpu = first_cpu or cpu
+            print(f"  {label:<44} {wall:6.2f} s / {cpu:6.2f} s  ({first_cpu / cpu:5.2f}x the baseline's speed, CPU)")
+        records, problems = read_records(folder, step_times=False)
+        assert len(records) == n + 1 and not problems
+
+
+@contextlib.contextmanager
+def patched(module: Any, name: str, value: Any) -> Iterator[None]:
+    old = getattr(module, name)
+    setattr(module, name, value)
+    try:
+        yield
+    finally:
+        setattr(module, name, old)
+
+
+def one_record() -> dict[str, Any]:
+    return Record(config={"model": "resnet50"}, environment={"machine": "bench-box"},
+                  metrics={"total_images_per_sec": 1.0, "step_times_s": [0.1] * 100}).to_dict()
 
 if __name__ == "__main__":
     main()

@@ -11,10 +11,13 @@ line read is checked against the record contract
 ``import``). Whoever must look before writing holds the store's lock (:func:`store_lock`).
 
 Reading upgrades records of older ``schema_version``s (:mod:`cnnbench.results.migrate`).
-Loading is the cost that grows with a store: most of a record's bytes are its raw step
-times, and turning them into Python floats costs most of the parse, so readers that do
-not need them (tables, reports) pass ``step_times=False`` and the arrays are skipped
-without being parsed. See ``benchmarks/sweep_overhead.py`` for the figures.
+Loading is the cost that grows with a store: lines are parsed with orjson (the standard
+library's parser takes what orjson refuses, so every line reads as it always did); a file
+of 1 MiB or more is read through its parsed-record cache (:mod:`cnnbench.results.cache`),
+which holds its records already checked and upgraded and is used only while the lines it
+covers are unchanged. Most of a record's bytes are its raw step times, so readers that do
+not need them pass ``step_times=False`` and the arrays are skipped (not parsed, or not
+read from the cache). See ``benchmarks/sweep_overhead.py`` for the figures.
 """
 
 from __future__ import annotations
@@ -29,8 +32,11 @@ import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
+import orjson
+
+from cnnbench.results import cache
 from cnnbench.results.migrate import migrate
 from cnnbench.results.record import MAX_DEPTH, RecordError, check_record, finite_numbers
 
@@ -220,7 +226,7 @@ class StoreReader:
     def __init__(self, paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[str], *,
                  step_times: bool = True) -> None:
         self.paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
-        self._parse = _loads if step_times else _loads_without_step_times
+        self.step_times = step_times
         self._positions: dict[Path, tuple[int, int]] = {}
         """Per file: the byte offset read up to and the number of the next line."""
         self._first = True
@@ -235,8 +241,8 @@ class StoreReader:
         try:
             for path in files:
                 start, line = self._positions.get(path, (0, 1))
-                self._positions[path] = _read_file(path, self._parse, records, problems, start=start,
-                                                   first_line=line, partial_is_problem=self._first)
+                self._positions[path] = _read_file(path, records, problems, step_times=self.step_times,
+                                                   start=start, first_line=line, partial_is_problem=self._first)
         finally:
             if gc_was_enabled:
                 gc.enable()
@@ -252,11 +258,16 @@ class StoreReader:
             return []
 
 
-def _read_file(path: Path, parse: Any, records: list[dict[str, Any]], problems: list[StoreProblem], *,
+def _read_file(path: Path, records: list[dict[str, Any]], problems: list[StoreProblem], *, step_times: bool,
                start: int = 0, first_line: int = 1, partial_is_problem: bool = True) -> tuple[int, int]:
-    """Read ``path`` from byte ``start`` (line ``first_line``); returns where to go on from."""
+    """Read ``path`` from byte ``start`` (line ``first_line``); returns where to go on from.
+
+    A whole file of :data:`cache.MIN_BYTES` or more is read through its cache."""
     try:
         with open(path, "rb") as f:
+            st = os.fstat(f.fileno())
+            if start == 0 and partial_is_problem and st.st_size >= cache.MIN_BYTES:
+                return _read_through_cache(path, f, st, records, problems, step_times=step_times)
             f.seek(start)
             data = f.read()
     except IsADirectoryError:
@@ -268,6 +279,7 @@ def _read_file(path: Path, parse: Any, records: list[dict[str, Any]], problems: 
         return start, first_line
     if not data:
         return start, first_line
+    parse = _loads if step_times else _loads_without_step_times
     lines = data.split(b"\n")
     complete = len(lines) - 1  # the piece after the last newline is partial (empty when none)
     if lines[-1] and not partial_is_problem:
@@ -278,13 +290,65 @@ def _read_file(path: Path, parse: Any, records: list[dict[str, Any]], problems: 
     for index, raw in enumerate(lines):
         if not raw or raw.isspace():
             continue
-        where = f"{path}:{first_line + index}"
         rec, why = _parse_line(raw, parse, truncated=index == complete)
         if why is not None:
-            problems.append(StoreProblem(f"{where}: {why}"))
+            problems.append(StoreProblem(f"{path}:{first_line + index}: {why}"))
             continue
         records.append(rec)  # type: ignore[arg-type]
     return start + consumed, first_line + complete
+
+
+def _read_through_cache(path: Path, f: BinaryIO, st: os.stat_result, records: list[dict[str, Any]],
+                        problems: list[StoreProblem], *, step_times: bool) -> tuple[int, int]:
+    """Read a whole file: the lines its cache covers from the cache, the others parsed (and
+    added to the cache, which is then rewritten). Same records and problems as a plain read."""
+    cached, rewrite = cache.load(path, f, st, step_times=step_times)
+    if cached is None:
+        cached = cache.CachedRecords()
+    known = len(cached.rows)
+    f.seek(cached.end)
+    data = f.read()
+    whole = data.rfind(b"\n") + 1  # what follows the last newline is partial (being written, or cut)
+    new: list[dict[str, Any]] = []
+    lines = data[:whole].split(b"\n")[:-1]
+    for index, raw in enumerate(lines):
+        if not raw or raw.isspace():
+            continue
+        rec, why = _parse_line(raw, _loads, truncated=False)  # the cache keeps step times
+        if rec is None:
+            cached.add_problem(cached.next_line + index, raw)
+        else:
+            cached.add(rec)
+            new.append(rec)
+    cached.end += whole
+    cached.next_line += len(lines)
+    if lines or rewrite:
+        cache.write(path, f, st, cached)
+    out = cached.take_records(known, step_times=step_times)
+    if not step_times:
+        for rec in new:
+            metrics = rec.get("metrics")
+            if isinstance(metrics, dict):
+                metrics.pop("step_times_s", None)
+    out.extend(new)
+    parse = _loads if step_times else _loads_without_step_times
+    found: list[StoreProblem] = []
+    for line in reversed(cached.problems):  # checked again, in this reader's mode: as without a cache
+        rec, why = _parse_line(line.raw, parse, truncated=False)
+        if why is None:
+            out.insert(line.position, rec)  # type: ignore[arg-type]
+        else:
+            found.append(StoreProblem(f"{path}:{line.line}: {why}"))
+    problems.extend(reversed(found))
+    partial = data[whole:]
+    if partial and not partial.isspace():
+        rec, why = _parse_line(partial, parse, truncated=True)
+        if why is None:
+            out.append(rec)  # type: ignore[arg-type]
+        else:
+            problems.append(StoreProblem(f"{path}:{cached.next_line}: {why}"))
+    records.extend(out)
+    return cached.end + len(partial), cached.next_line
 
 
 def _parse_line(raw: bytes, parse: Any, *, truncated: bool) -> tuple[dict[str, Any] | None, str | None]:
@@ -310,14 +374,21 @@ def _parse_line(raw: bytes, parse: Any, *, truncated: bool) -> tuple[dict[str, A
     return rec, None
 
 
-_loads = json.loads
+def _loads(raw: bytes) -> Any:
+    """A JSON value from a line: orjson (several times faster), and the standard library's
+    parser for what orjson refuses (NaN, integers beyond 64 bits, lone surrogates) or
+    cannot read, so that a line reads, and fails with the same reason, as it always did."""
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return json.loads(raw)
 
 _STEP_KEY = b'"step_times_s":['
 _KEY_BEFORE = (ord("{"), ord(","), ord(" "))
 
 
 def _loads_without_step_times(raw: bytes) -> Any:
-    """``json.loads`` of a record line, leaving ``metrics.step_times_s`` out.
+    """:func:`_loads` of a record line, leaving ``metrics.step_times_s`` out.
 
     The array of the compact form written by :func:`append_record` is cut out of the
     bytes before parsing; anything unexpected (the key inside a string, in another
@@ -328,12 +399,12 @@ def _loads_without_step_times(raw: bytes) -> Any:
         start = i + len(_STEP_KEY)
         j = raw.find(b"]", start)
         if j > 0 and raw.find(b'"', start, j) < 0:
-            rec = json.loads(raw[:i] + b'"step_times_s":null' + raw[j + 1 :])
+            rec = _loads(raw[:i] + b'"step_times_s":null' + raw[j + 1 :])
             metrics = rec.get("metrics") if isinstance(rec, dict) else None
             if isinstance(metrics, dict) and "step_times_s" in metrics and metrics["step_times_s"] is None:
                 del metrics["step_times_s"]
                 return rec
-    rec = json.loads(raw)
+    rec = _loads(raw)
     if isinstance(rec, dict) and isinstance(rec.get("metrics"), dict):
         rec["metrics"].pop("step_times_s", None)
     return rec

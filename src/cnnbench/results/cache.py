@@ -1,0 +1,298 @@
+"""The parsed-record cache beside a big results file: loading without parsing JSON again.
+
+A store file's records, once read, checked and upgraded, are kept in a hidden file next to
+it (``.<name>.jsonl.cache``) in a form that loads several times faster than the JSON:
+``config`` and ``environment`` objects (the same for most runs of a machine) are stored
+once and copied per record, and the raw step times of all records are one column of
+float64s. Only files of :data:`MIN_BYTES` or more get one.
+
+The cache covers the file's first ``end`` bytes (whole lines). It is used only while that
+prefix is unchanged: when the file's size, modification and change times and inode are
+those seen when the cache was written, and its first 64 KiB hash as recorded; otherwise
+the whole prefix is hashed again (SHA-256) and must match, or the cache is rebuilt. Lines
+appended since are parsed as usual and the cache is rewritten to cover them. A cache
+written by another cnnbench (other record contract, migrations or run options) is never
+used. A cache that cannot be read, is damaged (its body has a SHA-256) or has an
+unexpected shape is ignored and rebuilt; one that cannot be written (read-only folder,
+full disk) is skipped. Nothing here ever changes the results file. No torch here.
+
+Lines that broke the contract are kept as their bytes and checked again at every load, so
+their problems read exactly as without a cache.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import marshal
+import os
+import struct
+from array import array
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import orjson
+
+log = logging.getLogger(__name__)
+
+MIN_BYTES = 1 << 20
+"""Smallest results file that gets a cache (below this, parsing is as quick as loading one)."""
+
+_MAGIC = b"CNNBENCH-RECORD-CACHE\n"
+_FORMAT = 1
+_HEAD_BYTES = 1 << 16
+_CHUNK = 1 << 22
+_SECTIONS = ("config", "environment")
+_STEPS = "step_times_s"
+_HEADER = struct.Struct("<I")
+
+
+def cache_path(path: Path) -> Path:
+    """Where the cache of results file ``path`` lives."""
+    return path.with_name(f".{path.name}.cache")
+
+
+_CODE_KEY: list[str] = []
+
+
+def code_key() -> str:
+    """What the cached records depend on besides the file: the record contract, the
+    migrations and the run options' types (from their source), and this cache's format."""
+    if not _CODE_KEY:
+        from cnnbench.results import migrate, record
+
+        digest = hashlib.sha256(f"{_FORMAT}".encode())
+        for module in (record, migrate):
+            digest.update(Path(str(module.__file__)).read_bytes())
+        digest.update(repr(record._config_groups()).encode())
+        _CODE_KEY.append(digest.hexdigest())
+    return _CODE_KEY[0]
+
+
+def _stat_key(st: os.stat_result) -> list[int]:
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_dev]
+
+
+@dataclass
+class ProblemLine:
+    """A line of the covered prefix that gave no record: checked again at every load."""
+
+    position: int
+    """How many of the cached records come before it."""
+    line: int
+    raw: bytes
+
+
+_SCALARS_ONLY = frozenset({dict, list})
+_FLOATS = frozenset({float})
+
+
+@dataclass
+class CachedRecords:
+    """What a cache holds: the records of the covered prefix in their stored form."""
+
+    end: int = 0
+    """Bytes of the results file covered (whole lines)."""
+    next_line: int = 1
+    """Number of the first line after them."""
+    sections: list[dict[str, Any]] = field(default_factory=list)
+    """Distinct ``config``/``environment`` objects without nested values, each stored once."""
+    rows: list[dict[str, Any]] = field(default_factory=list)
+    """Each record without its shared sections (None in their place) and its step times
+    (None in their place)."""
+    refs: tuple[list[int], ...] = field(default_factory=lambda: tuple([] for _ in _SECTIONS))
+    """Per name of :data:`_SECTIONS`, per record: the index in :attr:`sections` (-1: kept in the row)."""
+    step_counts: list[int] = field(default_factory=list)
+    """Per record, how many step times it has in :attr:`steps` (-1: none there; kept in the row)."""
+    steps: array | None = field(default_factory=lambda: array("d"))
+    """Every record's step times, in order (None until read: a reader without step times skips them)."""
+    problems: list[ProblemLine] = field(default_factory=list)
+    _section_index: dict[bytes, int] = field(default_factory=dict, repr=False)
+
+    def add(self, record: dict[str, Any]) -> None:
+        """Add a checked, current record (not changed; it may keep its own objects)."""
+        row = dict(record)
+        for name, refs in zip(_SECTIONS, self.refs, strict=True):
+            section = row.get(name)
+            index = -1
+            if type(section) is dict and _SCALARS_ONLY.isdisjoint(map(type, section.values())):
+                try:
+                    key = orjson.dumps(section)  # equal text: equal values, of equal types
+                except TypeError:  # an integer beyond 64 bits: kept in the row
+                    key = None
+                if key is not None:
+                    index = self._section_index.setdefault(key, len(self.sections))
+                    if index == len(self.sections):
+                        self.sections.append(section)
+                    row[name] = None
+            refs.append(index)
+        metrics = row.get("metrics")
+        times = metrics.get(_STEPS) if type(metrics) is dict else None
+        if type(times) is list and self.steps is not None and _FLOATS.issuperset(map(type, times)):
+            metrics = row["metrics"] = dict(metrics)  # type: ignore[arg-type]
+            metrics[_STEPS] = None
+            self.step_counts.append(len(times))
+            self.steps.extend(times)
+        else:
+            self.step_counts.append(-1)
+        self.rows.append(row)
+
+    def add_problem(self, line: int, raw: bytes) -> None:
+        self.problems.append(ProblemLine(len(self.rows), line, bytes(raw)))
+
+    def take_records(self, count: int, *, step_times: bool) -> list[dict[str, Any]]:
+        """The first ``count`` records, made whole (each its own objects: callers may change
+        them); without ``metrics.step_times_s`` when ``step_times`` is false. Consumes them:
+        call after :func:`write`."""
+        rows = self.rows[:count]
+        sections = self.sections
+        for name, refs in zip(_SECTIONS, self.refs, strict=True):
+            for row, index in zip(rows, refs, strict=False):  # refs go on past count
+                if index >= 0:
+                    row[name] = sections[index].copy()
+        if step_times:
+            if self.steps is None:
+                raise ValueError("step times were not read")
+            needed = sum(c for c in self.step_counts[:count] if c > 0)
+            flat = self.steps[:needed].tolist()
+            at = 0
+            for row, steps in zip(rows, self.step_counts, strict=False):
+                if steps >= 0:
+                    row["metrics"][_STEPS] = flat[at:at + steps]
+                    at += steps
+        else:
+            for row in rows:
+                metrics = row.get("metrics")
+                if type(metrics) is dict:
+                    metrics.pop(_STEPS, None)
+        return rows
+
+    def _rows_payload(self) -> bytes:
+        return marshal.dumps((self.end, self.next_line, self.sections, self.rows, self.refs, self.step_counts,
+                              [(p.position, p.line, p.raw) for p in self.problems]))
+
+    @classmethod
+    def _from_payload(cls, body: bytes) -> CachedRecords:
+        end, next_line, sections, rows, refs, counts, problems = marshal.loads(body)
+        cached = cls(end=end, next_line=next_line, sections=sections, rows=rows, refs=tuple(refs),
+                     step_counts=counts, steps=None, problems=[ProblemLine(*p) for p in problems])
+        _check_shape(cached)
+        cached._section_index = {orjson.dumps(s): i for i, s in enumerate(sections)}
+        return cached
+
+
+def _check_shape(cached: CachedRecords) -> None:
+    """Raise an error unless the loaded parts fit together (a cache is data from disk)."""
+    n = len(cached.rows)
+    fits = (
+        type(cached.end) is int and type(cached.next_line) is int
+        and {dict}.issuperset(map(type, cached.rows)) and {dict}.issuperset(map(type, cached.sections))
+        and len(cached.refs) == len(_SECTIONS)
+        and all(type(r) is list and len(r) == n and {int}.issuperset(map(type, r))
+                and (not r or min(r) >= -1 and max(r) < len(cached.sections)) for r in cached.refs)
+        and type(cached.step_counts) is list and len(cached.step_counts) == n
+        and {int}.issuperset(map(type, cached.step_counts))
+        and all(0 <= p.position <= n and type(p.line) is int and type(p.raw) is bytes for p in cached.problems)
+    )
+    with_steps = [row.get("metrics") for row, count in zip(cached.rows, cached.step_counts, strict=True)
+                  if count >= 0]
+    if not fits or not {dict}.issuperset(map(type, with_steps)):
+        raise ValueError("parts of the cache do not fit together")
+
+
+def _hash_prefix(f: BinaryIO, size: int) -> str:
+    f.seek(0)
+    digest = hashlib.sha256()
+    left = size
+    while left > 0:
+        chunk = f.read(min(_CHUNK, left))
+        if not chunk:
+            break
+        digest.update(chunk)
+        left -= len(chunk)
+    return digest.hexdigest()
+
+
+def _head_hash(f: BinaryIO, size: int) -> str:
+    f.seek(0)
+    return hashlib.sha256(f.read(min(size, _HEAD_BYTES))).hexdigest()
+
+
+def load(path: Path, f: BinaryIO, st: os.stat_result, *, step_times: bool) -> tuple[CachedRecords | None, bool]:
+    """The valid cache of ``path`` (open as ``f``, with stat ``st``), if any, and whether it
+    needs rewriting even without new lines (the file was touched or copied, not changed).
+    Without ``step_times`` they are not read, unless the cache will be written again.
+
+    Never raises: a missing, stale, damaged or foreign cache gives ``(None, True)``.
+    """
+    where = cache_path(path)
+    try:
+        with open(where, "rb") as c:
+            if c.read(len(_MAGIC)) != _MAGIC:
+                raise ValueError("not a cnnbench cache")
+            (header_size,) = _HEADER.unpack(c.read(_HEADER.size))
+            header = marshal.loads(c.read(header_size))
+            if type(header) is not dict or header.get("code") != code_key():
+                log.debug("cache %s was written by another cnnbench; rebuilding", where)
+                return None, True
+            end = header["end"]
+            if st.st_size < end or _head_hash(f, end) != header["head"]:
+                log.debug("cache %s is stale; rebuilding", where)
+                return None, True
+            touched = header["stat"] != _stat_key(st)
+            if touched and _hash_prefix(f, end) != header["prefix"]:
+                log.debug("cache %s is stale (the covered lines changed); rebuilding", where)
+                return None, True
+            body = c.read(header["rows_size"])
+            if hashlib.sha256(body).hexdigest() != header["rows"]:
+                raise ValueError("damaged (checksum of the records)")
+            cached = CachedRecords._from_payload(body)
+            if cached.end != end:
+                raise ValueError("header and records disagree")
+            if step_times or touched or st.st_size > end:  # wanted, or needed to write the cache again
+                cached.steps = _read_steps(c, header)
+            return cached, touched
+    except FileNotFoundError:
+        return None, True
+    except Exception as exc:  # a cache is disposable: whatever is wrong with it, rebuild it
+        log.debug("ignoring cache %s (%s: %s); rebuilding", where, type(exc).__name__, exc)
+        return None, True
+
+
+def _read_steps(c: BinaryIO, header: dict[str, Any]) -> array:
+    data = c.read(header["steps_size"])
+    if hashlib.sha256(data).hexdigest() != header["steps"]:
+        raise ValueError("damaged (checksum of the step times)")
+    steps = array("d")
+    steps.frombytes(data)
+    return steps
+
+
+def write(path: Path, f: BinaryIO, st: os.stat_result, cached: CachedRecords) -> None:
+    """Write the cache of ``path`` (open as ``f``, stat ``st`` taken before its lines were
+    read). Never raises: a cache that cannot be written is skipped."""
+    where = cache_path(path)
+    tmp = where.with_name(f"{where.name}.{os.getpid()}.tmp")
+    try:
+        if cached.steps is None:
+            raise ValueError("its step times were not read")
+        body = cached._rows_payload()
+        steps = cached.steps.tobytes()
+        header = marshal.dumps({
+            "code": code_key(), "end": cached.end, "stat": _stat_key(st), "head": _head_hash(f, cached.end),
+            "prefix": _hash_prefix(f, cached.end), "rows_size": len(body), "rows": hashlib.sha256(body).hexdigest(),
+            "steps_size": len(steps), "steps": hashlib.sha256(steps).hexdigest(),
+        })
+        with open(tmp, "wb") as out:
+            out.write(_MAGIC + _HEADER.pack(len(header)) + header)
+            out.write(body)
+            out.write(steps)
+        os.replace(tmp, where)
+        log.debug("wrote cache %s (%d records, %d bytes covered)", where, len(cached.rows), cached.end)
+    except Exception as exc:
+        log.debug("cannot write cache %s (%s: %s)", where, type(exc).__name__, exc)
+        try:
+            tmp.unlink()
+        except OSError:
+            pass

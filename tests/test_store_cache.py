@@ -1,0 +1,228 @@
+"""The parsed-record cache beside a big results file: the same records and problems as a
+plain read, in the same order; used only while the lines it covers are unchanged; a damaged
+or foreign cache is ignored and rebuilt; the results file is never touched."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from cnnbench.results import cache
+from cnnbench.results import store as store_module
+from cnnbench.results.record import Record
+from cnnbench.results.store import append_record, read_records
+
+
+def rec(i: int, **metrics) -> dict:
+    return Record(
+        config={"model": f"resnet{i % 3}", "batch_size": 8 * (1 + i % 2), "precision": "fp32"},
+        environment={"machine": "box", "hostname": "h"},
+        metrics={"total_images_per_sec": 100.0 + i, "step_times_s": [0.01 * (k + 1) + i for k in range(4)],
+                 **metrics},
+        extra={"case_name": f"c{i}"},
+    ).to_dict()
+
+
+def odd_lines() -> list[str]:
+    """Lines of every kind a reader meets, in file order."""
+    v0 = {"config": {"model": "vgg16"}, "environment": {"machine": "box"},
+          "metrics": {"total_images_per_sec": 7.0}}  # no schema_version: migrated from v0
+    v1 = {**rec(20), "schema_version": 1, "config": {"model": "x", "loader_workers": 3, "synthetic_location": "loader"}}
+    nested = rec(21)
+    nested["config"]["gpu_indices"] = [0, 1]  # a section with a list: kept in its row
+    int_steps = rec(22, step_times_s=[1, 2, 3])  # whole numbers stay whole numbers
+    no_steps = rec(23)
+    no_steps["metrics"]["step_times_s"] = None
+    bad_steps = rec(24)
+    bad_steps["metrics"]["step_times_s"] = 5  # breaks the contract only when step times are read
+    return [
+        json.dumps(rec(0)), json.dumps(rec(1)),
+        '{"status": "ok", "config": {', "",  # malformed, then an empty line
+        json.dumps(v0), json.dumps(v1), json.dumps(nested), json.dumps(int_steps), json.dumps(no_steps),
+        json.dumps(bad_steps), json.dumps({**rec(25), "status": "great"}), "[1, 2]",
+        json.dumps(rec(2, step_times_s=[])), "{\"a\": NaN}",
+    ]
+
+
+@pytest.fixture
+def store(tmp_path, monkeypatch):
+    monkeypatch.setattr(cache, "MIN_BYTES", 0)
+    folder = tmp_path / "results"
+    folder.mkdir()
+    path = folder / "box.jsonl"
+    path.write_text("\n".join(odd_lines()) + "\n")
+    return path
+
+
+def plain_read(path, monkeypatch, **kw):
+    with monkeypatch.context() as m:
+        m.setattr(cache, "MIN_BYTES", 1 << 62)
+        return read_records(path.parent, **kw)
+
+
+def step_types(records: list[dict]) -> list[type]:
+    return [type(x) for r in records for x in r["metrics"].get("step_times_s") or []]
+
+
+def same(a: tuple[list[dict], list], b: tuple[list[dict], list]) -> bool:
+    """Equal records (with their keys in the same order, whole numbers still whole) and equal problems."""
+    return json.dumps(a[0]) == json.dumps(b[0]) and step_types(a[0]) == step_types(b[0]) and a[1] == b[1]
+
+
+@pytest.mark.parametrize("step_times", [True, False])
+def test_cached_reads_give_what_a_plain_read_gives(store, monkeypatch, step_times):
+    expected = plain_read(store, monkeypatch, step_times=step_times)
+    assert len(expected[1]) == (4 if step_times else 3)  # the odd step times count only with step times
+    before = store.read_bytes()
+    cold = read_records(store.parent, step_times=step_times)
+    assert cache.cache_path(store).is_file()
+    warm = read_records(store.parent, step_times=step_times)
+    other_mode = read_records(store.parent, step_times=not step_times)
+    assert same(cold, expected) and same(warm, expected)
+    assert same(other_mode, plain_read(store, monkeypatch, step_times=not step_times))
+    assert store.read_bytes() == before
+    assert sorted(p.name for p in store.parent.iterdir()) == [".box.jsonl.cache", "box.jsonl"]
+
+
+def test_the_warm_read_comes_from_the_cache(store, monkeypatch):
+    read_records(store.parent)
+    loads = []
+    real = cache.CachedRecords._from_payload
+    monkeypatch.setattr(cache.CachedRecords, "_from_payload",
+                        classmethod(lambda cls, body: loads.append(1) or real.__func__(cls, body)))
+    parsed = []
+    real_parse = store_module._parse_line
+    monkeypatch.setattr(store_module, "_parse_line",
+                        lambda raw, parse, truncated: parsed.append(raw) or real_parse(raw, parse, truncated=truncated))
+    records, _ = read_records(store.parent)
+    assert loads == [1]
+    assert len(parsed) == 4  # only the lines that gave problems are read again
+    assert len(records) == 10 - 1
+
+
+def test_records_from_the_cache_are_independent_objects(store):
+    read_records(store.parent)
+    records, _ = read_records(store.parent)
+    records[0]["config"]["model"] = "changed"
+    records[0]["environment"]["machine"] = "changed"
+    records[0]["metrics"]["step_times_s"].append(9.0)
+    assert records[1]["config"]["model"] == "resnet1" and records[1]["environment"]["machine"] == "box"
+    again, _ = read_records(store.parent)
+    assert again[0]["config"]["model"] == "resnet0" and len(again[0]["metrics"]["step_times_s"]) == 4
+
+
+def test_appended_records_are_read_and_the_cache_grows(store, monkeypatch):
+    read_records(store.parent)
+    new = rec(30)
+    append_record(store.parent, new)
+    records, _ = read_records(store.parent)
+    assert records[-1] == new
+    assert same((records, _), plain_read(store, monkeypatch))
+    with open(cache.cache_path(store), "rb") as c:
+        c.read(len(cache._MAGIC))
+        (size,) = cache._HEADER.unpack(c.read(cache._HEADER.size))
+        assert __import__("marshal").loads(c.read(size))["end"] == store.stat().st_size
+
+
+def test_a_partial_last_line_is_reported_and_left_out_of_the_cache(store, monkeypatch):
+    read_records(store.parent)
+    with open(store, "a") as f:
+        f.write('{"status": "ok", "conf')
+    got = read_records(store.parent)
+    assert got[1][-1] == f"{store}:15: truncated line (no newline at the end of the file)"
+    assert same(got, plain_read(store, monkeypatch))
+    with open(store, "a") as f:
+        f.write('ig": {}, "environment": {}, "metrics": {}}\n')  # the writer finishes its line
+    got = read_records(store.parent)
+    assert got[0][-1]["config"] == {} and same(got, plain_read(store, monkeypatch))
+
+
+@pytest.mark.parametrize("keep_times", [True, False])
+def test_a_changed_line_is_never_read_from_a_stale_cache(store, monkeypatch, keep_times):
+    filler = [json.dumps(rec(100 + i)) for i in range(200)]  # the changed line lies beyond the first 64 KiB
+    store.write_text("\n".join(filler + odd_lines()) + "\n")
+    read_records(store.parent)
+    st = store.stat()
+    text = store.read_text()
+    assert text.index('"resnet1"', 70_000) > 65_536
+    store.write_text(text[:70_000] + text[70_000:].replace('"resnet1"', '"resnetX"', 1))  # same size
+    if keep_times:  # even with the old modification time
+        os.utime(store, ns=(st.st_atime_ns, st.st_mtime_ns))
+    records, _ = read_records(store.parent)
+    assert "resnetX" in [r["config"].get("model") for r in records]
+    store.write_text(text.replace('"resnet1"', '"resnet1000"', 1))  # longer
+    records, _ = read_records(store.parent)
+    assert "resnet1000" in [r["config"].get("model") for r in records]
+    store.write_text(json.dumps(rec(5)) + "\n")  # shorter
+    records, problems = read_records(store.parent)
+    assert [r["case_name"] for r in records] == ["c5"] and problems == []
+
+
+def test_a_change_at_the_start_is_seen_even_when_the_file_looks_untouched(store, monkeypatch):
+    monkeypatch.setattr(cache, "_stat_key", lambda st: [st.st_size])  # as if times and inode were kept
+    read_records(store.parent)
+    text = store.read_text()
+    store.write_text(text.replace('"resnet1"', '"resnetX"', 1))
+    records, _ = read_records(store.parent)
+    assert records[1]["config"]["model"] == "resnetX"
+
+
+def test_a_copied_store_uses_its_cache(store, tmp_path, monkeypatch):
+    read_records(store.parent)
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for p in store.parent.iterdir():
+        (copy / p.name).write_bytes(p.read_bytes())
+    built = []
+    real_add = cache.CachedRecords.add
+    monkeypatch.setattr(cache.CachedRecords, "add", lambda self, r: built.append(1) or real_add(self, r))
+    assert same(read_records(copy), plain_read(copy / "box.jsonl", monkeypatch))
+    assert built == []  # verified by the hash of its lines, not rebuilt
+    hashed = []
+    real_hash = cache._hash_prefix
+    monkeypatch.setattr(cache, "_hash_prefix", lambda f, size: hashed.append(size) or real_hash(f, size))
+    read_records(copy)
+    assert hashed == []  # the cache was written again for the copy: its lines are not hashed every time
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "flipped byte", "empty", "foreign", "directory"])
+def test_a_damaged_cache_is_ignored_and_rebuilt(store, monkeypatch, damage):
+    read_records(store.parent)
+    where = cache.cache_path(store)
+    data = where.read_bytes()
+    if damage == "garbage":
+        where.write_bytes(b"\x00\xff" * 1000)
+    elif damage == "truncated":
+        where.write_bytes(data[: len(data) // 2])
+    elif damage == "flipped byte":
+        where.write_bytes(data[:-20] + bytes([data[-20] ^ 1]) + data[-19:])
+    elif damage == "empty":
+        where.write_bytes(b"")
+    elif damage == "foreign":
+        monkeypatch.setattr(cache, "_CODE_KEY", ["another cnnbench"])
+    else:
+        where.unlink()
+        where.mkdir()
+    expected = plain_read(store, monkeypatch)
+    assert same(read_records(store.parent), expected)
+    if damage != "directory":
+        with open(store, "rb") as f:
+            assert cache.load(store, f, os.fstat(f.fileno()), step_times=True)[0] is not None  # rebuilt
+        assert same(read_records(store.parent), expected)
+
+
+def test_a_cache_that_cannot_be_written_is_skipped(store, monkeypatch):
+    def refuse(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(cache.os, "replace", refuse)
+    assert same(read_records(store.parent), plain_read(store, monkeypatch))
+    assert sorted(p.name for p in store.parent.iterdir()) == ["box.jsonl"]
+
+
+def test_small_files_get_no_cache(tmp_path):
+    append_record(tmp_path, rec(0))
+    read_records(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["box.jsonl"]
