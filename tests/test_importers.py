@@ -259,3 +259,42 @@ def test_copying_a_fixture_folder_keeps_the_layout(tmp_path):
     assert {r["environment"]["machine"] for r in result.records} == {"MyBox"}
     assert all("cuda_version" not in r["environment"] for r in result.records)  # no metadata file
     assert {r["environment"]["gpu_count"] for r in result.records} == {4}  # from the log's device lines
+
+
+@pytest.mark.parametrize("model", ["trivial", "resnet18"])
+def test_cnnbench_run_output_imports_back_to_the_same_figures(tmp_path, capsys, model):
+    """Round trip: what ``cnnbench run`` prints is a log ``cnnbench import tf-cnn-benchmarks`` reads."""
+    argv = ["run", "--model", model, "--image-size", "32", "--batch-size", "2", "--num-batches", "3",
+            "--num-warmup-batches", "1", "--device", "cpu", "--results-dir", str(tmp_path / "ran"),
+            "--machine-label", "box"]
+    assert main(argv) == 0
+    log_file = tmp_path / "run.log"
+    log_file.write_text(capsys.readouterr().out)
+    assert main(["import", "tf-cnn-benchmarks", str(log_file), "--results-dir", str(tmp_path / "imported"),
+                 "--machine-label", "box"]) == 0
+    (ran,), _ = read_records(tmp_path / "ran")
+    (back,), problems = read_records(tmp_path / "imported")
+    assert problems == []
+    assert back["source"] == "cnnbench" and back["environment"]["torch_version"] == ran["environment"]["torch_version"]
+    for name in ("model", "batch_size", "image_size", "device", "num_devices", "precision", "compile",
+                 "forward_only", "data_format", "num_batches", "num_warmup_batches", "optimizer",
+                 "variable_update", "data_name", "synthetic_location"):
+        assert back["config"][name] == ran["config"][name], name
+    assert back["metrics"]["total_images_per_sec"] == round(ran["metrics"]["total_images_per_sec"], 2)
+
+
+def test_cnnbench_headers_read_their_own_words():
+    text = "\n".join([
+        "PyTorch:     torch 2.4.0", "Model:       resnet50", "Dataset:     synthetic (loader)",
+        "Mode:        forward-only", "Batch size:  64 global", "             32 per device",
+        "Image size:  224x224", "Devices:     ['cuda:0', 'cuda:1']", "Precision:   fp16 (torch.compile)",
+        "==========", "10\timages/sec: 100.0 +/- 1.0 (jitter = 2.0)\t0.000\teta 1m 05s",
+        "total images/sec: 199.50",
+    ])
+    rec = record_from_log(Path("x.log"), text)
+    assert rec is not None
+    assert {k: rec["config"][k] for k in ("device", "num_devices", "precision", "compile", "synthetic_location",
+                                          "forward_only", "image_size")} == {
+        "device": "cuda", "num_devices": 2, "precision": "fp16", "compile": True, "synthetic_location": "loader",
+        "forward_only": True, "image_size": 224}
+    assert rec["metrics"]["images_per_sec_mean"] == 100.0 and rec["metrics"]["total_images_per_sec"] == 199.5

@@ -4,6 +4,12 @@ The layout is ``<machine>.logs/<config>/<model>-<batch>/throughput/<iteration>``
 ``<machine>.logs/metadata`` file of tab-separated facts (CPU, GPUs, CUDA, driver, TF).
 ``<config>`` reads like ``syn-replicated-fp16-2gpus-inference``.
 
+cnnbench's own ``run`` output is read too (round trip): its header starts with ``PyTorch:``
+instead of ``TensorFlow:``, names its devices ``cpu:0``/``cuda:0``, and also states the image
+size, the warm-up steps and cnnbench's own precision (``fp16`` there is pure fp16, and
+``(torch.compile)`` follows it for compiled runs); such records get ``source`` ``cnnbench``.
+Progress lines may end with more fields (cnnbench's ``eta``), which are ignored.
+
 From the info header (the block from ``TensorFlow:`` to ``==========``) come the model,
 the data set (synthetic or not), the mode, the per-device batch, the devices, the data
 format, the optimizer, the variable update and the all-reduce spec; precision and
@@ -53,12 +59,12 @@ _PRECISION_WORDS = {
 _MODES = {"training": False, "forward only": True, "forward-only": True, "evaluation": True, "inference": True}
 _OOM_MARKERS = ("ResourceExhaustedError", "OOM when allocating", "out of memory")
 
-_HEADER_START = re.compile(r"^TensorFlow:\s+(\S+)")
+_HEADER_START = re.compile(r"^(TensorFlow|PyTorch):\s+(\S.*?)\s*$")
 _HEADER_END = "=========="
 _KEY_VALUE = re.compile(r"^([A-Za-z][A-Za-z0-9 _-]*?):\s+(.*)$")
 _GLOBAL_BATCH = re.compile(r"^\s*(\d+)\s+global")
 _PER_DEVICE = re.compile(r"^\s*(\d+)\s+per device")
-_DEVICE = re.compile(r"/(?:device:)?(gpu|cpu|GPU|CPU):(\d+)")
+_DEVICE = re.compile(r"(?:^|[\s'\"\[/,])(?:device:)?(gpu|cpu|cuda|GPU|CPU):(\d+)")
 _STEP = re.compile(
     r"^(\d+)\s+images/sec:\s*([\d.]+)\s*\+/-\s*([\d.]+)\s*\(jitter\s*=\s*([\d.]+)\)\s*(.*)$"
 )
@@ -92,7 +98,10 @@ def _has_loss_column(step: Step) -> bool:
 class ParsedLog:
     """What one tf_cnn_benchmarks log says."""
 
+    framework: str | None = None
+    """``TensorFlow`` or ``PyTorch`` (cnnbench's own logs): what the info header starts with."""
     tf_version: str | None = None
+    """The framework's version from the header (TensorFlow's, or ``torch 2.4.0`` for cnnbench)."""
     header: dict[str, str] = field(default_factory=dict)
     global_batch: int | None = None
     per_device_batch: int | None = None
@@ -105,7 +114,7 @@ class ParsedLog:
 
 
 def parse_log(text: str) -> ParsedLog:
-    """Parse the text of one log; ``ParsedLog.tf_version`` is None when it has no info header."""
+    """Parse the text of one log; ``ParsedLog.framework`` is None when it has no info header."""
     out = ParsedLog()
     in_header = False
     last_found: int | None = None
@@ -122,8 +131,9 @@ def parse_log(text: str) -> ParsedLog:
             _header_line(out, line)
             continue
         m = _HEADER_START.match(line)
-        if m and out.tf_version is None:
-            out.tf_version = m.group(1)
+        if m and out.framework is None:
+            out.framework = m.group(1)
+            out.tf_version = m.group(2) if out.framework == "PyTorch" else m.group(2).split()[0]
             in_header = True
             continue
         m = _FOUND_GPU.search(line)
@@ -271,10 +281,11 @@ def find_logs(paths: Sequence[Path]) -> Iterator[Path]:
 
 
 def record_from_log(path: Path, text: str, metadata: dict[str, str] | None = None) -> dict[str, Any] | None:
-    """One record for one log, or None when the text has no tf_cnn_benchmarks info header."""
+    """One record for one log, or None when the text has no info header (tf_cnn_benchmarks' or cnnbench's)."""
     parsed = parse_log(text)
-    if parsed.tf_version is None:
+    if parsed.framework is None:
         return None
+    ours = parsed.framework == "PyTorch"
     layout = layout_of(path)
     words = folder_words(layout.config_name) if layout else {}
     h = parsed.header
@@ -289,12 +300,17 @@ def record_from_log(path: Path, text: str, metadata: dict[str, str] | None = Non
         config["forward_only"] = _MODES[mode]
     elif "forward_only" in words:
         config["forward_only"] = words["forward_only"]
-    if h.get("Num batches", "").isdigit():
-        config["num_batches"] = int(h["Num batches"])
+    for key, name in (("Num batches", "num_batches"), ("Num epochs", "num_epochs"),
+                      ("Num warmup", "num_warmup_batches")):
+        if h.get(key, "").isdigit():
+            config[name] = int(h[key])
+    size = re.fullmatch(r"(\d+)x\1", h.get("Image size", ""))
+    if size:
+        config["image_size"] = int(size.group(1))
     devices = _DEVICE.findall(h.get("Devices", ""))
     if devices:
         kind = devices[0][0].lower()
-        config["device"] = "cuda" if kind == "gpu" else "cpu"
+        config["device"] = "cuda" if kind in ("gpu", "cuda") else "cpu"
         config["num_devices"] = len(devices)
     if "Variables" in h:
         config["variable_update"] = h["Variables"]
@@ -309,7 +325,10 @@ def record_from_log(path: Path, text: str, metadata: dict[str, str] | None = Non
     if dataset:
         synthetic = "(synthetic)" in dataset
         config["data_name"] = "synthetic" if synthetic else dataset.split()[0]
-    precision = _header_precision(h) or words.get("precision")
+        location = re.fullmatch(r"synthetic \((\w+)\)", dataset)
+        if ours and location:  # cnnbench says where its synthetic batches live
+            config["synthetic_location"] = location.group(1)
+    precision = (_our_precision(h, config) if ours else _header_precision(h)) or words.get("precision")
     if precision:
         config["precision"] = precision
     distortions = _header_bool(h, "Distortions")
@@ -336,7 +355,7 @@ def record_from_log(path: Path, text: str, metadata: dict[str, str] | None = Non
         "config": config,
         "environment": environment,
         "metrics": metrics,
-        "source": SOURCE,
+        "source": "cnnbench" if ours else SOURCE,
         "source_path": str(path.resolve()),
         "source_header": dict(h),
     }
@@ -347,6 +366,17 @@ def record_from_log(path: Path, text: str, metadata: dict[str, str] | None = Non
         if layout.iteration is not None:
             record["source_iteration"] = layout.iteration
     return record
+
+
+def _our_precision(h: dict[str, str], config: dict[str, Any]) -> str | None:
+    """cnnbench's ``Precision:`` line: its own precision names, then `` (torch.compile)`` when compiled."""
+    from cnnbench.config.model_options import PRECISIONS
+
+    words = h.get("Precision", "").split()
+    if not words or words[0] not in PRECISIONS:
+        return None
+    config["compile"] = "(torch.compile)" in words[1:]
+    return words[0]
 
 
 def _header_precision(h: dict[str, str]) -> str | None:
@@ -382,9 +412,14 @@ def _environment(parsed: ParsedLog, layout: LayoutInfo | None, meta: dict[str, s
         env["cuda_version"] = meta["CUDA"].lstrip("Vv")
     if "Nvidia" in meta:
         env["gpu_driver"] = meta["Nvidia"]
-    tf_version = meta.get("TF") or parsed.tf_version
-    if tf_version:
-        env["framework"] = f"tensorflow {tf_version}"
+    if parsed.framework == "PyTorch":
+        torch_version = (parsed.tf_version or "").removeprefix("torch").strip()
+        if torch_version:
+            env["torch_version"] = torch_version
+    else:
+        tf_version = meta.get("TF") or parsed.tf_version
+        if tf_version:
+            env["framework"] = f"tensorflow {tf_version}"
     if "Python" in meta:
         env["python_version"] = meta["Python"]
     if "Kernel" in meta:
@@ -478,7 +513,8 @@ def import_tf_cnn_benchmarks(paths: Sequence[Path], options: ImportOptions) -> I
             result.problems.append(f"{path}: {exc}")
             continue
         if record is None:
-            result.problems.append(f"{path}: not a tf_cnn_benchmarks log (no `TensorFlow:` info header)")
+            result.problems.append(f"{path}: not a tf_cnn_benchmarks log (no `TensorFlow:` info header, "
+                                   "nor cnnbench's `PyTorch:` one)")
             continue
         result.records.append(record)
         log.debug("imported %s (%s)", path, record["status"])
