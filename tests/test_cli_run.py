@@ -66,3 +66,22 @@ def test_models_list_with_wildcards(capsys):
 def test_models_list_nothing_matches(capsys):
     assert main(["models", "--list", "nonexistent*"]) == 2
     assert "no model matches" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("status", ["ok", "error"])
+def test_run_prints_each_warning_once_and_the_compile_time(capsys, status):
+    from types import SimpleNamespace
+
+    from cnnbench.cli import run_cmd
+
+    record = SimpleNamespace(status=status, error="boom", run_id="r1", config={},
+                             metrics={"total_images_per_sec": 10.0, "compile_time_s": 12.34,
+                                      "warnings": ["busy machine", "unstable"]})
+    assert run_cmd._report(record, "results/box.jsonl", quiet=False) == (0 if status == "ok" else 1)
+    out, err = capsys.readouterr()
+    assert err.count("cnnbench run: warning: busy machine") == 1 and err.count("warning: unstable") == 1
+    if status == "ok":
+        assert "compile time: 12.3 s" in out
+    record.metrics["compile_time_s"] = None  # not compiled
+    run_cmd._report(record, "results/box.jsonl", quiet=False)
+    assert "compile time" not in capsys.readouterr().out

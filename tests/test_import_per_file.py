@@ -71,11 +71,25 @@ def test_an_absurd_step_clock_is_a_problem_of_that_log(tmp_path, capsys):
 def test_lambdas_own_table_is_refused_not_turned_into_error_records(tmp_path, capsys):
     table = FIXTURES / "lambda-tf-train-throughput-fp32.csv"
     results = tmp_path / "r"
-    assert main(["import", "csv", str(table), "--results-dir", str(results)]) == 1
+    assert main(["import", "csv", str(table), "--results-dir", str(results)]) == 2  # a usage error
     err = capsys.readouterr().err
     assert f"{table}: no column is a record field name (it has name_gpu, num_gpu, alexnet" in err
     assert "nothing to import" in err
     assert not results.exists()
+
+
+def test_csv_refusals_are_usage_errors_and_bad_rows_are_not(tmp_path, capsys):
+    folder = tmp_path / "tables"
+    folder.mkdir()
+    wrong_option = tmp_path / "w.csv"
+    wrong_option.write_text("config.modle,metrics.total_images_per_sec\nresnet50,1\n")
+    assert main(["import", "csv", str(folder), str(wrong_option), "--results-dir", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert "is a directory" in err and "did you mean config.model?" in err
+    bad_rows = tmp_path / "b.csv"
+    bad_rows.write_text("config.model,config.batch_size\nresnet50,0\n")
+    assert main(["import", "csv", str(bad_rows), "--results-dir", str(tmp_path / "r")]) == 1  # the data is wrong
+    assert f"{bad_rows}:2: column 'config.batch_size'" in capsys.readouterr().err
 
 
 def test_csv_values_are_checked_as_run_checks_them(tmp_path, capsys):

@@ -293,3 +293,26 @@ def test_results_export_to_stdout_is_plain_csv(store, capsys):
 def test_results_on_a_missing_folder_is_a_one_line_error(tmp_path, capsys):
     assert main(["results", "list", str(tmp_path / "nope")]) == 2
     assert "no results at" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["results", "list", "{store}", "--where", "cpu_cors=2"],
+                                  ["compare", "{store}", "--by", "cpu_cors"],
+                                  ["report", "{store}", "-o", "{out}", "--where", "cpu_cors=2"]])
+def test_unknown_bare_fields_name_the_nearest_known_ones(tmp_path, capsys, argv):
+    for i in range(2):
+        rec = make_record(i)
+        rec["environment"]["cpu_cores"] = 8
+        append_record(tmp_path / "s", rec)
+    argv = [a.format(store=tmp_path / "s", out=tmp_path / "out") for a in argv]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("unknown field 'cpu_cors' (did you mean environment.cpu_cores?)") and "\n" not in err
+
+
+def test_nearest_fields_prefers_an_alias_to_its_dotted_name():
+    from cnnbench.results.query import nearest_fields
+
+    known = ["batch_size", "config.batch_size", "config.num_batches", "environment.cpu_cores", "batch"]
+    assert nearest_fields("batch_sise", known) == ["batch_size", "batch"]
+    assert nearest_fields("config.batchsize", known)[0] == "config.batch_size"
+    assert nearest_fields("cpu_cors", known) == ["environment.cpu_cores"]

@@ -5,7 +5,9 @@ benchmark layout with their ``metadata``) and ``csv`` (a flat table whose column
 dotted record field names). Records that are already in the store (same content) are
 not added twice, even by two imports at once: the look and the write happen under the
 store's lock. A log that did not finish becomes a record with status ``error``; an input
-that cannot be used is reported as ``path: problem`` and the others are imported.
+that cannot be used is reported as ``path: problem`` and the others are imported. Exit
+codes: 0 something was imported (or was there already), 1 nothing could be used, 2 a usage
+error (also when every input was refused as the wrong kind: a folder, a vendor's table).
 """
 
 from __future__ import annotations
@@ -99,7 +101,9 @@ def handle(args: argparse.Namespace) -> int:
     for problem in result.problems:
         print(f"warning: skipped {problem}", file=sys.stderr)
     if not result.records:
-        raise UserError(f"nothing to import from {', '.join(args.paths)}", exit_code=1)
+        # every input refused as the wrong kind (a vendor's table, a folder): a usage error
+        usage = bool(result.refused) and len(result.refused) == len(result.problems)
+        raise UserError(f"nothing to import from {', '.join(args.paths)}", exit_code=2 if usage else 1)
 
     unique: dict[str, dict[str, Any]] = {}
     for record in result.records:

@@ -69,8 +69,6 @@ def _execute(config: RunConfig, emit: Any) -> tuple[Any, Any]:
 
 
 def _report(record: Any, path: Any, *, quiet: bool) -> int:
-    for warning in record.metrics.get("warnings") or []:
-        print(f"cnnbench run: warning: {warning}", file=sys.stderr)
     if record.status != "ok":
         print(f"cnnbench run: {record.status}: {record.error} (record {record.run_id} written to {path})",
               file=sys.stderr)
@@ -78,6 +76,9 @@ def _report(record: Any, path: Any, *, quiet: bool) -> int:
         return 1
     if quiet:
         print(f"total images/sec: {record.metrics['total_images_per_sec']:.2f}")
+    compile_s = record.metrics.get("compile_time_s")
+    if compile_s is not None:
+        print(f"compile time: {compile_s:.1f} s (the first step, torch.compile included)")
     _print_warnings(record)
     if not quiet:
         _print_profile(record, path)

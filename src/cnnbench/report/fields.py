@@ -8,7 +8,6 @@ in ``config``, then ``environment``, then ``metrics``. No torch here.
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import json
 import re
@@ -19,6 +18,7 @@ from typing import Any
 from cnnbench.results.query import MACHINE as MACHINE
 from cnnbench.results.query import SOURCE as SOURCE
 from cnnbench.results.query import get_value as get_value
+from cnnbench.results.query import nearest_fields
 
 ALIASES: dict[str, str] = {
     "model": "config.model",
@@ -116,7 +116,7 @@ def resolve_field(name: str, records: Sequence[Mapping[str, Any]]) -> str:
                 return f"{section}.{name}"
         if name in known:
             return name
-    close = difflib.get_close_matches(name, sorted(known), n=3, cutoff=0.6)
+    close = nearest_fields(name, known)
     hint = f" (did you mean {', '.join(close)}?)" if close else ""
     raise FieldError(f"unknown field {name!r}{hint}")
 

@@ -10,6 +10,7 @@ the caller's ``resolve`` turns what the user wrote (an alias, a bare name) into 
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -71,6 +72,28 @@ def parse_where(expressions: Sequence[str], resolve: Callable[[str], str] = lamb
         values = tuple(v.strip() for v in rhs.split(","))
         conditions.append(Condition(resolve(name.strip()), values, negate, expr))
     return conditions
+
+
+def nearest_fields(name: str, known: Iterable[str], n: int = 3, cutoff: float = 0.6) -> list[str]:
+    """The ``n`` known field names nearest to an unknown ``name``, best first.
+
+    A bare name (``cpu_cors``) is also held against the last part of each dotted name
+    (``environment.cpu_cores``), which a plain comparison of the whole texts misses; a
+    dotted name is left out when its last part (an alias) is as near.
+    """
+    wanted = name.strip().lower()
+    bare = "." not in wanted
+    scores: dict[str, float] = {}
+    for field in known:
+        matcher = difflib.SequenceMatcher(None, wanted, field.lower())
+        score = matcher.ratio()
+        if bare and "." in field:
+            matcher.set_seq2(field.rsplit(".", 1)[-1].lower())
+            score = max(score, matcher.ratio())
+        if score >= cutoff:
+            scores[field] = score
+    ranked = sorted(scores, key=lambda f: (-scores[f], f))
+    return [f for f in ranked if scores.get(f.rsplit(".", 1)[-1], -1.0) < scores[f] or "." not in f][:n]
 
 
 def value_matches(actual: Any, wanted: str) -> bool:

@@ -35,6 +35,14 @@ class ImportResult:
 
     records: list[dict[str, Any]] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
+    """The problems that refuse a whole input as the wrong kind of input (a folder, a file that
+    is no CSV, a table whose columns are no record fields): usage errors, when nothing else came."""
+
+    def refuse(self, problem: str) -> None:
+        """Record a problem that refuses a whole input (see :attr:`refused`)."""
+        self.problems.append(problem)
+        self.refused.append(problem)
 
 
 ImporterFn = Callable[[Sequence[Path], ImportOptions], ImportResult]

@@ -198,18 +198,18 @@ def import_csv(paths: Sequence[Path], options: ImportOptions) -> ImportResult:
     result = ImportResult()
     for path in paths:
         if path.is_dir():
-            result.problems.append(f"{path}: is a directory; name the CSV files in it")
+            result.refuse(f"{path}: is a directory; name the CSV files in it")
             continue
         if not path.is_file():
-            result.problems.append(f"{path}: no such file")
+            result.refuse(f"{path}: no such file")
             continue
         try:
             _import_file(path, options, result)
         except UnicodeDecodeError as exc:
-            result.problems.append(f"{path}: not UTF-8 text (byte {exc.object[exc.start:exc.start + 1]!r} at "
-                                   f"offset {exc.start}); nothing imported from it")
+            result.refuse(f"{path}: not UTF-8 text (byte {exc.object[exc.start:exc.start + 1]!r} at "
+                          f"offset {exc.start}); nothing imported from it")
         except csv.Error as exc:
-            result.problems.append(f"{path}: not a readable CSV table ({exc}); nothing imported from it")
+            result.refuse(f"{path}: not a readable CSV table ({exc}); nothing imported from it")
         except OSError as exc:
             result.problems.append(f"{path}: cannot read ({exc.strerror or exc})")
     return result
@@ -223,7 +223,7 @@ def _import_file(path: Path, options: ImportOptions, result: ImportResult) -> No
     columns = reader.fieldnames or []
     problem = _columns_problem(columns)
     if problem:
-        result.problems.append(f"{path}: {problem}")
+        result.refuse(f"{path}: {problem}")
         return
     records = []
     for row in reader:
