@@ -63,6 +63,12 @@ def test_models_list_with_wildcards(capsys):
     assert "vgg16" in names and "vgg16_bn" in names and "resnet50" not in names
 
 
+def test_models_list_is_in_natural_order(capsys):
+    assert main(["models", "--list", "resnet*"]) == 0
+    names = capsys.readouterr().out.split()
+    assert names.index("resnet18") < names.index("resnet50") < names.index("resnet101") < names.index("resnet152")
+
+
 def test_models_list_nothing_matches(capsys):
     assert main(["models", "--list", "nonexistent*"]) == 2
     assert "no model matches" in capsys.readouterr().err

@@ -100,7 +100,7 @@ def test_a_case_another_sweep_holds_is_left_to_it(tmp_path):
         result = run_suite(suite, SweepOptions(results_dir=results), worker=fake_worker, probe=probe)
     assert [r.case.config.batch_size for r in result.results] == [8]
     assert [c.config.batch_size for c in result.elsewhere] == [2]
-    assert "1 cases left to another sweep" in "\n".join(summary_lines(result, str(results)))
+    assert "1 case left to another sweep" in "\n".join(summary_lines(result, str(results)))
     records, _ = read_records(results)
     assert [r["config"]["batch_size"] for r in records] == [8]
 

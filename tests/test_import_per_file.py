@@ -137,7 +137,7 @@ def test_csv_problems_name_the_file_and_the_others_import(tmp_path, capsys):
     results = tmp_path / "r"
     assert main(["import", "csv", str(latin1), str(folder), str(huge), str(good), "--results-dir", str(results)]) == 0
     out, err = capsys.readouterr()
-    assert "imported 1 records" in out and "Traceback" not in err
+    assert "imported 1 record " in out and "Traceback" not in err
     assert f"{latin1}: not UTF-8 text" in err
     assert f"{folder}: is a directory" in err
     assert f"{huge}: not a readable CSV table" in err

@@ -90,7 +90,7 @@ def test_import_csv_with_nan_and_inf_is_one_line_per_row(tmp_path, capsys):
     results = tmp_path / "r"
     assert main(["import", "csv", str(table), "--results-dir", str(results)]) == 0
     out, err = capsys.readouterr()
-    assert "imported 1 records" in out
+    assert "imported 1 record " in out
     lines = err.strip().splitlines()
     assert len(lines) == 3 and "Traceback" not in err
     assert f"{table}:3: column 'config.learning_rate': must be a finite number" in lines[0]

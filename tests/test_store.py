@@ -233,10 +233,21 @@ def test_results_list_shows_runs_and_reports_a_truncated_line(store, capsys):
     assert f"{store / 'box-a.jsonl'}:5: truncated line" in err
 
 
+def test_results_list_shows_runs_of_one_minute_in_natural_model_order(tmp_path, capsys):
+    for i, model in enumerate(["resnet101", "resnet18", "resnet50"]):
+        rec = make_record(i)
+        rec["config"]["model"] = model
+        rec["started_at"] = f"2026-01-01T10:00:0{i}+00:00"
+        append_record(tmp_path, rec)
+    assert main(["results", "list", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert out.index("resnet18") < out.index("resnet50") < out.index("resnet101")
+
+
 def test_results_list_where_filters_and_names_unknown_fields(store, capsys):
     assert main(["results", "list", str(store), "--where", "batch_size=16"]) == 0
     out, _ = capsys.readouterr()
-    assert "1 runs" in out
+    assert out.rstrip().endswith("\n1 run")
     assert main(["results", "list", str(store), "--where", "colour=red"]) == 2
     assert "colour" in capsys.readouterr().err
 

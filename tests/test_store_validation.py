@@ -112,7 +112,7 @@ def test_import_reads_the_store_it_adds_to_and_reports_each_odd_line_once(odd_st
     table.write_text("config.model,environment.machine,metrics.total_images_per_sec\nvgg16,box,5.0\n")
     assert main(["import", "csv", str(table), "--results-dir", str(odd_store)]) == 0
     out, err = capsys.readouterr()
-    assert "imported 1 records" in out
+    assert "imported 1 record " in out
     _reported_once(err, odd_store)
 
 

@@ -276,7 +276,7 @@ def test_the_sweep_command_killed_mid_case_and_resumed(tmp_path, sig, code):
     (tmp_path / "in-flight.resume").write_text("")
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=60)
     assert done.returncode == 0, done
-    assert "1 cases skipped" in done.stdout
+    assert "1 case skipped (already recorded ok; --rerun runs it again)" in done.stdout
     records, problems = read_records(results)
     assert problems == [] and sorted(r["config"]["batch_size"] for r in records) == [2, 4, 8]
 
@@ -302,6 +302,9 @@ def test_strict_exit_status_and_reporters(tmp_path, monkeypatch, capsys):
                        probe=probe, reporter=RichReporter(stream))
     assert result.counts() == {"ok": 1, "error": 1}
     assert "boom in the model" in stream.getvalue()
+    # every case leaves its line above the bar, ok ones too: they stay after the bar ends
+    assert len([ln for ln in stream.getvalue().splitlines() if ln.startswith(("[1/2] ", "[2/2] "))]) == 2
+    assert "[1/2] ok      batch_size=2" in stream.getvalue() or "[2/2] ok      batch_size=2" in stream.getvalue()
     plain = io.StringIO()
     run_suite(suite_of([2]), SweepOptions(results_dir=tmp_path / "q", rerun=True), worker=fake_worker,
               probe=probe, reporter=PlainReporter(plain))

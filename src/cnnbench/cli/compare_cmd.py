@@ -12,6 +12,7 @@ import sys
 
 from cnnbench.cli.common import UserError
 from cnnbench.cli.report_cmd import parse_noise
+from cnnbench.words import plural
 
 DESCRIPTION = """\
 Match the results of BASELINE and CANDIDATE (results folders or .jsonl files) that agree on
@@ -103,7 +104,7 @@ def handle(args: argparse.Namespace) -> int:
         slow = result.slowdowns(threshold)
         if slow:
             worst = min(slow, key=lambda p: p.comparison.ratio or 1.0)
-            print(f"cnnbench compare: {len(slow)} significant slowdown{'s' if len(slow) != 1 else ''} beyond "
+            print(f"cnnbench compare: {plural(len(slow), 'significant slowdown')} beyond "
                   f"{threshold * 100:g}% (worst: {worst.name} on {worst.machine}, ratio "
                   f"{worst.comparison.ratio:.3f})", file=sys.stderr)
             return 1

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from cnnbench.cli.common import UserError, check_output
+from cnnbench.words import plural
 
 KINDS = ("tf-cnn-benchmarks", "csv")
 
@@ -125,7 +126,7 @@ def handle(args: argparse.Namespace) -> int:
     summary = ", ".join(f"{n} {s}" for s, n in sorted(statuses.items())) or "none new"
     verb = "would import" if args.dry_run else "imported"
     skipped = len(result.records) - len(written)
-    line = f"{verb} {len(written)} records ({summary}) into {args.results_dir}"
+    line = f"{verb} {plural(len(written), 'record')} ({summary}) into {args.results_dir}"
     if skipped:
         line += f"; {skipped} already there"
         elsewhere = sorted({m for m in already.values() if args.machine_label and m != args.machine_label})

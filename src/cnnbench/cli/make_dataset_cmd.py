@@ -10,6 +10,7 @@ import argparse
 import time
 
 from cnnbench.cli.common import UserError
+from cnnbench.words import plural
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -55,6 +56,6 @@ def handle(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise UserError(f"cannot write {args.dir}: {exc.strerror or exc}", exit_code=1) from None
     print(f"wrote {made.kind}: {made.train_images:,} training and {made.val_images:,} validation images, "
-          f"{made.num_classes} classes, {made.bytes_written / 2**20:.1f} MiB, to {made.root} "
+          f"{plural(made.num_classes, 'class', 'classes')}, {made.bytes_written / 2**20:.1f} MiB, to {made.root} "
           f"in {time.perf_counter() - start:.1f} s (generated images, not photographs)")
     return 0

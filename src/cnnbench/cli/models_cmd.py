@@ -130,7 +130,9 @@ def _canonical(names: Sequence[str]) -> list[str]:
         except ConfigError as exc:
             if len(names) == 1:
                 raise UserError(str(exc)) from None
-    return sorted(found)
+    from cnnbench.words import natural_key
+
+    return sorted(found, key=natural_key)
 
 
 def _progress(models: Sequence[str]) -> Any:

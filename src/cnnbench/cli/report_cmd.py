@@ -10,6 +10,7 @@ import argparse
 import sys
 
 from cnnbench.cli.common import UserError
+from cnnbench.words import plural
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -113,9 +114,9 @@ def handle(args: argparse.Namespace) -> int:
         written = write_report(report, args.output)
     except OutputError as exc:
         raise UserError(str(exc)) from None
-    print(f"wrote {written.summary} and {written.html.name}: {len(report.tables)} tables "
-          f"(csv+json in {written.outdir / 'tables'}), {len(written.plots)} plots, "
-          f"from {report.n_records} results")
+    print(f"wrote {written.summary} and {written.html.name}: {plural(len(report.tables), 'table')} "
+          f"(csv+json in {written.outdir / 'tables'}), {plural(len(written.plots), 'plot')}, "
+          f"from {plural(report.n_records, 'result')}")
     if problems:
-        print(f"skipped {len(problems)} unreadable line(s); listed at the end of the report")
+        print(f"skipped {plural(len(problems), 'unreadable line')}; listed at the end of the report")
     return 0

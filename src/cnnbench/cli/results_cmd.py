@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from cnnbench.cli.common import CliParser, UserError
+from cnnbench.words import natural_key, plural
 
 LIST_COLUMNS = (
     ("started_at", "started"),
@@ -97,7 +98,9 @@ def _text(value: Any) -> str:
 
 def handle_list(args: argparse.Namespace) -> int:
     rows, _ = _load(args.results, args.where, step_times=False)
-    rows.sort(key=lambda r: str(r.get("started_at") or ""))
+    # oldest first; runs of the same minute (a sweep, an import) by model in natural order, then batch
+    rows.sort(key=lambda r: (str(r.get("started_at") or "")[:16], natural_key(r.get("config.model")),
+                             natural_key(r.get("config.batch_size")), str(r.get("started_at") or "")))
     total = len(rows)
     if args.limit and args.limit > 0:
         rows = rows[-args.limit:]
@@ -117,7 +120,7 @@ def handle_list(args: argparse.Namespace) -> int:
         table.add_row(*cells)
     console = Console() if sys.stdout.isatty() else Console(width=240)
     console.print(table)
-    shown = f"{len(rows)} of {total} runs" if len(rows) < total else f"{total} runs"
+    shown = f"{len(rows)} of {plural(total, 'run')}" if len(rows) < total else plural(total, "run")
     hint = " (newest shown; --limit 0 for all)" if len(rows) < total else ""
     console.print(f"{shown}{hint}")
     return 0
@@ -146,7 +149,8 @@ def handle_export(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise UserError(f"-o {args.output}: cannot write: {exc.strerror or exc}", exit_code=1) from None
     if args.output:
-        print(f"wrote {len(rows)} runs x {len(columns)} columns to {args.output}", file=sys.stderr)
+        print(f"wrote {plural(len(rows), 'run')} x {plural(len(columns), 'column')} to {args.output}",
+              file=sys.stderr)
     return 0
 
 

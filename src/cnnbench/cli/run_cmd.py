@@ -20,6 +20,7 @@ from typing import Any
 from cnnbench.cli.common import UserError, check_output
 from cnnbench.config import ConfigError, RunConfig
 from cnnbench.config.cli_args import add_config_arguments, config_from_args
+from cnnbench.words import plural
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -163,11 +164,11 @@ def _scaling(config: RunConfig, emit: Any, *, quiet: bool) -> int:
     rows: list[tuple[int, Any]] = []
     for n in scaling_counts(top):
         if not quiet:
-            print(f"=== {n} device{'s' if n > 1 else ''} ===", flush=True)
+            print(f"=== {plural(n, 'device')} ===", flush=True)
         record, path = _execute(config.replace(num_devices=n), emit)
         rows.append((n, record))
         if record.status != "ok":
-            print(f"cnnbench run: {n} devices: {record.status}: {record.error}", file=sys.stderr)
+            print(f"cnnbench run: {plural(n, 'device')}: {record.status}: {record.error}", file=sys.stderr)
         _print_warnings(record)
     _print_scaling(rows, str(path))
     return 0 if all(r.status == "ok" for _, r in rows) else 1
@@ -194,5 +195,5 @@ def _print_scaling(rows: list[tuple[int, Any]], path: str) -> None:
     console = Console() if sys.stdout.isatty() else Console(width=100)
     console.print(table)
     if base_n is not None:
-        console.print(f"speedup and efficiency against {base_n} device{'s' if base_n != 1 else ''}; "
-                      f"{len(rows)} records appended to {path}")
+        console.print(f"speedup and efficiency against {plural(base_n, 'device')}; "
+                      f"{plural(len(rows), 'record')} appended to {path}")

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from cnnbench.cli.common import UserError, check_output
+from cnnbench.words import plural
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -68,7 +69,8 @@ def handle(args: argparse.Namespace) -> int:
         for i, case in enumerate(suite.cases, 1):
             print(f"{i:>4}  {case.label}")
         configurations = len(suite.cases) // suite.repeats
-        print(f"{len(suite.cases)} cases ({configurations} configurations x {suite.repeats} repeats), "
+        print(f"{plural(len(suite.cases), 'case')} ({plural(configurations, 'configuration')} x "
+              f"{plural(suite.repeats, 'repeat')}), "
               f"time limit {suite.timeout_s:g} s each")
         return 0
 

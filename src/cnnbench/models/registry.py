@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from cnnbench.config.errors import ConfigError
+from cnnbench.words import natural_key
 
 if TYPE_CHECKING:
     from torch import nn
@@ -136,7 +137,7 @@ def canonical_name(name: str) -> str:
 
 
 def list_models(pattern: str = "*", *, include_aliases: bool = True, include_timm: bool | None = None) -> list[str]:
-    """Names matching a shell-style wildcard, sorted.
+    """Names matching a shell-style wildcard, in natural order (``resnet18`` before ``resnet101``).
 
     timm's thousand-odd names are listed only when the pattern asks for them
     (starts with ``timm/``) or ``include_timm`` is true, and timm is installed.
@@ -149,12 +150,12 @@ def list_models(pattern: str = "*", *, include_aliases: bool = True, include_tim
         from cnnbench.models import timm_source
 
         names |= set(timm_source.list_names())
-    return sorted(n for n in names if fnmatch.fnmatchcase(n, pattern))
+    return sorted((n for n in names if fnmatch.fnmatchcase(n, pattern)), key=natural_key)
 
 
 def aliases_of(name: str) -> list[str]:
     _load_sources()
-    return sorted(a for a, t in _ALIASES.items() if t == name)
+    return sorted((a for a, t in _ALIASES.items() if t == name), key=natural_key)
 
 
 def create_model(name: str, *, num_classes: int = DEFAULT_NUM_CLASSES, image_size: int | None = None) -> nn.Module:

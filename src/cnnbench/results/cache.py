@@ -147,22 +147,28 @@ class CachedRecords:
         call after :func:`write`."""
         rows = self.rows[:count]
         sections = self.sections
-        for name, refs in zip(_SECTIONS, self.refs, strict=True):
-            for row, index in zip(rows, refs, strict=False):  # refs go on past count
-                if index >= 0:
-                    row[name] = sections[index].copy()
+        configs, environments = self.refs
         if step_times:
             if self.steps is None:
                 raise ValueError("step times were not read")
-            needed = sum(c for c in self.step_counts[:count] if c > 0)
-            flat = self.steps[:needed].tolist()
+            counts = self.step_counts[:count]
+            needed = sum(c for c in counts if c > 0)
+            flat = (self.steps if needed == len(self.steps) else self.steps[:needed]).tolist()
             at = 0
-            for row, steps in zip(rows, self.step_counts, strict=False):
+            for row, config, environment, steps in zip(rows, configs, environments, counts, strict=False):
+                if config >= 0:
+                    row["config"] = sections[config].copy()
+                if environment >= 0:
+                    row["environment"] = sections[environment].copy()
                 if steps >= 0:
                     row["metrics"][_STEPS] = flat[at:at + steps]
                     at += steps
         else:
-            for row in rows:
+            for row, config, environment in zip(rows, configs, environments, strict=False):
+                if config >= 0:
+                    row["config"] = sections[config].copy()
+                if environment >= 0:
+                    row["environment"] = sections[environment].copy()
                 metrics = row.get("metrics")
                 if type(metrics) is dict:
                     metrics.pop(_STEPS, None)

@@ -1,9 +1,10 @@
 """Showing a sweep: a rich progress bar on a terminal, one line per case elsewhere, a summary.
 
 The bar shows done and failed counts, elapsed time and an ETA, and under it the case in
-flight with its latest output line (its tf_cnn_benchmarks-style progress). It is
-refreshed from the sweep's own wait loop, which wakes at least four times a second (no
-background thread).
+flight with its latest output line (its tf_cnn_benchmarks-style progress). Each finished
+case leaves one line above the bar (the same line the plain view prints), so the cases
+stay on the screen after the bar ends. It is refreshed from the sweep's own wait loop,
+which wakes at least four times a second (no background thread).
 These are the CLI's views; the runner itself only logs.
 """
 
@@ -16,6 +17,7 @@ from typing import IO, Any
 
 from cnnbench.sweep.runner import CaseResult, SweepResult
 from cnnbench.sweep.suite import Case, Suite
+from cnnbench.words import plural
 
 REFRESH_S = 0.5
 
@@ -27,6 +29,12 @@ def _figure(result: CaseResult) -> str:
 
 def _first_line(text: Any) -> str:
     return str(text or "").strip().splitlines()[0] if str(text or "").strip() else ""
+
+
+def case_line(done: int, total: int, result: CaseResult) -> str:
+    """The line a finished case leaves: ``[3/8] ok      <case>  12.3 s  456.7 images/sec``."""
+    detail = _figure(result) if result.status == "ok" else _first_line(result.record.get("error"))
+    return f"[{done}/{total}] {result.status:<7} {result.case.label}  {result.seconds:.1f} s  {detail}".rstrip()
 
 
 class RichReporter:
@@ -76,11 +84,14 @@ class RichReporter:
         self._last_refresh = 0.0
         self._ok = 0
         self._failed = 0
+        self._done = 0
+        self._total = 0
 
     def sweep_started(self, suite: Suite, to_run: list[Case], skipped: list[Case]) -> None:
         if skipped:
             total = len(to_run) + len(skipped)
-            self.console.print(f"{len(skipped)} of {total} cases already recorded ok; skipping them")
+            self.console.print(f"{len(skipped)} of {plural(total, 'case')} already recorded ok; skipping them")
+        self._total = len(to_run)
         self.progress.start()
         self.task = self.progress.add_task(suite.name, total=len(to_run), ok=0, failed=0)
         self._refresh(force=True)
@@ -96,20 +107,26 @@ class RichReporter:
         self._refresh()
 
     def case_finished(self, result: CaseResult) -> None:
+        from rich.text import Text
+
+        self._done += 1
         if result.status == "ok":
             self._ok += 1
         else:
             self._failed += 1
-            self.progress.console.print(
-                f"[red]{result.status}[/]: {result.case.label}: {_first_line(result.record.get('error'))}"
-            )
+        style = "green" if result.status == "ok" else "red"
+        text_line = Text(case_line(self._done, self._total, result))
+        text_line.stylize(style, 0, len(f"[{self._done}/{self._total}] {result.status}"))
+        self.progress.console.print(text_line)  # above the bar: it stays when the bar ends
         for text in result.warnings:
             self.progress.console.print(f"[yellow]warning[/]: {text}", highlight=False)
         self.progress.update(self.task, advance=1, ok=self._ok, failed=self._failed)
         self._refresh(force=True)
 
     def case_skipped(self, case: Case, reason: str) -> None:
-        self.progress.console.print(f"[dim]skipped[/]: {case.label}: {reason}")
+        self._done += 1
+        self.progress.console.print(f"[{self._done}/{self._total}] [dim]skipped[/] {case.label}  ({reason})",
+                                    highlight=False)
         self.progress.update(self.task, advance=1)
         self._refresh(force=True)
 
@@ -143,7 +160,7 @@ class PlainReporter:
     def sweep_started(self, suite: Suite, to_run: list[Case], skipped: list[Case]) -> None:
         self.total = len(to_run)
         extra = f" ({len(skipped)} already recorded ok, skipped)" if skipped else ""
-        self._say(f"suite {suite.name}: {len(to_run)} cases to run{extra}")
+        self._say(f"suite {suite.name}: {plural(len(to_run), 'case')} to run{extra}")
 
     def case_started(self, case: Case, batch_size: int | None, attempt: int) -> None:
         if attempt > 1:
@@ -154,9 +171,7 @@ class PlainReporter:
 
     def case_finished(self, result: CaseResult) -> None:
         self.done += 1
-        detail = _figure(result) if result.status == "ok" else _first_line(result.record.get("error"))
-        self._say(f"[{self.done}/{self.total}] {result.status:<7} {result.case.label}  "
-                  f"{result.seconds:.1f} s  {detail}".rstrip())
+        self._say(case_line(self.done, self.total, result))
         for text in result.warnings:
             self._say(f"  warning: {text}")
 
@@ -176,26 +191,29 @@ def summary_lines(result: SweepResult, results_dir: str) -> list[str]:
     counts = result.counts()
     ran = len(result.results)
     parts = [f"{n} {status}" for status, n in sorted(counts.items())] or ["none"]
-    lines = [f"suite {result.suite.name}: {ran} cases ran in {result.seconds:.1f} s: {', '.join(parts)}"]
+    lines = [f"suite {result.suite.name}: {plural(ran, 'case')} ran in {result.seconds:.1f} s: {', '.join(parts)}"]
     if result.skipped:
-        lines.append(f"  {len(result.skipped)} cases skipped (already recorded ok; --rerun runs them again)")
+        them = "it" if len(result.skipped) == 1 else "them"
+        lines.append(f"  {plural(len(result.skipped), 'case')} skipped "
+                     f"(already recorded ok; --rerun runs {them} again)")
     if result.elsewhere:
-        lines.append(f"  {len(result.elsewhere)} cases left to another sweep on the same store, which was running them")
+        lines.append(f"  {plural(len(result.elsewhere), 'case')} left to another sweep on the same store, "
+                     "which was running them")
     for r in result.results:
         if r.status != "ok":
             lines.append(f"  {r.status}: {r.case.label} ({r.case_name}): {_first_line(r.record.get('error'))}")
     disagree = sum(1 for r in result.results if r.warnings)
     if disagree:
-        lines.append(f"  {disagree} configurations whose repeats disagree by more than the noise threshold")
+        lines.append(f"  {plural(disagree, 'configuration')} whose repeats disagree by more than the noise threshold")
     warned = sum(1 for r in result.results if (r.record.get("metrics") or {}).get("warnings"))
     if warned:
-        lines.append(f"  {warned} cases recorded warnings (a busy machine, unstable step times, throttling): "
+        lines.append(f"  {plural(warned, 'case')} recorded warnings (a busy machine, unstable step times, throttling): "
                      "see metrics.warnings in their records")
     if result.interrupted_by is not None:
         from cnnbench.sweep.isolation import signal_name
 
         lines.append(
-            f"  interrupted by {signal_name(result.interrupted_by)}: {len(result.not_run)} cases not run "
+            f"  interrupted by {signal_name(result.interrupted_by)}: {plural(len(result.not_run), 'case')} not run "
             "(the one in flight recorded nothing); run the same command again to continue"
         )
     lines.append(f"  results in {results_dir}")

@@ -1,0 +1,35 @@
+"""How counts and names read: plurals (``1 run``, ``2 runs``) and natural order
+(``resnet18`` before ``resnet101``). The one place for both; no torch here."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+_IRREGULAR = {"was": "were", "is": "are", "has": "have", "batch": "batches"}
+
+
+def plural(count: int, noun: str, many: str | None = None) -> str:
+    """``"1 run"``, ``"2 runs"``, ``"0 runs"``; ``many`` for a plural that is not ``noun + "s"``
+    (``plural(n, "batch", "batches")``; a few common ones are known)."""
+    if count == 1:
+        return f"{count} {noun}"
+    return f"{count} {many or _IRREGULAR.get(noun) or noun + 's'}"
+
+
+_DIGITS = re.compile(r"(\d+)")
+
+
+def natural_key(value: Any) -> tuple[Any, ...]:
+    """A sort key that orders values as people do: booleans (False first), then numbers
+    ascending, then text with its embedded numbers in numeric order, case-insensitively
+    (``resnet18`` < ``resnet50`` < ``resnet101``, ``2gpus`` < ``10gpus``); ``None`` last.
+    Values of different kinds never compare with each other, so any mix sorts."""
+    if value is None:
+        return (3,)
+    if isinstance(value, bool):
+        return (0, int(value))
+    if isinstance(value, (int, float)):
+        return (1, float(value))
+    parts = _DIGITS.split(str(value).lower())
+    return (2, tuple((0, int(p)) if p.isdigit() else (1, p) for p in parts if p))

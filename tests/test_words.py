@@ -1,0 +1,25 @@
+"""Counts and names as people read them: plurals and natural order (cnnbench.words)."""
+
+from __future__ import annotations
+
+from cnnbench.words import natural_key, plural
+
+
+def test_plural():
+    assert plural(1, "run") == "1 run"
+    assert plural(0, "run") == "0 runs"
+    assert plural(2, "case") == "2 cases"
+    assert plural(3, "class", "classes") == "3 classes"
+    assert plural(2, "batch") == "2 batches"
+
+
+def test_natural_key_orders_embedded_numbers_as_numbers():
+    names = ["resnet101", "resnet18", "Resnet50", "vgg16", "resnet152", "resnet50_v1.5", "alexnet"]
+    assert sorted(names, key=natural_key) == ["alexnet", "resnet18", "Resnet50", "resnet50_v1.5", "resnet101",
+                                              "resnet152", "vgg16"]
+    assert sorted(["syn-replicated-10gpus", "syn-replicated-2gpus"], key=natural_key)[0] == "syn-replicated-2gpus"
+
+
+def test_natural_key_sorts_any_mix_of_kinds():
+    assert sorted([None, "b2", 10, True, 2.5, "b10", False], key=natural_key) == [False, True, 2.5, 10, "b2", "b10",
+                                                                                    None]
