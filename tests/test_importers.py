@@ -298,3 +298,20 @@ def test_cnnbench_headers_read_their_own_words():
         "device": "cuda", "num_devices": 2, "precision": "fp16", "compile": True, "synthetic_location": "loader",
         "forward_only": True, "image_size": 224}
     assert rec["metrics"]["images_per_sec_mean"] == 100.0 and rec["metrics"]["total_images_per_sec"] == 199.5
+
+
+def test_progress_lines_with_an_eta_still_import(tmp_path, capsys, monkeypatch):
+    from cnnbench.engine import log_format
+
+    monkeypatch.setattr(log_format, "ETA_FROM_S", 0.0)  # as if the run were long
+    argv = ["run", "--model", "trivial", "--image-size", "32", "--batch-size", "2", "--num-batches", "3",
+            "--num-warmup-batches", "1", "--display-every", "1", "--device", "cpu",
+            "--results-dir", str(tmp_path / "ran"), "--machine-label", "box"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    steps = [ln for ln in out.splitlines() if "images/sec:" in ln and not ln.startswith("total")]
+    assert len(steps) == 3 and all("\teta " in ln for ln in steps[:2]) and "eta" not in steps[2]
+    rec = record_from_log(Path("run.log"), out)
+    assert rec is not None
+    assert rec["metrics"]["step_series"]["step"] == [1, 2, 3]
+    assert all(loss is not None for loss in rec["metrics"]["step_series"]["loss"])

@@ -124,7 +124,8 @@ def _measure(run: ResolvedRun, strategy: ParallelStrategy, hooks: HookSet, emit:
             emit(line)
 
         def progress(step: int, times: list[float], loss: float) -> None:
-            emit(log_format.step_line(step, throughput_stats(times, run.images_per_step), loss))
+            eta = log_format.eta_s(step, run.timed_steps, times) if cfg.num_epochs is None else None
+            emit(log_format.step_line(step, throughput_stats(times, run.images_per_step), loss, eta))
 
         first_step_s = None
         if cfg.num_epochs is None:

@@ -5,7 +5,7 @@ The importer for tf_cnn_benchmarks logs reads these lines back, for ours as for 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from cnnbench.engine.stats import ThroughputStats
@@ -40,8 +40,36 @@ def header_lines(config: Mapping[str, Any], *, framework: str, dataset: str) -> 
     return [f"{k:<12} {v}".rstrip() if k else f"{'':<12} {v}" for k, v in rows] + ["=========="]
 
 
-def step_line(step: int, stats: ThroughputStats, loss: float) -> str:
-    return f"{step}\timages/sec: {stats.mean:.1f} +/- {stats.stderr:.1f} (jitter = {stats.jitter:.1f})\t{loss:.3f}"
+ETA_FROM_S = 60.0
+"""A run whose timed steps are expected to take longer than this shows an ETA on its progress lines."""
+
+
+def step_line(step: int, stats: ThroughputStats, loss: float, eta_s: float | None = None) -> str:
+    """One progress line; with ``eta_s``, a last tab-separated field ``eta 2m 05s`` (tools that
+    read tf_cnn_benchmarks' lines take the fields they know and stop at an unknown one)."""
+    line = f"{step}\timages/sec: {stats.mean:.1f} +/- {stats.stderr:.1f} (jitter = {stats.jitter:.1f})\t{loss:.3f}"
+    return line if eta_s is None else f"{line}\teta {duration(eta_s)}"
+
+
+def eta_s(step: int, total_steps: int, step_times_s: Sequence[float]) -> float | None:
+    """Seconds left for the timed steps after ``step`` of ``total_steps`` at the mean step
+    time so far, or None when the run is short (under :data:`ETA_FROM_S` in all) or done."""
+    if not step_times_s or step >= total_steps:
+        return None
+    mean = sum(step_times_s) / len(step_times_s)
+    if mean * total_steps < ETA_FROM_S:
+        return None
+    return mean * (total_steps - step)
+
+
+def duration(seconds: float) -> str:
+    """``45s``, ``2m 05s``, ``1h 03m``."""
+    s = max(0, round(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m {s % 60:02d}s"
+    return f"{s // 3600}h {s % 3600 // 60:02d}m"
 
 
 def total_lines(total_images_per_sec: float) -> list[str]:
