@@ -172,9 +172,9 @@ def test_cli_json_and_csv_keep_exact_integers(capsys):
 
     assert main(["models", "resnet1*", "--image-size", "64", "--format", "csv"]) == 0
     table = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
-    assert [r["name"] for r in table] == ["resnet101", "resnet152", "resnet18"]
-    assert int(table[2]["forward_macs"]) == model_cost("resnet18", 64).forward_macs
-    assert table[2]["input_size"] == "3x64x64" and table[2]["top1_error"] == ""
+    assert [r["name"] for r in table] == ["resnet18", "resnet101", "resnet152"]  # natural order
+    assert int(table[0]["forward_macs"]) == model_cost("resnet18", 64).forward_macs
+    assert table[0]["input_size"] == "3x64x64" and table[0]["top1_error"] == ""
 
 
 def test_cli_table_and_markdown_name_their_units(capsys):

@@ -225,15 +225,13 @@ def render_csv(costs: Sequence[ModelCost]) -> str:
 
 
 def _print_rich(costs: Sequence[ModelCost]) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    console = Console(highlight=False)
-    if not console.is_terminal:
-        console = Console(highlight=False, width=max(console.width, 160))
+    from cnnbench.terminal import print_table
+
     table = Table(*READABLE_HEADER, caption="\n".join(_notes(costs)), caption_justify="left")
     for column in table.columns[1:]:
         column.justify = "right"
     for cost in costs:
         table.add_row(*readable_row(cost))
-    console.print(table)
+    print_table(table)

@@ -105,8 +105,9 @@ def handle_list(args: argparse.Namespace) -> int:
     if args.limit and args.limit > 0:
         rows = rows[-args.limit:]
 
-    from rich.console import Console
     from rich.table import Table
+
+    from cnnbench.terminal import print_table
 
     table = Table(show_lines=False, header_style="bold")
     for _, title in LIST_COLUMNS:
@@ -118,8 +119,7 @@ def handle_list(args: argparse.Namespace) -> int:
         status = str(row.get("status"))
         cells[[c for c, _ in LIST_COLUMNS].index("status")] = f"[{styles.get(status, 'white')}]{status}[/]"
         table.add_row(*cells)
-    console = Console() if sys.stdout.isatty() else Console(width=240)
-    console.print(table)
+    console = print_table(table)
     shown = f"{len(rows)} of {plural(total, 'run')}" if len(rows) < total else plural(total, "run")
     hint = " (newest shown; --limit 0 for all)" if len(rows) < total else ""
     console.print(f"{shown}{hint}")

@@ -102,8 +102,9 @@ def _print_profile(record: Any, path: Any) -> None:
     trace, rows = metrics.get("profile_trace"), metrics.get("profile_top_operators")
     if not trace:
         return
-    from rich.console import Console
     from rich.table import Table
+
+    from cnnbench.terminal import print_table
 
     on_device = any(r.get("self_device_ms") is not None for r in rows or [])
     kind = "device" if on_device else "CPU"
@@ -118,8 +119,7 @@ def _print_profile(record: Any, path: Any) -> None:
             cells.append(f"{r['self_device_ms']:.3f}")
         cells.append(f"{r['self_share']:.1%}")
         table.add_row(*cells)
-    console = Console() if sys.stdout.isatty() else Console(width=120)
-    console.print(table)
+    console = print_table(table)
     console.print(f"profiler trace (Chrome trace JSON): {Path(path).parent / trace}", soft_wrap=True)
 
 
@@ -175,8 +175,9 @@ def _scaling(config: RunConfig, emit: Any, *, quiet: bool) -> int:
 
 
 def _print_scaling(rows: list[tuple[int, Any]], path: str) -> None:
-    from rich.console import Console
     from rich.table import Table
+
+    from cnnbench.terminal import print_table
 
     ok = [(n, r.metrics["total_images_per_sec"]) for n, r in rows if r.status == "ok"]
     base_n, base_ips = ok[0] if ok else (None, None)
@@ -192,8 +193,7 @@ def _print_scaling(rows: list[tuple[int, Any]], path: str) -> None:
         efficiency = speedup / (n / base_n) if speedup is not None and base_n else None
         table.add_row(str(n), f"{ips:,.1f}", f"{speedup:.2f}x" if speedup is not None else "—",
                       f"{efficiency:.1%}" if efficiency is not None else "—")
-    console = Console() if sys.stdout.isatty() else Console(width=100)
-    console.print(table)
+    console = print_table(table)
     if base_n is not None:
         console.print(f"speedup and efficiency against {plural(base_n, 'device')}; "
                       f"{plural(len(rows), 'record')} appended to {path}")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import Any
 
 
@@ -41,12 +40,12 @@ def handle(args: argparse.Namespace) -> int:
 
 
 def _print_tables(env: dict[str, Any]) -> None:
-    from rich.console import Console
     from rich.table import Table
 
     from cnnbench.machine.sysinfo import GPU_COLUMNS, describe, gpu_rows
+    from cnnbench.terminal import console_for, print_table
 
-    console = Console() if sys.stdout.isatty() else Console(width=120)
+    console = console_for()
     table = Table(title="cnnbench sysinfo", show_header=False, header_style="bold")
     table.add_column("", style="bold")
     table.add_column("", overflow="fold")
@@ -57,7 +56,7 @@ def _print_tables(env: dict[str, Any]) -> None:
             table.add_row(f"  {label}", value)
         if i < len(sections) - 1:
             table.add_section()
-    console.print(table)
+    print_table(table, console)
     gpus = gpu_rows(env)
     if not gpus:
         console.print("GPUs: none that NVML sees (no NVIDIA driver, or no NVIDIA GPU)")
@@ -68,7 +67,7 @@ def _print_tables(env: dict[str, Any]) -> None:
         gpu_table.add_column(name, overflow="fold")
     for row in gpus:
         gpu_table.add_row(*row)
-    console.print(gpu_table)
+    print_table(gpu_table, console)
     topology = env.get("gpu_topology")
     if not topology:
         return
@@ -79,6 +78,6 @@ def _print_tables(env: dict[str, Any]) -> None:
             matrix.add_column(f"GPU{g}", justify="center")
         for g, row in zip(topology["gpus"], topology[key], strict=False):
             matrix.add_row(f"GPU{g}", *row)
-        console.print(matrix)
+        print_table(matrix, console)
     console.print("NV<n>: n NVLinks; otherwise PCIe through PIX one switch, PXB several switches, PHB a host "
                   "bridge, NODE host bridges of one NUMA node, SYS across NUMA nodes. OK: peer-to-peer reads work.")
