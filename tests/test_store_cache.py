@@ -124,6 +124,11 @@ def test_appended_records_are_read_and_the_cache_grows(store, monkeypatch):
         c.read(len(cache._MAGIC))
         (size,) = cache._HEADER.unpack(c.read(cache._HEADER.size))
         assert __import__("marshal").loads(c.read(size))["end"] == store.stat().st_size
+    os.utime(store)  # touched, not changed: the rewritten cache's hash of its lines still holds
+    built = []
+    real_add = cache.CachedRecords.add
+    monkeypatch.setattr(cache.CachedRecords, "add", lambda self, r: built.append(1) or real_add(self, r))
+    assert read_records(store.parent)[0][-1] == new and built == []
 
 
 def test_a_partial_last_line_is_reported_and_left_out_of_the_cache(store, monkeypatch):

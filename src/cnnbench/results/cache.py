@@ -108,25 +108,23 @@ class CachedRecords:
     steps: array | None = field(default_factory=lambda: array("d"))
     """Every record's step times, in order (None until read: a reader without step times skips them)."""
     problems: list[ProblemLine] = field(default_factory=list)
+    digest: Any = field(default_factory=hashlib.sha256, repr=False)
+    """A running SHA-256 of the covered bytes, when known (whoever extends :attr:`end` updates
+    it); None: :func:`write` hashes them from the file."""
     _section_index: dict[bytes, int] = field(default_factory=dict, repr=False)
 
     def add(self, record: dict[str, Any]) -> None:
         """Add a checked, current record (not changed; it may keep its own objects)."""
         row = dict(record)
-        for name, refs in zip(_SECTIONS, self.refs, strict=True):
-            section = row.get(name)
-            index = -1
-            if type(section) is dict and _SCALARS_ONLY.isdisjoint(map(type, section.values())):
-                try:
-                    key = orjson.dumps(section)  # equal text: equal values, of equal types
-                except TypeError:  # an integer beyond 64 bits: kept in the row
-                    key = None
-                if key is not None:
-                    index = self._section_index.setdefault(key, len(self.sections))
-                    if index == len(self.sections):
-                        self.sections.append(section)
-                    row[name] = None
-            refs.append(index)
+        config_refs, environment_refs = self.refs
+        index = self._share(row.get("config"))
+        if index >= 0:
+            row["config"] = None
+        config_refs.append(index)
+        index = self._share(row.get("environment"))
+        if index >= 0:
+            row["environment"] = None
+        environment_refs.append(index)
         metrics = row.get("metrics")
         times = metrics.get(_STEPS) if type(metrics) is dict else None
         if type(times) is list and self.steps is not None and _FLOATS.issuperset(map(type, times)):
@@ -137,6 +135,26 @@ class CachedRecords:
         else:
             self.step_counts.append(-1)
         self.rows.append(row)
+
+    def _share(self, section: Any) -> int:
+        """The index in :attr:`sections` of an object equal to ``section`` (added if new), or
+        -1 when it is kept in its row: no object, or one with nested values (records must
+        not share those), or an integer beyond 64 bits."""
+        if type(section) is not dict:
+            return -1
+        try:
+            key = orjson.dumps(section)  # equal text: equal values, of equal types
+        except TypeError:
+            return -1
+        index = self._section_index.get(key)
+        if index is None:
+            if _SCALARS_ONLY.isdisjoint(map(type, section.values())):
+                index = len(self.sections)
+                self.sections.append(section)
+            else:
+                index = -1
+            self._section_index[key] = index
+        return index
 
     def add_problem(self, line: int, raw: bytes) -> None:
         self.problems.append(ProblemLine(len(self.rows), line, bytes(raw)))
@@ -181,10 +199,10 @@ class CachedRecords:
     @classmethod
     def _from_payload(cls, body: bytes) -> CachedRecords:
         end, next_line, sections, rows, refs, counts, problems = marshal.loads(body)
-        cached = cls(end=end, next_line=next_line, sections=sections, rows=rows, refs=tuple(refs),
+        cached = cls(end=end, digest=None, next_line=next_line, sections=sections, rows=rows, refs=tuple(refs),
                      step_counts=counts, steps=None, problems=[ProblemLine(*p) for p in problems])
         _check_shape(cached)
-        cached._section_index = {orjson.dumps(s): i for i, s in enumerate(sections)}
+        cached._section_index = {orjson.dumps(s): i for i, s in enumerate(sections)}  # -1s are found again
         return cached
 
 
@@ -207,7 +225,8 @@ def _check_shape(cached: CachedRecords) -> None:
         raise ValueError("parts of the cache do not fit together")
 
 
-def _hash_prefix(f: BinaryIO, size: int) -> str:
+def _hash_prefix(f: BinaryIO, size: int) -> Any:
+    """A running SHA-256 of the first ``size`` bytes of ``f`` (``hexdigest()`` gives it)."""
     f.seek(0)
     digest = hashlib.sha256()
     left = size
@@ -217,7 +236,7 @@ def _hash_prefix(f: BinaryIO, size: int) -> str:
             break
         digest.update(chunk)
         left -= len(chunk)
-    return digest.hexdigest()
+    return digest
 
 
 def _head_hash(f: BinaryIO, size: int) -> str:
@@ -247,7 +266,8 @@ def load(path: Path, f: BinaryIO, st: os.stat_result, *, step_times: bool) -> tu
                 log.debug("cache %s is stale; rebuilding", where)
                 return None, True
             touched = header["stat"] != _stat_key(st)
-            if touched and _hash_prefix(f, end) != header["prefix"]:
+            digest = _hash_prefix(f, end) if touched else None
+            if digest is not None and digest.hexdigest() != header["prefix"]:
                 log.debug("cache %s is stale (the covered lines changed); rebuilding", where)
                 return None, True
             body = c.read(header["rows_size"])
@@ -256,6 +276,7 @@ def load(path: Path, f: BinaryIO, st: os.stat_result, *, step_times: bool) -> tu
             cached = CachedRecords._from_payload(body)
             if cached.end != end:
                 raise ValueError("header and records disagree")
+            cached.digest = digest
             if step_times or touched or st.st_size > end:  # wanted, or needed to write the cache again
                 cached.steps = _read_steps(c, header)
             return cached, touched
@@ -287,7 +308,8 @@ def write(path: Path, f: BinaryIO, st: os.stat_result, cached: CachedRecords) ->
         steps = cached.steps.tobytes()
         header = marshal.dumps({
             "code": code_key(), "end": cached.end, "stat": _stat_key(st), "head": _head_hash(f, cached.end),
-            "prefix": _hash_prefix(f, cached.end), "rows_size": len(body), "rows": hashlib.sha256(body).hexdigest(),
+            "prefix": (cached.digest or _hash_prefix(f, cached.end)).hexdigest(),
+            "rows_size": len(body), "rows": hashlib.sha256(body).hexdigest(),
             "steps_size": len(steps), "steps": hashlib.sha256(steps).hexdigest(),
         })
         with open(tmp, "wb") as out:

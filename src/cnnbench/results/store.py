@@ -320,6 +320,8 @@ def _read_through_cache(path: Path, f: BinaryIO, st: os.stat_result, records: li
         else:
             cached.add(rec)
             new.append(rec)
+    if cached.digest is not None:
+        cached.digest.update(memoryview(data)[:whole])
     cached.end += whole
     cached.next_line += len(lines)
     if lines or rewrite:
