@@ -25,7 +25,7 @@ from cnnbench.report import fields as F
 from cnnbench.report.marks import NO_SAMPLES, NOT_SIGNIFICANT, combined, legend, measure_marks, symbols_of
 from cnnbench.report.pairing import ignored_differences, pair_key_fields, pair_points, pooled_pairs
 from cnnbench.report.points import ATTRIBUTE_FIELDS, Measure, PointSet, combine
-from cnnbench.report.significance import ALPHA, NONE, Comparison, compare_runs
+from cnnbench.report.significance import ALPHA, NONE, Comparison, compare_runs, repeat_spread
 from cnnbench.report.stats import median
 from cnnbench.report.table import Cell, Table, label_cell, missing, number
 from cnnbench.results.query import value_matches
@@ -177,10 +177,10 @@ def _effect(points: PointSet, name: str, a: Any, b: Any, noise: float, ignore: t
     pairing = pair_points(points, name, a, b, key_fields)
     if not pairing.pairs:
         return None
-    pairs: list[Pair] = []
-    for pp in pairing.pairs:
-        ma, mb = combine(pp.a), combine(pp.b)
-        pairs.append(Pair(pp.key, key_fields, ma, mb, compare_runs(mb.samples, ma.samples, noise, interval=False)))
+    measures = [(pp.key, combine(pp.a), combine(pp.b)) for pp in pairing.pairs]
+    spread = repeat_spread(m.samples for _, ma, mb in measures for m in (ma, mb))
+    pairs = [Pair(key, key_fields, ma, mb, compare_runs(mb.samples, ma.samples, noise, interval=False, spread=spread))
+             for key, ma, mb in measures]
     varying = [i for i in range(len(key_fields)) if len({p.key[i] for p in pairs}) > 1]
     by_name = {key_fields[i]: i for i in varying}
     row = next((by_name[f] for f in ROW_PREFERENCE if f in by_name), varying[0] if varying else None)
@@ -231,9 +231,10 @@ def significance_legend(pairs: Sequence[Pair], noise: float) -> list[str]:
     lines = []
     shown = [p for p in pairs if p.ratio is not None and p.comparison is not None]
     if any(not p.significant and p.comparison.basis != NONE for p in shown):  # type: ignore[union-attr]
-        lines.append(f"{NOT_SIGNIFICANT} not significant: Welch's t-test finds no difference at the "
-                     f"{ALPHA * 100:g}% level (on the runs where each side has two or more, else on block "
-                     f"means of the step times), or the ratio is within {noise * 100:g}% of 1.")
+        lines.append(f"{NOT_SIGNIFICANT} not significant: a t-test finds no difference at the "
+                     f"{ALPHA * 100:g}% level (on the runs' images/sec where each side has two or more, their "
+                     f"spread pooled over the table, else on block means of the step times), "
+                     f"or the ratio is within {noise * 100:g}% of 1.")
     if any(p.comparison.basis == NONE for p in shown):  # type: ignore[union-attr]
         lines.append(f"({NO_SAMPLES}) nothing to test with: one run per side and no step times; never called "
                      f"significant.")
