@@ -62,6 +62,6 @@ def test_imported_logs_through_the_command(imported, tmp_path):
     assert main(["report", str(store), "-o", str(out), "--where", "precision=fp32", "--max-plots", "2"]) == 0
     md = (out / "summary.md").read_text()
     assert f"| model | batch | {RTX3080} | {A6000} |" in md
-    assert "| alexnet | varies | 7324.87 (batch " in md
+    assert "| alexnet | varies | 7,325 (batch " in md
     assert "Scaling" in md
     assert len(list((out / "plots").glob("*.png"))) == 2

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import subprocess
 import sys
 
@@ -146,3 +147,70 @@ def test_report_code_does_not_import_torch(store, tmp_path):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "ok" in done.stdout
+
+
+def test_summary_then_contents_then_systems_and_scaling_near_the_top(store, tmp_path):
+    report, written = make_report([store], tmp_path / "out")
+    md = written.summary.read_text()
+    first = md.split("\n\n")[1]
+    assert first.startswith("15 results (14 ok, 1 oom) of 2 models in 3 configurations at 1, 2 and 4 devices, "
+                            "on 2 machines: m-fast, m-slow.")
+    order = [md.index(h) for h in ("## Observations", "## Contents", "## Systems", "## Scaling",
+                                   "## Throughput by configuration", "## Model cost")]
+    assert order == sorted(order)
+    # every contents entry links to an anchor that a heading of the HTML carries
+    html = written.html.read_text()
+    contents = md[md.index("## Contents"):md.index("## Systems")]
+    links = re.findall(r"\]\(#([^)]+)\)", contents)
+    assert "systems" in links and "scaling" in links
+    for anchor in links:
+        assert f' id="{anchor}"' in html
+    assert '<a href="#scaling">Scaling</a>' in html
+
+
+def test_markdown_anchors_are_githubs_and_unique():
+    from cnnbench.report.document import Heading, set_anchors
+
+    hs = [Heading("Throughput by configuration (images/sec; columns: machine)"), Heading("Scaling"),
+          Heading("Scaling", 3)]
+    set_anchors(hs)
+    assert [h.anchor for h in hs] == ["throughput-by-configuration-imagessec-columns-machine", "scaling",
+                                      "scaling-1"]
+
+
+def test_systems_section_lists_each_machine_from_the_environment():
+    recs = [record(machine="m-fast", environment={"gpu_driver": "535.104", "cuda_version": "12.1",
+                                                  "torchvision_version": "0.20.0", "cpu_threads": 32,
+                                                  "memory_bytes": 64 * 2**30}),
+            record(machine="m-slow", environment={"framework": "tensorflow 2.4.1", "torch_version": None})]
+    t = build_report(recs).table("systems")
+    assert t.columns == ["machine", "CPU", "cores", "memory", "GPUs", "driver", "CUDA", "framework"]
+    assert t.cell("m-fast", "GPUs").text == "8 × GPU-P100"
+    assert t.cell("m-fast", "cores").text == "16 (32 threads)"
+    assert t.cell("m-fast", "framework").text == "torch 2.5.0, torchvision 0.20.0"
+    assert t.cell("m-fast", "memory").text == "64 GiB"
+    assert t.cell("m-slow", "framework").text == "tensorflow 2.4.1"
+    assert t.cell("m-slow", "driver").text == "—"
+
+
+def test_wide_tables_scroll_in_their_own_box(store, tmp_path):
+    _, written = make_report([store], tmp_path / "out")
+    html = written.html.read_text()
+    assert "div.table{overflow-x:auto" in html
+    assert html.count('<div class="table"><table>') == html.count("<table>") > 0
+
+
+def test_numbers_have_separators_and_csv_keeps_full_values_and_the_spread(tmp_path):
+    recs = [record(ips=12345.678), record(ips=12845.678), record("vgg16", ips=41.2345)]
+    report = build_report(recs, ReportOptions(max_plots=0))
+    [t] = [t for t in report.tables if t.kind == "configuration"]
+    assert t.cell("resnet50", "m-fast").text == "12,596 ±2.0%"
+    assert t.cell("vgg16", "m-fast").text == "41.23"
+    written = write_report(report, tmp_path / "out")
+    with open(written.outdir / "tables" / f"{t.id}.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert rows[0]["m-fast"] == "12595.678" and float(rows[0]["m-fast spread"]) == pytest.approx(500 / 12595.678,
+                                                                                              rel=1e-5)
+    assert rows[1]["m-fast spread"] == ""
+    data = json.loads((written.outdir / "tables" / f"{t.id}.json").read_text())
+    assert data["rows"][0]["m-fast spread"] == pytest.approx(500 / 12595.678, rel=1e-5)

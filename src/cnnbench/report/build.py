@@ -15,10 +15,20 @@ from typing import Any
 from cnnbench.report import fields as F
 from cnnbench.report.configurations import Section, configuration_sections
 from cnnbench.report.cost import cost_table
-from cnnbench.report.document import Bullets, Figure, Heading, Paragraph, Report, TableBlock
+from cnnbench.report.document import (
+    Bullets,
+    Contents,
+    Figure,
+    Heading,
+    Paragraph,
+    Report,
+    TableBlock,
+    set_anchors,
+)
 from cnnbench.report.effects import Effect, compute_effects, default_effect_fields
 from cnnbench.report.energy import add_energy_blocks, energy_tables
 from cnnbench.report.implementations import implementation_tables
+from cnnbench.report.numbers import plural
 from cnnbench.report.observations import (
     effect_observations,
     failure_observations,
@@ -28,7 +38,8 @@ from cnnbench.report.observations import (
 )
 from cnnbench.report.pipeline import is_pipeline_record, pipeline_tables
 from cnnbench.report.points import PointSet, build_points
-from cnnbench.report.scaling import ScalingGroup, scaling_groups
+from cnnbench.report.scaling import ScalingGroup, overview, scaling_groups
+from cnnbench.report.systems import systems_table
 from cnnbench.report.table import Table, unique_ids
 from cnnbench.report.training import TrainingResult, training_results
 from cnnbench.results.query import parse_where, select
@@ -118,9 +129,11 @@ def build_report(records: Sequence[Mapping[str, Any]], options: ReportOptions | 
     trainings = training_results(points)
     energies = energy_tables(sections)
 
-    all_tables: list[Table] = ([cost] if cost else []) + [s.table for s in sections]
+    systems = systems_table(selected)
+    glance = overview(groups)
+    all_tables: list[Table] = [t for t in (systems, glance, cost) if t] + [s.table for s in sections]
     for g in groups:
-        all_tables += [g.efficiency, g.speedup, g.table]
+        all_tables += [g.summary, g.table]
     all_tables += [e.table for e in effects] + impls + [r.table for r in trainings] + pipelines + energies
     unique_ids(all_tables)
 
@@ -131,24 +144,50 @@ def build_report(records: Sequence[Mapping[str, Any]], options: ReportOptions | 
 
     report = Report(opts.title, tables=all_tables, observations=observations, n_records=len(selected))
     _assemble(report, opts, records, selected, points, column, cost, sections, groups, effects,
-              effect_notes, impls, trainings, pipelines)
+              effect_notes, impls, trainings, pipelines, systems, glance)
     add_energy_blocks(report, energies)
     _budget_plots(report, opts.max_plots)
+    set_anchors(report.blocks)
     return report
 
 
+def _listed(values: list[Any], most: int = 6) -> str:
+    shown = ", ".join(F.text(v) for v in values[:most])
+    return shown + (f" and {len(values) - most} more" if len(values) > most else "")
+
+
 def _facts(records: list, selected: list, opts: ReportOptions, points: PointSet, column: str) -> list[str]:
+    """What was run: results, machines, models, configurations, device counts."""
     statuses = Counter(str(r.get("status") or "ok") for r in selected)
     failed = ", ".join(f"{n} {s}" for s, n in statuses.most_common() if s != "ok")
-    lines = [f"{len(selected)} results ({statuses.get('ok', 0)} ok{', ' + failed if failed else ''}) in "
-             f"{len(points.points)} distinct configurations × machines; tables by {F.short_name(column)}."]
+    machines = sorted(points.distinct(F.MACHINE), key=F.sort_key)
+    models = sorted((m for m in points.distinct(F.MODEL) if m is not None), key=F.sort_key)
+    config_fields = [f for f in points.key_fields if f not in (F.MODEL, F.BATCH, F.MACHINE, F.DEVICES)]
+    n_configs = len(points.group_by(config_fields)) if points.points else 0
+    devices = sorted({int(d) for d in points.distinct(F.DEVICES) if isinstance(d, (int, float))})
+    what = f"{plural(len(selected), 'result')} ({statuses.get('ok', 0):,} ok{', ' + failed if failed else ''})"
+    if points.points:
+        what += (f" of {plural(len(models), 'model')} in {plural(n_configs, 'configuration')}"
+                 + (f" at {_device_range(devices)}" if devices else "")
+                 + f", on {plural(len(machines), 'machine')}: {_listed(machines)}.")
+    else:
+        what += f", on {plural(len(machines), 'machine')}."
+    lines = [what]
     if opts.where:
-        lines.append(f"Selected with --where {' '.join(opts.where)}: {len(selected)} of {len(records)} results.")
-    constant = [f for f in points.key_fields if len(points.distinct(f)) == 1 and points.distinct(f)[0] is not None]
+        lines.append(f"Selected with --where {' '.join(opts.where)}: {len(selected):,} of {len(records):,} results.")
+    constant = [f for f in points.key_fields if len(points.distinct(f)) == 1 and points.distinct(f)[0] is not None
+                and f != F.MACHINE]
     if constant:
         lines.append("Common to all results: " + ", ".join(_common_label(f, points.distinct(f)[0]) for f in constant)
                      + ".")
+    lines.append(f"Tables by {F.short_name(column)}; images/sec are medians of repeats over all devices.")
     return lines
+
+
+def _device_range(devices: list[int]) -> str:
+    if len(devices) == 1:
+        return plural(devices[0], "device")
+    return f"{', '.join(map(str, devices[:-1]))} and {devices[-1]} devices"
 
 
 def _common_label(field: str, value: Any) -> str:
@@ -160,15 +199,27 @@ def _common_label(field: str, value: Any) -> str:
 def _assemble(report: Report, opts: ReportOptions, records: list, selected: list, points: PointSet,
               column: str, cost: Table | None, sections: list[Section], groups: list[ScalingGroup],
               effects: list[Effect], effect_notes: list[str], impls: list[Table],
-              trainings: list[TrainingResult], pipelines: list[Table]) -> None:
+              trainings: list[TrainingResult], pipelines: list[Table], systems: Table | None,
+              glance: Table | None) -> None:
+    """The report's order: what was run and what it shows, the contents, the systems, then the
+    sections, scaling first (its summary is what most readers look for)."""
     b = report.blocks
     b.append(Heading(opts.title, 1))
     b += [Paragraph(line) for line in _facts(records, selected, opts, points, column)]
     b.append(Heading("Observations"))
     b.append(Bullets([o.text for o in report.observations]) if report.observations
              else Paragraph("Nothing to observe: no table has two comparable figures."))
-    if cost:
-        b += [Heading("Model cost"), TableBlock(cost)]
+    b += [Heading("Contents"), Contents()]
+    if systems:
+        b += [Heading("Systems"), TableBlock(systems)]
+    if groups:
+        b.append(Heading("Scaling"))
+        if glance and len(groups) > 1:
+            b.append(TableBlock(glance, caption=True))
+        for g in groups:
+            scaling_fig = _scaling_figure(g)
+            b += [Heading(g.name, 3), TableBlock(g.summary), scaling_fig]
+            report.figures.append(scaling_fig)
     if sections or not pipelines:
         b.append(Heading(f"Throughput by configuration (images/sec; columns: {F.short_name(column)})"))
     for s in sections:
@@ -176,13 +227,6 @@ def _assemble(report: Report, opts: ReportOptions, records: list, selected: list
         fig = _throughput_figure(s)
         if fig:
             b.append(fig)
-            report.figures.append(fig)
-    if groups:
-        b.append(Heading("Scaling"))
-        for g in groups:
-            fig = _scaling_figure(g)
-            b += [Heading(g.name, 3), TableBlock(g.efficiency, caption=True), TableBlock(g.speedup, caption=True),
-                  fig, TableBlock(g.table, caption=True)]
             report.figures.append(fig)
     if effects or effect_notes:
         b.append(Heading("Effects (one factor at a time)"))
@@ -206,6 +250,8 @@ def _assemble(report: Report, opts: ReportOptions, records: list, selected: list
     if pipelines:
         b.append(Heading("Input pipeline alone (cnnbench data)"))
         b += [TableBlock(t, caption=True) for t in pipelines]
+    if cost:
+        b += [Heading("Model cost"), TableBlock(cost)]
     if opts.problems:
         b.append(Heading("Results that could not be read"))
         b.append(Bullets(list(opts.problems)))
@@ -243,8 +289,9 @@ def _budget_plots(report: Report, max_plots: int) -> None:
     for i, fig in enumerate(ranked):
         fig.drawn = i < max_plots
     skipped = sum(1 for f in report.figures if not f.drawn)
+    at = next(i for i, b in enumerate(report.blocks) if isinstance(b, Heading) and b.text == "Observations")
     if skipped and max_plots == 0:
-        report.blocks.insert(2, Paragraph(f"No plots drawn ({skipped} available; --no-plots or --max-plots 0)."))
+        report.blocks.insert(at, Paragraph(f"No plots drawn ({skipped} available; --no-plots or --max-plots 0)."))
     elif skipped:
-        report.blocks.insert(2, Paragraph(
+        report.blocks.insert(at, Paragraph(
             f"{len(report.figures) - skipped} of {len(report.figures)} plots drawn (--max-plots {max_plots})."))

@@ -64,12 +64,13 @@ def _table(section: Section) -> Table:
 
 
 def add_energy_blocks(report: Report, tables: Sequence[Table]) -> None:
-    """Add the tables under their heading, before the list of unreadable results if any."""
+    """Add the tables under their heading, before the model cost and the unreadable results if any."""
     if not tables:
         return
     blocks: list[Block] = [Heading(HEADING)]
     for t in tables:
         blocks += [Heading(t.title.split(": ", 1)[-1], 3), TableBlock(t)]
-    at = next((i for i, b in enumerate(report.blocks)
-               if isinstance(b, Heading) and b.text == "Results that could not be read"), len(report.blocks))
+    later = ("Model cost", "Results that could not be read")
+    at = next((i for i, b in enumerate(report.blocks) if isinstance(b, Heading) and b.level == 2 and b.text in later),
+              len(report.blocks))
     report.blocks[at:at] = blocks

@@ -87,7 +87,7 @@ def write_report(report: Report, outdir: str | os.PathLike[str], plots: bool = T
     if not plots:
         for fig in report.figures:
             fig.drawn = False
-    tables = {t.id: t for t in report.tables}
+    tables = {t.id: t for t in report.tables if t.written}
     planned = {SUMMARY, HTML}
     planned |= {f"tables/{tid}{suffix}" for tid in tables for suffix in (".csv", ".json")}
     planned |= {fig.path for fig in report.figures if fig.drawn}
