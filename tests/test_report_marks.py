@@ -9,6 +9,7 @@ import pytest
 
 from cnnbench.cli import main
 from cnnbench.report import ReportOptions, build_report
+from cnnbench.report.markdown import render_markdown
 from tests.report_fixtures import record, scaling_records
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "tf_cnn_benchmarks_logs"
@@ -31,8 +32,9 @@ def test_a_run_with_wide_step_times_is_marked_with_a_legend():
     assert t.cell("vgg16", "m-fast").text == "100.0 †"
     assert t.cell("vgg16", "m-fast").marks == "†"
     assert t.cell("resnet50", "m-fast").text == "400.0"
-    assert any(n.startswith("† a run's step times vary widely: coefficient of variation over 10% (1 run)")
-               for n in t.notes)
+    assert "† a run's step times vary widely (1 run); see Marks." in t.notes
+    md = render_markdown(build_report([record(ips=400.0), wide]))
+    assert md.count("coefficient of variation over 10% (1 run in all)") == 1  # explained once, in Marks
     [quiet] = _kind(build_report([record(ips=400.0)]), "configuration")
     assert not any("†" in n for n in quiet.notes)  # no mark, no legend
 
@@ -46,8 +48,22 @@ def test_warned_and_throttled_runs_are_marked_and_the_legend_names_the_reasons()
     assert t.cell("vgg16", "m-fast").text == "100.0 ⚠"
     assert t.cell("alexnet", "m-fast").text == "50.00"
     [legend] = [n for n in t.notes if n.startswith("⚠")]
-    assert "busy machine: load 3.0 on 2 cores (2 runs)" in legend and "throttled (1 run)" in legend
-    assert "--include-warned" in legend
+    assert legend == "⚠ a run recorded warnings: busy machine (2 runs), throttled (1 run); see Marks."
+
+
+def test_the_warning_legend_is_said_once_grouped_by_kind():
+    recs = [_warned("resnet50", warnings=["busy machine: load 3.0 on 2 cores"]),
+            _warned("vgg16", warnings=["busy machine: load 2.5 on 2 cores"]),
+            _warned("vgg16", machine="m-slow", warnings=[], throttled=True), record("resnet50", "m-slow", ips=50.0),
+            _warned("resnet50", num_devices=2), record("resnet50", "m-slow", ips=90.0, num_devices=2)]
+    report = build_report(recs)
+    md = render_markdown(report)
+    explained = [line for line in md.splitlines() if line.startswith("- ⚠")]
+    assert len(explained) == 1  # one explanation for the report, however many tables carry the mark
+    assert ("by kind: busy machine (3 runs; e.g. 'busy machine: load 3.0 on 2 cores' and 1 more); throttled "
+            "(1 run)") in explained[0]
+    assert "--include-warned" in explained[0]
+    assert md.count("--include-warned keeps them") == 1
 
 
 def test_warned_cells_are_left_out_of_observations_unless_asked():

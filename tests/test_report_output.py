@@ -214,3 +214,32 @@ def test_numbers_have_separators_and_csv_keeps_full_values_and_the_spread(tmp_pa
     assert rows[1]["m-fast spread"] == ""
     data = json.loads((written.outdir / "tables" / f"{t.id}.json").read_text())
     assert data["rows"][0]["m-fast spread"] == pytest.approx(500 / 12595.678, rel=1e-5)
+
+
+def test_plots_drawn_by_worker_processes_are_the_ones_drawn_here(tmp_path, monkeypatch):
+    from cnnbench.report import drawing
+
+    report = build_report(scaling_records() + [training_record(n) for n in (1, 2)])
+    figures = [f for f in report.figures if f.drawn]
+    assert len(figures) >= 2
+    here = drawing.start_drawing(figures, tmp_path / "here", workers=1).wait()
+    pooled = drawing.start_drawing(figures, tmp_path / "pool", workers=2)
+    assert pooled._pool is not None  # really in other processes
+    paths = pooled.wait()
+    assert [p.name for p in paths] == [p.name for p in here] == [f"{f.name}.png" for f in figures]
+    assert all(a.read_bytes() == b.read_bytes() for a, b in zip(here, paths, strict=True))
+
+    def no_processes(*args, **kwargs):
+        raise OSError("no processes here")
+
+    monkeypatch.setattr(drawing, "ProcessPoolExecutor", no_processes)
+    fallback = drawing.start_drawing(figures, tmp_path / "fallback", workers=2).wait()
+    assert [p.read_bytes() for p in fallback] == [p.read_bytes() for p in here]
+
+
+def test_report_without_o_writes_to_report_folder(store, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["report", str(store), "--no-plots"]) == 0
+    assert (tmp_path / "report" / "summary.md").is_file()
+    out = capsys.readouterr().out
+    assert "report/summary.md" in out and "0 plots" in out and "from 15 results" in out

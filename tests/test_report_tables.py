@@ -278,3 +278,18 @@ def test_a_plain_log_without_precision_has_no_dash_in_its_name():
     titles = {t.title for t in build_report(recs).tables if t.kind == "configuration"}
     assert titles == {"syn-replicated-1gpus", "syn-replicated-fp16-1gpus"}
     assert not any("—" in t for t in titles)
+
+
+def test_training_on_a_cpu_labels_its_memory_as_host_rss():
+    recs = []
+    for n in (1, 2):
+        r = training_record(n)
+        r["config"]["device"] = "cpu"
+        for e in r["metrics"]["epochs"]:
+            e["peak_host_memory_bytes"] = 3000 * 2**20
+        recs.append(r)
+    [t] = _kind(build_report(recs), "training")
+    labels = [r[0].text for r in t.rows]
+    assert "Maximum host memory, RSS (MiB)" in labels and not any("device memory" in x for x in labels)
+    assert t.cell("Maximum host memory, RSS (MiB)", "CPU (1)").value == 3000
+    assert any("resident memory of the host process" in n for n in t.notes)

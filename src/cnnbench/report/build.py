@@ -28,6 +28,7 @@ from cnnbench.report.document import (
 from cnnbench.report.effects import Effect, compute_effects, default_effect_fields
 from cnnbench.report.energy import add_energy_blocks, energy_tables
 from cnnbench.report.implementations import implementation_tables
+from cnnbench.report.marks import MARKS_HEADING, combined, marks_section
 from cnnbench.report.numbers import plural
 from cnnbench.report.observations import (
     effect_observations,
@@ -121,6 +122,8 @@ def build_report(records: Sequence[Mapping[str, Any]], options: ReportOptions | 
                                                 explain=effect_fields is not None, ignore=ignore)
     except F.FieldError as exc:
         raise ReportError(str(exc)) from exc
+    baseline_warnings = _unused_baselines(baselines, names, effects, points)
+    effect_notes += baseline_warnings
     inert = [F.short_name(f) for f in ignore if f not in points.key_fields]
     if inert:
         effect_notes.append(f"--ignore {', '.join(inert)}: not part of what pairs results (it never kept two "
@@ -142,13 +145,33 @@ def build_report(records: Sequence[Mapping[str, Any]], options: ReportOptions | 
                     + fastest_observations(sections, column, warned) + implementation_observations(impls, warned)
                     + failure_observations(sections))
 
-    report = Report(opts.title, tables=all_tables, observations=observations, n_records=len(selected))
+    report = Report(opts.title, tables=all_tables, observations=observations, n_records=len(selected),
+                    warnings=baseline_warnings)
     _assemble(report, opts, records, selected, points, column, cost, sections, groups, effects,
               effect_notes, impls, trainings, pipelines, systems, glance)
     add_energy_blocks(report, energies)
     _budget_plots(report, opts.max_plots)
     set_anchors(report.blocks)
     return report
+
+
+def _unused_baselines(baselines: Mapping[str, str], names: Sequence[str], effects: list[Effect],
+                      points: PointSet) -> list[str]:
+    """One line for each ``--baseline`` that no effect table uses, saying why."""
+    used = {e.field for e in effects}
+    lines = []
+    for f, value in baselines.items():
+        if f in used:
+            continue
+        short = F.short_name(f)
+        if len(points.distinct(f)) < 2:
+            why = f"{short} takes one value in these results"
+        elif f not in names:
+            why = f"no effect table compares {short} (add --effect {short})"
+        else:
+            why = f"no two results differ in {short} alone"
+        lines.append(f"--baseline {short}={value} is not used: {why}.")
+    return lines
 
 
 def _listed(values: list[Any], most: int = 6) -> str:
@@ -252,6 +275,9 @@ def _assemble(report: Report, opts: ReportOptions, records: list, selected: list
         b += [TableBlock(t, caption=True) for t in pipelines]
     if cost:
         b += [Heading("Model cost"), TableBlock(cost)]
+    explained = marks_section(combined(p.measure for p in points.points))
+    if explained:
+        b += [Heading(MARKS_HEADING), Bullets(explained)]
     if opts.problems:
         b.append(Heading("Results that could not be read"))
         b.append(Bullets(list(opts.problems)))

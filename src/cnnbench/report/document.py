@@ -116,6 +116,8 @@ class Report:
     figures: list[Figure] = field(default_factory=list)
     observations: list[Observation] = field(default_factory=list)
     n_records: int = 0
+    warnings: list[str] = field(default_factory=list)
+    """Lines the command prints to stderr (an option that had no effect), also in the report."""
 
     def table(self, table_id: str) -> Table:
         for t in self.tables:

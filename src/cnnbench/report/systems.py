@@ -64,16 +64,27 @@ COLUMNS: list[tuple[str, Callable[[Mapping[str, Any]], Any]]] = [
     ("platform", _get("platform")),
 ]
 
+FIELDS_READ = ("cpu_model", "cpu_cores", "cpu_threads", "memory_bytes", "gpu_model", "gpu_count", "gpu_driver",
+               "cuda_version", "torch_version", "torchvision_version", "framework", "python_version", "platform")
+
 
 def systems_table(records: Sequence[Mapping[str, Any]]) -> Table | None:
     """One row per machine (as the report names machines); ``None`` without records. Columns no
     machine has a value for are left out."""
     seen: dict[str, list[dict[str, None]]] = {}
+    done: set[tuple] = set()  # (machine, the fields read): records of one machine mostly agree
     for rec in records:
         env = rec.get("environment")
         if not isinstance(env, dict):
             env = {}
         machine = str(env.get("machine") or env.get("hostname") or "unknown")
+        key = (machine, *map(env.get, FIELDS_READ))
+        try:
+            if key in done:
+                continue
+            done.add(key)
+        except TypeError:  # an unhashable value: read it every time
+            pass
         values = seen.get(machine)
         if values is None:
             values = seen[machine] = [{} for _ in COLUMNS]
