@@ -19,15 +19,22 @@ def _kind(report, kind):
     return [t for t in report.tables if t.kind == kind]
 
 
-def test_cost_table_lists_models_with_units_and_dash_for_imported():
-    recs = [record("resnet50"), record("vgg16"), record("alexnet", source="tf_cnn_benchmarks", compile=None)]
+def test_cost_table_lists_models_with_units_and_tf_names_like_native_ones():
+    recs = [record("resnet50"), record("vgg16"), record("alexnet", source="tf_cnn_benchmarks", compile=None),
+            record("inception3", source="tf_cnn_benchmarks", compile=None),
+            record("inception4", source="tf_cnn_benchmarks", compile=None)]
     t = build_report(recs).table("model-cost")
-    assert [r[0].text for r in t.rows] == ["resnet50", "vgg16", "alexnet"]
+    assert [r[0].text for r in t.rows] == ["alexnet", "inception3", "inception4", "resnet50", "vgg16"]
+    assert t.cell("inception3", "input size").text == "299 x 299"
+    assert t.cell("inception3", "params").text == "27.2 M"
+    assert t.cell("alexnet", "params").text == "61.1 M"
+    [note] = [n for n in t.notes if n.startswith("Imported tf_cnn_benchmarks models")]
+    assert "alexnet = alexnet (same layer widths" in note and "inception3 = inception_v3." in note
+    assert all(c.text == "—" and c.value is None for c in t.row("inception4")[1:])  # timm: not measured
     assert t.cell("resnet50", "input size").text == "224 x 224"
     assert t.cell("resnet50", "param memory").text == "97.5 MiB"
     assert t.cell("resnet50", "forward FLOPs").text == "8.2 GFLOPs"
     assert t.cell("resnet50", "top-1 / top-5 error (%)").text == "23.87 / 7.14"
-    assert all(c.text == "—" and c.value is None for c in t.row("alexnet")[1:])
 
 
 def test_no_cost_table_when_no_record_has_a_cost():
@@ -45,7 +52,7 @@ def test_configuration_table_rows_models_columns_machines_and_status_cells():
     [t] = _kind(build_report(recs), "configuration")
     assert t.title == "syn-replicated-1gpus"
     assert t.columns == ["model", "batch", "m-fast", "m-slow"]
-    assert [r[0].text for r in t.rows] == ["resnet50", "vgg16", "alexnet", "inception3"]
+    assert [r[0].text for r in t.rows] == ["alexnet", "inception3", "resnet50", "vgg16"]
     assert t.cell("resnet50", "m-fast").text == "400.0"
     assert t.cell("vgg16", "m-fast").text == "OOM" and t.cell("vgg16", "m-fast").value == "OOM"
     assert t.cell("vgg16", "m-slow").text == "error"
@@ -293,3 +300,20 @@ def test_training_on_a_cpu_labels_its_memory_as_host_rss():
     assert "Maximum host memory, RSS (MiB)" in labels and not any("device memory" in x for x in labels)
     assert t.cell("Maximum host memory, RSS (MiB)", "CPU (1)").value == 3000
     assert any("resident memory of the host process" in n for n in t.notes)
+
+
+def test_model_rows_sort_naturally():
+    recs = [record(m, ips=100.0) for m in ("resnet101", "resnet18", "vgg16", "resnet50")]
+    report = build_report(recs)
+    [t] = _kind(report, "configuration")
+    assert [r[0].text for r in t.rows] == ["resnet18", "resnet50", "resnet101", "vgg16"]
+
+
+def test_memory_of_tiny_and_large_models_reads_in_a_sensible_unit():
+    from cnnbench.report.cost import _mib
+
+    assert _mib(0.02).text == "20.48 KiB" or _mib(0.02).text == "20.5 KiB"
+    assert _mib(0.02).value == 0.02
+    assert _mib(97.49).text == "97.5 MiB"
+    assert _mib(527.79).text == "528 MiB"
+    assert _mib(2048.0).text == "2.00 GiB"

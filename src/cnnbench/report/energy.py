@@ -50,7 +50,7 @@ def _table(section: Section) -> Table:
         values = cells.setdefault((*key, p.values.get(column)), [])
         values += [x for x in (_per_joule(r) for r in p.records) if x is not None]
     rows: list[list[Cell]] = []
-    for model, batch in rows_seen:
+    for model, batch in sorted(rows_seen, key=lambda mb: (F.sort_key(mb[0]), F.sort_key(mb[1]))):
         row = [label_cell(model), Cell(F.text(batch), batch)]
         for c in columns:
             xs = cells.get((model, batch, c)) or []

@@ -98,7 +98,7 @@ def _series(points: PointSet, group: list[Point]) -> list[Series]:
                    {n: combine(measures[n]) for n in sorted(measures)})
         s.compute()
         result.append(s)
-    order = {m: i for i, m in enumerate(points.distinct(F.MODEL))}
+    order = {m: i for i, m in enumerate(sorted(points.distinct(F.MODEL), key=F.sort_key))}
     mach = {m: i for i, m in enumerate(points.distinct(F.MACHINE))}
     result.sort(key=lambda s: (order.get(s.values.get(F.MODEL), 0), mach.get(s.values.get(F.MACHINE), 0),
                                F.sort_key(s.values.get(F.BATCH))))
