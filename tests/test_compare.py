@@ -209,3 +209,15 @@ def test_terminal_table_colours_the_verdict(tmp_path, capsys, monkeypatch):
     out = capsys.readouterr().out
     assert "\x1b[31mslower" in out  # red
     assert "Geometric mean of 1 ratio" in out
+
+
+def test_the_configuration_column_does_not_repeat_the_machine(tmp_path, capsys):
+    rng = random.Random(6)
+    base = [noisy(400.0, rng, machine="m-fast"), noisy(200.0, rng, machine="m-slow")]
+    cand = [noisy(410.0, rng, machine="m-fast"), noisy(205.0, rng, machine="m-slow")]
+    a, b = stores(tmp_path, base, cand)
+    code, out, _ = run(capsys, a, b, "--format", "csv")
+    assert code == 0
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert {r["machine"] for r in rows} == {"m-fast", "m-slow"}
+    assert all(r["configuration"] == "syn-replicated-1gpus" for r in rows)

@@ -138,3 +138,14 @@ def test_a_baseline_no_effect_uses_is_said_in_one_line(tmp_path, capsys):
                  "--baseline", "precision=amp_fp16", "--no-plots"]) == 0
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("warning: --baseline precision=amp_fp16 is not used")
+
+
+def test_effect_columns_of_one_device_runs_do_not_name_ddp_knobs():
+    recs = []
+    for i, bucket in enumerate((25, 50)):
+        recs.append(record("resnet50", f"box{i}", 100.0, bucket_cap_mb=bucket))
+        recs.append(record("resnet50", f"box{i}", 150.0, precision="amp_fp16", bucket_cap_mb=bucket))
+        recs.append(record("vgg16", f"box{i}", 100.0, bucket_cap_mb=bucket))
+        recs.append(record("vgg16", f"box{i}", 150.0, precision="amp_fp16", bucket_cap_mb=bucket))
+    [t] = _effects(build_report(recs, ReportOptions(effects=["precision"])))
+    assert not any("bucket_cap_mb" in c for c in t.columns), t.columns

@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from cnnbench.config.run_config import dependent_fields
 from cnnbench.report import fields as F
 from cnnbench.report.marks import NO_SAMPLES, NOT_SIGNIFICANT, combined, legend, measure_marks, symbols_of
 from cnnbench.report.numbers import plural
@@ -39,6 +40,8 @@ from cnnbench.report.table import Cell, Table, label_cell, missing, number
 from cnnbench.results.query import value_matches
 
 ROW_PREFERENCE = (F.DEVICES, F.BATCH, F.MODEL)
+DDP_KNOBS = frozenset(f"config.{name}" for name in dependent_fields("variable_update"))
+"""Options of the gradient exchange: they do nothing in a 1-device run, so its labels leave them out."""
 NOT_DEFAULT = frozenset({F.DEVICES})  # scaling covers it
 
 
@@ -269,11 +272,17 @@ def _table(name: str, a: Any, b: Any, pairs: list[Pair], row: int | None, cols: 
     col_fields = [fields[i] for i in cols]
     labels: dict[tuple, str] = {}
     col_label = []
+    many: set[tuple] = set()  # columns with a pair of more than one device (where the DDP knobs mean something)
+    for p in pairs:
+        if F.DEVICES not in fields or int(p.key[fields.index(F.DEVICES)] or 1) > 1:
+            many.add(tuple(p.key[i] for i in cols))
+    single = {tuple(p.key[i] for i in cols) for p in pairs} - many
     for p in pairs:
         ck = tuple(p.key[i] for i in cols)
         lab = labels.get(ck)
         if lab is None:
-            lab = labels[ck] = " · ".join(F.label(fields[i], v) for i, v in zip(cols, ck, strict=False)) or "all"
+            lab = labels[ck] = " · ".join(F.label(fields[i], v) for i, v in zip(cols, ck, strict=False)
+                                          if not (ck in single and fields[i] in DDP_KNOBS)) or "all"
         col_label.append(lab)
     columns: list[str] = list(dict.fromkeys(col_label))
     row_values = sorted({p.key[row] for p in pairs}, key=lambda v: order.get(v, len(order))) if row is not None \
