@@ -243,3 +243,32 @@ def test_report_without_o_writes_to_report_folder(store, tmp_path, monkeypatch, 
     assert (tmp_path / "report" / "summary.md").is_file()
     out = capsys.readouterr().out
     assert "report/summary.md" in out and "0 plots" in out and "from 15 results" in out
+
+
+def test_plots_carry_error_bars_batches_and_shared_axes():
+    from cnnbench.report.plots import _scaling, _throughput
+
+    recs = [record("resnet50", "m-fast", v) for v in (380.0, 420.0)]  # two repeats: an error bar
+    recs += [record("resnet50", "m-slow", 200.0, batch_size=32), record("vgg16", "m-fast", 100.0),
+             record("vgg16", "m-slow", 50.0)]
+    recs += [record("resnet50", "m-fast", v, num_devices=2) for v in (700.0, 760.0)]
+    recs += [record("resnet50", "m-slow", 380.0, num_devices=2, batch_size=32), record("vgg16", "m-fast", 190.0,
+                                                                                     num_devices=2)]
+    report = build_report(recs)
+    [thr] = [f for f in report.figures if f.name == "throughput-syn-replicated-1gpus"]
+    rows = thr.data["rows"]
+    errors = dict(zip(rows, thr.data["errors"], strict=True))
+    assert errors["resnet50"][0] == pytest.approx(20.0) and errors["vgg16"] == [0.0, 0.0]
+    batches = dict(zip(rows, thr.data["batches"], strict=True))
+    assert batches["resnet50"] == ["64", "32"] and batches["vgg16"] == ["", ""]  # only where machines differ
+    fig = _throughput(thr)
+    assert any("batch 32" in t.get_text() for ax in fig.axes for t in ax.texts)
+    [sc] = [f for f in report.figures if f.kind == "scaling"]
+    [fast, slow] = sc.data["models"]["resnet50"]
+    assert fast["ranges"] == [(1, pytest.approx(380 / 400), pytest.approx(420 / 400)),
+                              (2, pytest.approx(700 / 400), pytest.approx(760 / 400))]
+    assert fast["note"] == "batch 64" and slow["note"] == "batch 32"
+    drawn = _scaling(sc)
+    a, b = drawn.axes[0], drawn.axes[1]
+    assert a.get_shared_y_axes().joined(a, b)  # the panels compare on one axis
+    assert a.collections  # the error bars

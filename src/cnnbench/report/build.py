@@ -290,8 +290,18 @@ def _throughput_figure(s: Section) -> Figure | None:
         return None
     values = [[c.value if c.is_number else None for c in row[t.label_columns:]] for row in t.rows]
     status = [[c.status for c in row[t.label_columns:]] for row in t.rows]
+    # error bars: half the range of the repeats either side (the table's ±), where there are repeats
+    errors = [[c.value * c.spread / 2 if c.is_number and c.spread else 0.0 for c in row[t.label_columns:]]
+              for row in t.rows]
+    batch_of: dict[tuple[str, str], Any] = {}
+    for p in s.points:
+        batch_of.setdefault((F.text(p.values.get(F.MODEL)), F.text(p.values.get(s.column_field))),
+                            p.values.get(F.BATCH))
+    batches = [[F.text(batch_of.get((row[0].text, c))) if batch_of.get((row[0].text, c)) is not None else ""
+                for c in cols] for row in t.rows]
     data = {"rows": [r[0].text for r in t.rows], "columns": cols, "values": values, "status": status,
-            "column_name": F.short_name(s.column_field)}
+            "errors": errors, "column_name": F.short_name(s.column_field),
+            "batches": [b if len({x for x in b if x}) > 1 else [""] * len(b) for b in batches]}
     return Figure("throughput", t.id, f"images/sec: {s.name}", data)
 
 
@@ -302,10 +312,21 @@ def _scaling_figure(g: ScalingGroup) -> Figure:
     models: dict[str, list[dict[str, Any]]] = {}
     for model, series in by_model.items():
         machines = [str(s.values.get(F.MACHINE)) for s in series]
-        unique = len(set(machines)) == len(machines)  # then the machine names the line (one colour each)
-        models[model] = [{"label": m if unique else f"{m} · batch {F.text(s.values.get(F.BATCH))}",
-                          "points": sorted(s.speedup.items())} for m, s in zip(machines, series, strict=False)]
+        batches = {s.values.get(F.BATCH) for s in series}
+        # the batch joins the label when the machines ran different batches (or one machine several)
+        plain = len(set(machines)) == len(machines) and len(batches) == 1
+        models[model] = [{"label": m, "note": "" if plain else f"batch {F.text(s.values.get(F.BATCH))}",
+                          "points": sorted(s.speedup.items()), "ranges": _speedup_ranges(s)}
+                         for m, s in zip(machines, series, strict=False)]
     return Figure("scaling", g.table.id, f"Scaling: {g.name}", {"models": models, "devices": g.devices})
+
+
+def _speedup_ranges(s: Any) -> list[tuple[int, float, float]]:
+    """(devices, lowest, highest speedup) over the repeats at each device count that has two or more."""
+    base = s.measures[s.base].median if s.base is not None else None
+    if not base:
+        return []
+    return [(n, min(m.ips) / base, max(m.ips) / base) for n, m in sorted(s.measures.items()) if len(m.ips) > 1]
 
 
 def _budget_plots(report: Report, max_plots: int) -> None:
