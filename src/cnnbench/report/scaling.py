@@ -3,8 +3,10 @@
 A *series* is one model at one batch size on one machine in one configuration, at several
 device counts. Speedup is over the series' smallest device count that ran (normally 1);
 efficiency = speedup / (devices / that count). Series are gathered per configuration
-(without its device count) into one long table and two summary tables (rows = device
-counts, one column per series, and a median column), as in the scaling spreadsheet.
+(without its device count) into one printed table (a row per series: the base run's
+images/sec, then speedup and efficiency per device count in one cell; a median row), a long
+table of images/sec, speedup and efficiency per series and device count (written to CSV/JSON,
+not printed), and, over all configurations, a table of the median efficiencies at a glance.
 """
 
 from __future__ import annotations
