@@ -122,8 +122,8 @@ def test_fastest_machines_are_grouped_by_winner():
             record("vgg16", "m-fast", 100.0), record("vgg16", "m-slow", 200.0),
             record("alexnet", "m-fast", 900.0), record("alexnet", "m-slow", 800.0)]
     obs = _only(build_report(recs), "Fastest machine per model")
-    assert obs.text.startswith("Fastest machine per model: m-fast for resnet50 (400.0 images/sec")
-    assert "alexnet (900.0 images/sec in syn-replicated-1gpus); m-slow for vgg16" in obs.text
+    assert obs.text.startswith("Fastest machine per model: m-fast for alexnet (900.0 images/sec")
+    assert "resnet50 (400.0 images/sec in syn-replicated-1gpus); m-slow for vgg16" in obs.text
     assert obs.text.count("m-fast") == 1
 
 
