@@ -16,15 +16,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "report",
         help="Turn results into tables, scaling, effects, observations and plots.",
-        description="Write OUTDIR/summary.md, OUTDIR/report.html (self-contained), OUTDIR/tables/<table>.csv "
-        "and .json for every table, and OUTDIR/plots/*.png. Fields are dotted record names "
-        "(config.model, environment.gpu_model, ...) or the aliases model, machine, gpu, cpu, "
-        "num_devices, batch_size, data, variable_update, precision, compile, source, status.",
+        description="Write OUTDIR/summary.md (OUTDIR: -o, default report/), OUTDIR/report.html "
+        "(self-contained), OUTDIR/tables/<table>.csv and .json for every table, and OUTDIR/plots/*.png. "
+        "Fields are dotted record names (config.model, environment.gpu_model, ...) or the aliases model, "
+        "machine, gpu, cpu, num_devices, batch_size, data, variable_update, precision, compile, source, status.",
     )
     p.add_argument("results", nargs="+", metavar="RESULTS", help="Results folders or .jsonl files.")
-    p.add_argument("-o", "--output", required=True, metavar="OUTDIR",
-                   help="Folder to write the report to: new, empty, or an earlier report's (whose files "
-                   "alone a new report replaces; it deletes nothing it did not write).")
+    p.add_argument("-o", "--output", default="report", metavar="OUTDIR",
+                   help="Folder to write the report to (default: report, in the current folder): new, empty, or "
+                   "an earlier report's (whose files alone a new report replaces; it deletes nothing it did not "
+                   "write).")
     p.add_argument("--columns", default="machine", metavar="FIELD",
                    help="Column dimension of the per-configuration tables (default: machine).")
     p.add_argument("--effect", action="append", default=None, metavar="FIELD",
@@ -74,6 +75,7 @@ def parse_baselines(items: list[str]) -> dict[str, str]:
 
 def handle(args: argparse.Namespace) -> int:
     from cnnbench.report import NoMatchingRecords, ReportError, ReportOptions, build_report, write_report
+    from cnnbench.report.numbers import plural
     from cnnbench.results.store import read_records
 
     if args.max_plots < 0:
@@ -109,13 +111,15 @@ def handle(args: argparse.Namespace) -> int:
         raise UserError(f"{exc}; nothing written", exit_code=1) from None
     except ReportError as exc:
         raise UserError(str(exc)) from None
+    for line in report.warnings:
+        print(f"warning: {line}", file=sys.stderr)
     try:
         written = write_report(report, args.output)
     except OutputError as exc:
         raise UserError(str(exc)) from None
-    print(f"wrote {written.summary} and {written.html.name}: {len(report.tables)} tables "
-          f"(csv+json in {written.outdir / 'tables'}), {len(written.plots)} plots, "
-          f"from {report.n_records} results")
+    print(f"wrote {written.summary} and {written.html.name}: {plural(len(written.tables) // 2, 'table')} "
+          f"(csv+json in {written.outdir / 'tables'}), {plural(len(written.plots), 'plot')}, "
+          f"from {plural(report.n_records, 'result')}")
     if problems:
-        print(f"skipped {len(problems)} unreadable line(s); listed at the end of the report")
+        print(f"skipped {plural(len(problems), 'unreadable line')}; listed at the end of the report")
     return 0

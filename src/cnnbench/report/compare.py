@@ -212,7 +212,7 @@ def compare_records(baseline: Side, candidate: Side, options: CompareOptions | N
     points = build_points(both, [split_field, *ignore])
     fields = pair_key_fields(points.key_fields, split_field, ignore, opts.across_machines)
     pairing = pair_points(points, split_field, a, b, fields)
-    exclude = {F.MODEL, F.BATCH, split_field, *ignore} | ({F.MACHINE} if opts.across_machines else set())
+    exclude = {F.MODEL, F.BATCH, F.MACHINE, split_field, *ignore}  # the machine has its own column
     namer = Namer(points, exclude)
     spread = repeat_spread(combine(side).samples for pp in pairing.pairs for side in (pp.a, pp.b))
     pairs = [_pair(pp.a, pp.b, pp.key, fields, namer, opts, spread) for pp in pairing.pairs]

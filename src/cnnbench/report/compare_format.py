@@ -17,7 +17,7 @@ from typing import Any
 
 from cnnbench.report import fields as F
 from cnnbench.report.compare import ComparedPair, CompareResult, summary_line, verdict_counts
-from cnnbench.report.marks import Marks, legend
+from cnnbench.report.marks import Marks, marks_section
 from cnnbench.report.points import Measure
 from cnnbench.report.significance import NONE
 
@@ -110,7 +110,7 @@ def notes(result: CompareResult) -> list[str]:
     marks = Marks()
     for p in result.pairs:
         marks.add(p.marks)
-    lines += legend(marks)
+    lines += marks_section(marks)
     return lines
 
 

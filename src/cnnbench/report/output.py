@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cnnbench.report.document import Report
+from cnnbench.report.drawing import start_drawing
 from cnnbench.report.html import render_html
 from cnnbench.report.markdown import render_markdown
 from cnnbench.report.tables_io import table_csv, table_json
@@ -87,7 +88,7 @@ def write_report(report: Report, outdir: str | os.PathLike[str], plots: bool = T
     if not plots:
         for fig in report.figures:
             fig.drawn = False
-    tables = {t.id: t for t in report.tables}
+    tables = {t.id: t for t in report.tables if t.written}
     planned = {SUMMARY, HTML}
     planned |= {f"tables/{tid}{suffix}" for tid in tables for suffix in (".csv", ".json")}
     planned |= {fig.path for fig in report.figures if fig.drawn}
@@ -98,6 +99,9 @@ def write_report(report: Report, outdir: str | os.PathLike[str], plots: bool = T
 
     out.mkdir(parents=True, exist_ok=True)
     _write_manifest(out, previous | planned)
+    if any(f.drawn for f in report.figures):
+        (out / "plots").mkdir(exist_ok=True)
+    drawing = start_drawing([f for f in report.figures if f.drawn], out)  # in other processes, meanwhile:
     tables_dir = out / "tables"
     tables_dir.mkdir(exist_ok=True)
     written = Written(out, out / SUMMARY, out / HTML)
@@ -106,12 +110,7 @@ def write_report(report: Report, outdir: str | os.PathLike[str], plots: bool = T
             path = tables_dir / f"{tid}{suffix}"
             path.write_text(text, encoding="utf-8")
             written.tables.append(path)
-    if any(f.drawn for f in report.figures):
-        from cnnbench.report.plots import draw
-
-        for fig in report.figures:
-            if fig.drawn:
-                written.plots.append(draw(fig, out))
+    written.plots = drawing.wait()
     _write(written.summary, render_markdown(report))
     _write(written.html, render_html(report, out))
     for name in sorted(previous - planned):  # an earlier report's files this one did not write again
