@@ -68,4 +68,4 @@ def test_imported_logs_through_the_command(imported, tmp_path):
     assert f"| model | batch | {RTX3080} | {A6000} |" in md
     assert "| alexnet | varies | 7,325 (batch " in md
     assert "Scaling" in md
-    assert len(list((out / "plots").glob("*.png"))) == 2
+    assert len(list((out / "plots").glob("*.svg"))) == 2

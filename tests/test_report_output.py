@@ -1,4 +1,4 @@
-"""Report outputs and the command: summary.md, report.html, tables/*.csv|json, plots/*.png."""
+"""Report outputs and the command: summary.md, report.html, tables/*.csv|json, plots/*.svg."""
 
 from __future__ import annotations
 
@@ -35,10 +35,11 @@ def test_cli_writes_every_output(store, tmp_path, capsys):
     stems = {n.rsplit(".", 1)[0] for n in tables}
     assert all(f"{s}.csv" in tables and f"{s}.json" in tables for s in stems)
     assert "model-cost" in stems and "throughput-syn-replicated-4gpus" in stems
-    pngs = list((out / "plots").glob("*.png"))
-    assert pngs and all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)
-    for p in pngs:
+    svgs = list((out / "plots").glob("*.svg"))
+    assert svgs and all(p.read_bytes().startswith(b"<?xml") and b"<svg" in p.read_bytes()[:500] for p in svgs)
+    for p in svgs:
         assert f"plots/{p.name}" in md
+        assert b"<text" in p.read_bytes() and b"DejaVuSans-" not in p.read_bytes()  # text as text, no glyph paths
 
 
 def test_html_has_the_same_content_and_is_self_contained(store, tmp_path):
@@ -49,7 +50,7 @@ def test_html_has_the_same_content_and_is_self_contained(store, tmp_path):
         assert t.title.split(": ", 1)[-1].replace("&", "&amp;") in html
     for obs in report.observations:
         assert obs.text.replace("&", "&amp;").replace("'", "&#x27;") in html
-    assert html.count("data:image/png;base64,") == len(written.plots) > 0
+    assert html.count("data:image/svg+xml;base64,") == len(written.plots) > 0
     assert "http://" not in html and "https://" not in html and "<script" not in html
     assert '<td class="fail">OOM</td>' in html
     assert '<td class="fail">224 x 224' not in html  # only failures are marked as such
@@ -70,7 +71,7 @@ def test_csv_and_json_hold_values_status_words_and_empty_missing(tmp_path):
     assert doc["rows"][1] == {"model": "vgg16", "batch": 64, "m-fast": 250.0, "m-slow": None}
     assert doc["rows"][0]["m-slow"] == "OOM"
     assert doc["text"][1][3] == "—"
-    assert not list((tmp_path / "plots").glob("*.png"))
+    assert not list((tmp_path / "plots").glob("*.svg"))
 
 
 def test_rewriting_removes_the_stale_tables_it_wrote(tmp_path):
@@ -79,7 +80,7 @@ def test_rewriting_removes_the_stale_tables_it_wrote(tmp_path):
     mine.write_text("x\n")
     write_report(build_report([record(ips=3.0)], ReportOptions(max_plots=0)), tmp_path)
     assert mine.read_text() == "x\n"
-    assert not list((tmp_path / "plots").glob("*.png"))
+    assert not list((tmp_path / "plots").glob("*.svg"))
 
 
 def test_wide_effect_tables_print_condensed_but_files_keep_every_pair(tmp_path):
@@ -226,7 +227,7 @@ def test_plots_drawn_by_worker_processes_are_the_ones_drawn_here(tmp_path, monke
     pooled = drawing.start_drawing(figures, tmp_path / "pool", workers=2)
     assert pooled._pool is not None  # really in other processes
     paths = pooled.wait()
-    assert [p.name for p in paths] == [p.name for p in here] == [f"{f.name}.png" for f in figures]
+    assert [p.name for p in paths] == [p.name for p in here] == [f"{f.name}.svg" for f in figures]
     assert all(a.read_bytes() == b.read_bytes() for a, b in zip(here, paths, strict=True))
 
     def no_processes(*args, **kwargs):

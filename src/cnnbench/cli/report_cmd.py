@@ -17,7 +17,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "report",
         help="Turn results into tables, scaling, effects, observations and plots.",
         description="Write OUTDIR/summary.md (OUTDIR: -o, default report/), OUTDIR/report.html "
-        "(self-contained), OUTDIR/tables/<table>.csv and .json for every table, and OUTDIR/plots/*.png. "
+        "(self-contained), OUTDIR/tables/<table>.csv and .json for every table, and OUTDIR/plots/*.svg. "
         "Fields are dotted record names (config.model, environment.gpu_model, ...) or the aliases model, "
         "machine, gpu, cpu, num_devices, batch_size, data, variable_update, precision, compile, source, status.",
     )

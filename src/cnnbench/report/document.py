@@ -56,7 +56,7 @@ class Figure:
 
     @property
     def path(self) -> str:
-        return f"plots/{self.name}.png"
+        return f"plots/{self.name}.svg"
 
 
 @dataclass

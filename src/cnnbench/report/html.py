@@ -65,7 +65,7 @@ def _image(fig: Figure, outdir: Path) -> str:
     if not path.exists():
         return ""
     data = base64.b64encode(path.read_bytes()).decode("ascii")
-    return f'<p><img alt="{escape(fig.title)}" src="data:image/png;base64,{data}"></p>'
+    return f'<p><img alt="{escape(fig.title)}" src="data:image/svg+xml;base64,{data}"></p>'
 
 
 def _link(h: Heading) -> str:

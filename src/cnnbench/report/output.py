@@ -1,4 +1,4 @@
-"""Write a report to a folder: ``summary.md``, ``report.html``, ``tables/*.csv|json``, ``plots/*.png``.
+"""Write a report to a folder: ``summary.md``, ``report.html``, ``tables/*.csv|json``, ``plots/*.svg``.
 
 A report never deletes what it did not write. It lists what it wrote in a manifest,
 ``.cnnbench-report.json``, in the folder; the next report into the same folder removes the
@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 MANIFEST = ".cnnbench-report.json"
 SUMMARY = "summary.md"
 HTML = "report.html"
-_OWN_NAME = re.compile(r"^(summary\.md|report\.html|tables/[^/\\]+\.(csv|json)|plots/[^/\\]+\.png)$")
+_OWN_NAME = re.compile(r"^(summary\.md|report\.html|tables/[^/\\]+\.(csv|json)|plots/[^/\\]+\.(svg|png))$")
 """The only names a report writes (and so the only ones a manifest may make it delete)."""
 
 
