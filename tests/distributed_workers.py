@@ -114,3 +114,22 @@ def train_epochs_recording_shards(config_fields: dict[str, Any]) -> dict[str, An
     world = World.from_env()
     record = run_benchmark(RunConfig.from_mapping(config_fields), world=world)
     return {"rank": world.rank, **seen, "record": record.to_dict() if world.is_main else None}
+
+
+def run_each(configs: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+    """Run every configuration in turn through the engine in one process group (what
+    :func:`run_benchmark` does in a worker of ``cnnbench run``, but joining the group once);
+    rank 0 returns each record's status and error."""
+    from cnnbench.engine import benchmark
+
+    world = World.from_env()
+    out = []
+    start_process_group(world, "gloo", torch.device("cpu"), 60.0)
+    try:
+        for fields in configs:
+            run = resolve(RunConfig.from_mapping(fields), world)
+            record = benchmark._run(run, benchmark._silent, None, keep_failures=False)
+            out.append({"config": fields, "status": record.status, "error": record.error})
+    finally:
+        stop_process_group()
+    return out if world.is_main else None

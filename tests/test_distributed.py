@@ -24,6 +24,7 @@ import pytest
 import torch
 
 from cnnbench.config import ConfigError, RunConfig
+from cnnbench.config.model_options import DATA_FORMATS, PRECISIONS
 from cnnbench.distributed.launch import WorkerFailed, launch_workers
 from cnnbench.engine.step import classification_loss, make_optimizer
 from cnnbench.models import get_model_spec
@@ -85,6 +86,34 @@ def test_strategy_equals_one_process_on_the_concatenated_batch(variable_update, 
     images = torch.cat([out[0]["images"], out[1]["images"]])
     labels = torch.cat([out[0]["labels"], out[1]["labels"]])
     assert _close(w0, _reference(config, images, labels))
+
+
+FSDP_COMBINATIONS = [
+    {"precision": precision, "data_format": layout, "forward_only": forward_only}
+    for precision in PRECISIONS for layout in DATA_FORMATS for forward_only in (False, True)
+]
+
+
+def _accepted(changes: dict) -> bool:
+    """Whether ``cnnbench run`` would start workers for this configuration (every check it makes
+    before any work)."""
+    from cnnbench.engine.resolve import preflight
+
+    try:
+        preflight(_config(variable_update="fsdp", model="trivial", **changes))
+    except ConfigError:
+        return False
+    return True
+
+
+def test_every_fsdp_combination_the_config_accepts_runs_on_two_workers():
+    """Each precision x layout x forward-only either is refused before any work or runs on 2
+    workers; NHWC is refused (FSDP2 cannot shard channels_last weights)."""
+    accepted = [c for c in FSDP_COMBINATIONS if _accepted(c)]
+    assert {c["precision"] for c in accepted} == {"fp32", "amp_bf16", "bf16"}  # what a CPU can run
+    configs = [_fields(_config(variable_update="fsdp", model="trivial", num_batches=2, **c)) for c in accepted]
+    out = launch_workers(dw.run_each, (configs,), nprocs=2, timeout_s=240)[0]
+    assert [(r["status"], r["error"]) for r in out] == [("ok", None)] * len(accepted), out
 
 
 def test_independent_workers_end_with_different_weights():
@@ -261,6 +290,7 @@ def test_worker_failed_names_rank_and_cause():
     ({"all_reduce": "nccl", "device": "cpu"}, "--all-reduce"),
     ({"local_parameter_device": "cpu"}, "--local-parameter-device"),
     ({"variable_update": "fsdp", "bucket_cap_mb": 10.0}, "--bucket-cap-mb"),
+    ({"variable_update": "fsdp", "data_format": "NHWC"}, "--data-format"),
     ({"variable_update": "parameter_server", "static_graph": True}, "--static-graph"),
     ({"forward_only": True, "gradient_compression": "fp16"}, "--gradient-compression"),
     ({"forward_only": True, "variable_update": "parameter_server"}, "--variable-update"),
