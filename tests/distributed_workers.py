@@ -133,3 +133,44 @@ def run_each(configs: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
     finally:
         stop_process_group()
     return out if world.is_main else None
+
+
+def progress_on_two_workers(steps: int, print_s: float) -> dict[str, Any]:
+    """The timed loop on 2 workers whose step sleeps (rank 1 longer) then all-reduces, as a
+    DDP step ends; rank 0's progress line takes ``print_s``. Returns this worker's step times
+    and, on rank 0, the step times each progress line was given."""
+    import dataclasses
+    import itertools
+    import time
+
+    import torch.distributed as dist
+
+    from cnnbench.distributed.process_group import max_over_workers
+
+    world = World.from_env()
+    cpu = torch.device("cpu")
+    start_process_group(world, "gloo", cpu, 60.0)
+    try:
+        prepared = prepare(resolve(RunConfig(model="trivial", device="cpu", batch_size=2, image_size=16)))
+        prepared.close()
+
+        def step(images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+            time.sleep(0.01 if world.rank == 0 else 0.03)
+            dist.all_reduce(torch.zeros(1))
+            return torch.zeros(())
+
+        shown: list[list[float]] = []
+
+        def progress(i: int, times: list[float], loss: float) -> None:
+            if world.rank == 0:
+                shown.append(list(times))
+                time.sleep(print_s)
+
+        batch = (torch.zeros(2, 3, 16, 16), torch.zeros(2, dtype=torch.long))
+        loop = timed_loop(dataclasses.replace(prepared, step=step, source=itertools.repeat(batch)), steps, cpu,
+                          display_every=2,
+                          on_progress=progress, barrier=dist.barrier,
+                          slowest=lambda times: max_over_workers(times, cpu))
+    finally:
+        stop_process_group()
+    return {"step_times": loop.step_times_s, "shown": shown}

@@ -33,6 +33,7 @@ from cnnbench.config import RunConfig
 from cnnbench.distributed.process_group import (
     barrier,
     gather_to_main,
+    max_over_workers,
     start_process_group,
     stop_process_group,
     sum_over_workers,
@@ -116,6 +117,7 @@ def _measure(run: ResolvedRun, strategy: ParallelStrategy, hooks: HookSet, emit:
              metrics: dict[str, Any], *, framework: str, run_id: str) -> None:
     cfg, device, world = run.config, run.device, run.world
     barrier_fn = (lambda: barrier(device)) if world.process_group else None
+    slowest = (lambda times: max_over_workers(times, device)) if world.process_group else None
     epochs: list[EpochMeasure] = []
     prepared = prepare(run, strategy=strategy)
     try:
@@ -144,13 +146,13 @@ def _measure(run: ResolvedRun, strategy: ParallelStrategy, hooks: HookSet, emit:
         try:
             if cfg.num_epochs is None:
                 loop = timed_loop(prepared, run.timed_steps, device, display_every=cfg.display_every,
-                                  on_progress=progress, barrier=barrier_fn)
+                                  on_progress=progress, barrier=barrier_fn, slowest=slowest)
             else:
                 def total(values: list[float]) -> list[float]:
                     return sum_over_workers(values, device) if world.process_group else values
 
                 loop, epochs = train_epochs(prepared, run, emit=emit, on_progress=progress, barrier=barrier_fn,
-                                            total=total)
+                                            total=total, slowest=slowest)
                 first_step_s = loop.step_times_s[0] if loop.step_times_s else None  # compilation included
         finally:
             hooks.stop()
