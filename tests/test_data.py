@@ -418,7 +418,8 @@ def test_the_data_command_measures_the_pipeline_and_records_it(sets, tmp_path, c
                  "--batch-size", "4", "--num-batches", "6", "--num-warmup-batches", "1", "--num-workers", "1",
                  "--results-dir", str(results), "--machine-label", "box"])
     out = capsys.readouterr().out
-    assert code == 0 and "total images/sec: " in out and "per loader process: " in out
+    assert code == 0 and "total images/sec: " in out and "per loading process: " in out
+    assert "(1 loader process)" in out
     (record,) = [json.loads(line) for line in (results / "box.jsonl").read_text().splitlines()]
     cfg, m = record["config"], record["metrics"]
     assert cfg["mode"] == "data" and cfg["data_name"] == "imagefolder" and cfg["distortions"] is True
@@ -434,6 +435,56 @@ def test_the_data_command_measures_the_pipeline_and_records_it(sets, tmp_path, c
     assert total.cell(row, "box").value == pytest.approx(m["total_images_per_sec"], rel=1e-3)
     assert per_core.cell(row, "box").value == pytest.approx(m["images_per_sec_per_core"], rel=1e-3)
     assert not [t for t in report.tables if t.kind in ("configuration", "cost")]
+
+
+def _data(sets, tmp_path, *extra: str) -> int:
+    return main(["data", "--data-dir", str(sets["imagefolder"]), "--image-size", "32", "--batch-size", "4",
+                 "--num-batches", "4", "--num-warmup-batches", "1", "--results-dir", str(tmp_path / "results"),
+                 "--machine-label", "box", *extra])
+
+
+def _data_record(tmp_path) -> dict:
+    (record,) = [json.loads(line) for line in (tmp_path / "results" / "box.jsonl").read_text().splitlines()]
+    return record
+
+
+def test_data_records_carry_the_guards_warnings_and_host_telemetry_as_run_records_do(sets, tmp_path, capsys,
+                                                                                        monkeypatch):
+    from cnnbench.engine.guard import BusyMachineGuard
+
+    real = BusyMachineGuard.metrics
+
+    def busy(self):
+        m = dict(real(self))
+        return {**m, "warnings": [*m.get("warnings", []), "busy CPU: scripted"]}
+
+    monkeypatch.setattr(BusyMachineGuard, "metrics", busy)
+    assert _data(sets, tmp_path, "--num-workers", "0") == 0
+    m = _data_record(tmp_path)["metrics"]
+    assert "busy CPU: scripted" in m["warnings"]
+    assert "other_processes_cpu_cores" in m  # the guard's own look at the host
+    assert m["host_telemetry"]["samples"] >= 2 and m["gpu_telemetry"] == []
+    assert m["peak_host_memory_bytes"] > 0
+    assert "cnnbench data: warning: busy CPU: scripted" in capsys.readouterr().err
+
+
+def test_data_batch_times_get_the_spread_check(sets, tmp_path, monkeypatch):
+    from cnnbench.engine import input_bench
+
+    monkeypatch.setattr(input_bench, "spread_warnings", lambda times: [f"unstable: {len(times)} batches"])
+    assert _data(sets, tmp_path, "--num-workers", "0") == 0
+    assert "unstable: 4 batches" in _data_record(tmp_path)["metrics"]["warnings"]
+
+
+def test_without_loader_processes_the_main_process_is_said_to_load(sets, tmp_path, capsys):
+    assert _data(sets, tmp_path, "--num-workers", "0") == 0
+    out = capsys.readouterr().out
+    assert "Loading:     the main process: --num-workers 0" in out
+    assert "per loading process: " in out and "(the main process: --num-workers 0)" in out
+    assert "0 process" not in out
+    m = _data_record(tmp_path)["metrics"]
+    assert m["loader_workers"] == 0 and m["loading_processes"] == 1
+    assert m["images_per_sec_per_worker"] == pytest.approx(m["total_images_per_sec"])
 
 
 def test_the_data_command_needs_a_data_set(tmp_path, capsys):

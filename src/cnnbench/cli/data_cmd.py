@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from cnnbench.cli.common import UserError
+from cnnbench.cli.common import UserError, print_warnings
 from cnnbench.config import ConfigError
 from cnnbench.config.cli_args import add_config_arguments, config_from_args
 from cnnbench.config.data_bench import DATA_SECTIONS, DataBenchConfig
@@ -49,10 +49,12 @@ def handle(args: argparse.Namespace) -> int:
     if record.status != "ok":
         print(f"cnnbench data: {record.status}: {record.error} (record {record.run_id} written to {path})",
               file=sys.stderr)
+        print_warnings(record, "data")
         return 1
     if args.quiet:
         m = record.metrics
-        print(f"total images/sec: {m['total_images_per_sec']:.2f} (per loader process "
+        print(f"total images/sec: {m['total_images_per_sec']:.2f} (per loading process "
               f"{m['images_per_sec_per_worker']:.2f}, per core {m['images_per_sec_per_core']:.2f})")
+    print_warnings(record, "data")
     print(f"record {record.run_id} appended to {path}")
     return 0
