@@ -118,6 +118,63 @@ def test_make_dataset_refuses_a_full_folder_and_bad_arguments(tmp_path, capsys):
         make_data_set("cifar100", tmp_path / "z", image_size=(64, 64))
 
 
+@pytest.mark.parametrize(("args", "words"), [
+    (["--image-size", "100000"], "--image-size: width must be <= 4096"),
+    (["--image-size", "64x5"], "--image-size: height must be >= 8"),
+    (["--images-per-class", "10000000"], "--images-per-class: must be <= 100000"),
+    (["--num-classes", "5000"], "--num-classes: must be <= 1000"),
+    (["--num-classes", "1000", "--images-per-class", "5000"], "imagefolder makes at most 2,000,000"),
+    (["--image-size", "4000", "--num-classes", "50", "--images-per-class", "20000"], "at most 1 TiB"),
+    (["--val-images-per-class", "-1"], "--val-images-per-class: must be >= 0"),
+    (["--quality", "101"], "--quality: must be <= 100"),
+    (["--seed", "-1"], "--seed: must be >= 0"),
+])
+def test_make_dataset_bounds_are_one_line_before_anything_is_written(tmp_path, capsys, args, words):
+    assert main(["make-dataset", "imagefolder", str(tmp_path / "new" / "x"), *args]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert words in line
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_cifar_sets_are_bounded_by_what_memory_holds(tmp_path):
+    with pytest.raises(GenerateError, match="cifar100 makes at most 200,000"):
+        make_data_set("cifar100", tmp_path / "c", images_per_class=5000)
+
+
+def test_a_failure_while_writing_leaves_no_partial_data_set(tmp_path, monkeypatch, capsys):
+    from cnnbench.data import generate
+
+    real, calls = generate.draw_image, []
+
+    def fails_at_the_fifth(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 5:
+            raise OSError(28, "No space left on device")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(generate, "draw_image", fails_at_the_fifth)
+    target = tmp_path / "parent" / "shapes"
+    assert main(["make-dataset", "imagefolder", str(target), "--num-classes", "2", "--images-per-class", "4",
+                 "--image-size", "16"]) == 1
+    (line,) = capsys.readouterr().err.splitlines()
+    assert "No space left on device" in line
+    assert list(tmp_path.iterdir()) == []  # neither the data set, nor its hidden partial copy, nor its parent
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    calls.clear()
+    with pytest.raises(OSError):
+        make_data_set("cifar10", empty, images_per_class=2)
+    assert list(tmp_path.iterdir()) == [empty] and list(empty.iterdir()) == []  # the user's folder stays
+
+
+def test_make_dataset_fills_an_empty_folder_at_once(tmp_path):
+    target = tmp_path / "shapes"
+    target.mkdir()
+    made = make_data_set("imagefolder", target, num_classes=2, images_per_class=2, image_size=(16, 16))
+    assert made.root == str(target.resolve()) and len(list(target.glob("train/*/*.jpg"))) == 4
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["shapes"]
+
+
 def test_make_dataset_command_writes_pngs(tmp_path, capsys):
     out = tmp_path / "pngs"
     assert main(["make-dataset", "imagefolder", str(out), "--num-classes", "2", "--images-per-class", "2",
