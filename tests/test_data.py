@@ -544,6 +544,27 @@ def test_without_loader_processes_the_main_process_is_said_to_load(sets, tmp_pat
     assert m["images_per_sec_per_worker"] == pytest.approx(m["total_images_per_sec"])
 
 
+def test_the_data_commands_help_says_a_data_set_is_read(capsys):
+    with pytest.raises(SystemExit):
+        main(["data", "--help"])
+    out = capsys.readouterr().out
+    assert "synthetic" not in out.lower()
+    assert "--data-name {imagefolder,cifar10,cifar100}" in out and "(required)" in out
+    with pytest.raises(SystemExit) as info:
+        main(["data", "--data-dir", "x", "--data-name", "synthetic"])
+    assert info.value.code == 2
+
+
+@pytest.mark.parametrize("part", ["train", "val", "train/000_disc"])
+def test_a_split_or_class_folder_is_answered_with_the_folder_to_pass(sets, capsys, part):
+    root = sets["imagefolder"]
+    assert main(["data", "--data-dir", str(root / part)]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert f"pass the data set's own folder, {root.resolve()}" in line
+    with pytest.raises(ConfigError, match="pass the data set's own folder"):
+        resolve(RunConfig(model="trivial", device="cpu", data_dir=str(root / part), data_name="imagefolder"))
+
+
 def test_the_data_command_needs_a_data_set(tmp_path, capsys):
     assert main(["data", "--results-dir", str(tmp_path)]) == 2
     assert main(["data", "--data-dir", str(tmp_path / "none"), "--results-dir", str(tmp_path)]) == 2
