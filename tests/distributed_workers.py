@@ -83,11 +83,11 @@ def train_and_report(config_fields: dict[str, Any], steps: int) -> dict[str, Any
 
 
 def run_engine_worker(config_fields: dict[str, Any], extra: dict[str, Any], console: bool,
-                      notes_dir: str | None = None) -> Any:
+                      notes_dir: str | None = None, log_level: int = 30) -> Any:
     """The real worker entry point, with this module's test models registered."""
     from cnnbench.distributed.worker import launched_worker
 
-    return launched_worker(config_fields, extra, console, notes_dir)
+    return launched_worker(config_fields, extra, console, notes_dir, log_level)
 
 
 def train_epochs_recording_shards(config_fields: dict[str, Any]) -> dict[str, Any]:

@@ -166,6 +166,8 @@ def test_run_on_two_devices_records_global_and_per_device_figures(tmp_path):
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert "Batch size:  8 global" in out and "4 per device" in out
+    cores = len(os.sched_getaffinity(0))
+    assert f"Threads:     {max(1, cores // 2)} per worker ({cores} cores split among 2 workers on this node)" in out
     assert out.count("total images/sec:") == 1  # rank 0 alone prints
     (rec,) = _records(tmp_path)
     cfg, m = rec["config"], rec["metrics"]

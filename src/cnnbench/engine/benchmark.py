@@ -29,6 +29,8 @@ import traceback
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import torch
+
 from cnnbench.config import RunConfig
 from cnnbench.distributed.process_group import (
     barrier,
@@ -50,6 +52,7 @@ from cnnbench.engine.prepare import prepare
 from cnnbench.engine.profile import profile_steps, run_steps
 from cnnbench.engine.resolve import ResolvedRun, resolve
 from cnnbench.engine.stats import throughput_stats
+from cnnbench.machine.affinity import cpu_count_available
 from cnnbench.machine.environment import capture_environment
 from cnnbench.results.record import Record, error_text, new_run_id, now_iso
 
@@ -121,8 +124,11 @@ def _measure(run: ResolvedRun, strategy: ParallelStrategy, hooks: HookSet, emit:
     epochs: list[EpochMeasure] = []
     prepared = prepare(run, strategy=strategy)
     try:
+        threads = None
+        if device.type == "cpu":
+            threads = log_format.threads_text(torch.get_num_threads(), cpu_count_available(), world.local_world_size)
         for line in log_format.header_lines(cfg.recorded(), framework=f"torch {framework}",
-                                            dataset=prepared.source.description):
+                                            dataset=prepared.source.description, threads=threads):
             emit(line)
 
         def progress(step: int, times: list[float], loss: float) -> None:
