@@ -69,8 +69,6 @@ def _execute(config: RunConfig, emit: Any) -> tuple[Any, Any]:
 
 
 def _report(record: Any, path: Any, *, quiet: bool) -> int:
-    for warning in record.metrics.get("warnings") or []:
-        print(f"cnnbench run: warning: {warning}", file=sys.stderr)
     if record.status != "ok":
         print(f"cnnbench run: {record.status}: {record.error} (record {record.run_id} written to {path})",
               file=sys.stderr)
