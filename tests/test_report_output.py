@@ -223,10 +223,14 @@ def test_plots_drawn_by_worker_processes_are_the_ones_drawn_here(tmp_path, monke
     report = build_report(scaling_records() + [training_record(n) for n in (1, 2)])
     figures = [f for f in report.figures if f.drawn]
     assert len(figures) >= 2
-    here = drawing.start_drawing(figures, tmp_path / "here", workers=1).wait()
-    pooled = drawing.start_drawing(figures, tmp_path / "pool", workers=2)
-    assert pooled._pool is not None  # really in other processes
+    here_pool = drawing.prepare_drawing(0)
+    assert here_pool.pool is None
+    here = drawing.start_drawing(figures, tmp_path / "here", here_pool).wait()
+    prepared = drawing.prepare_drawing(2)  # started before there are figures, as cnnbench report does
+    assert prepared.pool is not None  # really in other processes
+    pooled = drawing.start_drawing(figures, tmp_path / "pool", prepared)
     paths = pooled.wait()
+    assert prepared.pool is None  # closed with the drawing
     assert [p.name for p in paths] == [p.name for p in here] == [f"{f.name}.svg" for f in figures]
     assert all(a.read_bytes() == b.read_bytes() for a, b in zip(here, paths, strict=True))
 
@@ -234,7 +238,7 @@ def test_plots_drawn_by_worker_processes_are_the_ones_drawn_here(tmp_path, monke
         raise OSError("no processes here")
 
     monkeypatch.setattr(drawing, "ProcessPoolExecutor", no_processes)
-    fallback = drawing.start_drawing(figures, tmp_path / "fallback", workers=2).wait()
+    fallback = drawing.start_drawing(figures, tmp_path / "fallback", drawing.prepare_drawing(2)).wait()
     assert [p.read_bytes() for p in fallback] == [p.read_bytes() for p in here]
 
 

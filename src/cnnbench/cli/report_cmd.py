@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from cnnbench.cli.common import UserError
+
+if TYPE_CHECKING:
+    from cnnbench.report.drawing import DrawingPool
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -74,9 +78,7 @@ def parse_baselines(items: list[str]) -> dict[str, str]:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from cnnbench.report import NoMatchingRecords, ReportError, ReportOptions, build_report, write_report
-    from cnnbench.report.numbers import plural
-    from cnnbench.results.store import read_records
+    from cnnbench.report.drawing import prepare_drawing
 
     if args.max_plots < 0:
         raise UserError(f"--max-plots: must be >= 0, got {args.max_plots}")
@@ -87,6 +89,17 @@ def handle(args: argparse.Namespace) -> int:
         check_report_folder(args.output)  # before any work
     except OutputError as exc:
         raise UserError(str(exc)) from None
+    # the drawing processes import matplotlib while the records are read and the tables built
+    with prepare_drawing(0 if args.no_plots or not args.max_plots else None) as drawing_pool:
+        return _report(args, drawing_pool)
+
+
+def _report(args: argparse.Namespace, drawing_pool: DrawingPool) -> int:
+    from cnnbench.report import NoMatchingRecords, ReportError, ReportOptions, build_report, write_report
+    from cnnbench.report.numbers import plural
+    from cnnbench.results.outputs import OutputError
+    from cnnbench.results.store import read_records
+
     try:
         records, problems = read_records(args.results)  # step times: the significance test and the spread marks
     except FileNotFoundError as exc:
@@ -114,7 +127,7 @@ def handle(args: argparse.Namespace) -> int:
     for line in report.warnings:
         print(f"warning: {line}", file=sys.stderr)
     try:
-        written = write_report(report, args.output)
+        written = write_report(report, args.output, drawing_pool=drawing_pool)
     except OutputError as exc:
         raise UserError(str(exc)) from None
     print(f"wrote {written.summary} and {written.html.name}: {plural(len(written.tables) // 2, 'table')} "

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cnnbench.report.document import Report
-from cnnbench.report.drawing import start_drawing
+from cnnbench.report.drawing import DrawingPool, start_drawing
 from cnnbench.report.html import render_html
 from cnnbench.report.markdown import render_markdown
 from cnnbench.report.tables_io import table_csv, table_json
@@ -78,8 +78,11 @@ def _write_manifest(out: Path, files: set[str]) -> None:
     _write(out / MANIFEST, json.dumps({"written_by": "cnnbench report", "files": sorted(files)}, indent=1) + "\n")
 
 
-def write_report(report: Report, outdir: str | os.PathLike[str], plots: bool = True) -> Written:
-    """Write every output of ``report`` under ``outdir``; ``plots=False`` skips the PNGs.
+def write_report(report: Report, outdir: str | os.PathLike[str], plots: bool = True,
+                 drawing_pool: DrawingPool | None = None) -> Written:
+    """Write every output of ``report`` under ``outdir``; ``plots=False`` skips the plots;
+    ``drawing_pool``: processes started ahead to draw them (:func:`prepare_drawing`; it is
+    closed when the plots are drawn).
 
     Raises :class:`OutputError` (before writing anything) for a folder that cannot take a report.
     """
@@ -101,7 +104,7 @@ def write_report(report: Report, outdir: str | os.PathLike[str], plots: bool = T
     _write_manifest(out, previous | planned)
     if any(f.drawn for f in report.figures):
         (out / "plots").mkdir(exist_ok=True)
-    drawing = start_drawing([f for f in report.figures if f.drawn], out)  # in other processes, meanwhile:
+    drawing = start_drawing([f for f in report.figures if f.drawn], out, drawing_pool)  # elsewhere, meanwhile:
     tables_dir = out / "tables"
     tables_dir.mkdir(exist_ok=True)
     written = Written(out, out / SUMMARY, out / HTML)
