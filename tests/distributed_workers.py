@@ -83,11 +83,11 @@ def train_and_report(config_fields: dict[str, Any], steps: int) -> dict[str, Any
 
 
 def run_engine_worker(config_fields: dict[str, Any], extra: dict[str, Any], console: bool,
-                      notes_dir: str | None = None) -> Any:
+                      notes_dir: str | None = None, log_level: int = 30) -> Any:
     """The real worker entry point, with this module's test models registered."""
     from cnnbench.distributed.worker import launched_worker
 
-    return launched_worker(config_fields, extra, console, notes_dir)
+    return launched_worker(config_fields, extra, console, notes_dir, log_level)
 
 
 def train_epochs_recording_shards(config_fields: dict[str, Any]) -> dict[str, Any]:
@@ -114,3 +114,63 @@ def train_epochs_recording_shards(config_fields: dict[str, Any]) -> dict[str, An
     world = World.from_env()
     record = run_benchmark(RunConfig.from_mapping(config_fields), world=world)
     return {"rank": world.rank, **seen, "record": record.to_dict() if world.is_main else None}
+
+
+def run_each(configs: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+    """Run every configuration in turn through the engine in one process group (what
+    :func:`run_benchmark` does in a worker of ``cnnbench run``, but joining the group once);
+    rank 0 returns each record's status and error."""
+    from cnnbench.engine import benchmark
+
+    world = World.from_env()
+    out = []
+    start_process_group(world, "gloo", torch.device("cpu"), 60.0)
+    try:
+        for fields in configs:
+            run = resolve(RunConfig.from_mapping(fields), world)
+            record = benchmark._run(run, benchmark._silent, None, keep_failures=False)
+            out.append({"config": fields, "status": record.status, "error": record.error})
+    finally:
+        stop_process_group()
+    return out if world.is_main else None
+
+
+def progress_on_two_workers(steps: int, print_s: float) -> dict[str, Any]:
+    """The timed loop on 2 workers whose step sleeps (rank 1 longer) then all-reduces, as a
+    DDP step ends; rank 0's progress line takes ``print_s``. Returns this worker's step times
+    and, on rank 0, the step times each progress line was given."""
+    import dataclasses
+    import itertools
+    import time
+
+    import torch.distributed as dist
+
+    from cnnbench.distributed.process_group import max_over_workers
+
+    world = World.from_env()
+    cpu = torch.device("cpu")
+    start_process_group(world, "gloo", cpu, 60.0)
+    try:
+        prepared = prepare(resolve(RunConfig(model="trivial", device="cpu", batch_size=2, image_size=16)))
+        prepared.close()
+
+        def step(images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+            time.sleep(0.01 if world.rank == 0 else 0.03)
+            dist.all_reduce(torch.zeros(1))
+            return torch.zeros(())
+
+        shown: list[list[float]] = []
+
+        def progress(i: int, times: list[float], loss: float) -> None:
+            if world.rank == 0:
+                shown.append(list(times))
+                time.sleep(print_s)
+
+        batch = (torch.zeros(2, 3, 16, 16), torch.zeros(2, dtype=torch.long))
+        loop = timed_loop(dataclasses.replace(prepared, step=step, source=itertools.repeat(batch)), steps, cpu,
+                          display_every=2,
+                          on_progress=progress, barrier=dist.barrier,
+                          slowest=lambda times: max_over_workers(times, cpu))
+    finally:
+        stop_process_group()
+    return {"step_times": loop.step_times_s, "shown": shown}

@@ -90,3 +90,18 @@ def repeat_worker(config, emit, extra):
     return Record(config=config.recorded(), environment={"machine": "testbox", "hostname": "h"},
                   metrics={"total_images_per_sec": rate, "warnings": ["unstable: a scripted warning"]},
                   extra=extra)
+
+
+def agent_like_worker(config, emit, extra):
+    """Hangs after a progress line; stopped, it dies with a traceback as torch's elastic agent
+    does when SIGTERM reaches a multi-device case (its handler raises SignalException)."""
+
+    class SignalException(Exception):
+        pass
+
+    def raise_on_term(signum, frame):
+        raise SignalException(f"Process {os.getpid()} got signal: {signum}")
+
+    signal.signal(signal.SIGTERM, raise_on_term)
+    emit("10\timages/sec: 12.5 +/- 0.1 (jitter = 0.2)\t6.900")
+    time.sleep(60)

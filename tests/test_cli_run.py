@@ -91,3 +91,59 @@ def test_run_prints_each_warning_once_and_the_compile_time(capsys, status):
     record.metrics["compile_time_s"] = None  # not compiled
     run_cmd._report(record, "results/box.jsonl", quiet=False)
     assert "compile time" not in capsys.readouterr().out
+
+
+def test_each_warning_is_printed_once(tmp_path, capsys, monkeypatch):
+    from cnnbench.engine import metrics
+
+    monkeypatch.setattr(metrics, "spread_warnings", lambda times: ["unstable: scripted"])
+    assert main(["run", "--model", "trivial", "--device", "cpu", "--batch-size", "2", "--num-batches", "2",
+                 "--num-warmup-batches", "1", "--results-dir", str(tmp_path)]) == 0
+    err = capsys.readouterr().err
+    assert err.count("cnnbench run: warning: unstable: scripted") == 1, err
+
+
+def test_worker_log_lines_say_which_rank(monkeypatch, capsys):
+    """A worker's log lines (here rank 1's, from inside the engine) start with [rank N]."""
+    import logging
+
+    import torch
+
+    from cnnbench.distributed import worker
+    from cnnbench.engine import benchmark
+
+    class Done:
+        def to_dict(self):
+            return {}
+
+    def logs(config, **kwargs):
+        logging.getLogger("cnnbench.engine.test").warning("something to say")
+        return Done()
+
+    monkeypatch.setattr(benchmark, "run_benchmark", logs)
+    for key, value in {"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2"}.items():
+        monkeypatch.setenv(key, value)
+    root = logging.getLogger()
+    handlers, level, threads = root.handlers[:], root.level, torch.get_num_threads()
+    try:
+        worker.launched_worker({"model": "trivial", "device": "cpu"}, {}, False)
+        err = capsys.readouterr().err
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
+        torch.set_num_threads(threads)
+        import signal
+
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    assert "[rank 1] WARNING cnnbench.engine.test: something to say" in err.splitlines()
+
+
+def test_a_cpu_runs_header_says_its_threads(tmp_path, capsys):
+    import os
+
+    import torch
+
+    assert main(["run", "--model", "trivial", "--device", "cpu", "--batch-size", "2", "--num-batches", "2",
+                 "--num-warmup-batches", "1", "--results-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert f"Threads:     {torch.get_num_threads()} ({len(os.sched_getaffinity(0))} cores)" in out.splitlines()

@@ -136,7 +136,9 @@ def test_warned_and_wide_runs_are_marked(tmp_path, capsys):
     assert pair["warned_runs"] == 1 and pair["wide_spread_runs"] == 1
     assert pair["warnings"] == ["busy machine: load average 3.1 on 2 cores"]
     code, out, _ = run(capsys, a, b)
-    assert "†⚠" in out and "⚠ a run recorded warnings: busy machine: load average 3.1 on 2 cores (1 run)" in out
+    assert "†⚠" in out
+    assert ("⚠ a run recorded warnings (1 run in all), by kind: busy machine (1 run; e.g. 'busy machine: load "
+            "average 3.1 on 2 cores')") in out
     assert "† a run's step times vary widely" in out
 
 
@@ -207,3 +209,15 @@ def test_terminal_table_colours_the_verdict(tmp_path, capsys, monkeypatch):
     out = capsys.readouterr().out
     assert "\x1b[31mslower" in out  # red
     assert "Geometric mean of 1 ratio" in out
+
+
+def test_the_configuration_column_does_not_repeat_the_machine(tmp_path, capsys):
+    rng = random.Random(6)
+    base = [noisy(400.0, rng, machine="m-fast"), noisy(200.0, rng, machine="m-slow")]
+    cand = [noisy(410.0, rng, machine="m-fast"), noisy(205.0, rng, machine="m-slow")]
+    a, b = stores(tmp_path, base, cand)
+    code, out, _ = run(capsys, a, b, "--format", "csv")
+    assert code == 0
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert {r["machine"] for r in rows} == {"m-fast", "m-slow"}
+    assert all(r["configuration"] == "syn-replicated-1gpus" for r in rows)

@@ -118,6 +118,63 @@ def test_make_dataset_refuses_a_full_folder_and_bad_arguments(tmp_path, capsys):
         make_data_set("cifar100", tmp_path / "z", image_size=(64, 64))
 
 
+@pytest.mark.parametrize(("args", "words"), [
+    (["--image-size", "100000"], "--image-size: width must be <= 4096"),
+    (["--image-size", "64x5"], "--image-size: height must be >= 8"),
+    (["--images-per-class", "10000000"], "--images-per-class: must be <= 100000"),
+    (["--num-classes", "5000"], "--num-classes: must be <= 1000"),
+    (["--num-classes", "1000", "--images-per-class", "5000"], "imagefolder makes at most 2,000,000"),
+    (["--image-size", "4000", "--num-classes", "50", "--images-per-class", "20000"], "at most 1 TiB"),
+    (["--val-images-per-class", "-1"], "--val-images-per-class: must be >= 0"),
+    (["--quality", "101"], "--quality: must be <= 100"),
+    (["--seed", "-1"], "--seed: must be >= 0"),
+])
+def test_make_dataset_bounds_are_one_line_before_anything_is_written(tmp_path, capsys, args, words):
+    assert main(["make-dataset", "imagefolder", str(tmp_path / "new" / "x"), *args]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert words in line
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_cifar_sets_are_bounded_by_what_memory_holds(tmp_path):
+    with pytest.raises(GenerateError, match="cifar100 makes at most 200,000"):
+        make_data_set("cifar100", tmp_path / "c", images_per_class=5000)
+
+
+def test_a_failure_while_writing_leaves_no_partial_data_set(tmp_path, monkeypatch, capsys):
+    from cnnbench.data import generate
+
+    real, calls = generate.draw_image, []
+
+    def fails_at_the_fifth(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 5:
+            raise OSError(28, "No space left on device")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(generate, "draw_image", fails_at_the_fifth)
+    target = tmp_path / "parent" / "shapes"
+    assert main(["make-dataset", "imagefolder", str(target), "--num-classes", "2", "--images-per-class", "4",
+                 "--image-size", "16"]) == 1
+    (line,) = capsys.readouterr().err.splitlines()
+    assert "No space left on device" in line
+    assert list(tmp_path.iterdir()) == []  # neither the data set, nor its hidden partial copy, nor its parent
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    calls.clear()
+    with pytest.raises(OSError):
+        make_data_set("cifar10", empty, images_per_class=2)
+    assert list(tmp_path.iterdir()) == [empty] and list(empty.iterdir()) == []  # the user's folder stays
+
+
+def test_make_dataset_fills_an_empty_folder_at_once(tmp_path):
+    target = tmp_path / "shapes"
+    target.mkdir()
+    made = make_data_set("imagefolder", target, num_classes=2, images_per_class=2, image_size=(16, 16))
+    assert made.root == str(target.resolve()) and len(list(target.glob("train/*/*.jpg"))) == 4
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["shapes"]
+
+
 def test_make_dataset_command_writes_pngs(tmp_path, capsys):
     out = tmp_path / "pngs"
     assert main(["make-dataset", "imagefolder", str(out), "--num-classes", "2", "--images-per-class", "2",
@@ -418,7 +475,8 @@ def test_the_data_command_measures_the_pipeline_and_records_it(sets, tmp_path, c
                  "--batch-size", "4", "--num-batches", "6", "--num-warmup-batches", "1", "--num-workers", "1",
                  "--results-dir", str(results), "--machine-label", "box"])
     out = capsys.readouterr().out
-    assert code == 0 and "total images/sec: " in out and "per loader process: " in out
+    assert code == 0 and "total images/sec: " in out and "per loading process: " in out
+    assert "(1 loader process)" in out
     (record,) = [json.loads(line) for line in (results / "box.jsonl").read_text().splitlines()]
     cfg, m = record["config"], record["metrics"]
     assert cfg["mode"] == "data" and cfg["data_name"] == "imagefolder" and cfg["distortions"] is True
@@ -434,6 +492,77 @@ def test_the_data_command_measures_the_pipeline_and_records_it(sets, tmp_path, c
     assert total.cell(row, "box").value == pytest.approx(m["total_images_per_sec"], rel=1e-3)
     assert per_core.cell(row, "box").value == pytest.approx(m["images_per_sec_per_core"], rel=1e-3)
     assert not [t for t in report.tables if t.kind in ("configuration", "cost")]
+
+
+def _data(sets, tmp_path, *extra: str) -> int:
+    return main(["data", "--data-dir", str(sets["imagefolder"]), "--image-size", "32", "--batch-size", "4",
+                 "--num-batches", "4", "--num-warmup-batches", "1", "--results-dir", str(tmp_path / "results"),
+                 "--machine-label", "box", *extra])
+
+
+def _data_record(tmp_path) -> dict:
+    (record,) = [json.loads(line) for line in (tmp_path / "results" / "box.jsonl").read_text().splitlines()]
+    return record
+
+
+def test_data_records_carry_the_guards_warnings_and_host_telemetry_as_run_records_do(sets, tmp_path, capsys,
+                                                                                        monkeypatch):
+    from cnnbench.engine.guard import BusyMachineGuard
+
+    real = BusyMachineGuard.metrics
+
+    def busy(self):
+        m = dict(real(self))
+        return {**m, "warnings": [*m.get("warnings", []), "busy CPU: scripted"]}
+
+    monkeypatch.setattr(BusyMachineGuard, "metrics", busy)
+    assert _data(sets, tmp_path, "--num-workers", "0") == 0
+    m = _data_record(tmp_path)["metrics"]
+    assert "busy CPU: scripted" in m["warnings"]
+    assert "other_processes_cpu_cores" in m  # the guard's own look at the host
+    assert m["host_telemetry"]["samples"] >= 2 and m["gpu_telemetry"] == []
+    assert m["peak_host_memory_bytes"] > 0
+    assert "cnnbench data: warning: busy CPU: scripted" in capsys.readouterr().err
+
+
+def test_data_batch_times_get_the_spread_check(sets, tmp_path, monkeypatch):
+    from cnnbench.engine import input_bench
+
+    monkeypatch.setattr(input_bench, "spread_warnings", lambda times: [f"unstable: {len(times)} batches"])
+    assert _data(sets, tmp_path, "--num-workers", "0") == 0
+    assert "unstable: 4 batches" in _data_record(tmp_path)["metrics"]["warnings"]
+
+
+def test_without_loader_processes_the_main_process_is_said_to_load(sets, tmp_path, capsys):
+    assert _data(sets, tmp_path, "--num-workers", "0") == 0
+    out = capsys.readouterr().out
+    assert "Loading:     the main process: --num-workers 0" in out
+    assert "per loading process: " in out and "(the main process: --num-workers 0)" in out
+    assert "0 process" not in out
+    m = _data_record(tmp_path)["metrics"]
+    assert m["loader_workers"] == 0 and m["loading_processes"] == 1
+    assert m["images_per_sec_per_worker"] == pytest.approx(m["total_images_per_sec"])
+
+
+def test_the_data_commands_help_says_a_data_set_is_read(capsys):
+    with pytest.raises(SystemExit):
+        main(["data", "--help"])
+    out = capsys.readouterr().out
+    assert "synthetic" not in out.lower()
+    assert "--data-name {imagefolder,cifar10,cifar100}" in out and "(required)" in out
+    with pytest.raises(SystemExit) as info:
+        main(["data", "--data-dir", "x", "--data-name", "synthetic"])
+    assert info.value.code == 2
+
+
+@pytest.mark.parametrize("part", ["train", "val", "train/000_disc"])
+def test_a_split_or_class_folder_is_answered_with_the_folder_to_pass(sets, capsys, part):
+    root = sets["imagefolder"]
+    assert main(["data", "--data-dir", str(root / part)]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert f"pass the data set's own folder, {root.resolve()}" in line
+    with pytest.raises(ConfigError, match="pass the data set's own folder"):
+        resolve(RunConfig(model="trivial", device="cpu", data_dir=str(root / part), data_name="imagefolder"))
 
 
 def test_the_data_command_needs_a_data_set(tmp_path, capsys):
@@ -482,7 +611,7 @@ def test_the_report_fills_the_training_table_from_real_records(sets):
     m = records[0]["metrics"]
     assert table.cell("Test accuracy", "CPU (1)").value == pytest.approx(m["final_test_accuracy"], abs=1e-3)
     assert table.cell("Training time (s)", "CPU (1)").value == pytest.approx(m["total_time_s"], abs=0.01)
-    assert table.cell("Maximum device memory (MiB)", "CPU (1)").value == pytest.approx(
+    assert table.cell("Maximum host memory, RSS (MiB)", "CPU (1)").value == pytest.approx(
         m["peak_host_memory_bytes"] / 2**20, abs=1)
 
 

@@ -24,6 +24,7 @@ import pytest
 import torch
 
 from cnnbench.config import ConfigError, RunConfig
+from cnnbench.config.model_options import DATA_FORMATS, PRECISIONS
 from cnnbench.distributed.launch import WorkerFailed, launch_workers
 from cnnbench.engine.step import classification_loss, make_optimizer
 from cnnbench.models import get_model_spec
@@ -87,6 +88,34 @@ def test_strategy_equals_one_process_on_the_concatenated_batch(variable_update, 
     assert _close(w0, _reference(config, images, labels))
 
 
+FSDP_COMBINATIONS = [
+    {"precision": precision, "data_format": layout, "forward_only": forward_only}
+    for precision in PRECISIONS for layout in DATA_FORMATS for forward_only in (False, True)
+]
+
+
+def _accepted(changes: dict) -> bool:
+    """Whether ``cnnbench run`` would start workers for this configuration (every check it makes
+    before any work)."""
+    from cnnbench.engine.resolve import preflight
+
+    try:
+        preflight(_config(variable_update="fsdp", model="trivial", **changes))
+    except ConfigError:
+        return False
+    return True
+
+
+def test_every_fsdp_combination_the_config_accepts_runs_on_two_workers():
+    """Each precision x layout x forward-only either is refused before any work or runs on 2
+    workers; NHWC is refused (FSDP2 cannot shard channels_last weights)."""
+    accepted = [c for c in FSDP_COMBINATIONS if _accepted(c)]
+    assert {c["precision"] for c in accepted} == {"fp32", "amp_bf16", "bf16"}  # what a CPU can run
+    configs = [_fields(_config(variable_update="fsdp", model="trivial", num_batches=2, **c)) for c in accepted]
+    out = launch_workers(dw.run_each, (configs,), nprocs=2, timeout_s=240)[0]
+    assert [(r["status"], r["error"]) for r in out] == [("ok", None)] * len(accepted), out
+
+
 def test_independent_workers_end_with_different_weights():
     out = _launch(_config(variable_update="independent"))
     assert not _close(out[0]["weights"], out[1]["weights"])
@@ -101,6 +130,19 @@ def test_breaking_the_exchange_is_caught():
     images = torch.cat([out[0]["images"], out[1]["images"]])
     labels = torch.cat([out[0]["labels"], out[1]["labels"]])
     assert not _close(out[0]["weights"], _reference(config, images, labels))
+
+
+def test_progress_lines_show_the_records_step_times_and_cost_no_worker_a_step():
+    """A progress line reports the per-step maxima over workers (what the record keeps), and
+    rank 0's printing (here 0.5 s) lands in no worker's step, although the next step of every
+    worker ends with a collective that would wait for rank 0."""
+    out = launch_workers(dw.progress_on_two_workers, (6, 0.5), nprocs=2, timeout_s=120)
+    r0, r1 = out[0]["step_times"], out[1]["step_times"]
+    slowest = [max(a, b) for a, b in zip(r0, r1, strict=True)]
+    assert [len(s) for s in out[0]["shown"]] == [1, 2, 4, 6]
+    assert out[0]["shown"][-1] == slowest
+    assert max(r0 + r1) < 0.25, (r0, r1)  # counted, the 0.5 s print would be in rank 1's next steps
+
 
 
 # --------------------------------------------------------------------------- the command
@@ -124,6 +166,8 @@ def test_run_on_two_devices_records_global_and_per_device_figures(tmp_path):
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert "Batch size:  8 global" in out and "4 per device" in out
+    cores = len(os.sched_getaffinity(0))
+    assert f"Threads:     {max(1, cores // 2)} per worker ({cores} cores split among 2 workers on this node)" in out
     assert out.count("total images/sec:") == 1  # rank 0 alone prints
     (rec,) = _records(tmp_path)
     cfg, m = rec["config"], rec["metrics"]
@@ -261,6 +305,7 @@ def test_worker_failed_names_rank_and_cause():
     ({"all_reduce": "nccl", "device": "cpu"}, "--all-reduce"),
     ({"local_parameter_device": "cpu"}, "--local-parameter-device"),
     ({"variable_update": "fsdp", "bucket_cap_mb": 10.0}, "--bucket-cap-mb"),
+    ({"variable_update": "fsdp", "data_format": "NHWC"}, "--data-format"),
     ({"variable_update": "parameter_server", "static_graph": True}, "--static-graph"),
     ({"forward_only": True, "gradient_compression": "fp16"}, "--gradient-compression"),
     ({"forward_only": True, "variable_update": "parameter_server"}, "--variable-update"),

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from cnnbench.cli import main
 from cnnbench.report import ReportError, ReportOptions, build_report
 from cnnbench.report import fields as F
 from cnnbench.report.effects import compute_effects, default_effect_fields
 from cnnbench.report.points import build_points
-from tests.report_fixtures import record, scaling_records
+from tests.report_fixtures import record, scaling_records, write_store
 
 
 def _effects(report):
@@ -103,13 +104,16 @@ def test_more_than_two_values_compare_with_a_baseline():
 
 def test_bad_baseline_and_unpaired_explicit_effect_are_explained():
     recs = [record(ips=100.0, batch_size=32), record(ips=100.0, batch_size=64)]
-    with pytest.raises(ReportError, match="--baseline '48'"):
+    with pytest.raises(ReportError, match=r"--baseline batch_size=48: not a value of batch_size in these results "
+                                          r"\(values: 32, 64\)"):
         build_report(recs, ReportOptions(effects=["batch_size"], baselines={"batch_size": "48"}))
     recs = [record(ips=100.0, batch_size=32), record(ips=120.0, batch_size=64, precision="fp16")]
     report = build_report(recs, ReportOptions(effects=["precision", "compile"]))
     assert not _effects(report)
     text = "\n".join(i for b in report.blocks if hasattr(b, "items") for i in b.items)
     assert "fp16 vs fp32: no two results agree on every other field" in text
+    assert "they differ in batch_size (1 result) (--ignore batch_size pairs results whatever their batch_size)" \
+        in text
     assert "compile takes one value" in text
 
 
@@ -120,3 +124,28 @@ def test_software_version_effect_keeps_the_machine():
     assert t.title == "Speedup from torch_version=2.5 vs torch_version=2.4"
     assert t.cell("all", "median").value == pytest.approx(0.9)
     assert t.columns == ["", "all", "median"]
+
+
+def test_a_baseline_no_effect_uses_is_said_in_one_line(tmp_path, capsys):
+    recs = [record(ips=100.0), record(ips=150.0, precision="amp_fp16"), record(ips=110.0, machine="m-slow")]
+    report = build_report(recs, ReportOptions(effects=["machine"], baselines={"precision": "amp_fp16"}))
+    assert report.warnings == ["--baseline precision=amp_fp16 is not used: no effect table compares precision "
+                               "(add --effect precision)."]
+    one = build_report([record(ips=100.0)], ReportOptions(baselines={"precision": "fp32"}))
+    assert one.warnings == ["--baseline precision=fp32 is not used: precision takes one value in these results."]
+    store = write_store(tmp_path / "results", recs)
+    assert main(["report", str(store), "-o", str(tmp_path / "out"), "--effect", "machine",
+                 "--baseline", "precision=amp_fp16", "--no-plots"]) == 0
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("warning: --baseline precision=amp_fp16 is not used")
+
+
+def test_effect_columns_of_one_device_runs_do_not_name_ddp_knobs():
+    recs = []
+    for i, bucket in enumerate((25, 50)):
+        recs.append(record("resnet50", f"box{i}", 100.0, bucket_cap_mb=bucket))
+        recs.append(record("resnet50", f"box{i}", 150.0, precision="amp_fp16", bucket_cap_mb=bucket))
+        recs.append(record("vgg16", f"box{i}", 100.0, bucket_cap_mb=bucket))
+        recs.append(record("vgg16", f"box{i}", 150.0, precision="amp_fp16", bucket_cap_mb=bucket))
+    [t] = _effects(build_report(recs, ReportOptions(effects=["precision"])))
+    assert not any("bucket_cap_mb" in c for c in t.columns), t.columns

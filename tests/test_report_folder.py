@@ -40,7 +40,7 @@ def test_a_stale_table_of_an_earlier_report_is_removed(tmp_path):
     write_report(build_report([record(ips=3.0, model="vgg16")], ReportOptions(max_plots=0)), tmp_path / "o")
     second = {p.name for p in (tmp_path / "o" / "tables").iterdir()}
     assert first - second  # the earlier report's own tables that this one did not write are gone
-    assert not list((tmp_path / "o" / "plots").glob("*.png"))
+    assert not list((tmp_path / "o" / "plots").glob("*.svg"))
 
 
 def test_a_folder_that_holds_no_report_is_refused(store, tmp_path, capsys):

@@ -9,6 +9,7 @@ import pytest
 
 from cnnbench.cli import main
 from cnnbench.report import ReportOptions, build_report
+from cnnbench.report.markdown import render_markdown
 from tests.report_fixtures import record, scaling_records
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "tf_cnn_benchmarks_logs"
@@ -28,11 +29,12 @@ def _warned(model="resnet50", machine="m-fast", ips=100.0, warnings=("busy machi
 def test_a_run_with_wide_step_times_is_marked_with_a_legend():
     wide = record("vgg16", ips=100.0, metrics={"step_times_s": [0.5, 0.8] * 10})  # CV 23%
     [t] = _kind(build_report([record(ips=400.0), wide]), "configuration")
-    assert t.cell("vgg16", "m-fast").text == "100.00 †"
+    assert t.cell("vgg16", "m-fast").text == "100.0 †"
     assert t.cell("vgg16", "m-fast").marks == "†"
-    assert t.cell("resnet50", "m-fast").text == "400.00"
-    assert any(n.startswith("† a run's step times vary widely: coefficient of variation over 10% (1 run)")
-               for n in t.notes)
+    assert t.cell("resnet50", "m-fast").text == "400.0"
+    assert "† a run's step times vary widely (1 run); see Marks." in t.notes
+    md = render_markdown(build_report([record(ips=400.0), wide]))
+    assert md.count("coefficient of variation over 10% (1 run in all)") == 1  # explained once, in Marks
     [quiet] = _kind(build_report([record(ips=400.0)]), "configuration")
     assert not any("†" in n for n in quiet.notes)  # no mark, no legend
 
@@ -42,12 +44,26 @@ def test_warned_and_throttled_runs_are_marked_and_the_legend_names_the_reasons()
             _warned("vgg16", warnings=[], throttled=True), record("alexnet", ips=50.0),
             _warned("alexnet", machine="m-slow", warnings=["busy machine: load 3.0 on 2 cores"])]
     [t] = _kind(build_report(recs), "configuration")
-    assert t.cell("resnet50", "m-fast").text == "100.00 ⚠"
-    assert t.cell("vgg16", "m-fast").text == "100.00 ⚠"
+    assert t.cell("resnet50", "m-fast").text == "100.0 ⚠"
+    assert t.cell("vgg16", "m-fast").text == "100.0 ⚠"
     assert t.cell("alexnet", "m-fast").text == "50.00"
     [legend] = [n for n in t.notes if n.startswith("⚠")]
-    assert "busy machine: load 3.0 on 2 cores (2 runs)" in legend and "throttled (1 run)" in legend
-    assert "--include-warned" in legend
+    assert legend == "⚠ a run recorded warnings: busy machine (2 runs), throttled (1 run); see Marks."
+
+
+def test_the_warning_legend_is_said_once_grouped_by_kind():
+    recs = [_warned("resnet50", warnings=["busy machine: load 3.0 on 2 cores"]),
+            _warned("vgg16", warnings=["busy machine: load 2.5 on 2 cores"]),
+            _warned("vgg16", machine="m-slow", warnings=[], throttled=True), record("resnet50", "m-slow", ips=50.0),
+            _warned("resnet50", num_devices=2), record("resnet50", "m-slow", ips=90.0, num_devices=2)]
+    report = build_report(recs)
+    md = render_markdown(report)
+    explained = [line for line in md.splitlines() if line.startswith("- ⚠")]
+    assert len(explained) == 1  # one explanation for the report, however many tables carry the mark
+    assert ("by kind: busy machine (3 runs; e.g. 'busy machine: load 3.0 on 2 cores' and 1 more); throttled "
+            "(1 run)") in explained[0]
+    assert "--include-warned" in explained[0]
+    assert md.count("--include-warned keeps them") == 1
 
 
 def test_warned_cells_are_left_out_of_observations_unless_asked():
@@ -57,7 +73,7 @@ def test_warned_cells_are_left_out_of_observations_unless_asked():
     assert "Fastest machine" not in text  # the only contest was against a warned cell
     included = build_report(recs, ReportOptions(include_warned=True))
     [fast] = [o for o in included.observations if o.text.startswith("Fastest machine")]
-    assert "resnet50: m-slow" in fast.text
+    assert "m-slow for resnet50" in fast.text
 
 
 def test_a_warned_pair_never_becomes_an_effect_observation():
@@ -84,10 +100,10 @@ def test_warned_cells_leave_the_scaling_observation():
             r["metrics"]["warnings"] = ["throttled: power cap"]
     report = build_report(recs)
     [obs] = [o for o in report.observations if o.text.startswith("Scaling")]
-    eff = report.table(obs.refs[0].table)
-    warned_cols = [eff.columns[i] for i, c in enumerate(eff.row("4")) if "⚠" in c.marks]
-    assert warned_cols and not any(r.column in warned_cols for r in obs.refs)
-    assert "over 2 series" in obs.text  # 3 series reach 4 devices; the warned one is left out
+    t = report.table(obs.refs[0].table)
+    warned = [r[0].text for r in t.rows if "⚠" in r[t.column_index("4 devices")].marks]
+    assert warned and not any(r.row in warned and r.column == "4 devices" for r in obs.refs)
+    assert "at 4 devices (range 90.0%–90.0% over 2 series)" in obs.text  # 3 series reach 4; the warned one is out
 
 
 def test_not_significant_ratios_never_become_a_speedup():

@@ -1,9 +1,10 @@
-"""Report outputs and the command: summary.md, report.html, tables/*.csv|json, plots/*.png."""
+"""Report outputs and the command: summary.md, report.html, tables/*.csv|json, plots/*.svg."""
 
 from __future__ import annotations
 
 import csv
 import json
+import re
 import subprocess
 import sys
 
@@ -34,10 +35,11 @@ def test_cli_writes_every_output(store, tmp_path, capsys):
     stems = {n.rsplit(".", 1)[0] for n in tables}
     assert all(f"{s}.csv" in tables and f"{s}.json" in tables for s in stems)
     assert "model-cost" in stems and "throughput-syn-replicated-4gpus" in stems
-    pngs = list((out / "plots").glob("*.png"))
-    assert pngs and all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)
-    for p in pngs:
+    svgs = list((out / "plots").glob("*.svg"))
+    assert svgs and all(p.read_bytes().startswith(b"<?xml") and b"<svg" in p.read_bytes()[:500] for p in svgs)
+    for p in svgs:
         assert f"plots/{p.name}" in md
+        assert b"<text" in p.read_bytes() and b"DejaVuSans-" not in p.read_bytes()  # text as text, no glyph paths
 
 
 def test_html_has_the_same_content_and_is_self_contained(store, tmp_path):
@@ -48,7 +50,7 @@ def test_html_has_the_same_content_and_is_self_contained(store, tmp_path):
         assert t.title.split(": ", 1)[-1].replace("&", "&amp;") in html
     for obs in report.observations:
         assert obs.text.replace("&", "&amp;").replace("'", "&#x27;") in html
-    assert html.count("data:image/png;base64,") == len(written.plots) > 0
+    assert html.count("data:image/svg+xml;base64,") == len(written.plots) > 0
     assert "http://" not in html and "https://" not in html and "<script" not in html
     assert '<td class="fail">OOM</td>' in html
     assert '<td class="fail">224 x 224' not in html  # only failures are marked as such
@@ -69,7 +71,7 @@ def test_csv_and_json_hold_values_status_words_and_empty_missing(tmp_path):
     assert doc["rows"][1] == {"model": "vgg16", "batch": 64, "m-fast": 250.0, "m-slow": None}
     assert doc["rows"][0]["m-slow"] == "OOM"
     assert doc["text"][1][3] == "—"
-    assert not list((tmp_path / "plots").glob("*.png"))
+    assert not list((tmp_path / "plots").glob("*.svg"))
 
 
 def test_rewriting_removes_the_stale_tables_it_wrote(tmp_path):
@@ -78,7 +80,7 @@ def test_rewriting_removes_the_stale_tables_it_wrote(tmp_path):
     mine.write_text("x\n")
     write_report(build_report([record(ips=3.0)], ReportOptions(max_plots=0)), tmp_path)
     assert mine.read_text() == "x\n"
-    assert not list((tmp_path / "plots").glob("*.png"))
+    assert not list((tmp_path / "plots").glob("*.svg"))
 
 
 def test_wide_effect_tables_print_condensed_but_files_keep_every_pair(tmp_path):
@@ -146,3 +148,132 @@ def test_report_code_does_not_import_torch(store, tmp_path):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert "ok" in done.stdout
+
+
+def test_summary_then_contents_then_systems_and_scaling_near_the_top(store, tmp_path):
+    report, written = make_report([store], tmp_path / "out")
+    md = written.summary.read_text()
+    first = md.split("\n\n")[1]
+    assert first.startswith("15 results (14 ok, 1 oom) of 2 models in 3 configurations at 1, 2 and 4 devices, "
+                            "on 2 machines: m-fast, m-slow.")
+    order = [md.index(h) for h in ("## Observations", "## Contents", "## Systems", "## Scaling",
+                                   "## Throughput by configuration", "## Model cost")]
+    assert order == sorted(order)
+    # every contents entry links to an anchor that a heading of the HTML carries
+    html = written.html.read_text()
+    contents = md[md.index("## Contents"):md.index("## Systems")]
+    links = re.findall(r"\]\(#([^)]+)\)", contents)
+    assert "systems" in links and "scaling" in links
+    for anchor in links:
+        assert f' id="{anchor}"' in html
+    assert '<a href="#scaling">Scaling</a>' in html
+
+
+def test_markdown_anchors_are_githubs_and_unique():
+    from cnnbench.report.document import Heading, set_anchors
+
+    hs = [Heading("Throughput by configuration (images/sec; columns: machine)"), Heading("Scaling"),
+          Heading("Scaling", 3)]
+    set_anchors(hs)
+    assert [h.anchor for h in hs] == ["throughput-by-configuration-imagessec-columns-machine", "scaling",
+                                      "scaling-1"]
+
+
+def test_systems_section_lists_each_machine_from_the_environment():
+    recs = [record(machine="m-fast", environment={"gpu_driver": "535.104", "cuda_version": "12.1",
+                                                  "torchvision_version": "0.20.0", "cpu_threads": 32,
+                                                  "memory_bytes": 64 * 2**30}),
+            record(machine="m-slow", environment={"framework": "tensorflow 2.4.1", "torch_version": None})]
+    t = build_report(recs).table("systems")
+    assert t.columns == ["machine", "CPU", "cores", "memory", "GPUs", "driver", "CUDA", "framework"]
+    assert t.cell("m-fast", "GPUs").text == "8 × GPU-P100"
+    assert t.cell("m-fast", "cores").text == "16 (32 threads)"
+    assert t.cell("m-fast", "framework").text == "torch 2.5.0, torchvision 0.20.0"
+    assert t.cell("m-fast", "memory").text == "64 GiB"
+    assert t.cell("m-slow", "framework").text == "tensorflow 2.4.1"
+    assert t.cell("m-slow", "driver").text == "—"
+
+
+def test_wide_tables_scroll_in_their_own_box(store, tmp_path):
+    _, written = make_report([store], tmp_path / "out")
+    html = written.html.read_text()
+    assert "div.table{overflow-x:auto" in html
+    assert html.count('<div class="table"><table>') == html.count("<table>") > 0
+
+
+def test_numbers_have_separators_and_csv_keeps_full_values_and_the_spread(tmp_path):
+    recs = [record(ips=12345.678), record(ips=12845.678), record("vgg16", ips=41.2345)]
+    report = build_report(recs, ReportOptions(max_plots=0))
+    [t] = [t for t in report.tables if t.kind == "configuration"]
+    assert t.cell("resnet50", "m-fast").text == "12,596 ±2.0%"
+    assert t.cell("vgg16", "m-fast").text == "41.23"
+    written = write_report(report, tmp_path / "out")
+    with open(written.outdir / "tables" / f"{t.id}.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert rows[0]["m-fast"] == "12595.678" and float(rows[0]["m-fast spread"]) == pytest.approx(500 / 12595.678,
+                                                                                              rel=1e-5)
+    assert rows[1]["m-fast spread"] == ""
+    data = json.loads((written.outdir / "tables" / f"{t.id}.json").read_text())
+    assert data["rows"][0]["m-fast spread"] == pytest.approx(500 / 12595.678, rel=1e-5)
+
+
+def test_plots_drawn_by_worker_processes_are_the_ones_drawn_here(tmp_path, monkeypatch):
+    from cnnbench.report import drawing
+
+    report = build_report(scaling_records() + [training_record(n) for n in (1, 2)])
+    figures = [f for f in report.figures if f.drawn]
+    assert len(figures) >= 2
+    here_pool = drawing.prepare_drawing(0)
+    assert here_pool.pool is None
+    here = drawing.start_drawing(figures, tmp_path / "here", here_pool).wait()
+    prepared = drawing.prepare_drawing(2)  # started before there are figures, as cnnbench report does
+    assert prepared.pool is not None  # really in other processes
+    pooled = drawing.start_drawing(figures, tmp_path / "pool", prepared)
+    paths = pooled.wait()
+    assert prepared.pool is None  # closed with the drawing
+    assert [p.name for p in paths] == [p.name for p in here] == [f"{f.name}.svg" for f in figures]
+    assert all(a.read_bytes() == b.read_bytes() for a, b in zip(here, paths, strict=True))
+
+    def no_processes(*args, **kwargs):
+        raise OSError("no processes here")
+
+    monkeypatch.setattr(drawing, "ProcessPoolExecutor", no_processes)
+    fallback = drawing.start_drawing(figures, tmp_path / "fallback", drawing.prepare_drawing(2)).wait()
+    assert [p.read_bytes() for p in fallback] == [p.read_bytes() for p in here]
+
+
+def test_report_without_o_writes_to_report_folder(store, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["report", str(store), "--no-plots"]) == 0
+    assert (tmp_path / "report" / "summary.md").is_file()
+    out = capsys.readouterr().out
+    assert "report/summary.md" in out and "0 plots" in out and "from 15 results" in out
+
+
+def test_plots_carry_error_bars_batches_and_shared_axes():
+    from cnnbench.report.plots import _scaling, _throughput
+
+    recs = [record("resnet50", "m-fast", v) for v in (380.0, 420.0)]  # two repeats: an error bar
+    recs += [record("resnet50", "m-slow", 200.0, batch_size=32), record("vgg16", "m-fast", 100.0),
+             record("vgg16", "m-slow", 50.0)]
+    recs += [record("resnet50", "m-fast", v, num_devices=2) for v in (700.0, 760.0)]
+    recs += [record("resnet50", "m-slow", 380.0, num_devices=2, batch_size=32), record("vgg16", "m-fast", 190.0,
+                                                                                     num_devices=2)]
+    report = build_report(recs)
+    [thr] = [f for f in report.figures if f.name == "throughput-syn-replicated-1gpus"]
+    rows = thr.data["rows"]
+    errors = dict(zip(rows, thr.data["errors"], strict=True))
+    assert errors["resnet50"][0] == pytest.approx(20.0) and errors["vgg16"] == [0.0, 0.0]
+    batches = dict(zip(rows, thr.data["batches"], strict=True))
+    assert batches["resnet50"] == ["64", "32"] and batches["vgg16"] == ["", ""]  # only where machines differ
+    fig = _throughput(thr)
+    assert any("batch 32" in t.get_text() for ax in fig.axes for t in ax.texts)
+    [sc] = [f for f in report.figures if f.kind == "scaling"]
+    [fast, slow] = sc.data["models"]["resnet50"]
+    assert fast["ranges"] == [(1, pytest.approx(380 / 400), pytest.approx(420 / 400)),
+                              (2, pytest.approx(700 / 400), pytest.approx(760 / 400))]
+    assert fast["note"] == "batch 64" and slow["note"] == "batch 32"
+    drawn = _scaling(sc)
+    a, b = drawn.axes[0], drawn.axes[1]
+    assert a.get_shared_y_axes().joined(a, b)  # the panels compare on one axis
+    assert a.collections  # the error bars

@@ -8,6 +8,7 @@ from cnnbench.report import ReportError, ReportOptions, build_report
 from cnnbench.report import fields as F
 from cnnbench.report.configurations import configuration_sections
 from cnnbench.report.labels import Namer
+from cnnbench.report.markdown import render_markdown
 from cnnbench.report.points import build_points
 from cnnbench.report.scaling import scaling_groups
 from cnnbench.results.naming import case_name
@@ -18,15 +19,22 @@ def _kind(report, kind):
     return [t for t in report.tables if t.kind == kind]
 
 
-def test_cost_table_lists_models_with_units_and_dash_for_imported():
-    recs = [record("resnet50"), record("vgg16"), record("alexnet", source="tf_cnn_benchmarks", compile=None)]
+def test_cost_table_lists_models_with_units_and_tf_names_like_native_ones():
+    recs = [record("resnet50"), record("vgg16"), record("alexnet", source="tf_cnn_benchmarks", compile=None),
+            record("inception3", source="tf_cnn_benchmarks", compile=None),
+            record("inception4", source="tf_cnn_benchmarks", compile=None)]
     t = build_report(recs).table("model-cost")
-    assert [r[0].text for r in t.rows] == ["resnet50", "vgg16", "alexnet"]
+    assert [r[0].text for r in t.rows] == ["alexnet", "inception3", "inception4", "resnet50", "vgg16"]
+    assert t.cell("inception3", "input size").text == "299 x 299"
+    assert t.cell("inception3", "params").text == "27.2 M"
+    assert t.cell("alexnet", "params").text == "61.1 M"
+    [note] = [n for n in t.notes if n.startswith("Imported tf_cnn_benchmarks models")]
+    assert "alexnet = alexnet (same layer widths" in note and "inception3 = inception_v3." in note
+    assert all(c.text == "—" and c.value is None for c in t.row("inception4")[1:])  # timm: not measured
     assert t.cell("resnet50", "input size").text == "224 x 224"
     assert t.cell("resnet50", "param memory").text == "97.5 MiB"
     assert t.cell("resnet50", "forward FLOPs").text == "8.2 GFLOPs"
     assert t.cell("resnet50", "top-1 / top-5 error (%)").text == "23.87 / 7.14"
-    assert all(c.text == "—" and c.value is None for c in t.row("alexnet")[1:])
 
 
 def test_no_cost_table_when_no_record_has_a_cost():
@@ -44,8 +52,8 @@ def test_configuration_table_rows_models_columns_machines_and_status_cells():
     [t] = _kind(build_report(recs), "configuration")
     assert t.title == "syn-replicated-1gpus"
     assert t.columns == ["model", "batch", "m-fast", "m-slow"]
-    assert [r[0].text for r in t.rows] == ["resnet50", "vgg16", "alexnet", "inception3"]
-    assert t.cell("resnet50", "m-fast").text == "400.00"
+    assert [r[0].text for r in t.rows] == ["alexnet", "inception3", "resnet50", "vgg16"]
+    assert t.cell("resnet50", "m-fast").text == "400.0"
     assert t.cell("vgg16", "m-fast").text == "OOM" and t.cell("vgg16", "m-fast").value == "OOM"
     assert t.cell("vgg16", "m-slow").text == "error"
     assert t.cell("alexnet", "m-slow").text == "timeout"
@@ -70,11 +78,11 @@ def test_repeats_fold_to_median_with_spread_and_partial_failures():
     recs += [record(machine="m-slow", status="oom")]
     [t] = _kind(build_report(recs), "configuration")
     fast = t.cell("resnet50", "m-fast")
-    assert fast.value == 101.0 and fast.text == "101.00 ±2.0%"
+    assert fast.value == 101.0 and fast.text == "101.0 ±2.0%"
     slow = t.cell("resnet50", "m-slow")
     assert slow.value == 50.25 and slow.text == "50.25 (1/3 OOM)" and slow.failed_repeats == 1
     wider = build_report(recs, ReportOptions(noise=0.05))
-    assert _kind(wider, "configuration")[0].cell("resnet50", "m-fast").text == "101.00"
+    assert _kind(wider, "configuration")[0].cell("resnet50", "m-fast").text == "101.0"
 
 
 def test_seed_and_step_counts_do_not_split_repeats():
@@ -88,7 +96,7 @@ def test_batch_size_per_machine_goes_into_cells_and_batch_sweep_into_rows():
     recs += [record("vgg16", "m-fast", 100.0, batch_size=32), record("vgg16", "m-fast", 120.0, batch_size=64)]
     [t] = _kind(build_report(recs), "configuration")
     assert t.cell("alexnet", "batch").text == "varies"
-    assert t.cell("alexnet", "m-slow").text == "400.00 (batch 448)"
+    assert t.cell("alexnet", "m-slow").text == "400.0 (batch 448)"
     assert t.cell("vgg16, batch 32", "m-fast").value == 100.0
     assert t.cell("vgg16, batch 64", "m-fast").value == 120.0
     assert t.cell("vgg16, batch 64", "m-slow").text == "—"
@@ -152,21 +160,30 @@ def test_unknown_column_field_is_a_one_line_error():
         build_report([record()], ReportOptions(columns="machin"))
 
 
-def test_scaling_speedup_efficiency_and_summary_median():
+def test_scaling_speedup_and_efficiency_in_one_printed_table():
     report = build_report(scaling_records())
     [long] = _kind(report, "scaling")
-    eff, spd = [t for t in _kind(report, "scaling-summary")]
-    assert eff.title == "Scaling efficiency: syn-replicated-Ngpus"
-    assert eff.columns == ["devices", "resnet50 · m-fast", "resnet50 · m-slow", "vgg16 · m-fast", "vgg16 · m-slow",
-                           "median"]
-    assert eff.cell("4", "resnet50 · m-fast").value == pytest.approx(0.90)
-    assert eff.cell("4", "resnet50 · m-fast").text == "90.0%"
-    assert eff.cell("4", "vgg16 · m-slow").text == "OOM"
-    assert eff.cell("2", "median").value == pytest.approx(0.95)
-    assert spd.cell("4", "vgg16 · m-fast").value == pytest.approx(3.6)
+    [summary] = _kind(report, "scaling-summary")
+    assert summary.title == "Scaling: syn-replicated-Ngpus"
+    assert summary.columns == ["series", "batch", "images/sec, 1 device", "2 devices", "4 devices"]
+    assert [r[0].text for r in summary.rows] == ["resnet50 · m-fast", "resnet50 · m-slow", "vgg16 · m-fast",
+                                                 "vgg16 · m-slow", "median"]
+    assert summary.cell("resnet50 · m-fast", "4 devices").value == pytest.approx(0.90)
+    assert summary.cell("resnet50 · m-fast", "4 devices").text == "3.60× · 90.0%"
+    assert summary.cell("resnet50 · m-fast", "images/sec, 1 device").text == "400.0"
+    assert summary.cell("vgg16 · m-slow", "4 devices").text == "OOM"
+    assert summary.cell("median", "2 devices").value == pytest.approx(0.95)
+    # the long form (images/sec, speedup, efficiency per device count) is written, not printed
+    assert long.written and not summary.written
     rows = [r for r in long.rows if r[0].text == "vgg16" and r[1].text == "m-slow"]
     assert [r[3].value for r in rows] == [1, 2, 4]
     assert rows[-1][4].text == "OOM" and rows[-1][5].text == "OOM"
+    md = render_markdown(report)
+    # the figures of a series appear once, not in three tables (efficiency, speedup, long form)
+    assert "Scaling efficiency" not in md and "Scaling speedup" not in md and "| resnet50 | m-fast | 64 | 4 |" not in md
+    assert md.count("| resnet50 · m-fast | 64 | 400.0 | 1.90× · 95.0% | 3.60× · 90.0% |") == 1
+    [glance] = _kind(report, "scaling-overview")
+    assert glance.cell("syn-replicated-Ngpus", "4 devices").value == pytest.approx(0.90)
 
 
 def test_scaling_base_is_smallest_device_count_that_ran():
@@ -230,7 +247,7 @@ def test_columns_by_batch_size_and_not_by_model():
     recs = [record(ips=100.0, batch_size=32), record(ips=150.0, batch_size=64)]
     [t] = _kind(build_report(recs, ReportOptions(columns="batch_size")), "configuration")
     assert t.columns == ["model", "batch", "32", "64"]
-    assert t.cell("resnet50", "64").text == "150.00"
+    assert t.cell("resnet50", "64").text == "150.0"
     assert t.cell("resnet50", "batch").text == "varies"
     with pytest.raises(ReportError, match="rows are the models"):
         build_report(recs, ReportOptions(columns="model"))
@@ -250,3 +267,53 @@ def test_a_missing_precision_is_left_out_of_the_name():
     recs = [record(precision=None, ips=100.0), record(precision="amp_fp16", ips=150.0)]
     titles = {t.title for t in _kind(build_report(recs), "configuration")}
     assert titles == {"syn-replicated-1gpus", "syn-replicated-amp_fp16-1gpus"}
+
+
+def test_a_training_only_field_is_not_named_when_the_mode_names_it():
+    # tf_cnn_benchmarks logs: training runs record their optimizer, inference runs none
+    recs = [record(ips=100.0, optimizer="sgd"), record(ips=300.0, forward_only=True, optimizer=None)]
+    titles = sorted(t.title for t in build_report(recs).tables if t.kind == "configuration")
+    assert titles == ["syn-replicated-1gpus", "syn-replicated-1gpus-inference"]
+    # a field that varies within one mode is still named
+    recs.append(record(ips=90.0, optimizer="momentum"))
+    titles = sorted(t.title for t in build_report(recs).tables if t.kind == "configuration")
+    assert "syn-replicated-1gpus (optimizer=momentum)" in titles
+
+
+def test_a_plain_log_without_precision_has_no_dash_in_its_name():
+    recs = [record(ips=100.0, precision=None), record(ips=200.0, precision="fp16")]
+    titles = {t.title for t in build_report(recs).tables if t.kind == "configuration"}
+    assert titles == {"syn-replicated-1gpus", "syn-replicated-fp16-1gpus"}
+    assert not any("—" in t for t in titles)
+
+
+def test_training_on_a_cpu_labels_its_memory_as_host_rss():
+    recs = []
+    for n in (1, 2):
+        r = training_record(n)
+        r["config"]["device"] = "cpu"
+        for e in r["metrics"]["epochs"]:
+            e["peak_host_memory_bytes"] = 3000 * 2**20
+        recs.append(r)
+    [t] = _kind(build_report(recs), "training")
+    labels = [r[0].text for r in t.rows]
+    assert "Maximum host memory, RSS (MiB)" in labels and not any("device memory" in x for x in labels)
+    assert t.cell("Maximum host memory, RSS (MiB)", "CPU (1)").value == 3000
+    assert any("resident memory of the host process" in n for n in t.notes)
+
+
+def test_model_rows_sort_naturally():
+    recs = [record(m, ips=100.0) for m in ("resnet101", "resnet18", "vgg16", "resnet50")]
+    report = build_report(recs)
+    [t] = _kind(report, "configuration")
+    assert [r[0].text for r in t.rows] == ["resnet18", "resnet50", "resnet101", "vgg16"]
+
+
+def test_memory_of_tiny_and_large_models_reads_in_a_sensible_unit():
+    from cnnbench.report.cost import _mib
+
+    assert _mib(0.02).text == "20.48 KiB" or _mib(0.02).text == "20.5 KiB"
+    assert _mib(0.02).value == 0.02
+    assert _mib(97.49).text == "97.5 MiB"
+    assert _mib(527.79).text == "528 MiB"
+    assert _mib(2048.0).text == "2.00 GiB"

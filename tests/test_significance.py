@@ -18,7 +18,9 @@ from cnnbench.report.significance import (
     blocks_from_step_times,
     compare_runs,
     lag1_autocorrelation,
+    log_ratio_test,
     ratio_test,
+    repeat_spread,
     run_sample,
     t_critical,
     t_two_sided_p,
@@ -155,6 +157,72 @@ def test_repeats_from_the_same_distribution_are_not_significant():
         assert c.basis == REPEATS
         called += c.significant
     assert called / trials <= 0.07  # about the test's 5% level, less what the 3% minimum effect takes away
+
+
+def test_two_repeats_a_side_find_a_clear_difference():
+    # the quick suite's two repeats on a noisy machine: runs ±10% apart, a 2x effect
+    base = [RunSample(r) for r in (100.0, 120.0)]
+    cand = [RunSample(r) for r in (210.0, 245.0)]
+    c = compare_runs(base, cand)
+    assert (c.basis, c.verdict) == (REPEATS, "faster")
+    assert c.p is not None and c.p < 0.05
+    assert c.low is not None and c.high is not None and 1 < c.low < c.ratio < c.high
+
+
+def test_two_repeats_a_side_from_the_same_distribution_are_rarely_significant():
+    rng = random.Random(21)
+    trials, called = 2000, 0
+    for _ in range(trials):
+        a = [RunSample(100.0 * rng.lognormvariate(0, 0.08)) for _ in range(2)]
+        b = [RunSample(100.0 * rng.lognormvariate(0, 0.08)) for _ in range(2)]
+        called += compare_runs(a, b).significant
+    assert called / trials <= 0.06  # the test's 5% level, less what the 3% minimum effect takes away
+
+
+def noisy_pairs(rng: random.Random, effect: float, sd: float, configs: int = 10):
+    return [([RunSample(100.0 * rng.lognormvariate(0, sd)) for _ in range(2)],
+             [RunSample(100.0 * effect * rng.lognormvariate(0, sd)) for _ in range(2)]) for _ in range(configs)]
+
+
+def test_the_spread_pooled_over_a_table_finds_a_2x_effect_in_noisy_pairs_of_two_repeats():
+    # ±15% between repeats: one pair alone (2 df) cannot tell, ten pairs pooled (20 df) can
+    rng = random.Random(4)
+    pairs = noisy_pairs(rng, 2.0, 0.15)
+    spread = repeat_spread(s for pair in pairs for s in pair)
+    assert spread is not None and spread.df == 20
+    assert spread.var == pytest.approx(0.15 ** 2, rel=0.6)
+    alone = [compare_runs(a, b).significant for a, b in pairs]
+    pooled = [compare_runs(a, b, spread=spread).verdict for a, b in pairs]
+    assert sum(alone) < len(pairs) and pooled == ["faster"] * len(pairs)
+
+
+def test_the_pooled_spread_keeps_the_false_positive_rate():
+    rng = random.Random(8)
+    called = total = 0
+    for _ in range(300):
+        pairs = noisy_pairs(rng, 1.0, 0.08)
+        spread = repeat_spread(s for pair in pairs for s in pair)
+        called += sum(compare_runs(a, b, spread=spread).significant for a, b in pairs)
+        total += len(pairs)
+    assert called / total <= 0.06
+
+
+def test_a_pair_whose_repeats_disagree_keeps_its_own_larger_spread():
+    quiet = repeat_spread([[RunSample(100.0), RunSample(100.5)]] * 10)
+    assert quiet is not None and quiet.df == 10
+    wild = ([RunSample(60.0), RunSample(140.0)], [RunSample(80.0), RunSample(190.0)])
+    assert not compare_runs(*wild, spread=quiet).significant
+    assert repeat_spread([[RunSample(1.0)], []]) is None
+
+
+def test_log_ratio_test_matches_a_textbook_value():
+    # Student's t on logs: a ln 2 difference, each side's log variance 0.02, df 2:
+    # se = sqrt(0.02 (1/2 + 1/2)), t = ln 2 / se = 4.90, p = 1 - t / sqrt(2 + t^2) = 0.039
+    t = log_ratio_test([2 * math.exp(0.1), 2 * math.exp(-0.1)], [math.exp(0.1), math.exp(-0.1)])
+    stat = math.log(2) / math.sqrt(0.02)
+    assert t.ratio == pytest.approx(2.0) and t.df == 2
+    assert t.p == pytest.approx(1 - stat / math.sqrt(2 + stat * stat), rel=1e-9)
+    assert t.low == pytest.approx(2 * math.exp(-4.303 * math.sqrt(0.02)), rel=1e-3)
 
 
 def test_repeats_that_disagree_outweigh_tight_step_times():

@@ -20,6 +20,7 @@ from cnnbench.results.store import read_records
 from cnnbench.sweep.progress import PlainReporter, RichReporter, summary_lines
 from cnnbench.sweep.runner import SweepOptions, run_suite
 from cnnbench.sweep.suite import SuiteError, load_suite, parse_suite
+from tests import sweep_fakes
 from tests.sweep_fakes import elsewhere_probe, fake_worker, gpu_probe, probe, stopping_worker
 
 REPO = Path(__file__).resolve().parents[1]
@@ -148,6 +149,16 @@ def test_failures_are_recorded_and_the_sweep_goes_on(tmp_path):
     assert by_batch[8]["metrics"]["total_images_per_sec"] == 8.0
     lines = summary_lines(result, str(results))
     assert "5 cases ran" in lines[0] and "2 error" in lines[0] and "1 timeout" in lines[0]
+
+
+def test_a_timed_out_case_records_one_line_with_its_last_output_not_a_traceback(tmp_path):
+    result = run_suite(suite_of([2], timeout_s=1.0), SweepOptions(results_dir=tmp_path, grace_s=5.0),
+                       worker=sweep_fakes.agent_like_worker, probe=probe)
+    (only,) = result.results
+    error = only.record["error"]
+    assert only.status == "timeout" and "\n" not in error and "Traceback" not in error, error
+    assert error == ("the case ran past its time limit of 1 s and was stopped (last output: "
+                     "10 images/sec: 12.5 +/- 0.1 (jitter = 0.2) 6.900)")
 
 
 def test_out_of_memory_is_recorded_or_retried_with_smaller_batches(tmp_path):

@@ -122,8 +122,12 @@ def test_forms_and_names(line, expected):
     ("--eval", "not built"),
     ("--adam_beta1=0.8", "not built"),
     ("--rmsprop_decay=0.5", "fixed at 0.9"),
-    ("--forward_only=maybe", "true or false"),
+    ("--forward_only=maybe", "^--forward_only: expected true or false, got 'maybe'"),
+    ("--forward-only=maybe", "^--forward-only: expected true or false"),
+    ("--use_fp16=maybe", "^--use_fp16: expected true or false"),
     ("--data_name=cifar10", "--image-size 32"),
+    ("--data_name cifar10", "^--data_name cifar10 without --data_dir: .*give --data_dir DIR"),
+    ("--data-name=cifar10", "^--data-name=cifar10 without --data-dir: .*give --data-dir DIR"),
     ("--data_dir=/x --resize_method=round_robin", "bilinear, bicubic or nearest"),
     ("--data_dir=/x --resize_method=area", "bilinear, bicubic or nearest"),
 ])
@@ -165,3 +169,18 @@ def test_the_command_runs_a_tf_style_line_and_records_cnnbench_fields(tmp_path, 
     (record,) = [json.loads(x) for f in tmp_path.glob("*.jsonl") for x in f.read_text().splitlines()]
     assert record["config"]["forward_only"] is True and record["config"]["num_devices"] == 1
     assert "num_gpus" not in record["config"] and record["config"]["optimizer"] is None
+
+
+def test_num_gpus_on_a_machine_without_gpus_is_refused_unless_cpu_workers_are_asked_for(monkeypatch, capsys,
+                                                                                       tmp_path):
+    from cnnbench.machine import devices
+
+    monkeypatch.setattr(devices, "cuda_available", lambda: False)
+    assert main(["run", "--model=trivial", "--num_gpus=2", f"--train_dir={tmp_path}"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("cnnbench run: error: --num_gpus=2: this machine has no CUDA GPU")
+    assert "add --device=cpu to run 2 CPU workers" in line
+    assert list(tmp_path.iterdir()) == []
+    translate_with_notes(["--num_gpus=2", "--device=cpu"]).check_machine()  # CPU workers, asked for
+    monkeypatch.setattr(devices, "cuda_available", lambda: True)
+    translate_with_notes(["--num_gpus=2"]).check_machine()  # GPUs here: as tf_cnn_benchmarks meant

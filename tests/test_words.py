@@ -12,7 +12,7 @@ def test_plural():
     assert plural(0, "run") == "0 runs"
     assert plural(2, "case") == "2 cases"
     assert plural(3, "class", "classes") == "3 classes"
-    assert plural(2, "batch") == "2 batches"
+    assert plural(1200, "run") == "1,200 runs"
 
 
 def test_natural_key_orders_embedded_numbers_as_numbers():

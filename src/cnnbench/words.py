@@ -6,15 +6,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-_IRREGULAR = {"was": "were", "is": "are", "has": "have", "batch": "batches"}
 
-
-def plural(count: int, noun: str, many: str | None = None) -> str:
-    """``"1 run"``, ``"2 runs"``, ``"0 runs"``; ``many`` for a plural that is not ``noun + "s"``
-    (``plural(n, "batch", "batches")``; a few common ones are known)."""
-    if count == 1:
-        return f"{count} {noun}"
-    return f"{count} {many or _IRREGULAR.get(noun) or noun + 's'}"
+def plural(n: int, word: str, words: str | None = None) -> str:
+    """``1 run``, ``2 runs``, ``1,200 runs`` (``words``: the plural when it is not ``word + "s"``,
+    as in ``plural(n, "class", "classes")``)."""
+    return f"{n:,} {word if n == 1 else (words or word + 's')}"
 
 
 _DIGITS = re.compile(r"(\d+)")

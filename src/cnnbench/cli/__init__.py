@@ -66,6 +66,7 @@ def _tf_cnn_benchmarks_flags(words: list[str]) -> list[str]:
     if command is None or words[command] != "run":
         return words
     result = translate_with_notes(words[command + 1:])
+    result.check_machine()
     for note in result.notes:
         print(f"cnnbench run: note: {note}", file=sys.stderr)
     return words[: command + 1] + result.args

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Iterable
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from cnnbench.config.errors import ConfigError
 
@@ -32,6 +32,14 @@ def check_output(results_dir: str, machine_labels: Iterable[str | None] = ()) ->
         check_results_dir(results_dir, machine_labels)
     except OutputError as exc:
         raise UserError(str(exc)) from None
+
+
+def print_warnings(record: Any, command: str) -> None:
+    """A record's ``metrics.warnings`` (a busy machine, unstable times, throttling), one line
+    each on stderr, after the result (a figure to distrust)."""
+    sys.stdout.flush()  # after the result, also when both go to one pipe
+    for text in (record.metrics or {}).get("warnings") or []:
+        print(f"cnnbench {command}: warning: {text}", file=sys.stderr, flush=True)
 
 
 class CliParser(argparse.ArgumentParser):

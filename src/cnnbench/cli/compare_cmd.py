@@ -18,9 +18,10 @@ DESCRIPTION = """\
 Match the results of BASELINE and CANDIDATE (results folders or .jsonl files) that agree on
 every configuration field that changes what is measured and on the machine, and print for
 each pair both images/sec, the ratio (candidate / baseline), its 95% interval and whether the
-difference is significant: Welch's t-test on the runs' images/sec where both sides have two or
-more runs (repeats), else on block means of the per-step times; a difference under --noise is
-never significant. One folder split by a field: cnnbench compare RESULTS --by precision.
+difference is significant: a t-test on the runs' images/sec where both sides have two or
+more runs (repeats; their run-to-run spread pooled over all pairs), else on block means of the
+per-step times; a difference under --noise is never significant. One folder split by a field:
+cnnbench compare RESULTS --by precision.
 
 Exit codes: 0 done; 1 with --fail-on-slowdown PCT when a pair is significantly slower than the
 baseline by more than PCT percent; 2 bad input (nothing to compare, unknown field, ...)."""

@@ -12,10 +12,25 @@ from __future__ import annotations
 import argparse
 import sys
 
-from cnnbench.cli.common import UserError
+from cnnbench.cli.common import UserError, print_warnings
 from cnnbench.config import ConfigError
-from cnnbench.config.cli_args import add_config_arguments, config_from_args
+from cnnbench.config.cli_args import FlagOverride, add_config_arguments, config_from_args
 from cnnbench.config.data_bench import DATA_SECTIONS, DataBenchConfig
+from cnnbench.config.input_options import REAL_DATA_NAMES
+
+# The input options as this command uses them: a data set is always read (no synthetic input).
+_FLAGS = {
+    "data_dir": FlagOverride(
+        "Folder of the data set to read (required): ImageNet layout (train/<class>/*.jpg|jpeg|png, "
+        "val/<class>/...) or the python pickle batches of CIFAR-10 (data_batch_1..5, test_batch) or CIFAR-100 "
+        "(train, test); `cnnbench make-dataset` writes one."),
+    "data_name": FlagOverride(
+        f"Data set: {', '.join(REAL_DATA_NAMES)} [default: guessed from the folder's contents].",
+        choices=REAL_DATA_NAMES),
+    "num_workers": FlagOverride(
+        "DataLoader worker processes that decode and augment the images; 0: the main process does "
+        "[default: from the cores this run may use]."),
+}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -24,7 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="Measure a data set's input pipeline alone (no model): images/sec in total, per worker, per core.",
         description=__doc__.split("\n\n")[0].split(": ", 1)[1],
     )
-    add_config_arguments(p, DataBenchConfig, DATA_SECTIONS, exclude=("synthetic_location",))
+    add_config_arguments(p, DataBenchConfig, DATA_SECTIONS, exclude=("synthetic_location",), overrides=_FLAGS)
     p.add_argument("--quiet", action="store_true", help="Print only the final figures and the record's path.")
     p.set_defaults(handler=handle)
 
@@ -49,10 +64,12 @@ def handle(args: argparse.Namespace) -> int:
     if record.status != "ok":
         print(f"cnnbench data: {record.status}: {record.error} (record {record.run_id} written to {path})",
               file=sys.stderr)
+        print_warnings(record, "data")
         return 1
     if args.quiet:
         m = record.metrics
-        print(f"total images/sec: {m['total_images_per_sec']:.2f} (per loader process "
+        print(f"total images/sec: {m['total_images_per_sec']:.2f} (per loading process "
               f"{m['images_per_sec_per_worker']:.2f}, per core {m['images_per_sec_per_core']:.2f})")
+    print_warnings(record, "data")
     print(f"record {record.run_id} appended to {path}")
     return 0

@@ -1,7 +1,9 @@
 """``cnnbench make-dataset imagefolder|cifar10|cifar100 DIR``: write a small, valid, learnable data set.
 
 The images are generated (class-dependent shapes and colours with noise), not photographs:
-for demos, tests and benchmarks of the input pipeline. ``DIR`` must be empty or absent.
+for demos, tests and benchmarks of the input pipeline. ``DIR`` must be empty or absent; the
+arguments' bounds are :class:`cnnbench.data.generate.GenerateOptions`' (exit 2 before anything
+is written), and a failure while writing leaves no partial data set (exit 1).
 """
 
 from __future__ import annotations
@@ -27,13 +29,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("kind", choices=KINDS, help="Layout to write.")
     p.add_argument("dir", metavar="DIR", help="Folder to write (empty or absent).")
     p.add_argument("--num-classes", type=int, default=None, metavar="N",
-                   help="Classes (imagefolder) [default: 10; CIFAR-10 has 10 and CIFAR-100 100 by definition].")
+                   help="Classes (imagefolder), 1..1000 [default: 10; CIFAR-10 has 10 and CIFAR-100 100 by "
+                   "definition].")
     p.add_argument("--images-per-class", type=int, default=20, metavar="N",
-                   help="Training images per class [default: 20].")
+                   help="Training images per class, 1..100000 [default: 20].")
     p.add_argument("--val-images-per-class", type=int, default=None, metavar="N",
                    help="Validation (test) images per class [default: a fifth of --images-per-class, at least 1].")
     p.add_argument("--image-size", default=None, metavar="PX|WxH",
-                   help="imagefolder: image size, 64 or 500x375 (width x height) [default: 64]; CIFAR is 32.")
+                   help="imagefolder: image size, 64 or 500x375 (width x height), 8..4096 px a side "
+                   "[default: 64]; CIFAR is 32.")
     p.add_argument("--format", dest="image_format", choices=FORMATS, default="jpeg",
                    help="imagefolder: file format [default: jpeg].")
     p.add_argument("--quality", type=int, default=90, metavar="Q", help="JPEG quality, 1..100 [default: 90].")

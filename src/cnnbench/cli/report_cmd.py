@@ -8,24 +8,28 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from cnnbench.cli.common import UserError
-from cnnbench.words import plural
+
+if TYPE_CHECKING:
+    from cnnbench.report.drawing import DrawingPool
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "report",
         help="Turn results into tables, scaling, effects, observations and plots.",
-        description="Write OUTDIR/summary.md, OUTDIR/report.html (self-contained), OUTDIR/tables/<table>.csv "
-        "and .json for every table, and OUTDIR/plots/*.png. Fields are dotted record names "
-        "(config.model, environment.gpu_model, ...) or the aliases model, machine, gpu, cpu, "
-        "num_devices, batch_size, data, variable_update, precision, compile, source, status.",
+        description="Write OUTDIR/summary.md (OUTDIR: -o, default report/), OUTDIR/report.html "
+        "(self-contained), OUTDIR/tables/<table>.csv and .json for every table, and OUTDIR/plots/*.svg. "
+        "Fields are dotted record names (config.model, environment.gpu_model, ...) or the aliases model, "
+        "machine, gpu, cpu, num_devices, batch_size, data, variable_update, precision, compile, source, status.",
     )
     p.add_argument("results", nargs="+", metavar="RESULTS", help="Results folders or .jsonl files.")
-    p.add_argument("-o", "--output", required=True, metavar="OUTDIR",
-                   help="Folder to write the report to: new, empty, or an earlier report's (whose files "
-                   "alone a new report replaces; it deletes nothing it did not write).")
+    p.add_argument("-o", "--output", default="report", metavar="OUTDIR",
+                   help="Folder to write the report to (default: report, in the current folder): new, empty, or "
+                   "an earlier report's (whose files alone a new report replaces; it deletes nothing it did not "
+                   "write).")
     p.add_argument("--columns", default="machine", metavar="FIELD",
                    help="Column dimension of the per-configuration tables (default: machine).")
     p.add_argument("--effect", action="append", default=None, metavar="FIELD",
@@ -74,8 +78,7 @@ def parse_baselines(items: list[str]) -> dict[str, str]:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from cnnbench.report import NoMatchingRecords, ReportError, ReportOptions, build_report, write_report
-    from cnnbench.results.store import read_records
+    from cnnbench.report.drawing import prepare_drawing
 
     if args.max_plots < 0:
         raise UserError(f"--max-plots: must be >= 0, got {args.max_plots}")
@@ -86,6 +89,17 @@ def handle(args: argparse.Namespace) -> int:
         check_report_folder(args.output)  # before any work
     except OutputError as exc:
         raise UserError(str(exc)) from None
+    # the drawing processes import matplotlib while the records are read and the tables built
+    with prepare_drawing(0 if args.no_plots or not args.max_plots else None) as drawing_pool:
+        return _report(args, drawing_pool)
+
+
+def _report(args: argparse.Namespace, drawing_pool: DrawingPool) -> int:
+    from cnnbench.report import NoMatchingRecords, ReportError, ReportOptions, build_report, write_report
+    from cnnbench.report.numbers import plural
+    from cnnbench.results.outputs import OutputError
+    from cnnbench.results.store import read_records
+
     try:
         records, problems = read_records(args.results)  # step times: the significance test and the spread marks
     except FileNotFoundError as exc:
@@ -110,11 +124,13 @@ def handle(args: argparse.Namespace) -> int:
         raise UserError(f"{exc}; nothing written", exit_code=1) from None
     except ReportError as exc:
         raise UserError(str(exc)) from None
+    for line in report.warnings:
+        print(f"warning: {line}", file=sys.stderr)
     try:
-        written = write_report(report, args.output)
+        written = write_report(report, args.output, drawing_pool=drawing_pool)
     except OutputError as exc:
         raise UserError(str(exc)) from None
-    print(f"wrote {written.summary} and {written.html.name}: {plural(len(report.tables), 'table')} "
+    print(f"wrote {written.summary} and {written.html.name}: {plural(len(written.tables) // 2, 'table')} "
           f"(csv+json in {written.outdir / 'tables'}), {plural(len(written.plots), 'plot')}, "
           f"from {plural(report.n_records, 'result')}")
     if problems:

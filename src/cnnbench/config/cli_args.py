@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from cnnbench.config.errors import flag_for
@@ -18,22 +19,34 @@ from cnnbench.config.run_config import SECTIONS, RunConfig, section_fields
 
 
 def add_config_arguments(parser: argparse.ArgumentParser, cls: type = RunConfig,
-                         sections: Sequence[type] = SECTIONS, exclude: Collection[str] = ()) -> None:
+                         sections: Sequence[type] = SECTIONS, exclude: Collection[str] = (),
+                         overrides: Mapping[str, FlagOverride] | None = None) -> None:
     """Add one flag per field of the dataclass ``cls``, grouped by its configuration ``sections``
-    (fields in ``exclude`` get no flag: they keep their defaults)."""
+    (fields in ``exclude`` get no flag: they keep their defaults). ``overrides``: per field, the
+    help text and choices another command shows instead of ``cnnbench run``'s (a field shared
+    with ``run`` whose meaning is narrower there)."""
     types = field_types(cls)
     for section in sections:
         title = (section.__doc__ or section.__name__).strip().splitlines()[0]
         group = parser.add_argument_group(f"{title} options")
         for f in section_fields(section, cls):
             if f.name not in exclude:
-                _add_field(group, f, types[f.name][0], f.default)
+                _add_field(group, f, types[f.name][0], f.default, (overrides or {}).get(f.name))
 
 
-def _add_field(group: Any, f: dataclasses.Field, base: type, default: Any) -> None:
+@dataclass(frozen=True)
+class FlagOverride:
+    """What one command says about a shared field instead of its declaration."""
+
+    help: str
+    choices: tuple[Any, ...] | None = None
+
+
+def _add_field(group: Any, f: dataclasses.Field, base: type, default: Any,
+               override: FlagOverride | None = None) -> None:
     flag = flag_for(f.name)
     alias = "--" + f.name
-    help_text = field_help(f)
+    help_text = override.help if override is not None else field_help(f)
     if base is bool:
         group.add_argument(flag, dest=f.name, action="store_true", default=default, help=help_text)
         if alias != flag:
@@ -41,7 +54,7 @@ def _add_field(group: Any, f: dataclasses.Field, base: type, default: Any) -> No
                                help=argparse.SUPPRESS)
         return
     kwargs: dict[str, Any] = {"dest": f.name, "type": base if base in (int, float) else str}
-    choices = field_choices(f)
+    choices = override.choices if override is not None and override.choices is not None else field_choices(f)
     if choices is not None:
         kwargs["choices"] = choices
     if f.metadata.get("metavar"):

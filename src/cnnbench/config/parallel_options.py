@@ -88,7 +88,8 @@ class ParallelOptions:
         identity=False, metavar="S",
     )
 
-    def check_parallel_options(self, forward_only: bool, precision: str, num_warmup_batches: int) -> None:
+    def check_parallel_options(self, forward_only: bool, precision: str, num_warmup_batches: int,
+                               data_format: str) -> None:
         finite(self, "timeout")
         finite(self, "bucket_cap_mb")
         if self.timeout <= 0:
@@ -121,6 +122,10 @@ class ParallelOptions:
         if precision == "amp_fp16" and vu in ("parameter_server", "fsdp"):
             raise ConfigError("precision", f"amp_fp16's gradient scaler is not built for {vu}; "
                                            "use amp_bf16, bf16 or fp32")
+        if vu == "fsdp" and data_format == "NHWC":
+            raise ConfigError("data_format", "NHWC keeps weights channels_last, which FSDP2 cannot shard (it "
+                                             "holds each weight as a contiguous flat shard); use NCHW with "
+                                             "--variable-update fsdp")
         if self.gradient_compression == "powersgd" and num_warmup_batches < 2:
             raise ConfigError("num_warmup_batches", "must be >= 2 with --gradient-compression powersgd "
                                                     "(PowerSGD starts compressing at step 2)")

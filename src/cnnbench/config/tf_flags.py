@@ -186,12 +186,31 @@ NOT_BUILT = frozenset({
 })
 
 
+@dataclass(frozen=True)
+class _Typed:
+    """A flag as the user typed it (``--data_name=cifar10``, ``--data-name cifar10``), its name
+    (``data_name``, ``data-name``) and its value."""
+
+    text: str
+    name: str
+    value: str
+
+
 @dataclass
 class Translation:
     """cnnbench arguments, and notes on what tf's flags meant here."""
 
     args: list[str]
     notes: list[str] = dataclasses.field(default_factory=list)
+    gpus_without_device: _Typed | None = None
+    """tf's ``--num_gpus``, given without ``--device``: GPUs are meant (see :func:`check_machine`)."""
+
+    def check_machine(self) -> None:
+        """Refuse (one line) what this machine cannot honour: ``--num_gpus`` without a GPU here,
+        unless ``--device=cpu`` asks for CPU workers (tf's flag counts GPUs; running CPU workers
+        instead would be a silent change of what is measured)."""
+        if self.gpus_without_device is not None:
+            _check_gpus(self.gpus_without_device)
 
 
 _TRAINING_ONLY = ("optimizer", "learning_rate", "momentum", "weight_decay")
@@ -209,7 +228,7 @@ def translate_with_notes(argv: Sequence[str]) -> Translation:
     where cnnbench is stricter: training options given with ``--forward_only`` are left
     out, as tf ignores them, and a note says so.
     """
-    args, ignored = _translate(argv)
+    args, ignored, gpus = _translate(argv)
     notes: list[str] = []
     if ignored:
         notes.append(f"left out TensorFlow-only tuning flags, which change nothing cnnbench measures: "
@@ -229,17 +248,19 @@ def translate_with_notes(argv: Sequence[str]) -> Translation:
             kept.append(args[i])
             i += 1
         args = kept
-    return Translation(args, notes)
+    return Translation(args, notes, gpus)
 
 
-def _translate(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+def _translate(argv: Sequence[str]) -> tuple[list[str], list[str], _Typed | None]:
     ours = {f.name for f in dataclasses.fields(RunConfig)}
     types = field_types(RunConfig)
     booleans = {name for name, (base, _) in types.items() if base is bool}
     out: list[str] = []
     ignored: list[str] = []
-    data_name: str | None = None
-    has_data_dir = False
+    data_name: _Typed | None = None
+    data_dir_flag: str | None = None
+    device_given = False
+    gpus: _Typed | None = None
     i = 0
     while i < len(argv):
         token = argv[i]
@@ -273,18 +294,29 @@ def _translate(argv: Sequence[str]) -> tuple[list[str], list[str]]:
             out.append(token)  # not ours, not tf's: argparse names it
             continue
         if key == "data_name":
-            data_name = value
+            data_name = _Typed(token if eq or negated else f"{token} {value}", name, value)
             continue  # decided at the end, when --data_dir is known
         if key == "data_dir":
-            has_data_dir = True
+            data_dir_flag = "--" + name
+        if key == "device":
+            device_given = True
+        if key == "num_gpus":
+            gpus = _Typed(token if eq else f"{token} {value}", name, value)
         if key in TF_FLAGS:
-            out += TF_FLAGS[key].translate(value)
+            try:
+                out += TF_FLAGS[key].translate(value)
+            except _BadBoolean as exc:
+                raise TfFlagError(f"--{name}: {exc}") from None
         elif key in NOT_BUILT:
             raise TfFlagError(f"--{key}: this tf_cnn_benchmarks feature is not built in cnnbench")
         elif key in TENSORFLOW_TUNING:
             ignored.append(f"--{key}")
         elif key in booleans:
-            if _boolean(value):
+            try:
+                on = _boolean(value)
+            except _BadBoolean as exc:
+                raise TfFlagError(f"--{name}: {exc}") from None
+            if on:
                 out.append("--" + key.replace("_", "-"))
         elif key in ours:
             flag = "--" + key.replace("_", "-")
@@ -292,19 +324,33 @@ def _translate(argv: Sequence[str]) -> tuple[list[str], list[str]]:
         else:
             out.append(token)
     if data_name is not None:
-        out += _data_name(data_name, has_data_dir)
-    return out, ignored
+        out += _data_name(data_name, data_dir_flag)
+    return out, ignored, (gpus if not device_given else None)
 
 
-def _data_name(value: str, has_data_dir: bool) -> list[str]:
+def _data_name(flag: _Typed, data_dir_flag: str | None) -> list[str]:
     """tf names the data set even for synthetic input (``--data_name=imagenet`` shapes it)."""
-    key = value.strip().lower()
-    if not has_data_dir:
+    key = flag.value.strip().lower()
+    if data_dir_flag is None:
         if key == "imagenet":
             return []  # synthetic ImageNet-shaped input is cnnbench's own default
-        raise TfFlagError(f"--data_name={value} without --data_dir: synthetic input here is ImageNet-shaped "
-                          "(for CIFAR-sized synthetic input use --image-size 32)")
+        data_dir = "--data_dir" if "_" in flag.name else "--data-dir"
+        raise TfFlagError(f"{flag.text} without {data_dir}: the data set is read from a folder (give "
+                          f"{data_dir} DIR); synthetic input here is ImageNet-shaped (for CIFAR-sized synthetic "
+                          "input use --image-size 32)")
     return ["--data-name", "imagefolder" if key == "imagenet" else key]
+
+
+def _check_gpus(flag: _Typed) -> None:
+    """tf's ``--num_gpus`` counts GPUs: without one here, CPU workers must be asked for (``--device=cpu``),
+    not started silently."""
+    from cnnbench.machine.devices import cuda_available
+
+    if cuda_available():
+        return
+    spelled = "--device=cpu" if "_" in flag.name else "--device cpu"
+    raise TfFlagError(f"{flag.text}: this machine has no CUDA GPU (tf_cnn_benchmarks' --num_gpus counts GPUs); "
+                      f"add {spelled} to run {flag.value} CPU worker{'s' if flag.value.strip() != '1' else ''}")
 
 
 _TF_BOOLEANS = frozenset({
@@ -323,10 +369,14 @@ def _is_tf_boolean(key: str) -> bool:
     return key in _TF_BOOLEANS
 
 
+class _BadBoolean(ValueError):
+    """Not a boolean; the caller names the flag."""
+
+
 def _boolean(value: str) -> bool:
     lowered = value.strip().lower()
     if lowered in _TRUE:
         return True
     if lowered in _FALSE:
         return False
-    raise TfFlagError(f"expected true or false, got {value!r}")
+    raise _BadBoolean(f"expected true or false, got {value!r}")

@@ -15,6 +15,11 @@ Layouts written (the ones :mod:`cnnbench.data.layouts` reads):
 * ``cifar100``: ``train``, ``test`` and ``meta`` (100 fine classes, 20 coarse ones, 32 × 32).
 
 Deterministic: the same arguments write the same files. No torch here.
+
+Arguments are checked before anything is written (:class:`GenerateOptions`: each number in
+its declared range, the total within what one machine can hold), and the data set is
+written into a hidden folder beside ``DIR`` that is renamed to ``DIR`` only when complete: a
+failure (a full disk, Ctrl-C) leaves no partial data set behind.
 """
 
 from __future__ import annotations
@@ -23,12 +28,17 @@ import colorsys
 import math
 import os
 import pickle
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 from PIL import Image, ImageDraw
 
+from cnnbench.config.errors import ConfigError
+from cnnbench.config.measurement_options import MAX_SEED
+from cnnbench.config.options import option
+from cnnbench.config.run_config import check_fields
 from cnnbench.data.layouts import (
     CIFAR10_META,
     CIFAR10_TEST,
@@ -49,8 +59,81 @@ NOISE = 18.0
 """Standard deviation of the pixel noise, in 0..255 levels."""
 
 
+MIN_SIDE, MAX_SIDE = 8, 4096
+"""Generated images' width and height, in pixels."""
+MAX_CLASSES = 1000
+MAX_PER_CLASS = 100_000
+MAX_IMAGES = 2_000_000
+"""Training and validation images together (ImageNet has 1.33 million)."""
+MAX_CIFAR_IMAGES = 200_000
+"""CIFAR batches are made in memory (3 KiB per image); the official sets hold 60,000."""
+MAX_RAW_BYTES = 2**40
+"""Uncompressed pixels over the whole data set (ImageNet at 500 x 375 is about 0.7 TiB)."""
+BYTES_PER_PIXEL_BYTE = {"jpeg": 0.2, "png": 1.0}
+"""What one uncompressed byte costs on disk, about (the noise keeps PNG near raw size)."""
+
+
 class GenerateError(ValueError):
     """Arguments that cannot make a data set (one line)."""
+
+
+@dataclass(frozen=True)
+class GenerateOptions:
+    """What ``cnnbench make-dataset`` writes; checked when made (ranges declared with each field)."""
+
+    kind: str = option("imagefolder", "Layout to write.", choices=KINDS)
+    num_classes: int | None = option(None, "Classes (imagefolder).", minimum=1, maximum=MAX_CLASSES)
+    images_per_class: int = option(20, "Training images per class.", minimum=1, maximum=MAX_PER_CLASS)
+    val_images_per_class: int | None = option(None, "Validation images per class.", minimum=0,
+                                              maximum=MAX_PER_CLASS)
+    width: int | None = option(None, "Image width (imagefolder).", minimum=MIN_SIDE, maximum=MAX_SIDE)
+    height: int | None = option(None, "Image height (imagefolder).", minimum=MIN_SIDE, maximum=MAX_SIDE)
+    image_format: str = option("jpeg", "File format (imagefolder).", choices=FORMATS)
+    quality: int = option(90, "JPEG quality.", minimum=1, maximum=100)
+    seed: int = option(0, "Random seed.", minimum=0, maximum=MAX_SEED)
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        if self.kind == "imagefolder":
+            return self._check_total(MAX_IMAGES)
+        fixed = CIFAR_CLASSES[self.kind]
+        if self.num_classes not in (None, fixed):
+            raise ConfigError("num_classes", f"{self.kind} has {fixed} classes by definition (got {self.num_classes})")
+        if (self.width, self.height) not in ((None, None), (CIFAR_SIZE, CIFAR_SIZE)):
+            raise ConfigError("image_size", f"{self.kind} images are {CIFAR_SIZE} × {CIFAR_SIZE} by definition")
+        if self.image_format != "jpeg":
+            raise ConfigError("image_format", f"applies to imagefolder ({self.kind} stores raw pixels)")
+        self._check_total(MAX_CIFAR_IMAGES)
+
+    def _check_total(self, most: int) -> None:
+        images = self.classes() * (self.images_per_class + self.val_per_class())
+        if images > most:
+            raise ConfigError("images_per_class", f"{self.classes():,} classes x ({self.images_per_class:,} + "
+                                                  f"{self.val_per_class():,} validation) images per class is "
+                                                  f"{images:,} images; {self.kind} makes at most {most:,}")
+        if self.raw_bytes() > MAX_RAW_BYTES:
+            raise ConfigError("image_size", f"{images:,} images of {self.size()[0]} x {self.size()[1]} px are "
+                                            f"{self.raw_bytes() / 2**40:.1f} TiB of pixels; at most 1 TiB")
+
+    def classes(self) -> int:
+        return self.num_classes or (CIFAR_CLASSES.get(self.kind) or 10)
+
+    def val_per_class(self) -> int:
+        return max(1, self.images_per_class // 5) if self.val_images_per_class is None else self.val_images_per_class
+
+    def size(self) -> tuple[int, int]:
+        if self.kind != "imagefolder":
+            return CIFAR_SIZE, CIFAR_SIZE
+        return self.width or 64, self.height or self.width or 64
+
+    def raw_bytes(self) -> int:
+        width, height = self.size()
+        return self.classes() * (self.images_per_class + self.val_per_class()) * width * height * 3
+
+    def disk_bytes(self) -> int:
+        """About what the files take on disk."""
+        share = BYTES_PER_PIXEL_BYTE[self.image_format] if self.kind == "imagefolder" else 1.0
+        return int(self.raw_bytes() * share)
 
 
 @dataclass(frozen=True)
@@ -126,7 +209,8 @@ def _draw_shape(draw: ImageDraw.ImageDraw, shape: str, cx: float, cy: float, r: 
 
 
 def parse_size(text: str) -> tuple[int, int]:
-    """``64`` -> (64, 64); ``500x375`` -> (500, 375) (width × height)."""
+    """``64`` -> (64, 64); ``500x375`` -> (500, 375) (width × height). The range is
+    :class:`GenerateOptions`' to check."""
     parts = text.lower().replace("×", "x").split("x")
     try:
         values = [int(p) for p in parts]
@@ -134,8 +218,8 @@ def parse_size(text: str) -> tuple[int, int]:
         raise GenerateError(f"--image-size: expected PX or WIDTHxHEIGHT, got {text!r}") from None
     if len(values) == 1:
         values *= 2
-    if len(values) != 2 or min(values) < 8:
-        raise GenerateError(f"--image-size: expected PX or WIDTHxHEIGHT of at least 8 px, got {text!r}")
+    if len(values) != 2:
+        raise GenerateError(f"--image-size: expected PX or WIDTHxHEIGHT, got {text!r}")
     return values[0], values[1]
 
 
@@ -143,49 +227,67 @@ def make_data_set(kind: str, out_dir: str | os.PathLike[str], *, num_classes: in
                   images_per_class: int = 20, val_images_per_class: int | None = None,
                   image_size: tuple[int, int] | None = None, image_format: str = "jpeg", quality: int = 90,
                   seed: int = 0) -> Generated:
-    """Write a data set of ``kind`` into ``out_dir`` (which must be empty or absent)."""
+    """Write a data set of ``kind`` into ``out_dir`` (which must be empty or absent); raises
+    :class:`GenerateError` before writing anything for arguments that cannot make one."""
+    width, height = image_size if image_size is not None else (None, None)
+    try:
+        opts = GenerateOptions(kind=kind, num_classes=num_classes, images_per_class=images_per_class,
+                               val_images_per_class=val_images_per_class, width=width, height=height,
+                               image_format=image_format, quality=quality, seed=seed)
+    except ConfigError as exc:
+        flag = _FLAGS.get(exc.field, exc.flag)
+        reason = f"{exc.field} {exc.reason}" if exc.field in ("width", "height") else exc.reason
+        raise GenerateError(f"{flag}: {reason}") from None
     root = Path(out_dir).expanduser()
-    num_classes, (width, height), val_per_class = _check(kind, root, num_classes, images_per_class,
-                                                          val_images_per_class, image_size, image_format, quality)
-    root.mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(seed)
-    if kind == "imagefolder":
-        written = _write_image_folder(root, num_classes, images_per_class, val_per_class, width, height,
-                                      image_format, quality, rng)
-    else:
-        written = _write_cifar(kind, root, images_per_class, val_per_class, rng)
-    return Generated(kind, str(root.resolve()), num_classes, num_classes * images_per_class,
-                     num_classes * val_per_class, written)
+    _check_destination(root, opts)
+    created = _first_missing(root.parent)
+    root.parent.mkdir(parents=True, exist_ok=True)
+    partial = root.parent / f".{root.name}.partial-{os.getpid()}"
+    try:
+        partial.mkdir()
+        written = _write(opts, partial)
+        partial.replace(root)  # the whole data set appears at once (over an empty folder too)
+    except BaseException:
+        shutil.rmtree(created if created is not None else partial, ignore_errors=True)
+        raise
+    return Generated(kind, str(root.resolve()), opts.classes(), opts.classes() * images_per_class,
+                     opts.classes() * opts.val_per_class(), written)
 
 
-def _check(kind: str, root: Path, num_classes: int | None, per_class: int, val_per_class: int | None,
-           image_size: tuple[int, int] | None, image_format: str, quality: int) -> tuple[int, tuple[int, int], int]:
-    if kind not in KINDS:
-        raise GenerateError(f"unknown layout {kind!r} (choose from {', '.join(KINDS)})")
+_FLAGS = {"width": "--image-size", "height": "--image-size", "image_format": "--format"}
+"""Fields of :class:`GenerateOptions` that ``cnnbench make-dataset`` spells otherwise."""
+
+
+def _write(opts: GenerateOptions, root: Path) -> int:
+    rng = np.random.default_rng(opts.seed)
+    if opts.kind == "imagefolder":
+        width, height = opts.size()
+        return _write_image_folder(root, opts.classes(), opts.images_per_class, opts.val_per_class(), width, height,
+                                   opts.image_format, opts.quality, rng)
+    return _write_cifar(opts.kind, root, opts.images_per_class, opts.val_per_class(), rng)
+
+
+def _check_destination(root: Path, opts: GenerateOptions) -> None:
     if root.exists() and (not root.is_dir() or any(root.iterdir())):
         raise GenerateError(f"{root} exists and is not an empty folder (nothing was written)")
-    if per_class < 1:
-        raise GenerateError(f"--images-per-class must be >= 1 (got {per_class})")
-    val = max(1, per_class // 5) if val_per_class is None else val_per_class
-    if val < 0:
-        raise GenerateError(f"--val-images-per-class must be >= 0 (got {val})")
-    if image_format not in FORMATS:
-        raise GenerateError(f"--format: choose from {', '.join(FORMATS)} (got {image_format!r})")
-    if not 1 <= quality <= 100:
-        raise GenerateError(f"--quality must be in 1..100 (got {quality})")
-    if kind == "imagefolder":
-        classes = 10 if num_classes is None else num_classes
-        if classes < 1:
-            raise GenerateError(f"--num-classes must be >= 1 (got {classes})")
-        return classes, image_size or (64, 64), val
-    fixed = CIFAR_CLASSES[kind]
-    if num_classes not in (None, fixed):
-        raise GenerateError(f"--num-classes: {kind} has {fixed} classes by definition (got {num_classes})")
-    if image_size not in (None, (CIFAR_SIZE, CIFAR_SIZE)):
-        raise GenerateError(f"--image-size: {kind} images are {CIFAR_SIZE} × {CIFAR_SIZE} by definition")
-    if image_format != "jpeg":
-        raise GenerateError(f"--format applies to imagefolder ({kind} stores raw pixels)")
-    return fixed, (CIFAR_SIZE, CIFAR_SIZE), val
+    existing = next((p for p in [root, *root.parents] if p.exists()), None)
+    if existing is not None and not existing.is_dir():
+        raise GenerateError(f"{existing} is a file, not a folder (nothing was written)")
+    if existing is not None:
+        free = shutil.disk_usage(existing).free
+        if opts.disk_bytes() > free:
+            raise GenerateError(f"{root}: the data set needs about {opts.disk_bytes() / 2**30:.1f} GiB, and only "
+                                f"{free / 2**30:.1f} GiB are free there (nothing was written)")
+
+
+def _first_missing(folder: Path) -> Path | None:
+    """The outermost folder of ``folder``'s path that does not exist yet (None if all do)."""
+    missing = None
+    for p in [folder, *folder.parents]:
+        if p.exists():
+            break
+        missing = p
+    return missing
 
 
 def _write_image_folder(root: Path, num_classes: int, per_class: int, val_per_class: int, width: int, height: int,

@@ -48,6 +48,7 @@ def guess_data_name(data_dir: str | os.PathLike[str]) -> str:
             return name
     if _class_folders(root / TRAIN_SPLIT):
         return "imagefolder"
+    _refuse_a_part(root)
     what = "is empty" if not any(root.iterdir()) else "holds no data set I know"
     raise DataSetError(f"{root} {what}: expected one of: " + "; ".join(EXPECTED.values()))
 
@@ -58,6 +59,7 @@ def locate(data_name: str, data_dir: str | os.PathLike[str]) -> Path:
     if data_name == "imagefolder":
         train = root / TRAIN_SPLIT
         if not train.is_dir():
+            _refuse_a_part(root)
             raise DataSetError(f"{root} has no train/ folder: expected {EXPECTED['imagefolder']}")
         if not _class_folders(train):
             raise DataSetError(f"{train} has no class folder holding images: expected {EXPECTED['imagefolder']}")
@@ -88,6 +90,17 @@ def _existing_folder(data_dir: str | os.PathLike[str]) -> Path:
     if not root.is_dir():
         raise DataSetError(f"{root} is not a folder")
     return root.resolve()
+
+
+def _refuse_a_part(folder: Path) -> None:
+    """When ``folder`` is a split (``train/``, ``val/``) or a class folder of an image-folder data
+    set, say which folder to pass instead (users often point at the split they mean)."""
+    for root, depth in ((folder.parent, 1), (folder.parent.parent, 2)):
+        split = folder.parts[-depth]
+        if split in (TRAIN_SPLIT, VAL_SPLIT) and _class_folders(root / TRAIN_SPLIT):
+            part = f"the {split}/ split" if depth == 1 else f"a class folder of the {split}/ split"
+            raise DataSetError(f"{folder} is {part} of the data set in {root}: pass the data set's own "
+                               f"folder, {root} (cnnbench reads train/ and val/ below it)")
 
 
 def _cifar_root(data_name: str, root: Path) -> Path | None:

@@ -55,3 +55,10 @@ def sum_over_workers(values: list[float], device: torch.device) -> list[float]:
     tensor = torch.tensor(values, dtype=torch.float64, device=device)
     dist.all_reduce(tensor)
     return tensor.tolist()
+
+
+def max_over_workers(values: list[float], device: torch.device) -> list[float]:
+    """Each value's maximum over every worker (one all-reduce)."""
+    tensor = torch.tensor(values, dtype=torch.float64, device=device)
+    dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+    return tensor.tolist()

@@ -35,6 +35,13 @@ def leave_interrupts_to_the_agent() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
+def configure_worker_logging(world: World, level: int = logging.WARNING) -> None:
+    """This worker's log lines start with ``[rank N]``: several workers write to one terminal
+    (torchrun's), or to one log each (ours), and a line must say whose it is."""
+    logging.basicConfig(level=level, format=f"[rank {world.rank}] %(levelname)s %(name)s: %(message)s",
+                        force=True)
+
+
 def split_host_threads(world: World) -> int:
     """Give this worker its share of the cores it may use; returns the thread count."""
     try:
@@ -47,7 +54,7 @@ def split_host_threads(world: World) -> int:
 
 
 def launched_worker(config_fields: dict[str, Any], extra: dict[str, Any], console: bool,
-                    notes_dir: str | None = None) -> dict[str, Any] | None:
+                    notes_dir: str | None = None, log_level: int = logging.WARNING) -> dict[str, Any] | None:
     """Entry point of one worker started by our launcher; rank 0 returns the record's dict.
 
     When the run fails here, this worker first leaves a note in ``notes_dir`` (its error,
@@ -58,6 +65,7 @@ def launched_worker(config_fields: dict[str, Any], extra: dict[str, Any], consol
 
     leave_interrupts_to_the_agent()
     world = World.from_env()
+    configure_worker_logging(world, log_level)
     split_host_threads(world)
     # The process that started the workers checked the run first and printed its warnings.
     logging.getLogger("cnnbench.engine.resolve").setLevel(logging.ERROR)
@@ -96,6 +104,7 @@ def run_under_torchrun(config: RunConfig, *, emit: Callable[[str], None] | None,
 
     leave_interrupts_to_the_agent()
     world = World.from_env()
+    configure_worker_logging(world, logging.getLogger().getEffectiveLevel())
     restrict_host_cpus(config.host_cpus)  # every worker of the node picks the same cores
     split_host_threads(world)
     try:

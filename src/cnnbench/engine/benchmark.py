@@ -29,10 +29,13 @@ import traceback
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import torch
+
 from cnnbench.config import RunConfig
 from cnnbench.distributed.process_group import (
     barrier,
     gather_to_main,
+    max_over_workers,
     start_process_group,
     stop_process_group,
     sum_over_workers,
@@ -49,6 +52,7 @@ from cnnbench.engine.prepare import prepare
 from cnnbench.engine.profile import profile_steps, run_steps
 from cnnbench.engine.resolve import ResolvedRun, resolve
 from cnnbench.engine.stats import throughput_stats
+from cnnbench.machine.affinity import cpu_count_available
 from cnnbench.machine.environment import capture_environment
 from cnnbench.results.record import Record, error_text, new_run_id, now_iso
 
@@ -116,11 +120,15 @@ def _measure(run: ResolvedRun, strategy: ParallelStrategy, hooks: HookSet, emit:
              metrics: dict[str, Any], *, framework: str, run_id: str) -> None:
     cfg, device, world = run.config, run.device, run.world
     barrier_fn = (lambda: barrier(device)) if world.process_group else None
+    slowest = (lambda times: max_over_workers(times, device)) if world.process_group else None
     epochs: list[EpochMeasure] = []
     prepared = prepare(run, strategy=strategy)
     try:
+        threads = None
+        if device.type == "cpu":
+            threads = log_format.threads_text(torch.get_num_threads(), cpu_count_available(), world.local_world_size)
         for line in log_format.header_lines(cfg.recorded(), framework=f"torch {framework}",
-                                            dataset=prepared.source.description):
+                                            dataset=prepared.source.description, threads=threads):
             emit(line)
 
         def progress(step: int, times: list[float], loss: float) -> None:
@@ -145,13 +153,13 @@ def _measure(run: ResolvedRun, strategy: ParallelStrategy, hooks: HookSet, emit:
         try:
             if cfg.num_epochs is None:
                 loop = timed_loop(prepared, run.timed_steps, device, display_every=cfg.display_every,
-                                  on_progress=progress, barrier=barrier_fn)
+                                  on_progress=progress, barrier=barrier_fn, slowest=slowest)
             else:
                 def total(values: list[float]) -> list[float]:
                     return sum_over_workers(values, device) if world.process_group else values
 
                 loop, epochs = train_epochs(prepared, run, emit=emit, on_progress=progress, barrier=barrier_fn,
-                                            total=total)
+                                            total=total, slowest=slowest)
                 first_step_s = loop.step_times_s[0] if loop.step_times_s else None  # compilation included
         finally:
             hooks.stop()

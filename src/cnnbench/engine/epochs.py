@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from cnnbench.data.source import Batch, EpochSource
-from cnnbench.engine.loop import LoopResult, Progress, timed_loop
+from cnnbench.engine.loop import LoopResult, Progress, Slowest, timed_loop
 from cnnbench.engine.prepare import Prepared
 from cnnbench.engine.resolve import ResolvedRun
 from cnnbench.engine.schedule import make_schedule
@@ -58,7 +58,7 @@ class EpochMeasure:
 
 def train_epochs(prepared: Prepared, run: ResolvedRun, *, emit: Callable[[str], None],
                  on_progress: Progress | None, barrier: Callable[[], None] | None,
-                 total: Sum) -> tuple[LoopResult, list[EpochMeasure]]:
+                 total: Sum, slowest: Slowest | None = None) -> tuple[LoopResult, list[EpochMeasure]]:
     """Train ``run.config.num_epochs`` epochs; returns this worker's steps (all epochs joined)
     and the run's per-epoch figures."""
     source = prepared.source
@@ -72,7 +72,7 @@ def train_epochs(prepared: Prepared, run: ResolvedRun, *, emit: Callable[[str], 
     for index in range(num_epochs):
         loop = timed_loop(prepared, source.steps_per_epoch, device, display_every=cfg.display_every,
                           on_progress=on_progress, barrier=barrier, batches=source.epoch(index),
-                          after_step=schedule.step if schedule is not None else None)
+                          after_step=schedule.step if schedule is not None else None, slowest=slowest)
         loops.append(loop)
         eval_start = _now()
         right, seen = evaluate(prepared, source.eval_batches(), device)

@@ -6,8 +6,15 @@ decoding and augmentation in ``--num-workers`` loader processes, the uint8 batch
 then ``--num-batches`` timed ones. Each batch's time is the wait for it (on a GPU, until
 its normalisation has finished); ``total_images_per_sec`` is the images over the wall
 clock of the timed batches. The record adds what the comparison of host CPUs needs: the
-rate per loader process (``images_per_sec_per_worker``) and per core this run could use
-(``images_per_sec_per_core``, with ``available_cpus`` in the environment).
+rate per loading process (``images_per_sec_per_worker``: per loader process, or, with
+``--num-workers 0``, of the main process, which then loads; ``loading_processes`` says how
+many) and per core this run could use (``images_per_sec_per_core``, with ``available_cpus``
+in the environment).
+
+The measurement hooks of ``cnnbench run`` (:func:`cnnbench.engine.hooks.default_hooks`: peak
+memory, the telemetry sampler, the busy-machine guard) watch the timed batches the same way,
+and the batch times get the same spread check, so a data record carries the same
+``metrics.warnings`` and host telemetry as a run record.
 """
 
 from __future__ import annotations
@@ -23,8 +30,10 @@ import torch
 from cnnbench.config import ConfigError
 from cnnbench.config.data_bench import DEFAULT_DATA_IMAGE_SIZE, DataBenchConfig
 from cnnbench.data.source import InputRequest, make_input
+from cnnbench.engine.hooks import HookSet, default_hooks
 from cnnbench.engine.log_format import RULE
 from cnnbench.engine.resolve import CIFAR_IMAGE_SIZE, resolve_data_set
+from cnnbench.engine.stability import spread_warnings
 from cnnbench.engine.stats import throughput_stats
 from cnnbench.engine.timer import synchronize
 from cnnbench.machine.affinity import cpu_count_available
@@ -60,18 +69,21 @@ def run_data_benchmark(config: DataBenchConfig, *, emit: Emit | None = None) -> 
     cfg = resolve_data_bench(config)
     started_at = now_iso()
     environment = capture_environment(cfg.device, cfg.machine_label)
+    hooks = HookSet(default_hooks(torch.device(cfg.device)))  # the guard takes its first look now
     metrics: dict[str, Any] = {}
     status, error = "ok", None
     try:
-        _measure(cfg, emit, metrics)
+        _measure(cfg, emit, metrics, hooks)
     except Exception as exc:
         status, error = "error", error_text(exc)
         log.debug("data run failed:\n%s", traceback.format_exc())
+        hooks.stop()
+        metrics.update(hooks.metrics())
     return Record(config=cfg.recorded(), environment=environment, metrics=metrics, status=status, error=error,
                   started_at=started_at)
 
 
-def _measure(cfg: DataBenchConfig, emit: Emit, metrics: dict[str, Any]) -> None:
+def _measure(cfg: DataBenchConfig, emit: Emit, metrics: dict[str, Any], hooks: HookSet) -> None:
     assert cfg.image_size is not None and cfg.num_workers is not None
     device = torch.device(cfg.device)
     cores = cpu_count_available()
@@ -87,42 +99,61 @@ def _measure(cfg: DataBenchConfig, emit: Emit, metrics: dict[str, Any]) -> None:
         emit("Step\tImg/sec")
         times: list[float] = []
         images = 0
-        wall_start = last = time.perf_counter()
-        progress = 0.0
-        for step in range(1, cfg.num_batches + 1):
-            _, labels = next(source)
-            synchronize(device)
-            now = time.perf_counter()
-            times.append(now - last)
-            images += int(labels.shape[0])
-            if step == 1 or step % cfg.display_every == 0:
-                stats = throughput_stats(times, cfg.batch_size)
-                emit(f"{step}\timages/sec: {stats.mean:.1f} +/- {stats.stderr:.1f} (jitter = {stats.jitter:.1f})")
-                progress += time.perf_counter() - now
-            last = time.perf_counter()
-        wall = last - wall_start - progress
+        hooks.start()
+        try:
+            wall_start = last = time.perf_counter()
+            progress = 0.0
+            for step in range(1, cfg.num_batches + 1):
+                _, labels = next(source)
+                synchronize(device)
+                now = time.perf_counter()
+                times.append(now - last)
+                images += int(labels.shape[0])
+                if step == 1 or step % cfg.display_every == 0:
+                    stats = throughput_stats(times, cfg.batch_size)
+                    emit(f"{step}\timages/sec: {stats.mean:.1f} +/- {stats.stderr:.1f} (jitter = {stats.jitter:.1f})")
+                    progress += time.perf_counter() - now
+                last = time.perf_counter()
+            wall = last - wall_start - progress
+        finally:
+            hooks.stop()
     finally:
         source_metrics = dict(source.metrics())
         source.close()
     total = images / wall
-    workers = max(1, cfg.num_workers)
+    loading = loading_processes(cfg.num_workers)
     metrics.update({
         "total_images_per_sec": total,
         **throughput_stats(times, cfg.batch_size).as_metrics(),
-        "images_per_sec_per_worker": total / workers,
+        "images_per_sec_per_worker": total / loading,
         "images_per_sec_per_core": total / cores,
         "loader_workers": cfg.num_workers,
+        "loading_processes": loading,
         "images": images,
         "step_times_s": times,
         "wall_time_s": wall,
         "progress_time_s": progress,
         **source_metrics,
+        **hooks.metrics(),
     })
+    metrics["warnings"] = list(metrics.get("warnings") or []) + spread_warnings(times)
     emit(RULE)
     emit(f"total images/sec: {total:.2f}")
-    emit(f"per loader process: {total / workers:.2f} ({cfg.num_workers} process{'es' if workers != 1 else ''}); "
+    emit(f"per loading process: {total / loading:.2f} ({loaders_text(cfg.num_workers)}); "
          f"per core: {total / cores:.2f} ({cores} core{'s' if cores != 1 else ''})")
     emit(RULE)
+
+
+def loading_processes(num_workers: int) -> int:
+    """Processes that decode and augment: the loader processes, or the main process alone."""
+    return num_workers if num_workers > 0 else 1
+
+
+def loaders_text(num_workers: int) -> str:
+    """Who loads, in words: ``2 loader processes``, or the main process with ``--num-workers 0``."""
+    if num_workers == 0:
+        return "the main process: --num-workers 0"
+    return f"{num_workers} loader process{'es' if num_workers != 1 else ''}"
 
 
 def header_lines(cfg: DataBenchConfig, dataset: str, cores: int) -> list[str]:
@@ -136,7 +167,7 @@ def header_lines(cfg: DataBenchConfig, dataset: str, cores: int) -> list[str]:
         ("Resize:", str(cfg.resize_method)),
         ("Num batches:", str(cfg.num_batches)),
         ("Num warmup:", str(cfg.num_warmup_batches)),
-        ("Workers:", f"{cfg.num_workers} loader process{'es' if cfg.num_workers != 1 else ''}"),
+        ("Loading:", loaders_text(cfg.num_workers or 0)),
         ("Cores:", f"{cores}" + (f" (--host-cpus {cfg.host_cpus})" if cfg.host_cpus else "")),
         ("Device:", cfg.device),
     ]

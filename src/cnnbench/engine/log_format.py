@@ -13,7 +13,15 @@ from cnnbench.engine.stats import ThroughputStats
 RULE = "-" * 64
 
 
-def header_lines(config: Mapping[str, Any], *, framework: str, dataset: str) -> list[str]:
+def threads_text(threads: int, cores: int, workers_here: int) -> str:
+    """The header's ``Threads:`` value: torch threads each worker runs, and why that many."""
+    if workers_here > 1:
+        return f"{threads} per worker ({cores} cores split among {workers_here} workers on this node)"
+    return f"{threads} ({cores} cores)"
+
+
+def header_lines(config: Mapping[str, Any], *, framework: str, dataset: str, threads: str | None = None) -> list[str]:
+    """The run's header; ``threads``: the ``Threads:`` row (CPU runs, :func:`threads_text`)."""
     per_device = config["batch_size"]
     devices = config["num_devices"]
     device_names = [f"{config['device']}:{i}" for i in range(devices)]
@@ -37,6 +45,8 @@ def header_lines(config: Mapping[str, Any], *, framework: str, dataset: str) -> 
         rows.insert(-1, ("Optimizer:", config["optimizer"]))
     if config.get("all_reduce"):
         rows.append(("AllReduce:", config["all_reduce"]))
+    if threads is not None:
+        rows.append(("Threads:", threads))
     return [f"{k:<12} {v}".rstrip() if k else f"{'':<12} {v}" for k, v in rows] + ["=========="]
 
 

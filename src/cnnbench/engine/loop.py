@@ -6,6 +6,12 @@ step's end on the step timer. Every ``display_every`` steps it calls ``on_progre
 device has caught up to the end of the progress line is kept out of every step time and
 out of the wall clock (``progress_time_s`` says how much it was). Losses stay on the
 device until the loop ends.
+
+With several workers every worker takes part in each progress line: the step times so far
+are replaced by their per-step maxima over workers (``slowest``, the record's definition of
+a step), and after rank 0 has printed, a ``barrier`` lets no worker start its next step
+before rank 0 does; the whole span, on every worker, is progress time, so the printing of
+rank 0 cannot land in another worker's next step (waiting at that step's collective).
 """
 
 from __future__ import annotations
@@ -22,6 +28,9 @@ from cnnbench.engine.timer import make_step_timer, synchronize
 
 Progress = Callable[[int, list[float], float], None]
 """``on_progress(step, step_times_so_far, loss)``: called every ``display_every`` steps."""
+
+Slowest = Callable[[list[float]], list[float]]
+"""``slowest(times)``: each step's time, maximum over workers (a collective every worker calls)."""
 
 
 @dataclass(frozen=True)
@@ -69,12 +78,14 @@ def timed_loop(
     barrier: Callable[[], None] | None = None,
     batches: Iterator[Batch] | None = None,
     after_step: Callable[[], None] | None = None,
+    slowest: Slowest | None = None,
 ) -> LoopResult:
     """Run ``num_steps`` timed steps (fewer if ``batches`` ends first).
 
     ``batches`` defaults to the endless input source (an epoch's batches for training to
-    accuracy); ``barrier`` (many workers) marks a common start and end; ``after_step`` runs
-    after each step (a learning-rate schedule).
+    accuracy); ``barrier`` (many workers) marks a common start and end, and the end of each
+    progress line; ``slowest`` (many workers) gives the progress line the per-step maxima over
+    workers; ``after_step`` runs after each step (a learning-rate schedule).
     """
     step = prepared.step
     source: Iterator[Batch] = batches if batches is not None else prepared.source  # type: ignore[assignment]
@@ -82,6 +93,7 @@ def timed_loop(
     perf_counter = time.perf_counter
     outputs: list[torch.Tensor] = []
     input_wait = progress_time = 0.0
+    shown: list[float] = []  # the step times progress lines report (maxima over workers)
     images_seen = 0
     if barrier is not None:
         barrier()
@@ -103,7 +115,11 @@ def timed_loop(
             times = timer.step_times(upto=i)  # waits for step i on an asynchronous device
             loss = float(outputs[-1].reshape(-1)[0])
             caught_up = perf_counter()
-            on_progress(i, times, loss)
+            new = times[len(shown):]
+            shown += slowest(new) if slowest is not None else new
+            on_progress(i, shown, loss)
+            if barrier is not None:
+                barrier()  # no worker starts its next step while rank 0 prints
             timer.restart()
             progress_time += perf_counter() - caught_up
     synchronize(device)

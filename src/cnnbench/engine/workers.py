@@ -10,6 +10,7 @@ are stopped at once and the record says which rank failed and why.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import tempfile
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -32,7 +33,8 @@ def run_on_workers(config: RunConfig, *, emit: Callable[[str], None] | None = No
     started_at = now_iso()
     with tempfile.TemporaryDirectory(prefix="cnnbench-notes-") as notes:
         try:
-            returned = launch_workers(launched_worker, (fields, dict(extra or {}), emit is not None, notes),
+            level = logging.getLogger().getEffectiveLevel()
+            returned = launch_workers(launched_worker, (fields, dict(extra or {}), emit is not None, notes, level),
                                       nprocs=n, timeout_s=config.timeout, notes_dir=notes)
         except WorkerFailed as failure:
             return failure_record(config, world, failure, extra=extra, started_at=started_at)

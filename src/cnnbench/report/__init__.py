@@ -2,7 +2,7 @@
 
     from cnnbench.report import ReportOptions, build_report, write_report
     report = build_report(records, ReportOptions(columns="machine", where=["model=resnet50"]))
-    write_report(report, "out/")          # summary.md, report.html, tables/*.csv|json, plots/*.png
+    write_report(report, "out/")          # summary.md, report.html, tables/*.csv|json, plots/*.svg
 
 or, from results folders/files, :func:`make_report`. Nothing here imports torch, and
 matplotlib is imported only to draw plots.

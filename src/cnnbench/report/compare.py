@@ -27,7 +27,7 @@ from cnnbench.report.labels import Namer
 from cnnbench.report.marks import Marks, measure_marks, run_warnings
 from cnnbench.report.pairing import differing_fields, pair_key_fields, pair_points
 from cnnbench.report.points import Measure, Point, build_points, combine
-from cnnbench.report.significance import ALPHA, DEFAULT_NOISE, Comparison, compare_runs
+from cnnbench.report.significance import ALPHA, DEFAULT_NOISE, Comparison, RepeatSpread, compare_runs, repeat_spread
 from cnnbench.results.query import parse_where, select, value_matches
 
 SIDE = "compare_side"
@@ -212,9 +212,10 @@ def compare_records(baseline: Side, candidate: Side, options: CompareOptions | N
     points = build_points(both, [split_field, *ignore])
     fields = pair_key_fields(points.key_fields, split_field, ignore, opts.across_machines)
     pairing = pair_points(points, split_field, a, b, fields)
-    exclude = {F.MODEL, F.BATCH, split_field, *ignore} | ({F.MACHINE} if opts.across_machines else set())
+    exclude = {F.MODEL, F.BATCH, F.MACHINE, split_field, *ignore}  # the machine has its own column
     namer = Namer(points, exclude)
-    pairs = [_pair(pp.a, pp.b, pp.key, fields, namer, opts) for pp in pairing.pairs]
+    spread = repeat_spread(combine(side).samples for pp in pairing.pairs for side in (pp.a, pp.b))
+    pairs = [_pair(pp.a, pp.b, pp.key, fields, namer, opts, spread) for pp in pairing.pairs]
     pairs.sort(key=lambda p: (F.sort_key(p.model), F.sort_key(p.configuration), F.sort_key(p.batch),
                               F.sort_key(p.machine)))
     all_a = pairing.unmatched_a + [q for pp in pairing.pairs for q in pp.a]
@@ -235,10 +236,10 @@ def _two(base: str, cand: str) -> str:
 
 
 def _pair(base_points: list[Point], cand_points: list[Point], key: tuple, fields: tuple[str, ...], namer: Namer,
-          opts: CompareOptions) -> ComparedPair:
+          opts: CompareOptions, spread: RepeatSpread | None) -> ComparedPair:
     # pair_points puts the split's first value (baseline) in .a
     base, cand = combine(base_points), combine(cand_points)
-    comparison = compare_runs(base.samples, cand.samples, opts.noise, opts.alpha)
+    comparison = compare_runs(base.samples, cand.samples, opts.noise, opts.alpha, spread=spread)
     values = dict(zip(fields, key, strict=False))
     marks = Marks()
     marks.add(measure_marks(base))

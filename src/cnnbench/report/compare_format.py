@@ -17,7 +17,7 @@ from typing import Any
 
 from cnnbench.report import fields as F
 from cnnbench.report.compare import ComparedPair, CompareResult, summary_line, verdict_counts
-from cnnbench.report.marks import Marks, legend
+from cnnbench.report.marks import Marks, marks_section
 from cnnbench.report.points import Measure
 from cnnbench.report.significance import NONE
 
@@ -101,15 +101,16 @@ def notes(result: CompareResult) -> list[str]:
             text += f"; they differ from their nearest partner in: {why} (see --ignore, --across-machines)"
         lines.append(text + ".")
     lines.append(f"ratio = candidate / baseline images/sec (medians over runs; > 1: the candidate is faster). "
-                 f"Significant: Welch's t-test, p < {result.alpha:g}, on the runs' images/sec when both sides "
-                 f"have two or more runs (test 'repeats'), else on block means of the step times (test 'steps'; "
+                 f"Significant: a t-test, p < {result.alpha:g}, on the runs' images/sec when both sides "
+                 f"have two or more runs (test 'repeats': logarithms, the run-to-run spread pooled over all "
+                 f"pairs), else on block means of the step times (test 'steps'; "
                  f"one run per side shows nothing of what changes between runs), and a ratio at least "
                  f"{result.noise * 100:g}% from 1. 'no samples': one run per side and no step times, never "
                  f"significant.")
     marks = Marks()
     for p in result.pairs:
         marks.add(p.marks)
-    lines += legend(marks)
+    lines += marks_section(marks)
     return lines
 
 

@@ -58,7 +58,7 @@ def configuration_sections(points: PointSet, column_field: str, noise: float) ->
 
 def _table(points: PointSet, group: list[Point], name: str, column_field: str, noise: float) -> Table:
     columns = points.distinct(column_field, group)
-    models = points.distinct(F.MODEL, group)
+    models = sorted(points.distinct(F.MODEL, group), key=F.sort_key)  # resnet18 before resnet101
     cells: dict[tuple[Any, Any], list[Point]] = defaultdict(list)
     for p in group:
         cells[(p.values.get(F.MODEL), p.values.get(column_field))].append(p)

@@ -1,6 +1,9 @@
 """The model cost table (the first table of vendor CPU-comparison reports) from the records' ``model_cost``.
 
-Imported records carry no cost: their models show ``—``.
+Imported tf_cnn_benchmarks records carry no cost: their model names (``inception3``,
+``resnet50``, ...) take the cost of the torchvision model of the same architecture
+(:mod:`cnnbench.report.tf_models`; a note names the model and any difference); other
+models without a cost show ``—``.
 """
 
 from __future__ import annotations
@@ -9,8 +12,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from cnnbench.report import fields as F
+from cnnbench.report.numbers import significant
 from cnnbench.report.points import PointSet
 from cnnbench.report.table import Cell, Table, label_cell, missing
+from cnnbench.report.tf_models import tf_cost
 
 COLUMNS = ["model", "input size", "params", "param memory", "feature memory", "forward FLOPs",
            "train FLOPs/image", "top-1 / top-5 error (%)"]
@@ -47,8 +52,16 @@ _FLOPS = ((1e12, "TFLOPs"), (1e9, "GFLOPs"), (1e6, "MFLOPs"), (1e3, "kFLOPs"))
 
 
 def _mib(value: Any) -> Cell:
+    """Memory in MiB, shown in the unit that gives it three significant digits (a tiny model's
+    parameters read ``20.5 KiB``, not ``0.0 MiB``); the value stays in MiB."""
     v = _num(value)
-    return missing() if v is None else Cell(f"{v:.1f} MiB", v)
+    if v is None:
+        return missing()
+    if v >= 1024:
+        return Cell(f"{significant(v / 1024, 3)} GiB", v)
+    if v >= 1 or v == 0:
+        return Cell(f"{significant(v, 3)} MiB", v)
+    return Cell(f"{significant(v * 1024, 3)} KiB", v)
 
 
 def _errors(cost: Mapping[str, Any]) -> Cell:
@@ -62,6 +75,7 @@ def _errors(cost: Mapping[str, Any]) -> Cell:
 def cost_table(points: PointSet) -> Table | None:
     """One row per model present; ``None`` when no record carries a model cost."""
     costs: dict[Any, Mapping[str, Any]] = {}
+    mapped: dict[Any, tuple[str, str]] = {}
     for p in points.points:
         model = p.values.get(F.MODEL)
         if model in costs:
@@ -70,11 +84,18 @@ def cost_table(points: PointSet) -> Table | None:
             cost = rec.get("model_cost")
             if isinstance(cost, Mapping) and cost:
                 costs[model] = cost
+                mapped.pop(model, None)
                 break
+        else:
+            found = tf_cost(model) if (p.values.get(F.SOURCE) or "cnnbench") != "cnnbench" else None
+            if found is not None and model not in mapped:
+                mapped[model] = (found[1], found[2])
+    for model in mapped:
+        costs[model] = tf_cost(model)[0]  # type: ignore[index]
     if not costs:
         return None
     rows = []
-    for model in points.distinct(F.MODEL):
+    for model in sorted(points.distinct(F.MODEL), key=F.sort_key):
         cost = costs.get(model)
         if cost is None:
             rows.append([label_cell(model)] + [missing() for _ in COLUMNS[1:]])
@@ -91,4 +112,9 @@ def cost_table(points: PointSet) -> Table | None:
         ])
     notes = ["Feature memory: all activations of one forward pass at batch 1, fp32. FLOPs = 2 x MACs. "
              "Error: reference ImageNet top-1 / top-5 where the model library publishes it."]
+    if mapped:
+        parts = [f"{m} = {target}" + (f" ({how})" if how else "") for m, (target, how) in
+                 sorted(mapped.items(), key=lambda kv: F.sort_key(kv[0]))]
+        notes.append("Imported tf_cnn_benchmarks models, measured on the torchvision model of the same "
+                     "architecture: " + "; ".join(parts) + ".")
     return Table("model-cost", "Model cost", "cost", list(COLUMNS), rows, notes)

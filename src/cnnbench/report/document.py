@@ -1,12 +1,16 @@
 """The report as a list of blocks, rendered alike to markdown and HTML.
 
-Blocks: :class:`Heading`, :class:`Paragraph`, :class:`Bullets`, :class:`TableBlock` and
+Blocks: :class:`Heading`, :class:`Paragraph`, :class:`Bullets`, :class:`TableBlock`,
+:class:`Contents` (the table of contents: links to the headings after it) and
 :class:`Figure` (a plot to draw: its kind, file name and data). Renderers only walk the
-blocks, so both outputs say the same thing.
+blocks, so both outputs say the same thing. Headings carry anchors made as GitHub makes
+them from the text (lower case, punctuation dropped, spaces to hyphens, ``-1``, ``-2`` for
+repeats), so the markdown's links work where it is shown and the HTML uses the same ids.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +22,8 @@ from cnnbench.report.table import Table
 class Heading:
     text: str
     level: int = 2
+    anchor: str = ""
+    """Set by :func:`set_anchors`."""
 
 
 @dataclass
@@ -50,10 +56,54 @@ class Figure:
 
     @property
     def path(self) -> str:
-        return f"plots/{self.name}.png"
+        return f"plots/{self.name}.svg"
 
 
-Block = Heading | Paragraph | Bullets | TableBlock | Figure
+@dataclass
+class Contents:
+    """The table of contents: the level-2 headings after it, each with its level-3 ones (at most
+    ``most`` per section, then a count)."""
+
+    most: int = 20
+
+
+Block = Heading | Paragraph | Bullets | TableBlock | Figure | Contents
+
+_NOT_IN_ANCHOR = re.compile(r"[^\w\- ]")
+
+
+def github_anchor(text: str) -> str:
+    """The anchor GitHub gives a heading (before making repeats unique)."""
+    return _NOT_IN_ANCHOR.sub("", text.strip().lower()).replace(" ", "-")
+
+
+def set_anchors(blocks: list[Block]) -> None:
+    """Give every heading its unique anchor, in order (as GitHub numbers repeats)."""
+    counts: dict[str, int] = {}
+    for b in blocks:
+        if isinstance(b, Heading):
+            base = github_anchor(b.text)
+            n = counts.get(base, 0)
+            b.anchor = base if n == 0 else f"{base}-{n}"
+            counts[base] = n + 1
+
+
+def contents_entries(blocks: list[Block], at: int, most: int) -> list[tuple[Heading, list[Heading], int]]:
+    """For the contents at ``blocks[at]``: each later level-2 heading, its first ``most``
+    level-3 headings and how many more it has."""
+    out: list[tuple[Heading, list[Heading], int]] = []
+    for b in blocks[at + 1:]:
+        if not isinstance(b, Heading):
+            continue
+        if b.level == 2:
+            out.append((b, [], 0))
+        elif b.level == 3 and out:
+            top, subs, more = out[-1]
+            if len(subs) < most:
+                subs.append(b)
+            else:
+                out[-1] = (top, subs, more + 1)
+    return out
 
 
 @dataclass
@@ -66,6 +116,8 @@ class Report:
     figures: list[Figure] = field(default_factory=list)
     observations: list[Observation] = field(default_factory=list)
     n_records: int = 0
+    warnings: list[str] = field(default_factory=list)
+    """Lines the command prints to stderr (an option that had no effect), also in the report."""
 
     def table(self, table_id: str) -> Table:
         for t in self.tables:

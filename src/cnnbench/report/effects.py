@@ -16,21 +16,32 @@ precision).
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from cnnbench.config.run_config import dependent_fields
 from cnnbench.report import fields as F
 from cnnbench.report.marks import NO_SAMPLES, NOT_SIGNIFICANT, combined, legend, measure_marks, symbols_of
-from cnnbench.report.pairing import ignored_differences, pair_key_fields, pair_points, pooled_pairs
+from cnnbench.report.numbers import plural
+from cnnbench.report.pairing import (
+    differing_fields,
+    ignored_differences,
+    pair_key_fields,
+    pair_points,
+    pooled_pairs,
+)
 from cnnbench.report.points import ATTRIBUTE_FIELDS, Measure, PointSet, combine
-from cnnbench.report.significance import ALPHA, NONE, Comparison, compare_runs
+from cnnbench.report.significance import ALPHA, NONE, Comparison, compare_runs, repeat_spread
 from cnnbench.report.stats import median
 from cnnbench.report.table import Cell, Table, label_cell, missing, number
 from cnnbench.results.query import value_matches
 
 ROW_PREFERENCE = (F.DEVICES, F.BATCH, F.MODEL)
+DDP_KNOBS = frozenset(f"config.{name}" for name in dependent_fields("variable_update"))
+"""Options of the gradient exchange: they do nothing in a 1-device run, so its labels leave them out."""
 NOT_DEFAULT = frozenset({F.DEVICES})  # scaling covers it
 
 
@@ -49,7 +60,7 @@ class Pair:
     def get(self, name: str) -> Any:
         return self.key[self.fields.index(name)]
 
-    @property
+    @functools.cached_property
     def ratio(self) -> float | None:
         ma, mb = self.a.median, self.b.median
         return ma / mb if ma is not None and mb else None
@@ -129,12 +140,13 @@ def default_baseline(name: str, values: Sequence[Any]) -> Any:
     return sorted(values, key=F.sort_key)[0]
 
 
-def find_value(values: Sequence[Any], wanted: str) -> Any:
+def find_value(values: Sequence[Any], wanted: str, name: str = "") -> Any:
     for v in values:
         if value_matches(v, wanted):
             return v
-    raise F.FieldError(f"--baseline {wanted!r} is not a value of this field (values: "
-                       f"{', '.join(F.text(v) for v in values)})")
+    short = F.short_name(name) if name else "this field"
+    raise F.FieldError(f"--baseline {F.short_name(name) + '=' if name else ''}{wanted}: not a value of {short} "
+                       f"in these results (values: {', '.join(F.text(v) for v in values)})")
 
 
 def compute_effects(points: PointSet, names: Sequence[str], baselines: Mapping[str, str],
@@ -152,7 +164,7 @@ def compute_effects(points: PointSet, names: Sequence[str], baselines: Mapping[s
             if explain:
                 notes.append(f"{short} takes one value in this selection; there is no effect to show.")
             continue
-        base = find_value(values, baselines[name]) if name in baselines else default_baseline(name, values)
+        base = find_value(values, baselines[name], name) if name in baselines else default_baseline(name, values)
         others = [v for v in sorted(values, key=F.sort_key) if v != base]
         for a in others:
             effect = _effect(points, name, a, base, noise, tuple(f for f in ignore if f != name))
@@ -160,7 +172,8 @@ def compute_effects(points: PointSet, names: Sequence[str], baselines: Mapping[s
                 if explain:
                     but = f" but {', '.join(map(F.short_name, ignore))}" if ignore else ""
                     notes.append(f"{F.label(name, a)} vs {F.label(name, base)}: no two results agree on "
-                                 f"every other field{but}, so there is no pair to compare.")
+                                 f"every other field{but}, so there is no pair to compare"
+                                 + _why_unpaired(points, name, a, base, ignore) + ".")
                 else:
                     unpaired.append(F.short_name(name))
             else:
@@ -171,16 +184,29 @@ def compute_effects(points: PointSet, names: Sequence[str], baselines: Mapping[s
     return effects, notes
 
 
+def _why_unpaired(points: PointSet, name: str, a: Any, b: Any, ignore: Sequence[str]) -> str:
+    """``; they differ in batch_size (12 results): --ignore batch_size pairs them anyway``, or empty."""
+    ignore = tuple(f for f in ignore if f in points.key_fields and f != name)
+    key_fields = pair_key_fields(points.key_fields, name, ignore)
+    pairing = pair_points(points, name, a, b, key_fields)
+    differs = differing_fields(pairing.unmatched_a, pairing.unmatched_b, key_fields)
+    if not differs:
+        return ""
+    listed = ", ".join(f"{F.short_name(f)} ({plural(n, 'result')})" for f, n in list(differs.items())[:3])
+    hint = next((F.short_name(f) for f in differs if f not in (F.MACHINE, F.DEVICES)), None)
+    return f"; they differ in {listed}" + (f" (--ignore {hint} pairs results whatever their {hint})" if hint else "")
+
+
 def _effect(points: PointSet, name: str, a: Any, b: Any, noise: float, ignore: tuple[str, ...]) -> Effect | None:
     ignore = tuple(f for f in ignore if f in points.key_fields)
     key_fields = pair_key_fields(points.key_fields, name, ignore)
     pairing = pair_points(points, name, a, b, key_fields)
     if not pairing.pairs:
         return None
-    pairs: list[Pair] = []
-    for pp in pairing.pairs:
-        ma, mb = combine(pp.a), combine(pp.b)
-        pairs.append(Pair(pp.key, key_fields, ma, mb, compare_runs(mb.samples, ma.samples, noise, interval=False)))
+    measures = [(pp.key, combine(pp.a), combine(pp.b)) for pp in pairing.pairs]
+    spread = repeat_spread(m.samples for _, ma, mb in measures for m in (ma, mb))
+    pairs = [Pair(key, key_fields, ma, mb, compare_runs(mb.samples, ma.samples, noise, interval=False, spread=spread))
+             for key, ma, mb in measures]
     varying = [i for i in range(len(key_fields)) if len({p.key[i] for p in pairs}) > 1]
     by_name = {key_fields[i]: i for i in varying}
     row = next((by_name[f] for f in ROW_PREFERENCE if f in by_name), varying[0] if varying else None)
@@ -231,9 +257,10 @@ def significance_legend(pairs: Sequence[Pair], noise: float) -> list[str]:
     lines = []
     shown = [p for p in pairs if p.ratio is not None and p.comparison is not None]
     if any(not p.significant and p.comparison.basis != NONE for p in shown):  # type: ignore[union-attr]
-        lines.append(f"{NOT_SIGNIFICANT} not significant: Welch's t-test finds no difference at the "
-                     f"{ALPHA * 100:g}% level (on the runs where each side has two or more, else on block "
-                     f"means of the step times), or the ratio is within {noise * 100:g}% of 1.")
+        lines.append(f"{NOT_SIGNIFICANT} not significant: a t-test finds no difference at the "
+                     f"{ALPHA * 100:g}% level (on the runs' images/sec where each side has two or more, their "
+                     f"spread pooled over the table, else on block means of the step times), "
+                     f"or the ratio is within {noise * 100:g}% of 1.")
     if any(p.comparison.basis == NONE for p in shown):  # type: ignore[union-attr]
         lines.append(f"({NO_SAMPLES}) nothing to test with: one run per side and no step times; never called "
                      f"significant.")
@@ -246,11 +273,17 @@ def _table(name: str, a: Any, b: Any, pairs: list[Pair], row: int | None, cols: 
     col_fields = [fields[i] for i in cols]
     labels: dict[tuple, str] = {}
     col_label = []
+    many: set[tuple] = set()  # columns with a pair of more than one device (where the DDP knobs mean something)
+    for p in pairs:
+        if F.DEVICES not in fields or int(p.key[fields.index(F.DEVICES)] or 1) > 1:
+            many.add(tuple(p.key[i] for i in cols))
+    single = {tuple(p.key[i] for i in cols) for p in pairs} - many
     for p in pairs:
         ck = tuple(p.key[i] for i in cols)
         lab = labels.get(ck)
         if lab is None:
-            lab = labels[ck] = " · ".join(F.label(fields[i], v) for i, v in zip(cols, ck, strict=False)) or "all"
+            lab = labels[ck] = " · ".join(F.label(fields[i], v) for i, v in zip(cols, ck, strict=False)
+                                          if not (ck in single and fields[i] in DDP_KNOBS)) or "all"
         col_label.append(lab)
     columns: list[str] = list(dict.fromkeys(col_label))
     row_values = sorted({p.key[row] for p in pairs}, key=lambda v: order.get(v, len(order))) if row is not None \

@@ -50,7 +50,7 @@ def _table(section: Section) -> Table:
         values = cells.setdefault((*key, p.values.get(column)), [])
         values += [x for x in (_per_joule(r) for r in p.records) if x is not None]
     rows: list[list[Cell]] = []
-    for model, batch in rows_seen:
+    for model, batch in sorted(rows_seen, key=lambda mb: (F.sort_key(mb[0]), F.sort_key(mb[1]))):
         row = [label_cell(model), Cell(F.text(batch), batch)]
         for c in columns:
             xs = cells.get((model, batch, c)) or []
@@ -64,12 +64,13 @@ def _table(section: Section) -> Table:
 
 
 def add_energy_blocks(report: Report, tables: Sequence[Table]) -> None:
-    """Add the tables under their heading, before the list of unreadable results if any."""
+    """Add the tables under their heading, before the model cost and the unreadable results if any."""
     if not tables:
         return
     blocks: list[Block] = [Heading(HEADING)]
     for t in tables:
         blocks += [Heading(t.title.split(": ", 1)[-1], 3), TableBlock(t)]
-    at = next((i for i, b in enumerate(report.blocks)
-               if isinstance(b, Heading) and b.text == "Results that could not be read"), len(report.blocks))
+    later = ("Model cost", "Results that could not be read")
+    at = next((i for i, b in enumerate(report.blocks) if isinstance(b, Heading) and b.level == 2 and b.text in later),
+              len(report.blocks))
     report.blocks[at:at] = blocks

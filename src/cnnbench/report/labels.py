@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
-from cnnbench.config.run_config import unnamed_values
+from cnnbench.config.run_config import config_fields, unnamed_values
 from cnnbench.report import fields as F
 from cnnbench.report.points import PointSet
 from cnnbench.results.naming import config_name
@@ -35,7 +35,8 @@ class Namer:
 
     def __init__(self, points: PointSet, exclude: Collection[str] = ()) -> None:
         self.exclude = frozenset(exclude)
-        self.varying = [f for f in points.key_fields if points.varies(f)]
+        varying = [f for f in points.key_fields if points.varies(f)]
+        self.varying = [f for f in varying if not _explained(points, f, varying)]
         real = {v for v in points.distinct(DATA) if v not in (None, "synthetic")}
         self._name_real_sets = len(real) > 1
 
@@ -61,6 +62,17 @@ class Namer:
 
 
 _UNNAMED = {f"config.{name}": values for name, values in unnamed_values().items()}
+_DEPENDS_ON = {f"config.{f.name}": tuple(f"config.{d}" for d in f.metadata.get("depends_on", ()))
+               for f in config_fields() if f.metadata.get("depends_on")}
+
+
+def _explained(points: PointSet, name: str, varying: Collection[str]) -> bool:
+    """Does ``name`` vary only with the fields it depends on (the optimizer of training runs,
+    unset for inference), so that naming those fields names it too?"""
+    deps = _DEPENDS_ON.get(name, ())
+    if not deps or not all(d in varying for d in deps):
+        return False
+    return all(len({p.values.get(name) for p in group}) == 1 for group in points.group_by(deps).values())
 
 
 def _is_default(name: str, value: Any) -> bool:

@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from cnnbench.report.document import Bullets, Figure, Heading, Paragraph, Report, TableBlock
+from cnnbench.report.document import (
+    Bullets,
+    Contents,
+    Figure,
+    Heading,
+    Paragraph,
+    Report,
+    TableBlock,
+    contents_entries,
+)
 from cnnbench.report.table import Table, condensed
 
 MAX_COLUMNS = 14
@@ -47,10 +56,26 @@ def table_markdown(table: Table) -> str:
     return "\n".join(lines)
 
 
+def _contents(report: Report, at: int, most: int) -> str:
+    lines = []
+    for top, subs, more in contents_entries(report.blocks, at, most):
+        lines.append(f"- [{_link_text(top.text)}](#{top.anchor})")
+        lines += [f"  - [{_link_text(h.text)}](#{h.anchor})" for h in subs]
+        if more:
+            lines.append(f"  - … {more} more under [{_link_text(top.text)}](#{top.anchor})")
+    return "\n".join(lines)
+
+
+def _link_text(text: str) -> str:
+    return text.replace("[", "\\[").replace("]", "\\]")
+
+
 def render_markdown(report: Report) -> str:
     out: list[str] = []
-    for block in report.blocks:
-        if isinstance(block, Heading):
+    for i, block in enumerate(report.blocks):
+        if isinstance(block, Contents):
+            out.append(_contents(report, i, block.most))
+        elif isinstance(block, Heading):
             out.append("#" * block.level + " " + block.text)
         elif isinstance(block, Paragraph):
             out.append(block.text)

@@ -110,16 +110,54 @@ def _runs(n: int) -> str:
     return f"{n} run" if n == 1 else f"{n} runs"
 
 
+def warning_kind(text: str) -> str:
+    """What a warning is about: its text before the first colon (``busy machine: load 3.0 on 2
+    cores`` -> ``busy machine``)."""
+    return text.split(":", 1)[0].strip() or text
+
+
+def by_kind(reasons: Counter) -> Counter:
+    """Warning texts counted by kind."""
+    kinds: Counter = Counter()
+    for text, n in reasons.items():
+        kinds[warning_kind(text)] += n
+    return kinds
+
+
+MARKS_HEADING = "Marks"
+
+
 def legend(marks: Marks) -> list[str]:
-    """Lines that explain the marks present (for the notes under a table)."""
+    """Short lines under a table naming the marks present and how many runs carry them; the
+    full explanation is said once, in the report's Marks section (:func:`marks_section`)."""
+    lines = []
+    if marks.wide:
+        lines.append(f"{WIDE} a run's step times vary widely ({_runs(marks.wide)}); see {MARKS_HEADING}.")
+    if marks.warned:
+        kinds = ", ".join(f"{k} ({_runs(n)})" for k, n in by_kind(marks.reasons).most_common())
+        lines.append(f"{WARNED} a run recorded warnings: {kinds}; see {MARKS_HEADING}.")
+    return lines
+
+
+def marks_section(marks: Marks) -> list[str]:
+    """The report's one explanation of the marks present (empty when none is)."""
     lines = []
     if marks.wide:
         lines.append(f"{WIDE} a run's step times vary widely: coefficient of variation over {WIDE_CV * 100:g}% "
-                     f"({_runs(marks.wide)}); its figure is less certain than others.")
+                     f"({_runs(marks.wide)} in all); its figure is less certain than others.")
     if marks.warned:
-        reasons = ", ".join(f"{r} ({_runs(n)})" for r, n in marks.reasons.most_common())
-        lines.append(f"{WARNED} a run recorded warnings: {reasons}. Such cells are left out of the "
-                     f"observations (--include-warned keeps them).")
+        groups: dict[str, list[tuple[str, int]]] = {}
+        for text, n in marks.reasons.most_common():
+            groups.setdefault(warning_kind(text), []).append((text, n))
+        parts = []
+        for kind, n in by_kind(marks.reasons).most_common():
+            texts = [t for t, _ in groups[kind] if t != kind]
+            example = f"; e.g. {texts[0]!r}" + (f" and {len(texts) - 1} more" if len(texts) > 1 else "") \
+                if texts else ""
+            parts.append(f"{kind} ({_runs(n)}{example})")
+        lines.append(f"{WARNED} a run recorded warnings ({_runs(marks.warned)} in all), by kind: "
+                     + "; ".join(parts) + ". Such cells stay in the tables, marked, and are left out of the "
+                     "observations (--include-warned keeps them).")
     return lines
 
 

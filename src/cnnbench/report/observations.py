@@ -19,13 +19,14 @@ from cnnbench.report import fields as F
 from cnnbench.report.configurations import Section
 from cnnbench.report.effects import Effect
 from cnnbench.report.marks import is_warned
+from cnnbench.report.numbers import plural
 from cnnbench.report.scaling import ScalingGroup
 from cnnbench.report.stats import median
 from cnnbench.report.table import Cell, Table
 
 MAX_SCALING_BULLETS = 6
 MAX_EFFECT_BULLETS = 10
-MAX_MODELS_LISTED = 8
+MAX_MODELS_LISTED = 12
 MAX_FAILURES_LISTED = 5
 
 
@@ -65,45 +66,83 @@ def _usable(cell: Cell, include_warned: bool) -> bool:
     return cell.is_number and (include_warned or not is_warned(cell.marks))
 
 
+LOW_EFFICIENCY = 0.75
+"""Series below this efficiency at any device count are named in the scaling bullet."""
+MAX_LOW_LISTED = 4
+
+
+def _median_cell(cells: list[tuple[str, Cell]], all_numbers: int, med: Cell) -> Cell:
+    """The summary's median cell, or, when warned cells were left out, the lower median of the
+    cells left (itself a cell of the table)."""
+    if len(cells) == all_numbers:
+        return med
+    ordered = sorted(cells, key=lambda c: c[1].value)
+    return ordered[(len(ordered) - 1) // 2][1]
+
+
+def _eff(cell: Cell) -> str:
+    """The efficiency part of a scaling cell (``1.92× · 96.1%`` -> ``96.1%``)."""
+    return cell.text.split(" · ")[-1].split(" ")[0]
+
+
 def scaling_observations(groups: Sequence[ScalingGroup], include_warned: bool = False) -> list[Observation]:
-    """Efficiency at the largest device count of each scaling configuration (warned cells
-    left out: then the median quoted is the lower median of the cells left, itself a cell)."""
+    """Per scaling configuration, the efficiency at every device count (median and range over
+    its series), the verdict at the largest, and the series below 75% at any count (warned
+    cells left out: then the median quoted is the lower median of the cells left, itself a cell)."""
     out: list[Observation] = []
     summaries = []
     for g in groups:
-        t = g.efficiency
-        for row in reversed(t.rows):
-            cells = [(t.columns[i], c) for i, c in enumerate(row[1:-1], 1) if _usable(c, include_warned)]
+        t = g.summary
+        data = range(t.label_columns + 1, len(t.columns))
+        series_rows = [r for r in t.rows if r[0].text != "median"]
+        med_row = next((r for r in t.rows if r[0].text == "median"), None)
+        parts: list[tuple[str, list[tuple[str, Cell]], Cell, str]] = []
+        for i in data:
+            col = t.columns[i]
+            cells = [(r[0].text, r[i]) for r in series_rows if r[i].is_number and _usable(r[i], include_warned)]
             if not cells:
                 continue
-            med = row[-1]
-            if len(cells) < sum(1 for c in row[1:-1] if c.is_number):
-                ordered = sorted(cells, key=lambda c: c[1].value)
-                med = ordered[(len(ordered) - 1) // 2][1]
-            summaries.append((g, t, row[0].text, cells, med))
-            break
-    for g, t, n, cells, med in summaries[:MAX_SCALING_BULLETS]:
-        lo = min(cells, key=lambda c: c[1].value)
-        hi = max(cells, key=lambda c: c[1].value)
-        med_col = "median" if med is t.row(n)[-1] else next(c for c, cell in cells if cell is med)
-        refs = [Ref(t.id, n, lo[0]), Ref(t.id, n, hi[0]), Ref(t.id, n, med_col)]
-        if len(cells) == 1:
-            text = (f"Scaling, {g.name}: at {n} devices, efficiency is {lo[1].text} for {lo[0]} — "
-                    f"{verdict(med.value)}.")
-        else:
-            text = (f"Scaling, {g.name}: at {n} devices, efficiency ranges {lo[1].text}–{hi[1].text} over "
-                    f"{len(cells)} series (median {med.text}) — {verdict(med.value)}.")
+            n_numbers = sum(1 for r in series_rows if r[i].is_number)
+            med = med_row[i] if med_row is not None and med_row[i].is_number else cells[0][1]
+            med = _median_cell(cells, n_numbers, med)
+            med_ref = "median" if med_row is not None and med is med_row[i] else \
+                next(label for label, c in cells if c is med)
+            parts.append((col, cells, med, med_ref))
+        if parts:
+            summaries.append((g, t, parts))
+    for g, t, parts in summaries[:MAX_SCALING_BULLETS]:
+        refs: list[Ref] = []
+        counts = []
+        lows: list[tuple[str, str, Cell]] = []
+        for col, cells, med, med_ref in parts:
+            lo = min(cells, key=lambda c: c[1].value)
+            hi = max(cells, key=lambda c: c[1].value)
+            refs += [Ref(t.id, med_ref, col)]
+            if len(cells) == 1:
+                counts.append(f"{_eff(med)} at {col}")
+            else:
+                refs += [Ref(t.id, lo[0], col), Ref(t.id, hi[0], col)]
+                counts.append(f"{_eff(med)} at {col} (range {_eff(lo[1])}–{_eff(hi[1])} over {len(cells)} series)")
+            lows += [(label, col, c) for label, c in cells if c.value < LOW_EFFICIENCY]
+        what = "median efficiency" if any(len(c) > 1 for _, c, _, _ in parts) else "efficiency"
+        text = f"Scaling, {g.name}: {what} " + ", ".join(counts) + f" — {verdict(parts[-1][2].value)}."
+        if lows:
+            lows.sort(key=lambda x: x[2].value)
+            listed = [f"{label} at {col} ({c.text})" for label, col, c in lows[:MAX_LOW_LISTED]]
+            refs += [Ref(t.id, label, col) for label, col, _ in lows[:MAX_LOW_LISTED]]
+            more = f" and {len(lows) - MAX_LOW_LISTED} more" if len(lows) > MAX_LOW_LISTED else ""
+            text += f" Below {LOW_EFFICIENCY * 100:.0f}%: " + "; ".join(listed) + more + "."
         out.append(Observation(text, refs))
     rest = summaries[MAX_SCALING_BULLETS:]
     if rest:
-        meds = [s[4] for s in rest]
-        lowest = min(rest, key=lambda s: s[4].value)
-        highest = max(rest, key=lambda s: s[4].value)
-        overall = median([m.value for m in meds])
+        last = [(t, parts[-1]) for _, t, parts in rest]
+        lowest = min(last, key=lambda x: x[1][2].value)
+        highest = max(last, key=lambda x: x[1][2].value)
+        overall = median([x[1][2].value for x in last])
         out.append(Observation(
             f"Scaling, {len(rest)} further configurations: median efficiency at their largest device count "
-            f"ranges {lowest[4].text}–{highest[4].text} (overall median {_pct(overall or 0.0)}).",
-            [Ref(s[1].id, s[2], "median") for s in rest if s[4] is s[1].row(s[2])[-1]]))
+            f"ranges {_eff(lowest[1][2])}–{_eff(highest[1][2])} (overall median {_pct(overall or 0.0)}).",
+            [Ref(t.id, part[3], part[0]) for t, part in last]))
     return out
 
 
@@ -184,22 +223,32 @@ def fastest_observations(sections: Sequence[Section], column_field: str,
             wins[model][col] += 1
             compared[model] += 1
             refs[model].append(Ref(t.id, model, col))
-            best_text[model] = f"{col} ({cell.text.split(' ')[0]} images/sec in {t.title})"
+            best_text[model] = f"{cell.text.split(' ')[0]} images/sec in {t.title}"
     if not wins:
         return []
-    parts = []
-    all_refs: list[Ref] = []
-    for model in list(wins)[:MAX_MODELS_LISTED]:
+    name = F.short_name(column_field)
+    winners: dict[str, list[str]] = defaultdict(list)  # column -> models it wins, said once per column
+    for model in wins:
         col, k = wins[model].most_common(1)[0]
         if compared[model] == 1:
-            parts.append(f"{model}: {best_text[model]}")
+            winners[col].append(f"{model} ({best_text[model]})")
+        elif k == compared[model]:
+            winners[col].append(f"{model} (all {compared[model]} configurations)")
         else:
-            parts.append(f"{model}: {col} (fastest in {k} of {compared[model]} configurations)")
-        all_refs += refs[model]
-    more = len(wins) - MAX_MODELS_LISTED
-    tail = f"; {more} more models in the tables" if more > 0 else ""
-    name = F.short_name(column_field)
-    return [Observation(f"Fastest {name} per model — " + "; ".join(parts) + tail + ".", all_refs)]
+            winners[col].append(f"{model} ({k} of {compared[model]} configurations)")
+    all_refs = [r for model in wins for r in refs[model]]
+    unanimous = all(wins[m].most_common(1)[0][1] == compared[m] for m in wins)
+    if len(winners) == 1 and unanimous and len(wins) > 1:
+        [col] = winners
+        total = sum(compared.values())
+        return [Observation(f"Fastest {name}: {col}, for every model ({plural(len(wins), 'model')}, "
+                            f"{plural(total, 'comparison')}).", all_refs)]
+    parts = []
+    for col, models in sorted(winners.items(), key=lambda kv: -len(kv[1])):
+        shown = models[:MAX_MODELS_LISTED]
+        more = f" and {len(models) - len(shown)} more" if len(models) > len(shown) else ""
+        parts.append(f"{col} for {', '.join(shown)}{more}")
+    return [Observation(f"Fastest {name} per model: " + "; ".join(parts) + ".", all_refs)]
 
 
 def implementation_observations(tables: Sequence[Table], include_warned: bool = False) -> list[Observation]:

@@ -1,4 +1,4 @@
-"""Write a report to a folder: ``summary.md``, ``report.html``, ``tables/*.csv|json``, ``plots/*.png``.
+"""Write a report to a folder: ``summary.md``, ``report.html``, ``tables/*.csv|json``, ``plots/*.svg``.
 
 A report never deletes what it did not write. It lists what it wrote in a manifest,
 ``.cnnbench-report.json``, in the folder; the next report into the same folder removes the
@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cnnbench.report.document import Report
+from cnnbench.report.drawing import DrawingPool, start_drawing
 from cnnbench.report.html import render_html
 from cnnbench.report.markdown import render_markdown
 from cnnbench.report.tables_io import table_csv, table_json
@@ -30,7 +31,7 @@ log = logging.getLogger(__name__)
 MANIFEST = ".cnnbench-report.json"
 SUMMARY = "summary.md"
 HTML = "report.html"
-_OWN_NAME = re.compile(r"^(summary\.md|report\.html|tables/[^/\\]+\.(csv|json)|plots/[^/\\]+\.png)$")
+_OWN_NAME = re.compile(r"^(summary\.md|report\.html|tables/[^/\\]+\.(csv|json)|plots/[^/\\]+\.(svg|png))$")
 """The only names a report writes (and so the only ones a manifest may make it delete)."""
 
 
@@ -77,8 +78,11 @@ def _write_manifest(out: Path, files: set[str]) -> None:
     _write(out / MANIFEST, json.dumps({"written_by": "cnnbench report", "files": sorted(files)}, indent=1) + "\n")
 
 
-def write_report(report: Report, outdir: str | os.PathLike[str], plots: bool = True) -> Written:
-    """Write every output of ``report`` under ``outdir``; ``plots=False`` skips the PNGs.
+def write_report(report: Report, outdir: str | os.PathLike[str], plots: bool = True,
+                 drawing_pool: DrawingPool | None = None) -> Written:
+    """Write every output of ``report`` under ``outdir``; ``plots=False`` skips the plots;
+    ``drawing_pool``: processes started ahead to draw them (:func:`prepare_drawing`; it is
+    closed when the plots are drawn).
 
     Raises :class:`OutputError` (before writing anything) for a folder that cannot take a report.
     """
@@ -87,7 +91,7 @@ def write_report(report: Report, outdir: str | os.PathLike[str], plots: bool = T
     if not plots:
         for fig in report.figures:
             fig.drawn = False
-    tables = {t.id: t for t in report.tables}
+    tables = {t.id: t for t in report.tables if t.written}
     planned = {SUMMARY, HTML}
     planned |= {f"tables/{tid}{suffix}" for tid in tables for suffix in (".csv", ".json")}
     planned |= {fig.path for fig in report.figures if fig.drawn}
@@ -98,6 +102,9 @@ def write_report(report: Report, outdir: str | os.PathLike[str], plots: bool = T
 
     out.mkdir(parents=True, exist_ok=True)
     _write_manifest(out, previous | planned)
+    if any(f.drawn for f in report.figures):
+        (out / "plots").mkdir(exist_ok=True)
+    drawing = start_drawing([f for f in report.figures if f.drawn], out, drawing_pool)  # elsewhere, meanwhile:
     tables_dir = out / "tables"
     tables_dir.mkdir(exist_ok=True)
     written = Written(out, out / SUMMARY, out / HTML)
@@ -106,12 +113,7 @@ def write_report(report: Report, outdir: str | os.PathLike[str], plots: bool = T
             path = tables_dir / f"{tid}{suffix}"
             path.write_text(text, encoding="utf-8")
             written.tables.append(path)
-    if any(f.drawn for f in report.figures):
-        from cnnbench.report.plots import draw
-
-        for fig in report.figures:
-            if fig.drawn:
-                written.plots.append(draw(fig, out))
+    written.plots = drawing.wait()
     _write(written.summary, render_markdown(report))
     _write(written.html, render_html(report, out))
     for name in sorted(previous - planned):  # an earlier report's files this one did not write again

@@ -1,9 +1,17 @@
-"""PNG plots with matplotlib's Agg canvas (no display, no pyplot state).
+"""SVG plots with matplotlib (no display, no pyplot state).
 
-* scaling: speedup against device count per model, one line per machine, with the ideal
-  (linear) line dashed;
+SVG, with text kept as text (``svg.fonttype: none``): a figure is written in about a third
+of the time a PNG takes (no rasterising, no glyph rendering, no compression; see
+``benchmarks/README.md``), is smaller, scales without blur, and shows in markdown viewers and
+browsers alike; ``report.html`` embeds the same file.
+
+* scaling: speedup against device count per model, one line per machine (with its batch
+  when the machines ran different batches), the ideal (linear) line dashed, error bars
+  over the repeats where there are several; the panels share their axes, so they compare;
 * throughput: images/sec per machine for each model of a configuration (one small panel
-  per model, each on its own scale so small models stay readable; failed cells marked);
+  per model, each on its own scale so small models stay readable; failed cells marked;
+  error bars: half the range of the repeats either side, the tables' ±; the batch under
+  each bar when a model ran different batches on different machines);
 * training: test accuracy against elapsed time, one line per device count.
 
 matplotlib is imported only when a plot is drawn.
@@ -29,6 +37,7 @@ MAX_LINES_OVERVIEW = 40
 MAX_GROUPS = 30
 FAIL_COLOR = "#b00000"
 DPI = 100
+"""The figures' size in pixels per inch (SVG keeps it as their nominal size)."""
 COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
           "#bcbd22", "#17becf"]
 
@@ -72,11 +81,14 @@ def _grid(n: int, max_cols: int = 4) -> tuple[int, int]:
 
 
 def draw(figure: Figure, outdir: Path) -> Path:
-    """Draw one figure to ``outdir/plots/<name>.png``; returns the path."""
+    """Draw one figure to ``outdir/plots/<name>.svg``; returns the path."""
+    import matplotlib
+
     path = outdir / figure.path
     path.parent.mkdir(parents=True, exist_ok=True)
     fig = {"scaling": _scaling, "throughput": _throughput, "training": _training}[figure.kind](figure)
-    fig.savefig(path, dpi=DPI)
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": figure.name}):
+        fig.savefig(path, format="svg", metadata={"Date": None})
     log.debug("wrote %s", path)
     return path
 
@@ -121,8 +133,10 @@ def _scaling(figure: Figure) -> Any:
     legend_rows = 1 if many else math.ceil((len(labels) + 1) / _legend_columns(width, labels))
     fig = _figure(width, 2.9 * rows + 1.3 + 0.22 * legend_rows)
     color = {lab: COLORS[i % len(COLORS)] for i, lab in enumerate(labels)}
+    first_ax = None
     for i, name in enumerate(names):
-        ax = fig.add_subplot(rows, cols, i + 1)
+        ax = fig.add_subplot(rows, cols, i + 1, sharex=first_ax, sharey=first_ax)  # panels compare
+        first_ax = first_ax or ax
         _speedup_axes(ax, devices, base)
         series = [s for s in models[name] if s["points"]]
         if many:  # too many lines to tell apart: the median and the range over series
@@ -137,6 +151,13 @@ def _scaling(figure: Figure) -> Any:
                 pts = s["points"]
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", color=color[s["label"]],
                         linewidth=1.8, label=s["label"])
+                if s.get("note") and pts:  # the batch, at the line's end, when machines ran different ones
+                    ax.annotate(s["note"], pts[-1], xytext=(-4, 4), textcoords="offset points", fontsize=7,
+                                ha="right", color=color[s["label"]])
+                ranges = s.get("ranges") or []
+                if ranges:  # one collection of segments per series: cheap to draw
+                    ax.vlines([r[0] for r in ranges], [r[1] for r in ranges], [r[2] for r in ranges],
+                              color=color[s["label"]], linewidth=1.2)
         ax.set_title(_short(name), fontsize=10)
         ax.set_xlabel("devices", fontsize=9)
         if i % cols == 0:
@@ -197,18 +218,22 @@ def _throughput(figure: Figure) -> Any:
     legend_rows = math.ceil(len(columns) / 5)
     fig = _figure(max(3.0 * ncols, 6.5), 2.5 * nrows + 1.4 + 0.2 * legend_rows)
     xs = list(range(len(columns)))
+    errors = d.get("errors") or [[0.0] * len(columns) for _ in rows]
+    batches = d.get("batches") or [[""] * len(columns) for _ in rows]
     for i, name in enumerate(rows):
         ax = fig.add_subplot(nrows, ncols, i + 1)
         vals = values[i]
-        ax.bar(xs, [v if v is not None else 0.0 for v in vals], color=color, width=0.75)
-        top = max((v for v in vals if v is not None), default=1.0)
-        for x, v, s in zip(xs, vals, status[i], strict=False):
+        errs = errors[i]
+        ax.bar(xs, [v if v is not None else 0.0 for v in vals], color=color, width=0.75,
+               yerr=errs if any(errs) else None, error_kw={"elinewidth": 1.0, "capsize": 2})
+        top = max((v + e for v, e in zip(vals, errs, strict=False) if v is not None), default=1.0)
+        for x, v, s, e, b in zip(xs, vals, status[i], errs, batches[i], strict=False):
             if v is not None:
-                ax.text(x, v, _fmt(v), ha="center", va="bottom", fontsize=7)
+                ax.text(x, v + e, _fmt(v) + (f"\nbatch {b}" if b else ""), ha="center", va="bottom", fontsize=7)
             else:
                 ax.text(x, top * 0.04, s or "—", ha="center", va="bottom", fontsize=8, color=FAIL_COLOR,
                         rotation=90)
-        ax.set_ylim(0, top * 1.18)
+        ax.set_ylim(0, top * (1.3 if any(batches[i]) else 1.18))
         ax.set_xticks([])
         ax.yaxis.set_major_locator(_locator())
         ax.set_title(_short(name), fontsize=10)

@@ -49,7 +49,7 @@ _UNSET = object()
 class Measure:
     """Throughputs of ``ok`` repeats and the statuses of all repeats of one cell."""
 
-    __slots__ = ("ips", "statuses", "runs", "_median", "_spread", "_samples", "marks")
+    __slots__ = ("ips", "statuses", "runs", "_median", "_spread", "_samples", "_ok_samples", "marks")
 
     def __init__(self, ips: list[float] | None = None, statuses: dict[str, int] | None = None,
                  runs: list[Mapping[str, Any]] | None = None) -> None:
@@ -59,7 +59,8 @@ class Measure:
         """The ``ok`` records behind :attr:`ips`."""
         self._median: Any = _UNSET
         self._spread: Any = _UNSET
-        self._samples: list[RunSample | None] | None = None
+        self._samples: list[RunSample | None] | None = None if self.runs else []
+        self._ok_samples: list[RunSample] | None = None
         self.marks: Any = None
         """Set by :func:`cnnbench.report.marks.measure_marks` (a cache)."""
 
@@ -102,7 +103,9 @@ class Measure:
     @property
     def samples(self) -> list[RunSample]:
         """The samples of the runs that have one."""
-        return [s for s in self.run_samples if s is not None]
+        if self._ok_samples is None:
+            self._ok_samples = [s for s in self.run_samples if s is not None]
+        return self._ok_samples
 
     def record(self, status: str, ips: float | None, run: Mapping[str, Any] | None = None) -> None:
         """Count one repeat (``run``: its record, kept when it has a throughput)."""
@@ -112,15 +115,17 @@ class Measure:
             if run is not None:
                 self.runs.append(run)
             self._median = self._spread = _UNSET
-            self._samples = self.marks = None
+            self._samples = self._ok_samples = self.marks = None
 
     def add(self, other: Measure) -> None:
+        # the samples are kept (the other's computed once, on its own measure, and reused)
+        samples = self._samples + other.run_samples if self._samples is not None else None
         self.ips.extend(other.ips)
         self.runs.extend(other.runs)
         for s, c in other.statuses.items():
             self.statuses[s] = self.statuses.get(s, 0) + c
         self._median = self._spread = _UNSET
-        self._samples = self.marks = None
+        self._samples, self._ok_samples, self.marks = samples, None, None
 
 
 def combine(points: Sequence[Point]) -> Measure:

@@ -3,8 +3,10 @@
 A *series* is one model at one batch size on one machine in one configuration, at several
 device counts. Speedup is over the series' smallest device count that ran (normally 1);
 efficiency = speedup / (devices / that count). Series are gathered per configuration
-(without its device count) into one long table and two summary tables (rows = device
-counts, one column per series, and a median column), as in the scaling spreadsheet.
+(without its device count) into one printed table (a row per series: the base run's
+images/sec, then speedup and efficiency per device count in one cell; a median row), a long
+table of images/sec, speedup and efficiency per series and device count (written to CSV/JSON,
+not printed), and, over all configurations, a table of the median efficiencies at a glance.
 """
 
 from __future__ import annotations
@@ -51,8 +53,10 @@ class ScalingGroup:
     series: list[Series]
     devices: list[int]
     table: Table
-    efficiency: Table
-    speedup: Table
+    """Long form, one row per series and device count (images/sec, speedup, efficiency):
+    written to CSV/JSON, not printed."""
+    summary: Table
+    """What the report prints: one row per series, speedup and efficiency per device count."""
 
 
 SERIES_FIELDS = (F.MODEL, F.MACHINE, F.BATCH)
@@ -81,7 +85,10 @@ def _series(points: PointSet, group: list[Point]) -> list[Series]:
     by_series: dict[tuple, list[Point]] = defaultdict(list)
     for p in group:
         by_series[tuple(p.values.get(f) for f in SERIES_FIELDS)].append(p)
-    label_fields = [F.MODEL] + [f for f in (F.MACHINE, F.BATCH) if points.varies(f, group)]
+    label_fields = [F.MODEL] + [F.MACHINE] * points.varies(F.MACHINE, group)
+    pairs = [tuple(ps[0].values.get(f) for f in label_fields) for ps in by_series.values()]
+    if len(set(pairs)) < len(pairs):  # one model on one machine at several batch sizes: the batch tells them apart
+        label_fields.append(F.BATCH)
     result = []
     for ps in by_series.values():
         measures: dict[int, list[Point]] = defaultdict(list)
@@ -93,7 +100,7 @@ def _series(points: PointSet, group: list[Point]) -> list[Series]:
                    {n: combine(measures[n]) for n in sorted(measures)})
         s.compute()
         result.append(s)
-    order = {m: i for i, m in enumerate(points.distinct(F.MODEL))}
+    order = {m: i for i, m in enumerate(sorted(points.distinct(F.MODEL), key=F.sort_key))}
     mach = {m: i for i, m in enumerate(points.distinct(F.MACHINE))}
     result.sort(key=lambda s: (order.get(s.values.get(F.MODEL), 0), mach.get(s.values.get(F.MACHINE), 0),
                                F.sort_key(s.values.get(F.BATCH))))
@@ -113,6 +120,16 @@ def _status_or_missing(m: Measure | None) -> Cell:
     return failed(word) if word else missing()
 
 
+def device_column(n: int) -> str:
+    return f"{n} device" if n == 1 else f"{n} devices"
+
+
+def _base_note(series: list[Series]) -> str:
+    bases = {s.base for s in series if s.base is not None}
+    return ("the 1-device run" if bases == {1} else
+            "each series' smallest device count that ran (" + ", ".join(map(str, sorted(bases))) + ")")
+
+
 def _build(name: str, series: list[Series], noise: float) -> ScalingGroup:
     devices = sorted({n for s in series for n in s.measures})
     rows = []
@@ -125,37 +142,77 @@ def _build(name: str, series: list[Series], noise: float) -> ScalingGroup:
                 _with_marks(number(s.speedup.get(n)), s, n) if n in s.speedup else _status_or_missing(m),
                 _with_marks(percent(s.efficiency.get(n)), s, n) if n in s.efficiency else _status_or_missing(m),
             ])
-    bases = {s.base for s in series if s.base is not None}
-    base_note = ("the 1-device run" if bases == {1} else
-                 "each series' smallest device count that ran (" + ", ".join(map(str, sorted(bases))) + ")")
+    base_note = _base_note(series)
+    legend = legend_for([m for s in series for m in s.measures.values()])
     table = Table(f"scaling-{F.slug(name)}", f"Scaling: {name}", "scaling",
                   ["model", "machine", "batch", "devices", "images/sec", "speedup", "efficiency"], rows,
-                  [f"Speedup over {base_note}; efficiency = speedup / (devices / base devices)."]
-                  + legend_for([m for s in series for m in s.measures.values()]),
+                  [f"Speedup over {base_note}; efficiency = speedup / (devices / base devices)."] + legend,
                   label_columns=4)
-    eff = _summary(name, series, devices, "efficiency", base_note)
-    spd = _summary(name, series, devices, "speedup", base_note)
-    return ScalingGroup(name, series, devices, table, eff, spd)
+    return ScalingGroup(name, series, devices, table, _summary(name, series, devices, noise, base_note, legend))
 
 
-def _summary(name: str, series: list[Series], devices: list[int], what: str, base_note: str) -> Table:
-    rows = []
-    for n in devices:
-        row = [Cell(str(n), n)]
-        xs = []
-        for s in series:
-            value = (s.efficiency if what == "efficiency" else s.speedup).get(n)
-            if value is None:
+def speedup_text(speedup: float, efficiency: float) -> str:
+    """``1.92× · 96.1%``."""
+    return f"{speedup:.2f}× · {efficiency * 100:.1f}%"
+
+
+def _summary(name: str, series: list[Series], devices: list[int], noise: float, base_note: str,
+             legend: list[str]) -> Table:
+    """Rows: series (model, machine and batch where they vary); the images/sec of the base run,
+    then per larger device count its speedup and efficiency in one cell (value: the efficiency);
+    a last ``median`` row over the series."""
+    first = devices[0]
+    counts = devices[1:]
+    rows: list[list[Cell]] = []
+    for s in series:
+        base = s.base if s.base is not None else first
+        m = s.measures.get(base)
+        base_cell = throughput(m, noise, "" if base == first else f"({device_column(base)})")
+        row = [label_cell(s.label), Cell(F.text(s.values.get(F.BATCH)), s.values.get(F.BATCH)), base_cell]
+        for n in counts:
+            if n in s.efficiency and n != s.base:
+                cell = Cell(speedup_text(s.speedup[n], s.efficiency[n]), s.efficiency[n])
+                row.append(_with_marks(cell, s, n))
+            elif n == s.base:
+                row.append(Cell("base", None))
+            else:
                 row.append(_status_or_missing(s.measures.get(n)))
-                continue
-            xs.append(value)
-            row.append(_with_marks(percent(value) if what == "efficiency" else number(value), s, n))
-        med = median(xs)
-        row.append(percent(med) if what == "efficiency" else number(med))
         rows.append(row)
-    title = f"Scaling {what}: {name}"
-    note = (f"Rows: device count; one column per series; median over series. "
-            f"{what.capitalize()} relative to {base_note}.")
-    return Table(f"scaling-{what}-{F.slug(name)}", title, "scaling-summary",
-                 ["devices"] + [s.label for s in series] + ["median"], rows,
-                 [note] + legend_for([m for s in series for m in s.measures.values()]))
+    if len(series) > 1:
+        med_row = [label_cell("median"), Cell("", None), missing()]
+        for n in counts:
+            effs = [s.efficiency[n] for s in series if n in s.efficiency and n != s.base]
+            spds = [s.speedup[n] for s in series if n in s.speedup and n != s.base]
+            e, sp = median(effs), median(spds)
+            med_row.append(Cell(speedup_text(sp, e), e) if e is not None and sp is not None else missing())
+        rows.append(med_row)
+    note = (f"Each cell: speedup over {base_note} · efficiency (speedup / (devices / base devices)). "
+            f"Images/sec at every device count: tables/scaling-{F.slug(name)}.csv and .json.")
+    return Table(f"scaling-summary-{F.slug(name)}", f"Scaling: {name}", "scaling-summary",
+                 ["series", "batch", f"images/sec, {device_column(first)}"] + [device_column(n) for n in counts],
+                 rows, [note] + legend, label_columns=2, written=False)
+
+
+def overview(groups: list[ScalingGroup]) -> Table | None:
+    """Scaling at a glance: one row per configuration, per device count the median efficiency
+    over its series and their range (value: the median)."""
+    if not groups:
+        return None
+    counts = sorted({n for g in groups for n in g.devices[1:]})
+    rows = []
+    for g in groups:
+        row = [label_cell(g.name), Cell(str(len(g.series)), len(g.series))]
+        for n in counts:
+            effs = [s.efficiency[n] for s in g.series if n in s.efficiency and n != s.base]
+            med = median(effs)
+            if med is None:
+                row.append(missing())
+                continue
+            lo, hi = min(effs), max(effs)
+            text = f"{med * 100:.1f}%" + (f" ({lo * 100:.1f}–{hi * 100:.1f}%)" if len(effs) > 1 else "")
+            row.append(Cell(text, med))
+        rows.append(row)
+    note = ("Median scaling efficiency over each configuration's series (model × machine × batch) at each "
+            "device count, and its range; the tables below give each series.")
+    return Table("scaling-overview", "Scaling at a glance", "scaling-overview",
+                 ["configuration", "series"] + [device_column(n) for n in counts], rows, [note], label_columns=2)

@@ -3,10 +3,18 @@
 One function, :func:`compare_runs`, decides for two sets of runs (the repeats of one
 configuration on each side) whether the candidate's images/sec differ from the baseline's:
 
-- **Repeats** (both sides have two or more runs): Welch's t-test on the runs' images/sec
-  (``metrics.total_images_per_sec``), as pyperf's ``compare_to`` tests per-run values. The
-  spread between runs holds everything that changes from one run to the next (machine state,
-  clocks, memory placement) as well as the noise within runs.
+- **Repeats** (both sides have two or more runs): Student's t-test on the logarithms of the
+  runs' images/sec (``metrics.total_images_per_sec``), with the two sides' variances pooled,
+  as pyperf's ``compare_to`` tests per-run values. The spread between runs holds everything
+  that changes from one run to the next (machine state, clocks, memory placement) as well as
+  the noise within runs. Logarithms, because run-to-run noise is relative (a run 5% off is 5%
+  off at 100 or at 1,000 images/sec), so both sides of one harness on one machine share one
+  relative spread, and pooling it keeps ``n_a + n_b - 2`` degrees of freedom: with two repeats
+  per side Welch's unequal-variance test is left with about one, and calls not even a clean
+  2× difference significant. Where many configurations are compared at once (an effect
+  table, ``cnnbench compare``), the run-to-run spread is pooled over all their groups of
+  repeats (:func:`repeat_spread`), as one machine's noise is: ten configurations with two
+  repeats a side give the test 20 degrees of freedom instead of 2.
 - **Steps** (a side with a single run): Welch's t-test on *block means* of the per-step times
   (``metrics.step_times_s`` divided by the images per step, ``batch_size × num_devices``):
   consecutive steps are averaged in blocks of about ∛n steps (at least 10 blocks) and the
@@ -24,8 +32,9 @@ configuration on each side) whether the candidate's images/sec differ from the b
 A difference is *significant* when the test's two-sided p-value is below ``alpha`` (0.05)
 **and** the ratio differs from 1 by at least ``noise`` (the minimum effect, 3% by default),
 in the direction the test found. The ratio shown is that of the medians of the runs'
-images/sec (as every report cell is); the 95% interval is Fieller's interval for the ratio
-of the two means, which excludes 1 exactly when the t-test rejects.
+images/sec (as every report cell is); the 95% interval is the one consistent with the test,
+which excludes 1 exactly when the test rejects: for repeats, that of the ratio of geometric
+means; for steps, Fieller's interval for the ratio of the two means.
 
 Also here: the Student t distribution (through the regularised incomplete beta function;
 no scipy) and each run's coefficient of variation of step times, which reports mark when
@@ -36,7 +45,7 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -215,6 +224,61 @@ def ratio_test(num: Sequence[float], den: Sequence[float], alpha: float = ALPHA,
         return RatioTest(ratio, p, df, None, None)
     root = math.sqrt(disc)
     return RatioTest(ratio, p, df, (b - root) / a, (b + root) / a)
+
+
+@dataclass(frozen=True)
+class RepeatSpread:
+    """The run-to-run spread of one harness on one machine, pooled over many configurations:
+    the variance of ``ln(images/sec)`` between repeats of one configuration, and its degrees
+    of freedom (the number of repeats less the number of configurations)."""
+
+    var: float
+    df: int
+
+
+def repeat_spread(groups: Iterable[Sequence[RunSample]]) -> RepeatSpread | None:
+    """The pooled spread of the groups of repeats (one group: the runs of one configuration)
+    that have two or more runs; ``None`` when none has."""
+    ss, df = 0.0, 0
+    for group in groups:
+        if len(group) < 2:
+            continue
+        logs = [math.log(r.rate) for r in group]
+        mean = sum(logs) / len(logs)
+        ss += sum((x - mean) ** 2 for x in logs)
+        df += len(logs) - 1
+    return RepeatSpread(ss / df, df) if df else None
+
+
+def log_ratio_test(num: Sequence[float], den: Sequence[float], alpha: float = ALPHA,
+                   interval: bool = True, spread: RepeatSpread | None = None) -> RatioTest:
+    """Student's t-test (pooled variance) on the logarithms of two samples of positive values
+    (two or more each), and the interval of the ratio of their geometric means consistent
+    with it. ``ratio`` is that ratio of geometric means.
+
+    ``spread``: the run-to-run spread pooled over more configurations than these two. When it
+    has more degrees of freedom than the pair's own ``n_a + n_b - 2``, the test takes its
+    degrees of freedom and the larger of the two variances (a pair whose own repeats disagree
+    more than the rest keeps its own, larger spread)."""
+    if len(num) < 2 or len(den) < 2:
+        raise ValueError("the test needs two or more values on each side")
+    ln, ld = [math.log(x) for x in num], [math.log(x) for x in den]
+    (m1, v1), (m2, v2) = _mean_var(ln), _mean_var(ld)
+    n1, n2 = len(ln), len(ld)
+    df = float(n1 + n2 - 2)
+    var = ((n1 - 1) * v1 + (n2 - 1) * v2) / df
+    if spread is not None and spread.df > df:
+        var, df = max(var, spread.var), float(spread.df)
+    diff = m1 - m2
+    se = math.sqrt(var * (1.0 / n1 + 1.0 / n2))
+    ratio = math.exp(diff)
+    if se <= 1e-12 * max(1.0, abs(diff)):  # no spread at all: the means are the answer
+        return RatioTest(ratio, 0.0 if diff else 1.0, df, ratio, ratio)
+    p = t_two_sided_p(diff / se, df)
+    if not interval:
+        return RatioTest(ratio, p, df, None, None)
+    half = t_critical(df, alpha) * se
+    return RatioTest(ratio, p, df, math.exp(diff - half), math.exp(diff + half))
 
 
 # --- the runs of one side ----------------------------------------------------------------
@@ -407,9 +471,11 @@ def _median(xs: Sequence[float]) -> float:
 
 
 def compare_runs(base: Sequence[RunSample], cand: Sequence[RunSample], noise: float = DEFAULT_NOISE,
-                 alpha: float = ALPHA, interval: bool = True) -> Comparison:
+                 alpha: float = ALPHA, interval: bool = True, spread: RepeatSpread | None = None) -> Comparison:
     """Is the candidate's images/sec different from the baseline's? (see the module docstring;
-    ``interval=False``: no interval of the ratio, for callers that only need the verdict)."""
+    ``interval=False``: no interval of the ratio, for callers that only need the verdict;
+    ``spread``: the run-to-run spread pooled over all the pairs being compared, see
+    :func:`log_ratio_test`)."""
     nb, nc = len(base), len(cand)
     if not nb or not nc:
         return Comparison(None, False, NONE, n_base=nb, n_cand=nc)
@@ -423,7 +489,7 @@ def compare_runs(base: Sequence[RunSample], cand: Sequence[RunSample], noise: fl
     if not interval and abs(ratio - 1.0) < noise:  # never significant: spare the test
         return Comparison(ratio, False, basis, n_base=nb, n_cand=nc)
     if basis == REPEATS:
-        test = ratio_test([r.rate for r in cand], [r.rate for r in base], alpha, interval=interval)
+        test = log_ratio_test([r.rate for r in cand], [r.rate for r in base], alpha, interval, spread)
     else:
         # seconds per image, baseline over candidate: the ratio of rates
         test = ratio_test([x for r in base for x in r.blocks], [x for r in cand for x in r.blocks], alpha,

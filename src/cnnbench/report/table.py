@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from cnnbench.report.marks import measure_marks
+from cnnbench.report.numbers import fixed, significant
 from cnnbench.report.points import Measure
 from cnnbench.report.stats import median
 
@@ -30,6 +31,8 @@ class Cell(NamedTuple):
     marks: str = ""
     """Marks of less trustworthy figures (``†`` wide spread, ``⚠`` warned; see
     :mod:`cnnbench.report.marks`), also shown at the end of ``text``."""
+    spread: float | None = None
+    """For a median of repeats: ``(max - min) / median`` (written to CSV/JSON in full)."""
 
     @property
     def is_number(self) -> bool:
@@ -51,10 +54,10 @@ def label_cell(text: Any) -> Cell:
 
 
 def number(value: float | None, digits: int = 2, suffix: str = "") -> Cell:
-    """A number with ``digits`` decimals, or ``—`` for ``None``."""
+    """A number with ``digits`` decimals and thousands separators, or ``—`` for ``None``."""
     if value is None:
         return missing()
-    return Cell(f"{value:.{digits}f}{suffix}", value)
+    return Cell(f"{fixed(value, digits)}{suffix}", value)
 
 
 def percent(fraction: float | None, digits: int = 1) -> Cell:
@@ -67,8 +70,8 @@ def percent(fraction: float | None, digits: int = 1) -> Cell:
 def throughput(measure: Measure | None, noise: float, note: str = "") -> Cell:
     """An images/sec cell from the repeats of a cell.
 
-    The median of ``ok`` repeats with 2 decimals; ``±x%`` (half the range, relative to the
-    median) when repeats differ by more than ``noise``; ``(k/n OOM)`` when some repeats
+    The median of ``ok`` repeats (four significant digits, thousands separated); ``±x%``
+    (half the range, relative to the median) when repeats differ by more than ``noise``; ``(k/n OOM)`` when some repeats
     failed; the failure (``OOM``, ``error``, ``timeout``) when all did; ``—`` when none ran;
     ``†``/``⚠`` when a run has a wide spread or warnings.
     """
@@ -79,7 +82,7 @@ def throughput(measure: Measure | None, noise: float, note: str = "") -> Cell:
     if med is None:
         word = measure.failure_text()
         return failed(word) if word else missing()
-    text = f"{med:.2f}"
+    text = significant(med)
     spread = measure.spread
     if spread is not None and spread > noise:
         text += f" ±{spread / 2 * 100:.1f}%"
@@ -91,7 +94,7 @@ def throughput(measure: Measure | None, noise: float, note: str = "") -> Cell:
     marks = measure_marks(measure).symbols
     if marks:
         text += f" {marks}"
-    return Cell(text, round(med, 4), sum(fails.values()), "", marks)
+    return Cell(text, round(med, 4), sum(fails.values()), "", marks, spread)
 
 
 @dataclass
@@ -108,6 +111,8 @@ class Table:
     notes: list[str] = field(default_factory=list)
     label_columns: int = 1
     """How many leading columns are labels rather than data."""
+    written: bool = True
+    """False for a table that is only printed (its data is in another table's files)."""
 
     def column_index(self, column: str) -> int:
         return self.columns.index(column)

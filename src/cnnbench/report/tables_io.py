@@ -2,7 +2,9 @@
 
 Cells are written as values, not as display text: numbers as numbers, failures as their
 status word (``OOM``, ``error``, ``timeout``), missing cells empty (CSV) or ``null``
-(JSON). The JSON also keeps the display text and the notes.
+(JSON). A column whose cells are medians of repeats that spread is followed by a
+``<column> spread`` column: ``(max - min) / median`` of the repeats (the ``±`` of the
+display text is half of it). The JSON also keeps the display text and the notes.
 """
 
 from __future__ import annotations
@@ -21,21 +23,45 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def _spread_columns(table: Table) -> list[int]:
+    """Indexes of the columns with a repeat spread in some cell."""
+    return [i for i in range(len(table.columns)) if any(i < len(r) and r[i].spread is not None for r in table.rows)]
+
+
+def _with_spread(values: list[Any], row: list[Any], spread: list[int]) -> list[Any]:
+    if not spread:
+        return values
+    out = []
+    for i, v in enumerate(values):
+        out.append(v)
+        if i in spread:
+            out.append(_plain(row[i].spread) if i < len(row) else None)
+    return out
+
+
+def _columns(table: Table, spread: list[int]) -> list[str]:
+    return [name for i, c in enumerate(table.columns) for name in ((c, f"{c} spread") if i in spread else (c,))]
+
+
 def table_csv(table: Table) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(table.columns)
+    spread = _spread_columns(table)
+    w.writerow(_columns(table, spread))
     for row in table.rows:
-        w.writerow(["" if c.value is None else _plain(c.value) for c in row])
+        values = [None if c.value is None else _plain(c.value) for c in row]
+        w.writerow(["" if v is None else v for v in _with_spread(values, row, spread)])
     return buf.getvalue()
 
 
 def table_json(table: Table) -> str:
     """The table as JSON: one row (and its display text) per line, so it diffs and greps well."""
     dumps = json.JSONEncoder(ensure_ascii=False, allow_nan=False, default=str, separators=(", ", ": ")).encode
-    head = {"id": table.id, "title": table.title, "kind": table.kind, "columns": table.columns,
-            "notes": table.notes}
-    rows = [dumps({col: _plain(c.value) for col, c in zip(table.columns, row, strict=False)}) for row in table.rows]
+    spread = _spread_columns(table)
+    columns = _columns(table, spread)
+    head = {"id": table.id, "title": table.title, "kind": table.kind, "columns": table.columns, "notes": table.notes}
+    rows = [dumps(dict(zip(columns, _with_spread([_plain(c.value) for c in row], row, spread), strict=False)))
+            for row in table.rows]
     text = [dumps([c.text for c in row]) for row in table.rows]
     body = dumps(head)[:-1]
     return (body + ',\n "rows": [\n  ' + ",\n  ".join(rows) + '\n ],\n "text": [\n  '

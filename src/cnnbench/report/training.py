@@ -24,6 +24,7 @@ from cnnbench.report.table import failed as failed_cell
 from cnnbench.results.naming import device_word
 
 MIB = 2**20
+MEMORY_ROW = "Maximum device memory (MiB)"
 
 
 def _num(value: Any) -> float | None:
@@ -80,9 +81,13 @@ def _last(rec: Mapping[str, Any], name: str) -> float | None:
     return None
 
 
+def on_cpu(rec: Mapping[str, Any]) -> bool:
+    return (rec.get("config") or {}).get("device") == "cpu"
+
+
 def max_memory_mib(rec: Mapping[str, Any]) -> float | None:
-    """Peak device memory; on a CPU, whose memory is the host's, the peak host memory."""
-    key = "peak_host_memory_bytes" if (rec.get("config") or {}).get("device") == "cpu" else "peak_device_memory_bytes"
+    """Peak device memory; on a CPU, whose memory is the host's, the peak host memory (RSS)."""
+    key = "peak_host_memory_bytes" if on_cpu(rec) else "peak_device_memory_bytes"
     xs = [_num(e.get(key)) for e in _epochs(rec)]
     xs.append(_num((rec.get("metrics") or {}).get(key)))
     present = [x for x in xs if x]
@@ -95,8 +100,10 @@ ROWS: list[tuple[str, Callable[[Mapping[str, Any]], float | None], int]] = [
     ("Images/sec", images_per_sec, 2),
     ("Training accuracy", lambda r: _last(r, "train_accuracy"), 3),
     ("Test accuracy", lambda r: _last(r, "test_accuracy"), 3),
-    ("Maximum device memory (MiB)", max_memory_mib, 0),
+    (MEMORY_ROW, max_memory_mib, 0),
 ]
+HOST_MEMORY_ROW = "Maximum host memory, RSS (MiB)"
+"""The memory row's label on a CPU, where the figure is the process's peak resident memory."""
 
 
 def curve(rec: Mapping[str, Any]) -> list[tuple[float, float]]:
@@ -150,9 +157,10 @@ def _result(namer: Namer, group: list[Point]) -> TrainingResult:
             else:
                 failed[n].append(p.measure.failure_text())
     devices = sorted(set(by_n) | set(failed))
+    cpu = first.get("config.device") == "cpu"
     rows = []
     for label, fn, digits in ROWS:
-        row = [label_cell(label)]
+        row = [label_cell(HOST_MEMORY_ROW if cpu and label == MEMORY_ROW else label)]
         for n in devices:
             xs = [x for x in (fn(r) for r in by_n.get(n, [])) if x is not None]
             if xs:
@@ -164,8 +172,9 @@ def _result(namer: Namer, group: list[Point]) -> TrainingResult:
         rows.append(row)
     title = (f"Training to accuracy: {first.get(F.MODEL)}, batch {F.text(first.get(F.BATCH))} per device, "
              f"{namer.name(first)}, on {first.get(F.MACHINE)}")
-    notes = ["Columns: device count. Median over repeats; accuracies at the last epoch; memory = peak "
-             "device memory over epochs."]
+    memory = ("peak resident memory of the host process (RSS) over epochs: on a CPU the model lives in host "
+              "memory" if cpu else "peak device memory over epochs")
+    notes = [f"Columns: device count. Median over repeats; accuracies at the last epoch; memory = {memory}."]
     table = Table(f"training-{F.slug(title[len('Training to accuracy: '):])}", title, "training",
                   [""] + [f"{word} ({n})" for n in devices], rows, notes)
     curves = {}

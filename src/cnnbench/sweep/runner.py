@@ -556,7 +556,11 @@ def _failure(outcome: ChildOutcome, timeout_s: float) -> tuple[str, str]:
     tail = without_native_stack(outcome.output_tail)
     tail_text = f"\n--- last lines of the case's output ---\n{tail}" if tail else ""
     if outcome.timed_out:
-        return "timeout", f"the case ran past its time limit of {timeout_s:g} s and was stopped{tail_text}"
+        # One line: stopping a case makes its processes print what they were doing when the
+        # signal came (a multi-device case's agent and workers: tracebacks), which is not the cause.
+        last = last_output_line(tail)
+        return "timeout", (f"the case ran past its time limit of {timeout_s:g} s and was stopped"
+                           + (f" (last output: {clip(last, 200)})" if last else ""))
     if outcome.exception is not None:
         kind = str(outcome.exception.get("type") or "Exception")
         message = clip(without_native_stack(str(outcome.exception.get("message") or "")))
@@ -572,6 +576,13 @@ def _failure(outcome: ChildOutcome, timeout_s: float) -> tuple[str, str]:
     if outcome.exit_code:
         return "error", f"the case process exited with status {outcome.exit_code}{tail_text}"
     return "error", f"the case process ended without a record{tail_text}"
+
+
+def last_output_line(tail: str) -> str:
+    """The last line a case printed before any traceback, whitespace collapsed ("" if none)."""
+    before = tail.split("Traceback (most recent call last):", 1)[0]
+    lines = [" ".join(line.split()) for line in before.splitlines() if line.strip()]
+    return lines[-1] if lines else ""
 
 
 def _why(outcome: ChildOutcome) -> str:

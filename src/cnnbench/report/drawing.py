@@ -1,0 +1,146 @@
+"""Drawing a report's plots in worker processes while the rest of the report is made.
+
+matplotlib takes much of a report's time: importing it (about half a second) and 0.1–0.3 s
+per figure. :func:`prepare_drawing` starts the drawing processes before the records are read
+(up to the usable CPUs but one, at least one, at most :data:`MAX_WORKERS`); each imports
+matplotlib at once, so the import overlaps reading the records and building the tables.
+:func:`start_drawing` then hands them the figures and returns at once, and the tables are
+written meanwhile; :meth:`Drawing.wait` collects the plot paths. With one usable CPU, or when
+no process can be started, the figures are drawn here, one after the other. The parent never
+imports matplotlib unless it draws itself. Objects of the parent are frozen out of the garbage
+collector while workers are forked, so that their collections do not copy the parent's memory
+page by page.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+import multiprocessing
+import os
+from collections.abc import Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
+
+from cnnbench.report.document import Figure
+
+log = logging.getLogger(__name__)
+
+MAX_WORKERS = 8
+
+
+def usable_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def _draw(figure: Figure, outdir: Path) -> Path:
+    from cnnbench.report.plots import draw
+
+    return draw(figure, outdir)
+
+
+def _import_plotting() -> None:
+    """A drawing process's first task: import what drawing needs, before there is a figure."""
+    import matplotlib.backends.backend_agg
+    import matplotlib.backends.backend_svg
+    import matplotlib.figure  # noqa: F401
+
+    import cnnbench.report.plots  # noqa: F401
+
+
+def _fork_pool(workers: int) -> ProcessPoolExecutor | None:
+    """A pool of ``workers`` forked processes (``None`` when none can be started)."""
+    methods = multiprocessing.get_all_start_methods()
+    context = multiprocessing.get_context("fork" if "fork" in methods else None)
+    gc.freeze()
+    try:
+        return ProcessPoolExecutor(max_workers=workers, mp_context=context)
+    except (OSError, RuntimeError) as exc:  # no processes here: draw in this one
+        log.debug("plots drawn in this process: %s", exc)
+        return None
+    finally:
+        gc.unfreeze()
+
+
+class DrawingPool:
+    """Drawing processes started ahead of the figures (see :func:`prepare_drawing`)."""
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+        self.pool = _fork_pool(workers) if workers > 0 else None
+        if self.pool is not None:
+            try:  # start every worker now: each imports matplotlib while the parent works
+                for _ in range(workers):
+                    self.pool.submit(_import_plotting)
+            except (OSError, RuntimeError, BrokenProcessPool) as exc:
+                log.debug("plots drawn in this process: %s", exc)
+                self.close()
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+            self.pool = None
+
+    def __enter__(self) -> DrawingPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def prepare_drawing(workers: int | None = None) -> DrawingPool:
+    """Start the drawing processes now (``workers``: how many; default: the usable CPUs but one,
+    at least one, at most :data:`MAX_WORKERS`; 0: draw in this process). Use it as a context
+    manager, so that the processes end with it."""
+    n = workers if workers is not None else (min(usable_cpus() - 1, MAX_WORKERS) if usable_cpus() > 1 else 0)
+    return DrawingPool(max(0, n))
+
+
+class Drawing:
+    """Figures being drawn; :meth:`wait` returns their paths, in the figures' order."""
+
+    def __init__(self, figures: Sequence[Figure], outdir: Path, pool: DrawingPool | None) -> None:
+        self.figures = list(figures)
+        self.outdir = outdir
+        self._pool = pool
+        self._futures: list[Future[Path]] = []
+        if pool is not None and pool.pool is not None and self.figures:
+            try:
+                self._futures = [pool.pool.submit(_draw, f, outdir) for f in self.figures]
+            except (OSError, RuntimeError, BrokenProcessPool) as exc:  # draw in this one
+                log.debug("plots drawn in this process: %s", exc)
+                self._close()
+
+    def _close(self) -> None:
+        if self._pool is not None:
+            self._pool.close()
+        self._futures = []
+
+    def wait(self) -> list[Path]:
+        paths: list[Path] = []
+        try:
+            for i, fig in enumerate(self.figures):
+                if i < len(self._futures):
+                    try:
+                        paths.append(self._futures[i].result())
+                        continue
+                    except BrokenProcessPool as exc:  # a worker died (out of memory...): draw the rest here
+                        log.debug("plot workers stopped (%s); drawing the rest here", exc)
+                        self._close()
+                paths.append(_draw(fig, self.outdir))
+        finally:
+            self._close()
+        return paths
+
+
+def start_drawing(figures: Sequence[Figure], outdir: Path, pool: DrawingPool | None = None) -> Drawing:
+    """Start drawing ``figures`` into ``outdir/plots`` in ``pool``'s processes (default: a pool
+    started now, see :func:`prepare_drawing`; a pool with no process: drawn here, on
+    :meth:`Drawing.wait`). The pool is closed when the drawing ends."""
+    if pool is None:
+        pool = prepare_drawing(min(len(figures), usable_cpus() - 1, MAX_WORKERS) if len(figures) > 1 else 0)
+    return Drawing(figures, outdir, pool)
