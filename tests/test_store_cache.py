@@ -231,3 +231,13 @@ def test_small_files_get_no_cache(tmp_path):
     append_record(tmp_path, rec(0))
     read_records(tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["box.jsonl"]
+
+
+def test_a_dead_writers_temporary_file_is_removed(store):
+    where = cache.cache_path(store)
+    old, fresh = where.with_name(where.name + ".999.tmp"), where.with_name(where.name + ".998.tmp")
+    for tmp in (old, fresh):
+        tmp.write_bytes(b"half a cache")
+    os.utime(old, (0, 0))  # untouched for decades: its writer died
+    read_records(store.parent)
+    assert not old.exists() and fresh.exists()  # a fresh one may be another reader writing now

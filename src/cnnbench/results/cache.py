@@ -14,7 +14,8 @@ appended since are parsed as usual and the cache is rewritten to cover them. A c
 written by another cnnbench (other record contract, migrations or run options) is never
 used. A cache that cannot be read, is damaged (its body has a SHA-256) or has an
 unexpected shape is ignored and rebuilt; one that cannot be written (read-only folder,
-full disk) is skipped. Nothing here ever changes the results file. No torch here.
+full disk) is skipped; a temporary file left by a writer that died is removed after an hour.
+Nothing here ever changes the results file. No torch here.
 
 Lines that broke the contract are kept as their bytes and checked again at every load, so
 their problems read exactly as without a cache.
@@ -27,6 +28,7 @@ import logging
 import marshal
 import os
 import struct
+import time
 from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -296,11 +298,26 @@ def _read_steps(c: BinaryIO, header: dict[str, Any]) -> array:
     return steps
 
 
+ABANDONED_S = 3600.0
+"""A temporary cache file untouched for this long was left by a writer that died: removed."""
+
+
+def _remove_abandoned(where: Path) -> None:
+    """Remove the temporary files of writers of this cache that died while writing it."""
+    try:
+        for tmp in where.parent.glob(f"{where.name}.*.tmp"):
+            if time.time() - tmp.stat().st_mtime > ABANDONED_S:
+                tmp.unlink()
+    except OSError:
+        pass
+
+
 def write(path: Path, f: BinaryIO, st: os.stat_result, cached: CachedRecords) -> None:
     """Write the cache of ``path`` (open as ``f``, stat ``st`` taken before its lines were
     read). Never raises: a cache that cannot be written is skipped."""
     where = cache_path(path)
     tmp = where.with_name(f"{where.name}.{os.getpid()}.tmp")
+    _remove_abandoned(where)
     try:
         if cached.steps is None:
             raise ValueError("its step times were not read")
