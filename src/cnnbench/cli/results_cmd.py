@@ -10,7 +10,7 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from cnnbench.cli.common import CliParser, UserError
@@ -66,10 +66,9 @@ def _add_where(p: argparse.ArgumentParser) -> None:
                    "metrics. Repeat to require several.")
 
 
-def _load(paths: Sequence[str], where: Sequence[str], step_times: bool) -> tuple[list[dict[str, Any]], int]:
-    """Flat rows of the matching records, and how many lines were skipped."""
+def _load(paths: Sequence[str], where: Sequence[str], step_times: bool) -> tuple[list[Mapping[str, Any]], int]:
+    """The matching records, and how many lines were skipped."""
     from cnnbench.report.fields import resolve_field
-    from cnnbench.results.flatten import flatten_record
     from cnnbench.results.query import parse_where, select
     from cnnbench.results.store import read_records
 
@@ -83,7 +82,7 @@ def _load(paths: Sequence[str], where: Sequence[str], step_times: bool) -> tuple
         conditions = parse_where(where, lambda name: resolve_field(name, records))
     except ValueError as exc:  # a malformed expression, or a FieldError naming the nearest fields
         raise UserError(f"--where: {exc}") from None
-    return [flatten_record(r) for r in select(records, conditions)], len(problems)
+    return select(records, conditions), len(problems)
 
 
 def _text(value: Any) -> str:
@@ -96,14 +95,22 @@ def _text(value: Any) -> str:
     return str(value)
 
 
+def _list_order(record: Mapping[str, Any]) -> tuple[Any, ...]:
+    """Oldest first; runs of the same minute (a sweep, an import) by model in natural order, then batch."""
+    started = str(record.get("started_at") or "")
+    config = record.get("config") or {}
+    return started[:16], natural_key(config.get("model")), natural_key(config.get("batch_size")), started
+
+
 def handle_list(args: argparse.Namespace) -> int:
-    rows, _ = _load(args.results, args.where, step_times=False)
-    # oldest first; runs of the same minute (a sweep, an import) by model in natural order, then batch
-    rows.sort(key=lambda r: (str(r.get("started_at") or "")[:16], natural_key(r.get("config.model")),
-                             natural_key(r.get("config.batch_size")), str(r.get("started_at") or "")))
-    total = len(rows)
+    from cnnbench.results.flatten import flatten_record
+
+    records, _ = _load(args.results, args.where, step_times=False)
+    records.sort(key=_list_order)
+    total = len(records)
     if args.limit and args.limit > 0:
-        rows = rows[-args.limit:]
+        records = records[-args.limit:]
+    rows = [flatten_record(r) for r in records]  # only those shown
 
     from rich.table import Table
 
@@ -131,9 +138,10 @@ def handle_export(args: argparse.Namespace) -> int:
         raise UserError("--format parquet needs -o FILE")
     if args.output is not None:
         _check_export_target(args.output, args.results)
-    rows, _ = _load(args.results, args.where, step_times=not args.no_step_times)
-    from cnnbench.results.flatten import ordered_columns
+    records, _ = _load(args.results, args.where, step_times=not args.no_step_times)
+    from cnnbench.results.flatten import flatten_record, ordered_columns
 
+    rows = [flatten_record(r) for r in records]
     columns = ordered_columns(rows)
     try:
         if args.format == "csv":

@@ -39,13 +39,18 @@ def flatten_record(record: Mapping[str, Any], sep: str = SEP) -> dict[str, Any]:
     return out
 
 
+_LEAVES = frozenset({str, int, float, bool, type(None), list})
+"""Types of JSON values that are no mapping: told apart without an abstract-class check
+(a store of 100,000 records has millions of values)."""
+
+
 def _flatten_into(out: dict[str, Any], prefix: str, value: Mapping[str, Any], sep: str) -> None:
     for key, item in value.items():
-        name = f"{prefix}{key}"
-        if isinstance(item, Mapping):  # an empty section adds no column
-            _flatten_into(out, name + sep, item, sep)
+        kind = type(item)
+        if kind is dict or (kind not in _LEAVES and isinstance(item, Mapping)):  # an empty one adds no column
+            _flatten_into(out, f"{prefix}{key}{sep}", item, sep)
         else:
-            out[name] = item
+            out[f"{prefix}{key}"] = item
 
 
 def unflatten_record(row: Mapping[str, Any], sep: str = SEP) -> dict[str, Any]:
