@@ -241,3 +241,12 @@ def test_a_dead_writers_temporary_file_is_removed(store):
     os.utime(old, (0, 0))  # untouched for decades: its writer died
     read_records(store.parent)
     assert not old.exists() and fresh.exists()  # a fresh one may be another reader writing now
+
+
+def test_no_cache_is_built_where_none_can_be_written(store, monkeypatch):
+    monkeypatch.setattr(cache.os, "access", lambda path, mode: False)  # a read-only folder
+    built = []
+    real_add = cache.CachedRecords.add
+    monkeypatch.setattr(cache.CachedRecords, "add", lambda self, r: built.append(1) or real_add(self, r))
+    assert same(read_records(store.parent), plain_read(store, monkeypatch))
+    assert built == [] and not cache.cache_path(store).exists()

@@ -13,8 +13,8 @@ the whole prefix is hashed again (SHA-256) and must match, or the cache is rebui
 appended since are parsed as usual and the cache is rewritten to cover them. A cache
 written by another cnnbench (other record contract, migrations or run options) is never
 used. A cache that cannot be read, is damaged (its body has a SHA-256) or has an
-unexpected shape is ignored and rebuilt; one that cannot be written (read-only folder,
-full disk) is skipped; a temporary file left by a writer that died is removed after an hour.
+unexpected shape is ignored and rebuilt; where none can be written (a read-only folder)
+none is built, and one that cannot be written after all (a full disk) is skipped; a temporary file left by a writer that died is removed after an hour.
 Nothing here ever changes the results file. No torch here.
 
 Lines that broke the contract are kept as their bytes and checked again at every load, so
@@ -53,6 +53,15 @@ _HEADER = struct.Struct("<I")
 def cache_path(path: Path) -> Path:
     """Where the cache of results file ``path`` lives."""
     return path.with_name(f".{path.name}.cache")
+
+
+def worth_it(path: Path, size: int) -> bool:
+    """Whether to read ``path`` (``size`` bytes) through its cache: it is big enough, and the
+    cache exists or can be written (building one that cannot be kept only costs time)."""
+    if size < MIN_BYTES:
+        return False
+    where = cache_path(path)
+    return where.exists() or os.access(where.parent, os.W_OK)
 
 
 _CODE_KEY: list[str] = []

@@ -262,11 +262,12 @@ def _read_file(path: Path, records: list[dict[str, Any]], problems: list[StorePr
                start: int = 0, first_line: int = 1, partial_is_problem: bool = True) -> tuple[int, int]:
     """Read ``path`` from byte ``start`` (line ``first_line``); returns where to go on from.
 
-    A whole file of :data:`cache.MIN_BYTES` or more is read through its cache."""
+    A whole file of :data:`cache.MIN_BYTES` or more is read through its cache (when that
+    exists or can be written)."""
     try:
         with open(path, "rb") as f:
             st = os.fstat(f.fileno())
-            if start == 0 and partial_is_problem and st.st_size >= cache.MIN_BYTES:
+            if start == 0 and partial_is_problem and cache.worth_it(path, st.st_size):
                 return _read_through_cache(path, f, st, records, problems, step_times=step_times)
             f.seek(start)
             data = f.read()
