@@ -96,9 +96,9 @@ def handle(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace, drawing_pool: DrawingPool) -> int:
     from cnnbench.report import NoMatchingRecords, ReportError, ReportOptions, build_report, write_report
-    from cnnbench.report.numbers import plural
     from cnnbench.results.outputs import OutputError
     from cnnbench.results.store import read_records
+    from cnnbench.words import plural
 
     try:
         records, problems = read_records(args.results)  # step times: the significance test and the spread marks

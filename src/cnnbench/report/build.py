@@ -29,7 +29,6 @@ from cnnbench.report.effects import Effect, compute_effects, default_effect_fiel
 from cnnbench.report.energy import add_energy_blocks, energy_tables
 from cnnbench.report.implementations import implementation_tables
 from cnnbench.report.marks import MARKS_HEADING, combined, marks_section
-from cnnbench.report.numbers import plural
 from cnnbench.report.observations import (
     effect_observations,
     failure_observations,
@@ -44,6 +43,7 @@ from cnnbench.report.systems import systems_table
 from cnnbench.report.table import Table, unique_ids
 from cnnbench.report.training import TrainingResult, training_results
 from cnnbench.results.query import parse_where, select
+from cnnbench.words import plural
 
 log = logging.getLogger(__name__)
 

@@ -194,11 +194,11 @@ _STYLES = {"faster": "green", "slower": "red", "not significant": "dim", "no sam
 
 def print_rich(result: CompareResult) -> None:
     """A rich table on the terminal (colours: green faster, red slower, dim not significant)."""
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
-    console = Console(highlight=False)
+    from cnnbench.terminal import print_table
+
     header, body = rows(result)
     table = Table(*header, caption=escape("\n".join(notes(result))), caption_justify="left")
     for col in table.columns:
@@ -208,7 +208,7 @@ def print_rich(result: CompareResult) -> None:
         style = _STYLES.get(p.comparison.verdict, "")
         cells = [escape(c) for c in r]
         table.add_row(*cells[:-1], f"[{style}]{cells[-1]}[/{style}]" if style else cells[-1])
-    console.print(table)
+    print_table(table)
 
 
 def render(result: CompareResult, fmt: str) -> str:

@@ -25,7 +25,6 @@ from typing import Any
 from cnnbench.config.run_config import dependent_fields
 from cnnbench.report import fields as F
 from cnnbench.report.marks import NO_SAMPLES, NOT_SIGNIFICANT, combined, legend, measure_marks, symbols_of
-from cnnbench.report.numbers import plural
 from cnnbench.report.pairing import (
     differing_fields,
     ignored_differences,
@@ -38,6 +37,7 @@ from cnnbench.report.significance import ALPHA, NONE, Comparison, compare_runs, 
 from cnnbench.report.stats import median
 from cnnbench.report.table import Cell, Table, label_cell, missing, number
 from cnnbench.results.query import value_matches
+from cnnbench.words import plural
 
 ROW_PREFERENCE = (F.DEVICES, F.BATCH, F.MODEL)
 DDP_KNOBS = frozenset(f"config.{name}" for name in dependent_fields("variable_update"))

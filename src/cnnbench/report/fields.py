@@ -19,6 +19,7 @@ from cnnbench.results.query import MACHINE as MACHINE
 from cnnbench.results.query import SOURCE as SOURCE
 from cnnbench.results.query import get_value as get_value
 from cnnbench.results.query import nearest_fields
+from cnnbench.words import natural_key
 
 ALIASES: dict[str, str] = {
     "model": "config.model",
@@ -133,20 +134,8 @@ def hashable(value: Any) -> Hashable:
     return value
 
 
-_DIGITS = re.compile(r"(\d+)")
-
-
-def sort_key(value: Any) -> tuple:
-    """Order values naturally: booleans (False first), numbers ascending, then text with
-    embedded numbers in numeric order (``resnet50`` before ``resnet101``); ``None`` last."""
-    if value is None:
-        return (3,)
-    if isinstance(value, bool):
-        return (0, int(value))
-    if isinstance(value, (int, float)):
-        return (1, float(value))
-    parts = _DIGITS.split(str(value).lower())
-    return (2, tuple((0, int(p)) if p.isdigit() else (1, p) for p in parts if p))
+sort_key = natural_key
+"""Order values naturally (``resnet50`` before ``resnet101``; see :func:`cnnbench.words.natural_key`)."""
 
 
 def text(value: Any) -> str:

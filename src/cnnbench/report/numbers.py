@@ -20,8 +20,3 @@ def significant(value: float, digits: int = 4) -> str:
 def fixed(value: float, decimals: int = 2) -> str:
     """``value`` with ``decimals`` decimals and thousands separators (``1,609.32``)."""
     return f"{value:,.{decimals}f}"
-
-
-def plural(n: int, word: str, words: str | None = None) -> str:
-    """``1 run``, ``2 runs`` (``words``: the plural when it is not ``word + "s"``)."""
-    return f"{n:,} {word if n == 1 else (words or word + 's')}"

@@ -19,10 +19,10 @@ from cnnbench.report import fields as F
 from cnnbench.report.configurations import Section
 from cnnbench.report.effects import Effect
 from cnnbench.report.marks import is_warned
-from cnnbench.report.numbers import plural
 from cnnbench.report.scaling import ScalingGroup
 from cnnbench.report.stats import median
 from cnnbench.report.table import Cell, Table
+from cnnbench.words import plural
 
 MAX_SCALING_BULLETS = 6
 MAX_EFFECT_BULLETS = 10

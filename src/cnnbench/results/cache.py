@@ -14,7 +14,8 @@ appended since are parsed as usual and the cache is rewritten to cover them. A c
 written by another cnnbench (other record contract, migrations or run options) is never
 used. A cache that cannot be read, is damaged (its body has a SHA-256) or has an
 unexpected shape is ignored and rebuilt; where none can be written (a read-only folder)
-none is built, and one that cannot be written after all (a full disk) is skipped; a temporary file left by a writer that died is removed after an hour.
+none is built, and one that cannot be written after all (a full disk) is skipped; a
+temporary file left by a writer that died is removed after an hour.
 Nothing here ever changes the results file. No torch here.
 
 Lines that broke the contract are kept as their bytes and checked again at every load, so
