@@ -17,7 +17,7 @@ import argparse
 import sys
 from typing import Any
 
-from cnnbench.cli.common import UserError, check_output
+from cnnbench.cli.common import UserError, check_output, print_warnings
 from cnnbench.config import ConfigError, RunConfig
 from cnnbench.config.cli_args import add_config_arguments, config_from_args
 from cnnbench.words import plural
@@ -73,25 +73,18 @@ def _report(record: Any, path: Any, *, quiet: bool) -> int:
     if record.status != "ok":
         print(f"cnnbench run: {record.status}: {record.error} (record {record.run_id} written to {path})",
               file=sys.stderr)
-        _print_warnings(record)
+        print_warnings(record, "run")
         return 1
     if quiet:
         print(f"total images/sec: {record.metrics['total_images_per_sec']:.2f}")
     compile_s = record.metrics.get("compile_time_s")
     if compile_s is not None:
         print(f"compile time: {compile_s:.1f} s (the first step, torch.compile included)")
-    _print_warnings(record)
+    print_warnings(record, "run")
     if not quiet:
         _print_profile(record, path)
     print(f"record {record.run_id} appended to {path}")
     return 0
-
-
-def _print_warnings(record: Any) -> None:
-    """The record's warnings, one line each, after the result (a figure to distrust)."""
-    sys.stdout.flush()  # after the result, also when both go to one pipe
-    for text in (record.metrics or {}).get("warnings") or []:
-        print(f"cnnbench run: warning: {text}", file=sys.stderr, flush=True)
 
 
 def _print_profile(record: Any, path: Any) -> None:
@@ -169,7 +162,7 @@ def _scaling(config: RunConfig, emit: Any, *, quiet: bool) -> int:
         rows.append((n, record))
         if record.status != "ok":
             print(f"cnnbench run: {plural(n, 'device')}: {record.status}: {record.error}", file=sys.stderr)
-        _print_warnings(record)
+        print_warnings(record, "run")
     _print_scaling(rows, str(path))
     return 0 if all(r.status == "ok" for _, r in rows) else 1
 
