@@ -37,7 +37,6 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "replicated static graph": {"variable_update": "replicated", "static_graph": True},
     "replicated fp16 compression": {"variable_update": "replicated", "gradient_compression": "fp16"},
     "replicated bf16 compression": {"variable_update": "replicated", "gradient_compression": "bf16"},
-    "replicated powersgd": {"variable_update": "replicated", "gradient_compression": "powersgd"},
     "parameter_server": {"variable_update": "parameter_server"},
     "fsdp": {"variable_update": "fsdp"},
 }

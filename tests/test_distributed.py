@@ -72,6 +72,7 @@ def _close(a: list[torch.Tensor], b: list[torch.Tensor]) -> bool:
 @pytest.mark.parametrize(("variable_update", "changes"), [
     ("replicated", {}),
     ("replicated", {"bucket_cap_mb": 0.001, "gradient_as_bucket_view": True}),
+    ("replicated", {"static_graph": True}),
     ("parameter_server", {}),
     ("parameter_server", {"local_parameter_device": "cpu"}),
     ("fsdp", {}),
@@ -86,6 +87,27 @@ def test_strategy_equals_one_process_on_the_concatenated_batch(variable_update, 
     images = torch.cat([out[0]["images"], out[1]["images"]])
     labels = torch.cat([out[0]["labels"], out[1]["labels"]])
     assert _close(w0, _reference(config, images, labels))
+
+
+@pytest.mark.parametrize("compression", ["fp16", "bf16"])
+def test_compressed_gradients_keep_workers_equal_and_near_the_exact_step(compression):
+    config = _config(variable_update="replicated", gradient_compression=compression)
+    out = _launch(config)
+    w0, w1 = out[0]["weights"], out[1]["weights"]
+    assert all(torch.equal(a, b) for a, b in zip(w0, w1, strict=True))  # one all-reduced gradient
+    images = torch.cat([out[0]["images"], out[1]["images"]])
+    labels = torch.cat([out[0]["labels"], out[1]["labels"]])
+    exact = _reference(config, images, labels)
+    assert all(torch.allclose(a, b, atol=1e-2, rtol=2e-2) for a, b in zip(w0, exact, strict=True))
+    plain = _launch(_config(variable_update="replicated"))[0]["weights"]  # the same run, uncompressed
+    assert not all(torch.equal(a, b) for a, b in zip(w0, plain, strict=True))  # the hook really cast them
+
+
+def test_powersgd_over_gloo_is_refused_before_any_work():
+    from cnnbench.engine.resolve import preflight
+
+    with pytest.raises(ConfigError, match="^--gradient-compression: powersgd needs --all-reduce nccl"):
+        preflight(_config(variable_update="replicated", gradient_compression="powersgd", num_warmup_batches=2))
 
 
 FSDP_COMBINATIONS = [

@@ -78,7 +78,7 @@ class ParallelOptions:
     gradient_compression: str | None = option(
         None,
         "replicated: a DDP communication hook: none, fp16 / bf16 (gradients cast for the all-reduce), "
-        "powersgd (rank-1 PowerSGD from the first timed step) [default there: none].",
+        "powersgd (rank-1 PowerSGD from the first timed step; NCCL only) [default there: none].",
         choices=GRADIENT_COMPRESSIONS, unnamed=("none",), depends_on=("variable_update", "forward_only"),
     )
     timeout: float = option(

@@ -70,6 +70,14 @@ def resolve(config: RunConfig, world: World | None = None) -> ResolvedRun:
     device = _device(config, world, device_kind, world_size)
     check_host_cpus(config.host_cpus)
 
+    if config.gradient_compression == "powersgd" and config.all_reduce == "gloo" and world_size > 1:
+        # PowerSGD chains its all-reduces in future callbacks, which Gloo completes on its own
+        # threads: two buckets' next all-reduces can start in different orders on different
+        # ranks, and the ranks then abort on mismatched sizes (seen here in 1 of 3 runs;
+        # torch tests this hook on NCCL only).
+        raise ConfigError("gradient_compression", "powersgd needs --all-reduce nccl (CUDA devices): over gloo "
+                                                  "its chained all-reduces can run in different orders on "
+                                                  "different workers and abort; use fp16 or bf16 here")
     reason = unsupported_reason(config.precision, device)
     if reason:
         raise ConfigError("precision", f"{config.precision} on {device_kind}: {reason}")
