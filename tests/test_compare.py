@@ -198,13 +198,12 @@ def test_lambda_fp16_vs_fp32_needs_ignore_batch_size(lambda_store, capsys):
 
 
 def test_terminal_table_colours_the_verdict(tmp_path, capsys, monkeypatch):
-    from rich.console import Console
-
     import cnnbench.report.compare_format as fmt
 
     rng = random.Random(8)
     result = compare_records(Side("a", [noisy(400.0, rng)]), Side("b", [noisy(300.0, rng)]))
-    monkeypatch.setattr("rich.console.Console", lambda **kw: Console(force_terminal=True, width=200, **kw))
+    monkeypatch.setattr("cnnbench.terminal.is_terminal", lambda stream: True)
+    monkeypatch.setenv("COLUMNS", "200")
     fmt.print_rich(result)
     out = capsys.readouterr().out
     assert "\x1b[31mslower" in out  # red
@@ -221,3 +220,18 @@ def test_the_configuration_column_does_not_repeat_the_machine(tmp_path, capsys):
     rows = list(csv.DictReader(io.StringIO(out)))
     assert {r["machine"] for r in rows} == {"m-fast", "m-slow"}
     assert all(r["configuration"] == "syn-replicated-1gpus" for r in rows)
+
+
+def test_two_repeats_a_side_find_a_2x_effect_with_the_machines_pooled_spread():
+    # the quick suite's shape: several models, two repeats each, runs ±15% apart on one machine
+    rng = random.Random(3)
+    models = [f"m{i}" for i in range(10)]
+
+    def runs(level: float) -> list[dict]:
+        return [record(m, ips=level * rng.lognormvariate(0, 0.15), seed=s, metrics={})
+                for m in models for s in (1, 2)]
+
+    result = compare_records(Side("a", runs(100.0)), Side("b", runs(200.0)), CompareOptions())
+    assert len(result.pairs) == 10
+    assert [p.comparison.verdict for p in result.pairs] == ["faster"] * 10
+    assert all(p.comparison.basis == "repeats" for p in result.pairs)

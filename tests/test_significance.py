@@ -12,6 +12,8 @@ from cnnbench.report.significance import (
     NONE,
     REPEATS,
     STEPS,
+    MachineSpreads,
+    RepeatSpread,
     RunSample,
     betainc,
     blocks_from_series,
@@ -213,6 +215,26 @@ def test_a_pair_whose_repeats_disagree_keeps_its_own_larger_spread():
     wild = ([RunSample(60.0), RunSample(140.0)], [RunSample(80.0), RunSample(190.0)])
     assert not compare_runs(*wild, spread=quiet).significant
     assert repeat_spread([[RunSample(1.0)], []]) is None
+
+
+def test_spreads_are_pooled_per_machine_and_not_across_machines():
+    quiet = [[RunSample(100.0), RunSample(101.0)]] * 5
+    loud = [[RunSample(100.0), RunSample(150.0)]] * 5
+    spreads = MachineSpreads([(g, ["a", "a"]) for g in quiet] + [(g, ["b", "b"]) for g in loud]
+                             + [([RunSample(1.0), RunSample(9.0)], ["a", "b"])])  # across machines: joins none
+    a, b = spreads.for_pair(["a"]), spreads.for_pair({"b"})
+    assert a is not None and b is not None and a.df == b.df == 5
+    assert a.var == pytest.approx(math.log(1.01) ** 2 / 2) and b.var > 100 * a.var
+    assert spreads.for_pair(["a", "b"]) is None and spreads.for_pair(["c"]) is None
+
+
+def test_a_pooled_spread_never_makes_a_pair_look_more_precise_than_its_own_repeats():
+    pair = ([RunSample(100.0), RunSample(110.0)], [RunSample(125.0), RunSample(135.0)])
+    own = compare_runs(*pair)
+    tighter = compare_runs(*pair, spread=RepeatSpread(1e-6, 40))  # its own variance, the pool's df
+    wider = compare_runs(*pair, spread=RepeatSpread(0.05, 40))
+    assert own.p is not None and tighter.p is not None and wider.p is not None
+    assert tighter.p < own.p < wider.p and tighter.p > 1e-4
 
 
 def test_log_ratio_test_matches_a_textbook_value():

@@ -26,8 +26,8 @@ from cnnbench.report.effects import default_baseline
 from cnnbench.report.labels import Namer
 from cnnbench.report.marks import Marks, measure_marks, run_warnings
 from cnnbench.report.pairing import differing_fields, pair_key_fields, pair_points
-from cnnbench.report.points import Measure, Point, build_points, combine
-from cnnbench.report.significance import ALPHA, DEFAULT_NOISE, Comparison, RepeatSpread, compare_runs, repeat_spread
+from cnnbench.report.points import Measure, Point, build_points, combine, machine_spreads, machines_of
+from cnnbench.report.significance import ALPHA, DEFAULT_NOISE, Comparison, MachineSpreads, compare_runs
 from cnnbench.results.query import parse_where, select, value_matches
 
 SIDE = "compare_side"
@@ -214,8 +214,8 @@ def compare_records(baseline: Side, candidate: Side, options: CompareOptions | N
     pairing = pair_points(points, split_field, a, b, fields)
     exclude = {F.MODEL, F.BATCH, F.MACHINE, split_field, *ignore}  # the machine has its own column
     namer = Namer(points, exclude)
-    spread = repeat_spread(combine(side).samples for pp in pairing.pairs for side in (pp.a, pp.b))
-    pairs = [_pair(pp.a, pp.b, pp.key, fields, namer, opts, spread) for pp in pairing.pairs]
+    spreads = machine_spreads(combine(side) for pp in pairing.pairs for side in (pp.a, pp.b))
+    pairs = [_pair(pp.a, pp.b, pp.key, fields, namer, opts, spreads) for pp in pairing.pairs]
     pairs.sort(key=lambda p: (F.sort_key(p.model), F.sort_key(p.configuration), F.sort_key(p.batch),
                               F.sort_key(p.machine)))
     all_a = pairing.unmatched_a + [q for pp in pairing.pairs for q in pp.a]
@@ -236,10 +236,11 @@ def _two(base: str, cand: str) -> str:
 
 
 def _pair(base_points: list[Point], cand_points: list[Point], key: tuple, fields: tuple[str, ...], namer: Namer,
-          opts: CompareOptions, spread: RepeatSpread | None) -> ComparedPair:
+          opts: CompareOptions, spreads: MachineSpreads) -> ComparedPair:
     # pair_points puts the split's first value (baseline) in .a
     base, cand = combine(base_points), combine(cand_points)
-    comparison = compare_runs(base.samples, cand.samples, opts.noise, opts.alpha, spread=spread)
+    comparison = compare_runs(base.samples, cand.samples, opts.noise, opts.alpha,
+                              spread=spreads.for_pair(machines_of(base, cand)))
     values = dict(zip(fields, key, strict=False))
     marks = Marks()
     marks.add(measure_marks(base))

@@ -32,8 +32,8 @@ from cnnbench.report.pairing import (
     pair_points,
     pooled_pairs,
 )
-from cnnbench.report.points import ATTRIBUTE_FIELDS, Measure, PointSet, combine
-from cnnbench.report.significance import ALPHA, NONE, Comparison, compare_runs, repeat_spread
+from cnnbench.report.points import ATTRIBUTE_FIELDS, Measure, PointSet, combine, machine_spreads, machines_of
+from cnnbench.report.significance import ALPHA, NONE, Comparison, compare_runs
 from cnnbench.report.stats import median
 from cnnbench.report.table import Cell, Table, label_cell, missing, number
 from cnnbench.results.query import value_matches
@@ -204,8 +204,9 @@ def _effect(points: PointSet, name: str, a: Any, b: Any, noise: float, ignore: t
     if not pairing.pairs:
         return None
     measures = [(pp.key, combine(pp.a), combine(pp.b)) for pp in pairing.pairs]
-    spread = repeat_spread(m.samples for _, ma, mb in measures for m in (ma, mb))
-    pairs = [Pair(key, key_fields, ma, mb, compare_runs(mb.samples, ma.samples, noise, interval=False, spread=spread))
+    spreads = machine_spreads(m for _, ma, mb in measures for m in (ma, mb))
+    pairs = [Pair(key, key_fields, ma, mb, compare_runs(mb.samples, ma.samples, noise, interval=False,
+                                                        spread=spreads.for_pair(machines_of(ma, mb))))
              for key, ma, mb in measures]
     varying = [i for i in range(len(key_fields)) if len({p.key[i] for p in pairs}) > 1]
     by_name = {key_fields[i]: i for i in varying}

@@ -20,7 +20,7 @@ from typing import Any
 
 from cnnbench.config.run_config import config_fields, identity_fields
 from cnnbench.report import fields as F
-from cnnbench.report.significance import RunSample, run_sample
+from cnnbench.report.significance import MachineSpreads, RunSample, run_sample
 from cnnbench.report.stats import median, relative_spread
 
 log = logging.getLogger(__name__)
@@ -126,6 +126,24 @@ class Measure:
             self.statuses[s] = self.statuses.get(s, 0) + c
         self._median = self._spread = _UNSET
         self._samples, self._ok_samples, self.marks = samples, None, None
+
+
+def run_machines(measure: Measure) -> list[Any]:
+    """The machine of each of a measure's runs (in :attr:`Measure.run_samples` order)."""
+    return [F.get_value(r, F.MACHINE) for r in measure.runs]
+
+
+def machines_of(*measures: Measure) -> set[Any]:
+    """The machines the runs of these measures come from."""
+    return {m for measure in measures for m in run_machines(measure)}
+
+
+def machine_spreads(measures: Iterable[Measure]) -> MachineSpreads:
+    """The run-to-run spread pooled per machine over these measures' groups of repeats."""
+    return MachineSpreads((
+        [s for s in m.run_samples if s is not None],
+        [machine for machine, s in zip(run_machines(m), m.run_samples, strict=True) if s is not None])
+        for m in measures)
 
 
 def combine(points: Sequence[Point]) -> Measure:

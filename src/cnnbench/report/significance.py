@@ -12,9 +12,10 @@ configuration on each side) whether the candidate's images/sec differ from the b
   relative spread, and pooling it keeps ``n_a + n_b - 2`` degrees of freedom: with two repeats
   per side Welch's unequal-variance test is left with about one, and calls not even a clean
   2× difference significant. Where many configurations are compared at once (an effect
-  table, ``cnnbench compare``), the run-to-run spread is pooled over all their groups of
-  repeats (:func:`repeat_spread`), as one machine's noise is: ten configurations with two
-  repeats a side give the test 20 degrees of freedom instead of 2.
+  table, ``cnnbench compare``), the run-to-run spread is pooled, per machine, over all their
+  groups of repeats on that machine (:class:`MachineSpreads`): ten configurations with two
+  repeats a side give the test 20 degrees of freedom instead of 2. A pair whose own spread
+  is larger keeps it; a pair across machines is tested on its own repeats alone.
 - **Steps** (a side with a single run): Welch's t-test on *block means* of the per-step times
   (``metrics.step_times_s`` divided by the images per step, ``batch_size × num_devices``):
   consecutive steps are averaged in blocks of about ∛n steps (at least 10 blocks) and the
@@ -250,16 +251,38 @@ def repeat_spread(groups: Iterable[Sequence[RunSample]]) -> RepeatSpread | None:
     return RepeatSpread(ss / df, df) if df else None
 
 
+class MachineSpreads:
+    """The run-to-run spread pooled per machine: each machine's groups of repeats together
+    (a group whose runs come from several machines joins none). :meth:`for_pair` gives the
+    spread for a pair whose runs all come from one machine, ``None`` for a pair across
+    machines (whose test then rests on its own repeats)."""
+
+    def __init__(self, groups: Iterable[tuple[Sequence[RunSample], Sequence[Any]]]) -> None:
+        """``groups``: each group's samples and the machine of each of its runs."""
+        by_machine: dict[Any, list[Sequence[RunSample]]] = {}
+        for samples, machines in groups:
+            where = set(machines)
+            if len(where) == 1:
+                by_machine.setdefault(where.pop(), []).append(samples)
+        self._spreads = {m: repeat_spread(g) for m, g in by_machine.items()}
+
+    def for_pair(self, machines: Iterable[Any]) -> RepeatSpread | None:
+        where = set(machines)
+        return self._spreads.get(where.pop()) if len(where) == 1 else None
+
+
 def log_ratio_test(num: Sequence[float], den: Sequence[float], alpha: float = ALPHA,
                    interval: bool = True, spread: RepeatSpread | None = None) -> RatioTest:
     """Student's t-test (pooled variance) on the logarithms of two samples of positive values
     (two or more each), and the interval of the ratio of their geometric means consistent
     with it. ``ratio`` is that ratio of geometric means.
 
-    ``spread``: the run-to-run spread pooled over more configurations than these two. When it
-    has more degrees of freedom than the pair's own ``n_a + n_b - 2``, the test takes its
-    degrees of freedom and the larger of the two variances (a pair whose own repeats disagree
-    more than the rest keeps its own, larger spread)."""
+    ``spread``: the run-to-run spread pooled over more configurations than these two (of the
+    same machine). When it has more degrees of freedom than the pair's own ``n_a + n_b - 2``,
+    the test takes its degrees of freedom and the larger of the two variances: where every
+    configuration shares the machine's spread, the pooled variance alone would make the test
+    exact, and the larger one only makes it more cautious; a pair whose own repeats disagree
+    more than the rest keeps its own, larger spread."""
     if len(num) < 2 or len(den) < 2:
         raise ValueError("the test needs two or more values on each side")
     ln, ld = [math.log(x) for x in num], [math.log(x) for x in den]
