@@ -9,7 +9,7 @@ written meanwhile; :meth:`Drawing.wait` collects the plot paths. With one usable
 no process can be started, the figures are drawn here, one after the other. The parent never
 imports matplotlib unless it draws itself. Objects of the parent are frozen out of the garbage
 collector while workers are forked, so that their collections do not copy the parent's memory
-page by page.
+page by page; the workers ignore Ctrl-C, which is the parent's to handle.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import gc
 import logging
 import multiprocessing
 import os
+import signal
 from collections.abc import Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -43,8 +44,10 @@ def _draw(figure: Figure, outdir: Path) -> Path:
     return draw(figure, outdir)
 
 
-def _import_plotting() -> None:
-    """A drawing process's first task: import what drawing needs, before there is a figure."""
+def _start_worker() -> None:
+    """A drawing process's start: Ctrl-C is the parent's to handle (no traceback per worker),
+    and what drawing needs is imported before there is a figure."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     import matplotlib.backends.backend_agg
     import matplotlib.backends.backend_svg
     import matplotlib.figure  # noqa: F401
@@ -52,15 +55,27 @@ def _import_plotting() -> None:
     import cnnbench.report.plots  # noqa: F401
 
 
+def _ready() -> None:
+    """A task that makes the pool start its processes now."""
+
+
 def _fork_pool(workers: int) -> ProcessPoolExecutor | None:
-    """A pool of ``workers`` forked processes (``None`` when none can be started)."""
+    """A pool of ``workers`` forked processes, started now (``None`` when none can be started).
+    The parent's objects are frozen out of the garbage collector while the processes fork (at
+    the first task), so that the children's collections do not copy its memory page by page."""
     methods = multiprocessing.get_all_start_methods()
     context = multiprocessing.get_context("fork" if "fork" in methods else None)
     gc.freeze()
+    pool = None
     try:
-        return ProcessPoolExecutor(max_workers=workers, mp_context=context)
-    except (OSError, RuntimeError) as exc:  # no processes here: draw in this one
+        pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_start_worker)
+        for _ in range(workers):
+            pool.submit(_ready)
+        return pool
+    except (OSError, RuntimeError, BrokenProcessPool) as exc:  # no processes here: draw in this one
         log.debug("plots drawn in this process: %s", exc)
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
         return None
     finally:
         gc.unfreeze()
@@ -72,13 +87,6 @@ class DrawingPool:
     def __init__(self, workers: int) -> None:
         self.workers = workers
         self.pool = _fork_pool(workers) if workers > 0 else None
-        if self.pool is not None:
-            try:  # start every worker now: each imports matplotlib while the parent works
-                for _ in range(workers):
-                    self.pool.submit(_import_plotting)
-            except (OSError, RuntimeError, BrokenProcessPool) as exc:
-                log.debug("plots drawn in this process: %s", exc)
-                self.close()
 
     def close(self) -> None:
         if self.pool is not None:
