@@ -68,7 +68,7 @@ def synthetic_records(n: int, seed: int = 0) -> list[dict[str, Any]]:
     return out
 
 
-def time_one(n: int, max_plots: int) -> dict[str, float]:
+def time_one(n: int, max_plots: int, workers: int | None = None) -> dict[str, float]:
     from cnnbench.report import ReportOptions, build_report, write_report
     from cnnbench.results.store import read_records
 
@@ -89,7 +89,7 @@ def time_one(n: int, max_plots: int) -> dict[str, float]:
         read_records([store])  # the first read of a big file also writes its parsed-record cache
         cold = time.perf_counter() - c0
         t0 = time.perf_counter()
-        pool = prepare_drawing() if prepare_drawing is not None else None  # as cnnbench report does, first
+        pool = prepare_drawing(workers) if prepare_drawing is not None else None  # as cnnbench report does, first
         records, _ = read_records([store])  # warm, as every later report of these results (with step times)
         t1 = time.perf_counter()
         report = build_report(records, ReportOptions(max_plots=max_plots))
@@ -110,11 +110,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("sizes", nargs="*", type=int, default=[10_000, 100_000])
     ap.add_argument("--max-plots", type=int, default=8, help="Plots drawn (the report default).")
+    ap.add_argument("--workers", type=int, default=None,
+                    help="Drawing processes (default: as cnnbench report chooses; 0: draw in this process).")
     args = ap.parse_args(argv)
     print(f"{'records':>8} {'1st read':>8} {'read':>7} {'build':>7} {'write':>7} {'no-plot total':>14} "
           f"{'write+plots':>12} {'total':>7}  tables figures")
     for n in args.sizes:
-        t = time_one(n, args.max_plots)
+        t = time_one(n, args.max_plots, args.workers)
         base = t["read"] + t["build"]
         print(f"{n:>8} {t['cold_read']:>8.2f} {t['read']:>7.2f} {t['build']:>7.2f} {t['write']:>7.2f} "
               f"{base + t['write']:>14.2f} {t['write_plots']:>12.2f} {base + t['write_plots']:>7.2f}  "

@@ -1,9 +1,9 @@
 """SVG plots with matplotlib (no display, no pyplot state).
 
-SVG, with text kept as text (``svg.fonttype: none``): a figure is written in about a third
-of the time a PNG takes (no rasterising, no glyph rendering, no compression; see
-``benchmarks/README.md``), is smaller, scales without blur, and shows in markdown viewers and
-browsers alike; ``report.html`` embeds the same file.
+SVG, with text kept as text (``svg.fonttype: none``): a figure is saved in about a third
+of the time a PNG takes (no rasterising, no glyph rendering, no compression; measured in
+``benchmarks/README.md``), is half the size, scales without blur, and shows in markdown
+viewers and browsers alike; ``report.html`` embeds the same file.
 
 * scaling: speedup against device count per model, one line per machine (with its batch
   when the machines ran different batches), the ideal (linear) line dashed, error bars
