@@ -528,9 +528,13 @@ def test_data_records_carry_the_guards_warnings_and_host_telemetry_as_run_record
 def test_data_batch_times_get_the_spread_check(sets, tmp_path, monkeypatch):
     from cnnbench.engine import input_bench
 
-    monkeypatch.setattr(input_bench, "spread_warnings", lambda times: [f"unstable: {len(times)} batches"])
+    monkeypatch.setattr(input_bench, "spread_warnings",
+                        lambda times, block=1: [f"unstable: {len(times)} batches in blocks of {block}"])
     assert _data(sets, tmp_path, "--num-workers", "0") == 0
-    assert "unstable: 4 batches" in _data_record(tmp_path)["metrics"]["warnings"]
+    assert "unstable: 4 batches in blocks of 1" in _data_record(tmp_path)["metrics"]["warnings"]
+    assert _data(sets, tmp_path, "--num-workers", "2") == 0  # two loader processes: blocks of two batches
+    lines = (tmp_path / "results" / "box.jsonl").read_text().splitlines()
+    assert "unstable: 4 batches in blocks of 2" in json.loads(lines[-1])["metrics"]["warnings"]
 
 
 def test_without_loader_processes_the_main_process_is_said_to_load(sets, tmp_path, capsys):

@@ -226,3 +226,12 @@ def test_one_worker_per_node_judges_the_host_and_the_run_is_every_worker():
     assert first[2].run_roots == [os.getppid()]  # the launcher's tree holds every worker of this node
     other = default_hooks(cpu, World(rank=1, world_size=2, local_rank=1, local_world_size=2, process_group=True))
     assert other[2].cpus is None and other[1].host_cpus is None  # rank 0 of the node looks at the host
+
+
+def test_batches_in_bursts_of_the_loader_processes_are_not_unstable():
+    # two loader processes: a batch after a long wait, the next one at once, and so on
+    bursts = [0.190, 0.010] * 30
+    assert spread_warnings(bursts)  # batch by batch, a 90% spread
+    assert spread_warnings(bursts, block=2) == []  # per pair of batches: steady
+    (text,) = spread_warnings([0.19, 0.01] * 15 + [0.38, 0.02] * 15, block=2)  # the pace halves midway
+    assert text.startswith("unstable: times of blocks of 2 batches vary by")

@@ -136,7 +136,8 @@ def _measure(cfg: DataBenchConfig, emit: Emit, metrics: dict[str, Any], hooks: H
         **source_metrics,
         **hooks.metrics(),
     })
-    metrics["warnings"] = list(metrics.get("warnings") or []) + spread_warnings(times)
+    # k loader processes deliver batches in bursts of k: the spread is that of blocks of k
+    metrics["warnings"] = list(metrics.get("warnings") or []) + spread_warnings(times, block=loading)
     emit(RULE)
     emit(f"total images/sec: {total:.2f}")
     emit(f"per loading process: {total / loading:.2f} ({loaders_text(cfg.num_workers)}); "

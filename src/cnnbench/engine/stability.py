@@ -34,11 +34,26 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1000:.3g} ms" if seconds < 1 else f"{seconds:.3g} s"
 
 
-def spread_warnings(step_times_s: Sequence[float]) -> list[str]:
-    """pyperf's instability check on step times, as an ``unstable: ...`` text (or none)."""
-    cv = coefficient_of_variation(step_times_s)
+def block_means(values: Sequence[float], block: int) -> list[float]:
+    """Means of consecutive blocks of ``block`` values (the leading values that do not fill a
+    block are left out)."""
+    if block <= 1:
+        return list(values)
+    start = len(values) % block
+    return [statistics.fmean(values[i:i + block]) for i in range(start, len(values), block)]
+
+
+def spread_warnings(step_times_s: Sequence[float], block: int = 1) -> list[str]:
+    """pyperf's instability check on step times, as an ``unstable: ...`` text (or none).
+
+    ``block``: check the means of blocks of this many consecutive steps instead: batches
+    that ``k`` loader processes make side by side arrive in bursts of ``k`` (a long wait,
+    then ``k - 1`` batches at once), a pattern of the pipeline, not noise."""
+    times = block_means(step_times_s, block)
+    cv = coefficient_of_variation(times)
     if cv is None or cv < MAX_CV:
         return []
-    mean = statistics.fmean(step_times_s)
-    return [f"unstable: step times vary by {cv:.0%} of their mean (standard deviation {_ms(cv * mean)}, "
-            f"mean {_ms(mean)}, slowest {_ms(max(step_times_s))}, {len(step_times_s)} steps)"]
+    mean = statistics.fmean(times)
+    what = "step times" if block <= 1 else f"times of blocks of {block} batches"
+    return [f"unstable: {what} vary by {cv:.0%} of their mean (standard deviation {_ms(cv * mean)}, "
+            f"mean {_ms(mean)}, slowest {_ms(max(times))}, {len(step_times_s)} steps)"]
