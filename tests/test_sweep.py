@@ -151,14 +151,17 @@ def test_failures_are_recorded_and_the_sweep_goes_on(tmp_path):
     assert "5 cases ran" in lines[0] and "2 error" in lines[0] and "1 timeout" in lines[0]
 
 
-def test_a_timed_out_case_records_one_line_with_its_last_output_not_a_traceback(tmp_path):
+def test_a_timed_out_case_records_its_cause_in_one_line_and_its_output_not_the_traceback(tmp_path):
     result = run_suite(suite_of([2], timeout_s=1.0), SweepOptions(results_dir=tmp_path, grace_s=5.0),
                        worker=sweep_fakes.agent_like_worker, probe=probe)
     (only,) = result.results
     error = only.record["error"]
-    assert only.status == "timeout" and "\n" not in error and "Traceback" not in error, error
-    assert error == ("the case ran past its time limit of 1 s and was stopped (last output: "
+    assert only.status == "timeout" and "Traceback" not in error and "SignalException" not in error, error
+    first, _, rest = error.partition("\n")
+    assert first == ("the case ran past its time limit of 1 s and was stopped (last output: "
                      "10 images/sec: 12.5 +/- 0.1 (jitter = 0.2) 6.900)")
+    assert rest.startswith("--- last lines of the case's output ---\n")  # for a hang, where it stopped
+    assert rest.rstrip().endswith("10\timages/sec: 12.5 +/- 0.1 (jitter = 0.2)\t6.900")
 
 
 def test_out_of_memory_is_recorded_or_retried_with_smaller_batches(tmp_path):

@@ -558,9 +558,13 @@ def _failure(outcome: ChildOutcome, timeout_s: float) -> tuple[str, str]:
     if outcome.timed_out:
         # One line: stopping a case makes its processes print what they were doing when the
         # signal came (a multi-device case's agent and workers: tracebacks), which is not the cause.
+        # What it printed before those tracebacks follows the first line, as for other failures
+        # (for a hang, the only clue to where it stopped).
         last = last_output_line(tail)
+        before = output_before_traceback(tail)
         return "timeout", (f"the case ran past its time limit of {timeout_s:g} s and was stopped"
-                           + (f" (last output: {clip(last, 200)})" if last else ""))
+                           + (f" (last output: {clip(last, 200)})" if last else "")
+                           + (f"\n--- last lines of the case's output ---\n{before}" if before else ""))
     if outcome.exception is not None:
         kind = str(outcome.exception.get("type") or "Exception")
         message = clip(without_native_stack(str(outcome.exception.get("message") or "")))
@@ -578,10 +582,19 @@ def _failure(outcome: ChildOutcome, timeout_s: float) -> tuple[str, str]:
     return "error", f"the case process ended without a record{tail_text}"
 
 
+def output_before_traceback(tail: str) -> str:
+    """What a case printed before any traceback (trailing blank lines and a rank's traceback
+    prefix dropped)."""
+    before = tail.split("Traceback (most recent call last):", 1)[0]
+    lines = before.rstrip().splitlines()
+    if lines and lines[-1].strip().startswith("[rank") and lines[-1].rstrip().endswith(":"):
+        lines.pop()
+    return "\n".join(lines).rstrip()
+
+
 def last_output_line(tail: str) -> str:
     """The last line a case printed before any traceback, whitespace collapsed ("" if none)."""
-    before = tail.split("Traceback (most recent call last):", 1)[0]
-    lines = [" ".join(line.split()) for line in before.splitlines() if line.strip()]
+    lines = [" ".join(line.split()) for line in output_before_traceback(tail).splitlines() if line.strip()]
     return lines[-1] if lines else ""
 
 
