@@ -158,12 +158,12 @@ def test_progress_lines_show_the_records_step_times_and_cost_no_worker_a_step():
     """A progress line reports the per-step maxima over workers (what the record keeps), and
     rank 0's printing (here 0.5 s) lands in no worker's step, although the next step of every
     worker ends with a collective that would wait for rank 0."""
-    out = launch_workers(dw.progress_on_two_workers, (6, 0.5), nprocs=2, timeout_s=120)
+    out = launch_workers(dw.progress_on_two_workers, (6, 1.0), nprocs=2, timeout_s=120)
     r0, r1 = out[0]["step_times"], out[1]["step_times"]
     slowest = [max(a, b) for a, b in zip(r0, r1, strict=True)]
     assert [len(s) for s in out[0]["shown"]] == [1, 2, 4, 6]
     assert out[0]["shown"][-1] == slowest
-    assert max(r0 + r1) < 0.25, (r0, r1)  # counted, the 0.5 s print would be in rank 1's next steps
+    assert max(r0 + r1) < 0.5, (r0, r1)  # counted, the 1 s print would be in rank 1's next steps (>= 1 s)
 
 
 
