@@ -20,6 +20,7 @@ from cnnbench.report.compare import ComparedPair, CompareResult, summary_line, v
 from cnnbench.report.marks import Marks, marks_section
 from cnnbench.report.points import Measure
 from cnnbench.report.significance import NONE
+from cnnbench.words import plural
 
 FORMATS = ("table", "md", "csv", "json")
 HEADER = ("model", "batch", "configuration", "machine", "baseline img/s", "candidate img/s", "ratio",
@@ -53,7 +54,7 @@ def _test(pair: ComparedPair) -> str:
     c = pair.comparison
     if c.ratio is None:
         return "—"
-    runs = f"{c.n_base} vs {c.n_cand} run{'s' if max(c.n_base, c.n_cand) != 1 else ''}"
+    runs = f"{c.n_base:,} vs {plural(c.n_cand, 'run')}"
     return f"{c.basis}, {runs}" if c.basis != NONE else runs
 
 
