@@ -12,7 +12,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Sequence
 from typing import Any
 
 from cnnbench.report import fields as F
@@ -115,20 +114,6 @@ def notes(result: CompareResult) -> list[str]:
     return lines
 
 
-def render_plain(result: CompareResult) -> str:
-    """Aligned plain-text columns (for pipes and logs)."""
-    header, body = rows(result)
-    widths = [max(len(h), *(len(r[i]) for r in body)) if body else len(h) for i, h in enumerate(header)]
-    left = {"model", "batch", "configuration", "machine", "test", "result"}
-
-    def line(cells: Sequence[str]) -> str:
-        return "  ".join(c.ljust(w) if h in left else c.rjust(w)
-                         for c, w, h in zip(cells, widths, header, strict=False)).rstrip()
-
-    out = [line(header), "  ".join("-" * w for w in widths)] + [line(r) for r in body]
-    return "\n".join(out + [""] + notes(result)) + "\n"
-
-
 def _md_escape(text: str) -> str:
     return text.replace("|", "\\|")
 
@@ -194,7 +179,8 @@ _STYLES = {"faster": "green", "slower": "red", "not significant": "dim", "no sam
 
 
 def print_rich(result: CompareResult) -> None:
-    """A rich table on the terminal (colours: green faster, red slower, dim not significant)."""
+    """The table through :func:`cnnbench.terminal.print_table`: on a terminal with colours (green
+    faster, red slower, dim not significant), piped the plain table (``COLUMNS`` wide when set)."""
     from rich.markup import escape
     from rich.table import Table
 
@@ -213,12 +199,12 @@ def print_rich(result: CompareResult) -> None:
 
 
 def render(result: CompareResult, fmt: str) -> str:
-    """The text of ``fmt`` (``table`` here means the plain-text table)."""
+    """The text of ``fmt`` (``md``, ``csv`` or ``json``; the table prints with :func:`print_rich`)."""
     if fmt == "json":
         return render_json(result)
     if fmt == "csv":
         return render_csv(result)
     if fmt == "md":
         return render_markdown(result)
-    return render_plain(result)
+    raise ValueError(f"no text format {fmt!r} (md, csv, json)")
 
