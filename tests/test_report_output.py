@@ -192,6 +192,8 @@ def test_systems_section_lists_each_machine_from_the_environment():
     assert t.cell("m-fast", "memory").text == "64 GiB"
     assert t.cell("m-slow", "framework").text == "tensorflow 2.4.1"
     assert t.cell("m-slow", "driver").text == "—"
+    nameless = record(machine="", environment={"hostname": "box-7"})  # the report's fallback: the host name
+    assert [r[0].text for r in build_report([nameless]).table("systems").rows] == ["box-7"]
 
 
 def test_wide_tables_scroll_in_their_own_box(store, tmp_path):

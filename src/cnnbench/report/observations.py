@@ -81,8 +81,8 @@ def _median_cell(cells: list[tuple[str, Cell]], all_numbers: int, med: Cell) -> 
 
 
 def _eff(cell: Cell) -> str:
-    """The efficiency part of a scaling cell (``1.92× · 96.1%`` -> ``96.1%``)."""
-    return cell.text.split(" · ")[-1].split(" ")[0]
+    """The efficiency of a scaling cell (its value: ``1.92× · 96.1%`` -> ``96.1%``)."""
+    return _pct(cell.value)
 
 
 def scaling_observations(groups: Sequence[ScalingGroup], include_warned: bool = False) -> list[Observation]:
