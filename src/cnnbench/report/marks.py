@@ -3,9 +3,9 @@
 - ``†`` (wide spread): a run of the cell has step times whose coefficient of variation
   (std / mean) is over 10%; for imported logs without step times, tf_cnn_benchmarks' own
   ``+/-`` gives it.
-- ``⚠`` (warned): a run of the cell recorded warnings (``metrics.warnings``: a busy machine,
-  CPU frequency scaling, a wide spread, ...) or was throttled (``metrics.throttled``). Such cells
-  stay in the tables but are left out of the observations unless asked
+- ``⚠`` (warned): a run of the cell recorded warnings (``metrics.warnings``: ``busy CPU``,
+  ``busy GPU``, ``CPU frequency``, ``unstable``, ...) or was throttled (``metrics.throttled``).
+  Such cells stay in the tables but are left out of the observations unless asked
   (``--include-warned``).
 - ``n.s.`` / ``no samples`` on ratios: the difference is not significant, or there was
   nothing to test it with (see :mod:`cnnbench.report.significance`).
@@ -108,8 +108,8 @@ def is_warned(text_marks: str) -> bool:
 
 
 def warning_kind(text: str) -> str:
-    """What a warning is about: its text before the first colon (``busy machine: load 3.0 on 2
-    cores`` -> ``busy machine``)."""
+    """What a warning is about: its text before the first colon (``busy CPU: other processes
+    used 1.20 of the 2 cores ...`` -> ``busy CPU``; ``busy GPU``, ``CPU frequency``, ``unstable``)."""
     return text.split(":", 1)[0].strip() or text
 
 
