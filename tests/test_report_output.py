@@ -217,6 +217,9 @@ def test_numbers_have_separators_and_csv_keeps_full_values_and_the_spread(tmp_pa
     assert rows[1]["m-fast spread"] == ""
     data = json.loads((written.outdir / "tables" / f"{t.id}.json").read_text())
     assert data["rows"][0]["m-fast spread"] == pytest.approx(500 / 12595.678, rel=1e-5)
+    assert data["columns"] == ["model", "batch", "m-fast", "m-fast spread"] == list(data["rows"][0])
+    assert data["text_columns"] == t.columns == ["model", "batch", "m-fast"]
+    assert data["text"][0] == ["resnet50", "64", "12,596 ±2.0%"]
 
 
 def test_plots_drawn_by_worker_processes_are_the_ones_drawn_here(tmp_path, monkeypatch):
