@@ -210,6 +210,20 @@ def test_terminal_table_colours_the_verdict(tmp_path, capsys, monkeypatch):
     assert "Geometric mean of 1 ratio" in out
 
 
+def test_piped_table_is_the_plain_rich_table_and_follows_columns(tmp_path, capsys, monkeypatch):
+    rng = random.Random(9)
+    a, b = stores(tmp_path, [noisy(400.0, rng, model=m) for m in MODELS], [noisy(300.0, rng, model=m) for m in MODELS])
+    monkeypatch.delenv("COLUMNS", raising=False)
+    code, out, _ = run(capsys, a, b)
+    assert code == 0 and "\x1b[" not in out and not set("─│┃━┏") & set(out)  # no colour, no box lines
+    [header] = [ln for ln in out.splitlines() if ln.startswith("model")]
+    assert "baseline img/s" in header and "---" not in out  # rich's header, not a hand-ruled one
+    assert len([ln for ln in out.splitlines() if ln.startswith(MODELS)]) == 2  # one line a pair: never wrapped
+    monkeypatch.setenv("COLUMNS", "70")
+    code, out, _ = run(capsys, a, b)
+    assert code == 0 and max(len(ln) for ln in out.splitlines()) <= 70
+
+
 def test_the_configuration_column_does_not_repeat_the_machine(tmp_path, capsys):
     rng = random.Random(6)
     base = [noisy(400.0, rng, machine="m-fast"), noisy(200.0, rng, machine="m-slow")]

@@ -192,6 +192,8 @@ def test_systems_section_lists_each_machine_from_the_environment():
     assert t.cell("m-fast", "memory").text == "64 GiB"
     assert t.cell("m-slow", "framework").text == "tensorflow 2.4.1"
     assert t.cell("m-slow", "driver").text == "—"
+    nameless = record(machine="", environment={"hostname": "box-7"})  # the report's fallback: the host name
+    assert [r[0].text for r in build_report([nameless]).table("systems").rows] == ["box-7"]
 
 
 def test_wide_tables_scroll_in_their_own_box(store, tmp_path):
@@ -215,6 +217,9 @@ def test_numbers_have_separators_and_csv_keeps_full_values_and_the_spread(tmp_pa
     assert rows[1]["m-fast spread"] == ""
     data = json.loads((written.outdir / "tables" / f"{t.id}.json").read_text())
     assert data["rows"][0]["m-fast spread"] == pytest.approx(500 / 12595.678, rel=1e-5)
+    assert data["columns"] == ["model", "batch", "m-fast", "m-fast spread"] == list(data["rows"][0])
+    assert data["text_columns"] == t.columns == ["model", "batch", "m-fast"]
+    assert data["text"][0] == ["resnet50", "64", "12,596 ±2.0%"]
 
 
 def test_plots_drawn_by_worker_processes_are_the_ones_drawn_here(tmp_path, monkeypatch):

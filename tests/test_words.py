@@ -34,3 +34,15 @@ def test_eta_only_for_long_runs_and_read_as_a_duration():
     assert eta_s(10, 1000, [0.1] * 10) == pytest.approx(99.0)  # 100 s in all: 990 steps of 0.1 s left
     assert eta_s(1000, 1000, [0.1] * 1000) is None  # done
     assert [duration(s) for s in (5, 65, 3725)] == ["5s", "1m 05s", "1h 02m"]
+
+
+def test_counts_in_run_headers_and_report_columns_read_with_the_plural():
+    from cnnbench.engine.input_bench import loaders_text
+    from cnnbench.engine.log_format import threads_text
+    from cnnbench.report.scaling import device_column
+
+    assert threads_text(1, 1, 1) == "1 (1 core)"
+    assert threads_text(2, 2, 1) == "2 (2 cores)"
+    assert threads_text(1, 1, 2) == "1 per worker (1 core split among 2 workers on this node)"
+    assert [loaders_text(n) for n in (1, 2)] == ["1 loader process", "2 loader processes"]
+    assert [device_column(n) for n in (1, 8)] == ["1 device", "8 devices"]

@@ -97,7 +97,7 @@ def handle(args: argparse.Namespace) -> int:
         why = ", ".join(f"{k.rsplit('.', 1)[-1]} ({n})" for k, n in list(result.why_unmatched.items())[:5])
         raise UserError("no result of the baseline matches one of the candidate"
                         + (f"; they differ in: {why} (see --ignore, --across-machines)" if why else ""))
-    if args.format == "table" and sys.stdout.isatty():
+    if args.format == "table":
         print_rich(result)
     else:
         sys.stdout.write(render(result, args.format))

@@ -40,6 +40,7 @@ from cnnbench.machine.affinity import cpu_count_available
 from cnnbench.machine.devices import cuda_available, resolve_device_kind
 from cnnbench.machine.environment import capture_environment
 from cnnbench.results.record import Record, error_text, now_iso
+from cnnbench.words import plural
 
 log = logging.getLogger(__name__)
 
@@ -141,7 +142,7 @@ def _measure(cfg: DataBenchConfig, emit: Emit, metrics: dict[str, Any], hooks: H
     emit(RULE)
     emit(f"total images/sec: {total:.2f}")
     emit(f"per loading process: {total / loading:.2f} ({loaders_text(cfg.num_workers)}); "
-         f"per core: {total / cores:.2f} ({cores} core{'s' if cores != 1 else ''})")
+         f"per core: {total / cores:.2f} ({plural(cores, 'core')})")
     emit(RULE)
 
 
@@ -154,7 +155,7 @@ def loaders_text(num_workers: int) -> str:
     """Who loads, in words: ``2 loader processes``, or the main process with ``--num-workers 0``."""
     if num_workers == 0:
         return "the main process: --num-workers 0"
-    return f"{num_workers} loader process{'es' if num_workers != 1 else ''}"
+    return plural(num_workers, "loader process", "loader processes")
 
 
 def header_lines(cfg: DataBenchConfig, dataset: str, cores: int) -> list[str]:

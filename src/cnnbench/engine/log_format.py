@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from cnnbench.engine.stats import ThroughputStats
+from cnnbench.words import plural
 
 RULE = "-" * 64
 
@@ -16,8 +17,8 @@ RULE = "-" * 64
 def threads_text(threads: int, cores: int, workers_here: int) -> str:
     """The header's ``Threads:`` value: torch threads each worker runs, and why that many."""
     if workers_here > 1:
-        return f"{threads} per worker ({cores} cores split among {workers_here} workers on this node)"
-    return f"{threads} ({cores} cores)"
+        return f"{threads} per worker ({plural(cores, 'core')} split among {workers_here} workers on this node)"
+    return f"{threads} ({plural(cores, 'core')})"
 
 
 def header_lines(config: Mapping[str, Any], *, framework: str, dataset: str, threads: str | None = None) -> list[str]:

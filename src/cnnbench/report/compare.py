@@ -29,6 +29,7 @@ from cnnbench.report.pairing import differing_fields, pair_key_fields, pair_poin
 from cnnbench.report.points import Measure, Point, build_points, combine, machine_spreads, machines_of
 from cnnbench.report.significance import ALPHA, DEFAULT_NOISE, Comparison, MachineSpreads, compare_runs
 from cnnbench.results.query import parse_where, select, value_matches
+from cnnbench.words import plural
 
 SIDE = "compare_side"
 """The field that tells the two sides apart when they come from two sets of results."""
@@ -145,7 +146,7 @@ def split_records(records: Sequence[Mapping[str, Any]], by: str, baseline: str |
     values.sort(key=F.sort_key)
     shown = ", ".join(F.text(v) for v in values)
     if len(values) < 2:
-        raise CompareError(f"--by {by}: the results take {len(values)} value{'s' if len(values) != 1 else ''} "
+        raise CompareError(f"--by {by}: the results take {plural(len(values), 'value')} "
                            f"({shown or 'none'}); two are needed")
     base = _value(values, baseline, by, "--baseline")
     cand = _value(values, candidate, by, "--candidate")
@@ -278,7 +279,7 @@ def summary_line(result: CompareResult) -> str:
     parts = [f"{c['faster']} faster", f"{c['slower']} slower", f"{c['not significant']} not significant"]
     if c["no samples"]:
         parts.append(f"{c['no samples']} without samples to test")
-    return (f"Geometric mean of {n} ratio{'s' if n != 1 else ''}: {g:.3f} ({direction}); significant: "
+    return (f"Geometric mean of {plural(n, 'ratio')}: {g:.3f} ({direction}); significant: "
             + ", ".join(parts) + ".")
 
 

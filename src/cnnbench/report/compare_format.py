@@ -12,7 +12,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Sequence
 from typing import Any
 
 from cnnbench.report import fields as F
@@ -20,6 +19,7 @@ from cnnbench.report.compare import ComparedPair, CompareResult, summary_line, v
 from cnnbench.report.marks import Marks, marks_section
 from cnnbench.report.points import Measure
 from cnnbench.report.significance import NONE
+from cnnbench.words import plural
 
 FORMATS = ("table", "md", "csv", "json")
 HEADER = ("model", "batch", "configuration", "machine", "baseline img/s", "candidate img/s", "ratio",
@@ -53,7 +53,7 @@ def _test(pair: ComparedPair) -> str:
     c = pair.comparison
     if c.ratio is None:
         return "—"
-    runs = f"{c.n_base} vs {c.n_cand} run{'s' if max(c.n_base, c.n_cand) != 1 else ''}"
+    runs = f"{c.n_base:,} vs {plural(c.n_cand, 'run')}"
     return f"{c.basis}, {runs}" if c.basis != NONE else runs
 
 
@@ -112,20 +112,6 @@ def notes(result: CompareResult) -> list[str]:
         marks.add(p.marks)
     lines += marks_section(marks)
     return lines
-
-
-def render_plain(result: CompareResult) -> str:
-    """Aligned plain-text columns (for pipes and logs)."""
-    header, body = rows(result)
-    widths = [max(len(h), *(len(r[i]) for r in body)) if body else len(h) for i, h in enumerate(header)]
-    left = {"model", "batch", "configuration", "machine", "test", "result"}
-
-    def line(cells: Sequence[str]) -> str:
-        return "  ".join(c.ljust(w) if h in left else c.rjust(w)
-                         for c, w, h in zip(cells, widths, header, strict=False)).rstrip()
-
-    out = [line(header), "  ".join("-" * w for w in widths)] + [line(r) for r in body]
-    return "\n".join(out + [""] + notes(result)) + "\n"
 
 
 def _md_escape(text: str) -> str:
@@ -193,7 +179,8 @@ _STYLES = {"faster": "green", "slower": "red", "not significant": "dim", "no sam
 
 
 def print_rich(result: CompareResult) -> None:
-    """A rich table on the terminal (colours: green faster, red slower, dim not significant)."""
+    """The table through :func:`cnnbench.terminal.print_table`: on a terminal with colours (green
+    faster, red slower, dim not significant), piped the plain table (``COLUMNS`` wide when set)."""
     from rich.markup import escape
     from rich.table import Table
 
@@ -212,12 +199,12 @@ def print_rich(result: CompareResult) -> None:
 
 
 def render(result: CompareResult, fmt: str) -> str:
-    """The text of ``fmt`` (``table`` here means the plain-text table)."""
+    """The text of ``fmt`` (``md``, ``csv`` or ``json``; the table prints with :func:`print_rich`)."""
     if fmt == "json":
         return render_json(result)
     if fmt == "csv":
         return render_csv(result)
     if fmt == "md":
         return render_markdown(result)
-    return render_plain(result)
+    raise ValueError(f"no text format {fmt!r} (md, csv, json)")
 

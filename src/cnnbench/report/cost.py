@@ -15,7 +15,7 @@ from cnnbench.report import fields as F
 from cnnbench.report.numbers import significant
 from cnnbench.report.points import PointSet
 from cnnbench.report.table import Cell, Table, label_cell, missing
-from cnnbench.report.tf_models import tf_cost
+from cnnbench.report.tf_models import UNMAPPED, tf_cost
 
 COLUMNS = ["model", "input size", "params", "param memory", "feature memory", "forward FLOPs",
            "train FLOPs/image", "top-1 / top-5 error (%)"]
@@ -76,6 +76,7 @@ def cost_table(points: PointSet) -> Table | None:
     """One row per model present; ``None`` when no record carries a model cost."""
     costs: dict[Any, Mapping[str, Any]] = {}
     mapped: dict[Any, tuple[str, str]] = {}
+    unmapped: dict[Any, str] = {}
     for p in points.points:
         model = p.values.get(F.MODEL)
         if model in costs:
@@ -87,9 +88,13 @@ def cost_table(points: PointSet) -> Table | None:
                 mapped.pop(model, None)
                 break
         else:
-            found = tf_cost(model) if (p.values.get(F.SOURCE) or "cnnbench") != "cnnbench" else None
+            if (p.values.get(F.SOURCE) or "cnnbench") == "cnnbench":
+                continue
+            found = tf_cost(model)
             if found is not None and model not in mapped:
                 mapped[model] = (found[1], found[2])
+            elif str(model) in UNMAPPED:
+                unmapped[model] = UNMAPPED[str(model)]
     for model in mapped:
         costs[model] = tf_cost(model)[0]  # type: ignore[index]
     if not costs:
@@ -117,4 +122,7 @@ def cost_table(points: PointSet) -> Table | None:
                  sorted(mapped.items(), key=lambda kv: F.sort_key(kv[0]))]
         notes.append("Imported tf_cnn_benchmarks models, measured on the torchvision model of the same "
                      "architecture: " + "; ".join(parts) + ".")
+    for model, why in sorted(unmapped.items(), key=lambda kv: F.sort_key(kv[0])):
+        if model not in costs:
+            notes.append(f"Imported tf_cnn_benchmarks {model}: no cost, as {why}.")
     return Table("model-cost", "Model cost", "cost", list(COLUMNS), rows, notes)

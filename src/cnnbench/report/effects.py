@@ -227,7 +227,7 @@ def _ignore_note(pairs: Sequence[Any], ignore: tuple[str, ...]) -> str:
     text = f"Pairs ignore {', '.join(parts)}: results pair whatever these fields say."
     pooled = pooled_pairs(pairs, ignore)
     if pooled:
-        text += (f" In {pooled} pair{'s' if pooled != 1 else ''} a side holds several values of an ignored "
+        text += (f" In {plural(pooled, 'pair')} a side holds several values of an ignored "
                  f"field; its results are pooled.")
     return text
 

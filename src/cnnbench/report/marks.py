@@ -3,9 +3,9 @@
 - ``†`` (wide spread): a run of the cell has step times whose coefficient of variation
   (std / mean) is over 10%; for imported logs without step times, tf_cnn_benchmarks' own
   ``+/-`` gives it.
-- ``⚠`` (warned): a run of the cell recorded warnings (``metrics.warnings``: a busy machine,
-  CPU frequency scaling, a wide spread, ...) or was throttled (``metrics.throttled``). Such cells
-  stay in the tables but are left out of the observations unless asked
+- ``⚠`` (warned): a run of the cell recorded warnings (``metrics.warnings``: ``busy CPU``,
+  ``busy GPU``, ``CPU frequency``, ``unstable``, ...) or was throttled (``metrics.throttled``).
+  Such cells stay in the tables but are left out of the observations unless asked
   (``--include-warned``).
 - ``n.s.`` / ``no samples`` on ratios: the difference is not significant, or there was
   nothing to test it with (see :mod:`cnnbench.report.significance`).
@@ -22,6 +22,7 @@ from typing import Any
 
 from cnnbench.report.points import Measure
 from cnnbench.report.significance import WIDE_CV
+from cnnbench.words import plural
 
 WIDE = "†"
 WARNED = "⚠"
@@ -106,13 +107,9 @@ def is_warned(text_marks: str) -> bool:
     return WARNED in text_marks
 
 
-def _runs(n: int) -> str:
-    return f"{n} run" if n == 1 else f"{n} runs"
-
-
 def warning_kind(text: str) -> str:
-    """What a warning is about: its text before the first colon (``busy machine: load 3.0 on 2
-    cores`` -> ``busy machine``)."""
+    """What a warning is about: its text before the first colon (``busy CPU: other processes
+    used 1.20 of the 2 cores ...`` -> ``busy CPU``; ``busy GPU``, ``CPU frequency``, ``unstable``)."""
     return text.split(":", 1)[0].strip() or text
 
 
@@ -132,9 +129,9 @@ def legend(marks: Marks) -> list[str]:
     full explanation is said once, in the report's Marks section (:func:`marks_section`)."""
     lines = []
     if marks.wide:
-        lines.append(f"{WIDE} a run's step times vary widely ({_runs(marks.wide)}); see {MARKS_HEADING}.")
+        lines.append(f"{WIDE} a run's step times vary widely ({plural(marks.wide, 'run')}); see {MARKS_HEADING}.")
     if marks.warned:
-        kinds = ", ".join(f"{k} ({_runs(n)})" for k, n in by_kind(marks.reasons).most_common())
+        kinds = ", ".join(f"{k} ({plural(n, 'run')})" for k, n in by_kind(marks.reasons).most_common())
         lines.append(f"{WARNED} a run recorded warnings: {kinds}; see {MARKS_HEADING}.")
     return lines
 
@@ -144,7 +141,7 @@ def marks_section(marks: Marks) -> list[str]:
     lines = []
     if marks.wide:
         lines.append(f"{WIDE} a run's step times vary widely: coefficient of variation over {WIDE_CV * 100:g}% "
-                     f"({_runs(marks.wide)} in all); its figure is less certain than others.")
+                     f"({plural(marks.wide, 'run')} in all); its figure is less certain than others.")
     if marks.warned:
         groups: dict[str, list[tuple[str, int]]] = {}
         for text, n in marks.reasons.most_common():
@@ -154,8 +151,8 @@ def marks_section(marks: Marks) -> list[str]:
             texts = [t for t, _ in groups[kind] if t != kind]
             example = f"; e.g. {texts[0]!r}" + (f" and {len(texts) - 1} more" if len(texts) > 1 else "") \
                 if texts else ""
-            parts.append(f"{kind} ({_runs(n)}{example})")
-        lines.append(f"{WARNED} a run recorded warnings ({_runs(marks.warned)} in all), by kind: "
+            parts.append(f"{kind} ({plural(n, 'run')}{example})")
+        lines.append(f"{WARNED} a run recorded warnings ({plural(marks.warned, 'run')} in all), by kind: "
                      + "; ".join(parts) + ". Such cells stay in the tables, marked, and are left out of the "
                      "observations (--include-warned keeps them).")
     return lines

@@ -81,8 +81,8 @@ def _median_cell(cells: list[tuple[str, Cell]], all_numbers: int, med: Cell) -> 
 
 
 def _eff(cell: Cell) -> str:
-    """The efficiency part of a scaling cell (``1.92× · 96.1%`` -> ``96.1%``)."""
-    return cell.text.split(" · ")[-1].split(" ")[0]
+    """The efficiency of a scaling cell (its value: ``1.92× · 96.1%`` -> ``96.1%``)."""
+    return _pct(cell.value)
 
 
 def scaling_observations(groups: Sequence[ScalingGroup], include_warned: bool = False) -> list[Observation]:
@@ -182,11 +182,11 @@ def effect_observations(effects: Sequence[Effect], include_warned: bool = False)
             head += " from 1 pair"
             refs += [r for r in (_locate(t, med),) if r is not None]
         if left_out:
-            head += f", {left_out} pair{'s' if left_out != 1 else ''} with warned runs left out"
+            head += f", {plural(left_out, 'pair')} with warned runs left out"
         faster = sum(1 for p in pairs if p.significant and p.ratio is not None and p.ratio > 1)
         slower = sum(1 for p in pairs if p.significant and p.ratio is not None and p.ratio < 1)
         agreeing = faster if med > 1 else slower
-        counted = f"{faster + slower} of {n} pair{'s' if n != 1 else ''} significant"
+        counted = f"{faster + slower} of {plural(n, 'pair')} significant"
         a, b = F.label(e.field, e.a), F.label(e.field, e.b)
         if abs(med - 1) < e.noise or agreeing * 2 < n:
             tail = f"no significant effect ({counted}"
@@ -298,12 +298,12 @@ def failure_observations(sections: Sequence[Section]) -> list[Observation]:
         return []
     counts = ", ".join(f"{k} {w}" for w, k in failed.most_common())
     total = sum(failed.values())
-    text = f"Failures: {total} cell{'s' if total != 1 else ''} where every repeat failed"
+    text = f"Failures: {plural(total, 'cell')} where every repeat failed"
     text += f" ({counts})" if counts else ""
     if examples:
         text += ": " + "; ".join(e for e, _ in examples)
         if total > len(examples):
             text += f"; {total - len(examples)} more in the tables"
     if partial:
-        text += f". {partial} more cell{'s' if partial != 1 else ''} had some repeats fail (shown as k/n)"
+        text += f". {plural(partial, 'more cell', 'more cells')} had some repeats fail (shown as k/n)"
     return [Observation(text + ".", refs)]

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from cnnbench.report.document import Figure
+from cnnbench.words import plural
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +123,7 @@ def _scaling(figure: Figure) -> Any:
     models: dict[str, list[dict[str, Any]]] = figure.data["models"]
     devices: list[int] = figure.data["devices"]
     base = min(devices)
-    ylabel = f"speedup over {base} device{'s' if base > 1 else ''}"
+    ylabel = f"speedup over {plural(base, 'device')}"
     if len(models) > MAX_PANELS_SMALL:
         return _scaling_overview(figure, models, devices, base, ylabel)
     names = list(models)

@@ -21,6 +21,7 @@ from cnnbench.report.marks import legend_for, symbols_of
 from cnnbench.report.points import Measure, Point, PointSet, combine
 from cnnbench.report.stats import median
 from cnnbench.report.table import Cell, Table, failed, label_cell, missing, number, percent, throughput
+from cnnbench.words import plural
 
 
 @dataclass
@@ -121,7 +122,7 @@ def _status_or_missing(m: Measure | None) -> Cell:
 
 
 def device_column(n: int) -> str:
-    return f"{n} device" if n == 1 else f"{n} devices"
+    return plural(n, "device")
 
 
 def _base_note(series: list[Series]) -> str:

@@ -77,7 +77,7 @@ def systems_table(records: Sequence[Mapping[str, Any]]) -> Table | None:
         env = rec.get("environment")
         if not isinstance(env, dict):
             env = {}
-        machine = str(env.get("machine") or env.get("hostname") or "unknown")
+        machine = str(F.get_value(rec, F.MACHINE))
         key = (machine, *map(env.get, FIELDS_READ))
         try:
             if key in done:

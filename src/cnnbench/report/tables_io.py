@@ -4,7 +4,8 @@ Cells are written as values, not as display text: numbers as numbers, failures a
 status word (``OOM``, ``error``, ``timeout``), missing cells empty (CSV) or ``null``
 (JSON). A column whose cells are medians of repeats that spread is followed by a
 ``<column> spread`` column: ``(max - min) / median`` of the repeats (the ``±`` of the
-display text is half of it). The JSON also keeps the display text and the notes.
+display text is half of it). The JSON also keeps the display text (in the table's own
+columns, ``text_columns``) and the notes.
 """
 
 from __future__ import annotations
@@ -55,11 +56,14 @@ def table_csv(table: Table) -> str:
 
 
 def table_json(table: Table) -> str:
-    """The table as JSON: one row (and its display text) per line, so it diffs and greps well."""
+    """The table as JSON: one row (and its display text) per line, so it diffs and greps well.
+    ``columns`` are the keys of each row (``<column> spread`` included), ``text_columns`` the
+    display columns that each ``text`` row lists in order."""
     dumps = json.JSONEncoder(ensure_ascii=False, allow_nan=False, default=str, separators=(", ", ": ")).encode
     spread = _spread_columns(table)
     columns = _columns(table, spread)
-    head = {"id": table.id, "title": table.title, "kind": table.kind, "columns": table.columns, "notes": table.notes}
+    head = {"id": table.id, "title": table.title, "kind": table.kind, "columns": columns,
+            "text_columns": table.columns, "notes": table.notes}
     rows = [dumps(dict(zip(columns, _with_spread([_plain(c.value) for c in row], row, spread), strict=False)))
             for row in table.rows]
     text = [dumps([c.text for c in row]) for row in table.rows]

@@ -4,7 +4,8 @@ Imported logs carry no model cost, so the report takes it from the torchvision m
 same architecture, measured once with :func:`cnnbench.models.cost.model_cost` (torch 2.14.1,
 torchvision 0.29.1; the report itself never imports torch) and kept here. Where the two are
 not the same network, :data:`TF_MODELS` says how they differ and the report's note repeats it.
-A name with no equivalent measured here (``inception4`` needs timm) keeps its ``—`` row.
+A name with no equivalent measured here (``inception4`` needs timm) keeps its ``—`` row, and so
+does one whose torchvision namesake is a different size (see :data:`UNMAPPED`).
 
 Regenerate with ``python -m cnnbench.report.tf_models`` (needs torch and torchvision).
 """
@@ -13,11 +14,20 @@ from __future__ import annotations
 
 from typing import Any
 
+# tf_cnn_benchmarks names whose torchvision namesake has other layer widths, so its cost would
+# mislead; they keep their ``—`` row. Name -> why.
+UNMAPPED: dict[str, str] = {
+    "alexnet": "tf's convolutions are 64-192-384-384-256 wide on 227 px input, torchvision's "
+               "64-192-384-256-256 on 224 px: about 0.7 M more parameters and 17% more FLOPs",
+    "googlenet": "torchvision's GoogLeNet has batch normalisation, 3x3 instead of 5x5 convolutions in "
+                 "one branch and two auxiliary classifiers (6.4 M of its 13 M parameters)",
+}
+
 # tf_cnn_benchmarks name -> (cnnbench/torchvision name, how they differ or "" when the same network)
+# (checked against tf_cnn_benchmarks' models/*.py and torchvision 0.29.1)
 TF_MODELS: dict[str, tuple[str, str]] = {
-    "alexnet": ("alexnet", "same layer widths; the first convolution's padding may differ"),
-    "googlenet": ("googlenet", "torchvision's GoogLeNet adds batch normalisation"),
-    "inception3": ("inception_v3", ""),
+    "inception3": ("inception_v3", "torchvision's counts include its auxiliary classifier (3.3 M parameters, "
+                                   "and its FLOPs in training), which tf's builds only when asked"),
     "inception4": ("timm/inception_v4", ""),
     "mobilenet": ("mobilenet_v2", ""),
     "resnet50": ("resnet50", "torchvision's is v1.5 (stride in the 3x3 convolution), tf's is v1: same parameters, "
@@ -35,12 +45,6 @@ _KEYS = ("input_size", "params", "param_memory_mib", "feature_memory_mib", "forw
 
 # Measured with cnnbench.models.cost.model_cost (method "meta"), see the module docstring.
 COSTS: dict[str, dict[str, Any]] = {
-    "alexnet": {"input_size": [3, 224, 224], "params": 61100840, "param_memory_mib": 233.0812,
-                "feature_memory_mib": 2.2572, "forward_flops": 1428376960, "train_flops": 4144577280,
-                "top1_error": 43.478, "top5_error": 20.934},
-    "googlenet": {"input_size": [3, 224, 224], "params": 13004888, "param_memory_mib": 49.6097,
-                  "feature_memory_mib": 34.742, "forward_flops": 2996752384, "train_flops": 8804462592,
-                  "top1_error": 30.222, "top5_error": 10.47},
     "inception_v3": {"input_size": [3, 299, 299], "params": 27161264, "param_memory_mib": 103.612,
                      "feature_memory_mib": 88.9538, "forward_flops": 11426432192, "train_flops": 34275032448,
                      "top1_error": 22.706, "top5_error": 6.55},

@@ -22,6 +22,7 @@ from cnnbench.report.stats import median
 from cnnbench.report.table import Table, label_cell, missing, number
 from cnnbench.report.table import failed as failed_cell
 from cnnbench.results.naming import device_word
+from cnnbench.words import plural
 
 MIB = 2**20
 MEMORY_ROW = "Maximum device memory (MiB)"
@@ -182,6 +183,6 @@ def _result(namer: Namer, group: list[Point]) -> TrainingResult:
         for rec in by_n.get(n, []):
             c = curve(rec)
             if c:
-                curves[f"{n} {word.lower()}{'s' if n > 1 else ''}"] = c
+                curves[plural(n, word.lower())] = c
                 break
     return TrainingResult(table, curves)
