@@ -17,13 +17,13 @@ from __future__ import annotations
 import gc
 import logging
 import multiprocessing
-import os
 import signal
 from collections.abc import Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
+from cnnbench.machine.host import usable_cpus
 from cnnbench.report.document import Figure
 
 log = logging.getLogger(__name__)
@@ -31,11 +31,8 @@ log = logging.getLogger(__name__)
 MAX_WORKERS = 8
 
 
-def usable_cpus() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
+def _cpus() -> int:
+    return len(usable_cpus())
 
 
 def _draw(figure: Figure, outdir: Path) -> Path:
@@ -104,7 +101,7 @@ def prepare_drawing(workers: int | None = None) -> DrawingPool:
     """Start the drawing processes now (``workers``: how many; default: the usable CPUs but one,
     at least one, at most :data:`MAX_WORKERS`; 0: draw in this process). Use it as a context
     manager, so that the processes end with it."""
-    n = workers if workers is not None else (min(usable_cpus() - 1, MAX_WORKERS) if usable_cpus() > 1 else 0)
+    n = workers if workers is not None else (min(_cpus() - 1, MAX_WORKERS) if _cpus() > 1 else 0)
     return DrawingPool(max(0, n))
 
 
@@ -150,5 +147,5 @@ def start_drawing(figures: Sequence[Figure], outdir: Path, pool: DrawingPool | N
     started now, see :func:`prepare_drawing`; a pool with no process: drawn here, on
     :meth:`Drawing.wait`). The pool is closed when the drawing ends."""
     if pool is None:
-        pool = prepare_drawing(min(len(figures), usable_cpus() - 1, MAX_WORKERS) if len(figures) > 1 else 0)
+        pool = prepare_drawing(min(len(figures), _cpus() - 1, MAX_WORKERS) if len(figures) > 1 else 0)
     return Drawing(figures, outdir, pool)
