@@ -38,6 +38,7 @@ from cnnbench.data.normalize import Normalize
 from cnnbench.data.preprocess import PHOTO_CROP_FRACTION, Preprocessing
 from cnnbench.data.sharding import BatchKey, ShardPlan
 from cnnbench.data.source import Batch, InputRequest, InputSource, register_input
+from cnnbench.words import plural
 
 log = logging.getLogger(__name__)
 
@@ -60,8 +61,8 @@ def too_few_cores(num_workers: int, cores: int, *, model_on_cpu: bool) -> str | 
     """A warning when ``num_workers`` loader processes leave the model no core of its own."""
     if num_workers >= cores and cores > 0:
         what = "the model's threads" if model_on_cpu else "the process that drives the device"
-        return (f"{num_workers} loader process{'es' if num_workers != 1 else ''} per worker on {cores} "
-                f"core{'s' if cores != 1 else ''}: no core is left for {what}, so figures include that contention")
+        return (f"{plural(num_workers, 'loader process', 'loader processes')} per worker on "
+                f"{plural(cores, 'core')}: no core is left for {what}, so figures include that contention")
     return None
 
 

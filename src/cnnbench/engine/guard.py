@@ -37,6 +37,7 @@ from typing import Any
 from cnnbench.engine.telemetry import TelemetrySampler
 from cnnbench.machine import host
 from cnnbench.machine.nvml import GpuProcess, Nvml, open_nvml
+from cnnbench.words import plural
 
 log = logging.getLogger(__name__)
 
@@ -156,7 +157,7 @@ class BusyMachineGuard:
         assert self.cpus is not None
         n = len(self.cpus)
         limit = BUSY_CPU_SHARE * n
-        cores = f"{n} core{'s' if n != 1 else ''}"
+        cores = plural(n, "core")
         load = self._load_text()
         if during is not None and during >= limit:
             also = f"; {before:.2f} before them" if before is not None and before >= limit else ""
@@ -266,7 +267,7 @@ class BusyMachineGuard:
                     details.append(f"up to {entry['sm_pct']}% SM")
                 parts.append(f"pid {pid} ({', '.join(details)})")
             n = len(found)
-            texts.append(f"busy GPU: GPU {index} is shared with {n} other process{'es' if n > 1 else ''}: "
+            texts.append(f"busy GPU: GPU {index} is shared with {plural(n, 'other process', 'other processes')}: "
                          + "; ".join(parts))
         for index, n in sorted(self._gpu_ambiguous.items()):
             texts.append(f"busy GPU: {n} processes hold memory on GPU {index} (NVML lists them from another "

@@ -24,6 +24,7 @@ from cnnbench.engine.precision import unsupported_reason
 from cnnbench.machine.affinity import check_host_cpus, cpu_count_available
 from cnnbench.machine.devices import cuda_available, resolve_device_kind
 from cnnbench.models import ModelSpec, get_model_spec
+from cnnbench.words import plural
 
 if TYPE_CHECKING:
     from cnnbench.data.catalog import DataSetFacts
@@ -146,9 +147,9 @@ def resolve_data_set(config: InputOptions, *, batch_size: int, world_size: int, 
     except DataSetError as exc:
         raise ConfigError("data_dir", str(exc)) from None
     if facts.train_size < batch_size * world_size:
-        raise ConfigError("batch_size", f"{batch_size} per device on {world_size} device"
-                                        f"{'s' if world_size != 1 else ''} needs {batch_size * world_size} training "
-                                        f"images; {facts.root} has {facts.train_size}")
+        raise ConfigError("batch_size", f"{batch_size} per device on {plural(world_size, 'device')} needs "
+                                        f"{batch_size * world_size} training images; {facts.root} has "
+                                        f"{facts.train_size}")
     cores = max(1, cpu_count_available() // max(1, local_world_size))
     workers = config.num_workers
     if workers is None:
@@ -188,8 +189,7 @@ def _device(config: RunConfig, world: World, device_kind: str, world_size: int) 
     missing = [i for i in indices if i >= count]
     if missing:
         raise ConfigError("gpu_indices" if config.gpu_indices else "num_devices",
-                          f"needs GPU {missing[0]}, but this machine has {count} "
-                          f"GPU{'s' if count != 1 else ''} (0..{count - 1})")
+                          f"needs GPU {missing[0]}, but this machine has {plural(count, 'GPU')} (0..{count - 1})")
     if len(indices) < world.local_world_size:
         raise ConfigError("gpu_indices", f"names {len(indices)} GPUs for {world.local_world_size} workers "
                                          "on this node")

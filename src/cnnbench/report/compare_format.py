@@ -94,8 +94,8 @@ def notes(result: CompareResult) -> list[str]:
                  f"and the source" + (f"; ignored: {', '.join(map(F.short_name, result.ignored))}" if result.ignored
                                       else "") + ".")
     if result.unmatched_base or result.unmatched_cand:
-        text = (f"No partner for {result.unmatched_base} baseline and {result.unmatched_cand} candidate "
-                f"configuration{'s' if result.unmatched_base + result.unmatched_cand != 1 else ''}")
+        text = (f"No partner for {plural(result.unmatched_base, 'baseline configuration')} and "
+                f"{plural(result.unmatched_cand, 'candidate configuration')}")
         if result.why_unmatched:
             why = ", ".join(f"{F.short_name(f)} ({n})" for f, n in list(result.why_unmatched.items())[:5])
             text += f"; they differ from their nearest partner in: {why} (see --ignore, --across-machines)"

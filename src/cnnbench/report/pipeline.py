@@ -16,6 +16,7 @@ from typing import Any
 from cnnbench.report import fields as F
 from cnnbench.report.points import Measure
 from cnnbench.report.table import Cell, Table, label_cell, missing, throughput
+from cnnbench.words import plural
 
 DATA_MODE = "data"
 _ROW_FIELDS = ("data_name", "image_size", "distortions", "resize_method", "batch_size", "num_workers", "host_cpus",
@@ -38,7 +39,7 @@ def row_label(config: Mapping[str, Any]) -> str:
         parts.append(str(config["resize_method"]))
     parts.append(f"batch {F.text(config.get('batch_size'))}")
     workers = config.get("num_workers")
-    parts.append(f"{F.text(workers)} worker{'s' if workers != 1 else ''}")
+    parts.append(plural(workers, "worker") if isinstance(workers, int) else f"{F.text(workers)} workers")
     if config.get("host_cpus"):
         parts.append(f"{config['host_cpus']} cores")
     if config.get("device") not in (None, "cpu"):
