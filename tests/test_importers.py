@@ -308,6 +308,7 @@ def test_progress_lines_with_an_eta_still_import(tmp_path, capsys, monkeypatch):
     from cnnbench.engine import log_format
 
     monkeypatch.setattr(log_format, "ETA_FROM_S", 0.0)  # as if the run were long
+    monkeypatch.setattr(log_format, "eta_shown", lambda: True)  # as if on a terminal (a session captured by `script`)
     argv = ["run", "--model", "trivial", "--image-size", "32", "--batch-size", "2", "--num-batches", "3",
             "--num-warmup-batches", "1", "--display-every", "1", "--device", "cpu",
             "--results-dir", str(tmp_path / "ran"), "--machine-label", "box"]
