@@ -121,6 +121,8 @@ def test_forms_and_names(line, expected):
     ("--num_epochs=1.5", "whole epochs"),
     ("--eval", "not built"),
     ("--adam_beta1=0.8", "not built"),
+    ("--adam-beta1=0.8", "^--adam-beta1: this tf_cnn_benchmarks feature is not built"),  # as typed
+    ("--noml_perf", "^--noml_perf: this tf_cnn_benchmarks feature is not built"),
     ("--rmsprop_decay=0.5", "fixed at 0.9"),
     ("--forward_only=maybe", "^--forward_only: expected true or false, got 'maybe'"),
     ("--forward-only=maybe", "^--forward-only: expected true or false"),

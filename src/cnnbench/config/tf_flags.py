@@ -308,7 +308,7 @@ def _translate(argv: Sequence[str]) -> tuple[list[str], list[str], _Typed | None
             except _BadBoolean as exc:
                 raise TfFlagError(f"--{name}: {exc}") from None
         elif key in NOT_BUILT:
-            raise TfFlagError(f"--{key}: this tf_cnn_benchmarks feature is not built in cnnbench")
+            raise TfFlagError(f"--{name}: this tf_cnn_benchmarks feature is not built in cnnbench")
         elif key in TENSORFLOW_TUNING:
             ignored.append(f"--{key}")
         elif key in booleans:
