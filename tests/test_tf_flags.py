@@ -182,6 +182,13 @@ def test_num_gpus_on_a_machine_without_gpus_is_refused_unless_cpu_workers_are_as
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith("cnnbench run: error: --num_gpus=2: this machine has no CUDA GPU")
     assert "add --device=cpu to run 2 CPU workers" in line
+    assert main(["run", "--model=trivial", "--num_gpus=01", f"--train_dir={tmp_path}"]) == 2
+    assert "add --device=cpu to run 1 CPU worker (" in capsys.readouterr().err  # the count, read
+    with pytest.raises(SystemExit) as info:
+        main(["run", "--model=trivial", "--num_gpus=two", f"--train_dir={tmp_path}"])
+    assert info.value.code == 2
+    (line,) = capsys.readouterr().err.splitlines()  # no count to read: the parser names the bad value
+    assert "'two'" in line
     assert list(tmp_path.iterdir()) == []
     translate_with_notes(["--num_gpus=2", "--device=cpu"]).check_machine()  # CPU workers, asked for
     monkeypatch.setattr(devices, "cuda_available", lambda: True)
