@@ -569,6 +569,12 @@ def test_a_split_or_class_folder_is_answered_with_the_folder_to_pass(sets, capsy
         resolve(RunConfig(model="trivial", device="cpu", data_dir=str(root / part), data_name="imagefolder"))
 
 
+def test_the_root_folder_is_refused_in_one_line(tmp_path, capsys):
+    assert main(["data", "--data-dir", "/", "--results-dir", str(tmp_path)]) == 2  # no folder above it to look at
+    (line,) = capsys.readouterr().err.splitlines()
+    assert "--data-dir: / holds no data set" in line
+
+
 def test_the_data_command_needs_a_data_set(tmp_path, capsys):
     assert main(["data", "--results-dir", str(tmp_path)]) == 2
     assert main(["data", "--data-dir", str(tmp_path / "none"), "--results-dir", str(tmp_path)]) == 2

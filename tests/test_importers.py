@@ -281,6 +281,10 @@ def test_cnnbench_run_output_imports_back_to_the_same_figures(tmp_path, capsys, 
                  "variable_update", "data_name", "synthetic_location"):
         assert back["config"][name] == ran["config"][name], name
     assert back["metrics"]["total_images_per_sec"] == round(ran["metrics"]["total_images_per_sec"], 2)
+    assert back["run_id"] == ran["run_id"]  # the log names the record it stored: the same run
+    assert main(["import", "tf-cnn-benchmarks", str(log_file), "--results-dir", str(tmp_path / "ran"),
+                 "--machine-label", "box"]) == 0
+    assert [r["run_id"] for r in read_records(tmp_path / "ran")[0]] == [ran["run_id"]]  # not stored twice
 
 
 def test_cnnbench_headers_read_their_own_words():
@@ -304,6 +308,7 @@ def test_progress_lines_with_an_eta_still_import(tmp_path, capsys, monkeypatch):
     from cnnbench.engine import log_format
 
     monkeypatch.setattr(log_format, "ETA_FROM_S", 0.0)  # as if the run were long
+    monkeypatch.setattr(log_format, "eta_shown", lambda: True)  # as if on a terminal (a session captured by `script`)
     argv = ["run", "--model", "trivial", "--image-size", "32", "--batch-size", "2", "--num-batches", "3",
             "--num-warmup-batches", "1", "--display-every", "1", "--device", "cpu",
             "--results-dir", str(tmp_path / "ran"), "--machine-label", "box"]

@@ -274,6 +274,13 @@ def test_runs_without_step_samples_are_never_significant():
     assert compare_runs([], [b]).verdict == "—"
 
 
+def test_step_times_without_a_batch_size_are_no_samples():
+    a = RunSample(100.0, step_times=[0.32] * 10, images_per_step=0.0)  # step times, no batch size to divide by
+    b = RunSample(200.0, step_times=[0.16] * 10, images_per_step=0.0)
+    assert not a.has_blocks and a.blocks == ()
+    assert compare_runs([a], [b]).verdict == "no samples"  # one run a side: no ValueError
+
+
 def test_run_sample_from_records():
     s = run_sample(record(ips=400.0, batch_size=32, num_devices=2))
     assert s is not None and s.rate == 400.0 and len(s.blocks) == 10

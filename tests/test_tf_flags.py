@@ -121,6 +121,8 @@ def test_forms_and_names(line, expected):
     ("--num_epochs=1.5", "whole epochs"),
     ("--eval", "not built"),
     ("--adam_beta1=0.8", "not built"),
+    ("--adam-beta1=0.8", "^--adam-beta1: this tf_cnn_benchmarks feature is not built"),  # as typed
+    ("--noml_perf", "^--noml_perf: this tf_cnn_benchmarks feature is not built"),
     ("--rmsprop_decay=0.5", "fixed at 0.9"),
     ("--forward_only=maybe", "^--forward_only: expected true or false, got 'maybe'"),
     ("--forward-only=maybe", "^--forward-only: expected true or false"),
@@ -180,6 +182,13 @@ def test_num_gpus_on_a_machine_without_gpus_is_refused_unless_cpu_workers_are_as
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith("cnnbench run: error: --num_gpus=2: this machine has no CUDA GPU")
     assert "add --device=cpu to run 2 CPU workers" in line
+    assert main(["run", "--model=trivial", "--num_gpus=01", f"--train_dir={tmp_path}"]) == 2
+    assert "add --device=cpu to run 1 CPU worker (" in capsys.readouterr().err  # the count, read
+    with pytest.raises(SystemExit) as info:
+        main(["run", "--model=trivial", "--num_gpus=two", f"--train_dir={tmp_path}"])
+    assert info.value.code == 2
+    (line,) = capsys.readouterr().err.splitlines()  # no count to read: the parser names the bad value
+    assert "'two'" in line
     assert list(tmp_path.iterdir()) == []
     translate_with_notes(["--num_gpus=2", "--device=cpu"]).check_machine()  # CPU workers, asked for
     monkeypatch.setattr(devices, "cuda_available", lambda: True)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 from cnnbench.words import natural_key, plural
 
 
@@ -25,15 +23,6 @@ def test_natural_key_orders_embedded_numbers_as_numbers():
 def test_natural_key_sorts_any_mix_of_kinds():
     assert sorted([None, "b2", 10, True, 2.5, "b10", False], key=natural_key) == [False, True, 2.5, 10, "b2", "b10",
                                                                                     None]
-
-
-def test_eta_only_for_long_runs_and_read_as_a_duration():
-    from cnnbench.engine.log_format import duration, eta_s
-
-    assert eta_s(10, 100, [0.1] * 10) is None  # 10 s in all: short
-    assert eta_s(10, 1000, [0.1] * 10) == pytest.approx(99.0)  # 100 s in all: 990 steps of 0.1 s left
-    assert eta_s(1000, 1000, [0.1] * 1000) is None  # done
-    assert [duration(s) for s in (5, 65, 3725)] == ["5s", "1m 05s", "1h 02m"]
 
 
 def test_counts_in_run_headers_and_report_columns_read_with_the_plural():

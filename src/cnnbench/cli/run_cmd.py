@@ -78,7 +78,7 @@ def _report(record: Any, path: Any, *, quiet: bool) -> int:
     if quiet:
         print(f"total images/sec: {record.metrics['total_images_per_sec']:.2f}")
     compile_s = record.metrics.get("compile_time_s")
-    if compile_s is not None:
+    if compile_s is not None and not quiet:
         print(f"compile time: {compile_s:.1f} s (the first step, torch.compile included)")
     print_warnings(record, "run")
     if not quiet:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from cnnbench.config.options import field_types
 from cnnbench.config.run_config import RunConfig
+from cnnbench.words import plural
 
 _TRUE = {"true", "t", "yes", "y", "1"}
 _FALSE = {"false", "f", "no", "n", "0"}
@@ -308,7 +309,7 @@ def _translate(argv: Sequence[str]) -> tuple[list[str], list[str], _Typed | None
             except _BadBoolean as exc:
                 raise TfFlagError(f"--{name}: {exc}") from None
         elif key in NOT_BUILT:
-            raise TfFlagError(f"--{key}: this tf_cnn_benchmarks feature is not built in cnnbench")
+            raise TfFlagError(f"--{name}: this tf_cnn_benchmarks feature is not built in cnnbench")
         elif key in TENSORFLOW_TUNING:
             ignored.append(f"--{key}")
         elif key in booleans:
@@ -348,9 +349,13 @@ def _check_gpus(flag: _Typed) -> None:
 
     if cuda_available():
         return
+    try:
+        count = int(flag.value)
+    except ValueError:
+        return  # no count: the run's parser names the bad value
     spelled = "--device=cpu" if "_" in flag.name else "--device cpu"
     raise TfFlagError(f"{flag.text}: this machine has no CUDA GPU (tf_cnn_benchmarks' --num_gpus counts GPUs); "
-                      f"add {spelled} to run {flag.value} CPU worker{'s' if flag.value.strip() != '1' else ''}")
+                      f"add {spelled} to run {plural(count, 'CPU worker')}")
 
 
 _TF_BOOLEANS = frozenset({

@@ -96,6 +96,8 @@ def _refuse_a_part(folder: Path) -> None:
     """When ``folder`` is a split (``train/``, ``val/``) or a class folder of an image-folder data
     set, say which folder to pass instead (users often point at the split they mean)."""
     for root, depth in ((folder.parent, 1), (folder.parent.parent, 2)):
+        if depth >= len(folder.parts):  # only the root (`/`) is above: no data set holds this folder
+            return
         split = folder.parts[-depth]
         if split in (TRAIN_SPLIT, VAL_SPLIT) and _class_folders(root / TRAIN_SPLIT):
             part = f"the {split}/ split" if depth == 1 else f"a class folder of the {split}/ split"

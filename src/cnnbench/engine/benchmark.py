@@ -131,8 +131,10 @@ def _measure(run: ResolvedRun, strategy: ParallelStrategy, hooks: HookSet, emit:
                                             dataset=prepared.source.description, threads=threads):
             emit(line)
 
+        with_eta = cfg.num_epochs is None and log_format.eta_shown()
+
         def progress(step: int, times: list[float], loss: float) -> None:
-            eta = log_format.eta_s(step, run.timed_steps, times) if cfg.num_epochs is None else None
+            eta = log_format.eta_s(step, run.timed_steps, times) if with_eta else None
             emit(log_format.step_line(step, throughput_stats(times, run.images_per_step), loss, eta))
 
         first_step_s = None

@@ -5,10 +5,12 @@ The importer for tf_cnn_benchmarks logs reads these lines back, for ours as for 
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from cnnbench.engine.stats import ThroughputStats
+from cnnbench.terminal import is_terminal
 from cnnbench.words import plural
 
 RULE = "-" * 64
@@ -52,12 +54,20 @@ def header_lines(config: Mapping[str, Any], *, framework: str, dataset: str, thr
 
 
 ETA_FROM_S = 60.0
-"""A run whose timed steps are expected to take longer than this shows an ETA on its progress lines."""
+"""A run whose timed steps are expected to take longer than this shows an ETA on its progress
+lines (on a terminal: :func:`eta_shown`)."""
+
+
+def eta_shown() -> bool:
+    """Whether progress lines may end with an ETA: only when stdout is a terminal. In a log or
+    a pipe they keep tf_cnn_benchmarks' exact fields (its fields after the loss are top_1 and
+    top_5 accuracies: a tool reading them must not get ``eta 2m 05s``)."""
+    return is_terminal(sys.stdout)
 
 
 def step_line(step: int, stats: ThroughputStats, loss: float, eta_s: float | None = None) -> str:
-    """One progress line; with ``eta_s``, a last tab-separated field ``eta 2m 05s`` (tools that
-    read tf_cnn_benchmarks' lines take the fields they know and stop at an unknown one)."""
+    """One progress line; with ``eta_s``, a last tab-separated field ``eta 2m 05s`` (for a
+    terminal only: :func:`eta_shown`)."""
     line = f"{step}\timages/sec: {stats.mean:.1f} +/- {stats.stderr:.1f} (jitter = {stats.jitter:.1f})\t{loss:.3f}"
     return line if eta_s is None else f"{line}\teta {duration(eta_s)}"
 

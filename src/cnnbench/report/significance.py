@@ -397,7 +397,9 @@ class RunSample:
     @property
     def has_blocks(self) -> bool:
         """Are there two or more blocks (without computing them)?"""
-        return len(self._times) >= 2 if self._blocks is None and self._times is not None else len(self.blocks) >= 2
+        if self._blocks is None and self._times is not None:
+            return len(self._times) >= 2 and self._images > 0  # no batch size: no blocks (see blocks_from_step_times)
+        return len(self.blocks) >= 2
 
     @property
     def wide(self) -> bool:

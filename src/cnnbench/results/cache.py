@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import marshal
+import math
 import os
 import struct
 import time
@@ -97,6 +98,11 @@ class ProblemLine:
 
 
 _SCALARS_ONLY = frozenset({dict, list})
+
+
+def _finite(value: Any) -> bool:
+    """False for a float NaN or infinity (anything else: True)."""
+    return type(value) is not float or math.isfinite(value)
 _FLOATS = frozenset({float})
 
 
@@ -151,12 +157,15 @@ class CachedRecords:
     def _share(self, section: Any) -> int:
         """The index in :attr:`sections` of an object equal to ``section`` (added if new), or
         -1 when it is kept in its row: no object, or one with nested values (records must
-        not share those), or an integer beyond 64 bits."""
+        not share those), an integer beyond 64 bits, or a NaN or infinity (orjson writes
+        those as null, so their text is not theirs alone)."""
         if type(section) is not dict:
             return -1
         try:
-            key = orjson.dumps(section)  # equal text: equal values, of equal types
+            key = orjson.dumps(section)  # equal text: equal values, of equal types (but for null)
         except TypeError:
+            return -1
+        if b"null" in key and not all(map(_finite, section.values())):
             return -1
         index = self._section_index.get(key)
         if index is None:

@@ -69,6 +69,7 @@ _STEP = re.compile(
     r"^(\d+)\s+images/sec:\s*([\d.]+)\s*\+/-\s*([\d.]+)\s*\(jitter\s*=\s*([\d.]+)\)\s*(.*)$"
 )
 _TOTAL = re.compile(r"^total images/sec:\s*([\d.]+)")
+_OUR_RECORD = re.compile(r"^record (\S+) appended to ")
 _FOUND_GPU = re.compile(r"Found device (\d+) with properties:")
 _GPU_NAME = re.compile(r"\bname:\s*(.+?)\s+(?:computeCapability|major):")
 _EARLIEST = _dt.datetime(2015, 1, 1, tzinfo=_dt.timezone.utc)  # before TensorFlow was released
@@ -110,6 +111,8 @@ class ParsedLog:
     gpu_names: dict[int, str] = field(default_factory=dict)
     first_log_time: str | None = None
     out_of_memory: bool = False
+    record_id: str | None = None
+    """The run_id of the record cnnbench stored for this run (its ``record <id> appended to`` line)."""
     tail: list[str] = field(default_factory=list)
 
 
@@ -152,6 +155,10 @@ def parse_log(text: str) -> ParsedLog:
         m = _TOTAL.match(stripped)
         if m:
             out.total_images_per_sec = _number(m.group(1), stripped)
+            continue
+        m = _OUR_RECORD.match(stripped)
+        if m and out.record_id is None:
+            out.record_id = m.group(1)
             continue
         if any(marker in line for marker in _OOM_MARKERS):
             out.out_of_memory = True
@@ -348,7 +355,7 @@ def record_from_log(path: Path, text: str, metadata: dict[str, str] | None = Non
     record: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "tool_version": __version__,
-        "run_id": hashlib.sha1(text.encode("utf-8", errors="replace")).hexdigest()[:16],
+        "run_id": _run_id(parsed, text, ours=ours),
         "started_at": _started_at(parsed, path),
         "status": status,
         "error": error,
@@ -366,6 +373,14 @@ def record_from_log(path: Path, text: str, metadata: dict[str, str] | None = Non
         if layout.iteration is not None:
             record["source_iteration"] = layout.iteration
     return record
+
+
+def _run_id(parsed: ParsedLog, text: str, *, ours: bool) -> str:
+    """cnnbench's own log names the record it stored (the same run: the same run_id, so
+    importing it into that store adds nothing); any other log gets a hash of its text."""
+    if ours and parsed.record_id:
+        return parsed.record_id
+    return hashlib.sha1(text.encode("utf-8", errors="replace")).hexdigest()[:16]
 
 
 def _our_precision(h: dict[str, str], config: dict[str, Any]) -> str | None:
