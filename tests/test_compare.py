@@ -15,7 +15,7 @@ from cnnbench.cli import main
 from cnnbench.report.compare import CompareError, CompareOptions, Side, compare_records, split_records
 from tests.report_fixtures import record, write_store
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "tf_cnn_benchmarks_logs"
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "tf_cnn_benchmarks_logs"
 
 
 def noisy(ips: float, rng: random.Random, *, steps: int = 100, sd: float = 0.04, rho: float = 0.5,
@@ -178,8 +178,6 @@ def test_library_errors():
 
 @pytest.fixture(scope="module")
 def lambda_store(tmp_path_factory):
-    if not FIXTURES.is_dir():
-        pytest.skip(f"fixture logs not found at {FIXTURES}")
     out = tmp_path_factory.mktemp("lambda")
     assert main(["import", "tf-cnn-benchmarks", str(FIXTURES / "LambdaCloud-RTX_A6000.logs"),
                  "--results-dir", str(out)]) == 0

@@ -12,7 +12,7 @@ from cnnbench.report import ReportOptions, build_report
 from cnnbench.report.markdown import render_markdown
 from tests.report_fixtures import record, scaling_records
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "tf_cnn_benchmarks_logs"
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "tf_cnn_benchmarks_logs"
 
 
 def _kind(report, kind):
@@ -149,8 +149,6 @@ def test_ignore_pairs_results_that_differ_in_the_ignored_field():
 
 
 def test_lambda_logs_give_an_fp16_vs_fp32_table(tmp_path, capsys):
-    if not FIXTURES.is_dir():
-        pytest.skip(f"fixture logs not found at {FIXTURES}")
     store = tmp_path / "results"
     assert main(["import", "tf-cnn-benchmarks", str(FIXTURES / "LambdaCloud-RTX_A6000.logs"),
                  "--results-dir", str(store)]) == 0
