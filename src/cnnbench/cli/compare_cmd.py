@@ -19,7 +19,7 @@ Match the results of BASELINE and CANDIDATE (results folders or .jsonl files) th
 every configuration field that changes what is measured and on the machine, and print for
 each pair both images/sec, the ratio (candidate / baseline), its 95% interval and whether the
 difference is significant: a t-test on the runs' images/sec where both sides have two or
-more runs (repeats; their run-to-run spread pooled over all pairs), else on block means of the
+more runs (repeats; their run-to-run spread pooled per machine over all pairs), else on block means of the
 per-step times; a difference under --noise is never significant. One folder split by a field:
 cnnbench compare RESULTS --by precision.
 

@@ -102,8 +102,8 @@ def notes(result: CompareResult) -> list[str]:
         lines.append(text + ".")
     lines.append(f"ratio = candidate / baseline images/sec (medians over runs; > 1: the candidate is faster). "
                  f"Significant: a t-test, p < {result.alpha:g}, on the runs' images/sec when both sides "
-                 f"have two or more runs (test 'repeats': logarithms, the run-to-run spread pooled over all "
-                 f"pairs), else on block means of the step times (test 'steps'; "
+                 f"have two or more runs (test 'repeats': logarithms, the run-to-run spread pooled per machine "
+                 f"over all pairs), else on block means of the step times (test 'steps'; "
                  f"one run per side shows nothing of what changes between runs), and a ratio at least "
                  f"{result.noise * 100:g}% from 1. 'no samples': one run per side and no step times, never "
                  f"significant.")

@@ -260,7 +260,7 @@ def significance_legend(pairs: Sequence[Pair], noise: float) -> list[str]:
     if any(not p.significant and p.comparison.basis != NONE for p in shown):  # type: ignore[union-attr]
         lines.append(f"{NOT_SIGNIFICANT} not significant: a t-test finds no difference at the "
                      f"{ALPHA * 100:g}% level (on the runs' images/sec where each side has two or more, their "
-                     f"spread pooled over the table, else on block means of the step times), "
+                     f"spread pooled per machine over the table, else on block means of the step times), "
                      f"or the ratio is within {noise * 100:g}% of 1.")
     if any(p.comparison.basis == NONE for p in shown):  # type: ignore[union-attr]
         lines.append(f"({NO_SAMPLES}) nothing to test with: one run per side and no step times; never called "

@@ -499,7 +499,7 @@ def compare_runs(base: Sequence[RunSample], cand: Sequence[RunSample], noise: fl
                  alpha: float = ALPHA, interval: bool = True, spread: RepeatSpread | None = None) -> Comparison:
     """Is the candidate's images/sec different from the baseline's? (see the module docstring;
     ``interval=False``: no interval of the ratio, for callers that only need the verdict;
-    ``spread``: the run-to-run spread pooled over all the pairs being compared, see
+    ``spread``: the run-to-run spread pooled over the pairs being compared on the same machine, see
     :func:`log_ratio_test`)."""
     nb, nc = len(base), len(cand)
     if not nb or not nc:
