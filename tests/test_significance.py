@@ -12,6 +12,7 @@ from cnnbench.report.significance import (
     NONE,
     REPEATS,
     STEPS,
+    WIDE_CV,
     MachineSpreads,
     RepeatSpread,
     RunSample,
@@ -294,3 +295,12 @@ def test_run_sample_from_records():
         "step_series": {"step": [1, 10, 20, 30], "images_per_sec": [965.4, 963.9, 963.5, 962.7]}}))
     assert tf is not None and len(tf.blocks) == 3
     assert tf.cv == pytest.approx(0.3 * 10 / 959.1)  # tf's +/- over sqrt(100 steps), relative
+
+
+def test_the_wide_mark_and_the_runs_unstable_warning_measure_the_spread_alike():
+    from cnnbench.engine.stability import MAX_CV, coefficient_of_variation
+
+    times = [0.1, 0.12, 0.09, 0.11, 0.1, 0.13, 0.08]
+    s = run_sample(record(ips=100.0, metrics={"step_times_s": times}))
+    assert s is not None and s.cv == pytest.approx(coefficient_of_variation(times), rel=1e-9)
+    assert WIDE_CV == MAX_CV

@@ -56,7 +56,8 @@ ALPHA = 0.05
 DEFAULT_NOISE = 0.03
 """The smallest relative difference ever called significant."""
 WIDE_CV = 0.10
-"""A run whose step times vary more than this (std / mean) is marked as noisy."""
+"""A run whose step times vary more than this (std / mean) is marked as noisy (the threshold of
+the run's own ``unstable`` warning, :data:`cnnbench.engine.stability.MAX_CV`)."""
 MIN_BLOCKS = 10
 
 
@@ -356,13 +357,17 @@ def blocks_from_series(steps: Sequence[Any], rates: Sequence[Any]) -> tuple[floa
 
 
 def _cv(xs: Sequence[float]) -> float | None:
+    """Sample standard deviation over the mean, as the run's own ``unstable`` check computes it
+    (:func:`cnnbench.engine.stability.coefficient_of_variation`, pyperf's), so that the ``†``
+    mark and that warning agree; by sums of squares here (``statistics.stdev`` is exact and
+    slow for every step of thousands of records)."""
     n = len(xs)
     if n < 2:
         return None
     mean = sum(xs) / n
     if mean <= 0:
         return None
-    var = sum(map(operator.mul, xs, xs)) / n - mean * mean
+    var = (sum(map(operator.mul, xs, xs)) - n * mean * mean) / (n - 1)
     return math.sqrt(var) / mean if var > 0 else 0.0
 
 
