@@ -633,6 +633,48 @@ def test_data_set_errors_name_the_folder(tmp_path):
         CifarReader("cifar10", str(tmp_path))
 
 
+class _Payload:
+    """Unpickling this runs ``os.system``: what a hostile "CIFAR" download would hold."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        import os
+        return (os.system, (f"touch {self.marker}",))
+
+
+@pytest.mark.parametrize("where", ["data_batch_1", "batches.meta"])
+def test_a_cifar_file_that_would_run_code_is_refused_and_runs_nothing(sets, tmp_path, where):
+    root = tmp_path / "c10"
+    root.mkdir()
+    for f in sets["cifar10"].iterdir():
+        (root / f.name).write_bytes(f.read_bytes())
+    marker = tmp_path / "pwned"
+    with open(root / where, "wb") as f:
+        pickle.dump({b"data": _Payload(marker), b"label_names": _Payload(marker)}, f, protocol=2)
+    with pytest.raises(DataSetError, match=rf"{where}: not a CIFAR python batch, and not loaded: refused to load "
+                                           r"(posix|os)\.system"):
+        CifarReader("cifar10", str(root))
+    assert not marker.exists()
+    code = main(["data", "--data-dir", str(root), "--batch-size", "4", "--num-batches", "1"])
+    assert code != 0 and not marker.exists()
+
+
+def test_cifar_arrays_pickled_by_numpy_1_and_numpy_2_are_both_read(tmp_path):
+    """numpy < 2 names its array reconstructor numpy.core.multiarray._reconstruct, numpy 2
+    numpy._core.multiarray._reconstruct: the official archive was written with the first."""
+    from cnnbench.data.safe_pickle import safe_load
+    data = np.arange(2 * 3072, dtype=np.uint8).reshape(2, 3072)
+    raw = pickle.dumps({b"data": data, b"labels": [1, 2]}, protocol=2)
+    for module in (b"numpy._core.multiarray", b"numpy.core.multiarray"):
+        other = b"numpy.core.multiarray" if module == b"numpy._core.multiarray" else b"numpy._core.multiarray"
+        spelled = raw.replace(other, module)
+        assert module in spelled
+        out = safe_load(io.BytesIO(spelled))
+        assert out[b"labels"] == [1, 2] and np.array_equal(out[b"data"], data) and out[b"data"].dtype == np.uint8
+
+
 def test_loader_processes_are_forked_even_inside_a_spawned_worker(sets):
     """A worker of --num-devices is spawned, so its default would be to spawn loader processes too:
     a fresh interpreter importing torch, and the data set pickled to each."""

@@ -5,8 +5,10 @@ Each batch file is a pickled dict: ``data`` (N × 3072 uint8: the red, green and
 (CIFAR-100, whose 100 classes are the ones used), and ``batch_label``/``filenames``. The
 class names come from ``batches.meta`` / ``meta`` when present. The whole set is held in
 memory as one ``N × 3 × 32 × 32`` uint8 array per split (150 MB for CIFAR's 60,000 images);
-DataLoader workers share it (forked processes). Like torchvision, this unpickles the files:
-read only archives you trust. No torch here.
+DataLoader workers share it (forked processes). Unlike torchvision, the files are read with a
+restricted unpickler (:mod:`cnnbench.data.safe_pickle`): a batch that names any global other
+than numpy's array reconstructors is refused, naming the file, before anything in it runs.
+No torch here.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from cnnbench.data.layouts import (
     cifar_files,
     locate,
 )
+from cnnbench.data.safe_pickle import ForbiddenGlobal, safe_load
 
 CIFAR_SIZE = 32
 NUM_CLASSES = {"cifar10": 10, "cifar100": 100}
@@ -98,7 +101,9 @@ def load_split(paths: list[Path], data_name: str) -> CifarSplit:
 def _unpickle(path: Path) -> dict[str, Any]:
     try:
         with open(path, "rb") as f:
-            raw = pickle.load(f, encoding="bytes")  # the official files were written by Python 2
+            raw = safe_load(f, encoding="bytes")  # the official files were written by Python 2
+    except ForbiddenGlobal as exc:
+        raise DataSetError(f"{path}: not a CIFAR python batch, and not loaded: {exc}") from None
     except (OSError, EOFError, pickle.UnpicklingError, ValueError, TypeError, AttributeError, ImportError) as exc:
         raise DataSetError(f"{path}: not a CIFAR python batch ({type(exc).__name__}: {exc})") from None
     if not isinstance(raw, dict):
