@@ -22,9 +22,11 @@ one line (:class:`InputPipelineError`), never as a remote traceback.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import multiprocessing as mp
+import os
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
@@ -38,6 +40,7 @@ from cnnbench.data.normalize import Normalize
 from cnnbench.data.preprocess import PHOTO_CROP_FRACTION, Preprocessing
 from cnnbench.data.sharding import BatchKey, ShardPlan
 from cnnbench.data.source import Batch, InputRequest, InputSource, register_input
+from cnnbench.lifetime import loader_worker_init
 from cnnbench.words import plural
 
 log = logging.getLogger(__name__)
@@ -233,6 +236,7 @@ class DataSetSource:
             persistent_workers=self.num_workers > 0,
             prefetch_factor=PREFETCH_BATCHES if self.num_workers > 0 else None,
             multiprocessing_context=loader_start_method() if self.num_workers > 0 else None,
+            worker_init_fn=functools.partial(loader_worker_init, os.getpid()) if self.num_workers > 0 else None,
         )
         self._endless: Iterator[Batch] | None = None
         if self.num_workers > 0:  # start the loader processes now, not inside the first timed step

@@ -15,7 +15,9 @@ worker of a multi-device run draws its own batches (the seed is offset by its ra
 
 from __future__ import annotations
 
+import functools
 import itertools
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +27,7 @@ from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from cnnbench.data.loader import loader_start_method
 from cnnbench.data.source import Batch, InputRequest, InputSource, register_input
+from cnnbench.lifetime import loader_worker_init
 
 SYNTHETIC_NUM_CLASSES = 1000
 
@@ -104,6 +107,7 @@ class SyntheticInput:
                 prefetch_factor=2 if loader_workers > 0 else None,
                 persistent_workers=False,
                 multiprocessing_context=loader_start_method() if loader_workers > 0 else None,
+                worker_init_fn=functools.partial(loader_worker_init, os.getpid()) if loader_workers > 0 else None,
             )
             self._iter = (self._place(x, y) for x, y in self._loader)
         else:

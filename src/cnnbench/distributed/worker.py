@@ -25,6 +25,7 @@ import torch
 
 from cnnbench.config import ConfigError, RunConfig
 from cnnbench.distributed.world import World
+from cnnbench.lifetime import die_with_parent
 
 log = logging.getLogger(__name__)
 
@@ -54,8 +55,12 @@ def split_host_threads(world: World) -> int:
 
 
 def launched_worker(config_fields: dict[str, Any], extra: dict[str, Any], console: bool,
-                    notes_dir: str | None = None, log_level: int = logging.WARNING) -> dict[str, Any] | None:
+                    notes_dir: str | None = None, log_level: int = logging.WARNING,
+                    launcher_pid: int | None = None) -> dict[str, Any] | None:
     """Entry point of one worker started by our launcher; rank 0 returns the record's dict.
+
+    First of all, the worker asks to die with ``launcher_pid`` (the process that started it,
+    where the elastic agent runs): a launcher killed with SIGKILL leaves no worker training.
 
     When the run fails here, this worker first leaves a note in ``notes_dir`` (its error,
     in one line), so that the launcher can name the worker that failed first even when its
@@ -63,6 +68,7 @@ def launched_worker(config_fields: dict[str, Any], extra: dict[str, Any], consol
     """
     from cnnbench.engine.benchmark import run_benchmark
 
+    die_with_parent(launcher_pid)
     leave_interrupts_to_the_agent()
     world = World.from_env()
     configure_worker_logging(world, log_level)
@@ -102,6 +108,7 @@ def run_under_torchrun(config: RunConfig, *, emit: Callable[[str], None] | None,
     from cnnbench.machine.affinity import restrict_host_cpus
     from cnnbench.results.store import append_record
 
+    die_with_parent()  # torchrun's agent started this process: when it is killed, so is this one
     leave_interrupts_to_the_agent()
     world = World.from_env()
     configure_worker_logging(world, logging.getLogger().getEffectiveLevel())

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import tempfile
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -34,8 +35,8 @@ def run_on_workers(config: RunConfig, *, emit: Callable[[str], None] | None = No
     with tempfile.TemporaryDirectory(prefix="cnnbench-notes-") as notes:
         try:
             level = logging.getLogger().getEffectiveLevel()
-            returned = launch_workers(launched_worker, (fields, dict(extra or {}), emit is not None, notes, level),
-                                      nprocs=n, timeout_s=config.timeout, notes_dir=notes)
+            args = (fields, dict(extra or {}), emit is not None, notes, level, os.getpid())
+            returned = launch_workers(launched_worker, args, nprocs=n, timeout_s=config.timeout, notes_dir=notes)
         except WorkerFailed as failure:
             return failure_record(config, world, failure, extra=extra, started_at=started_at)
     return Record.from_dict(returned[0])

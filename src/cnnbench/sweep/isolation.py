@@ -18,7 +18,9 @@ The child:
 
 * becomes the leader of its own process group (so Ctrl-C at the terminal reaches only
   the parent, which decides what to stop, and so its helper processes, e.g. DataLoader
-  workers, are stopped with it), and asks the kernel to kill it if its parent dies;
+  workers, are stopped with it), and asks the kernel to kill it if its parent dies
+  (:mod:`cnnbench.lifetime`): the server, which ends when the sweep's process does, so
+  a sweep killed with SIGKILL takes its case, and the case's workers, with it;
 * writes its stdout and stderr (Python's and the C libraries') to a log file, whose
   tail the parent reports when the child fails;
 * sends JSON messages to the parent over a pipe (``send``), the last one its result,
@@ -50,6 +52,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from cnnbench.lifetime import die_with_parent
 
 log = logging.getLogger(__name__)
 
@@ -216,7 +220,8 @@ def run_in_child(
     ctx = multiprocessing.get_context("forkserver")
     reader, writer = ctx.Pipe(duplex=False)
     level = logging.getLogger().getEffectiveLevel()
-    process = ctx.Process(target=_child, args=(fn, args, writer, str(log_path), level),
+    server_pid = getattr(multiprocessing.forkserver._forkserver, "_forkserver_pid", None)
+    process = ctx.Process(target=_child, args=(fn, args, writer, str(log_path), level, server_pid),
                           name="cnnbench-case", daemon=False)
     started = time.monotonic()
     try:
@@ -236,14 +241,16 @@ def run_in_child(
 # --------------------------------------------------------------------------- child side
 
 
-def _child(fn: ChildFn, args: tuple[Any, ...], conn: Any, log_path: str, level: int) -> None:
+def _child(fn: ChildFn, args: tuple[Any, ...], conn: Any, log_path: str, level: int,
+           server_pid: int | None = None) -> None:
     code = 1
     try:
         try:
             os.setpgid(0, 0)
         except OSError:
             pass
-        _die_with_parent()
+        die_with_parent(server_pid)
+        _release_the_server()
         for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
             signal.signal(sig, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -277,18 +284,23 @@ def _child(fn: ChildFn, args: tuple[Any, ...], conn: Any, log_path: str, level: 
         os._exit(code)
 
 
-def _die_with_parent() -> None:
-    """Linux: have the kernel SIGKILL this child if its parent (the fork server) dies."""
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        import ctypes
+def _release_the_server() -> None:
+    """Close this case's copy of the fork server's "alive" pipe.
 
-        libc = ctypes.CDLL(None, use_errno=True)
-        PR_SET_PDEATHSIG = 1
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    except Exception:  # pragma: no cover - no prctl
-        pass
+    multiprocessing hands every process forked by the server the write end of the pipe
+    whose end-of-file tells the server that the process that started it (the sweep) is
+    gone. A case that kept it would keep the server alive after the sweep was killed, and
+    the server would keep the case alive (the case dies with its parent): nothing would end.
+    A case never starts processes through the fork server itself.
+    """
+    server: Any = multiprocessing.forkserver._forkserver
+    fd = getattr(server, "_forkserver_alive_fd", None)
+    if fd is not None:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+        server._forkserver_alive_fd = None
 
 
 def _redirect_output(log_path: Path, level: int) -> None:
