@@ -361,3 +361,42 @@ def test_run_records_the_progress_time_it_left_out(changes):
     record = run_benchmark(cfg(display_every=1, **changes))
     assert record.metrics["progress_time_s"] > 0
     assert record.metrics["wall_time_s"] > 0 and record.metrics["diverged"] is False
+
+
+class FakeClock:
+    """``time.perf_counter`` that moves only when the test says so."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def perf_counter(self) -> float:
+        return self.now
+
+
+def test_waiting_for_slower_workers_at_a_progress_line_counts_in_the_wall_clock(monkeypatch):
+    """At a progress line rank 0 waits (in ``slowest``) for workers still in their steps: that
+    is step time, and only what follows (the line itself) is kept out of the wall clock."""
+    from cnnbench.engine import loop as loop_module
+    from cnnbench.engine import timer as timer_module
+
+    clock = FakeClock()
+    monkeypatch.setattr(loop_module, "time", clock)
+    monkeypatch.setattr(timer_module, "time", clock)
+
+    def step(images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        clock.now += 1.0
+        return torch.zeros(())
+
+    def slowest(times: list[float]) -> list[float]:
+        clock.now += 5.0  # the other worker finishes its steps meanwhile
+        return times
+
+    def progress(i: int, times: list[float], loss: float) -> None:
+        clock.now += 100.0
+
+    prepared = replace(_prepared(), step=step, source=SlowSource(BATCH, 0.0))
+    result = timed_loop(prepared, 4, CPU, display_every=2, on_progress=progress, slowest=slowest,
+                        barrier=lambda: None)
+    # lines at steps 1, 2 and 4: 4 steps of 1 s and 3 waits of 5 s; 3 lines of 100 s kept out
+    assert result.wall_time_s == 4 * 1.0 + 3 * 5.0
+    assert result.progress_time_s == 3 * 100.0

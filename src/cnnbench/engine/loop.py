@@ -3,13 +3,14 @@
 The timed loop takes the next batch (timed as input wait), runs the step, and marks the
 step's end on the step timer. Every ``display_every`` steps it calls ``on_progress``
 (which synchronises to read the loss and prints a line); the time from the moment the
-device has caught up to the end of the progress line is kept out of every step time and
-out of the wall clock (``progress_time_s`` says how much it was). Losses stay on the
-device until the loop ends.
+device (with several workers: every worker) has caught up to the end of the progress line
+is kept out of every step time and out of the wall clock (``progress_time_s`` says how much
+it was). Losses stay on the device until the loop ends.
 
 With several workers every worker takes part in each progress line: the step times so far
 are replaced by their per-step maxima over workers (``slowest``, the record's definition of
-a step), and after rank 0 has printed, a ``barrier`` lets no worker start its next step
+a step; rank 0 waiting there for a slower worker is counted, as that worker's steps are), and
+after rank 0 has printed, a ``barrier`` lets no worker start its next step
 before rank 0 does; the whole span, on every worker, is progress time, so the printing of
 rank 0 cannot land in another worker's next step (waiting at that step's collective).
 """
@@ -114,9 +115,11 @@ def timed_loop(
         if on_progress is not None and (i == 1 or i % display_every == 0):
             times = timer.step_times(upto=i)  # waits for step i on an asynchronous device
             loss = float(outputs[-1].reshape(-1)[0])
-            caught_up = perf_counter()
             new = times[len(shown):]
+            # Waiting here for slower workers is their steps' time, not the line's: the mark
+            # comes after it, once every worker has caught up.
             shown += slowest(new) if slowest is not None else new
+            caught_up = perf_counter()
             on_progress(i, shown, loss)
             if barrier is not None:
                 barrier()  # no worker starts its next step while rank 0 prints
