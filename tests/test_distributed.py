@@ -355,10 +355,20 @@ def test_num_nodes_is_torchruns_to_set():
 # --------------------------------------------------------------------------- scaling, sweeps, reports
 
 
-def test_scaling_runs_each_device_count_and_prints_speedup(tmp_path):
-    proc = _cnnbench(*TINY, "--num-devices", "2", "--scaling", "--quiet", "--results-dir", str(tmp_path))
-    assert proc.returncode == 0, proc.stderr
-    assert "Scaling" in proc.stdout and "speedup" in proc.stdout and "efficiency" in proc.stdout
+def test_scaling_runs_each_device_count_in_its_own_workers_and_prints_speedup(tmp_path, monkeypatch, capsys):
+    """Every point runs in worker processes: the engine never runs in the launching process
+    (here it would raise), so that it keeps no device memory of the 1-device point."""
+    from cnnbench.cli import main
+    from cnnbench.engine import benchmark
+
+    def not_here(*args, **kwargs):
+        raise AssertionError("a scaling point ran in the launching process")
+
+    monkeypatch.setattr(benchmark, "run_benchmark", not_here)
+    code = main([*TINY, "--num-devices", "2", "--scaling", "--quiet", "--results-dir", str(tmp_path)])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    assert "Scaling" in out.out and "speedup" in out.out and "efficiency" in out.out
     recs = _records(tmp_path)
     assert [r["config"]["num_devices"] for r in recs] == [1, 2]
     assert all(r["status"] == "ok" for r in recs)

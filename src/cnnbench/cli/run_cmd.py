@@ -4,7 +4,8 @@ Flags follow tf_cnn_benchmarks (``--model``, ``--batch-size``, ``--num-batches``
 underscore spellings work too). Output is tf_cnn_benchmarks' log format; the record is
 appended to the results store. ``--num-devices N`` starts one worker per device;
 under ``torchrun`` the same command runs as one worker of torchrun's job (rank 0 prints
-and writes). ``--scaling`` runs 1, 2, 4, ... up to N devices in turn. After the result come
+and writes). ``--scaling`` runs 1, 2, 4, ... up to N devices in turn, each in worker
+processes of its own (1 device too). After the result come
 the record's warnings (a busy machine, unstable step times, throttling) and, with
 ``--profile-steps``, the top operators by self time. Exit codes: 0 ok,
 1 the run failed (out of memory, an error, a worker that died: the record says which),
@@ -57,12 +58,12 @@ def handle(args: argparse.Namespace) -> int:
     return _report(record, path, quiet=args.quiet)
 
 
-def _execute(config: RunConfig, emit: Any) -> tuple[Any, Any]:
+def _execute(config: RunConfig, emit: Any, *, own_process: bool = False) -> tuple[Any, Any]:
     from cnnbench.distributed.launch import WorkersStopped
     from cnnbench.engine import execute
 
     try:
-        return execute(config, emit=emit)
+        return execute(config, emit=emit, own_process=own_process)
     except ConfigError as exc:
         raise UserError.from_config(exc) from None
     except WorkersStopped as exc:
@@ -158,7 +159,8 @@ def _scaling(config: RunConfig, emit: Any, *, quiet: bool) -> int:
     for n in scaling_counts(top):
         if not quiet:
             print(f"=== {plural(n, 'device')} ===", flush=True)
-        record, path = _execute(config.replace(num_devices=n), emit)
+        # each point in worker processes of its own: none leaves memory or a CUDA context here
+        record, path = _execute(config.replace(num_devices=n), emit, own_process=True)
         rows.append((n, record))
         if record.status != "ok":
             print(f"cnnbench run: {plural(n, 'device')}: {record.status}: {record.error}", file=sys.stderr)

@@ -70,12 +70,14 @@ def launched_worker(config_fields: dict[str, Any], extra: dict[str, Any], consol
 
     die_with_parent(launcher_pid)
     leave_interrupts_to_the_agent()
+    config = RunConfig.from_mapping(config_fields)
     world = World.from_env()
+    if world.world_size == 1 and config.requested_devices() == 1:
+        world = World.single()  # a one-device run in its own process: no process group
     configure_worker_logging(world, log_level)
     split_host_threads(world)
     # The process that started the workers checked the run first and printed its warnings.
     logging.getLogger("cnnbench.engine.resolve").setLevel(logging.ERROR)
-    config = RunConfig.from_mapping(config_fields)
     emit: Callable[[str], None] | None = (lambda line: print(line, flush=True)) if console else None
     try:
         record = run_benchmark(config, emit=emit, extra=extra, world=world)

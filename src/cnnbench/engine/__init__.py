@@ -28,9 +28,12 @@ def run_benchmark(config: RunConfig, *, emit: Callable[[str], None] | None = Non
 
 
 def execute(config: RunConfig, *, emit: Callable[[str], None] | None = None,
-            extra: Mapping[str, Any] | None = None) -> tuple[Record, Path]:
+            extra: Mapping[str, Any] | None = None, own_process: bool = False) -> tuple[Record, Path]:
     """Run one benchmark (starting a worker per device when it asks for several) and append
     its record to ``config.results_dir``.
+
+    ``own_process``: a run on one device runs in a worker process too, so that this process
+    holds no device memory or CUDA context of it afterwards (each point of ``--scaling``).
 
     With ``--host-cpus N`` this process is first pinned to N cores, for good: the workers and
     loader processes it starts inherit that (a sweep runs each case in its own process).
@@ -40,7 +43,7 @@ def execute(config: RunConfig, *, emit: Callable[[str], None] | None = None,
 
     restrict_host_cpus(config.host_cpus)
 
-    if config.requested_devices() > 1:
+    if config.requested_devices() > 1 or own_process:
         from cnnbench.engine.workers import run_on_workers
 
         record = run_on_workers(config, emit=emit, extra=extra)

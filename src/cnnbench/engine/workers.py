@@ -25,7 +25,10 @@ from cnnbench.results.record import Record, now_iso
 
 def run_on_workers(config: RunConfig, *, emit: Callable[[str], None] | None = None,
                    extra: Mapping[str, Any] | None = None) -> Record:
-    """Run ``config`` on ``config.requested_devices()`` worker processes and return rank 0's record."""
+    """Run ``config`` on ``config.requested_devices()`` worker processes and return rank 0's record.
+
+    One device makes one worker, without a process group: the same run as in this process.
+    """
     from cnnbench.distributed.worker import launched_worker
 
     run = preflight(config)  # every check before a worker starts: ConfigError here means nothing ran
