@@ -57,14 +57,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _read(paths: list[str]) -> list:
-    from cnnbench.results.store import read_records
+    from cnnbench.results.store import problem_text, read_records
 
     try:
         records, problems = read_records(paths)
     except FileNotFoundError as exc:
         raise UserError(str(exc)) from None
     for problem in problems:
-        print(f"cnnbench compare: skipped {problem}", file=sys.stderr)
+        print(f"cnnbench compare: {problem_text(problem)}", file=sys.stderr)
     return records
 
 

@@ -74,7 +74,7 @@ def _overrides(items: list[str]) -> dict[str, Any]:
 
 def handle(args: argparse.Namespace) -> int:
     from cnnbench.results.importers import ImportOptions, get_importer
-    from cnnbench.results.store import append_new_records
+    from cnnbench.results.store import append_new_records, problem_text
 
     try:
         importer = get_importer(args.kind)
@@ -100,7 +100,7 @@ def handle(args: argparse.Namespace) -> int:
     except (FileNotFoundError, ValueError) as exc:
         raise UserError(str(exc)) from None
     for problem in result.problems:
-        print(f"warning: skipped {problem}", file=sys.stderr)
+        print(f"warning: {problem_text(problem)}", file=sys.stderr)
     if not result.records:
         # every input refused as the wrong kind (a vendor's table, a folder): a usage error
         usage = bool(result.refused) and len(result.refused) == len(result.problems)
@@ -119,7 +119,7 @@ def handle(args: argparse.Namespace) -> int:
         outcome = append_new_records(args.results_dir, unique.values())
         written, already, store_problems = outcome.written, outcome.already, outcome.problems
     for problem in store_problems:
-        print(f"warning: skipped {problem}", file=sys.stderr)
+        print(f"warning: {problem_text(problem)}", file=sys.stderr)
     statuses: dict[str, int] = {}
     for r in written:
         statuses[r["status"]] = statuses.get(r["status"], 0) + 1

@@ -97,7 +97,7 @@ def handle(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace, drawing_pool: DrawingPool) -> int:
     from cnnbench.report import NoMatchingRecords, ReportError, ReportOptions, build_report, write_report
     from cnnbench.results.outputs import OutputError
-    from cnnbench.results.store import read_records
+    from cnnbench.results.store import StoreNotice, problem_text, read_records
     from cnnbench.words import plural
 
     try:
@@ -105,7 +105,7 @@ def _report(args: argparse.Namespace, drawing_pool: DrawingPool) -> int:
     except FileNotFoundError as exc:
         raise UserError(str(exc)) from None
     for problem in problems:
-        print(f"warning: skipped {problem}", file=sys.stderr)
+        print(f"warning: {problem_text(problem)}", file=sys.stderr)
     options = ReportOptions(
         columns=args.columns,
         effects=args.effect,
@@ -133,6 +133,10 @@ def _report(args: argparse.Namespace, drawing_pool: DrawingPool) -> int:
     print(f"wrote {written.summary} and {written.html.name}: {plural(len(written.tables) // 2, 'table')} "
           f"(csv+json in {written.outdir / 'tables'}), {plural(len(written.plots), 'plot')}, "
           f"from {plural(report.n_records, 'result')}")
-    if problems:
-        print(f"skipped {plural(len(problems), 'unreadable line')}; listed at the end of the report")
+    skipped = sum(not isinstance(p, StoreNotice) for p in problems)
+    if skipped:
+        print(f"skipped {plural(skipped, 'unreadable line')}; listed at the end of the report")
+    if len(problems) > skipped:
+        print(f"{plural(len(problems) - skipped, 'record')} with figures shown as not available; listed at the end "
+              "of the report")
     return 0

@@ -70,14 +70,14 @@ def _load(paths: Sequence[str], where: Sequence[str], step_times: bool) -> tuple
     """The matching records, and how many lines were skipped."""
     from cnnbench.report.fields import resolve_field
     from cnnbench.results.query import parse_where, select
-    from cnnbench.results.store import read_records
+    from cnnbench.results.store import problem_text, read_records
 
     try:
         records, problems = read_records(list(paths), step_times=step_times)
     except FileNotFoundError as exc:
         raise UserError(str(exc)) from None
     for problem in problems:
-        print(f"warning: skipped {problem}", file=sys.stderr)
+        print(f"warning: {problem_text(problem)}", file=sys.stderr)
     try:
         conditions = parse_where(where, lambda name: resolve_field(name, records))
     except ValueError as exc:  # a malformed expression, or a FieldError naming the nearest fields

@@ -28,7 +28,7 @@ from torch import nn
 from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 
 from cnnbench.distributed.comm_timer import CommunicationTimer, now
-from cnnbench.distributed.strategy import OptimizerFactory, StrategyContext, register_strategy
+from cnnbench.distributed.strategy import OptimizerFactory, StrategyContext, register_strategy, step_optimizer
 
 
 class ParameterServer:
@@ -74,7 +74,7 @@ class ParameterServer:
             on_server = flat.to(self.param_device)
             for master, grad in zip(self.master, _unflatten_dense_tensors(on_server, self.master), strict=True):
                 master.grad = grad
-            optimizer.step()
+            step_optimizer(optimizer, None)
             updated = _flatten_dense_tensors([m.detach() for m in self.master]).to(self.device)
         else:
             updated = torch.empty_like(flat)

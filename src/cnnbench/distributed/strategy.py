@@ -62,12 +62,27 @@ class StrategyContext:
 
 
 def step_optimizer(optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler | None) -> None:
-    """``optimizer.step()``, through the gradient scaler when there is one."""
+    """``optimizer.step()``, through the gradient scaler when there is one.
+
+    An update too large for the weights' type (Adam at ``--learning-rate 1e38``: its step
+    size is the rate over ``1 - beta1``), where torch raises "value cannot be converted to
+    type float without overflow", makes the weights NaN, as the overflowing update would:
+    the loss turns NaN and the run keeps its record, marked as diverged."""
+    try:
+        if scaler is not None:
+            scaler.step(optimizer)
+        else:
+            optimizer.step()
+    except RuntimeError as exc:
+        if "without overflow" not in str(exc):
+            raise
+        with torch.no_grad():
+            for group in optimizer.param_groups:
+                for param in group["params"]:
+                    if param.grad is not None:
+                        param.fill_(float("nan"))
     if scaler is not None:
-        scaler.step(optimizer)
         scaler.update()
-    else:
-        optimizer.step()
 
 
 class SingleDevice:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as _dt
 import math
 import re
+import sys
 import uuid
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
@@ -151,6 +152,69 @@ def check_figures(metrics: Mapping[str, Any]) -> None:
                 continue
             if not math.isfinite(item) or item < 0:
                 raise RecordError(f"metrics.{name} is {item!r}: a measured figure is a finite number, 0 or more")
+
+
+MAX_FIGURE = 1e18
+"""Largest size of a stored metric a reader computes with. No measured rate, time, count or
+byte total comes near it (a loss that large has diverged); a figure beyond it (``1e300``,
+``10**400``: another tool's, or a hand-edited line) is shown as not available."""
+_MAX_FLOAT = sys.float_info.max
+_SUSPECT = re.compile(rb"NaN|Infinity|[0-9.][eE]\+?[0-9]{2}|[0-9]{19}")
+
+
+def may_hold_unusable_figures(raw: bytes) -> bool:
+    """Whether a record's JSON text may hold a number :func:`drop_unusable_figures` replaces
+    (NaN, an infinity, an exponent of two digits, an integer of 19 digits or more): a
+    cheap test that spares readers the walk for nearly every line."""
+    return _SUSPECT.search(raw) is not None
+
+
+def drop_unusable_figures(record: dict[str, Any]) -> list[str]:
+    """Replace by null, in ``record`` itself, every number a reader cannot compute with: a NaN
+    or infinity anywhere, a number beyond a float's range anywhere, and a metric (or an
+    element of one) larger in size than :data:`MAX_FIGURE`. Returns one description per
+    replaced field (``"metrics.total_images_per_sec is NaN"``), empty when none was."""
+    found: list[str] = []
+    for key, value in record.items():
+        limit = MAX_FIGURE if key == "metrics" else _MAX_FLOAT
+        if type(value) in _CONTAINERS or _unusable(value, limit):
+            record[key] = _usable(value, key, limit, found)
+    return list(dict.fromkeys(found))
+
+
+def _unusable(value: Any, limit: float) -> bool:
+    if type(value) is float:
+        return not -limit <= value <= limit  # NaN too
+    if type(value) is int:
+        return not -limit <= value <= limit
+    return False
+
+
+def _usable(value: Any, path: str, limit: float, found: list[str]) -> Any:
+    if type(value) is dict:
+        for key, item in value.items():
+            if type(item) in _CONTAINERS or _unusable(item, limit):
+                value[key] = _usable(item, f"{path}.{key}", limit, found)
+        return value
+    if type(value) is list:
+        for index, item in enumerate(value):
+            if type(item) in _CONTAINERS or _unusable(item, limit):
+                value[index] = _usable(item, path, limit, found)
+        return value
+    if _unusable(value, limit):
+        found.append(f"{path} is {_figure_text(value)}")
+        return None
+    return value
+
+
+def _figure_text(value: float | int) -> str:
+    if type(value) is int and abs(value) > _MAX_FLOAT:
+        return f"an integer of {math.floor(math.log10(abs(value))) + 1} digits"
+    if value != value:
+        return "NaN"
+    if value in (math.inf, -math.inf):
+        return "-Infinity" if value < 0 else "Infinity"
+    return f"{value:g}"
 
 
 _LONG_LIST = 64

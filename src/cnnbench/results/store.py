@@ -38,7 +38,14 @@ import orjson
 
 from cnnbench.results import cache
 from cnnbench.results.migrate import migrate
-from cnnbench.results.record import MAX_DEPTH, RecordError, check_record, finite_numbers
+from cnnbench.results.record import (
+    MAX_DEPTH,
+    RecordError,
+    check_record,
+    drop_unusable_figures,
+    finite_numbers,
+    may_hold_unusable_figures,
+)
 
 log = logging.getLogger(__name__)
 
@@ -181,6 +188,18 @@ class StoreProblem(str):
     """A line that could not be read: ``"<file>:<line>: <reason>"``."""
 
 
+class StoreNotice(StoreProblem):
+    """A line whose record was read, but with figures no reader can compute with (NaN,
+    infinite, beyond :data:`~cnnbench.results.record.MAX_FIGURE`) shown as not available:
+    ``"<file>:<line>: metrics.total_images_per_sec is NaN: shown as not available"``."""
+
+
+def problem_text(problem: str) -> str:
+    """How a reader names a problem line to the user: ``skipped <problem>``, or, for a
+    :class:`StoreNotice`, the notice alone (the record was kept)."""
+    return str(problem) if isinstance(problem, StoreNotice) else f"skipped {problem}"
+
+
 def iter_store_files(paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[str]) -> list[Path]:
     """The ``*.jsonl`` files named by ``paths`` (files, or folders searched one level deep)."""
     if isinstance(paths, (str, os.PathLike)):
@@ -293,9 +312,9 @@ def _read_file(path: Path, records: list[dict[str, Any]], problems: list[StorePr
             continue
         rec, why = _parse_line(raw, parse, truncated=index == complete)
         if why is not None:
-            problems.append(StoreProblem(f"{path}:{first_line + index}: {why}"))
-            continue
-        records.append(rec)  # type: ignore[arg-type]
+            problems.append(_problem(f"{path}:{first_line + index}: {why}", kept=rec is not None))
+        if rec is not None:
+            records.append(rec)
     return start + consumed, first_line + complete
 
 
@@ -316,7 +335,7 @@ def _read_through_cache(path: Path, f: BinaryIO, st: os.stat_result, records: li
         if not raw or raw.isspace():
             continue
         rec, why = _parse_line(raw, _loads, truncated=False)  # the cache keeps step times
-        if rec is None:
+        if rec is None or why is not None:  # kept with a notice: read again each time, to say so
             cached.add_problem(cached.next_line + index, raw)
         else:
             cached.add(rec)
@@ -338,24 +357,29 @@ def _read_through_cache(path: Path, f: BinaryIO, st: os.stat_result, records: li
     found: list[StoreProblem] = []
     for line in reversed(cached.problems):  # checked again, in this reader's mode: as without a cache
         rec, why = _parse_line(line.raw, parse, truncated=False)
-        if why is None:
-            out.insert(line.position, rec)  # type: ignore[arg-type]
-        else:
-            found.append(StoreProblem(f"{path}:{line.line}: {why}"))
+        if rec is not None:
+            out.insert(line.position, rec)
+        if why is not None:
+            found.append(_problem(f"{path}:{line.line}: {why}", kept=rec is not None))
     problems.extend(reversed(found))
     partial = data[whole:]
     if partial and not partial.isspace():
         rec, why = _parse_line(partial, parse, truncated=True)
-        if why is None:
-            out.append(rec)  # type: ignore[arg-type]
-        else:
-            problems.append(StoreProblem(f"{path}:{cached.next_line}: {why}"))
+        if rec is not None:
+            out.append(rec)
+        if why is not None:
+            problems.append(_problem(f"{path}:{cached.next_line}: {why}", kept=rec is not None))
     records.extend(out)
     return cached.end + len(partial), cached.next_line
 
 
+def _problem(text: str, *, kept: bool) -> StoreProblem:
+    return StoreNotice(text) if kept else StoreProblem(text)
+
+
 def _parse_line(raw: bytes, parse: Any, *, truncated: bool) -> tuple[dict[str, Any] | None, str | None]:
-    """A valid, current record from one line, or why there is none."""
+    """A valid, current record from one line, or why there is none; or both: a record whose
+    unusable figures were replaced by null, and what they were."""
     try:
         rec = parse(raw)
     except RecursionError:
@@ -374,6 +398,10 @@ def _parse_line(raw: bytes, parse: Any, *, truncated: bool) -> tuple[dict[str, A
         check_record(rec, shallow=raw.count(b"{") + raw.count(b"[") <= MAX_DEPTH)
     except RecordError as exc:
         return None, str(exc)
+    if may_hold_unusable_figures(raw):
+        dropped = drop_unusable_figures(rec)
+        if dropped:
+            return rec, "; ".join(dropped) + ": shown as not available"
     return rec, None
 
 
