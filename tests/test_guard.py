@@ -219,13 +219,13 @@ def test_one_worker_per_node_judges_the_host_and_the_run_is_every_worker():
     cpu = torch.device("cpu")
     single = default_hooks(cpu)
     assert isinstance(single[0], PeakMemory)
-    sampler, guard = single[1], single[2]
+    guard, sampler = single[1], single[2]
     assert guard.run_roots == [os.getpid()] and guard.cpus == host.usable_cpus()
     assert sampler.host_cpus == host.usable_cpus() and sampler.gpu_indices == []
     first = default_hooks(cpu, World(rank=0, world_size=2, local_rank=0, local_world_size=2, process_group=True))
-    assert first[2].run_roots == [os.getppid()]  # the launcher's tree holds every worker of this node
+    assert first[1].run_roots == [os.getppid()]  # the launcher's tree holds every worker of this node
     other = default_hooks(cpu, World(rank=1, world_size=2, local_rank=1, local_world_size=2, process_group=True))
-    assert other[2].cpus is None and other[1].host_cpus is None  # rank 0 of the node looks at the host
+    assert other[1].cpus is None and other[2].host_cpus is None  # rank 0 of the node looks at the host
 
 
 def test_batches_in_bursts_of_the_loader_processes_are_not_unstable():

@@ -2,12 +2,15 @@
 
 In the spirit of pyperf's hooks: the engine calls ``start()`` just before the first timed
 step and ``stop()`` right after the last one (also when the loop failed), then merges each
-hook's ``metrics()`` into the record's ``metrics``. A hook does no work inside the timed
+hook's ``metrics()`` into the record's ``metrics``. Hooks nest: they start in their order and
+stop in the reverse one, so the last to start (the telemetry sampler, which reads the energy
+counter) is the first to stop, and its window is the closest to the timed steps. A hook does no work inside the timed
 loop; one that samples during the steps (a telemetry sampler) does it on its own thread.
 A ``warnings`` list in a hook's metrics extends the record's ``metrics.warnings``.
 
-:func:`default_hooks` is the list every run gets: peak memory, the telemetry sampler
-(:mod:`cnnbench.engine.telemetry`) and the busy-machine guard (:mod:`cnnbench.engine.guard`).
+:func:`default_hooks` is the list every run gets: peak memory, the busy-machine guard
+(:mod:`cnnbench.engine.guard`), the telemetry sampler (:mod:`cnnbench.engine.telemetry`)
+and, on a GPU, the worker's own device (:class:`RunDevice`).
 """
 
 from __future__ import annotations
@@ -62,9 +65,30 @@ class PeakMemory:
         return {**self._device_peak, "peak_host_memory_bytes": self._host_peak}
 
 
+class RunDevice:
+    """The worker's own CUDA device (name, SMs, MIG profile) as ``metrics.gpu_devices``, so
+    that rank 0 learns every rank's GPU (:func:`cnnbench.engine.metrics.measured_metrics`
+    tags each with its rank)."""
+
+    def __init__(self, device: torch.device) -> None:
+        from cnnbench.machine.cuda_device import describe_cuda_device
+
+        self.described = describe_cuda_device(device).as_dict() if device.type == "cuda" else None
+
+    def start(self) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
+
+    def metrics(self) -> Mapping[str, Any]:
+        return {"gpu_devices": [self.described]} if self.described is not None else {}
+
+
 def default_hooks(device: torch.device, world: World | None = None, *,
                   interval_s: float = DEFAULT_INTERVAL_S) -> list[MeasurementHook]:
-    """The hooks every run measures with: peak memory, telemetry, the busy-machine guard.
+    """The hooks every run measures with: peak memory, the busy-machine guard, telemetry and
+    (on a GPU) the run's device.
 
     Each worker samples its own GPU; the host (CPU use, load, frequency, other processes)
     is sampled and judged by one worker per node (local rank 0). A run's own processes are
@@ -78,7 +102,10 @@ def default_hooks(device: torch.device, world: World | None = None, *,
     roots = [os.getppid()] if several else [os.getpid()]
     sampler = TelemetrySampler(gpus, host_cpus=cpus, interval_s=interval_s)
     guard = BusyMachineGuard(cpus=cpus, run_roots=roots, gpus=gpus, sampler=sampler)
-    return [PeakMemory(device), sampler, guard]
+    hooks: list[MeasurementHook] = [PeakMemory(device), guard, sampler]
+    if device.type == "cuda":
+        hooks.append(RunDevice(device))
+    return hooks
 
 
 def nvml_indices(device: torch.device) -> list[int]:
@@ -116,8 +143,8 @@ def merge_hook_metrics(metrics: dict[str, Any], hooks: Sequence[MeasurementHook]
 
 
 class HookSet:
-    """The hooks of one run, started and stopped together (``stop`` runs once, also when
-    ``start`` never ran because the run failed before its timed steps)."""
+    """The hooks of one run, started in order and stopped in reverse order (``stop`` runs
+    once, also when ``start`` never ran because the run failed before its timed steps)."""
 
     def __init__(self, hooks: Sequence[MeasurementHook]) -> None:
         self.hooks = list(hooks)
@@ -131,7 +158,7 @@ class HookSet:
         if self._stopped:
             return
         self._stopped = True
-        for hook in self.hooks:
+        for hook in reversed(self.hooks):
             hook.stop()
 
     def metrics(self) -> dict[str, Any]:

@@ -4,9 +4,11 @@ Throughput statistics follow tf_cnn_benchmarks (:mod:`cnnbench.engine.stats`);
 ``total_images_per_sec`` is images over the wall clock of the timed span. With several
 workers, each worker's measure is gathered on rank 0 and combined
 (:func:`measured_metrics`): energy summed over every worker's GPU, throttled if any was,
-warnings from all. The step times are judged here too (pyperf's instability checks,
-:mod:`cnnbench.engine.stability`), and energy turns into images per joule. FLOP rates come
-from the model's cost (a shape-only trace) and, on a GPU in the table of known peaks, MFU.
+warnings from all, and each worker's own GPU (``gpu_devices``, tagged with its rank). The
+step times are judged here too (pyperf's instability checks, :mod:`cnnbench.engine.stability`),
+and energy turns into images per joule. FLOP rates come
+from the model's cost (a shape-only trace) and, on a GPU in the table of known peaks, MFU
+over the peaks of the devices the ranks actually ran on (a MIG slice: its share of the chip).
 """
 
 from __future__ import annotations
@@ -109,6 +111,9 @@ def _combined_hook_metrics(workers: Sequence[WorkerMeasure]) -> dict[str, Any]:
             present = [v for v in values if isinstance(v, (int, float))]
             combined[key] = max(present) if present else None
     combined.update(merge_worker_telemetry([w.hook_metrics for w in workers]))
+    if any("gpu_devices" in w.hook_metrics for w in workers):
+        combined["gpu_devices"] = [{"rank": rank, **d} for rank, w in enumerate(workers)
+                                   for d in w.hook_metrics.get("gpu_devices") or []]
     warnings: list[str] = []
     for rank, w in enumerate(workers):
         for text in w.hook_metrics.get("warnings") or []:
@@ -160,19 +165,40 @@ def model_cost(run: ResolvedRun) -> dict[str, Any] | None:
         return None
 
 
+def run_peak_flops(run: ResolvedRun, environment: Mapping[str, Any],
+                   devices: Sequence[Mapping[str, Any]] | None = None) -> float | None:
+    """The summed dense peak of the devices the run used: each rank's own (``devices``, the
+    merged ``metrics.gpu_devices``), else the environment's device (rank 0's) times the
+    number of ranks. None on a CPU, or when any device's peak is unknown."""
+    from cnnbench.machine.peaks import total_peak_flops
+
+    if run.device.type != "cuda":
+        return None
+    if devices:
+        if len(devices) != run.world.world_size:
+            return None  # a rank's device is missing: no guess
+        pairs = [(d.get("name"), d.get("sm_count")) for d in devices]
+    else:
+        pairs = [(environment.get("gpu_model"), environment.get("gpu_sm_count"))] * run.world.world_size
+    # fp32 runs turn TF32 off explicitly (PrecisionPolicy), so the fp32 peak is the right one.
+    return total_peak_flops(pairs, run.config.precision)
+
+
 def flop_metrics(cost: Mapping[str, Any], run: ResolvedRun, environment: Mapping[str, Any],
-                 total_images_per_sec: float | None) -> dict[str, Any]:
-    """FLOPs per image, achieved TFLOP/s and, on a GPU with a known peak, MFU."""
-    from cnnbench.machine.peaks import achieved_flops_per_s, mfu
+                 total_images_per_sec: float | None,
+                 devices: Sequence[Mapping[str, Any]] | None = None) -> dict[str, Any]:
+    """FLOPs per image, achieved TFLOP/s and, on GPUs with a known peak, the peak and MFU
+    (see :func:`run_peak_flops`)."""
+    from cnnbench.machine.peaks import achieved_flops_per_s
 
     cfg = run.config
     per_image = cost["forward_flops"] if cfg.forward_only else cost["train_flops"]
     achieved = achieved_flops_per_s(per_image, total_images_per_sec)
-    gpu = environment.get("gpu_model") if run.device.type == "cuda" else None
+    peak = run_peak_flops(run, environment, devices)
     return {
         "train_flops_per_image": cost["train_flops"],
         "forward_flops_per_image": cost["forward_flops"],
         "achieved_tflops": achieved / 1e12 if achieved is not None else None,
-        # fp32 runs turn TF32 off explicitly (PrecisionPolicy), so the fp32 peak is the right one.
-        "mfu": mfu(achieved, gpu, cfg.precision, num_devices=run.world.world_size) if achieved is not None else None,
+        "peak_tflops": peak / 1e12 if peak is not None else None,
+        "mfu": achieved / peak if achieved is not None and peak else None,
     }

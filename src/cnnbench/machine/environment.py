@@ -49,21 +49,27 @@ def derive_machine_label(cpu: str, gpu_model: str | None, gpu_count: int) -> str
     return short_cpu.split(" @ ")[0].strip()
 
 
-def capture_environment(device_type: str, machine_label: str | None = None, *,
+def capture_environment(device: Any, machine_label: str | None = None, *,
                         gpus: bool | None = None) -> dict[str, Any]:
-    """The record's ``environment`` for a run on ``device_type`` (``cpu`` or ``cuda``).
+    """The record's ``environment`` for a run on ``device`` (``"cpu"``, ``"cuda"``, or the
+    run's ``torch.device``).
 
-    ``gpu_model``/``gpu_count`` describe the CUDA devices a ``cuda`` run sees (none for a
-    CPU run, so its machine label comes from the CPU). ``gpus`` lists every NVIDIA GPU
-    NVML sees; by default only for ``cuda`` runs (``gpus=True``: always, as ``cnnbench
-    sysinfo`` does).
+    ``gpu_model`` is the name of the run's own CUDA device (``cuda:k``; the current device
+    when ``device`` names no index), with its SM count (``gpu_sm_count``) and, on a MIG
+    slice, its profile (``gpu_mig_profile``); ``gpu_count`` counts the CUDA devices the
+    process sees (none for a CPU run, so its machine label comes from the CPU). ``gpus``
+    lists every NVIDIA GPU NVML sees; by default only for ``cuda`` runs (``gpus=True``:
+    always, as ``cnnbench sysinfo`` does).
     """
     import psutil
     import torch
     import torchvision
 
+    from cnnbench.machine.cuda_device import CudaDevice, describe_cuda_device
     from cnnbench.machine.sysinfo import gpu_facts, host_facts
 
+    device_type = str(device).split(":", 1)[0]
+    own: CudaDevice | None = None
     gpu_model = None
     gpu_count = 0
     cudnn = nccl = None
@@ -71,7 +77,8 @@ def capture_environment(device_type: str, machine_label: str | None = None, *,
     uses_cuda = device_type == "cuda" and torch.cuda.is_available()
     if uses_cuda:
         gpu_count = torch.cuda.device_count()
-        gpu_model = torch.cuda.get_device_name(0)
+        own = describe_cuda_device(device)
+        gpu_model = own.name
         cudnn = torch.backends.cudnn.version()
         try:
             nccl = ".".join(map(str, torch.cuda.nccl.version()))
@@ -91,6 +98,8 @@ def capture_environment(device_type: str, machine_label: str | None = None, *,
         "memory_bytes": int(psutil.virtual_memory().total),
         "gpu_model": gpu_model,
         "gpu_count": gpu_count,
+        "gpu_sm_count": own.sm_count if own else None,
+        "gpu_mig_profile": own.mig_profile if own else None,
         "gpu_driver": gpu["gpu_driver"],
         "cuda_version": torch.version.cuda,
         "cudnn_version": cudnn,

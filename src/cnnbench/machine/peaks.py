@@ -6,6 +6,11 @@ is half of it). FP16/BF16 peaks are tensor-core peaks with FP32 accumulation, wh
 what PyTorch's matmuls and convolutions use. A GPU that is not in the table, or a
 precision the GPU has no peak for, gives ``None``: never a guess.
 
+A MIG slice (``"NVIDIA A100-SXM4-80GB MIG 3g.40gb"``, as CUDA names it) has the share of the
+chip's peak that its SMs are of the chip's: pass the slice's SM count (``sm_count``, CUDA's
+multiprocessor count). Without it, or for a chip whose SM count is not in the table, a slice
+gets ``None``.
+
 Precision names are cnnbench's ``--precision`` values; ``amp_fp16``/``amp_bf16`` count
 as ``fp16``/``bf16``. ``fp32`` means true FP32 math: a caller that lets cuDNN or cuBLAS
 use TF32 (PyTorch lets cuDNN convolutions use TF32 by default) should pass ``tf32``.
@@ -17,11 +22,14 @@ use TF32 (PyTorch lets cuDNN convolutions use TF32 by default) should pass ``tf3
     0.5
     >>> peak_flops("Some Future GPU", "bf16") is None
     True
+    >>> peak_flops("NVIDIA A100-SXM4-40GB MIG 1g.5gb", "bf16", sm_count=14) / 1e12
+    40.44444444444444
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 TERA = 1e12
 
@@ -65,6 +73,14 @@ _PEAKS_TFLOPS: dict[str, dict[str, float]] = {
     "RTX 3090": {"fp32": 35.6, "tf32": 35.6, "bf16": 71.0, "fp16": 71.0},
 }
 
+# SMs of the full chip each peak above is for (the same whitepapers and datasheets): the
+# chips that MIG can slice.
+_CHIP_SMS: dict[str, int] = {
+    "H100 SXM": 132, "H100 PCIe": 114, "H100 NVL": 132, "H200 SXM": 132, "H200 NVL": 132, "A100": 108,
+}
+
+_MIG_SUFFIX = re.compile(r"\s+MIG\s+(\S+)\s*$", re.IGNORECASE)
+
 # torch.cuda.get_device_name() spellings -> table key; first match wins. Variants with
 # other peaks (A10G, RTX 4090 D, laptop GPUs, GH200, V100 FHHL...) deliberately match nothing.
 _NAME_RULES: tuple[tuple[str, str], ...] = (
@@ -89,28 +105,48 @@ _NAME_RULES: tuple[tuple[str, str], ...] = (
 _PRECISION = {"fp32": "fp32", "tf32": "tf32", "fp16": "fp16", "amp_fp16": "fp16", "bf16": "bf16", "amp_bf16": "bf16"}
 
 
+def mig_profile(gpu_name: str | None) -> str | None:
+    """The MIG profile in a device name (``"... MIG 3g.40gb"`` -> ``"3g.40gb"``), or None."""
+    found = _MIG_SUFFIX.search(gpu_name or "")
+    return found.group(1) if found else None
+
+
 def known_gpu(gpu_name: str | None) -> str | None:
-    """The table key for a device name (``"NVIDIA A100-SXM4-80GB"`` -> ``"A100"``), or None."""
+    """The table key for a device name (``"NVIDIA A100-SXM4-80GB"`` -> ``"A100"``; a MIG
+    slice's name gives its chip's key), or None."""
     if not gpu_name:
         return None
-    name = " ".join(gpu_name.lower().replace("-", " ").split())
+    name = " ".join(_MIG_SUFFIX.sub("", gpu_name).lower().replace("-", " ").split())
     for pattern, key in _NAME_RULES:
         if re.search(pattern, name):
             return key
     return None
 
 
-def peak_flops(gpu_name: str | None, precision: str) -> float | None:
-    """Dense peak FLOP/s of one GPU at a ``--precision``; None when unknown."""
+def peak_share(gpu_name: str | None, sm_count: int | None) -> float | None:
+    """The share of its chip's peak a device has: 1 for a whole GPU; for a MIG slice its SMs
+    over the chip's (None when either count is unknown)."""
+    if mig_profile(gpu_name) is None:
+        return 1.0
+    chip_sms = _CHIP_SMS.get(known_gpu(gpu_name) or "")
+    if not chip_sms or not sm_count or sm_count <= 0:
+        return None
+    return min(1.0, sm_count / chip_sms)
+
+
+def peak_flops(gpu_name: str | None, precision: str, *, sm_count: int | None = None) -> float | None:
+    """Dense peak FLOP/s of one device at a ``--precision`` (a MIG slice: its share of the
+    chip's, from ``sm_count``); None when unknown."""
     key = known_gpu(gpu_name)
     math = _PRECISION.get(precision)
-    if key is None or math is None:
+    share = peak_share(gpu_name, sm_count)
+    if key is None or math is None or share is None:
         return None
     peaks = _PEAKS_TFLOPS[key]
     if math == "tf32" and "tf32" not in peaks:
         math = "fp32"  # no TF32 hardware: the math runs in FP32
     value = peaks.get(math)
-    return None if value is None else value * TERA
+    return None if value is None else value * TERA * share
 
 
 def achieved_flops_per_s(flops_per_image: int | float | None, images_per_sec: float | None) -> float | None:
@@ -121,10 +157,20 @@ def achieved_flops_per_s(flops_per_image: int | float | None, images_per_sec: fl
 
 
 def mfu(
-    achieved_flops: float | None, gpu_name: str | None, precision: str, num_devices: int = 1
+    achieved_flops: float | None, gpu_name: str | None, precision: str, num_devices: int = 1,
+    *, sm_count: int | None = None,
 ) -> float | None:
     """Model FLOPs utilisation: achieved FLOP/s over the peak of ``num_devices`` such GPUs."""
-    peak = peak_flops(gpu_name, precision)
+    peak = peak_flops(gpu_name, precision, sm_count=sm_count)
     if achieved_flops is None or peak is None or num_devices < 1:
         return None
     return achieved_flops / (peak * num_devices)
+
+
+def total_peak_flops(devices: Sequence[tuple[str | None, int | None]], precision: str) -> float | None:
+    """The summed peak of several devices, each ``(name, sm_count)`` (one per rank); None
+    when there are none or any one's peak is unknown."""
+    peaks = [peak_flops(name, precision, sm_count=sms) for name, sms in devices]
+    if not peaks or any(p is None for p in peaks):
+        return None
+    return float(sum(p for p in peaks if p is not None))
