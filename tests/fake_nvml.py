@@ -33,9 +33,14 @@ class FakeGpu:
     """Current generation, current width, maximum generation, maximum width."""
     power_limit_mw: int = 700_000
     nvlink_peers: list[str] = field(default_factory=list)
-    """Bus ids at the other end of each active NVLink."""
+    """Bus ids at the other end of each active NVLink to another GPU."""
+    nvswitch_links: int = 0
+    """Active NVLinks (after those to GPUs) that end at an NVSwitch."""
+    remote_type_supported: bool = True
+    """False: nvmlDeviceGetNvLinkRemoteDeviceType is not supported (an old driver)."""
     power_mw: list[int] | None = field(default_factory=lambda: [100_000])
     sm_clock_mhz: list[int] | None = field(default_factory=lambda: [1980])
+    sm_clock_limit_mhz: int = 1980
     memory_clock_mhz: list[int] | None = field(default_factory=lambda: [2619])
     temperature_c: list[int] | None = field(default_factory=lambda: [40])
     utilization_pct: list[int] | None = field(default_factory=lambda: [0])
@@ -70,7 +75,8 @@ class FakeNvml:
         m = types.ModuleType("pynvml")
         m.NVMLError = NVMLError  # type: ignore[attr-defined]
         consts = {"NVML_CLOCK_SM": 1, "NVML_CLOCK_MEM": 2, "NVML_TEMPERATURE_GPU": 0, "NVML_FEATURE_ENABLED": 1,
-                  "NVML_NVLINK_MAX_LINKS": 6, "NVML_P2P_CAPS_INDEX_READ": 0}
+                  "NVML_NVLINK_MAX_LINKS": 18, "NVML_P2P_CAPS_INDEX_READ": 0,
+                  "NVML_NVLINK_DEVICE_TYPE_GPU": 0, "NVML_NVLINK_DEVICE_TYPE_SWITCH": 2}
         for k, v in consts.items():
             setattr(m, k, v)
 
@@ -97,12 +103,19 @@ class FakeNvml:
             return types.SimpleNamespace(gpu=h.next("utilization_pct"), memory=0)
 
         def nvlink_state(h: Any, link: int) -> int:
-            if not h.nvlink_peers:
+            if not h.nvlink_peers and not h.nvswitch_links:
                 raise NVMLError(3)
-            return 1 if link < len(h.nvlink_peers) else 0
+            return 1 if link < len(h.nvlink_peers) + h.nvswitch_links else 0
 
         def remote_pci(h: Any, link: int) -> Any:
-            return types.SimpleNamespace(busId=h.nvlink_peers[link])
+            if link < len(h.nvlink_peers):
+                return types.SimpleNamespace(busId=h.nvlink_peers[link])
+            return types.SimpleNamespace(busId=f"00000000:{0xC0 + link % 4:02X}:00.0")  # an NVSwitch
+
+        def remote_type(h: Any, link: int) -> int:
+            if not h.remote_type_supported:
+                raise NVMLError(3)
+            return 0 if link < len(h.nvlink_peers) else 2
 
         def common_ancestor(a: Any, b: Any) -> int:
             return 30  # a PCIe host bridge
@@ -132,9 +145,10 @@ class FakeNvml:
             "nvmlDeviceGetMaxPcieLinkGeneration": lambda h: gpu(h).pcie[2],
             "nvmlDeviceGetMaxPcieLinkWidth": lambda h: gpu(h).pcie[3],
             "nvmlDeviceGetEnforcedPowerLimit": lambda h: gpu(h).power_limit_mw,
-            "nvmlDeviceGetMaxClockInfo": lambda h, kind: 1980 if kind == 1 else 2619,
+            "nvmlDeviceGetMaxClockInfo": lambda h, kind: h.sm_clock_limit_mhz if kind == 1 else 2619,
             "nvmlDeviceGetNvLinkState": nvlink_state,
             "nvmlDeviceGetNvLinkRemotePciInfo": remote_pci,
+            "nvmlDeviceGetNvLinkRemoteDeviceType": remote_type,
             "nvmlDeviceGetTopologyCommonAncestor": common_ancestor,
             "nvmlDeviceGetP2PStatus": lambda a, b, kind: 0,
             "nvmlDeviceGetPowerUsage": power,

@@ -60,8 +60,35 @@ def test_gpus_links_and_driver_from_nvml(monkeypatch):
     assert g0["power_limit_w"] == 700.0 and g0["nvlinks"] == 2
     assert g0["cuda_index"] is None and g1["cuda_index"] == 0
     assert facts["gpu_topology"] == {"gpus": [0, 1], "link": [["X", "NV2"], ["NV2", "X"]],
-                                     "p2p_read": [["X", "OK"], ["OK", "X"]]}
+                                     "p2p_read": [["X", "OK"], ["OK", "X"]], "nvswitch_links": [0, 0]}
     assert facts["gpu_driver"] == "550.54.15" and facts["cuda_driver_version"] == "12.4"
+
+
+def _hgx(n: int, links: int = 18, **kw) -> FakeNvml:
+    """An HGX board: every NVLink of every GPU ends at an NVSwitch."""
+    return FakeNvml([FakeGpu(uuid=f"GPU-{i}", bus_id=f"00000000:{0x18 + i:02X}:00.0", nvswitch_links=links,
+                             **kw, **H100) for i in range(n)])
+
+
+def test_gpus_on_nvswitches_are_nvlinked_not_pcie(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", _hgx(3).module)
+    facts = gpu_facts()
+    assert facts["gpu_topology"]["link"] == [["X", "NV18", "NV18"], ["NV18", "X", "NV18"], ["NV18", "NV18", "X"]]
+    assert facts["gpu_topology"]["nvswitch_links"] == [18, 18, 18]
+    assert [(g["nvlinks"], g["nvswitch_links"]) for g in facts["gpus"]] == [(18, 18)] * 3
+    assert gpu_rows(facts)[0][-1] == "18 (NVSwitch)"
+
+
+def test_without_the_remote_type_call_links_are_matched_by_bus_as_before(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", _hgx(2, remote_type_supported=False).module)
+    assert gpu_facts()["gpu_topology"]["link"] == [["X", "PHB"], ["PHB", "X"]]  # no guess
+
+
+def test_sysinfo_table_shows_nvswitch_links(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "pynvml", _hgx(2).module)
+    assert main(["sysinfo"]) == 0
+    out = capsys.readouterr().out
+    assert "NV18" in out and "18 (NVSwitch)" in out
 
 
 def test_pcie_only_gpus_show_the_common_ancestor(monkeypatch):

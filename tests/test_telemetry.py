@@ -9,7 +9,15 @@ import time
 import pytest
 
 from cnnbench.engine.metrics import WorkerMeasure, measured_metrics
-from cnnbench.engine.telemetry import TelemetrySampler, gpu_totals, integrate
+from cnnbench.engine.telemetry import (
+    GpuSample,
+    TelemetrySampler,
+    gpu_summary,
+    gpu_totals,
+    gpu_warnings,
+    integrate,
+    window_energy_j,
+)
 from tests.fake_nvml import FakeGpu, FakeNvml
 
 
@@ -49,28 +57,32 @@ def _sampled(sampler: TelemetrySampler, extra_samples: int) -> dict:
 
 
 def test_means_maxima_energy_from_power_and_throttling(nvml):
-    gpu = FakeGpu(power_mw=[100_000, 200_000, 300_000, 100_000], sm_clock_mhz=[1000, 1500, 2000, 1500],
+    gpu = FakeGpu(power_mw=[100_000, 200_000, 300_000, 100_000], sm_clock_mhz=[1900, 1800, 1000, 1900],
                   memory_clock_mhz=[2600], temperature_c=[50, 60, 70, 80], utilization_pct=[0, 90, 100, 50],
                   reasons=[0, 0x4, 0x1, 0], energy_mj=None)
     idle = FakeGpu(power_mw=[50_000], reasons=[0x1, 0x2, 0x10, 0x100], energy_mj=None)
     fake = nvml([gpu, idle])
-    sampler = TelemetrySampler([0, 1], interval_s=3600, clock=ScriptedClock([0.0, 1.0, 2.0, 3.0]))
+    # clock: the window opens at 0 (start), samples at 0, 1, 2, the window closes at 3 (stop), last sample at 4
+    sampler = TelemetrySampler([0, 1], interval_s=3600, clock=ScriptedClock([0.0, 0.0, 1.0, 2.0, 3.0, 4.0]))
     m = _sampled(sampler, extra_samples=2)
     g0, g1 = m["gpu_telemetry"]
     assert g0["samples"] == 4 and g0["index"] == 0 and g0["name"] == gpu.name
     assert g0["power_mean_w"] == 175.0 and g0["power_max_w"] == 300.0
-    assert g0["sm_clock_mean_mhz"] == 1500.0 and g0["sm_clock_max_mhz"] == 2000.0
+    assert g0["sm_clock_mean_mhz"] == 1650.0 and g0["sm_clock_max_mhz"] == 1900.0
     assert g0["memory_clock_mean_mhz"] == 2600.0
     assert g0["temperature_mean_c"] == 65.0 and g0["temperature_max_c"] == 80.0
     assert g0["utilization_mean_pct"] == 60.0 and g0["utilization_max_pct"] == 100.0
-    # trapezoids over t = 0, 1, 2, 3 s: (100+200)/2 + (200+300)/2 + (300+100)/2
+    # trapezoids over the window t = 0..3 s: (100+200)/2 + (200+300)/2 + (300+100)/2; the
+    # sample after the window's end counts at its edge
     assert g0["energy_j"] == 600.0 and g0["energy_source"] == "power samples"
-    assert g0["throttled"] is True and g0["throttle_reasons"] == ["sw_power_cap"]
+    # the software power cap is reported, not a throttle; the idle sample's low clock does not count
+    assert g0["power_capped"] is True and g0["throttled"] is False and g0["throttle_reasons"] == []
+    assert g0["sm_clock_limit_mhz"] == 1980 and g0["sm_clock_share"] == round(5600 / 3 / 1980, 3)
     # idle, application clocks, sync boost, display: not power or heat
-    assert g1["throttled"] is False and g1["throttle_reasons"] == []
+    assert g1["throttled"] is False and g1["throttle_reasons"] == [] and g1["power_capped"] is False
     assert m["energy_j"] == 600.0 + 150.0
-    assert m["throttled"] is True and m["throttle_reasons"] == ["sw_power_cap"]
-    assert m["warnings"] == ["throttled: GPU 0 (sw_power_cap) during the timed steps"]
+    assert m["throttled"] is False and m["power_capped"] is True and m["throttle_reasons"] == []
+    assert m["warnings"] == []  # running at the power cap is normal under boost
     assert fake.inits == fake.shutdowns == 1  # the session is closed when the thread ends
 
 
@@ -80,6 +92,59 @@ def test_energy_counter_wins_over_power_samples(nvml):
     g = m["gpu_telemetry"][0]
     assert g["energy_j"] == 250.5 and g["energy_source"] == "counter"
     assert g["throttle_reasons"] == ["sw_thermal_slowdown", "hw_thermal_slowdown"]
+    assert m["warnings"] == ["throttled: GPU 0 (sw_thermal_slowdown, hw_thermal_slowdown) during the timed steps"]
+
+
+def test_the_energy_window_is_the_timed_window_not_the_threads(nvml):
+    """The counter is read in start() and stop() themselves: energy drawn while the sampler
+    thread is still starting up (here: stuck in its first reading) is counted."""
+    meter = [1_000_000]  # mJ; the fake counter reads meter[0]
+    slow_start = threading.Event()
+    gpu = FakeGpu(energy_mj=meter, block=slow_start)
+    nvml([gpu])
+    sampler = TelemetrySampler([0], interval_s=3600)
+    sampler.start()
+    meter[0] = 1_400_000  # the first timed steps draw 400 J before the thread's first sample
+    slow_start.set()
+    _wait_for(lambda: len(sampler._gpus[0].samples) >= 1)
+    meter[0] = 1_500_000  # and 100 J more until the last step
+    sampler.stop()
+    meter[0] = 9_000_000  # after stop(): not in the window
+    _wait_for(lambda: not sampler._thread.is_alive())
+    g = sampler.metrics()["gpu_telemetry"][0]
+    assert g["energy_source"] == "counter" and g["energy_j"] == 500.0
+
+
+def test_power_samples_are_held_out_to_the_window_edges():
+    # samples at 1 s and 3 s of a window from 0 to 4 s: 100 W held from 0, 300 W held to 4
+    assert window_energy_j([(1.0, 100.0), (3.0, 300.0)], 0.0, 4.0) == 100 + 400 + 300
+    assert window_energy_j([(1.0, 100.0), (5.0, 300.0)], 0.0, 4.0) == 100 + 600  # a late sample sits on the edge
+    assert window_energy_j([(1.0, 100.0), (3.0, 300.0)], None, None) == 400  # no window: the samples alone
+    assert window_energy_j([], 0.0, 1.0) is None
+
+
+def _sample(t: float, clock: float, reasons: int = 0) -> GpuSample:
+    return GpuSample(t=t, power_w=300.0, sm_clock_mhz=clock, reasons=reasons)
+
+
+def test_power_cap_is_reported_apart_and_only_abnormal_throttling_warns():
+    capped = [_sample(0, 1800, 0x4), _sample(1, 1750, 0x4)]  # at the power cap, clocks near their maximum
+    g = gpu_summary(0, "H100", capped, sm_clock_limit_mhz=1980)
+    assert g["power_capped"] is True and g["throttled"] is False and gpu_warnings(g) == []
+    for bit, name in ((0x8, "hw_slowdown"), (0x20, "sw_thermal_slowdown"), (0x40, "hw_thermal_slowdown"),
+                      (0x80, "hw_power_brake_slowdown")):
+        g = gpu_summary(0, "H100", [_sample(0, 1900, 0x4), _sample(1, 1900, bit)], sm_clock_limit_mhz=1980)
+        assert g["throttled"] is True and g["throttle_reasons"] == [name]
+        assert gpu_warnings(g) == [f"throttled: GPU 0 ({name}) during the timed steps"]
+    # the power cap holding the clocks well below their maximum does warn
+    low = gpu_summary(1, "L4", [_sample(0, 1000, 0x4), _sample(1, 1100, 0x4), _sample(2, 300, 0x1)],
+                      sm_clock_limit_mhz=2040)
+    assert low["throttled"] is True and low["throttle_reasons"] == [] and low["power_capped"] is True
+    assert gpu_warnings(low) == ["low GPU clock: GPU 1 ran its SMs at 1050 MHz on average during the timed steps, "
+                                 "51% of its 2040 MHz maximum (at its software power cap)"]
+    # idle samples are left out of the clock check; an unknown maximum judges nothing
+    assert gpu_summary(0, "x", [_sample(0, 300, 0x1), _sample(1, 1900)], sm_clock_limit_mhz=1980)["throttled"] is False
+    assert gpu_summary(0, "x", [_sample(0, 300)], sm_clock_limit_mhz=None)["throttled"] is False
 
 
 def test_the_thread_samples_on_its_own_and_stop_ends_it(nvml):
@@ -145,20 +210,22 @@ def _no_gpu_metrics() -> dict:
 
 
 def test_unsupported_readings_are_null_and_asked_once(nvml):
-    gpu = FakeGpu(temperature_c=None, reasons=None, energy_mj=None, power_mw=None)
+    gpu = FakeGpu(temperature_c=None, reasons=None, energy_mj=None, power_mw=None, sm_clock_mhz=None)
     nvml([gpu])
     m = _sampled(TelemetrySampler([0], interval_s=3600), extra_samples=3)
     g = m["gpu_telemetry"][0]
     assert g["temperature_mean_c"] is None and g["power_max_w"] is None
-    assert g["energy_j"] is None and g["throttled"] is None
+    assert g["energy_j"] is None and g["throttled"] is None and g["power_capped"] is None
     assert gpu.calls["temperature_c"] == 1  # not asked again after "not supported"
+    assert gpu.calls["energy_mj"] == 1  # start() asked; stop() did not ask again
 
 
 def test_helpers():
     assert integrate([(0.0, 2.0), (2.0, 4.0)]) == 6.0
     assert integrate([(0.0, 1.0)]) is None
-    assert gpu_totals([{"energy_j": 1.0, "throttled": False}, {"energy_j": None, "throttled": None}]) == {
-        "energy_j": None, "throttled": False, "throttle_reasons": []}
+    assert gpu_totals([{"energy_j": 1.0, "throttled": False, "power_capped": True},
+                       {"energy_j": None, "throttled": None}]) == {
+        "energy_j": None, "throttled": False, "throttle_reasons": [], "power_capped": True}
 
 
 def _worker(images: int, hook: dict) -> WorkerMeasure:

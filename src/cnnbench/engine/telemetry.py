@@ -1,22 +1,28 @@
 """Telemetry during the timed steps: a background sampler of the GPUs (NVML) and the host (psutil).
 
 :class:`TelemetrySampler` is a measurement hook (:mod:`cnnbench.engine.hooks`). ``start()``
-starts a daemon thread and returns at once; the thread takes a sample right away, then every
-``interval_s`` (default 0.5 s), and a last one when ``stop()`` asks it to end. The timed loop
-does nothing for it, and every NVML or psutil call happens on the sampler's thread, so a slow
-driver never holds the loop up; ``stop()`` waits at most :data:`STOP_TIMEOUT_S` for the
-thread (a sampler that does not answer in time leaves a warning and its figures are marked
-incomplete).
+opens the NVML session, reads each GPU's energy counter there and then (synchronously, so
+the energy window starts with the timed window, not with the thread's start-up), starts a
+daemon thread and returns; the thread takes a sample right away, then every ``interval_s``
+(default 0.5 s), and a last one when ``stop()`` asks it to end. ``stop()`` first reads the
+energy counters again, then ends the thread. The timed loop does nothing for it, and every
+other NVML or psutil call happens on the sampler's thread, so a slow reading never holds
+the loop up; ``stop()`` waits at most :data:`STOP_TIMEOUT_S` for the thread (a sampler that
+does not answer in time leaves a warning and its samples are marked incomplete).
 
 Per GPU (this worker's own): power, SM and memory clocks, temperature, utilisation and the
-clock event ("throttle") reasons; the record gets their mean and maximum, the energy over
-the timed window (NVML's total energy counter where the GPU has one, else power integrated
-over the samples with the trapezoidal rule), and ``throttled`` when a power or thermal
-reason was active in any sample. On every machine, for the CPUs this run may use: CPU
+clock event ("throttle") reasons; the record gets their mean and maximum, and the energy
+over the timed window: NVML's total energy counter read at its start and end where the GPU
+has one, else power integrated over the samples with the trapezoidal rule (the first and
+last sample held out to the window's edges). Running at the software power cap is normal
+under boost: it is reported apart (``power_capped``), not warned about. ``throttled`` (and a
+warning) is for heat, a hardware slowdown or the power brake (:data:`THROTTLE_MASK`), or an
+SM clock well below its maximum (under :data:`LOW_CLOCK_SHARE` of it, on average over the
+samples where the GPU was not idle). On every machine, for the CPUs this run may use: CPU
 utilisation, the 1-minute load average and the mean core frequency.
 
 Several workers: :func:`merge_worker_telemetry` sums energy over every worker's GPU, says
-throttled if any was, and keeps rank 0's host figures.
+throttled (power capped) if any was, and keeps rank 0's host figures.
 """
 
 from __future__ import annotations
@@ -31,13 +37,15 @@ from typing import Any
 import psutil
 
 from cnnbench.machine import host
-from cnnbench.machine.nvml import THROTTLE_MASK, Nvml, open_nvml, reason_names
+from cnnbench.machine.nvml import GPU_IDLE, POWER_CAP, THROTTLE_MASK, Nvml, open_nvml, reason_names
 
 log = logging.getLogger(__name__)
 
 DEFAULT_INTERVAL_S = 0.5
 STOP_TIMEOUT_S = 2.0
 """How long ``stop()`` waits for the sampler's last sample."""
+LOW_CLOCK_SHARE = 0.70
+"""Warn when a GPU's mean SM clock (busy samples) was below this share of its maximum."""
 
 
 @dataclass
@@ -50,8 +58,15 @@ class GpuSample:
     utilization_pct: float | None = None
     memory_utilization_pct: float | None = None
     reasons: int | None = None
-    energy_mj: int | None = None
-    """NVML's total energy counter (millijoules since the driver loaded), where the GPU has one."""
+
+
+@dataclass(frozen=True)
+class EnergyMark:
+    """When the timed window opened or closed, and each GPU's total energy counter then
+    (millijoules since the driver loaded; None where the GPU has none)."""
+
+    t: float
+    energy_mj: list[int | None]
 
 
 @dataclass
@@ -66,6 +81,7 @@ class HostSample:
 class _GpuTrack:
     index: int
     name: str | None
+    sm_clock_limit_mhz: float | None = None
     samples: list[GpuSample] = field(default_factory=list)
 
 
@@ -105,8 +121,17 @@ class GpuReader:
             utilization_pct=getattr(util, "gpu", None),
             memory_utilization_pct=getattr(util, "memory", None),
             reasons=int(reasons) if reasons is not None else None,
-            energy_mj=self._get("nvmlDeviceGetTotalEnergyConsumption"),
         )
+
+    def energy_mj(self) -> int | None:
+        """NVML's total energy counter, where the GPU has one."""
+        value = self._get("nvmlDeviceGetTotalEnergyConsumption")
+        return int(value) if value is not None else None
+
+    def sm_clock_limit_mhz(self) -> float | None:
+        """The GPU's maximum SM clock (NVML's max clock info)."""
+        value = self._get("nvmlDeviceGetMaxClockInfo", self._sm)
+        return float(value) if value else None
 
 
 class HostReader:
@@ -157,11 +182,19 @@ class TelemetrySampler:
         self._errors = 0
         self._warnings: list[str] = []
         self._summary: dict[str, Any] | None = None
+        self.window: tuple[EnergyMark, EnergyMark | None] | None = None
+        """The energy marks at the start and end of the timed window."""
 
     # -- the hook --------------------------------------------------------------------
     def start(self) -> None:
         if self._thread is not None:
             return
+        try:
+            self._open()
+        except Exception as exc:  # never let telemetry take the run down
+            self._errors += 1
+            log.warning("telemetry: could not open the GPU readings: %s", exc)
+        self.window = (self._mark(), None)
         self._thread = threading.Thread(target=self._run, name="cnnbench-telemetry", daemon=True)
         self._thread.start()
 
@@ -169,6 +202,8 @@ class TelemetrySampler:
         thread = self._thread
         if thread is None or self._stop.is_set():
             return
+        if self.window is not None:
+            self.window = (self.window[0], self._mark())
         self._stop.set()
         thread.join(self.stop_timeout_s)
         if thread.is_alive():
@@ -182,9 +217,20 @@ class TelemetrySampler:
         return self._summary
 
     # -- the thread ------------------------------------------------------------------
+    def _mark(self) -> EnergyMark:
+        """The time and every GPU's energy counter, read now on the caller's thread."""
+        t = self.clock()
+        energies: list[int | None] = []
+        for reader in self._readers:
+            try:
+                energies.append(reader.energy_mj())
+            except Exception as exc:
+                log.debug("GPU %d energy counter: %s", reader.index, exc)
+                energies.append(None)
+        return EnergyMark(t, energies)
+
     def _run(self) -> None:
         try:
-            self._open()
             self.sample()
             while not self._stop.wait(self.interval_s):
                 self.sample()
@@ -203,8 +249,10 @@ class TelemetrySampler:
             if self._nv is not None:
                 for i in self.gpu_indices:
                     name = self._nv.call("nvmlDeviceGetName", self._nv.handle(i))
-                    self._gpus.append(_GpuTrack(i, name.decode() if isinstance(name, bytes) else name))
-                    self._readers.append(GpuReader(self._nv, i))
+                    reader = GpuReader(self._nv, i)
+                    self._gpus.append(_GpuTrack(i, name.decode() if isinstance(name, bytes) else name,
+                                                reader.sm_clock_limit_mhz()))
+                    self._readers.append(reader)
         if self.host_cpus is not None:
             self._host = HostReader(self.host_cpus)
 
@@ -227,8 +275,14 @@ class TelemetrySampler:
     # -- the figures -----------------------------------------------------------------
     def _summarise(self) -> dict[str, Any]:
         complete = self._last_done
-        gpus = [gpu_summary(track.index, track.name, list(track.samples), complete=complete)
-                for track in self._gpus]
+        start, end = self.window if self.window is not None else (None, None)
+        gpus = []
+        for k, track in enumerate(self._gpus):
+            marks = None
+            if start is not None and end is not None:
+                marks = ((start.t, start.energy_mj[k]), (end.t, end.energy_mj[k]))
+            gpus.append(gpu_summary(track.index, track.name, list(track.samples), complete=complete,
+                                    window=marks, sm_clock_limit_mhz=track.sm_clock_limit_mhz))
         out: dict[str, Any] = {
             "telemetry_interval_s": self.interval_s,
             "gpu_telemetry": gpus,
@@ -237,9 +291,7 @@ class TelemetrySampler:
             "warnings": list(self._warnings),
         }
         for g in gpus:
-            if g["throttled"]:
-                out["warnings"].append(f"throttled: GPU {g['index']} ({', '.join(g['throttle_reasons'])}) "
-                                       "during the timed steps")
+            out["warnings"] += gpu_warnings(g)
         return out
 
 
@@ -262,32 +314,76 @@ def integrate(points: Sequence[tuple[float, float]]) -> float | None:
     return sum((t1 - t0) * (v0 + v1) / 2 for (t0, v0), (t1, v1) in zip(points, points[1:], strict=False))
 
 
-def gpu_summary(index: int, name: str | None, samples: Sequence[GpuSample], *, complete: bool = True) -> dict[str, Any]:
-    """Mean and maximum of each reading, the energy, and the throttle reasons seen."""
+def window_energy_j(power: Sequence[tuple[float, float]], t0: float | None, t1: float | None) -> float | None:
+    """Energy (J) from ``(t, watts)`` samples over the window ``[t0, t1]``: the trapezoidal
+    integral with the first and last sample held out to the window's edges (samples outside
+    the window are moved onto its edge). Without a window: over the samples alone."""
+    if not power:
+        return None
+    if t0 is None or t1 is None or t1 <= t0:
+        return integrate(power)
+    inside = [(min(max(t, t0), t1), w) for t, w in sorted(power)]
+    return integrate([(t0, inside[0][1]), *inside, (t1, inside[-1][1])])
+
+
+Window = tuple[tuple[float, int | None], tuple[float, int | None]]
+"""``((t_start, energy_mj_start), (t_end, energy_mj_end))`` of the timed window."""
+
+
+def gpu_summary(index: int, name: str | None, samples: Sequence[GpuSample], *, complete: bool = True,
+                window: Window | None = None, sm_clock_limit_mhz: float | None = None) -> dict[str, Any]:
+    """Mean and maximum of each reading, the energy over the timed ``window``, the power
+    cap, the throttle reasons seen and how the busy SM clock compares with its maximum."""
     out: dict[str, Any] = {"index": index, "name": name, "samples": len(samples)}
     for reading, unit in (("power", "w"), ("sm_clock", "mhz"), ("memory_clock", "mhz"), ("temperature", "c"),
                           ("utilization", "pct")):
         xs = _values(samples, f"{reading}_{unit}")
         out[f"{reading}_mean_{unit}"] = _rounded(_mean(xs))
         out[f"{reading}_max_{unit}"] = _rounded(max(xs)) if xs else None
+    (t0, e0), (t1, e1) = window if window is not None else ((None, None), (None, None))
     energy, source = None, None
-    counters = [s.energy_mj for s in samples]
-    if complete and len(samples) >= 2 and counters[0] is not None and counters[-1] is not None:
-        energy, source = (counters[-1] - counters[0]) / 1000.0, "counter"
+    if e0 is not None and e1 is not None:
+        energy, source = (e1 - e0) / 1000.0, "counter"
     elif complete:
         power = [(s.t, s.power_w) for s in samples if s.power_w is not None]
         if len(power) == len(samples):
-            energy = integrate(power)
+            energy = window_energy_j(power, t0, t1)
             source = "power samples" if energy is not None else None
     out["energy_j"] = _rounded(energy, 3)
     out["energy_source"] = source
+    known = [s.reasons for s in samples if s.reasons is not None]
     seen = 0
-    for s in samples:
-        if s.reasons is not None:
-            seen |= s.reasons & THROTTLE_MASK
-    known = any(s.reasons is not None for s in samples)
-    out["throttle_reasons"] = reason_names(seen)
-    out["throttled"] = bool(seen) if known else None
+    for r in known:
+        seen |= r
+    out["power_capped"] = bool(seen & POWER_CAP) if known else None
+    out["throttle_reasons"] = reason_names(seen & THROTTLE_MASK)
+    busy = busy_sm_clock_mhz(samples)
+    share = busy / sm_clock_limit_mhz if busy is not None and sm_clock_limit_mhz else None
+    out["sm_clock_busy_mean_mhz"] = _rounded(busy)
+    out["sm_clock_limit_mhz"] = sm_clock_limit_mhz
+    out["sm_clock_share"] = _rounded(share, 3)
+    low = share is not None and share < LOW_CLOCK_SHARE
+    out["throttled"] = (bool(seen & THROTTLE_MASK) or low) if (known or share is not None) else None
+    return out
+
+
+def busy_sm_clock_mhz(samples: Sequence[GpuSample]) -> float | None:
+    """Mean SM clock over the samples where the GPU was not idle."""
+    busy = [float(s.sm_clock_mhz) for s in samples
+            if s.sm_clock_mhz is not None and not (s.reasons is not None and s.reasons & GPU_IDLE)]
+    return _mean(busy)
+
+
+def gpu_warnings(g: Mapping[str, Any]) -> list[str]:
+    """A GPU summary's warnings: throttle reasons, and an SM clock well below its maximum."""
+    out = []
+    if g.get("throttle_reasons"):
+        out.append(f"throttled: GPU {g['index']} ({', '.join(g['throttle_reasons'])}) during the timed steps")
+    busy, limit = g.get("sm_clock_busy_mean_mhz"), g.get("sm_clock_limit_mhz")
+    if busy is not None and limit and busy / limit < LOW_CLOCK_SHARE:
+        cap = " (at its software power cap)" if g.get("power_capped") else ""
+        out.append(f"low GPU clock: GPU {g['index']} ran its SMs at {busy:.0f} MHz on average during "
+                   f"the timed steps, {busy / limit:.0%} of its {limit:.0f} MHz maximum{cap}")
     return out
 
 
@@ -307,18 +403,23 @@ def host_summary(samples: Sequence[HostSample]) -> dict[str, Any]:
     }
 
 
+def _any(flags: Sequence[Any]) -> bool | None:
+    """True if any flag is, None if none is known, else False."""
+    return True if any(flags) else (None if all(f is None for f in flags) else False)
+
+
 def gpu_totals(gpus: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Energy summed over GPUs (null unless every GPU has one), throttled if any GPU was,
-    and the union of the reasons."""
+    """Energy summed over GPUs (null unless every GPU has one), throttled (power capped) if
+    any GPU was, and the union of the reasons."""
     if not gpus:
-        return {"energy_j": None, "throttled": None, "throttle_reasons": []}
+        return {"energy_j": None, "throttled": None, "throttle_reasons": [], "power_capped": None}
     energies = [float(g["energy_j"]) for g in gpus if g.get("energy_j") is not None]
-    throttled = [g.get("throttled") for g in gpus]
     reasons = sorted({r for g in gpus for r in g.get("throttle_reasons") or []})
     return {
         "energy_j": round(sum(energies), 3) if len(energies) == len(gpus) else None,
-        "throttled": True if any(throttled) else (None if all(t is None for t in throttled) else False),
+        "throttled": _any([g.get("throttled") for g in gpus]),
         "throttle_reasons": reasons,
+        "power_capped": _any([g.get("power_capped") for g in gpus]),
     }
 
 

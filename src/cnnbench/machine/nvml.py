@@ -43,8 +43,18 @@ CLOCK_EVENT_REASONS = {
     0x80: "hw_power_brake_slowdown",
     0x100: "display_clock_setting",
 }
-THROTTLE_MASK = 0x4 | 0x8 | 0x20 | 0x40 | 0x80
-"""The reasons that mean the GPU was held back by power or heat (not idleness or settings)."""
+POWER_CAP = 0x4
+"""The software power cap: clocks lowered to stay within the power limit. Normal under boost
+on any heavy load, so reported apart (``power_capped``) and not warned about."""
+THROTTLE_MASK = 0x8 | 0x20 | 0x40 | 0x80
+"""The reasons that mean the GPU was held back abnormally: heat (software and hardware
+thermal slowdown), a hardware slowdown, or the external power brake."""
+GPU_IDLE = 0x1
+
+# nvmlDeviceGetNvLinkRemoteDeviceType: what is at the other end of an NVLink.
+NVLINK_REMOTE_GPU = 0x0
+NVLINK_REMOTE_SWITCH = 0x2
+"""An NVSwitch (HGX/DGX boards): the GPUs on switches all reach each other through them."""
 
 
 def reason_names(mask: int) -> list[str]:
@@ -160,6 +170,7 @@ class Nvml:
             "sm_clock_max_mhz": sm_max,
             "memory_clock_max_mhz": mem_max,
             "nvlinks": len(self.active_nvlinks(index)) if h is not None else None,
+            "nvswitch_links": self.nvlink_ends(index)[1] if h is not None else None,
         }
 
     def active_nvlinks(self, index: int) -> list[int]:
@@ -177,23 +188,35 @@ class Nvml:
                 links.append(link)
         return links
 
+    def nvlink_ends(self, index: int) -> tuple[list[str], int]:
+        """Where a GPU's active NVLinks go: the PCI bus ids of the GPUs its direct links reach,
+        and how many links end at an NVSwitch (whose bus id is no GPU's)."""
+        h = self.handle(index)
+        switch = int(getattr(self.nv, "NVML_NVLINK_DEVICE_TYPE_SWITCH", NVLINK_REMOTE_SWITCH))
+        peers: list[str] = []
+        switch_links = 0
+        for link in self.active_nvlinks(index):
+            if nvlink_remote_is_switch(self.call("nvmlDeviceGetNvLinkRemoteDeviceType", h, link), switch):
+                switch_links += 1
+                continue
+            remote = self.call("nvmlDeviceGetNvLinkRemotePciInfo", h, link)
+            bus = getattr(remote, "busId", None)
+            if bus is not None:
+                peers.append(_text(bus).lower())
+        return peers, switch_links
+
     def topology(self, indices: Sequence[int]) -> dict[str, Any] | None:
         """How every pair of GPUs is connected, as ``nvidia-smi topo -m`` says it: ``NV<n>``
-        (n NVLinks), else the nearest common PCIe ancestor (``PIX``, ``PXB``, ``PHB``,
-        ``NODE``, ``SYS``); and whether peer-to-peer reads work (``OK``) or not. ``None``
-        with fewer than two GPUs."""
+        (n NVLinks between them, or for two GPUs on NVSwitches the fewer of their switch
+        links), else the nearest common PCIe ancestor (``PIX``, ``PXB``, ``PHB``, ``NODE``,
+        ``SYS``); whether peer-to-peer reads work (``OK``) or not; and each GPU's NVLinks
+        to NVSwitches (``nvswitch_links``). ``None`` with fewer than two GPUs."""
         if len(indices) < 2:
             return None
         buses = {i: (self.pci_bus_id(i) or "").lower() for i in indices}
-        nvlink_peers: dict[int, list[str]] = {}
-        for i in indices:
-            peers = []
-            for link in self.active_nvlinks(i):
-                remote = self.call("nvmlDeviceGetNvLinkRemotePciInfo", self.handle(i), link)
-                bus = getattr(remote, "busId", None)
-                if bus is not None:
-                    peers.append(_text(bus).lower())
-            nvlink_peers[i] = peers
+        ends = {i: self.nvlink_ends(i) for i in indices}
+        nvlink_peers = {i: ends[i][0] for i in indices}
+        switch_links = {i: ends[i][1] for i in indices}
         p2p_read = getattr(self.nv, "NVML_P2P_CAPS_INDEX_READ", 0)
         if isinstance(p2p_read, tuple):  # pynvml spells it ``= 0,``
             p2p_read = p2p_read[0]
@@ -207,6 +230,7 @@ class Nvml:
                     p2p_row.append("X")
                     continue
                 n = sum(1 for bus in nvlink_peers[i] if _same_bus(bus, buses[j]))
+                n = n or min(switch_links[i], switch_links[j])  # both on NVSwitches: all-to-all
                 if n:
                     link_row.append(f"NV{n}")
                 else:
@@ -216,7 +240,8 @@ class Nvml:
                 p2p_row.append("?" if status is None else ("OK" if status == 0 else "no"))
             links.append(link_row)
             p2p.append(p2p_row)
-        return {"gpus": list(indices), "link": links, "p2p_read": p2p}
+        return {"gpus": list(indices), "link": links, "p2p_read": p2p,
+                "nvswitch_links": [switch_links[i] for i in indices]}
 
     # -- live readings ---------------------------------------------------------------
     def processes(self, index: int) -> list[GpuProcess] | None:
@@ -247,6 +272,12 @@ class Nvml:
         for s in samples:
             out[int(s.pid)] = max(out.get(int(s.pid), 0), int(s.smUtil))
         return out
+
+
+def nvlink_remote_is_switch(remote_type: Any, switch: int = NVLINK_REMOTE_SWITCH) -> bool:
+    """Whether ``nvmlDeviceGetNvLinkRemoteDeviceType``'s answer is an NVSwitch (None, from a
+    driver or nvidia-ml-py without the call, is not)."""
+    return remote_type is not None and int(remote_type) == switch
 
 
 def _same_bus(a: str, b: str) -> bool:

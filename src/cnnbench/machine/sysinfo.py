@@ -181,6 +181,15 @@ GPU_COLUMNS = ("GPU", "CUDA", "name", "memory", "CC", "PCIe now / max", "power l
 """CC: compute capability."""
 
 
+def _nvlinks(g: Mapping[str, Any]) -> str:
+    """``"18 (NVSwitch)"`` when every active link ends at an NVSwitch, ``"12 (4 to NVSwitch)"``
+    for some, else the count."""
+    n, switch = g.get("nvlinks"), g.get("nvswitch_links")
+    if not n or not switch:
+        return _text(n)
+    return f"{n} (NVSwitch)" if switch == n else f"{n} ({switch} to NVSwitch)"
+
+
 def gpu_rows(env: Mapping[str, Any]) -> list[list[str]]:
     """One row per GPU under :data:`GPU_COLUMNS`."""
     rows = []
@@ -193,6 +202,6 @@ def gpu_rows(env: Mapping[str, Any]) -> list[list[str]]:
         rows.append([
             _text(g.get("index")), _text(g.get("cuda_index")), _text(g.get("name")), _gib(g.get("memory_bytes")),
             _text(g.get("compute_capability")), link, f"{power:.0f} W" if power else "—",
-            f"{g['sm_clock_max_mhz']} MHz" if g.get("sm_clock_max_mhz") else "—", _text(g.get("nvlinks")),
+            f"{g['sm_clock_max_mhz']} MHz" if g.get("sm_clock_max_mhz") else "—", _nvlinks(g),
         ])
     return rows
