@@ -92,7 +92,7 @@ def _run(run: ResolvedRun, emit: Emit, extra: Mapping[str, Any] | None, *, keep_
     cfg = run.config
     started_at = now_iso()
     run_id = new_run_id()
-    environment = capture_environment(cfg.device, cfg.machine_label)
+    environment = capture_environment(run.device, cfg.machine_label)
     strategy = make_strategy(StrategyContext(cfg, run.world, run.device))
     hooks = HookSet([*default_hooks(run.device, run.world), strategy])
     metrics: dict[str, Any] = {}  # what was measured so far (kept when a run fails midway)
@@ -111,7 +111,8 @@ def _run(run: ResolvedRun, emit: Emit, extra: Mapping[str, Any] | None, *, keep_
     cost = model_cost(run)
     if cost is not None:
         extra_fields.setdefault("model_cost", cost)
-        metrics.update(flop_metrics(cost, run, environment, metrics.get("total_images_per_sec")))
+        metrics.update(flop_metrics(cost, run, environment, metrics.get("total_images_per_sec"),
+                                    metrics.get("gpu_devices")))
     return Record(config=cfg.recorded(), environment=environment, metrics=metrics, status=status,
                   error=error, run_id=run_id, started_at=started_at, extra=extra_fields)
 
