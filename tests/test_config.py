@@ -84,7 +84,7 @@ def test_every_field_has_a_flag_with_help():
     add_config_arguments(parser)
     text = parser.format_help()
     for f in dataclasses.fields(RunConfig):
-        flag = "--" + f.name.replace("_", "-")
+        flag = ("--no-" if f.default is True else "--") + f.name.replace("_", "-")  # switches on by default
         assert flag in text, flag
         assert f.metadata["help"], f.name
 

@@ -47,10 +47,13 @@ def _add_field(group: Any, f: dataclasses.Field, base: type, default: Any,
     flag = flag_for(f.name)
     alias = "--" + f.name
     help_text = override.help if override is not None else field_help(f)
-    if base is bool:
-        group.add_argument(flag, dest=f.name, action="store_true", default=default, help=help_text)
+    if base is bool:  # a switch: --name turns on what is off by default, --no-name turns off what is on
+        action = "store_false" if default is True else "store_true"
+        if default is True:
+            flag, alias = "--no-" + flag[2:], "--no_" + f.name
+        group.add_argument(flag, dest=f.name, action=action, default=default, help=help_text)
         if alias != flag:
-            group.add_argument(alias, dest=f.name, action="store_true", default=argparse.SUPPRESS,
+            group.add_argument(alias, dest=f.name, action=action, default=argparse.SUPPRESS,
                                help=argparse.SUPPRESS)
         return
     kwargs: dict[str, Any] = {"dest": f.name, "type": base if base in (int, float) else str}

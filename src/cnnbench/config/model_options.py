@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from cnnbench.config.options import option
 
@@ -11,6 +12,7 @@ PRECISIONS = ("fp32", "tf32", "amp_fp16", "amp_bf16", "fp16", "bf16")
 MIN_IMAGE_SIZE = 16
 MAX_IMAGE_SIZE = 8192
 MAX_BATCH_SIZE = 65536
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,31 @@ class ModelOptions:
     compile: bool = option(
         False, "Run the model through torch.compile; compilation time is reported apart from throughput."
     )
+    compile_mode: str | None = option(
+        None,
+        "torch.compile's mode: default, reduce-overhead (CUDA graphs), max-autotune or "
+        "max-autotune-no-cudagraphs; implies --compile [default: default, with --compile].",
+        choices=COMPILE_MODES, unnamed=("default",), depends_on=("compile",),
+    )
+    cudnn_benchmark: bool | None = option(
+        True,
+        "On CUDA, cuDNN autotuning (torch.backends.cudnn.benchmark) picks each convolution's fastest "
+        "algorithm during warm-up, as tf_cnn_benchmarks and timm do; --no-cudnn-benchmark keeps "
+        "cuDNN's heuristic choice. Not used on CPU.",
+        unnamed=(True,),
+    )
 
     def check_model_options(self) -> None:
         pass  # each field's range is declared with it
+
+    def model_defaults(self, device: str) -> dict[str, Any]:
+        """``--compile-mode`` implies ``--compile``, which runs in the default mode unless told;
+        cuDNN's autotuning is unused (None) off CUDA."""
+        filled: dict[str, Any] = {}
+        if self.compile_mode is not None and not self.compile:
+            filled["compile"] = True
+        elif self.compile and self.compile_mode is None:
+            filled["compile_mode"] = "default"
+        if device == "cpu" and self.cudnn_benchmark is not None:
+            filled["cudnn_benchmark"] = None
+        return filled

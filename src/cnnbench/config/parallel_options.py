@@ -119,7 +119,7 @@ class ParallelOptions:
         if forward_only and vu == "parameter_server":
             raise ConfigError("variable_update", "parameter_server updates weights; with --forward-only "
                                                  "there are no gradients to send to it (use replicated)")
-        if precision == "amp_fp16" and vu in ("parameter_server", "fsdp"):
+        if precision == "amp_fp16" and vu == "parameter_server":
             raise ConfigError("precision", f"amp_fp16's gradient scaler is not built for {vu}; "
                                            "use amp_bf16, bf16 or fp32")
         if vu == "fsdp" and data_format == "NHWC":

@@ -64,7 +64,7 @@ class RunConfig(OutputOptions, InputOptions, TrainingOptions, HostOptions, Paral
         self.check_host_options()
         self.check_input_options()
         self.check_output_options()
-        if self.compile and self.num_epochs is None and self.warmup_steps() < 1:
+        if (self.compile or self.compile_mode) and self.num_epochs is None and self.warmup_steps() < 1:
             raise ConfigError("num_warmup_batches", "must be >= 1 with --compile, so compilation is not timed")
         if self.num_epochs is not None:
             if self.forward_only:
@@ -87,6 +87,7 @@ class RunConfig(OutputOptions, InputOptions, TrainingOptions, HostOptions, Paral
         """Options left unset, filled from the other options (no machine or model needed)."""
         filled = {
             **self.measurement_defaults(),
+            **self.model_defaults(self.device),
             **self.parallel_defaults(self.device, self.forward_only),
             **self.training_defaults(self.forward_only),
             **self.input_defaults(),

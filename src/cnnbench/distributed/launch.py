@@ -23,9 +23,10 @@ from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, SignalEx
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
+from cnnbench.oom import is_out_of_memory_text
+
 log = logging.getLogger(__name__)
 
-_OOM_WORDS = ("out of memory", "outofmemoryerror", "memoryerror", "cannot allocate memory", "can't allocate memory")
 _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 SHUTDOWN_GRACE_S = 5
 # Errors a worker gets because another worker failed (Gloo, NCCL, the c10d store).
@@ -45,7 +46,7 @@ class WorkerFailed(RuntimeError):
 
     @property
     def out_of_memory(self) -> bool:
-        return any(word in self.cause.lower() for word in _OOM_WORDS)
+        return is_out_of_memory_text(self.cause)
 
 
 class WorkersStopped(RuntimeError):

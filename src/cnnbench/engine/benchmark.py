@@ -43,10 +43,10 @@ from cnnbench.distributed.process_group import (
 from cnnbench.distributed.strategy import ParallelStrategy, StrategyContext, make_strategy
 from cnnbench.distributed.world import World
 from cnnbench.engine import log_format
+from cnnbench.engine.backend import make_current
 from cnnbench.engine.epochs import EpochMeasure, epoch_metrics, train_epochs
 from cnnbench.engine.hooks import HookSet, default_hooks
 from cnnbench.engine.loop import timed_loop, warm_up
-from cnnbench.engine.memory import is_out_of_memory
 from cnnbench.engine.metrics import WorkerMeasure, flop_metrics, measured_metrics, model_cost
 from cnnbench.engine.prepare import prepare
 from cnnbench.engine.profile import profile_steps, run_steps
@@ -54,6 +54,7 @@ from cnnbench.engine.resolve import ResolvedRun, resolve
 from cnnbench.engine.stats import throughput_stats
 from cnnbench.machine.affinity import cpu_count_available
 from cnnbench.machine.environment import capture_environment
+from cnnbench.oom import is_out_of_memory
 from cnnbench.results.record import Record, error_text, new_run_id, now_iso
 
 log = logging.getLogger(__name__)
@@ -76,6 +77,7 @@ def run_benchmark(config: RunConfig, *, emit: Emit | None = None, extra: Mapping
     """
     world = world or World.single()
     run = resolve(config, world)
+    make_current(run.device)  # before anything touches CUDA: nothing lands on GPU 0 by default
     emit = (emit or _silent) if world.is_main else _silent
     if not world.process_group:
         return _run(run, emit, extra, keep_failures=True)
@@ -124,12 +126,14 @@ def _measure(run: ResolvedRun, strategy: ParallelStrategy, hooks: HookSet, emit:
     slowest = (lambda times: max_over_workers(times, device)) if world.process_group else None
     epochs: list[EpochMeasure] = []
     prepared = prepare(run, strategy=strategy)
+    metrics.update(prepared.notes())
     try:
         threads = None
         if device.type == "cpu":
             threads = log_format.threads_text(torch.get_num_threads(), cpu_count_available(), world.local_world_size)
         for line in log_format.header_lines(cfg.recorded(), framework=f"torch {framework}",
-                                            dataset=prepared.source.description, threads=threads):
+                                            dataset=prepared.source.description, threads=threads,
+                                            notes=prepared.notes()):
             emit(line)
 
         with_eta = cfg.num_epochs is None and log_format.eta_shown()

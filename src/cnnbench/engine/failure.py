@@ -7,9 +7,9 @@ from typing import Any
 
 from cnnbench.config import RunConfig
 from cnnbench.distributed.world import World
-from cnnbench.engine.memory import is_out_of_memory
 from cnnbench.engine.resolve import resolve
 from cnnbench.machine.environment import capture_environment
+from cnnbench.oom import is_out_of_memory
 from cnnbench.results.record import Record, error_text, now_iso
 
 

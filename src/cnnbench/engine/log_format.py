@@ -23,11 +23,28 @@ def threads_text(threads: int, cores: int, workers_here: int) -> str:
     return f"{threads} ({plural(cores, 'core')})"
 
 
-def header_lines(config: Mapping[str, Any], *, framework: str, dataset: str, threads: str | None = None) -> list[str]:
-    """The run's header; ``threads``: the ``Threads:`` row (CPU runs, :func:`threads_text`)."""
+def device_names(config: Mapping[str, Any]) -> list[str]:
+    """The devices of the run on this node: ``--gpu-indices`` when given, else 0..N-1 of the
+    node's share of ``num_devices``."""
+    per_node = max(1, config["num_devices"] // max(1, config.get("num_nodes") or 1))
+    indices = config.get("gpu_indices")
+    if config["device"] == "cuda" and indices:
+        picked = [int(i) for i in str(indices).split(",")][:per_node]
+    else:
+        picked = list(range(per_node))
+    return [f"{config['device']}:{i}" for i in picked]
+
+
+def header_lines(config: Mapping[str, Any], *, framework: str, dataset: str, threads: str | None = None,
+                 notes: Mapping[str, Any] | None = None) -> list[str]:
+    """The run's header; ``threads``: the ``Threads:`` row (CPU runs, :func:`threads_text`);
+    ``notes``: what the run chose (:meth:`cnnbench.engine.prepare.Prepared.notes`): the cuDNN
+    row on CUDA, and the optimizer's implementation when it is not torch's default."""
     per_device = config["batch_size"]
     devices = config["num_devices"]
-    device_names = [f"{config['device']}:{i}" for i in range(devices)]
+    nodes = config.get("num_nodes") or 1
+    names = str(device_names(config)) + (f" on each of {nodes} nodes" if nodes > 1 else "")
+    notes = notes or {}
     rows = [
         ("PyTorch:", framework),
         ("Model:", config["model"]),
@@ -39,13 +56,20 @@ def header_lines(config: Mapping[str, Any], *, framework: str, dataset: str, thr
         ("Num batches:", str(config["num_batches"])) if config.get("num_epochs") is None
         else ("Num epochs:", str(config["num_epochs"])),
         ("Num warmup:", str(config["num_warmup_batches"])),
-        ("Devices:", str(device_names)),
+        ("Devices:", names),
         ("Data format:", config["data_format"]),
         ("Precision:", config["precision"] + (" (torch.compile)" if config["compile"] else "")),
         ("Variables:", config["variable_update"]),
     ]
     if config.get("optimizer"):  # none for inference
-        rows.insert(-1, ("Optimizer:", config["optimizer"]))
+        implementation = notes.get("optimizer_implementation")
+        shown = implementation if implementation not in (None, "default") else None
+        rows.insert(-1, ("Optimizer:", config["optimizer"] + (f" ({shown})" if shown else "")))
+        if notes.get("step_syncs_host"):
+            rows.insert(-1, ("", "no fused implementation: amp_fp16's scaler waits for the device every step"))
+    if config["device"] == "cuda":
+        rows.append(("cuDNN:", "benchmark (autotuned in warm-up)" if notes.get("cudnn_benchmark")
+                     else "heuristic algorithms (--no-cudnn-benchmark)"))
     if config.get("all_reduce"):
         rows.append(("AllReduce:", config["all_reduce"]))
     if threads is not None:

@@ -1,4 +1,6 @@
-"""Peak memory: the device allocator's high-water mark, and the process's peak resident set."""
+"""Peak memory: the device allocator's high-water mark, and the process's peak resident set.
+
+(Whether a failure ran out of memory: :mod:`cnnbench.oom`.)"""
 
 from __future__ import annotations
 
@@ -27,12 +29,3 @@ def peak_host_memory() -> int:
     """Peak resident set size of this process, in bytes."""
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return int(rss if sys.platform == "darwin" else rss * 1024)
-
-
-def is_out_of_memory(exc: BaseException) -> bool:
-    if isinstance(exc, (torch.OutOfMemoryError, MemoryError)):
-        return True
-    text = str(exc)
-    return isinstance(exc, RuntimeError) and (
-        "out of memory" in text or "can't allocate memory" in text or "DefaultCPUAllocator" in text
-    )

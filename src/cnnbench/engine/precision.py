@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import torch
 
+from cnnbench.engine.backend import BackendFlags, apply_backend_flags, backend_flags, bf16_capable
+
 
 @dataclass(frozen=True)
 class PrecisionPolicy:
@@ -27,18 +29,25 @@ class PrecisionPolicy:
     grad_scaler: bool
     tf32: bool
 
-    def apply_backend_flags(self) -> None:
-        """Set TF32 explicitly, so fp32 means fp32 whatever the defaults of this torch build."""
-        torch.backends.cuda.matmul.allow_tf32 = self.tf32
-        torch.backends.cudnn.allow_tf32 = self.tf32
+    def apply_backend_flags(self, device: torch.device | None = None,
+                            cudnn_benchmark: bool | None = True) -> BackendFlags:
+        """Set TF32 explicitly (so fp32 means fp32 whatever this torch build defaults to) and,
+        on CUDA, cuDNN autotuning (:func:`cnnbench.engine.backend.backend_flags`)."""
+        flags = backend_flags(self.tf32, device or torch.device("cpu"), cudnn_benchmark)
+        apply_backend_flags(flags)
+        return flags
 
     def autocast(self, device_type: str) -> AbstractContextManager[object]:
         if self.autocast_dtype is None:
             return contextlib.nullcontext()
         return torch.autocast(device_type=device_type, dtype=self.autocast_dtype)
 
+    def scaler_used(self, device_type: str, forward_only: bool) -> bool:
+        """Whether training steps go through a gradient scaler (amp_fp16 on CUDA)."""
+        return self.grad_scaler and not forward_only and device_type == "cuda"
+
     def scaler(self, device_type: str, forward_only: bool) -> torch.amp.GradScaler | None:
-        if not self.grad_scaler or forward_only or device_type != "cuda":
+        if not self.scaler_used(device_type, forward_only):
             return None
         return torch.amp.GradScaler(device_type)
 
@@ -66,9 +75,10 @@ def unsupported_reason(name: str, device: torch.device) -> str | None:
             return f"{name} needs a CUDA device; on CPU use bf16 or amp_bf16"
         return None
     if device.type == "cuda":
-        major, _ = torch.cuda.get_device_capability(device)
+        major, minor = torch.cuda.get_device_capability(device)
         if name == "tf32" and major < 8:
             return f"TF32 needs compute capability 8.0 or newer ({torch.cuda.get_device_name(device)} has {major}.x)"
-        if name in ("bf16", "amp_bf16") and not torch.cuda.is_bf16_supported():
-            return f"{torch.cuda.get_device_name(device)} cannot run bfloat16"
+        if name in ("bf16", "amp_bf16") and not bf16_capable((major, minor)):
+            return (f"bfloat16 needs compute capability 8.0 or newer ({torch.cuda.get_device_name(device)} has "
+                    f"{major}.x); use fp16 or amp_fp16")
     return None

@@ -1,14 +1,19 @@
 """The prepare phase: everything a run needs before its first step, built in a fixed order.
 
-1. the precision policy (backend flags applied: TF32 off unless ``tf32``);
+1. the precision policy and the backend flags (:mod:`cnnbench.engine.backend`: TF32 off
+   unless ``tf32``, cuDNN autotuning on for CUDA unless ``--no-cudnn-benchmark``);
 2. the input source (:func:`cnnbench.data.make_input`: synthetic or a data set);
-3. the model, seeded, on the device, in the policy's dtype and the run's memory format,
-   in training or evaluation mode;
+3. the model, seeded, on the device, in the policy's dtype (normalisation layers kept in
+   fp32 under pure fp16/bf16) and the run's memory format, in training or evaluation mode;
 4. **the strategy's wrap** (:meth:`ParallelStrategy.wrap`): where DDP, FSDP or a parameter
    server takes the model; one device keeps it as it is;
-5. the optimizer, made by the strategy over the parameters it updates;
-6. ``torch.compile`` with ``--compile`` (after the wrap, as DDP and FSDP expect);
+5. the optimizer, made by the strategy over the parameters it updates (fused on CUDA where
+   torch has a fused implementation);
+6. ``torch.compile`` with ``--compile`` in ``--compile-mode`` (after the wrap, as DDP and
+   FSDP expect);
 7. the step function.
+
+:meth:`Prepared.notes` says what was chosen, for the record.
 """
 
 from __future__ import annotations
@@ -23,6 +28,13 @@ from torch import nn
 
 from cnnbench.data.source import InputRequest, InputSource, make_input
 from cnnbench.distributed.strategy import ParallelStrategy, SingleDevice
+from cnnbench.engine.backend import (
+    BackendFlags,
+    implementation_of,
+    keeps_normalization_fp32,
+    normalization_to_fp32,
+    syncs_every_step,
+)
 from cnnbench.engine.precision import PrecisionPolicy, precision_policy
 from cnnbench.engine.resolve import ResolvedRun
 from cnnbench.engine.step import Step, make_optimizer, make_step
@@ -42,6 +54,23 @@ class Prepared:
     source: InputSource
     policy: PrecisionPolicy
     strategy: ParallelStrategy
+    flags: BackendFlags
+    scaled: bool = False
+    """Whether the step goes through amp_fp16's gradient scaler."""
+    normalization_fp32: int = 0
+    """Normalisation layers kept in fp32 under pure fp16/bf16 (0 otherwise)."""
+
+    def notes(self) -> dict[str, Any]:
+        """What the run chose, for the record's metrics: cuDNN autotuning, the optimizer's
+        implementation (read from the optimizer itself), whether each step waits for the
+        device, and the normalisation layers kept in fp32."""
+        implementation = implementation_of(self.optimizer)
+        return {
+            "cudnn_benchmark": self.flags.cudnn_benchmark,
+            "optimizer_implementation": implementation,
+            "step_syncs_host": syncs_every_step(self.scaled, implementation),
+            "normalization_fp32_layers": self.normalization_fp32,
+        }
 
     def close(self) -> None:
         """Stop the input source's workers and release the strategy's resources."""
@@ -57,7 +86,7 @@ def prepare(run: ResolvedRun, *, strategy: ParallelStrategy | None = None,
     cfg, device = run.config, run.device
     strategy = strategy or SingleDevice()
     policy = precision_policy(cfg.precision)
-    policy.apply_backend_flags()
+    flags = policy.apply_backend_flags(device, cfg.cudnn_benchmark)
     if source is None:
         source = make_input(InputRequest(
             config=cfg, batch_size=run.batch_size, image_size=run.image_size, device=device,
@@ -69,16 +98,20 @@ def prepare(run: ResolvedRun, *, strategy: ParallelStrategy | None = None,
         with torch.device(device):
             model = run.spec.build(num_classes=source.num_classes, image_size=run.image_size)
         model = model.to(dtype=policy.param_dtype)
+        kept_fp32 = normalization_to_fp32(model) if keeps_normalization_fp32(policy.param_dtype) else 0
         if cfg.data_format == "NHWC":
             model = model.to(memory_format=torch.channels_last)
         model.train(not cfg.forward_only)
         model = strategy.wrap(model)
         optimizer = None if cfg.forward_only else strategy.make_optimizer(
             model, functools.partial(make_optimizer, cfg))
-        runnable: Callable[..., Any] = torch.compile(model) if cfg.compile else model
+        runnable: Callable[..., Any] = model
+        if cfg.compile:
+            runnable = torch.compile(model, mode=None if cfg.compile_mode in (None, "default") else cfg.compile_mode)
         step = make_step(runnable, model, optimizer, policy, device.type, strategy,
                          training=not cfg.forward_only, count_correct=cfg.num_epochs is not None)
     except BaseException:
         source.close()
         raise
-    return Prepared(model, runnable, optimizer, step, source, policy, strategy)
+    scaled = policy.scaler_used(device.type, cfg.forward_only)
+    return Prepared(model, runnable, optimizer, step, source, policy, strategy, flags, scaled, kept_fp32)

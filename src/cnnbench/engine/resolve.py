@@ -20,6 +20,7 @@ import torch
 from cnnbench.config import ConfigError, RunConfig
 from cnnbench.config.input_options import InputOptions
 from cnnbench.distributed.world import World
+from cnnbench.engine.backend import cuda_compiler_missing
 from cnnbench.engine.precision import unsupported_reason
 from cnnbench.machine.affinity import check_host_cpus, cpu_count_available
 from cnnbench.machine.devices import cuda_available, resolve_device_kind
@@ -85,6 +86,9 @@ def resolve(config: RunConfig, world: World | None = None) -> ResolvedRun:
     has_compiler = any(shutil.which(cc) for cc in ("g++", "c++", "clang++"))
     if config.compile and device_kind == "cpu" and not has_compiler:
         raise ConfigError("compile", "torch.compile on CPU needs a C++ compiler (g++ or clang++) on PATH")
+    missing = cuda_compiler_missing() if config.compile and device_kind == "cuda" else None
+    if missing:
+        raise ConfigError("compile", missing)
 
     batch_size = config.batch_size or spec.default_batch_size
     image_size = config.image_size or spec.default_image_size

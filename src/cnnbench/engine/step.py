@@ -4,7 +4,7 @@
 nothing here waits for it). Training: zero the gradients, forward under the precision
 policy's autocast, backward (scaled for amp_fp16 on CUDA), then the strategy's optimizer
 step (where gradients are exchanged and the weights updated). Inference: forward in
-``torch.inference_mode``.
+``torch.inference_mode`` (``torch.no_grad`` for FSDP: :func:`~cnnbench.engine.backend.inference_context`).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from torch import nn
 
 from cnnbench.config import RunConfig
 from cnnbench.distributed.strategy import ParallelStrategy
+from cnnbench.engine.backend import first_device_type, inference_context, optimizer_implementation, optimizer_kwargs
 from cnnbench.engine.precision import PrecisionPolicy
 
 AUX_LOSS_WEIGHT = 0.3  # weight of auxiliary classifier losses (GoogLeNet, Inception v3)
@@ -25,18 +26,23 @@ Step = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
 def make_optimizer(config: RunConfig, params: Iterable[nn.Parameter]) -> torch.optim.Optimizer:
-    """The ``--optimizer`` of a resolved training configuration (every hyperparameter set)."""
+    """The ``--optimizer`` of a resolved training configuration (every hyperparameter set),
+    in the implementation :func:`~cnnbench.engine.backend.optimizer_implementation` picks for
+    where the parameters live (fused on CUDA where torch has one)."""
     if config.optimizer is None or config.learning_rate is None or config.weight_decay is None:
         raise ValueError("make_optimizer needs a resolved training configuration")
     lr, wd = config.learning_rate, config.weight_decay
+    device_type, sharded, listed = first_device_type(params)
+    impl: dict[str, Any] = optimizer_kwargs(optimizer_implementation(config.optimizer, device_type, sharded))
     if config.optimizer == "sgd":
-        return torch.optim.SGD(params, lr=lr, weight_decay=wd)
+        return torch.optim.SGD(listed, lr=lr, weight_decay=wd, **impl)
     if config.optimizer == "momentum":
-        return torch.optim.SGD(params, lr=lr, momentum=_momentum(config), weight_decay=wd)
+        return torch.optim.SGD(listed, lr=lr, momentum=_momentum(config), weight_decay=wd, **impl)
     if config.optimizer == "rmsprop":  # tf_cnn_benchmarks defaults: decay 0.9, epsilon 1.0
-        return torch.optim.RMSprop(params, lr=lr, alpha=0.9, eps=1.0, momentum=_momentum(config), weight_decay=wd)
+        return torch.optim.RMSprop(listed, lr=lr, alpha=0.9, eps=1.0, momentum=_momentum(config), weight_decay=wd,
+                                   **impl)
     if config.optimizer == "adam":
-        return torch.optim.Adam(params, lr=lr, weight_decay=wd)
+        return torch.optim.Adam(listed, lr=lr, weight_decay=wd, **impl)
     raise ValueError(f"unknown optimizer {config.optimizer!r}")
 
 
@@ -80,8 +86,10 @@ def make_step(
     """
     if not training:
 
+        grad_free = inference_context(strategy.name)
+
         def infer(images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-            with torch.inference_mode(), policy.autocast(device_type):
+            with grad_free(), policy.autocast(device_type):
                 return classification_loss(model(images), labels)
 
         return infer

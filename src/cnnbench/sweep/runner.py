@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from cnnbench.config.run_config import RunConfig
+from cnnbench.oom import is_out_of_memory_text
 from cnnbench.report.stats import median, relative_spread
 from cnnbench.results.naming import case_name
 from cnnbench.results.record import Record, clip, without_native_stack
@@ -69,7 +70,6 @@ Probe = Callable[[str, "str | None"], dict[str, Any]]
 """Runs in a child: ``probe(device, machine_label)`` -> ``{"device": concrete, "environment": {...}}``."""
 
 PROBE_TIMEOUT_S = 300.0
-_OOM_WORDS = ("out of memory", "outofmemory", "memoryerror", "cannot allocate memory")
 
 
 # --------------------------------------------------------------------------- defaults (the engine)
@@ -568,8 +568,8 @@ def _failure(outcome: ChildOutcome, timeout_s: float) -> tuple[str, str]:
     if outcome.exception is not None:
         kind = str(outcome.exception.get("type") or "Exception")
         message = clip(without_native_stack(str(outcome.exception.get("message") or "")))
-        text = f"{kind}: {message}".lower()
-        status = "oom" if any(w in text for w in _OOM_WORDS) else "error"
+        text = f"{kind}: {message}"
+        status = "oom" if is_out_of_memory_text(text) else "error"
         return status, f"{kind}: {message}{tail_text}"
     if outcome.signal is not None:
         name = signal_name(outcome.signal)

@@ -318,7 +318,10 @@ def record_from_log(path: Path, text: str, metadata: dict[str, str] | None = Non
     if devices:
         kind = devices[0][0].lower()
         config["device"] = "cuda" if kind in ("gpu", "cuda") else "cpu"
-        config["num_devices"] = len(devices)
+        nodes = re.search(r"on each of (\d+) nodes", h.get("Devices", ""))  # cnnbench's multi-node header
+        config["num_devices"] = len(devices) * (int(nodes.group(1)) if nodes else 1)
+        if nodes:
+            config["num_nodes"] = int(nodes.group(1))
     if "Variables" in h:
         config["variable_update"] = h["Variables"]
     all_reduce = h.get("AllReduce")
@@ -327,7 +330,7 @@ def record_from_log(path: Path, text: str, metadata: dict[str, str] | None = Non
     if "Data format" in h:
         config["data_format"] = h["Data format"]
     if "Optimizer" in h and not config.get("forward_only"):  # inference trains nothing: no optimizer
-        config["optimizer"] = h["Optimizer"]
+        config["optimizer"] = h["Optimizer"].split()[0]  # cnnbench adds its implementation: "momentum (fused)"
     dataset = h.get("Dataset", "")
     if dataset:
         synthetic = "(synthetic)" in dataset
