@@ -101,3 +101,97 @@ def test_adam_overflowing_its_update_keeps_a_record_marked_diverged(tmp_path, ca
     (rec,), problems = read_records(results)
     assert problems == [] and rec["status"] == "ok" and rec["error"] is None
     assert rec["metrics"]["diverged"] is True and rec["metrics"]["total_images_per_sec"] > 0
+
+
+# --- item 7: import csv and --set check what `run` and the record contract check ----------------------------------
+
+_COLUMNS = "config.model,config.batch_size,environment.machine,metrics.total_images_per_sec"
+
+
+def _import(tmp_path: Path, rows: list[str], *extra: str, header: str = _COLUMNS) -> tuple[int, Path]:
+    table = tmp_path / "t.csv"
+    table.write_text(header + "\n" + "".join(row + "\n" for row in rows))
+    return main(["import", "csv", str(table), "--results-dir", str(tmp_path / "r"), *extra]), table
+
+
+@pytest.fixture
+def store_before(tmp_path):
+    """A store holding one record already, which no refused import may change."""
+    assert _import(tmp_path, ["resnet50,32,m,100"])[0] == 0
+    path = tmp_path / "r" / "m.jsonl"
+    return path, path.read_bytes()
+
+
+@pytest.mark.parametrize(("column", "cell", "why"), [
+    ("config.precision", "fp64", "column 'config.precision': invalid choice 'fp64'"),
+    ("config.device", "tpu", "column 'config.device': invalid choice 'tpu'"),
+    ("config.data_format", "NCWH", "column 'config.data_format': invalid choice 'NCWH'"),
+    ("config.variable_update", "bogus", "column 'config.variable_update': invalid choice 'bogus'"),
+    ("config.optimizer", "bogus", "column 'config.optimizer': invalid choice 'bogus'"),
+    ("schema_version", "-1", "schema_version -1 is not a version"),
+    ("schema_version", "3", "schema_version 3 is newer than this cnnbench writes"),
+    ("started_at", "garbage", "started_at 'garbage' is not an ISO 8601 time"),
+    ("config.image_size", "8", "column 'config.image_size': must be >= 16"),
+])
+def test_a_row_run_would_refuse_is_skipped_naming_the_line(tmp_path, capsys, store_before, column, cell, why):
+    path, before = store_before
+    code, table = _import(tmp_path, [f"resnet50,32,m2,100,{cell}"], header=f"{_COLUMNS},{column}")
+    err = capsys.readouterr().err
+    assert code == 1 and f"{table}:2: {why}" in err and "Traceback" not in err
+    assert not (tmp_path / "r" / "m2.jsonl").exists() and path.read_bytes() == before
+
+
+@pytest.mark.parametrize("model", ["", " "])
+def test_a_row_without_a_model_is_skipped(tmp_path, capsys, model):
+    code, table = _import(tmp_path, [f'"{model}",32,m,100'])
+    assert code == 1 and f"{table}:2: config.model is missing" in capsys.readouterr().err
+
+
+def test_a_table_with_a_column_named_twice_is_refused_whole(tmp_path, capsys, store_before):
+    path, before = store_before
+    code, table = _import(tmp_path, ["resnet50,32,m,100,vgg16"], header=f"{_COLUMNS},config.model")
+    err = capsys.readouterr().err
+    assert code == 2 and f"{table}: column 'config.model' appears 2 times" in err
+    assert path.read_bytes() == before
+
+
+@pytest.mark.parametrize(("setting", "why"), [
+    ("schema_version=-1", "schema_version -1 is not a version"),
+    ("schema_version=99", "schema_version 99 is newer than this cnnbench writes"),
+    ("started_at=garbage", "started_at 'garbage' is not an ISO 8601 time"),
+    ("config.precision=fp64", "config.precision: invalid choice 'fp64'"),
+    ("config.device=tpu", "config.device: invalid choice 'tpu'"),
+    ("config.data_format=NCWH", "config.data_format: invalid choice 'NCWH'"),
+    ("config.variable_update=bogus", "config.variable_update: invalid choice 'bogus'"),
+    ("config.optimizer=bogus", "config.optimizer: invalid choice 'bogus'"),
+    ("config.model=", "config.model is missing"),
+    ("metrics.total_images_per_sec=.nan", "metrics.total_images_per_sec is nan"),
+])
+def test_a_set_run_would_refuse_is_one_line_and_exit_2(tmp_path, capsys, store_before, setting, why):
+    path, before = store_before
+    code, _ = _import(tmp_path, ["resnet50,32,m,100"], "--set", setting)
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith(f"cnnbench import: error: --set {setting}: ") and why in err
+    assert len(err.strip().splitlines()) == 1 and path.read_bytes() == before
+
+
+def test_set_run_id_over_many_runs_is_refused(tmp_path, capsys, store_before):
+    path, before = store_before
+    code, _ = _import(tmp_path, [f"resnet50,{n},m,100" for n in range(1, 49)], "--set", "run_id=x")
+    err = capsys.readouterr().err
+    assert code == 2 and "--set run_id=x: would give 48 records one run_id" in err
+    assert path.read_bytes() == before
+    assert _import(tmp_path, ["resnet50,7,m,100"], "--set", "run_id=x")[0] == 0  # one run: its id
+    (rec,) = [r for r in read_records(tmp_path / "r")[0] if r["run_id"] == "x"]
+    assert rec["config"]["batch_size"] == 7
+
+
+def test_a_set_is_checked_with_the_row_it_lands_on(tmp_path, capsys):
+    """The record is checked whole, --set applied: a --set may mend a row (a time is text, not
+    YAML's timestamp)."""
+    code, table = _import(tmp_path, ["resnet50,32,m,100,garbage"], "--set", "started_at=2024-01-01T00:00:00",
+                          header=f"{_COLUMNS},started_at")
+    assert code == 0  # --set replaced the row's bad time
+    code, table = _import(tmp_path, ["resnet50,32,m,100,2024-01-01T00:00:00"], "--set", "schema_version=0",
+                          header=f"{_COLUMNS},started_at")
+    assert code == 0

@@ -47,6 +47,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _overrides(items: list[str]) -> dict[str, Any]:
     """``--set`` fields, each checked against what a record may hold."""
+    import datetime
+
     import yaml
 
     from cnnbench.results.importers import check_overrides
@@ -60,6 +62,8 @@ def _overrides(items: list[str]) -> dict[str, Any]:
             value = yaml.safe_load(text) if text.strip() else None
         except yaml.YAMLError:
             value = text
+        if isinstance(value, datetime.date):  # YAML reads 2024-01-31T12:00:00 as a time; a record holds text
+            value = text.strip()
         try:
             check_overrides({field.strip(): value})
         except ValueError as exc:
@@ -70,6 +74,25 @@ def _overrides(items: list[str]) -> dict[str, Any]:
     except ValueError as exc:
         raise UserError(f"--set: {exc}") from None
     return out
+
+
+def _checked(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The records every check of ``cnnbench run`` and the record contract passes, whatever
+    importer made them (:func:`~cnnbench.results.importers.check_imported`); each other one is
+    reported as ``file:line: why`` and left out."""
+    from cnnbench.results.importers import check_imported
+
+    kept = []
+    for record in records:
+        try:
+            check_imported(record)
+        except ValueError as exc:
+            line = record.get("source_line")
+            where = f"{record.get('source_path') or 'input'}{f':{line}' if line else ''}"
+            print(f"warning: skipped {where}: {exc}", file=sys.stderr)
+            continue
+        kept.append(record)
+    return kept
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -101,6 +124,11 @@ def handle(args: argparse.Namespace) -> int:
         raise UserError(str(exc)) from None
     for problem in result.problems:
         print(f"warning: {problem_text(problem)}", file=sys.stderr)
+    result.records = _checked(result.records)
+    if "run_id" in options.overrides and len(result.records) > 1:
+        raise UserError(f"--set run_id={options.overrides['run_id']}: would give {len(result.records)} records "
+                        "one run_id, which names one run (the store would keep one and call the others already "
+                        "there); nothing imported")
     if not result.records:
         # every input refused as the wrong kind (a vendor's table, a folder): a usage error
         usage = bool(result.refused) and len(result.refused) == len(result.problems)

@@ -116,27 +116,69 @@ def apply_overrides(record: dict[str, Any], overrides: Mapping[str, Any]) -> Non
         node[leaf] = value
 
 
-def check_overrides(overrides: Mapping[str, Any]) -> None:
-    """``ValueError`` (one line) when ``--set`` fields would break a record: the record contract
-    (:func:`~cnnbench.results.record.check_record`), an option's own rules as ``cnnbench run``
-    checks them, and measured figures (finite, not negative)."""
+NATIVE_SOURCES = (None, "cnnbench", "csv")
+"""``source`` values of records in cnnbench's own words (a record of another tool keeps that
+tool's words for its options: ``distributed_replicated``)."""
+
+
+def check_imported(record: Mapping[str, Any], *, native: bool | None = None) -> None:
+    """``ValueError`` (one line) when a record to import is not one ``cnnbench run`` could have
+    written and every reader reads: the record contract
+    (:func:`~cnnbench.results.record.check_record`), a ``schema_version`` this cnnbench reads
+    (0 to the current), a ``started_at`` in ISO 8601, a ``config.model`` that names something,
+    each option by its own rules as ``cnnbench run`` checks them (in cnnbench's words unless
+    the record is another tool's: ``native``, default from its ``source``), and measured
+    figures (finite, not negative). Imported tables and ``--set`` are checked by this, whole
+    records after ``--set`` too, so nothing reaches a store that ``run`` would refuse."""
+    import datetime as _dt
+
     from cnnbench.config.errors import ConfigError
     from cnnbench.config.run_config import check_config_values
-    from cnnbench.results.record import Record, RecordError, check_figures, check_record
+    from cnnbench.results.migrate import record_version
+    from cnnbench.results.record import SCHEMA_VERSION, RecordError, check_figures, check_record
+
+    try:
+        check_record(record)
+        version = record_version(dict(record))
+    except RecordError as exc:
+        raise ValueError(str(exc)) from None
+    if version > SCHEMA_VERSION:
+        raise ValueError(f"schema_version {version} is newer than this cnnbench writes ({SCHEMA_VERSION})")
+    started = record.get("started_at")
+    if started is not None:
+        try:
+            _dt.datetime.fromisoformat(started)
+        except ValueError:
+            raise ValueError(f"started_at {started[:40]!r} is not an ISO 8601 time (such as "
+                             "2024-01-31T12:00:00+00:00)") from None
+    config = record["config"]
+    model = config.get("model")
+    if not isinstance(model, str) or not model.strip():
+        raise ValueError(f"config.model is {'missing' if model is None else repr(model)}: a record names its model")
+    if native is None:
+        native = record.get("source") in NATIVE_SOURCES
+    try:
+        check_config_values(config, choices=native)
+    except ConfigError as exc:
+        raise ValueError(f"config.{exc.field}: {exc.reason}") from None
+    try:
+        check_figures(record["metrics"])
+    except RecordError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def check_overrides(overrides: Mapping[str, Any]) -> None:
+    """``ValueError`` (one line) when ``--set`` fields would break a record (see
+    :func:`check_imported`: the record contract, a readable schema version, an ISO 8601
+    ``started_at``, options as ``cnnbench run`` checks them, measured figures)."""
+    from cnnbench.results.record import Record
 
     for dotted in overrides:
         if not dotted or any(not part for part in dotted.split(".")):
             raise ValueError(f"{dotted!r} is not a dotted field name")
     sample = Record(config={"model": "resnet50"}, environment={"machine": "m"}, metrics={}).to_dict()
-    try:
-        apply_overrides(sample, overrides)
-        check_record(sample)
-        check_config_values(sample["config"])
-        check_figures(sample["metrics"])
-    except ConfigError as exc:
-        raise ValueError(f"config.{exc.field}: {exc.reason}") from None
-    except RecordError as exc:
-        raise ValueError(str(exc)) from None
+    apply_overrides(sample, overrides)
+    check_imported(sample, native=True)
 
 
 __all__ = [
@@ -144,6 +186,7 @@ __all__ = [
     "ImportResult",
     "Importer",
     "apply_overrides",
+    "check_imported",
     "check_overrides",
     "finalize_record",
     "get_importer",

@@ -11,9 +11,11 @@ cells are left out. A row without a ``status`` is ``ok`` when it has a
 
 Values are checked as ``cnnbench run`` checks its options (the configuration's own
 per-field rules: types, choices, ranges; records imported earlier from another tool keep
-that tool's words), figures must be finite and not negative, and each record must meet
-the record contract; a row that does not is reported as ``file:line: why`` and skipped. A
-table none of whose columns is a record field name (a vendor's own results table) is
+that tool's words), figures must be finite and not negative, and each record, ``--set``
+applied, must meet the record contract, with a model, a schema version this cnnbench reads
+and an ISO 8601 ``started_at`` (:func:`~cnnbench.results.importers.check_imported`); a row
+that does not is reported as ``file:line: why`` and skipped. A table none of whose columns
+is a record field name (a vendor's own results table), or with a column named twice, is
 refused whole, as is a file that cannot be read as UTF-8 CSV.
 """
 
@@ -36,7 +38,14 @@ from cnnbench.config.errors import ConfigError
 from cnnbench.config.options import field_types
 from cnnbench.config.run_config import RunConfig, check_config_values
 from cnnbench.results.flatten import unflatten_record
-from cnnbench.results.importers import ImportOptions, ImportResult, finalize_record, register_importer
+from cnnbench.results.importers import (
+    NATIVE_SOURCES,
+    ImportOptions,
+    ImportResult,
+    check_imported,
+    finalize_record,
+    register_importer,
+)
 from cnnbench.results.record import (
     ENVIRONMENT_FIELDS,
     METRIC_FIELDS,
@@ -71,7 +80,6 @@ _TEXT_FIELDS = {
 }
 _INT = re.compile(r"^[+-]?\d+$")
 _RECORD_FIELDS = {"schema_version", "tool_version", "run_id", "started_at", "status", "error"}
-_NATIVE_SOURCES = (None, "cnnbench", SOURCE)
 
 
 def _cell(column: str, text: str) -> Any:
@@ -186,7 +194,7 @@ def record_from_row(row: dict[str, str], path: Path, line: int) -> dict[str, Any
 def _check_values(record: dict[str, Any]) -> None:
     """Options as ``cnnbench run`` checks them, figures as measured figures (``ValueError``)."""
     try:
-        check_config_values(record["config"], choices=record.get("source") in _NATIVE_SOURCES)
+        check_config_values(record["config"], choices=record.get("source") in NATIVE_SOURCES)
     except ConfigError as exc:
         raise ValueError(f"column 'config.{exc.field}': {exc.reason}") from None
     check_figures(record["metrics"])
@@ -222,6 +230,10 @@ def _import_file(path: Path, options: ImportOptions, result: ImportResult) -> No
     reader = csv.DictReader(io.StringIO(text, newline=""))
     columns = reader.fieldnames or []
     problem = _columns_problem(columns)
+    twice = next((c for i, c in enumerate(columns) if c in columns[:i]), None)
+    if twice is not None and not problem:
+        problem = (f"column {twice!r} appears {columns.count(twice)} times (a row would keep one of its values); "
+                   "nothing imported from it")
     if problem:
         result.refuse(f"{path}: {problem}")
         return
@@ -229,7 +241,9 @@ def _import_file(path: Path, options: ImportOptions, result: ImportResult) -> No
     for row in reader:
         line = reader.line_num
         try:
-            records.append(finalize_record(record_from_row(row, path, line), options))
+            record = finalize_record(record_from_row(row, path, line), options)
+            check_imported(record)  # the whole record, --set included, as `run` would have written it
+            records.append(record)
         except (ValueError, RecordError) as exc:
             result.problems.append(f"{path}:{line}: {exc}")
     result.records.extend(records)
