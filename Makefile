@@ -1,6 +1,7 @@
-# The two commands of the README:
+# The commands of the README:
 #   make run   - set up .venv and run the main job (quick CPU suite -> report)
 #   make test  - set up .venv with the test extras, run ruff and mypy, then the tests
+#   make gpu-check - accept a GPU machine (benchmarks/gpu_acceptance.py; one line and exit 0 without a GPU)
 # TORCH_SPEC pins the builds this project is tested with; override it for another machine,
 # e.g. make run TORCH_SPEC="torch torchvision".
 
@@ -11,8 +12,9 @@ PIP        := $(VENV)/bin/pip
 CNNBENCH   := $(VENV)/bin/cnnbench
 RESULTS    ?= results/quick
 REPORT     ?= report/quick
+GPU_SUMMARY ?= out/gpu-acceptance.md
 
-.PHONY: run test clean-venv
+.PHONY: run test gpu-check clean-venv
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -35,6 +37,10 @@ test: $(VENV)/.installed-test
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(VENV)/bin/mypy
 	$(VENV)/bin/pytest
+
+# TIMM_BENCHMARK=path/to/pytorch-image-models/benchmark.py adds the comparison with timm.
+gpu-check: $(VENV)/.installed-test
+	TIMM_BENCHMARK="$(TIMM_BENCHMARK)" $(VENV)/bin/python benchmarks/gpu_acceptance.py --summary $(GPU_SUMMARY)
 
 clean-venv:
 	rm -rf $(VENV)

@@ -1,0 +1,811 @@
+"""Accept a GPU machine in one command (issue 18): ``make gpu-check``.
+
+    .venv/bin/python benchmarks/gpu_acceptance.py [--summary out/gpu-acceptance.md]
+    TIMM_BENCHMARK=~/pytorch-image-models/benchmark.py make gpu-check
+
+On a machine with one or more NVIDIA GPUs it runs, each step as a subprocess of its own:
+
+1. ``tests/test_gpu.py`` (pytest);
+2. ``cnnbench run`` on resnet50, batch 256, amp_bf16, NHWC, synthetic input on the device,
+   against a bare PyTorch loop with identical settings (cuDNN autotuning on, channels_last,
+   cnnbench's default optimizer built with ``fused=True``, autocast bf16, the same warm-up
+   and timed steps bracketed by ``torch.cuda.synchronize``), alternating ``--rounds`` times
+   and swapping which goes first each round;
+3. the same configuration through timm's ``benchmark.py`` (``--timm-benchmark`` or
+   ``$TIMM_BENCHMARK``; one "skipped" line without it);
+4. the three ``--synthetic-location`` choices;
+5. ``--compile`` (default mode) and ``--compile-mode reduce-overhead`` (CUDA graphs), and in
+   the bare loop reduce-overhead on the model alone against the model plus a compiled
+   ``optimizer.step``;
+6. DDP over NCCL under ``torchrun --nproc-per-node <every local GPU>``;
+7. telemetry (power, clocks, images per joule) from the records, and ``cnnbench sysinfo``.
+
+It writes one markdown summary with every figure and every failure (each step's command,
+exit code and the tail of its output; full logs beside it), and exits 1 if a GPU test fails
+or if cnnbench's median rate falls below ``GATE`` of the bare loop's, else 0. On a machine
+without an NVIDIA GPU it prints one line and exits 0.
+
+``gpu_acceptance.py bare ...`` is the bare loop itself (one JSON line on stdout).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import shlex
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+GATE = 0.97  # cnnbench / bare below this fails the machine (room for noise)
+GOAL = 0.99  # what the harness aims for
+TIMM_GOAL = 1.0
+H100_GOALS = {"eager": 3000.0, "compiled": 3500.0}  # img/s on one H100, issue 18's aims
+DEFAULT_SUMMARY = "out/gpu-acceptance.md"
+DEFAULT_WORK_DIR = "out/gpu-acceptance"
+TAIL_LINES = 25
+NO_GPU_LINE = "gpu-check: no NVIDIA GPU on this machine (torch sees no CUDA device): nothing to accept."
+SECTIONS = ("tests", "bare", "timm", "locations", "compile", "ddp", "sysinfo")
+TIMM_PRECISION = {  # cnnbench --precision -> timm benchmark.py flags
+    "fp32": ["--precision", "float32"],
+    "amp_fp16": ["--amp", "--amp-dtype", "float16"],
+    "amp_bf16": ["--amp", "--amp-dtype", "bfloat16"],
+    "fp16": ["--precision", "float16"],
+    "bf16": ["--precision", "bfloat16"],
+}
+
+
+# --- settings and commands ------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Settings:
+    """The measured configuration and how long each part runs."""
+
+    model: str = "resnet50"
+    batch_size: int = 256
+    image_size: int = 224
+    precision: str = "amp_bf16"
+    data_format: str = "NHWC"
+    warmup: int = 20
+    steps: int = 100  # timed steps of the cnnbench / bare comparison
+    short_steps: int = 50  # timed steps of every other measurement
+    rounds: int = 3
+    timeout_s: float = 420.0  # per command
+    tests_timeout_s: float = 900.0
+    python: str = sys.executable
+    cnnbench: str = ""
+    timm_benchmark: str | None = None
+    work_dir: Path = Path(DEFAULT_WORK_DIR)
+    skip: frozenset[str] = frozenset()
+
+    def cnnbench_exe(self) -> str:
+        """The venv's ``cnnbench`` (beside this interpreter), else the one on PATH."""
+        if self.cnnbench:
+            return self.cnnbench
+        beside = Path(self.python).parent / "cnnbench"
+        return str(beside) if beside.exists() else (shutil.which("cnnbench") or "cnnbench")
+
+
+def measured_flags(s: Settings, steps: int) -> list[str]:
+    """The flags every cnnbench measurement shares (one device, synthetic input)."""
+    return ["--model", s.model, "--batch-size", str(s.batch_size), "--image-size", str(s.image_size),
+            "--precision", s.precision, "--data-format", s.data_format, "--device", "cuda",
+            "--num-warmup-batches", str(s.warmup), "--num-batches", str(steps)]
+
+
+def cnnbench_command(s: Settings, results_dir: Path, *, steps: int, location: str = "device",
+                     extra: Sequence[str] = ()) -> list[str]:
+    return [s.cnnbench_exe(), "run", *measured_flags(s, steps), "--synthetic-location", location,
+            "--results-dir", str(results_dir), *extra]
+
+
+def torchrun_command(s: Settings, results_dir: Path, gpus: int) -> list[str]:
+    """DDP over NCCL on every local GPU: torchrun starting ``python -m cnnbench run``."""
+    return [s.python, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(gpus),
+            "-m", "cnnbench", "run", *measured_flags(s, s.short_steps), "--synthetic-location", "device",
+            "--variable-update", "replicated", "--all-reduce", "nccl", "--results-dir", str(results_dir)]
+
+
+def bare_command(s: Settings, *, steps: int, compile_mode: str | None = None, compile_step: bool = False) -> list[str]:
+    cmd = [s.python, str(Path(__file__).resolve()), "bare", "--model", s.model, "--batch-size", str(s.batch_size),
+           "--image-size", str(s.image_size), "--precision", s.precision, "--data-format", s.data_format,
+           "--warmup", str(s.warmup), "--steps", str(steps)]
+    if compile_mode:
+        cmd += ["--compile-mode", compile_mode]
+    if compile_step:
+        cmd.append("--compile-step")
+    return cmd
+
+
+def timm_command(s: Settings, script: str) -> list[str]:
+    """timm's ``benchmark.py``, training only, in the same configuration (timm's own resnet50
+    and optimizer; it syncs at the end of every step)."""
+    cmd = [s.python, script, "--bench", "train", "--model", s.model, "--batch-size", str(s.batch_size),
+           "--img-size", str(s.image_size), *TIMM_PRECISION[s.precision],
+           "--num-warm-iter", str(s.warmup), "--num-bench-iter", str(s.steps)]
+    if s.data_format == "NHWC":
+        cmd.append("--channels-last")
+    return cmd
+
+
+def tests_command(s: Settings) -> list[str]:
+    return [s.python, "-m", "pytest", "tests/test_gpu.py", "-q", "-rs", "-p", "no:cacheprovider"]
+
+
+# --- running commands -----------------------------------------------------------------
+
+@dataclass
+class Completed:
+    returncode: int
+    stdout: str
+    stderr: str
+    seconds: float
+
+
+Runner = Callable[[Sequence[str], float], Completed]
+
+
+def run_command(cmd: Sequence[str], timeout_s: float) -> Completed:
+    """Run ``cmd`` in the repository in a session of its own; past ``timeout_s`` the whole
+    session (torchrun's workers too) is stopped and the exit code is 124."""
+    t0 = time.monotonic()
+    proc = subprocess.Popen(list(cmd), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+        code = proc.returncode
+    except subprocess.TimeoutExpired:
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(proc.pid, sig)
+                out, err = proc.communicate(timeout=15)
+                break
+            except ProcessLookupError:
+                out, err = proc.communicate()
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        code = 124
+        err = (err or "") + f"\ngpu-check: stopped after {timeout_s:.0f} s"
+    return Completed(code, out or "", err or "", time.monotonic() - t0)
+
+
+@dataclass
+class Step:
+    """One command the acceptance ran, and whether its output could be used."""
+
+    name: str
+    cmd: list[str]
+    returncode: int
+    seconds: float
+    stdout: str = ""
+    stderr: str = ""
+    problem: str | None = None  # why an output that exited 0 could not be used
+    log: Path | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and self.problem is None
+
+    def tail(self, lines: int = TAIL_LINES) -> str:
+        text = self.stderr.strip() or self.stdout.strip()
+        kept = text.splitlines()[-lines:]
+        if self.problem:
+            kept.append(f"gpu-check: {self.problem}")
+        return "\n".join(kept)
+
+
+@dataclass
+class Acceptance:
+    """The steps run so far and the summary's sections, in order."""
+
+    settings: Settings
+    runner: Runner = run_command
+    say: Callable[[str], None] = print
+    steps: list[Step] = field(default_factory=list)
+    sections: list[tuple[str, list[str]]] = field(default_factory=list)
+    records: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def run(self, name: str, cmd: list[str], timeout_s: float | None = None) -> Step:
+        self.say(f"gpu-check: {name} ...")
+        done = self.runner(cmd, timeout_s or self.settings.timeout_s)
+        step = Step(name, cmd, done.returncode, done.seconds, done.stdout, done.stderr)
+        step.log = write_log(self.settings.work_dir / "logs", len(self.steps) + 1, step)
+        self.steps.append(step)
+        self.say(f"gpu-check: {name}: exit {step.returncode}, {step.seconds:.1f} s")
+        return step
+
+    def results_dir(self, name: str) -> Path:
+        path = self.settings.work_dir / "results" / slug(name)
+        if path.exists():
+            shutil.rmtree(path)
+        path.mkdir(parents=True)
+        return path
+
+    def cnnbench(self, name: str, cmd_of: Callable[[Path], list[str]],
+                 timeout_s: float | None = None) -> dict[str, Any] | None:
+        """Run a cnnbench command with a fresh results folder; its record's figures, or None."""
+        folder = self.results_dir(name)
+        step = self.run(name, cmd_of(folder), timeout_s)
+        record, problem = last_record(folder)
+        if record is not None:
+            self.records[name] = record
+        if record is not None and record.get("status") == "ok":
+            return record_figures(record)
+        if step.returncode == 0:
+            step.problem = problem or f"the record's status is {record.get('status') if record else None}"
+        return None
+
+    def bare(self, name: str, **kwargs: Any) -> dict[str, Any] | None:
+        step = self.run(name, bare_command(self.settings, **kwargs))
+        if step.returncode != 0:
+            return None
+        try:
+            return parse_bare_output(step.stdout)
+        except ValueError as exc:
+            step.problem = str(exc)
+            return None
+
+    def section(self, title: str, lines: list[str]) -> None:
+        self.sections.append((title, lines))
+
+
+def slug(name: str) -> str:
+    return "".join(c if c.isalnum() else "-" for c in name.lower()).strip("-")
+
+
+def write_log(folder: Path, number: int, step: Step) -> Path | None:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{number:02d}-{slug(step.name)}.log"
+        path.write_text(f"$ {shlex.join(step.cmd)}\nexit {step.returncode} after {step.seconds:.1f} s\n"
+                        f"--- stdout\n{step.stdout}\n--- stderr\n{step.stderr}\n")
+        return path
+    except OSError:
+        return None
+
+
+# --- parsing outputs ------------------------------------------------------------------
+
+def last_record(folder: Path) -> tuple[dict[str, Any] | None, str | None]:
+    """The last record a run appended under ``folder`` (a fresh folder per run), or why none."""
+    from cnnbench.results.store import read_records
+
+    try:
+        records, problems = read_records(folder, step_times=False)
+    except FileNotFoundError:
+        return None, f"no record under {folder}"
+    if not records:
+        return None, f"no record under {folder}" + (f" ({problems[0]})" if problems else "")
+    return records[-1], None
+
+
+def record_figures(record: Mapping[str, Any]) -> dict[str, Any]:
+    """What the summary shows of one record: throughput, compile time, input wait, energy,
+    and each GPU's power, clocks and temperature."""
+    m = record.get("metrics") or {}
+    env = record.get("environment") or {}
+    gpus = []
+    for g in m.get("gpu_telemetry") or []:
+        gpus.append({k: g.get(k) for k in (
+            "rank", "index", "name", "power_mean_w", "power_max_w", "sm_clock_mean_mhz", "sm_clock_max_mhz",
+            "memory_clock_mean_mhz", "temperature_max_c", "utilization_mean_pct", "energy_j",
+            "throttled", "throttle_reasons")})
+    return {
+        "images_per_sec": m.get("total_images_per_sec"),
+        "per_device_images_per_sec": m.get("per_device_images_per_sec"),
+        "compile_time_s": m.get("compile_time_s"),
+        "input_wait_fraction": m.get("input_wait_fraction"),
+        "energy_j": m.get("energy_j"),
+        "images_per_joule": m.get("images_per_joule"),
+        "throttled": m.get("throttled"),
+        "warnings": list(m.get("warnings") or []),
+        "gpus": gpus,
+        "gpu_model": env.get("gpu_model"),
+        "gpu_count": env.get("gpu_count"),
+        "torch_version": env.get("torch_version"),
+        "cuda_version": env.get("cuda_version"),
+    }
+
+
+def parse_bare_output(stdout: str) -> dict[str, Any]:
+    """The bare loop's JSON line (its last line of output)."""
+    for line in reversed(stdout.strip().splitlines()):
+        if line.startswith("{"):
+            data = json.loads(line)
+            if isinstance(data.get("images_per_sec"), (int, float)):
+                return data
+            break
+    raise ValueError("the bare loop printed no images_per_sec")
+
+
+@dataclass(frozen=True)
+class TimmResult:
+    images_per_sec: float | None
+    batch_size: int | None
+    error: str | None = None
+
+
+def parse_timm_output(stdout: str) -> TimmResult:
+    """timm's benchmark.py ends with ``--result`` and a JSON object: ``train_samples_per_sec``
+    and ``train_batch_size`` (the batch it settled on: it retries smaller ones after an
+    error), or ``error`` when every batch size failed."""
+    head, sep, rest = stdout.rpartition("--result")
+    if not sep:
+        return TimmResult(None, None, "no '--result' in timm's output")
+    try:
+        data = json.loads(rest)
+    except json.JSONDecodeError as exc:
+        return TimmResult(None, None, f"timm's result is not JSON ({exc})")
+    if isinstance(data, list):
+        data = data[0] if data else {}
+    if "error" in data:
+        return TimmResult(None, None, f"timm: {data['error']}")
+    rate = data.get("train_samples_per_sec")
+    if not isinstance(rate, (int, float)):
+        return TimmResult(None, None, "timm's result has no train_samples_per_sec")
+    batch = data.get("train_batch_size")
+    return TimmResult(float(rate), int(batch) if isinstance(batch, int) else None)
+
+
+def pytest_summary(stdout: str) -> str:
+    """pytest's last line ("12 passed, 3 skipped in 80.2s"), or its last line of output."""
+    lines = [ln.strip("= ").strip() for ln in stdout.strip().splitlines() if ln.strip()]
+    for line in reversed(lines):
+        if any(word in line for word in (" passed", " failed", " error", " skipped", "no tests ran")):
+            return line
+    return lines[-1] if lines else "(no output)"
+
+
+# --- decisions ------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Verdict:
+    passed: bool
+    text: str
+
+
+def gate_verdict(ratio: float | None, gate: float = GATE, goal: float = GOAL) -> Verdict:
+    """cnnbench's median images/sec over the bare loop's: below ``gate`` fails the machine."""
+    if ratio is None:
+        return Verdict(False, f"FAIL: no cnnbench / bare ratio (a side failed to run); gate {gate}")
+    if ratio < gate:
+        return Verdict(False, f"FAIL: cnnbench / bare = {ratio:.3f}, below the gate {gate} (goal {goal})")
+    met = "goal met" if ratio >= goal else f"goal {goal} not met"
+    return Verdict(True, f"pass: cnnbench / bare = {ratio:.3f} >= gate {gate} ({met})")
+
+
+def exit_code(tests_passed: bool, gate: Verdict) -> int:
+    return 0 if tests_passed and gate.passed else 1
+
+
+def median_ratio(pairs: Sequence[tuple[float | None, float | None]]) -> float | None:
+    """Median over rounds of cnnbench / bare, from rounds where both sides gave a figure."""
+    ratios = [a / b for a, b in pairs if a is not None and b is not None and b > 0]
+    return statistics.median(ratios) if ratios else None
+
+
+def median_of(values: Sequence[float | None]) -> float | None:
+    xs = [v for v in values if v is not None]
+    return statistics.median(xs) if xs else None
+
+
+def fmt(x: Any, digits: int = 1) -> str:
+    if x is None:
+        return "—"
+    if isinstance(x, float):
+        return f"{x:,.{digits}f}"
+    return str(x)
+
+
+def rate(fig: Mapping[str, Any] | None) -> float | None:
+    return None if fig is None else fig.get("images_per_sec")
+
+
+def ratio_text(a: float | None, b: float | None) -> str:
+    return f"{a / b:.3f}" if a is not None and b else "—"
+
+
+# --- the sections ---------------------------------------------------------------------
+
+def gpu_tests_section(acc: Acceptance) -> bool:
+    step = acc.run("GPU tests (tests/test_gpu.py)", tests_command(acc.settings), acc.settings.tests_timeout_s)
+    passed = step.returncode == 0
+    acc.section("GPU tests", [f"`{shlex.join(step.cmd)}`: **{'passed' if passed else 'FAILED'}** "
+                              f"(exit {step.returncode}): {pytest_summary(step.stdout)}"])
+    return passed
+
+
+def harness_section(acc: Acceptance) -> tuple[Verdict, float | None]:
+    """cnnbench against the bare loop, alternating which goes first; returns the gate's
+    verdict and cnnbench's median images/sec."""
+    s = acc.settings
+    pairs: list[tuple[float | None, float | None]] = []
+    rows = ["| round | first | cnnbench img/s | bare img/s | cnnbench / bare |", "|--|--|--|--|--|"]
+    for r in range(1, s.rounds + 1):
+        def ours(r: int = r) -> float | None:
+            return rate(acc.cnnbench(f"cnnbench round {r}", lambda d: cnnbench_command(s, d, steps=s.steps)))
+
+        def bare(r: int = r) -> float | None:
+            fig = acc.bare(f"bare loop round {r}", steps=s.steps)
+            return None if fig is None else fig["images_per_sec"]
+
+        if r % 2:
+            a, b = ours(), bare()
+        else:
+            b, a = bare(), ours()
+        pairs.append((a, b))
+        rows.append(f"| {r} | {'cnnbench' if r % 2 else 'bare'} | {fmt(a)} | {fmt(b)} | {ratio_text(a, b)} |")
+    ratio = median_ratio(pairs)
+    verdict = gate_verdict(ratio)
+    ours_median = median_of([a for a, _ in pairs])
+    rows += ["", f"Median cnnbench {fmt(ours_median)} img/s, bare {fmt(median_of([b for _, b in pairs]))} img/s. "
+             f"**Gate: {verdict.text}**", "",
+             f"{s.model}, batch {s.batch_size}, {s.image_size}px, {s.precision}, {s.data_format}, synthetic input "
+             f"on the device, {s.warmup} warm-up and {s.steps} timed steps per side, each side a fresh process. "
+             "The bare loop: cuDNN autotuning on, channels_last, cnnbench's default optimizer "
+             f"({bare_optimizer_text(True)}), autocast, synchronize-bracketed wall clock."]
+    acc.section("cnnbench run against a bare PyTorch loop", rows)
+    return verdict, ours_median
+
+
+def timm_lines(acc: Acceptance, ours: float | None) -> list[str]:
+    s = acc.settings
+    script = s.timm_benchmark
+    if not script:
+        return ["timm comparison skipped: TIMM_BENCHMARK is not set (the path of benchmark.py at the root of "
+                "timm's repository)."]
+    if s.precision not in TIMM_PRECISION:
+        return [f"timm comparison skipped: benchmark.py has no precision like {s.precision}."]
+    step = acc.run("timm benchmark.py", timm_command(s, script))
+    result = parse_timm_output(step.stdout) if step.returncode == 0 else TimmResult(None, None, "failed")
+    if step.returncode == 0 and result.error:
+        step.problem = result.error
+    lines = [f"`{shlex.join(step.cmd)}`", ""]
+    if result.images_per_sec is None:
+        return [*lines, f"timm benchmark.py gave no figure ({result.error}; see Failures)."]
+    batch = "" if result.batch_size in (None, s.batch_size) else f" (at batch {result.batch_size}, not {s.batch_size})"
+    verdict = ""
+    if ours is not None:
+        r = ours / result.images_per_sec
+        verdict = f"; cnnbench / timm = {r:.3f} (goal >= {TIMM_GOAL}: {'met' if r >= TIMM_GOAL else 'not met'})"
+    return [*lines, f"timm {fmt(result.images_per_sec)} img/s{batch}, cnnbench median {fmt(ours)} img/s{verdict}.",
+            "timm builds its own resnet50 and its own optimizer (create_optimizer_v2), and synchronizes "
+            "after every step."]
+
+
+def locations_section(acc: Acceptance) -> None:
+    s = acc.settings
+    rows = ["| --synthetic-location | img/s | vs device | input wait |", "|--|--|--|--|"]
+    figs: dict[str, dict[str, Any] | None] = {}
+    for where in ("device", "host", "loader"):
+        def cmd(folder: Path, where: str = where) -> list[str]:
+            return cnnbench_command(s, folder, steps=s.short_steps, location=where)
+
+        figs[where] = acc.cnnbench(f"synthetic {where}", cmd)
+    base = rate(figs["device"])
+    for where, fig in figs.items():
+        wait = None if fig is None else fig.get("input_wait_fraction")
+        rows.append(f"| {where} | {fmt(rate(fig))} | {ratio_text(rate(fig), base)} | "
+                    f"{'—' if wait is None else f'{wait:.1%}'} |")
+    acc.section("Synthetic input location", rows)
+
+
+def compile_section(acc: Acceptance, eager: float | None) -> float | None:
+    """cnnbench compiled both ways, and the bare loop with and without a compiled optimizer
+    step under reduce-overhead; returns cnnbench's best compiled rate."""
+    s = acc.settings
+    runs: list[tuple[str, dict[str, Any] | None]] = [
+        ("cnnbench --compile (default mode)", acc.cnnbench(
+            "cnnbench compile default", lambda d: cnnbench_command(s, d, steps=s.short_steps, extra=["--compile"]))),
+        ("cnnbench --compile-mode reduce-overhead", acc.cnnbench(
+            "cnnbench compile reduce-overhead",
+            lambda d: cnnbench_command(s, d, steps=s.short_steps, extra=["--compile-mode", "reduce-overhead"]))),
+        ("bare, model compiled (reduce-overhead)", acc.bare(
+            "bare compile reduce-overhead", steps=s.short_steps, compile_mode="reduce-overhead")),
+        ("bare, model and optimizer.step compiled (reduce-overhead)", acc.bare(
+            "bare compile reduce-overhead + step", steps=s.short_steps, compile_mode="reduce-overhead",
+            compile_step=True)),
+    ]
+    rows = ["| variant | img/s | vs eager cnnbench | compile time (s) |", "|--|--|--|--|"]
+    for label, fig in runs:
+        rows.append(f"| {label} | {fmt(rate(fig))} | {ratio_text(rate(fig), eager)} | "
+                    f"{fmt(None if fig is None else fig.get('compile_time_s'))} |")
+    model_only, with_step = rate(runs[2][1]), rate(runs[3][1])
+    if model_only is not None and with_step is not None:
+        helps = with_step > model_only
+        rows += ["", f"Compiling optimizer.step too: {fmt(with_step)} img/s against {fmt(model_only)} img/s with the "
+                 f"model alone ({with_step / model_only:.3f}): it {'helps: keep it' if helps else 'does not help'}."]
+    else:
+        rows += ["", "Compiling optimizer.step too: no comparison (a bare compiled run failed; see Failures)."]
+    rows.append(f"The compiled step uses {bare_optimizer_text(True, compiled_step=True)}; the other bare runs "
+                f"{bare_optimizer_text(True)}.")
+    rows.append(f"cnnbench / bare under reduce-overhead (model compiled): {ratio_text(rate(runs[1][1]), model_only)}.")
+    acc.section("torch.compile", rows)
+    compiled = [r for r in (rate(runs[0][1]), rate(runs[1][1])) if r is not None]
+    return max(compiled) if compiled else None
+
+
+def ddp_section(acc: Acceptance, gpus: int, single: float | None) -> None:
+    s = acc.settings
+    fig = acc.cnnbench("DDP over NCCL", lambda d: torchrun_command(s, d, gpus))
+    total = rate(fig)
+    eff = f"{total / (gpus * single):.3f}" if total is not None and single else "—"
+    per = None if fig is None else fig.get("per_device_images_per_sec")
+    per_text = ", ".join(fmt(float(x)) for x in per) if per else "—"
+    acc.section(f"DDP over NCCL, {gpus} GPU{'s' if gpus > 1 else ''} (torchrun)", [
+        f"`{shlex.join(acc.steps[-1].cmd)}`", "",
+        f"Total {fmt(total)} img/s; per device {per_text}; scaling efficiency against {gpus} × the single-GPU "
+        f"median ({fmt(single)} img/s): {eff}."])
+
+
+def telemetry_lines(figs: Mapping[str, dict[str, Any]]) -> list[str]:
+    """Power, clocks and images per joule of each recorded run, per GPU."""
+    rows = ["| run | GPU | power mean / max (W) | SM clock mean / max (MHz) | memory clock (MHz) | max temp (°C) "
+            "| energy (J) | img/J | throttled |", "|--|--|--|--|--|--|--|--|--|"]
+    for name, fig in figs.items():
+        for g in fig["gpus"] or [{}]:
+            reasons = ", ".join(g.get("throttle_reasons") or [])
+            throttled = fmt(g.get("throttled")) + (f" ({reasons})" if reasons else "")
+            rows.append(f"| {name} | {fmt(g.get('index'))} | {fmt(g.get('power_mean_w'))} / "
+                        f"{fmt(g.get('power_max_w'))} | {fmt(g.get('sm_clock_mean_mhz'), 0)} / "
+                        f"{fmt(g.get('sm_clock_max_mhz'), 0)} | {fmt(g.get('memory_clock_mean_mhz'), 0)} | "
+                        f"{fmt(g.get('temperature_max_c'))} | {fmt(g.get('energy_j'))} | "
+                        f"{fmt(fig.get('images_per_joule'), 2)} | {throttled} |")
+    runs_of: dict[str, list[str]] = {}
+    for name, fig in figs.items():
+        for w in fig["warnings"]:
+            runs_of.setdefault(w, []).append(name)
+    if runs_of:
+        rows += ["", "Warnings in the records:", *(f"- {w} ({', '.join(names)})" for w, names in runs_of.items())]
+    return rows
+
+
+def sysinfo_lines(acc: Acceptance) -> list[str]:
+    step = acc.run("cnnbench sysinfo", [acc.settings.cnnbench_exe(), "sysinfo"])
+    if step.returncode != 0:
+        return ["`cnnbench sysinfo` failed (see Failures)."]
+    return ["```", step.stdout.rstrip(), "```"]
+
+
+def goal_lines(gpu_model: str | None, eager: float | None, compiled: float | None) -> list[str]:
+    """Issue 18's throughput aims, set for one H100."""
+    note = "" if gpu_model and "H100" in gpu_model else f" (the aims are for one H100; this GPU is {gpu_model})"
+    out = []
+    for label, key, value in (("eager", "eager", eager), ("--compile, best mode", "compiled", compiled)):
+        aim = H100_GOALS[key]
+        state = "—" if value is None else ("met" if value > aim else "not met")
+        out.append(f"- {label}: {fmt(value)} img/s, aim > {aim:,.0f}: {state}{note}")
+    return out
+
+
+# --- the summary ----------------------------------------------------------------------
+
+def failures_lines(steps: Sequence[Step]) -> list[str]:
+    failed = [st for st in steps if not st.ok]
+    if not failed:
+        return ["None: every step exited 0 and gave its figures."]
+    out: list[str] = []
+    for st in failed:
+        why = f"exit {st.returncode}" + (f"; {st.problem}" if st.problem else "")
+        log = f" — full log: `{st.log}`" if st.log else ""
+        out += [f"### {st.name} ({why})", "", f"`{shlex.join(st.cmd)}`{log}", "", "```", st.tail(), "```", ""]
+    return out
+
+
+def steps_lines(steps: Sequence[Step]) -> list[str]:
+    rows = ["| step | exit | seconds | command |", "|--|--|--|--|"]
+    for st in steps:
+        mark = "" if st.ok else " **(failed)**"
+        rows.append(f"| {st.name}{mark} | {st.returncode} | {st.seconds:.1f} | `{shlex.join(st.cmd)}` |")
+    return rows
+
+
+def render_summary(acc: Acceptance, *, gpus: int, tests_passed: bool | None, gate: Verdict | None,
+                   code: int, elapsed_s: float, started: str) -> str:
+    s = acc.settings
+    env = next((record_figures(r) for r in acc.records.values()), {})
+    failed = sum(not st.ok for st in acc.steps)
+    head = [
+        f"# GPU acceptance ({started})", "",
+        f"{gpus} GPU{'s' if gpus != 1 else ''}: {env.get('gpu_model') or 'model not recorded'}; "
+        f"torch {env.get('torch_version') or '?'}, CUDA {env.get('cuda_version') or '?'}. "
+        f"Measured: {s.model}, batch {s.batch_size}, {s.precision}, {s.data_format}.", "",
+        f"**Exit {code}: {'accepted' if code == 0 else 'NOT accepted'}.** GPU tests: "
+        f"{'skipped' if tests_passed is None else ('passed' if tests_passed else 'FAILED')}; harness gate: "
+        f"{gate.text if gate else 'skipped'}; {failed} step{'s' if failed != 1 else ''} failed of {len(acc.steps)}. "
+        f"Total time {elapsed_s / 60:.1f} min (aim: under 10 min on one H100).",
+    ]
+    body: list[str] = []
+    for title, lines in acc.sections:
+        body += ["", f"## {title}", "", *lines]
+    tail = ["", "## Steps", "", *steps_lines(acc.steps), "", "## Failures", "", *failures_lines(acc.steps)]
+    return "\n".join(head + body + tail).rstrip() + "\n"
+
+
+# --- the whole acceptance -------------------------------------------------------------
+
+def count_gpus() -> int:
+    """NVIDIA GPUs torch can use (a ROCm build's devices do not count)."""
+    try:
+        import torch
+    except ImportError:
+        return 0
+    if getattr(torch.version, "hip", None) or not torch.cuda.is_available():
+        return 0
+    return int(torch.cuda.device_count())
+
+
+def accept(acc: Acceptance, gpus: int) -> tuple[bool | None, Verdict | None]:
+    """Every section in order (skipped ones left out); the tests' result and the gate's."""
+    skip = acc.settings.skip
+    tests = gpu_tests_section(acc) if "tests" not in skip else None
+    gate, ours = harness_section(acc) if "bare" not in skip else (None, None)
+    if "timm" not in skip:
+        acc.section("timm benchmark.py", timm_lines(acc, ours))
+    if "locations" not in skip:
+        locations_section(acc)
+    compiled = None
+    if "compile" not in skip:
+        compiled = compile_section(acc, ours)
+    if "ddp" not in skip:
+        ddp_section(acc, gpus, ours)
+    figs = {name: record_figures(r) for name, r in acc.records.items() if r.get("status") == "ok"}
+    gpu_model = next((f["gpu_model"] for f in figs.values() if f.get("gpu_model")), None)
+    acc.section("Throughput aims (issue 18)", goal_lines(gpu_model, ours, compiled))
+    acc.section("Telemetry (from the records)", telemetry_lines(figs))
+    if "sysinfo" not in skip:
+        acc.section("cnnbench sysinfo", sysinfo_lines(acc))
+    return tests, gate
+
+
+def main(argv: Sequence[str] | None = None, *, gpus: Callable[[], int] = count_gpus, runner: Runner = run_command,
+         say: Callable[[str], None] = print) -> int:
+    args = parse_args(argv)
+    if args.command == "bare":
+        print(json.dumps(bare_loop(args)))
+        return 0
+    n = gpus()
+    if n == 0:
+        say(NO_GPU_LINE)
+        return 0
+    settings = settings_from(args)
+    acc = Acceptance(settings, runner=runner, say=say)
+    started = dt.datetime.now().astimezone().isoformat(timespec="seconds")
+    t0 = time.monotonic()
+    tests, gate = accept(acc, n)
+    code = exit_code(tests is not False, gate or Verdict(True, "skipped"))
+    summary = Path(args.summary)
+    summary.parent.mkdir(parents=True, exist_ok=True)
+    summary.write_text(render_summary(acc, gpus=n, tests_passed=tests, gate=gate, code=code,
+                                      elapsed_s=time.monotonic() - t0, started=started))
+    say(f"gpu-check: exit {code}; summary written to {summary}")
+    return code
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    skip = frozenset(x for x in (args.skip or "").split(",") if x)
+    unknown = skip - set(SECTIONS)
+    if unknown:
+        raise SystemExit(f"gpu-check: --skip: unknown section(s) {', '.join(sorted(unknown))}; "
+                         f"choose from {', '.join(SECTIONS)}")
+    return Settings(warmup=args.warmup, steps=args.steps, short_steps=args.short_steps, rounds=args.rounds,
+                    timm_benchmark=args.timm_benchmark or None, work_dir=Path(args.work_dir), skip=skip)
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    p.add_argument("--summary", default=DEFAULT_SUMMARY, help=f"markdown summary to write [{DEFAULT_SUMMARY}]")
+    p.add_argument("--work-dir", default=DEFAULT_WORK_DIR, help=f"records and logs of each step [{DEFAULT_WORK_DIR}]")
+    p.add_argument("--timm-benchmark", default=os.environ.get("TIMM_BENCHMARK"),
+                   help="timm's benchmark.py [$TIMM_BENCHMARK; without it the comparison is skipped]")
+    p.add_argument("--rounds", type=int, default=Settings.rounds, help="cnnbench / bare rounds")
+    p.add_argument("--warmup", type=int, default=Settings.warmup)
+    p.add_argument("--steps", type=int, default=Settings.steps, help="timed steps of the cnnbench / bare rounds")
+    p.add_argument("--short-steps", type=int, default=Settings.short_steps, help="timed steps of the other runs")
+    p.add_argument("--skip", default="", help=f"comma-separated sections to leave out: {','.join(SECTIONS)}")
+    sub = p.add_subparsers(dest="command")
+    b = sub.add_parser("bare", help="the bare PyTorch loop alone (prints one JSON line)")
+    b.add_argument("--model", default=Settings.model)
+    b.add_argument("--batch-size", type=int, default=Settings.batch_size)
+    b.add_argument("--image-size", type=int, default=Settings.image_size)
+    b.add_argument("--precision", default=Settings.precision)
+    b.add_argument("--data-format", default=Settings.data_format, choices=("NCHW", "NHWC"))
+    b.add_argument("--device", default="cuda")
+    b.add_argument("--warmup", type=int, default=Settings.warmup)
+    b.add_argument("--steps", type=int, default=Settings.steps)
+    b.add_argument("--compile-mode", default=None, help="torch.compile the model in this mode")
+    b.add_argument("--compile-step", action="store_true", help="torch.compile optimizer.step too")
+    return p.parse_args(argv)
+
+
+# --- the bare loop --------------------------------------------------------------------
+
+def bare_optimizer_kwargs(cuda: bool, *, compiled_step: bool = False) -> dict[str, Any]:
+    """cnnbench's default optimizer (SGD at its default rate and weight decay, no momentum):
+    ``fused=True`` on CUDA; a compiled step leaves the implementation to torch's default and
+    lets inductor fuse it, as torch's compiled-optimizer recipe does."""
+    from cnnbench.config.training_options import DEFAULT_LEARNING_RATE, DEFAULT_WEIGHT_DECAY
+
+    kwargs: dict[str, Any] = {"lr": DEFAULT_LEARNING_RATE, "weight_decay": DEFAULT_WEIGHT_DECAY}
+    if cuda and not compiled_step:
+        kwargs["fused"] = True
+    return kwargs
+
+
+def bare_optimizer_text(cuda: bool, *, compiled_step: bool = False) -> str:
+    kw = bare_optimizer_kwargs(cuda, compiled_step=compiled_step)
+    return "torch.optim.SGD(" + ", ".join(f"{k}={v}" for k, v in kw.items()) + ")"
+
+
+def bare_loop(args: argparse.Namespace) -> dict[str, Any]:
+    """The loop a user writes by hand for this configuration: no hooks, timers or records."""
+    import torch
+
+    from cnnbench.engine.precision import precision_policy
+    from cnnbench.models import create_model
+
+    device = torch.device(args.device)
+    cuda = device.type == "cuda"
+    if cuda:
+        torch.cuda.set_device(device)
+        torch.backends.cudnn.benchmark = True
+    policy = precision_policy(args.precision)
+    policy.apply_backend_flags()
+    torch.manual_seed(1234)
+    fmt_ = torch.channels_last if args.data_format == "NHWC" else torch.contiguous_format
+    with torch.device(device):
+        model = create_model(args.model, image_size=args.image_size)
+    model = model.to(dtype=policy.param_dtype).to(memory_format=fmt_).train()
+    opt = torch.optim.SGD(model.parameters(), **bare_optimizer_kwargs(cuda, compiled_step=args.compile_step))
+    images = torch.randn(args.batch_size, 3, args.image_size, args.image_size, device=device)
+    images = images.to(dtype=policy.param_dtype, memory_format=fmt_)
+    labels = torch.randint(0, 1000, (args.batch_size,), device=device)
+    scaler = policy.scaler(device.type, forward_only=False)
+    forward = torch.compile(model, mode=args.compile_mode) if args.compile_mode else model
+    opt_step = torch.compile(opt.step, mode=args.compile_mode) if args.compile_step else opt.step
+
+    def step() -> None:
+        opt.zero_grad(set_to_none=True)
+        with policy.autocast(device.type):
+            loss = torch.nn.functional.cross_entropy(forward(images).float(), labels)
+        if scaler is not None:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        else:
+            loss.backward()
+            opt_step()
+
+    def sync() -> None:
+        if cuda:
+            torch.cuda.synchronize()
+
+    t0 = time.perf_counter()
+    step()
+    sync()
+    first_s = time.perf_counter() - t0
+    for _ in range(args.warmup - 1):
+        step()
+    sync()
+    t0 = time.perf_counter()
+    for _ in range(args.steps):
+        step()
+    sync()
+    wall = time.perf_counter() - t0
+    return {"images_per_sec": args.batch_size * args.steps / wall, "wall_time_s": wall, "steps": args.steps,
+            "compile_time_s": first_s if args.compile_mode else None}
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

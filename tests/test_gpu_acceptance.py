@@ -1,0 +1,394 @@
+"""``make gpu-check`` (benchmarks/gpu_acceptance.py): every decision it makes, on the CPU.
+
+The GPU steps are replaced by a scripted runner that answers each command as the real one
+would (a record in the results folder, the bare loop's JSON line, timm's ``--result``), so
+the gate, the exit code, the summary and the commands are checked without a GPU.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cnnbench.results.store import append_record
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "benchmarks" / "gpu_acceptance.py"
+
+
+def _load():
+    spec = importlib.util.spec_from_file_location("gpu_acceptance", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["gpu_acceptance"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+ga = _load()
+
+TIMM_STDOUT = """Benchmarking in amp_bfloat16 precision. NHWC layout. torchscript disabled
+Model resnet50 created, param count: 25557032
+Running train benchmark on resnet50 for 100 steps w/ input size (3, 224, 224) and batch size 256.
+Train benchmark of resnet50 done. 2801.50 samples/sec, 91.38 ms/sample
+--result
+{
+    "model": "resnet50",
+    "train_samples_per_sec": 2801.5,
+    "train_step_time": 91.379,
+    "train_batch_size": 256,
+    "train_img_size": 224,
+    "param_count": 25.56
+}
+"""
+
+
+def _arg(cmd, flag):
+    return cmd[cmd.index(flag) + 1]
+
+
+def _record(rate, *, per_device=None):
+    return {
+        "schema_version": 2, "tool_version": "test", "run_id": "r", "started_at": "2026-01-01T00:00:00",
+        "status": "ok", "error": None, "config": {},
+        "environment": {"machine": "gpu", "gpu_model": "NVIDIA H100 80GB HBM3", "gpu_count": 1,
+                        "torch_version": "2.14.1", "cuda_version": "13.0"},
+        "metrics": {
+            "total_images_per_sec": rate, "per_device_images_per_sec": per_device or [rate],
+            "compile_time_s": None, "input_wait_fraction": 0.01, "energy_j": 1500.0, "images_per_joule": 4.25,
+            "warnings": ["at the power cap"],
+            "gpu_telemetry": [{"index": 0, "name": "H100", "power_mean_w": 612.5, "power_max_w": 700.0,
+                               "sm_clock_mean_mhz": 1755.0, "sm_clock_max_mhz": 1980.0,
+                               "memory_clock_mean_mhz": 2619.0, "temperature_max_c": 61.0, "energy_j": 1500.0,
+                               "throttled": False, "throttle_reasons": []}],
+        },
+    }
+
+
+class FakeGpuMachine:
+    """Answers each command of the acceptance as the real step would; records them in order."""
+
+    def __init__(self, *, ours=3000.0, bare=3050.0, tests_rc=0, fail=None, bare_step=None, timm=TIMM_STDOUT):
+        self.ours, self.bare, self.tests_rc = ours, bare, tests_rc
+        self.fail = fail or {}  # a word of the command -> (exit code, stderr)
+        self.bare_step = bare_step
+        self.timm = timm
+        self.commands: list[list[str]] = []
+
+    def __call__(self, cmd, timeout_s):
+        cmd = list(cmd)
+        self.commands.append(cmd)
+        for word, (rc, err) in self.fail.items():
+            if word in cmd:
+                return ga.Completed(rc, "", err, 1.0)
+        if "pytest" in cmd:
+            out = "12 passed in 80.1s" if self.tests_rc == 0 else "1 failed, 11 passed in 80.1s"
+            return ga.Completed(self.tests_rc, out, "", 80.0)
+        if "bare" in cmd:
+            r = self.bare_step if "--compile-step" in cmd and self.bare_step else self.bare
+            return ga.Completed(0, "noise\n" + json.dumps({"images_per_sec": r, "compile_time_s": None}), "", 20.0)
+        if "--results-dir" in cmd:
+            n = int(_arg(cmd, "--nproc-per-node")) if "--nproc-per-node" in cmd else 1
+            rate = self.ours * n
+            append_record(_arg(cmd, "--results-dir"), _record(rate, per_device=[self.ours] * n))
+            return ga.Completed(0, f"total images/sec: {rate}", "", 20.0)
+        if "sysinfo" in cmd:
+            return ga.Completed(0, "GPU 0  NVIDIA H100 80GB HBM3", "", 1.0)
+        if "--bench" in cmd:
+            return ga.Completed(0, self.timm, "", 30.0)
+        raise AssertionError(f"unexpected command {cmd}")
+
+
+def _accept(tmp_path, machine, *extra, gpus=1):
+    summary = tmp_path / "summary.md"
+    said: list[str] = []
+    code = ga.main(["--summary", str(summary), "--work-dir", str(tmp_path / "work"), *extra],
+                   gpus=lambda: gpus, runner=machine, say=said.append)
+    return code, summary.read_text(), said
+
+
+# --- the CPU-only machine --------------------------------------------------------------
+
+def test_cpu_only_machine_says_one_line_and_exits_0(tmp_path):
+    said: list[str] = []
+
+    def no_runner(cmd, timeout_s):
+        raise AssertionError("nothing runs without a GPU")
+
+    code = ga.main(["--summary", str(tmp_path / "s.md")], gpus=lambda: 0, runner=no_runner, say=said.append)
+    assert code == 0
+    assert said == [ga.NO_GPU_LINE] and "no NVIDIA GPU" in said[0]
+    assert not (tmp_path / "s.md").exists()
+
+
+def test_the_script_on_this_machine(tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU: the acceptance would run for minutes")
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--summary", str(tmp_path / "s.md")],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines() == [ga.NO_GPU_LINE]
+
+
+# --- the gate and the exit code --------------------------------------------------------
+
+def test_gate_at_0_96_fails_and_at_0_98_passes():
+    assert not ga.gate_verdict(0.96).passed
+    low = ga.gate_verdict(0.98)
+    assert low.passed and "goal 0.99 not met" in low.text
+    assert ga.gate_verdict(0.995).passed and "goal met" in ga.gate_verdict(0.995).text
+    assert not ga.gate_verdict(None).passed  # a side that failed to run fails the machine
+    assert ga.gate_verdict(0.97).passed  # the gate itself passes
+
+
+def test_exit_code():
+    ok, bad = ga.Verdict(True, ""), ga.Verdict(False, "")
+    assert ga.exit_code(True, ok) == 0
+    assert ga.exit_code(False, ok) == 1
+    assert ga.exit_code(True, bad) == 1
+
+
+def test_median_ratio_of_the_rounds():
+    assert ga.median_ratio([(98.0, 100.0), (90.0, 100.0), (101.0, 100.0)]) == pytest.approx(0.98)
+    assert ga.median_ratio([(98.0, 100.0), (None, 100.0), (97.0, None)]) == pytest.approx(0.98)
+    assert ga.median_ratio([(None, 100.0)]) is None
+
+
+@pytest.mark.parametrize(("ours", "code"), [(2940.0, 0), (2880.0, 1)])
+def test_harness_against_bare_sets_the_exit_code(tmp_path, ours, code):
+    got, summary, said = _accept(tmp_path, FakeGpuMachine(ours=ours, bare=3000.0))
+    assert got == code
+    assert f"{ours / 3000.0:.3f}" in summary
+    assert ("accepted" if code == 0 else "NOT accepted") in summary
+    assert said[-1].startswith(f"gpu-check: exit {code}")
+
+
+def test_a_failed_gpu_test_fails_the_machine(tmp_path):
+    code, summary, _ = _accept(tmp_path, FakeGpuMachine(tests_rc=1))
+    assert code == 1
+    assert "**FAILED** (exit 1): 1 failed, 11 passed" in summary
+    assert "### GPU tests (tests/test_gpu.py) (exit 1)" in summary
+
+
+def test_cnnbench_and_bare_alternate_which_goes_first(tmp_path):
+    machine = FakeGpuMachine()
+    _accept(tmp_path, machine, "--rounds", "3", "--skip", "tests,timm,locations,compile,ddp,sysinfo")
+    order = ["bare" if "bare" in c else "cnnbench" for c in machine.commands]
+    assert order == ["cnnbench", "bare", "bare", "cnnbench", "cnnbench", "bare"]
+
+
+# --- the summary -----------------------------------------------------------------------
+
+def test_summary_lists_a_failed_step_with_command_exit_code_and_tail(tmp_path):
+    err = "\n".join(f"line {i}" for i in range(100)) + "\ntorch.distributed.DistBackendError: NCCL error"
+    code, summary, _ = _accept(tmp_path, FakeGpuMachine(fail={"torch.distributed.run": (1, err)}), gpus=2)
+    assert code == 0  # only the GPU tests and the gate decide the exit code
+    failures = summary.split("## Failures", 1)[1]
+    assert "### DDP over NCCL (exit 1)" in failures
+    assert "--nproc-per-node 2" in failures and "-m cnnbench run" in failures
+    assert "DistBackendError: NCCL error" in failures
+    assert "line 99" in failures and "line 10\n" not in failures  # the tail, not the whole output
+    assert "| DDP over NCCL **(failed)** | 1 |" in summary
+    assert "1 step failed" in summary
+
+
+def test_a_run_that_exits_0_without_a_record_is_a_failure(tmp_path):
+    machine = FakeGpuMachine()
+
+    def no_record(cmd, timeout_s):
+        if "--synthetic-location" in cmd and _arg(cmd, "--synthetic-location") == "loader":
+            return ga.Completed(0, "", "", 1.0)  # exits 0, writes no record
+        return machine(cmd, timeout_s)
+
+    _, summary, _ = _accept(tmp_path, no_record, "--skip", "tests,timm,compile,ddp,sysinfo")
+    assert "### synthetic loader (exit 0; no record under" in summary
+
+
+def test_summary_has_every_figure(tmp_path):
+    machine = FakeGpuMachine(ours=3000.0, bare=3030.0, bare_step=3200.0)
+    _, summary, _ = _accept(tmp_path, machine, "--timm-benchmark", "/timm/benchmark.py", gpus=2)
+    for text in ("3,000.0", "3,030.0", "0.990",  # harness, bare, ratio
+                 "timm 2,801.5 img/s", "cnnbench / timm = 1.071",
+                 "| device | 3,000.0 | 1.000 |", "| host |", "| loader |",
+                 "cnnbench --compile (default mode)", "cnnbench --compile-mode reduce-overhead",
+                 "it helps: keep it", "3,200.0",
+                 "Total 6,000.0 img/s; per device 3,000.0, 3,000.0", "1.000.",  # DDP and its efficiency
+                 "612.5 / 700.0", "1,755 / 1,980", "4.25",  # power, SM clock, img/J
+                 "at the power cap (cnnbench round 1, cnnbench round 2", "NVIDIA H100 80GB HBM3",
+                 "eager: 3,000.0 img/s, aim > 3,000: not met"):
+        assert text in summary, text
+
+
+def test_compiling_the_optimizer_step_that_does_not_help_is_said(tmp_path):
+    _, summary, _ = _accept(tmp_path, FakeGpuMachine(bare=3000.0, bare_step=2900.0), "--skip", "tests,ddp")
+    assert "it does not help" in summary and "keep it" not in summary
+
+
+# --- timm ------------------------------------------------------------------------------
+
+def test_timm_absent_gives_one_skipped_line(tmp_path, monkeypatch):
+    monkeypatch.delenv("TIMM_BENCHMARK", raising=False)
+    machine = FakeGpuMachine()
+    _, summary, _ = _accept(tmp_path, machine)
+    section = summary.split("## timm benchmark.py", 1)[1].split("\n## ", 1)[0].strip()
+    assert len(section.splitlines()) == 1 and "skipped" in section and "TIMM_BENCHMARK" in section
+    assert not any("--bench" in c for c in machine.commands)
+
+
+def test_timm_path_from_the_environment_and_empty_means_absent(monkeypatch):
+    monkeypatch.setenv("TIMM_BENCHMARK", "/x/benchmark.py")
+    assert ga.settings_from(ga.parse_args([])).timm_benchmark == "/x/benchmark.py"
+    monkeypatch.setenv("TIMM_BENCHMARK", "")  # what `make gpu-check` passes when it is unset
+    assert ga.settings_from(ga.parse_args([])).timm_benchmark is None
+
+
+def test_parse_timm_output():
+    r = ga.parse_timm_output(TIMM_STDOUT)
+    assert r.images_per_sec == 2801.5 and r.batch_size == 256 and r.error is None
+    retried = ga.parse_timm_output(TIMM_STDOUT.replace('"train_batch_size": 256', '"train_batch_size": 128'))
+    assert retried.batch_size == 128
+    failed = ga.parse_timm_output('--result\n{"model": "resnet50", "error": "CUDA out of memory"}')
+    assert failed.images_per_sec is None and "CUDA out of memory" in failed.error
+    assert ga.parse_timm_output("Traceback ...").error == "no '--result' in timm's output"
+    assert "not JSON" in ga.parse_timm_output("--result\n{oops").error
+
+
+def test_timm_batch_retry_is_shown(tmp_path):
+    machine = FakeGpuMachine(timm=TIMM_STDOUT.replace('"train_batch_size": 256', '"train_batch_size": 128'))
+    _, summary, _ = _accept(tmp_path, machine, "--timm-benchmark", "/t/benchmark.py", "--skip", "tests,ddp")
+    assert "(at batch 128, not 256)" in summary
+
+
+def test_timm_without_a_figure_is_a_failed_step(tmp_path):
+    machine = FakeGpuMachine(timm='--result\n{"model": "resnet50", "error": "CUDA out of memory"}')
+    _, summary, _ = _accept(tmp_path, machine, "--timm-benchmark", "/t/benchmark.py", "--skip", "tests,ddp")
+    assert "### timm benchmark.py (exit 0; timm: CUDA out of memory)" in summary
+
+
+# --- commands --------------------------------------------------------------------------
+
+def test_cnnbench_command_measures_the_issue_configuration(tmp_path):
+    s = ga.Settings(cnnbench="/venv/bin/cnnbench")
+    cmd = ga.cnnbench_command(s, tmp_path, steps=100)
+    assert cmd[:2] == ["/venv/bin/cnnbench", "run"]
+    for flag, value in (("--model", "resnet50"), ("--batch-size", "256"), ("--precision", "amp_bf16"),
+                        ("--data-format", "NHWC"), ("--device", "cuda"), ("--synthetic-location", "device"),
+                        ("--num-batches", "100"), ("--num-warmup-batches", "20"), ("--results-dir", str(tmp_path))):
+        assert _arg(cmd, flag) == value
+
+
+def test_the_venvs_cnnbench_is_the_one_beside_its_python(tmp_path):
+    (tmp_path / "python").touch()
+    (tmp_path / "cnnbench").touch()
+    assert ga.Settings(python=str(tmp_path / "python")).cnnbench_exe() == str(tmp_path / "cnnbench")
+
+
+def test_torchrun_command_uses_every_gpu_over_nccl(tmp_path):
+    cmd = ga.torchrun_command(ga.Settings(python="/venv/bin/python"), tmp_path, 8)
+    assert cmd[:3] == ["/venv/bin/python", "-m", "torch.distributed.run"]
+    assert _arg(cmd, "--nproc-per-node") == "8"
+    i = cmd.index("-m", 3)
+    assert cmd[i:i + 3] == ["-m", "cnnbench", "run"]
+    assert _arg(cmd, "--all-reduce") == "nccl" and _arg(cmd, "--variable-update") == "replicated"
+
+
+def test_timm_command_matches_the_configuration():
+    cmd = ga.timm_command(ga.Settings(python="py"), "/t/benchmark.py")
+    assert cmd[:2] == ["py", "/t/benchmark.py"]
+    assert _arg(cmd, "--bench") == "train" and _arg(cmd, "--model") == "resnet50"
+    assert _arg(cmd, "--batch-size") == "256" and _arg(cmd, "--amp-dtype") == "bfloat16"
+    assert "--amp" in cmd and "--channels-last" in cmd
+    assert _arg(cmd, "--num-warm-iter") == "20" and _arg(cmd, "--num-bench-iter") == "100"
+
+
+def test_every_step_runs_the_variant_it_names(tmp_path):
+    machine = FakeGpuMachine()
+    _accept(tmp_path, machine, "--rounds", "1", "--timm-benchmark", "/t/benchmark.py", gpus=4)
+    joined = [" ".join(c) for c in machine.commands]
+    assert any(c.endswith("pytest tests/test_gpu.py -q -rs -p no:cacheprovider") for c in joined)
+    for where in ("device", "host", "loader"):
+        assert any(f"--synthetic-location {where}" in c for c in joined)
+    assert sum(c.endswith("--compile") for c in joined) == 1
+    assert sum("--compile-mode reduce-overhead" in c and " run " in c for c in joined) == 1
+    bare_compiled = [c for c in joined if " bare " in c and "--compile-mode reduce-overhead" in c]
+    assert len(bare_compiled) == 2 and sum(c.endswith("--compile-step") for c in bare_compiled) == 1
+    assert any("--nproc-per-node 4" in c for c in joined)
+    assert any(c.endswith(" sysinfo") for c in joined)
+
+
+def test_a_command_past_its_time_is_stopped_with_124():
+    done = ga.run_command([sys.executable, "-c", "import time; print('started', flush=True); time.sleep(60)"], 2)
+    assert done.returncode == 124 and "started" in done.stdout and "stopped after 2 s" in done.stderr
+    assert done.seconds < 30
+
+
+def test_unknown_skip_is_refused():
+    with pytest.raises(SystemExit, match="unknown section"):
+        ga.settings_from(ga.parse_args(["--skip", "tests,nope"]))
+
+
+# --- parsing a record ------------------------------------------------------------------
+
+def test_record_figures():
+    f = ga.record_figures(_record(3123.4))
+    assert f["images_per_sec"] == 3123.4 and f["images_per_joule"] == 4.25 and f["energy_j"] == 1500.0
+    (gpu,) = f["gpus"]
+    assert gpu["power_mean_w"] == 612.5 and gpu["sm_clock_max_mhz"] == 1980.0
+    assert f["gpu_model"] == "NVIDIA H100 80GB HBM3" and f["warnings"] == ["at the power cap"]
+
+
+def test_last_record_reads_the_results_folder(tmp_path):
+    assert ga.last_record(tmp_path / "none")[0] is None
+    append_record(tmp_path, _record(1.0))
+    append_record(tmp_path, _record(2.0))
+    record, problem = ga.last_record(tmp_path)
+    assert record["metrics"]["total_images_per_sec"] == 2.0 and problem is None
+
+
+def test_parse_bare_output():
+    assert ga.parse_bare_output('log\n{"images_per_sec": 12.5}\n')["images_per_sec"] == 12.5
+    with pytest.raises(ValueError):
+        ga.parse_bare_output("Traceback: CUDA error")
+
+
+def test_pytest_summary():
+    out = "....F.s\n=========================== 1 failed, 5 passed, 1 skipped in 3.2s ===\n"
+    assert ga.pytest_summary(out) == "1 failed, 5 passed, 1 skipped in 3.2s"
+
+
+# --- the bare loop ---------------------------------------------------------------------
+
+def test_bare_optimizer_is_cnnbench_default_fused_on_cuda():
+    import torch
+
+    from cnnbench.config import RunConfig
+    from cnnbench.engine.step import make_optimizer
+
+    params = [torch.nn.Parameter(torch.zeros(2))]
+    ours = make_optimizer(RunConfig(model="trivial", device="cpu").with_derived_defaults(), params)
+    bare = torch.optim.SGD(params, **ga.bare_optimizer_kwargs(False))
+    assert type(ours) is type(bare)
+    for key in ("lr", "momentum", "weight_decay", "nesterov", "dampening"):
+        assert ours.defaults[key] == bare.defaults[key], key
+    assert ga.bare_optimizer_kwargs(True)["fused"] is True
+    from cnnbench.engine.backend import optimizer_implementation, optimizer_kwargs
+
+    cuda = optimizer_kwargs(optimizer_implementation("sgd", "cuda"))  # what cnnbench builds on CUDA
+    assert {k: v for k, v in ga.bare_optimizer_kwargs(True).items() if k in ("fused", "foreach")} == cuda
+    assert "fused" not in ga.bare_optimizer_kwargs(True, compiled_step=True)
+    assert "fused" not in ga.bare_optimizer_kwargs(False)
+
+
+def test_bare_loop_runs_on_cpu():
+    proc = subprocess.run([sys.executable, str(SCRIPT), "bare", "--device", "cpu", "--model", "trivial",
+                           "--image-size", "32", "--batch-size", "4", "--precision", "fp32", "--data-format", "NHWC",
+                           "--warmup", "1", "--steps", "2"], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    out = ga.parse_bare_output(proc.stdout)
+    assert out["images_per_sec"] > 0 and out["steps"] == 2 and out["compile_time_s"] is None
