@@ -83,11 +83,11 @@ def train_and_report(config_fields: dict[str, Any], steps: int) -> dict[str, Any
 
 
 def run_engine_worker(config_fields: dict[str, Any], extra: dict[str, Any], console: bool,
-                      notes_dir: str | None = None, log_level: int = 30) -> Any:
+                      notes_dir: str | None = None, log_level: int = 30, launcher_pid: int | None = None) -> Any:
     """The real worker entry point, with this module's test models registered."""
     from cnnbench.distributed.worker import launched_worker
 
-    return launched_worker(config_fields, extra, console, notes_dir, log_level)
+    return launched_worker(config_fields, extra, console, notes_dir, log_level, launcher_pid)
 
 
 def train_epochs_recording_shards(config_fields: dict[str, Any]) -> dict[str, Any]:
@@ -174,3 +174,69 @@ def progress_on_two_workers(steps: int, print_s: float) -> dict[str, Any]:
     finally:
         stop_process_group()
     return {"step_times": loop.step_times_s, "shown": shown}
+
+
+def uneven_run(config_fields: dict[str, Any], slow_s: float) -> dict[str, Any] | None:
+    """The engine on this worker, where rank 1's first step (its compilation: ``torch.compile``
+    is replaced) and rank 0's profile export each take ``slow_s`` more. The process group is
+    joined with a generous timeout, then set to the run's ``--timeout`` (joining is not tested)."""
+    import datetime
+    import time
+
+    import torch.distributed as dist
+
+    from cnnbench.engine import benchmark
+
+    world = World.from_env()
+    join = benchmark.start_process_group
+
+    def start(world: World, backend: str, device: torch.device, timeout_s: float) -> None:
+        join(world, backend, device, 120.0)
+        dist.set_timeout(datetime.timedelta(seconds=timeout_s))
+
+    profile = benchmark.profile_steps
+
+    def slow_profile(*args: Any, **kwargs: Any) -> Any:
+        out = profile(*args, **kwargs)
+        time.sleep(slow_s)  # writing a large trace
+        return out
+
+    def compile_slowly(model: Any, **kwargs: Any) -> Any:
+        calls = []
+
+        def first_call_slow(*args: Any, **kw: Any) -> Any:
+            if world.rank == 1 and not calls:
+                time.sleep(slow_s)  # compiling
+            calls.append(1)
+            return model(*args, **kw)
+
+        return first_call_slow
+
+    benchmark.start_process_group = start  # type: ignore[assignment]
+    benchmark.profile_steps = slow_profile  # type: ignore[assignment]
+    torch.compile = compile_slowly  # type: ignore[assignment]
+    record = benchmark.run_benchmark(RunConfig.from_mapping(config_fields), world=world)
+    return record.to_dict() if world.is_main else None
+
+
+def never_finishes_a_phase(notes_dir: str, timeout_s: float) -> None:
+    """Rank 0 waits at the end of a phase that rank 1 never finishes (it waits until rank 0 has
+    given up, as a worker still writing a trace would); rank 0 leaves its failure note."""
+    import time
+    from pathlib import Path
+
+    from cnnbench.distributed.phases import wait_for_all
+    from cnnbench.distributed.worker import write_failure_note
+
+    world = World.from_env()
+    start_process_group(world, "gloo", torch.device("cpu"), 120.0)
+    if world.rank == 0:
+        try:
+            wait_for_all(world, "profiling", timeout_s)
+        except BaseException as exc:
+            write_failure_note(notes_dir, world.rank, exc)
+            raise
+        return
+    deadline = time.monotonic() + 120
+    while not any(Path(notes_dir).iterdir()) and time.monotonic() < deadline:
+        time.sleep(0.05)

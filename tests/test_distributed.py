@@ -41,7 +41,7 @@ def _fields(config: RunConfig) -> dict:
 
 
 def _config(**changes) -> RunConfig:
-    base = dict(model="test_nobn", device="cpu", batch_size=4, image_size=16, num_devices=2,
+    base = dict(model="test_nobn", device="cpu", batch_size=4, image_size=16, num_devices=2, oversubscribe=True,
                 optimizer="momentum", learning_rate=0.1, weight_decay=0.01, num_warmup_batches=0,
                 timeout=30.0)
     base.update(changes)
@@ -166,6 +166,39 @@ def test_progress_lines_show_the_records_step_times_and_cost_no_worker_a_step():
     assert max(r0 + r1) < 0.5, (r0, r1)  # counted, the 1 s print would be in rank 1's next steps (>= 1 s)
 
 
+def test_a_slow_compile_or_profile_export_on_one_worker_trips_no_timeout(tmp_path):
+    """Rank 1 compiles for twice --timeout in its first warm-up step (rank 0 waits in that
+    step's all-reduce), then rank 0 writes its trace for as long (rank 1 waits for it): both
+    phases allow more than --timeout, so the run ends ok."""
+    config = _config(num_devices=2, timeout=3.0, compile=True, profile_steps=1, num_warmup_batches=2,
+                     num_batches=2, results_dir=str(tmp_path))
+    record = launch_workers(dw.uneven_run, (_fields(config), 6.0), nprocs=2, timeout_s=120)[0]
+    assert record["status"] == "ok", record["error"]
+    assert record["metrics"]["profile_trace"]
+
+
+def test_a_worker_too_slow_for_a_phase_is_the_one_named(tmp_path):
+    """Rank 0 gives up waiting for rank 1 at the end of a phase: the failure names rank 1."""
+    with pytest.raises(WorkerFailed) as info:
+        launch_workers(dw.never_finishes_a_phase, (str(tmp_path), 2.0), nprocs=2, timeout_s=120,
+                       notes_dir=str(tmp_path))
+    assert info.value.rank == 1
+    assert "rank 1 did not finish profiling within 2 s" in str(info.value)
+
+
+def test_the_worker_the_others_timed_out_waiting_for_is_named():
+    """Rank 0 timed out in a collective while rank 1 was still compiling (the agent then
+    stopped it, so it reported nothing): rank 1 is the one named."""
+    from types import SimpleNamespace
+
+    from cnnbench.distributed.launch import _root_cause
+
+    timed_out = SimpleNamespace(exitcode=1, timestamp=time.time(), signal_name=lambda: "",
+                                message="RuntimeError: Timed out waiting 3000ms for recv operation to complete")
+    rank, cause = _root_cause({0: timed_out}, None, nprocs=2)
+    assert rank == 1 and cause.startswith("too slow: the other workers gave up waiting for it")
+
+
 
 # --------------------------------------------------------------------------- the command
 
@@ -180,7 +213,8 @@ def _records(folder: Path) -> list[dict]:
 
 
 TINY = ["run", "--model", "trivial", "--device", "cpu", "--batch-size", "4", "--num-batches", "6",
-        "--num-warmup-batches", "2", "--display-every", "3", "--machine-label", "box"]
+        "--num-warmup-batches", "2", "--display-every", "3", "--machine-label", "box",
+        "--oversubscribe"]  # 2 CPU workers, also where fewer cores are usable
 
 
 def test_run_on_two_devices_records_global_and_per_device_figures(tmp_path):
@@ -388,7 +422,8 @@ def test_a_sweep_over_devices_and_strategies_fills_scaling_and_effect_tables(tmp
 
     suite = tmp_path / "scaling.yaml"
     suite.write_text("name: scaling\n"
-                     "base: {model: trivial, device: cpu, batch_size: 4, num_batches: 4, num_warmup_batches: 1}\n"
+                     "base: {model: trivial, device: cpu, batch_size: 4, num_batches: 4, num_warmup_batches: 1, "
+                     "oversubscribe: true}\n"
                      "matrix: {num_devices: [1, 2], variable_update: [replicated, independent]}\n")
     results = tmp_path / "results"
     proc = _cnnbench("sweep", str(suite), "--results-dir", str(results), "--plain", "--machine-label", "box")

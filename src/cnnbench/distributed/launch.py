@@ -83,7 +83,7 @@ def launch_workers(fn: Callable[..., Any], args: tuple[Any, ...], *, nprocs: int
         try:
             return elastic_launch(config, fn)(*args)
         except ChildFailedError as exc:
-            raise WorkerFailed(*_root_cause(exc.failures, notes_dir)) from None
+            raise WorkerFailed(*_root_cause(exc.failures, notes_dir, nprocs)) from None
         except SignalException as exc:
             if exc.sigval == signal.SIGINT:
                 raise KeyboardInterrupt from None
@@ -104,31 +104,45 @@ def _quieted_loggers() -> list[str]:
     return sorted(names)
 
 
-def _root_cause(failures: dict[int, Any], notes_dir: str | None) -> tuple[int, str]:
+def _root_cause(failures: dict[int, Any], notes_dir: str | None, nprocs: int = 0) -> tuple[int, str]:
     """The failure that started it, as (rank, cause).
 
     When a worker dies its peers fail too, with errors about a lost connection or a
     collective that timed out: those are consequences, named only when nothing else is
     known. A worker's own note (written before it tore anything down) is preferred to
     what the agent saw, which misses a worker it stopped while that one was still failing.
+    When every failure is a consequence, the workers that neither failed nor left a note were
+    still working while the others timed out waiting for them: they are the slow ones.
     """
     known: dict[int, tuple[str, float]] = {rank: (_cause(f), float(f.timestamp)) for rank, f in failures.items()}
-    known.update(_notes(notes_dir))
+    notes, blamers = _notes(notes_dir)
+    for rank in blamers - notes.keys():  # it failed because another worker was slow
+        known.pop(rank, None)
+    known.update(notes)
     rank, (cause, _) = min(known.items(), key=lambda kv: (_is_consequence(kv[1][0]), kv[1][1], kv[0]))
+    busy = [r for r in range(nprocs) if r not in known]
+    if _is_consequence(cause) and busy:
+        who = "it" if len(busy) == 1 else f"ranks {', '.join(map(str, busy))}"
+        return busy[0], f"too slow: the other workers gave up waiting for {who} ({cause})"
     return rank, cause
 
 
-def _notes(notes_dir: str | None) -> dict[int, tuple[str, float]]:
+def _notes(notes_dir: str | None) -> tuple[dict[int, tuple[str, float]], set[int]]:
+    """Each failed rank's (cause, time) from the notes, and the ranks whose note named another."""
     out: dict[int, tuple[str, float]] = {}
+    blamers: set[int] = set()
     if notes_dir is None:
-        return out
+        return out, blamers
     for path in Path(notes_dir).glob("rank*.json"):
         try:
             note = json.loads(path.read_text())
-            out[int(note["rank"])] = (str(note["error"]), float(note["time"]))
+            rank, by = int(note["rank"]), int(note.get("by", note["rank"]))
+            out[rank] = (str(note["error"]), float(note["time"]))
         except (OSError, ValueError, KeyError, TypeError):
             continue
-    return out
+        if by != rank:
+            blamers.add(by)
+    return out, blamers
 
 
 def _is_consequence(cause: str) -> bool:

@@ -89,9 +89,12 @@ def launched_worker(config_fields: dict[str, Any], extra: dict[str, Any], consol
 
 
 def write_failure_note(notes_dir: str, rank: int, exc: BaseException) -> None:
+    """Leave ``rank<rank>.json``; an error that names another worker as the one that failed
+    (``failed_rank``: a worker too slow for the others) speaks for that worker, ``by`` this one."""
     from cnnbench.results.record import error_text
 
-    note = {"rank": rank, "time": time.time(), "error": error_text(exc).splitlines()[0]}
+    failed = getattr(exc, "failed_rank", rank)
+    note = {"rank": failed, "by": rank, "time": time.time(), "error": error_text(exc).splitlines()[0]}
     path = Path(notes_dir) / f"rank{rank}.json"
     try:
         path.write_text(json.dumps(note))

@@ -9,7 +9,8 @@
 * :func:`~cnnbench.engine.prepare.prepare` builds input, model (wrapped by the strategy),
   optimizer and step;
 * :func:`~cnnbench.engine.loop.warm_up` runs the untimed steps (with ``--profile-steps``,
-  :mod:`cnnbench.engine.profile` profiles a few more), then the measurement hooks
+  :mod:`cnnbench.engine.profile` profiles a few more; with several workers, each of these
+  phases is an :func:`~cnnbench.distributed.phases.uneven_phase`), then the measurement hooks
   (:mod:`cnnbench.engine.hooks`, the strategy among them) start,
   :func:`~cnnbench.engine.loop.timed_loop` runs the timed ones between two barriers, and
   the hooks stop;
@@ -32,6 +33,7 @@ from typing import Any
 import torch
 
 from cnnbench.config import RunConfig
+from cnnbench.distributed.phases import uneven_phase
 from cnnbench.distributed.process_group import (
     barrier,
     gather_to_main,
@@ -145,15 +147,17 @@ def _measure(run: ResolvedRun, strategy: ParallelStrategy, hooks: HookSet, emit:
         first_step_s = None
         if cfg.num_epochs is None:
             emit("Running warm up")
-            first_step_s = warm_up(prepared, run.warmup_steps, device)
+            with uneven_phase(world, "warm-up (compilation)" if cfg.compile else "warm-up", cfg.timeout):
+                first_step_s = warm_up(prepared, run.warmup_steps, device)
             emit("Done warm up")
             if cfg.profile_steps:
                 emit(f"Profiling {cfg.profile_steps} steps")
-                if world.is_main:
-                    profiled = profile_steps(prepared, cfg.profile_steps, device, cfg.results_dir, run_id)
-                    metrics.update(profiled.as_metrics())
-                else:
-                    run_steps(prepared, cfg.profile_steps, device)
+                with uneven_phase(world, "profiling (rank 0 writes the trace)", cfg.timeout):
+                    if world.is_main:
+                        profiled = profile_steps(prepared, cfg.profile_steps, device, cfg.results_dir, run_id)
+                        metrics.update(profiled.as_metrics())
+                    else:
+                        run_steps(prepared, cfg.profile_steps, device)
                 emit("Done profiling")
         emit("Step\tImg/sec\ttotal_loss")
         hooks.start()
