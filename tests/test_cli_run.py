@@ -101,8 +101,8 @@ def test_run_quiet_prints_only_the_figure_and_the_record(capsys):
     record = SimpleNamespace(status="ok", error=None, run_id="r1", config={},
                              metrics={"total_images_per_sec": 10.0, "compile_time_s": 12.34})  # compiled
     assert run_cmd._report(record, "results/box.jsonl", quiet=True) == 0
-    assert capsys.readouterr().out.splitlines() == ["total images/sec: 10.00",
-                                                    "record r1 appended to results/box.jsonl"]
+    assert capsys.readouterr().out.splitlines() == ["record r1 appended to results/box.jsonl",
+                                                    "total images/sec: 10.00"]
 
 
 def test_each_warning_is_printed_once(tmp_path, capsys, monkeypatch):

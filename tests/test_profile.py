@@ -62,7 +62,7 @@ def test_cli_prints_the_top_operators_after_the_result(tmp_path, capsys):
                  "1", "--device", "cpu", "--profile-steps", "2", "--results-dir", str(tmp_path)])
     assert code == 0
     out = capsys.readouterr().out
-    assert out.index("total images/sec") < out.index("Top operators by self CPU time (2 profiled steps)")
+    assert out.index("Top operators by self CPU time (2 profiled steps)") < out.index("total images/sec")
     assert "aten::" in out and "profiler trace (Chrome trace JSON): " + str(tmp_path / "traces") in out
 
 

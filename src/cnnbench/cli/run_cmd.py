@@ -5,9 +5,10 @@ underscore spellings work too). Output is tf_cnn_benchmarks' log format; the rec
 appended to the results store. ``--num-devices N`` starts one worker per device;
 under ``torchrun`` the same command runs as one worker of torchrun's job (rank 0 prints
 and writes). ``--scaling`` runs 1, 2, 4, ... up to N devices in turn, each in worker
-processes of its own (1 device too). After the result come
-the record's warnings (a busy machine, unstable step times, throttling) and, with
-``--profile-steps``, the top operators by self time. Exit codes: 0 ok,
+processes of its own (1 device too). After the steps come the record's warnings (a busy
+machine, unstable step times, throttling), with ``--profile-steps`` the top operators by self
+time, the record's path, and last the ``total images/sec`` block, so that the log ends as
+tf_cnn_benchmarks' logs do (their parsers read the second-to-last line). Exit codes: 0 ok,
 1 the run failed (out of memory, an error, a worker that died: the record says which),
 2 invalid options (nothing ran), 130/143 stopped by Ctrl-C/SIGTERM.
 """
@@ -76,8 +77,8 @@ def _report(record: Any, path: Any, *, quiet: bool) -> int:
               file=sys.stderr)
         print_warnings(record, "run")
         return 1
-    if quiet:
-        print(f"total images/sec: {record.metrics['total_images_per_sec']:.2f}")
+    from cnnbench.engine.log_format import closing_lines
+
     compile_s = record.metrics.get("compile_time_s")
     if compile_s is not None and not quiet:
         print(f"compile time: {compile_s:.1f} s (the first step, torch.compile included)")
@@ -85,6 +86,11 @@ def _report(record: Any, path: Any, *, quiet: bool) -> int:
     if not quiet:
         _print_profile(record, path)
     print(f"record {record.run_id} appended to {path}")
+    # Last, as tf_cnn_benchmarks ends its logs: parsers read the second-to-last line.
+    closing = closing_lines(record.metrics)
+    for line in closing[1:2] if quiet else closing:
+        print(line)
+    sys.stdout.flush()
     return 0
 
 

@@ -184,5 +184,5 @@ def _measure(run: ResolvedRun, strategy: ParallelStrategy, hooks: HookSet, emit:
                                     check_spread=cfg.num_epochs is None))
     if cfg.num_epochs is not None:
         metrics.update(epoch_metrics(epochs))
-    for line in log_format.total_lines(metrics["total_images_per_sec"]):
-        emit(line)
+    # The closing `total images/sec` block is printed by whoever reports the record
+    # (log_format.closing_lines), after its warnings and path: tf_cnn_benchmarks' logs end so.

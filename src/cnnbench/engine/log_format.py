@@ -118,4 +118,15 @@ def duration(seconds: float) -> str:
 
 
 def total_lines(total_images_per_sec: float) -> list[str]:
+    """The closing block: a rule, ``total images/sec: X``, a rule.
+
+    It is the log's last three lines, as in tf_cnn_benchmarks' logs, whose parsers take the
+    run's figure from the second-to-last line: so the engine does not print it; whoever
+    reports a record prints its warnings and path first, then this (:func:`closing_lines`)."""
     return [RULE, f"total images/sec: {total_images_per_sec:.2f}", RULE]
+
+
+def closing_lines(metrics: Mapping[str, Any]) -> list[str]:
+    """The closing block of a record's metrics (none when the run measured no figure)."""
+    value = metrics.get("total_images_per_sec")
+    return total_lines(float(value)) if isinstance(value, (int, float)) else []

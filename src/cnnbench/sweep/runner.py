@@ -79,7 +79,12 @@ def engine_worker(config: RunConfig, emit: Emit | None, extra: Mapping[str, Any]
     """The default worker: :func:`cnnbench.engine.execute`."""
     from cnnbench.engine import execute
 
+    from cnnbench.engine.log_format import closing_lines
+
     record, _ = execute(config, emit=emit, extra=extra)
+    if emit is not None and record.status == "ok":
+        for line in closing_lines(record.metrics):
+            emit(line)
     return record.to_dict()
 
 
