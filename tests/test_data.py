@@ -437,6 +437,25 @@ def test_skip_bad_images_counts_them(damaged):
     assert record.config["skip_bad_images"] is True
 
 
+def test_skipped_images_and_a_class_with_no_good_image_are_warned(tmp_path):
+    """--skip-bad-images: the record's warnings say how many were skipped, and name a class
+    every read image of which was bad (the run trained without it, exit 0 otherwise)."""
+    root = tmp_path / "one_class_gone"
+    make_data_set("imagefolder", root, num_classes=3, images_per_class=6, val_images_per_class=1,
+                  image_size=(40, 30))
+    for f in (root / "train" / "001_square").iterdir():
+        f.write_bytes(b"corrupt")
+    record = run_benchmark(RunConfig(model="trivial", device="cpu", data_dir=str(root), batch_size=4,
+                                     num_epochs=1, num_workers=0, skip_bad_images=True))
+    assert record.status == "ok", record.error
+    warnings = record.metrics["warnings"]
+    assert record.metrics["bad_images"] == 6
+    assert any("6 bad images skipped (--skip-bad-images)" in w for w in warnings), warnings
+    assert any("class 001_square was bad" in w for w in warnings), warnings
+    assert record.metrics["classes_all_bad"] == ["001_square"]
+    assert not any("000_disc" in w or "002_triangle" in w for w in warnings)
+
+
 def test_a_failure_in_a_loader_process_is_one_line(sets, monkeypatch):
     def broken(self, split, index):
         raise ValueError(f"boom reading {index}")

@@ -22,6 +22,7 @@ one line (:class:`InputPipelineError`), never as a remote traceback.
 
 from __future__ import annotations
 
+import collections
 import functools
 import itertools
 import logging
@@ -91,6 +92,8 @@ class LoadedBatch(NamedTuple):
     """The skipped files with their reasons (the first few)."""
     error: str
     """A bad image that stops the run (``path: reason``), or ``""``."""
+    bad_labels: tuple[int, ...] = ()
+    """The class of each skipped image."""
 
 
 class BatchLoader(Dataset):
@@ -118,6 +121,7 @@ class BatchLoader(Dataset):
         jitter = torch.empty((n, 3) if key.seeds is not None and prep.distortions and not host else (0, 3))
         kept, bad = 0, 0
         skipped: list[str] = []
+        bad_labels: list[int] = []
         for i, index in enumerate(key.indices):
             seed = key.seeds[i] if key.seeds is not None else None
             try:
@@ -127,6 +131,7 @@ class BatchLoader(Dataset):
                 if not self.skip_bad_images:
                     return LoadedBatch(images[:0], labels[:0], jitter[:0], 0, (), where)
                 bad += 1
+                bad_labels.append(self.reader.label(key.split, index))
                 if len(skipped) < NAMED_BAD_IMAGES:
                     skipped.append(where)
                 continue
@@ -137,7 +142,7 @@ class BatchLoader(Dataset):
                 jitter[kept] = torch.tensor(factors)
             kept += 1
         return LoadedBatch(images[:kept], labels[:kept], jitter[:kept] if jitter.shape[0] else jitter, bad,
-                           tuple(skipped), "")
+                           tuple(skipped), "", tuple(bad_labels))
 
     def _load(self, split: str, index: int, seed: int | None, prep: Preprocessing,
               out: torch.Tensor) -> tuple[float, float, float] | None:
@@ -228,6 +233,10 @@ class DataSetSource:
             normalize=self.normalize if self.on_host else None,
         )
         self.bad_images = 0
+        self.classes = list(reader.classes)
+        self._read_per_class: collections.Counter[int] = collections.Counter()
+        """With --skip-bad-images: images read per class, and those that were bad (below)."""
+        self._bad_per_class: collections.Counter[int] = collections.Counter()
         self.num_workers = cfg.num_workers if cfg.num_workers is not None else 0
         self._keys = _BatchKeys()
         pin = request.device.type == "cuda"
@@ -264,7 +273,10 @@ class DataSetSource:
         return next(self._endless)
 
     def metrics(self) -> dict[str, Any]:
-        return {"bad_images": self.bad_images, "jpeg_decoder": self.jpeg_decoder}
+        out: dict[str, Any] = {"bad_images": self.bad_images, "jpeg_decoder": self.jpeg_decoder}
+        if self.batches.skip_bad_images:
+            out["classes_all_bad"] = classes_all_bad(self._read_per_class, self._bad_per_class, self.classes)
+        return out
 
     def close(self) -> None:
         """Stop the loader processes."""
@@ -294,6 +306,10 @@ class DataSetSource:
     def _place(self, batch: LoadedBatch, training: bool) -> Batch:
         if batch.error:
             raise BadImageError(f"{batch.error} (--skip-bad-images skips and counts such images)")
+        if training and self.batches.skip_bad_images:  # only then can a class lose images without a word
+            self._read_per_class.update(batch.labels.tolist())
+            self._read_per_class.update(batch.bad_labels)
+            self._bad_per_class.update(batch.bad_labels)
         if batch.bad:
             self._count_bad(batch)
             if training and batch.labels.shape[0] == 0:
@@ -308,6 +324,11 @@ class DataSetSource:
             if self.bad_images < NAMED_BAD_IMAGES:
                 log.warning("skipped %s", where)
         self.bad_images += batch.bad
+
+
+def classes_all_bad(read: collections.Counter[int], bad: collections.Counter[int], names: list[str]) -> list[str]:
+    """The classes every training image of which that the run read was bad: empty for its training."""
+    return [names[c] if 0 <= c < len(names) else str(c) for c in sorted(bad) if bad[c] and bad[c] == read[c]]
 
 
 def loader_start_method() -> str | None:

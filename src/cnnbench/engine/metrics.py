@@ -25,6 +25,7 @@ from cnnbench.engine.resolve import ResolvedRun
 from cnnbench.engine.stability import spread_warnings
 from cnnbench.engine.stats import throughput_stats
 from cnnbench.engine.telemetry import images_per_joule, merge_worker_telemetry
+from cnnbench.words import plural
 
 log = logging.getLogger(__name__)
 
@@ -95,10 +96,27 @@ def measured_metrics(workers: Sequence[WorkerMeasure], batch_size: int, *, first
     if diverged:
         metrics["warnings"].append(_divergence_note(workers))
     metrics.update(_summed(w.source_metrics for w in workers))
+    metrics["warnings"] += input_warnings(metrics, [w.source_metrics for w in workers])
     comm = metrics.get("communication_time_s")
     if "communication_time_s" in metrics:
         metrics["communication_fraction"] = comm / wall if isinstance(comm, float) and wall > 0 else None
     return metrics
+
+
+def input_warnings(metrics: Mapping[str, Any], per_worker: Sequence[Mapping[str, Any]]) -> list[str]:
+    """What the record must say about its input: images skipped by --skip-bad-images, and the
+    classes every read image of which was bad (so the run trained without them)."""
+    out: list[str] = []
+    bad = metrics.get("bad_images")
+    if isinstance(bad, int) and bad > 0:
+        out.append(f"{plural(bad, 'bad image')} skipped (--skip-bad-images): the figures count only the "
+                   "images that loaded")
+    empty = sorted({name for m in per_worker for name in m.get("classes_all_bad") or []})
+    if empty:
+        metrics_list = ", ".join(empty[:10]) + (f" and {len(empty) - 10} more" if len(empty) > 10 else "")
+        out.append(f"every image read from class {metrics_list} was bad: the run had none of "
+                   f"{'that class' if len(empty) == 1 else 'those classes'}")
+    return out
 
 
 def _combined_hook_metrics(workers: Sequence[WorkerMeasure]) -> dict[str, Any]:
