@@ -3,7 +3,8 @@
 #   make test  - set up .venv with the test extras, run ruff and mypy, then the tests
 #   make gpu-check - accept a GPU machine (benchmarks/gpu_acceptance.py; one line and exit 0 without a GPU)
 # TORCH_SPEC pins the builds this project is tested with; override it for another machine,
-# e.g. make run TORCH_SPEC="torch torchvision".
+# e.g. make run TORCH_SPEC="torch torchvision", or for PyTorch's CPU-only builds:
+# make run TORCH_SPEC="torch torchvision --index-url https://download.pytorch.org/whl/cpu".
 
 VENV       ?= .venv
 PYTHON     ?= python3
@@ -32,6 +33,9 @@ $(VENV)/.installed-test: $(VENV)/.installed
 run: $(VENV)/.installed
 	$(CNNBENCH) sweep suites/quick-cpu.yaml --results-dir $(RESULTS)
 	$(CNNBENCH) report $(RESULTS) -o $(REPORT)
+	@echo
+	@echo "cnnbench is installed in $(VENV). Next: . $(VENV)/bin/activate && cnnbench run --help"
+	@echo "(or call it by its path: $(VENV)/bin/cnnbench run --model resnet18 --device cpu)"
 
 test: $(VENV)/.installed-test
 	$(VENV)/bin/ruff check src tests benchmarks
