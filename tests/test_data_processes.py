@@ -34,7 +34,7 @@ def test_two_gloo_workers_share_out_the_data_set(tmp_path):
     make_data_set("imagefolder", root, num_classes=3, images_per_class=8, val_images_per_class=3,
                   image_size=(40, 30))
     config = RunConfig(model="trivial", device="cpu", data_dir=str(root), num_epochs=2, batch_size=4,
-                       num_devices=2, variable_update="fsdp", num_workers=1, timeout=60.0)
+                       num_devices=2, oversubscribe=True, variable_update="fsdp", num_workers=1, timeout=60.0)
     fields = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
     out = launch_workers(dw.train_epochs_recording_shards, (fields,), nprocs=2, timeout_s=60)
     for epoch in (0, 1):
@@ -60,15 +60,15 @@ def test_skipped_images_are_summed_over_workers_and_loader_processes(tmp_path):
         path.write_bytes(b"broken")
     results = tmp_path / "results"
     proc = _cnnbench("run", "--model", "trivial", "--device", "cpu", "--data-dir", str(folder), "--num-epochs", "1",
-                     "--batch-size", "4", "--num-devices", "2", "--num-workers", "2", "--skip-bad-images",
-                     "--results-dir", str(results), "--quiet")
+                     "--batch-size", "4", "--num-devices", "2", "--oversubscribe", "--num-workers", "2",
+                     "--skip-bad-images", "--results-dir", str(results), "--quiet")
     assert proc.returncode == 0, proc.stderr
     (record,) = _records(results)
     assert record["metrics"]["bad_images"] == 2  # 2 files, whichever worker read them
     assert record["config"]["data_name"] == "imagefolder" and record["config"]["num_devices"] == 2
     proc = _cnnbench("run", "--model", "trivial", "--device", "cpu", "--data-dir", str(folder), "--num-batches", "4",
-                     "--batch-size", "4", "--num-devices", "2", "--num-workers", "0", "--results-dir", str(results),
-                     "--quiet")
+                     "--batch-size", "4", "--num-devices", "2", "--oversubscribe", "--num-workers", "0",
+                     "--results-dir", str(results), "--quiet")
     assert proc.returncode == 1 and proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
     assert "bad image " in proc.stderr and "--skip-bad-images" in proc.stderr and "worker rank" in proc.stderr
     assert _records(results)[-1]["status"] == "error"

@@ -293,7 +293,7 @@ def _local_rank(worker: psutil.Process) -> int | None:
 
 
 LONG = [*TINY[:TINY.index("--num-batches")], "--num-batches", "100000", "--num-warmup-batches", "1",
-        "--display-every", "1000", "--machine-label", "box", "--num-devices", "2"]
+        "--display-every", "1000", "--machine-label", "box", "--num-devices", "2", "--oversubscribe"]
 
 
 def test_a_killed_worker_stops_the_run_with_one_line_and_an_error_record(tmp_path):

@@ -22,7 +22,8 @@ GONE_WITHIN_S = 5.0
 """The promise: no process of a killed run survives it by more than this."""
 
 LONG = ["--model", "trivial", "--device", "cpu", "--batch-size", "4", "--num-batches", "100000",
-        "--num-warmup-batches", "1", "--display-every", "5", "--machine-label", "box"]
+        "--num-warmup-batches", "1", "--display-every", "5", "--machine-label", "box",
+        "--oversubscribe"]  # 2 CPU workers, also where fewer cores are usable
 
 
 class _Lines:
@@ -109,7 +110,7 @@ def test_sigkill_to_a_sweep_whose_case_runs_on_two_devices_leaves_no_process(tmp
     suite = tmp_path / "two.yaml"
     suite.write_text("name: two\n"
                      "base: {model: trivial, device: cpu, batch_size: 4, num_batches: 100000, "
-                     "num_warmup_batches: 1, num_devices: 2}\n"
+                     "num_warmup_batches: 1, num_devices: 2, oversubscribe: true}\n"
                      "timeout_s: 600\n")
     proc, _ = _start(["sweep", str(suite), "--results-dir", str(tmp_path / "results"), "--plain",
                       "--machine-label", "box"])

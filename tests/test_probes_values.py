@@ -195,3 +195,129 @@ def test_a_set_is_checked_with_the_row_it_lands_on(tmp_path, capsys):
     code, table = _import(tmp_path, ["resnet50,32,m,100,2024-01-01T00:00:00"], "--set", "schema_version=0",
                           header=f"{_COLUMNS},started_at")
     assert code == 0
+
+
+# --- item 8: bounds ---------------------------------------------------------------------------------------------------
+
+_SUITE = "name: big\nbase: {model: trivial, device: cpu}\n"
+
+
+def _values(numbers: range) -> str:
+    return ", ".join(map(str, numbers))
+
+
+@pytest.mark.parametrize(("body", "why"), [
+    ("matrix: {batch_size: [2, 4]}\nrepeats: 1000000000\n", "repeats: 1,000,000,000 is more than 1,000"),
+    (f"matrix: {{batch_size: [2, 4], seed: [{_values(range(60))}]}}\nrepeats: 1000\n",
+     "the suite has 120,000 cases (120 configurations × 1,000 repeats), more than 100,000"),
+    (f"matrix: {{batch_size: [{_values(range(1, 101))}], seed: [{_values(range(100))}], "
+     f"image_size: [{_values(range(16, 116))}]}}\n",
+     "matrix: makes 1,000,000 combinations (100 × 100 × 100), more than the 100,000 cases"),
+])
+def test_a_suite_too_big_is_refused_at_once_naming_the_count(tmp_path, body, why):
+    """In a process of its own with a deadline: a suite that is expanded instead of counted
+    hangs, and the test fails quickly instead of hanging the suite."""
+    import subprocess
+    import sys
+
+    suite = tmp_path / "big.yaml"
+    suite.write_text(_SUITE + body)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "cnnbench", "sweep", str(suite), "--results-dir",
+                               str(tmp_path / "r"), "--plain"], capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the suite was expanded, not counted: no answer within 60 s")
+    assert proc.returncode == 2 and proc.stderr.startswith(f"cnnbench sweep: error: {suite}: {why}")
+    assert proc.stderr.count("\n") == 1
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_cluster_sweep_of_thousands_of_cases_fits():
+    from cnnbench.sweep.suite import parse_suite
+
+    suite = parse_suite({"name": "x", "base": {"model": "trivial", "device": "cpu"},
+                         "matrix": {"batch_size": list(range(1, 51)), "seed": list(range(40))}, "repeats": 5})
+    assert len(suite.cases) == 10_000
+
+
+@pytest.mark.parametrize("limit", ["-1", "-50"])
+def test_results_list_refuses_a_negative_limit(tmp_path, capsys, limit):
+    (tmp_path / "m.jsonl").write_text(json.dumps(record()) + "\n")
+    assert main(["results", "list", str(tmp_path), "--limit", limit]) == 2
+    assert capsys.readouterr().err == f"cnnbench results: error: --limit: must be >= 0 (0 shows all), got {limit}\n"
+
+
+def _few_cores(monkeypatch, cores: int) -> None:
+    import cnnbench.engine.resolve as resolve_module
+
+    monkeypatch.setattr(resolve_module, "cpu_count_available", lambda: cores)
+
+
+@pytest.mark.parametrize("devices", [3, 64])
+def test_more_cpu_workers_than_cores_are_refused_before_any_work(tmp_path, capsys, monkeypatch, devices):
+    import cnnbench.engine.workers as workers
+
+    _few_cores(monkeypatch, 2)
+    monkeypatch.setattr(workers, "launch_workers", lambda *a, **k: pytest.fail("workers started"))
+    assert main(["run", "--model", "trivial", "--device", "cpu", "--num-devices", str(devices),
+                 "--results-dir", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"cnnbench run: error: --num-devices: {devices} CPU workers, but this run may use 2 cores")
+    assert "--oversubscribe" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "r").exists()
+
+
+def test_host_cpus_bounds_the_workers_too(tmp_path, capsys, monkeypatch):
+    _few_cores(monkeypatch, 8)
+    monkeypatch.setattr("cnnbench.engine.resolve.check_host_cpus", lambda n: None)
+    assert main(["run", "--model", "trivial", "--device", "cpu", "--num-devices", "2", "--host-cpus", "1",
+                 "--results-dir", str(tmp_path / "r")]) == 2
+    assert "2 CPU workers, but this run may use 1 core:" in capsys.readouterr().err
+
+
+def test_oversubscribe_runs_them_with_a_warning_in_the_record(tmp_path, monkeypatch):
+    from cnnbench.config import RunConfig
+    from cnnbench.distributed.world import World
+    from cnnbench.engine.resolve import oversubscribed_note, resolve
+
+    _few_cores(monkeypatch, 1)
+    config = RunConfig(model="trivial", device="cpu", num_devices=2, oversubscribe=True)
+    run = resolve(config, World(world_size=2, local_world_size=2, process_group=True))
+    assert oversubscribed_note(run) == ("oversubscribed: 2 CPU workers shared 1 core (--oversubscribe); the figures "
+                                        "measure their contention, not the scaling")
+    _few_cores(monkeypatch, 2)
+    assert oversubscribed_note(run) is None  # as many workers as cores: nothing to say
+
+
+def test_an_oversubscribed_run_keeps_the_warning_in_its_record(tmp_path, monkeypatch):
+    """One process stands for a worker among more than the cores (the engine's own record path)."""
+    import cnnbench.engine.benchmark as benchmark
+    from cnnbench.config import RunConfig
+    from cnnbench.engine import execute
+
+    _few_cores(monkeypatch, 1)
+    monkeypatch.setattr(benchmark, "oversubscribed_note",
+                        lambda run: "oversubscribed: 2 CPU workers shared 1 core (--oversubscribe); x")
+    record, _ = execute(RunConfig(model="trivial", device="cpu", image_size=16, batch_size=2, num_batches=2,
+                                  num_warmup_batches=1, oversubscribe=True, results_dir=str(tmp_path)))
+    assert record.status == "ok" and record.config["oversubscribe"] is True
+    assert any(w.startswith("oversubscribed: 2 CPU workers") for w in record.metrics["warnings"])
+
+
+@pytest.mark.parametrize(("need", "free", "shown"), [
+    (30 * 2**20, 12 * 2**20, "needs about 30.0 MiB, and only 12.0 MiB are free"),
+    (5 * 2**20, 300 * 2**10, "needs about 5.00 MiB, and only 300 KiB are free"),
+    (3 * 2**30, 500, "needs about 3.00 GiB, and only 500 bytes are free"),
+    (2**30 + 4096, 2**30, "needs about 1,073,745,920 bytes, and only 1,073,741,824 bytes are free"),
+])
+def test_make_dataset_on_a_full_disk_shows_numbers_that_differ(tmp_path, capsys, monkeypatch, need, free, shown):
+    import shutil
+
+    import cnnbench.data.generate as generate
+
+    monkeypatch.setattr(generate.GenerateOptions, "disk_bytes", lambda self: need)
+    monkeypatch.setattr(generate.shutil, "disk_usage", lambda path: shutil._ntuple_diskusage(10 * need, 0, free))
+    assert main(["make-dataset", "imagefolder", str(tmp_path / "set")]) != 0
+    err = capsys.readouterr().err
+    assert shown in err and "nothing was written" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "set").exists()

@@ -67,7 +67,7 @@ def test_cli_prints_the_top_operators_after_the_result(tmp_path, capsys):
 
 
 def test_two_workers_profile_on_rank_zero_only(results_dir):
-    record, path = execute(tiny(results_dir, num_devices=2, profile_steps=2, image_size=16))
+    record, path = execute(tiny(results_dir, num_devices=2, oversubscribe=True, profile_steps=2, image_size=16))
     assert record.status == "ok", record.error
     traces = list((results_dir / "traces").iterdir())
     assert [p.name for p in traces] == [f"{record.run_id}.pt.trace.json"]

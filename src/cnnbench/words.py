@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -11,6 +12,29 @@ def plural(n: int, word: str, words: str | None = None) -> str:
     """``1 run``, ``2 runs``, ``1,200 runs`` (``words``: the plural when it is not ``word + "s"``,
     as in ``plural(n, "class", "classes")``)."""
     return f"{n:,} {word if n == 1 else (words or word + 's')}"
+
+
+_UNITS = ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB")
+
+
+def size(n_bytes: int | float) -> str:
+    """A size in the unit that shows it, three significant digits: ``512 bytes``, ``48.0 KiB``,
+    ``3.27 GiB``."""
+    value, unit = float(n_bytes), 0
+    while abs(value) >= 1024 and unit < len(_UNITS) - 1:
+        value, unit = value / 1024, unit + 1
+    if unit == 0:
+        return plural(int(n_bytes), "byte")
+    return f"{value:.{max(0, 2 - int(math.log10(max(abs(value), 1))))}f} {_UNITS[unit]}"
+
+
+def sizes(*n_bytes: int | float) -> list[str]:
+    """:func:`size` of each, or each exact number of bytes where two would read the same
+    (``needs 1.00 GiB, only 1.00 GiB free`` says nothing)."""
+    shown = [size(n) for n in n_bytes]
+    if len(set(shown)) < len(shown):
+        return [plural(int(n), "byte") for n in n_bytes]
+    return shown
 
 
 _DIGITS = re.compile(r"(\d+)")

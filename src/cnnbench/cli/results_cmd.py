@@ -105,6 +105,8 @@ def _list_order(record: Mapping[str, Any]) -> tuple[Any, ...]:
 def handle_list(args: argparse.Namespace) -> int:
     from cnnbench.results.flatten import flatten_record
 
+    if args.limit < 0:
+        raise UserError(f"--limit: must be >= 0 (0 shows all), got {args.limit}")
     records, _ = _load(args.results, args.where, step_times=False)
     records.sort(key=_list_order)
     total = len(records)

@@ -45,6 +45,12 @@ class ParallelOptions:
         None, "Which GPUs the workers use, one per worker: 0,2,... [default: 0 .. N-1].",
         identity=False, metavar="I,J,...",
     )
+    oversubscribe: bool = option(
+        False, "On CPU, start more workers (--num-devices) than the cores this run may use, which is "
+        "refused otherwise (each worker would get no core of its own): for tests and scaling studies; "
+        "the record then carries a warning.",
+        identity=False,
+    )
     variable_update: str = option(
         "replicated",
         "How devices share variables (tf_cnn_benchmarks' word): replicated (DistributedDataParallel: "

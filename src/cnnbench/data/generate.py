@@ -276,8 +276,11 @@ def _check_destination(root: Path, opts: GenerateOptions) -> None:
     if existing is not None:
         free = shutil.disk_usage(existing).free
         if opts.disk_bytes() > free:
-            raise GenerateError(f"{root}: the data set needs about {opts.disk_bytes() / 2**30:.1f} GiB, and only "
-                                f"{free / 2**30:.1f} GiB are free there (nothing was written)")
+            from cnnbench.words import sizes
+
+            needed, available = sizes(opts.disk_bytes(), free)
+            raise GenerateError(f"{root}: the data set needs about {needed}, and only {available} are free there "
+                                "(nothing was written)")
 
 
 def _first_missing(folder: Path) -> Path | None:

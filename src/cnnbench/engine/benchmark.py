@@ -52,7 +52,7 @@ from cnnbench.engine.loop import timed_loop, warm_up
 from cnnbench.engine.metrics import WorkerMeasure, flop_metrics, measured_metrics, model_cost
 from cnnbench.engine.prepare import prepare
 from cnnbench.engine.profile import profile_steps, run_steps
-from cnnbench.engine.resolve import ResolvedRun, resolve
+from cnnbench.engine.resolve import ResolvedRun, oversubscribed_note, resolve
 from cnnbench.engine.stats import throughput_stats
 from cnnbench.machine.affinity import cpu_count_available
 from cnnbench.machine.environment import capture_environment
@@ -111,6 +111,9 @@ def _run(run: ResolvedRun, emit: Emit, extra: Mapping[str, Any] | None, *, keep_
         log.debug("run failed:\n%s", traceback.format_exc())
         hooks.stop()
         metrics.update(hooks.metrics())
+    oversubscribed = oversubscribed_note(run)
+    if oversubscribed:
+        metrics.setdefault("warnings", []).append(oversubscribed)
     extra_fields = dict(extra or {})
     cost = model_cost(run)
     if cost is not None:

@@ -71,6 +71,7 @@ def resolve(config: RunConfig, world: World | None = None) -> ResolvedRun:
     world_size, num_nodes = _check_world(config, world)
     device = _device(config, world, device_kind, world_size)
     check_host_cpus(config.host_cpus)
+    _check_cpu_workers(config, world, device_kind)
 
     if config.gradient_compression == "powersgd" and config.all_reduce == "gloo" and world_size > 1:
         # PowerSGD chains its all-reduces in future callbacks, which Gloo completes on its own
@@ -162,6 +163,32 @@ def resolve_data_set(config: InputOptions, *, batch_size: int, world_size: int, 
     if warning and warn:
         log.warning("%s", warning)
     return facts, workers
+
+
+def _cpu_workers(config: RunConfig, world: World, device_kind: str) -> tuple[int, int]:
+    """CPU workers on this node and the cores they may use (0 workers off CPU)."""
+    if device_kind != "cpu":
+        return 0, 0
+    return world.local_world_size, config.host_cpus or cpu_count_available()
+
+
+def _check_cpu_workers(config: RunConfig, world: World, device_kind: str) -> None:
+    """More CPU workers on this node than usable cores: refused (each would get no core of its
+    own), unless ``--oversubscribe``."""
+    workers, cores = _cpu_workers(config, world, device_kind)
+    if workers > cores and not config.oversubscribe:
+        raise ConfigError("num_devices", f"{workers} CPU workers, but this run may use {plural(cores, 'core')}: "
+                                         f"each worker would get no core of its own; use at most {cores}, or "
+                                         "--oversubscribe to run them anyway (tests, scaling studies)")
+
+
+def oversubscribed_note(run: ResolvedRun) -> str | None:
+    """The record's warning for a run that ``--oversubscribe`` let start more CPU workers than cores."""
+    workers, cores = _cpu_workers(run.config, run.world, run.device.type)
+    if workers > cores:
+        return (f"oversubscribed: {workers} CPU workers shared {plural(cores, 'core')} (--oversubscribe); "
+                "the figures measure their contention, not the scaling")
+    return None
 
 
 def _check_world(config: RunConfig, world: World) -> tuple[int, int]:

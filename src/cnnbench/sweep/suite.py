@@ -42,6 +42,13 @@ _CONFIG_FIELDS = {f.name for f in dataclasses.fields(RunConfig)}
 Assignment = Mapping[str, Any]
 
 
+MAX_REPEATS = 1000
+"""Most ``repeats`` a suite may ask for (a statistic settles long before)."""
+MAX_CASES = 100_000
+"""Most runs (configurations × repeats) one suite may hold; a cluster sweep of thousands fits.
+Counted before any case is built, so a suite past it is refused at once, naming the count."""
+
+
 class SuiteError(ValueError):
     """A suite file that cannot be run; the message names the file and what is wrong."""
 
@@ -190,6 +197,8 @@ def parse_suite(data: Any, source: Path | str | None = None) -> Suite:
     repeats = data.get("repeats", 1)
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
         raise fail(f"repeats: must be a whole number >= 1 (got {repeats!r})")
+    if repeats > MAX_REPEATS:
+        raise fail(f"repeats: {repeats:,} is more than {MAX_REPEATS:,}")
     timeout_s = data.get("timeout_s", DEFAULT_TIMEOUT_S)
     if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not (0 < timeout_s < math.inf):
         raise fail(f"timeout_s: must be a number of seconds > 0 (got {timeout_s!r})")
@@ -273,6 +282,11 @@ def _matches(assignment: Mapping[str, Any], pattern: Mapping[str, Any]) -> bool:
 
 def _expand(suite: Suite, fail: Any) -> list[Case]:
     keys = list(suite.matrix)
+    combinations = math.prod(len(v) for v in suite.matrix.values())  # counted, not made
+    if combinations > MAX_CASES:
+        sizes = " × ".join(str(len(v)) for v in suite.matrix.values())
+        raise fail(f"matrix: makes {combinations:,} combinations ({sizes}), more than the {MAX_CASES:,} cases a "
+                   "suite may hold; split it into several suites")
     combos = [dict(zip(keys, values, strict=False)) for values in itertools.product(*(suite.matrix[k] for k in keys))]
     for i, pattern in enumerate(suite.exclude, 1):
         for k in pattern:
@@ -284,6 +298,10 @@ def _expand(suite: Suite, fail: Any) -> list[Case]:
     assignments = kept + [dict(entry) for entry in suite.include]
     if not assignments:
         raise fail("the suite has no cases (empty matrix and no include, or everything excluded)")
+    total = len(assignments) * suite.repeats
+    if total > MAX_CASES:
+        raise fail(f"the suite has {total:,} cases ({len(assignments):,} configurations × {suite.repeats:,} "
+                   f"repeats), more than {MAX_CASES:,}; split it into several suites")
 
     distinct: list[tuple[dict[str, Any], dict[str, Any], RunConfig]] = []
     seen: set[str] = set()
