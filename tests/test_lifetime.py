@@ -140,3 +140,33 @@ def test_the_request_is_made_and_kept_for_a_living_parent():
     assert libc.prctl(2, ctypes.byref(value), 0, 0, 0) == 0 and value.value == signal.SIGKILL
     libc.prctl(1, 0, 0, 0, 0)  # leave pytest's own process as it was
     assert Path("/proc/self").exists()
+
+
+def _maps_torch(p: psutil.Process) -> bool:
+    try:
+        return "libtorch" in Path(f"/proc/{p.pid}/maps").read_text()
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/<pid>/maps")
+def test_ctrl_c_while_workers_import_torch_is_one_line(tmp_path):
+    """Issue 17 item 9: SIGINT to the terminal's group while the workers are still importing
+    torch (before their entry ignores it) printed a KeyboardInterrupt traceback per worker."""
+    proc = subprocess.Popen([sys.executable, "-m", "cnnbench", "run", *LONG, "--num-devices", "2",
+                             "--results-dir", str(tmp_path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+    def importing() -> bool:
+        workers = _workers(proc.pid)
+        return len(workers) >= 2 and all(_maps_torch(w) for w in workers)
+
+    deadline = time.monotonic() + DEADLINE_S
+    while not importing() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert importing(), "the workers did not start"
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=DEADLINE_S)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert err.strip() == "cnnbench run: interrupted"

@@ -10,12 +10,17 @@ and arrives here as :class:`KeyboardInterrupt` / :class:`WorkersStopped`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import multiprocessing.spawn
+import os
+import shlex
 import signal
+import sys
 import tempfile
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -81,7 +86,8 @@ def launch_workers(fn: Callable[..., Any], args: tuple[Any, ...], *, nprocs: int
             for lg in loggers:  # their failure reports are ours to make, in one line
                 lg.setLevel(logging.CRITICAL)
         try:
-            return elastic_launch(config, fn)(*args)
+            with _workers_start_deaf_to_ctrl_c(tmp):
+                return elastic_launch(config, fn)(*args)
         except ChildFailedError as exc:
             raise WorkerFailed(*_root_cause(exc.failures, notes_dir, nprocs)) from None
         except SignalException as exc:
@@ -93,6 +99,32 @@ def launch_workers(fn: Callable[..., Any], args: tuple[Any, ...], *, nprocs: int
                 lg.setLevel(level)
             for sig, handler in saved.items():  # the agent leaves its own handlers installed
                 signal.signal(sig, handler)
+
+
+@contextlib.contextmanager
+def _workers_start_deaf_to_ctrl_c(folder: str) -> Iterator[None]:
+    """Workers start with SIGINT ignored, from their first instruction.
+
+    Ctrl-C reaches every process of the terminal's group. A worker ignores it once its entry
+    runs (the agent stops the workers itself), but before that, while its interpreter imports
+    torch, Python would turn it into a KeyboardInterrupt traceback from multiprocessing's spawn,
+    one per worker. An ignored signal stays ignored across exec, and Python then leaves SIGINT
+    alone: so the workers are spawned through a two-line shell script that ignores SIGINT and
+    execs this Python. The launcher keeps its own handler and stops the workers itself.
+    """
+    if os.name != "posix" or not os.path.exists("/bin/sh"):
+        yield
+        return
+    script = os.path.join(folder, "python-ignoring-sigint")
+    with open(script, "w") as f:
+        f.write(f"#!/bin/sh\ntrap '' INT\nexec {shlex.quote(sys.executable)} \"$@\"\n")
+    os.chmod(script, 0o755)
+    before = multiprocessing.spawn.get_executable()
+    multiprocessing.spawn.set_executable(script)
+    try:
+        yield
+    finally:
+        multiprocessing.spawn.set_executable(before)
 
 
 def _quieted_loggers() -> list[str]:
