@@ -240,3 +240,27 @@ def never_finishes_a_phase(notes_dir: str, timeout_s: float) -> None:
     deadline = time.monotonic() + 120
     while not any(Path(notes_dir).iterdir()) and time.monotonic() < deadline:
         time.sleep(0.05)
+
+
+def torchrun_rank1_fails_while_rank0_waits(config_fields: dict[str, Any], seen_file: str) -> None:
+    """``cnnbench run``'s torchrun path on each worker (our launcher sets torchrun's environment).
+    Rank 1 fails at its 4th forward (``test_dies``); before its process ends (which would end
+    rank 0's all-reduce with an error), it waits until the record is there, and says in
+    ``seen_file`` that it saw it: rank 0 had to write it while blocked in that collective."""
+    import time
+    from pathlib import Path
+
+    from cnnbench.distributed.worker import run_under_torchrun
+
+    os.environ["CNNBENCH_TEST_DEATH"] = "raise"
+    config = RunConfig.from_mapping(config_fields)
+    try:
+        run_under_torchrun(config, emit=None)
+    except ValueError:
+        deadline = time.monotonic() + 60  # well within --timeout, which would end rank 0's wait
+        while time.monotonic() < deadline:
+            if any(f.read_text().endswith("\n") for f in Path(config.results_dir).glob("*.jsonl")):
+                Path(seen_file).write_text("seen")
+                break
+            time.sleep(0.05)
+        raise

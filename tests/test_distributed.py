@@ -353,6 +353,19 @@ def test_worker_failed_names_rank_and_cause():
             del os.environ["CNNBENCH_TEST_DEATH"]
 
 
+def test_under_torchrun_rank_0_records_a_failed_rank_while_blocked_in_a_collective(tmp_path):
+    """As under NCCL, rank 0 cannot raise (here: rank 1 keeps its process, so rank 0's
+    all-reduce waits): its watch thread writes the one record, naming rank 1."""
+    results, seen = tmp_path / "results", tmp_path / "seen"
+    config = _config(model="test_dies", num_batches=20, results_dir=str(results), timeout=300.0)
+    with pytest.raises(WorkerFailed):
+        launch_workers(dw.torchrun_rank1_fails_while_rank0_waits, (_fields(config), str(seen)), nprocs=2,
+                       timeout_s=120)
+    assert seen.exists()  # the record was there while rank 0 waited in the collective
+    (rec,) = _records(results)
+    assert rec["status"] == "error" and rec["error"] == "worker rank 1 failed: ValueError: boom on rank 1"
+
+
 # --------------------------------------------------------------------------- config
 
 

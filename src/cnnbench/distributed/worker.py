@@ -107,10 +107,16 @@ def run_under_torchrun(config: RunConfig, *, emit: Callable[[str], None] | None,
     """Run this torchrun worker's part; rank 0 appends the record and returns it with its file.
 
     Other ranks return ``(None, None)``. When this worker fails, rank 0 records the failure
-    (``error``, or ``oom``) before the exception goes on.
+    (``error``, or ``oom``) before the exception goes on. When another rank fails, rank 0
+    records it, naming that rank, from its :class:`~cnnbench.distributed.watchdog.FailureWatch`
+    thread, even while its main thread is blocked in a collective (NCCL) that never returns.
     """
+    from cnnbench.distributed.launch import WorkerFailed
+    from cnnbench.distributed.watchdog import FailureWatch
     from cnnbench.engine.benchmark import run_benchmark
+    from cnnbench.engine.failure import failure_record
     from cnnbench.machine.affinity import restrict_host_cpus
+    from cnnbench.results.record import error_text
     from cnnbench.results.store import append_record
 
     die_with_parent()  # torchrun's agent started this process: when it is killed, so is this one
@@ -119,17 +125,24 @@ def run_under_torchrun(config: RunConfig, *, emit: Callable[[str], None] | None,
     configure_worker_logging(world, logging.getLogger().getEffectiveLevel())
     restrict_host_cpus(config.host_cpus)  # every worker of the node picks the same cores
     split_host_threads(world)
-    try:
-        record = run_benchmark(config, emit=emit, extra=extra, world=world)
-    except ConfigError:
-        raise  # nothing ran: no record
-    except Exception as exc:
-        if world.is_main:
-            from cnnbench.engine.failure import failure_record
 
-            record = failure_record(config, world, exc, extra=extra)
-            append_record(config.results_dir, record.to_dict())
-        raise
+    def record_failure(rank: int, cause: str) -> None:
+        failed = failure_record(config, world, WorkerFailed(rank, cause), extra=extra)
+        append_record(config.results_dir, failed.to_dict())
+
+    with FailureWatch(world, record_failure if world.is_main else None) as watch:
+        try:
+            record = run_benchmark(config, emit=emit, extra=extra, world=world)
+        except ConfigError:
+            raise  # nothing ran: no record
+        except Exception as exc:
+            if not world.is_main:
+                watch.publish(error_text(exc).splitlines()[0])
+            elif (peer := watch.failed_peer()) is not None:
+                watch.record_once(*peer)  # this rank's error is a consequence of that one
+            elif watch.claim():  # nothing recorded yet
+                append_record(config.results_dir, failure_record(config, world, exc, extra=extra).to_dict())
+            raise
     if not world.is_main:
         return None, None
     return record, append_record(config.results_dir, record.to_dict())
