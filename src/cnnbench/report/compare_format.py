@@ -16,6 +16,7 @@ from typing import Any
 
 from cnnbench.report import fields as F
 from cnnbench.report.compare import ComparedPair, CompareResult, summary_line, verdict_counts
+from cnnbench.report.markdown import escape_markdown
 from cnnbench.report.marks import Marks, marks_section
 from cnnbench.report.points import Measure
 from cnnbench.report.significance import NONE
@@ -114,17 +115,13 @@ def notes(result: CompareResult) -> list[str]:
     return lines
 
 
-def _md_escape(text: str) -> str:
-    return text.replace("|", "\\|")
-
-
 def render_markdown(result: CompareResult) -> str:
     header, body = rows(result)
     right = {"baseline img/s", "candidate img/s", "ratio", "95% interval", "p"}
-    out = ["| " + " | ".join(header) + " |",
+    out = ["| " + " | ".join(escape_markdown(h) for h in header) + " |",
            "|" + "|".join("--:" if h in right else ":--" for h in header) + "|"]
-    out += ["| " + " | ".join(_md_escape(c) for c in r) + " |" for r in body]
-    return "\n".join(out + [""] + [f"_{_md_escape(n)}_" for n in notes(result)]) + "\n"
+    out += ["| " + " | ".join(escape_markdown(c) for c in r) + " |" for r in body]
+    return "\n".join(out + [""] + [f"_{escape_markdown(n)}_" for n in notes(result)]) + "\n"
 
 
 def _pair_record(p: ComparedPair) -> dict[str, Any]:

@@ -1,6 +1,15 @@
-"""Render a :class:`~cnnbench.report.document.Report` as markdown (``summary.md``)."""
+"""Render a :class:`~cnnbench.report.document.Report` as markdown (``summary.md``).
+
+Every text of a block is plain text (the HTML report escapes it all), and much of it comes
+from records: machine labels, models, warnings, field values. :func:`escape_markdown` is the
+one place that turns such text into markdown that shows it as it is, wherever it lands
+(headings, paragraphs, bullets, table cells, notes, link texts): no raw HTML, no emphasis,
+code, links, headings, lists or table columns made by a character of a record.
+"""
 
 from __future__ import annotations
+
+import re
 
 from cnnbench.report.document import (
     Bullets,
@@ -36,23 +45,51 @@ def too_long(table: Table) -> str | None:
     return None
 
 
-def _esc(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+_SPECIAL = re.compile(r"[\\`*\[\]|#~$_]|<(?=[A-Za-z/!?])|&(?=[A-Za-z0-9#])")
+"""What markdown reads as more than text anywhere on a line: a backslash-escape for markdown's
+marks, ``<`` where it could open an HTML tag or an autolink (``&lt;``), ``&`` where it could
+start an entity (``&amp;``)."""
+_BLOCK_START = re.compile(r"^(?:[-+>]|\d{1,9}[.)])")
+"""What makes a line a list item or a quote when it starts the line."""
+_ENTITIES = {"<": "&lt;", "&": "&amp;"}
+
+
+def _escape_char(text: str, m: re.Match[str]) -> str:
+    c = m.group()
+    if c in _ENTITIES:
+        return _ENTITIES[c]
+    if c == "_" and 0 < m.start() < len(text) - 1 and text[m.start() - 1].isalnum() \
+            and text[m.end()].isalnum():
+        return c  # inside a word (amp_fp16, mobilenet_v2): no emphasis can start or end there
+    return "\\" + c
+
+
+def escape_markdown(text: str, *, line_start: bool = False) -> str:
+    """``text`` as markdown that shows it as it is, on one line (line breaks become spaces, spaces
+    at the ends are dropped). ``line_start``: the text begins a line (a paragraph, a list item, a
+    heading), so a leading ``-``, ``+``, ``>`` or ``1.`` is escaped too."""
+    text = " ".join(str(text).splitlines()).strip()
+    out = _SPECIAL.sub(lambda m: _escape_char(text, m), text)
+    if line_start:
+        m = _BLOCK_START.match(out)
+        if m:
+            out = out[:m.end() - 1] + "\\" + out[m.end() - 1:]
+    return out
 
 
 def table_markdown(table: Table) -> str:
     pointer = too_long(table)
     if pointer:
-        return f"_{pointer}_"
+        return f"_{escape_markdown(pointer)}_"
     t = display_table(table)
-    head = "| " + " | ".join(_esc(c) for c in t.columns) + " |"
+    head = "| " + " | ".join(escape_markdown(c) for c in t.columns) + " |"
     align = "|" + "|".join(":--" if i < t.label_columns else "--:" for i in range(len(t.columns))) + "|"
     lines = [head, align]
     for row in t.rows:
-        lines.append("| " + " | ".join(_esc(c.text) for c in row) + " |")
+        lines.append("| " + " | ".join(escape_markdown(c.text) for c in row) + " |")
     for note in t.notes:
         lines.append("")
-        lines.append(f"_{note}_")
+        lines.append(f"_{escape_markdown(note)}_")
     return "\n".join(lines)
 
 
@@ -67,7 +104,7 @@ def _contents(report: Report, at: int, most: int) -> str:
 
 
 def _link_text(text: str) -> str:
-    return text.replace("[", "\\[").replace("]", "\\]")
+    return escape_markdown(text)
 
 
 def render_markdown(report: Report) -> str:
@@ -76,15 +113,15 @@ def render_markdown(report: Report) -> str:
         if isinstance(block, Contents):
             out.append(_contents(report, i, block.most))
         elif isinstance(block, Heading):
-            out.append("#" * block.level + " " + block.text)
+            out.append("#" * block.level + " " + escape_markdown(block.text, line_start=True))
         elif isinstance(block, Paragraph):
-            out.append(block.text)
+            out.append(escape_markdown(block.text, line_start=True))
         elif isinstance(block, Bullets):
-            out.append("\n".join(f"- {item}" for item in block.items))
+            out.append("\n".join(f"- {escape_markdown(item, line_start=True)}" for item in block.items))
         elif isinstance(block, TableBlock):
             if block.caption:
-                out.append(f"**{block.table.title}**")
+                out.append(f"**{escape_markdown(block.table.title)}**")
             out.append(table_markdown(block.table))
         elif isinstance(block, Figure) and block.drawn:
-            out.append(f"![{block.title}]({block.path})")
+            out.append(f"![{_link_text(block.title)}]({block.path})")
     return "\n\n".join(out) + "\n"
