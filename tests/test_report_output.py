@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import re
 import subprocess
 import sys
@@ -207,19 +208,20 @@ def test_numbers_have_separators_and_csv_keeps_full_values_and_the_spread(tmp_pa
     recs = [record(ips=12345.678), record(ips=12845.678), record("vgg16", ips=41.2345)]
     report = build_report(recs, ReportOptions(max_plots=0))
     [t] = [t for t in report.tables if t.kind == "configuration"]
-    assert t.cell("resnet50", "m-fast").text == "12,596 ±2.0%"
+    assert t.cell("resnet50", "m-fast").text == "12,596 ±2.8%"  # stdev 500/√2 over the mean
     assert t.cell("vgg16", "m-fast").text == "41.23"
     written = write_report(report, tmp_path / "out")
     with open(written.outdir / "tables" / f"{t.id}.csv") as f:
         rows = list(csv.DictReader(f))
-    assert rows[0]["m-fast"] == "12595.678" and float(rows[0]["m-fast spread"]) == pytest.approx(500 / 12595.678,
-                                                                                              rel=1e-5)
-    assert rows[1]["m-fast spread"] == ""
+    rel_stdev = 500 / math.sqrt(2) / 12595.678
+    assert rows[0]["m-fast"] == "12595.678"
+    assert float(rows[0]["m-fast relative stdev"]) == pytest.approx(rel_stdev, abs=1e-6)
+    assert rows[1]["m-fast relative stdev"] == ""
     data = json.loads((written.outdir / "tables" / f"{t.id}.json").read_text())
-    assert data["rows"][0]["m-fast spread"] == pytest.approx(500 / 12595.678, rel=1e-5)
-    assert data["columns"] == ["model", "batch", "m-fast", "m-fast spread"] == list(data["rows"][0])
+    assert data["rows"][0]["m-fast relative stdev"] == pytest.approx(rel_stdev, abs=1e-6)
+    assert data["columns"] == ["model", "batch", "m-fast", "m-fast relative stdev"] == list(data["rows"][0])
     assert data["text_columns"] == t.columns == ["model", "batch", "m-fast"]
-    assert data["text"][0] == ["resnet50", "64", "12,596 ±2.0%"]
+    assert data["text"][0] == ["resnet50", "64", "12,596 ±2.8%"]
 
 
 def test_plots_drawn_by_worker_processes_are_the_ones_drawn_here(tmp_path, monkeypatch):
@@ -268,7 +270,8 @@ def test_plots_carry_error_bars_batches_and_shared_axes():
     [thr] = [f for f in report.figures if f.name == "throughput-syn-replicated-1gpus"]
     rows = thr.data["rows"]
     errors = dict(zip(rows, thr.data["errors"], strict=True))
-    assert errors["resnet50"][0] == pytest.approx(20.0) and errors["vgg16"] == [0.0, 0.0]
+    # one stdev of the repeats either side (the table's ±): 40 / √2
+    assert errors["resnet50"][0] == pytest.approx(40 / math.sqrt(2)) and errors["vgg16"] == [0.0, 0.0]
     batches = dict(zip(rows, thr.data["batches"], strict=True))
     assert batches["resnet50"] == ["64", "32"] and batches["vgg16"] == ["", ""]  # only where machines differ
     fig = _throughput(thr)

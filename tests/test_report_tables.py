@@ -77,15 +77,15 @@ def test_ok_record_without_throughput_is_missing_not_zero():
 
 
 def test_repeats_fold_to_median_with_spread_and_partial_failures():
-    recs = [record(ips=v) for v in (100.0, 104.0, 101.0)]  # spread 4% > 3% noise
-    recs += [record(machine="m-slow", ips=v) for v in (50.0, 50.5)]  # 1% spread: not shown
+    recs = [record(ips=v) for v in (100.0, 106.0, 101.0)]  # relative stdev 3.1% > 2% (half the range: 3.0%)
+    recs += [record(machine="m-slow", ips=v) for v in (50.0, 50.5)]  # relative stdev 0.7%: not shown
     recs += [record(machine="m-slow", status="oom")]
     [t] = _kind(build_report(recs), "configuration")
     fast = t.cell("resnet50", "m-fast")
-    assert fast.value == 101.0 and fast.text == "101.0 ±2.0%"
+    assert fast.value == 101.0 and fast.text == "101.0 ±3.1%"
     slow = t.cell("resnet50", "m-slow")
     assert slow.value == 50.25 and slow.text == "50.25 (1/3 OOM)" and slow.failed_repeats == 1
-    wider = build_report(recs, ReportOptions(noise=0.05))
+    wider = build_report(recs, ReportOptions(repeat_noise=0.05))
     assert _kind(wider, "configuration")[0].cell("resnet50", "m-fast").text == "101.0"
 
 

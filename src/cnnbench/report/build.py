@@ -39,6 +39,7 @@ from cnnbench.report.observations import (
 from cnnbench.report.pipeline import is_pipeline_record, pipeline_tables
 from cnnbench.report.points import PointSet, build_points
 from cnnbench.report.scaling import ScalingGroup, overview, scaling_groups
+from cnnbench.report.stats import REPEAT_NOISE
 from cnnbench.report.systems import systems_table
 from cnnbench.report.table import Table, unique_ids
 from cnnbench.report.training import TrainingResult, training_results
@@ -69,6 +70,9 @@ class ReportOptions:
     title: str = "cnnbench report"
     noise: float = 0.03
     """The smallest relative difference called significant (the test's minimum effect)."""
+    repeat_noise: float = REPEAT_NOISE
+    """A cell shows the relative stdev of its repeats (``±x%``) when it exceeds this: the
+    threshold above which the sweep warns that repeats disagree (``cnnbench sweep --noise``)."""
     ignore: Sequence[str] = ()
     """Fields results may differ in and still pair in effect tables (``--ignore``)."""
     include_warned: bool = False
@@ -108,14 +112,14 @@ def build_report(records: Sequence[Mapping[str, Any]], options: ReportOptions | 
         ignore = [F.resolve_field(f, selected) for f in opts.ignore]
     except F.FieldError as exc:
         raise ReportError(str(exc)) from exc
-    pipelines = pipeline_tables(selected, column, opts.noise)  # cnnbench data: no model, tables of their own
+    pipelines = pipeline_tables(selected, column, opts.repeat_noise)  # cnnbench data: no model, tables of their own
     points = build_points([r for r in selected if not is_pipeline_record(r)],
                           [column, *(effect_fields or []), *baselines])
     log.info("%d of %d records selected, %d points", len(selected), len(records), len(points.points))
 
     cost = cost_table(points)
-    sections = configuration_sections(points, column, opts.noise)
-    groups = scaling_groups(points, opts.noise)
+    sections = configuration_sections(points, column, opts.repeat_noise)
+    groups = scaling_groups(points, opts.repeat_noise)
     names = effect_fields if effect_fields is not None else default_effect_fields(points)
     try:
         effects, effect_notes = compute_effects(points, names, baselines, opts.noise,
@@ -128,7 +132,7 @@ def build_report(records: Sequence[Mapping[str, Any]], options: ReportOptions | 
     if inert:
         effect_notes.append(f"--ignore {', '.join(inert)}: not part of what pairs results (it never kept two "
                             f"results apart), so ignoring it changes nothing.")
-    impls = implementation_tables(points, opts.noise)
+    impls = implementation_tables(points, opts.repeat_noise)
     trainings = training_results(points)
     energies = energy_tables(sections)
 
@@ -275,7 +279,7 @@ def _assemble(report: Report, opts: ReportOptions, records: list, selected: list
         b += [TableBlock(t, caption=True) for t in pipelines]
     if cost:
         b += [Heading("Model cost"), TableBlock(cost)]
-    explained = marks_section(combined(p.measure for p in points.points))
+    explained = marks_section(combined(p.measure for p in points.points), opts.include_warned)
     if explained:
         b += [Heading(MARKS_HEADING), Bullets(explained)]
     if opts.problems:
@@ -290,8 +294,8 @@ def _throughput_figure(s: Section) -> Figure | None:
         return None
     values = [[c.value if c.is_number else None for c in row[t.label_columns:]] for row in t.rows]
     status = [[c.status for c in row[t.label_columns:]] for row in t.rows]
-    # error bars: half the range of the repeats either side (the table's ±), where there are repeats
-    errors = [[c.value * c.spread / 2 if c.is_number and c.spread else 0.0 for c in row[t.label_columns:]]
+    # error bars: one relative stdev of the repeats either side (the table's ±), where there are repeats
+    errors = [[c.value * c.spread if c.is_number and c.spread else 0.0 for c in row[t.label_columns:]]
               for row in t.rows]
     batch_of: dict[tuple[str, str], Any] = {}
     for p in s.points:

@@ -21,6 +21,7 @@ from cnnbench.report import fields as F
 from cnnbench.report.labels import Namer, unique_names
 from cnnbench.report.marks import legend_for
 from cnnbench.report.points import Point, PointSet, combine
+from cnnbench.report.stats import SPREAD_NAME
 from cnnbench.report.table import Cell, Table, label_cell, missing, throughput
 
 
@@ -90,8 +91,8 @@ def _table(points: PointSet, group: list[Point], name: str, column_field: str, n
     col_name = F.short_name(column_field)
     notes = [
         f"images/sec over all devices (total_images_per_sec); columns: {col_name}; batch = per device. "
-        f"Cell = median of repeats; ±x% = half the range of repeats where they differ by more than "
-        f"{noise * 100:g}%; OOM/error/timeout = every repeat failed that way; — = not run."
+        f"Cell = median of repeats; ±x% = their {SPREAD_NAME} (sample standard deviation / mean) where it "
+        f"exceeds {noise * 100:g}%; OOM/error/timeout = every repeat failed that way; — = not run."
     ] + legend_for([p.measure for p in group])
     return Table(f"throughput-{F.slug(name)}", name, "configuration",
                  ["model", "batch"] + [F.text(c) for c in columns], rows, notes, label_columns=2)

@@ -21,7 +21,7 @@ from typing import Any
 from cnnbench.config.run_config import config_fields, identity_fields
 from cnnbench.report import fields as F
 from cnnbench.report.significance import MachineSpreads, RunSample, run_sample
-from cnnbench.report.stats import median, relative_spread
+from cnnbench.report.stats import median, relative_stdev
 
 log = logging.getLogger(__name__)
 
@@ -79,9 +79,10 @@ class Measure:
 
     @property
     def spread(self) -> float | None:
-        """``(max - min) / median`` over ``ok`` repeats (``None`` with fewer than two)."""
+        """The relative stdev of the ``ok`` repeats (:func:`cnnbench.report.stats.relative_stdev`:
+        stdev / mean; ``None`` with fewer than two)."""
         if self._spread is _UNSET:
-            self._spread = relative_spread(self.ips)
+            self._spread = relative_stdev(self.ips)
         return self._spread
 
     @property

@@ -45,11 +45,12 @@ it is over 10%. No torch, no numpy.
 from __future__ import annotations
 
 import math
-import operator
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
+
+from cnnbench.report.stats import relative_stdev
 
 ALPHA = 0.05
 """Two-sided level of the test."""
@@ -357,18 +358,11 @@ def blocks_from_series(steps: Sequence[Any], rates: Sequence[Any]) -> tuple[floa
 
 
 def _cv(xs: Sequence[float]) -> float | None:
-    """Sample standard deviation over the mean, as the run's own ``unstable`` check computes it
-    (:func:`cnnbench.engine.stability.coefficient_of_variation`, pyperf's), so that the ``†``
-    mark and that warning agree; by sums of squares here (``statistics.stdev`` is exact and
-    slow for every step of thousands of records)."""
-    n = len(xs)
-    if n < 2:
-        return None
-    mean = sum(xs) / n
-    if mean <= 0:
-        return None
-    var = (sum(map(operator.mul, xs, xs)) - n * mean * mean) / (n - 1)
-    return math.sqrt(var) / mean if var > 0 else 0.0
+    """The relative stdev of the step times (:func:`cnnbench.report.stats.relative_stdev`, the one
+    definition of spread in the report and the sweep), as the run's own ``unstable`` check
+    computes it (:func:`cnnbench.engine.stability.coefficient_of_variation`, pyperf's), so that
+    the ``†`` mark and that warning agree."""
+    return relative_stdev(xs)
 
 
 def _number(value: Any) -> float | None:

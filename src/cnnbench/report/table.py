@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 from cnnbench.report.marks import measure_marks
 from cnnbench.report.numbers import fixed, significant
 from cnnbench.report.points import Measure
-from cnnbench.report.stats import median
+from cnnbench.report.stats import median, spread_percent
 
 MISSING = "—"
 
@@ -32,7 +32,8 @@ class Cell(NamedTuple):
     """Marks of less trustworthy figures (``†`` wide spread, ``⚠`` warned; see
     :mod:`cnnbench.report.marks`), also shown at the end of ``text``."""
     spread: float | None = None
-    """For a median of repeats: ``(max - min) / median`` (written to CSV/JSON in full)."""
+    """For a median of repeats: their relative stdev (stdev / mean, :mod:`cnnbench.report.stats`),
+    the ``±`` of ``text``, written to CSV/JSON in full."""
 
     @property
     def is_number(self) -> bool:
@@ -71,7 +72,8 @@ def throughput(measure: Measure | None, noise: float, note: str = "") -> Cell:
     """An images/sec cell from the repeats of a cell.
 
     The median of ``ok`` repeats (four significant digits, thousands separated); ``±x%``
-    (half the range, relative to the median) when repeats differ by more than ``noise``; ``(k/n OOM)`` when some repeats
+    (their relative stdev, stdev / mean) when it exceeds ``noise`` (the sweep's threshold,
+    :data:`cnnbench.report.stats.REPEAT_NOISE` by default); ``(k/n OOM)`` when some repeats
     failed; the failure (``OOM``, ``error``, ``timeout``) when all did; ``—`` when none ran;
     ``†``/``⚠`` when a run has a wide spread or warnings.
     """
@@ -85,7 +87,7 @@ def throughput(measure: Measure | None, noise: float, note: str = "") -> Cell:
     text = significant(med)
     spread = measure.spread
     if spread is not None and spread > noise:
-        text += f" ±{spread / 2 * 100:.1f}%"
+        text += f" ±{spread_percent(spread)}"
     fails = measure.failures
     if fails:
         text += f" ({sum(fails.values())}/{measure.n} {measure.failure_text()})"

@@ -2,9 +2,10 @@
 
 Cells are written as values, not as display text: numbers as numbers, failures as their
 status word (``OOM``, ``error``, ``timeout``), missing cells empty (CSV) or ``null``
-(JSON). A column whose cells are medians of repeats that spread is followed by a
-``<column> spread`` column: ``(max - min) / median`` of the repeats (the ``±`` of the
-display text is half of it). The JSON also keeps the display text (in the table's own
+(JSON). A column whose cells are medians of repeats is followed by a ``<column> relative
+stdev`` column: the relative stdev of the repeats, stdev / mean
+(:func:`cnnbench.report.stats.relative_stdev`, the ``±`` of the display text, which shows
+it only above the noise threshold). The JSON also keeps the display text (in the table's own
 columns, ``text_columns``) and the notes.
 """
 
@@ -15,6 +16,7 @@ import io
 import json
 from typing import Any
 
+from cnnbench.report.stats import SPREAD_NAME
 from cnnbench.report.table import Table
 
 
@@ -41,7 +43,7 @@ def _with_spread(values: list[Any], row: list[Any], spread: list[int]) -> list[A
 
 
 def _columns(table: Table, spread: list[int]) -> list[str]:
-    return [name for i, c in enumerate(table.columns) for name in ((c, f"{c} spread") if i in spread else (c,))]
+    return [name for i, c in enumerate(table.columns) for name in ((c, f"{c} {SPREAD_NAME}") if i in spread else (c,))]
 
 
 def table_csv(table: Table) -> str:
@@ -57,7 +59,7 @@ def table_csv(table: Table) -> str:
 
 def table_json(table: Table) -> str:
     """The table as JSON: one row (and its display text) per line, so it diffs and greps well.
-    ``columns`` are the keys of each row (``<column> spread`` included), ``text_columns`` the
+    ``columns`` are the keys of each row (``<column> relative stdev`` included), ``text_columns`` the
     display columns that each ``text`` row lists in order."""
     dumps = json.JSONEncoder(ensure_ascii=False, allow_nan=False, default=str, separators=(", ", ": ")).encode
     spread = _spread_columns(table)

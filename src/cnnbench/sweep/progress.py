@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterable
 from typing import IO, Any
 
+from cnnbench.report.stats import SPREAD_NAME
 from cnnbench.sweep.runner import CaseResult, SweepResult
 from cnnbench.sweep.suite import Case, Suite
 from cnnbench.words import plural
@@ -204,7 +205,8 @@ def summary_lines(result: SweepResult, results_dir: str) -> list[str]:
             lines.append(f"  {r.status}: {r.case.label} ({r.case_name}): {_first_line(r.record.get('error'))}")
     disagree = sum(1 for r in result.results if r.warnings)
     if disagree:
-        lines.append(f"  {plural(disagree, 'configuration')} whose repeats disagree by more than the noise threshold")
+        lines.append(f"  {plural(disagree, 'configuration')} whose repeats disagree: {SPREAD_NAME} over the noise "
+                     "threshold")
     warned = sum(1 for r in result.results if (r.record.get("metrics") or {}).get("warnings"))
     if warned:
         lines.append(f"  {plural(warned, 'case')} recorded warnings (a busy machine, unstable step times, throttling): "

@@ -15,9 +15,11 @@
 * :func:`check_cases` puts every case through the checks ``cnnbench run`` makes before
   any work (:func:`cnnbench.engine.resolve.preflight`), in a process of the fork server.
 * When the last repeat of a configuration has run, its repeats' figures are compared: a
-  spread (max - min over the median) above the noise threshold becomes a one-line
-  warning on the case's result (:attr:`CaseResult.warnings`), as ``cnnbench report`` would
-  mark the cell. A case's profiler traces (``--profile-steps``) move to the results folder.
+  relative stdev (sample standard deviation over the mean,
+  :func:`cnnbench.report.stats.relative_stdev`) above the noise threshold becomes a one-line
+  warning on the case's result (:attr:`CaseResult.warnings`), as ``cnnbench report`` shows
+  the same figure as the cell's ``±x%``. A case's profiler traces (``--profile-steps``)
+  move to the results folder.
 * Cases are forked from a fork server that has imported torch and the engine once
   (:mod:`cnnbench.sweep.isolation`); the sweep's own process needs neither. ``device:
   auto`` and the machine's environment are resolved in a probe process, so parent-made
@@ -44,7 +46,7 @@ from typing import Any, Protocol
 
 from cnnbench.config.run_config import RunConfig
 from cnnbench.oom import is_out_of_memory_text
-from cnnbench.report.stats import median, relative_spread
+from cnnbench.report.stats import REPEAT_NOISE, SPREAD_NAME, relative_stdev, spread_percent
 from cnnbench.results.naming import case_name
 from cnnbench.results.record import Record, clip, without_native_stack
 from cnnbench.results.store import StoreReader, append_record, machine_file_name
@@ -78,7 +80,6 @@ PROBE_TIMEOUT_S = 300.0
 def engine_worker(config: RunConfig, emit: Emit | None, extra: Mapping[str, Any]) -> dict[str, Any]:
     """The default worker: :func:`cnnbench.engine.execute`."""
     from cnnbench.engine import execute
-
     from cnnbench.engine.log_format import closing_lines
 
     record, _ = execute(config, emit=emit, extra=extra)
@@ -248,9 +249,10 @@ class SweepOptions:
     """Retry out-of-memory cases with half the batch; None = what the suite says."""
     grace_s: float = 3.0
     """Seconds between SIGTERM and SIGKILL when a case is stopped."""
-    noise: float = 0.03
-    """Repeats whose images/sec spread (max - min over the median) exceeds this get a
-    warning (the default of ``cnnbench report --noise``)."""
+    noise: float = REPEAT_NOISE
+    """Repeats whose images/sec have a relative stdev (stdev / mean) above this get a warning
+    (``--noise``; the report shows that figure as ``±x%`` above the same threshold; see
+    :data:`cnnbench.report.stats.REPEAT_NOISE` for how its default was derived)."""
 
 
 # --------------------------------------------------------------------------- the runner
@@ -469,13 +471,13 @@ class SweepRunner:
         """A line when the repeats of ``case``'s configuration disagree by more than the noise."""
         keys = [(c.key, self._machine(c)) for c in cases if c.index == case.index]
         figures = [self._figures[k] for k in keys if k in self._figures]
-        spread = relative_spread(figures)
+        spread = relative_stdev(figures)
         if spread is None or spread <= self.options.noise:
             return []
-        mid = median(figures)
-        return [f"repeats of {case.label.rsplit(' #', 1)[0]} disagree by {spread:.0%} "
-                f"({min(figures):.1f} to {max(figures):.1f} images/sec, median {mid:.1f}; noise threshold "
-                f"{self.options.noise:.0%})"]
+        mean = sum(figures) / len(figures)
+        return [f"repeats of {case.label.rsplit(' #', 1)[0]} disagree: {SPREAD_NAME} {spread_percent(spread)} "
+                f"({min(figures):.1f} to {max(figures):.1f} images/sec, mean {mean:.1f}; noise threshold "
+                f"{self.options.noise * 100:g}%)"]
 
     def _record(self, case: Case, config: RunConfig, outcome: ChildOutcome) -> dict[str, Any]:
         """The record of an attempt: the worker's own, or one made here for a failure."""
