@@ -60,7 +60,12 @@ def handle(args: argparse.Namespace) -> int:
         record = run_data_benchmark(config, emit=emit)
     except ConfigError as exc:
         raise UserError.from_config(exc, "data") from None
-    path = append_record(config.results_dir, record.to_dict())
+    from cnnbench.results.files import FileProblem
+
+    try:
+        path = append_record(config.results_dir, record.to_dict())
+    except FileProblem as exc:  # the store's file for this machine: a FIFO, a symlink out of the folder
+        raise UserError(f"--results-dir: cannot append the record: {exc}", exit_code=1) from None
     if record.status != "ok":
         print(f"cnnbench data: {record.status}: {record.error} (record {record.run_id} written to {path})",
               file=sys.stderr)

@@ -95,6 +95,26 @@ def _checked(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return kept
 
 
+def _check_input(path: Path) -> None:
+    """A PATH that exists and is a folder or a regular file (a FIFO or a device would hang
+    the import or never end), and that can be a path at all."""
+    import stat
+
+    from cnnbench.results.files import kind, path_too_long, shown
+
+    why = path_too_long(path)
+    if why is not None:
+        raise UserError(f"PATH {shown(path)}: {why}")
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise UserError(f"no such file or folder: {shown(path)}") from None
+    except OSError as exc:
+        raise UserError(f"PATH {shown(path)}: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+        raise UserError(f"PATH {shown(path)}: is {kind(mode)}, not a regular file or a folder")
+
+
 def handle(args: argparse.Namespace) -> int:
     from cnnbench.results.importers import ImportOptions, get_importer
     from cnnbench.results.store import append_new_records, problem_text
@@ -114,8 +134,7 @@ def handle(args: argparse.Namespace) -> int:
     options = ImportOptions(machine_label=args.machine_label, overrides=_overrides(args.overrides))
     paths = [Path(p) for p in args.paths]
     for p in paths:
-        if not p.exists():
-            raise UserError(f"no such file or folder: {p}")
+        _check_input(p)
     if not args.dry_run:
         check_output(args.results_dir, [args.machine_label])
     try:

@@ -7,11 +7,12 @@ with their file and line and skipped; the files are never modified.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TextIO
 
 from cnnbench.cli.common import CliParser, UserError
 from cnnbench.words import natural_key, plural
@@ -187,10 +188,18 @@ def _cell(value: Any) -> Any:
     return value
 
 
+def _open_output(output: str, newline: str | None = None) -> TextIO:
+    """``-o`` opened for writing as text: a regular file only (checked before, and again
+    here without blocking on a FIFO put there meanwhile)."""
+    from cnnbench.results import files
+
+    return io.TextIOWrapper(files.open_for_writing(output), encoding="utf-8", newline=newline)
+
+
 def _write_csv(rows: list[dict[str, Any]], columns: list[str], output: str | None) -> None:
     import csv
 
-    out = open(output, "w", newline="", encoding="utf-8") if output else sys.stdout  # noqa: SIM115
+    out = _open_output(output, newline="") if output else sys.stdout
     try:
         writer = csv.writer(out)
         writer.writerow(columns)
@@ -202,7 +211,7 @@ def _write_csv(rows: list[dict[str, Any]], columns: list[str], output: str | Non
 
 
 def _write_json(rows: list[dict[str, Any]], columns: list[str], output: str | None) -> None:
-    out = open(output, "w", encoding="utf-8") if output else sys.stdout  # noqa: SIM115
+    out = _open_output(output) if output else sys.stdout
     try:
         out.write("[\n")
         for i, row in enumerate(rows):
@@ -229,4 +238,7 @@ def _write_parquet(rows: list[dict[str, Any]], columns: list[str], output: str) 
         except (pa.ArrowInvalid, pa.ArrowTypeError):  # mixed types: keep them as JSON text
             arrays.append(pa.array([None if v is None else (v if isinstance(v, str) else json.dumps(v, default=str))
                                     for v in values], type=pa.string()))
-    pq.write_table(pa.Table.from_arrays(arrays, names=columns), output)
+    from cnnbench.results import files
+
+    with files.open_for_writing(output) as f:  # a regular file only, never a FIFO
+        pq.write_table(pa.Table.from_arrays(arrays, names=columns), f)

@@ -62,11 +62,14 @@ def handle(args: argparse.Namespace) -> int:
 def _execute(config: RunConfig, emit: Any, *, own_process: bool = False) -> tuple[Any, Any]:
     from cnnbench.distributed.launch import WorkersStopped
     from cnnbench.engine import execute
+    from cnnbench.results.files import FileProblem
 
     try:
         return execute(config, emit=emit, own_process=own_process)
     except ConfigError as exc:
         raise UserError.from_config(exc) from None
+    except FileProblem as exc:  # the store's file for this machine: a FIFO, a symlink out of the folder
+        raise UserError(f"--results-dir: cannot append the record: {exc}", exit_code=1) from None
     except WorkersStopped as exc:
         raise UserError(str(exc), exit_code=128 + exc.signum) from None
 

@@ -51,9 +51,13 @@ def register(sub: argparse._SubParsersAction) -> None:
 def handle(args: argparse.Namespace) -> int:
     from cnnbench.cli.report_cmd import parse_noise
     from cnnbench.config.errors import ConfigError
+    from cnnbench.results.files import path_too_long, shown
     from cnnbench.sweep.suite import SuiteError, load_suite
 
     noise = parse_noise(args.noise)
+    why = path_too_long(args.suite)
+    if why is not None:
+        raise UserError(f"SUITE.yaml {shown(args.suite)}: {why}")
     try:
         suite = load_suite(args.suite)
     except SuiteError as exc:
@@ -101,7 +105,12 @@ def handle(args: argparse.Namespace) -> int:
     reporter = PlainReporter() if args.plain or not sys.stderr.isatty() else RichReporter()
     options = SweepOptions(results_dir=Path(args.results_dir), rerun=args.rerun,
                            auto_batch=True if args.auto_batch else None, noise=noise)
-    result = run_suite(suite, options, reporter=reporter)
+    from cnnbench.results.files import FileProblem
+
+    try:
+        result = run_suite(suite, options, reporter=reporter)
+    except FileProblem as exc:  # the store's file for a machine: a FIFO, a symlink out of the folder
+        raise UserError(f"--results-dir: cannot append a record: {exc}", exit_code=1) from None
     print("\n".join(summary_lines(result, args.results_dir)))
     if result.interrupted_by is not None:
         return 128 + int(result.interrupted_by)

@@ -17,7 +17,15 @@ from pathlib import Path
 
 import numpy as np
 
-from cnnbench.data.layouts import TRAIN_SPLIT, VAL_SPLIT, DataSetError, class_folders, is_image_file, locate
+from cnnbench.data.layouts import (
+    TRAIN_SPLIT,
+    VAL_SPLIT,
+    DataSetError,
+    class_folders,
+    entry_is,
+    is_image_file,
+    locate,
+)
 
 
 @dataclass(frozen=True)
@@ -77,7 +85,7 @@ def list_split(root: str, split: str, classes: tuple[str, ...]) -> ImageList:
         if name not in index:
             raise DataSetError(f"{folder / name}: class {name!r} is not one of train/'s {len(classes)} classes")
         with os.scandir(folder / name) as entries:
-            files = sorted(e.name for e in entries if is_image_file(e.name) and e.is_file())
+            files = sorted(e.name for e in entries if is_image_file(e.name) and entry_is(e, "file"))
         paths += [f"{name}/{f}" for f in files]
         labels += [index[name]] * len(files)
     return ImageList(str(folder), paths, np.asarray(labels, dtype=np.int64))

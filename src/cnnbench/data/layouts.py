@@ -40,6 +40,16 @@ def is_image_file(name: str) -> bool:
     return name.lower().endswith(IMAGE_EXTENSIONS)
 
 
+def entry_is(entry: os.DirEntry[str], kind: str) -> bool:
+    """Whether a listed entry is a ``"file"`` or a ``"dir"`` (following symlinks); one that
+    cannot be looked at (a symlink loop) is a :class:`DataSetError` naming it."""
+    try:
+        return entry.is_file() if kind == "file" else entry.is_dir()
+    except OSError as exc:
+        raise DataSetError(f"{entry.path}: cannot be read ({exc.strerror or exc}); remove it or fix the link") \
+            from None
+
+
 def guess_data_name(data_dir: str | os.PathLike[str]) -> str:
     """``imagefolder``, ``cifar10`` or ``cifar100``, from the folder's contents."""
     root = _existing_folder(data_dir)
@@ -80,10 +90,16 @@ def cifar_files(data_name: str) -> tuple[str, ...]:
 
 def class_folders(split: Path) -> list[str]:
     """The class folder names of one split, sorted (as torchvision's ImageFolder sorts them)."""
-    return sorted(e.name for e in os.scandir(split) if e.is_dir() and not e.name.startswith("."))
+    with os.scandir(split) as entries:
+        return sorted(e.name for e in entries if not e.name.startswith(".") and entry_is(e, "dir"))
 
 
 def _existing_folder(data_dir: str | os.PathLike[str]) -> Path:
+    from cnnbench.results.files import path_too_long, shown
+
+    why = path_too_long(data_dir)
+    if why is not None:
+        raise DataSetError(f"{shown(data_dir)}: {why}")
     root = Path(data_dir).expanduser()
     if not root.exists():
         raise DataSetError(f"{root} does not exist")
@@ -118,6 +134,6 @@ def _class_folders(split: Path) -> bool:
         return False
     for name in class_folders(split):
         with os.scandir(split / name) as entries:
-            if any(e.is_file() and is_image_file(e.name) for e in entries):
+            if any(is_image_file(e.name) and entry_is(e, "file") for e in entries):
                 return True
     return False

@@ -8,6 +8,12 @@ empty and holds no manifest (not a report, or one from before manifests) is refu
 so is a file of the user's where the report would write one of its own. The manifest is
 written before the report's files (listing the old and the new) and again after them, so
 that a report cut off halfway is still cleaned up by the next one.
+
+A report writes only inside its folder: ``tables/`` or ``plots/`` that is a symlink out of
+it, or not a folder, is refused before any work, and every file is written to a unique
+temporary file in its folder (``mkstemp``) and renamed over its name, so a symlink at a
+report's file name is replaced, never written through, and no file of the user's (not even
+``summary.md.tmp``) is touched.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from cnnbench.report.drawing import DrawingPool, start_drawing
 from cnnbench.report.html import render_html
 from cnnbench.report.markdown import render_markdown
 from cnnbench.report.tables_io import table_csv, table_json
+from cnnbench.results import files
 from cnnbench.results.outputs import OutputError, check_output_folder
 
 log = logging.getLogger(__name__)
@@ -53,25 +60,38 @@ def check_report_folder(outdir: str | os.PathLike[str]) -> Path:
     if out.is_dir() and not (out / MANIFEST).is_file() and any(out.iterdir()):
         raise OutputError(f"-o {out}: is not empty and holds no cnnbench report; name a new or empty folder "
                           "(a report deletes nothing it did not write)")
+    if out.is_dir():
+        for name in ("tables", "plots"):
+            if os.path.lexists(out / name):
+                _subfolder(out, name)
     return out
 
 
+def _subfolder(out: Path, name: str) -> Path:
+    """``out/name``, made if missing: a real folder in ``out`` (see :func:`files.real_folder_inside`)."""
+    try:
+        return files.real_folder_inside(out, name)
+    except files.FileProblem as exc:
+        raise OutputError(f"-o {out}: {exc}") from None
+
+
 def _write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    files.write_replacing(path, text.encode("utf-8"))
+
+
+MAX_MANIFEST_BYTES = 16 << 20
 
 
 def _read_manifest(out: Path) -> set[str]:
     """The files an earlier report wrote here (only names a report writes; others are ignored)."""
     try:
-        data = json.loads((out / MANIFEST).read_text(encoding="utf-8"))
+        data = json.loads(files.read_regular(out / MANIFEST, MAX_MANIFEST_BYTES).decode("utf-8"))
     except (OSError, ValueError):
         return set()
-    files = data.get("files") if isinstance(data, dict) else None
-    if not isinstance(files, list):
+    listed = data.get("files") if isinstance(data, dict) else None
+    if not isinstance(listed, list):
         return set()
-    return {f for f in files if isinstance(f, str) and _OWN_NAME.match(f)}
+    return {f for f in listed if isinstance(f, str) and _OWN_NAME.match(f)}
 
 
 def _write_manifest(out: Path, files: set[str]) -> None:
@@ -96,22 +116,21 @@ def write_report(report: Report, outdir: str | os.PathLike[str], plots: bool = T
     planned |= {f"tables/{tid}{suffix}" for tid in tables for suffix in (".csv", ".json")}
     planned |= {fig.path for fig in report.figures if fig.drawn}
     for name in sorted(planned - previous):
-        if (out / name).exists():
+        if os.path.lexists(out / name):
             raise OutputError(f"-o {out}: {name} is there and was not written by a report; move it or name "
                               "another folder")
 
     out.mkdir(parents=True, exist_ok=True)
     _write_manifest(out, previous | planned)
     if any(f.drawn for f in report.figures):
-        (out / "plots").mkdir(exist_ok=True)
+        _subfolder(out, "plots")
     drawing = start_drawing([f for f in report.figures if f.drawn], out, drawing_pool)  # elsewhere, meanwhile:
-    tables_dir = out / "tables"
-    tables_dir.mkdir(exist_ok=True)
+    tables_dir = _subfolder(out, "tables")
     written = Written(out, out / SUMMARY, out / HTML)
     for tid, t in tables.items():
         for suffix, text in ((".csv", table_csv(t)), (".json", table_json(t))):
             path = tables_dir / f"{tid}{suffix}"
-            path.write_text(text, encoding="utf-8")
+            _write(path, text)
             written.tables.append(path)
     written.plots = drawing.wait()
     _write(written.summary, render_markdown(report))

@@ -88,8 +88,11 @@ def draw(figure: Figure, outdir: Path) -> Path:
     path = outdir / figure.path
     path.parent.mkdir(parents=True, exist_ok=True)
     fig = {"scaling": _scaling, "throughput": _throughput, "training": _training}[figure.kind](figure)
-    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": figure.name}):
-        fig.savefig(path, format="svg", metadata={"Date": None})
+    from cnnbench.results.files import replacing
+
+    # a unique temporary file renamed over the name: a symlink there is replaced, not written through
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": figure.name}), replacing(path) as f:
+        fig.savefig(f, format="svg", metadata={"Date": None})
     log.debug("wrote %s", path)
     return path
 

@@ -18,17 +18,24 @@ none is built, and one that cannot be written after all (a full disk) is skipped
 temporary file left by a writer that died is removed after an hour.
 Nothing here ever changes the results file. No torch here.
 
+Caches travel with copied stores, so a cache is data from anyone: it is JSON (orjson) and
+raw float64s, never an executable format (no ``marshal``, no ``pickle``), read only from a
+regular file, and its parts are checked to fit together before use. It is written to a
+unique temporary file in the same folder (``mkstemp``: machines sharing a store never
+collide) and renamed over the old one (a symlink there is replaced, not written through).
+
 Lines that broke the contract are kept as their bytes and checked again at every load, so
 their problems read exactly as without a cache.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import logging
-import marshal
 import math
 import os
+import stat
 import struct
 import time
 from array import array
@@ -38,13 +45,15 @@ from typing import Any, BinaryIO
 
 import orjson
 
+from cnnbench.results import files
+
 log = logging.getLogger(__name__)
 
 MIN_BYTES = 1 << 20
 """Smallest results file that gets a cache (below this, parsing is as quick as loading one)."""
 
 _MAGIC = b"CNNBENCH-RECORD-CACHE\n"
-_FORMAT = 1
+_FORMAT = 2
 _HEAD_BYTES = 1 << 16
 _CHUNK = 1 << 22
 _SECTIONS = ("config", "environment")
@@ -214,14 +223,20 @@ class CachedRecords:
         return rows
 
     def _rows_payload(self) -> bytes:
-        return marshal.dumps((self.end, self.next_line, self.sections, self.rows, self.refs, self.step_counts,
-                              [(p.position, p.line, p.raw) for p in self.problems]))
+        return orjson.dumps([self.end, self.next_line, self.sections, self.rows, list(self.refs), self.step_counts,
+                             [[p.position, p.line, base64.b64encode(p.raw).decode()] for p in self.problems]])
 
     @classmethod
     def _from_payload(cls, body: bytes) -> CachedRecords:
-        end, next_line, sections, rows, refs, counts, problems = marshal.loads(body)
+        end, next_line, sections, rows, refs, counts, problems = orjson.loads(body)
+        if not all(type(part) is list for part in (sections, rows, refs, problems)):
+            raise ValueError("parts of the cache do not fit together")
+        lines = []
+        for p in problems:
+            position, line, text = p
+            lines.append(ProblemLine(position, line, base64.b64decode(text, validate=True)))
         cached = cls(end=end, digest=None, next_line=next_line, sections=sections, rows=rows, refs=tuple(refs),
-                     step_counts=counts, steps=None, problems=[ProblemLine(*p) for p in problems])
+                     step_counts=counts, steps=None, problems=lines)
         _check_shape(cached)
         cached._section_index = {orjson.dumps(s): i for i, s in enumerate(sections)}  # -1s are found again
         return cached
@@ -238,7 +253,8 @@ def _check_shape(cached: CachedRecords) -> None:
                 and (not r or min(r) >= -1 and max(r) < len(cached.sections)) for r in cached.refs)
         and type(cached.step_counts) is list and len(cached.step_counts) == n
         and {int}.issuperset(map(type, cached.step_counts))
-        and all(0 <= p.position <= n and type(p.line) is int and type(p.raw) is bytes for p in cached.problems)
+        and all(type(p.position) is int and 0 <= p.position <= n and type(p.line) is int
+                and type(p.raw) is bytes for p in cached.problems)
     )
     with_steps = [row.get("metrics") for row, count in zip(cached.rows, cached.step_counts, strict=True)
                   if count >= 0]
@@ -274,11 +290,11 @@ def load(path: Path, f: BinaryIO, st: os.stat_result, *, step_times: bool) -> tu
     """
     where = cache_path(path)
     try:
-        with open(where, "rb") as c:
+        with files.open_regular(where) as c:  # never a FIFO or a device
             if c.read(len(_MAGIC)) != _MAGIC:
                 raise ValueError("not a cnnbench cache")
             (header_size,) = _HEADER.unpack(c.read(_HEADER.size))
-            header = marshal.loads(c.read(header_size))
+            header = orjson.loads(c.read(header_size))
             if type(header) is not dict or header.get("code") != code_key():
                 log.debug("cache %s was written by another cnnbench; rebuilding", where)
                 return None, True
@@ -324,8 +340,9 @@ ABANDONED_S = 3600.0
 def _remove_abandoned(where: Path) -> None:
     """Remove the temporary files of writers of this cache that died while writing it."""
     try:
-        for tmp in where.parent.glob(f"{where.name}.*.tmp"):
-            if time.time() - tmp.stat().st_mtime > ABANDONED_S:
+        for tmp in where.parent.glob(f".{where.name}.*.tmp"):
+            st = tmp.lstat()
+            if stat.S_ISREG(st.st_mode) and time.time() - st.st_mtime > ABANDONED_S:
                 tmp.unlink()
     except OSError:
         pass
@@ -335,28 +352,22 @@ def write(path: Path, f: BinaryIO, st: os.stat_result, cached: CachedRecords) ->
     """Write the cache of ``path`` (open as ``f``, stat ``st`` taken before its lines were
     read). Never raises: a cache that cannot be written is skipped."""
     where = cache_path(path)
-    tmp = where.with_name(f"{where.name}.{os.getpid()}.tmp")
     _remove_abandoned(where)
     try:
         if cached.steps is None:
             raise ValueError("its step times were not read")
         body = cached._rows_payload()
         steps = cached.steps.tobytes()
-        header = marshal.dumps({
+        header = orjson.dumps({
             "code": code_key(), "end": cached.end, "stat": _stat_key(st), "head": _head_hash(f, cached.end),
             "prefix": (cached.digest or _hash_prefix(f, cached.end)).hexdigest(),
             "rows_size": len(body), "rows": hashlib.sha256(body).hexdigest(),
             "steps_size": len(steps), "steps": hashlib.sha256(steps).hexdigest(),
         })
-        with open(tmp, "wb") as out:
+        with files.replacing(where) as out:  # .<cache name>.<random>.tmp, then renamed over it
             out.write(_MAGIC + _HEADER.pack(len(header)) + header)
             out.write(body)
             out.write(steps)
-        os.replace(tmp, where)
         log.debug("wrote cache %s (%d records, %d bytes covered)", where, len(cached.rows), cached.end)
     except Exception as exc:
         log.debug("cannot write cache %s (%s: %s)", where, type(exc).__name__, exc)
-        try:
-            tmp.unlink()
-        except OSError:
-            pass

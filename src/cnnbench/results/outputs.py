@@ -10,7 +10,10 @@ over its own input fail in a moment with one line, instead of after the benchmar
 * :func:`check_output_folder` — a folder of files (``cnnbench report -o``).
 
 Each raises :class:`OutputError` (a ``ValueError``) whose message names the flag and the
-cause. Writability is tried, not guessed from permission bits (which say nothing for root
+cause: also a path no file system can hold (a name over 255 bytes), a FIFO, device or
+socket where a file is written (which would hang or go nowhere), and a results file that is
+a symlink out of the results folder (whose record would land in someone else's file).
+Writability is tried, not guessed from permission bits (which say nothing for root
 or for ``/proc``): a temporary entry is made and removed at once in the nearest folder
 that exists. Nothing else is created. No torch here.
 """
@@ -18,11 +21,13 @@ that exists. Nothing else is created. No torch here.
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
-from cnnbench.results.store import machine_file_name
+from cnnbench.results import files
+from cnnbench.results.store import SUFFIX, machine_file_name
 
 _PROBE_PREFIX = ".cnnbench-write-check-"
 
@@ -34,9 +39,12 @@ class OutputError(ValueError):
 def check_results_dir(results_dir: str | os.PathLike[str], machine_labels: Iterable[str | None] = (), *,
                       flag: str = "--results-dir") -> Path:
     """The results folder, checked: a folder (or one that can be made) this process may write
-    in, whose file for each machine label (``None``: the label derived later) can be made."""
+    in, whose file for each machine label (``None``: the label derived later) can be made,
+    and that holds no ``*.jsonl`` that is not a regular file (a FIFO, a device)."""
     folder = _folder(results_dir, flag)
     existing = _nearest_existing(folder)
+    if folder.is_dir():
+        _check_store_entries(folder, flag)
     for label in machine_labels:
         if label is None:
             continue
@@ -48,9 +56,28 @@ def check_results_dir(results_dir: str | os.PathLike[str], machine_labels: Itera
         target = folder / name
         if target.is_dir():
             raise OutputError(f"{flag} {folder}: {name} in it is a folder, not a results file")
-        if target.exists():
-            _try_append(target, flag)
+        if os.path.lexists(target):
+            _try_append(target, flag, folder)
     return folder
+
+
+def _check_store_entries(folder: Path, flag: str) -> None:
+    """Every ``*.jsonl`` in the store is a regular file (or a symlink to one): any other
+    (a FIFO, a device) would hang or flood a reader, and may be the file a run appends to."""
+    try:
+        entries = list(os.scandir(folder))
+    except OSError as exc:
+        raise OutputError(f"{flag} {files.shown(folder)}: cannot list it: {exc.strerror or exc}") from None
+    for entry in entries:
+        if not entry.name.endswith(SUFFIX) or entry.name.startswith("."):
+            continue
+        try:
+            mode = os.stat(entry.path).st_mode
+        except OSError:
+            continue  # a dangling link, a loop: readers report it, and no append follows it
+        if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+            raise OutputError(f"{flag} {files.shown(folder)}: {entry.name} in it is {files.kind(mode)}, not a "
+                              "regular file; remove it")
 
 
 def check_output_file(path: str | os.PathLike[str], inputs: Iterable[str | os.PathLike[str]] = (), *,
@@ -60,9 +87,13 @@ def check_output_file(path: str | os.PathLike[str], inputs: Iterable[str | os.Pa
     text = os.fspath(path)
     if not text.strip():
         raise OutputError(f"{flag}: empty; name a file")
+    _check_length(text, flag)
     target = Path(text)
     if target.is_dir():
         raise OutputError(f"{flag} {target}: is a folder; name a file")
+    if target.exists() and not target.is_file():
+        raise OutputError(f"{flag} {target}: is {files.kind(target.stat().st_mode)}, not a regular file; name a "
+                          "file")
     parent = target.parent
     if not parent.exists():
         under = _nearest_existing(parent)
@@ -95,6 +126,7 @@ def _folder(path: str | os.PathLike[str], flag: str) -> Path:
     text = os.fspath(path)
     if not text.strip():
         raise OutputError(f"{flag}: empty; name a folder")
+    _check_length(text, flag)
     folder = Path(text)
     if folder.exists() and not folder.is_dir():
         raise OutputError(f"{flag} {folder}: is a file, not a folder")
@@ -103,6 +135,12 @@ def _folder(path: str | os.PathLike[str], flag: str) -> Path:
         raise OutputError(f"{flag} {folder}: {existing} is a file, not a folder")
     _try_write_in(existing, flag, folder)
     return folder
+
+
+def _check_length(text: str, flag: str) -> None:
+    why = files.path_too_long(text)
+    if why is not None:
+        raise OutputError(f"{flag} {files.shown(text)}: {why}")
 
 
 def _nearest_existing(path: Path) -> Path:
@@ -123,11 +161,20 @@ def _try_write_in(folder: Path, flag: str, target: Path) -> None:
     os.rmdir(probe)
 
 
-def _try_append(path: Path, flag: str) -> None:
-    """Open an existing file for appending, write nothing, close: may we write to it?"""
+def _try_append(path: Path, flag: str, folder: Path | None = None) -> None:
+    """Open an existing file for appending, write nothing, close: may we write to it? Only a
+    regular file (never waiting on a FIFO), and, with ``folder``, one in that folder (not
+    through a symlink out of it)."""
     try:
-        with open(path, "ab"):
-            pass
+        if folder is not None:
+            os.close(files.open_for_append(path, folder))
+            return
+        if not path.is_file():
+            raise files.NotRegularFile(path, path.stat().st_mode)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+        os.close(fd)
+    except files.FileProblem as exc:
+        raise OutputError(f"{flag}: cannot write {exc}") from None
     except OSError as exc:
         raise OutputError(f"{flag}: cannot write {path}: {exc.strerror or exc}") from None
 

@@ -36,7 +36,7 @@ from typing import Any, BinaryIO
 
 import orjson
 
-from cnnbench.results import cache
+from cnnbench.results import cache, files
 from cnnbench.results.migrate import migrate
 from cnnbench.results.record import (
     MAX_DEPTH,
@@ -107,8 +107,12 @@ def append_records(results_dir: str | os.PathLike[str], records: Iterable[Mappin
 
 
 def _append(path: Path, data: bytes) -> None:
-    """Append whole lines under the file's exclusive lock, then fsync."""
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    """Append whole lines under the file's exclusive lock, then fsync.
+
+    Only to a regular file in the store's folder: a FIFO, a device or a symlink out of the
+    folder raises :class:`~cnnbench.results.files.FileProblem` (an ``OSError``) and nothing
+    is written (see :func:`cnnbench.results.files.open_for_append`)."""
+    fd = files.open_for_append(path)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         _ensure_line_start(fd, path)
@@ -178,10 +182,14 @@ def _ensure_line_start(fd: int, path: Path) -> None:
     size = os.fstat(fd).st_size
     if size == 0:
         return
-    with open(path, "rb") as f:
-        f.seek(size - 1)
-        if f.read(1) != b"\n":
-            os.write(fd, b"\n")
+    try:
+        last = os.pread(fd, 1, size - 1)
+    except OSError:  # opened write-only (a file we may not read)
+        with files.open_regular(path) as f:
+            f.seek(size - 1)
+            last = f.read(1)
+    if last != b"\n":
+        os.write(fd, b"\n")
 
 
 class StoreProblem(str):
@@ -201,18 +209,28 @@ def problem_text(problem: str) -> str:
 
 
 def iter_store_files(paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[str]) -> list[Path]:
-    """The ``*.jsonl`` files named by ``paths`` (files, or folders searched one level deep)."""
+    """The ``*.jsonl`` files named by ``paths`` (files, or folders searched one level deep).
+
+    Raises ``FileNotFoundError`` (one line naming the path) for a path that does not exist
+    or cannot (a name over 255 bytes, a symlink loop)."""
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
-    files: list[Path] = []
+    found: list[Path] = []
     for p in map(Path, paths):
+        why = files.path_too_long(p)
+        if why is not None:
+            raise FileNotFoundError(f"no results at {files.shown(p)}: {why}")
+        try:
+            os.stat(p)
+        except FileNotFoundError:
+            raise FileNotFoundError(f"no results at {files.shown(p)}") from None
+        except OSError as exc:
+            raise FileNotFoundError(f"no results at {files.shown(p)}: {exc.strerror or exc}") from None
         if p.is_dir():
-            files.extend(sorted(p.glob("*" + SUFFIX)))
-        elif p.exists():
-            files.append(p)
+            found.extend(sorted(p.glob("*" + SUFFIX)))
         else:
-            raise FileNotFoundError(f"no results at {p}")
-    return files
+            found.append(p)
+    return found
 
 
 def read_records(
@@ -284,7 +302,7 @@ def _read_file(path: Path, records: list[dict[str, Any]], problems: list[StorePr
     A whole file of :data:`cache.MIN_BYTES` or more is read through its cache (when that
     exists or can be written)."""
     try:
-        with open(path, "rb") as f:
+        with files.open_regular(path) as f:  # a FIFO or a device is refused, never waited on
             st = os.fstat(f.fileno())
             if start == 0 and partial_is_problem and cache.worth_it(path, st.st_size):
                 return _read_through_cache(path, f, st, records, problems, step_times=step_times)
@@ -293,6 +311,10 @@ def _read_file(path: Path, records: list[dict[str, Any]], problems: list[StorePr
     except IsADirectoryError:
         if partial_is_problem:
             problems.append(StoreProblem(f"{path}: is a directory, not a results file"))
+        return start, first_line
+    except files.FileProblem as exc:
+        if partial_is_problem:
+            problems.append(StoreProblem(str(exc)))
         return start, first_line
     except OSError as exc:
         problems.append(StoreProblem(f"{path}: cannot read ({exc.strerror or exc})"))
@@ -334,7 +356,9 @@ def _read_through_cache(path: Path, f: BinaryIO, st: os.stat_result, records: li
     for index, raw in enumerate(lines):
         if not raw or raw.isspace():
             continue
-        rec, why = _parse_line(raw, _loads, truncated=False)  # the cache keeps step times
+        # the cache keeps step times, and only what orjson reads (so writes back unchanged); a
+        # line that needs the standard library's parser is kept as a line and read at each load
+        rec, why = _parse_line(raw, orjson.loads, truncated=False)
         if rec is None or why is not None:  # kept with a notice: read again each time, to say so
             cached.add_problem(cached.next_line + index, raw)
         else:

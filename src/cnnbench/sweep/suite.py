@@ -33,6 +33,7 @@ import yaml
 
 from cnnbench.config.errors import ConfigError
 from cnnbench.config.run_config import RunConfig
+from cnnbench.results.files import read_regular
 
 TOP_LEVEL_KEYS = ("name", "description", "base", "matrix", "exclude", "include", "repeats", "timeout_s", "auto_batch")
 DEFAULT_TIMEOUT_S = 1800.0
@@ -119,11 +120,15 @@ def _fmt(value: Any) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
+MAX_SUITE_BYTES = 16 << 20
+"""Largest suite file read (a suite is a few lines of YAML)."""
+
+
 def load_suite(path: str | Path) -> Suite:
     """Read and check a suite file; raises :class:`SuiteError` (never anything else for bad input)."""
     p = Path(path)
     try:
-        raw = p.read_bytes()
+        raw = read_regular(p, MAX_SUITE_BYTES)  # a FIFO or /dev/zero is refused, never read
     except OSError as exc:
         raise SuiteError(f"{p}: cannot read the suite file ({exc.strerror or exc})") from None
     try:
