@@ -34,7 +34,7 @@ def test_a_run_with_wide_step_times_is_marked_with_a_legend():
     assert t.cell("resnet50", "m-fast").text == "400.0"
     assert "† a run's step times vary widely (1 run); see Marks." in t.notes
     md = render_markdown(build_report([record(ips=400.0), wide]))
-    assert md.count("coefficient of variation over 10% (1 run in all)") == 1  # explained once, in Marks
+    assert md.count("relative stdev over 10% (1 run in all)") == 1  # explained once, in Marks
     [quiet] = _kind(build_report([record(ips=400.0)]), "configuration")
     assert not any("†" in n for n in quiet.notes)  # no mark, no legend
 

@@ -42,9 +42,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--skip-invalid", action="store_true",
                    help="Run the valid cases and skip, with a warning each, those `cnnbench run` would refuse "
                    "on this machine (default: refuse the whole suite, before anything runs).")
-    p.add_argument("--noise", default="3", metavar="PCT",
-                   help="Warn when a configuration's repeats differ by more than PCT percent in images/sec "
-                   "(max - min over the median; default 3, as cnnbench report).")
+    p.add_argument("--noise", default="2", metavar="PCT",
+                   help="Warn when the relative stdev of a configuration's repeats in images/sec (sample "
+                   "standard deviation over the mean) exceeds PCT percent (default 2; cnnbench report shows "
+                   "it as the cell's ±x%% above the same 2%%).")
     p.set_defaults(handler=handle)
 
 

@@ -1,8 +1,8 @@
 """Marks on table cells whose figures deserve less trust, and the legend lines that explain them.
 
-- ``†`` (wide spread): a run of the cell has step times whose coefficient of variation
-  (std / mean) is over 10%; for imported logs without step times, tf_cnn_benchmarks' own
-  ``+/-`` gives it.
+- ``†`` (wide spread): a run of the cell has step times whose relative stdev (sample
+  standard deviation / mean, :func:`cnnbench.report.stats.relative_stdev`, as for repeats) is
+  over 10%; for imported logs without step times, tf_cnn_benchmarks' own ``+/-`` gives it.
 - ``⚠`` (warned): a run of the cell recorded warnings (``metrics.warnings``: ``busy CPU``,
   ``busy GPU``, ``CPU frequency``, ``unstable``, ...) or was throttled (``metrics.throttled``).
   Such cells stay in the tables but are left out of the observations unless asked
@@ -22,6 +22,7 @@ from typing import Any
 
 from cnnbench.report.points import Measure
 from cnnbench.report.significance import WIDE_CV
+from cnnbench.report.stats import SPREAD_NAME
 from cnnbench.words import plural
 
 WIDE = "†"
@@ -136,11 +137,12 @@ def legend(marks: Marks) -> list[str]:
     return lines
 
 
-def marks_section(marks: Marks) -> list[str]:
-    """The report's one explanation of the marks present (empty when none is)."""
+def marks_section(marks: Marks, include_warned: bool = False) -> list[str]:
+    """The report's one explanation of the marks present (empty when none is);
+    ``include_warned``: warned cells were let into the observations (``--include-warned``)."""
     lines = []
     if marks.wide:
-        lines.append(f"{WIDE} a run's step times vary widely: coefficient of variation over {WIDE_CV * 100:g}% "
+        lines.append(f"{WIDE} a run's step times vary widely: {SPREAD_NAME} over {WIDE_CV * 100:g}% "
                      f"({plural(marks.wide, 'run')} in all); its figure is less certain than others.")
     if marks.warned:
         groups: dict[str, list[tuple[str, int]]] = {}
@@ -153,8 +155,9 @@ def marks_section(marks: Marks) -> list[str]:
                 if texts else ""
             parts.append(f"{kind} ({plural(n, 'run')}{example})")
         lines.append(f"{WARNED} a run recorded warnings ({plural(marks.warned, 'run')} in all), by kind: "
-                     + "; ".join(parts) + ". Such cells stay in the tables, marked, and are left out of the "
-                     "observations (--include-warned keeps them).")
+                     + "; ".join(parts) + ". Such cells stay in the tables, marked, and "
+                     + ("count in the observations, as --include-warned asks." if include_warned else
+                        "are left out of the observations (--include-warned keeps them)."))
     return lines
 
 

@@ -10,7 +10,7 @@ viewers and browsers alike; ``report.html`` embeds the same file.
   over the repeats where there are several; the panels share their axes, so they compare;
 * throughput: images/sec per machine for each model of a configuration (one small panel
   per model, each on its own scale so small models stay readable; failed cells marked;
-  error bars: half the range of the repeats either side, the tables' ±; the batch under
+  error bars: one relative stdev of the repeats either side, the tables' ±; the batch under
   each bar when a model ran different batches on different machines);
 * training: test accuracy against elapsed time, one line per device count.
 
@@ -101,13 +101,45 @@ def _short(text: str, n: int = 28) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
-def _speedup_axes(ax: Any, devices: list[int], base: int) -> list[float]:
+MAX_EXTRA_TICKS = 6
+"""Powers of two added to the ideal line's ticks to reach speedups beyond it (at most this many)."""
+
+
+def _speedups(models: dict[str, list[dict[str, Any]]]) -> list[float]:
+    """Every speedup a scaling figure draws: its points and the ends of its ranges (positive ones:
+    the axis is logarithmic)."""
+    out = [v for series in models.values() for s in series for _, v in s["points"]]
+    out += [v for series in models.values() for s in series for r in s.get("ranges") or [] for v in r[1:]]
+    return [v for v in out if isinstance(v, (int, float)) and math.isfinite(v) and v > 0]
+
+
+def _speedup_ticks(ideal: list[float], values: list[float]) -> list[float]:
+    """The ideal line's speedups, and powers of two out to the farthest drawn speedup beyond them
+    (a point at 13x on a 1-2 device plot gets ticks 4, 8, 16), so the labelled axis covers every point."""
+    ticks = set(ideal)
+    lo, hi = min(ideal), max(ideal)
+    if values and max(values) > hi:
+        first, last = math.floor(math.log2(hi)) + 1, math.ceil(math.log2(max(values)))
+        step = max(1, math.ceil((last - first + 1) / MAX_EXTRA_TICKS))
+        ticks |= {2.0 ** k for k in range(last, first - 1, -step)}
+    if values and min(values) < lo:
+        first, last = math.ceil(math.log2(lo)) - 1, math.floor(math.log2(min(values)))
+        step = max(1, math.ceil((first - last + 1) / MAX_EXTRA_TICKS))
+        ticks |= {2.0 ** k for k in range(last, first + 1, step)}
+    return sorted(ticks)
+
+
+def _speedup_axes(ax: Any, devices: list[int], base: int, values: list[float]) -> list[float]:
+    """Log-log axes with the ideal line; ``values``: every speedup the figure draws (its panels
+    share this axis), which the y axis and its labels cover."""
     ideal = [n / base for n in devices]
     ax.plot(devices, ideal, linestyle="--", color="#888888", linewidth=1.2, label="ideal (linear)")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log", base=2)
     ax.set_xticks(devices, [str(n) for n in devices])
-    ax.set_yticks(ideal, [f"{v:g}" for v in ideal])
+    ticks = _speedup_ticks(ideal, values)
+    ax.set_yticks(ticks, [f"{v:g}" for v in ticks])
+    ax.set_ylim(min(ticks) / 1.15, max(ticks) * 1.15)
     ax.minorticks_off()
     ax.grid(True, alpha=0.3)
     return ideal
@@ -137,11 +169,12 @@ def _scaling(figure: Figure) -> Any:
     legend_rows = 1 if many else math.ceil((len(labels) + 1) / _legend_columns(width, labels))
     fig = _figure(width, 2.9 * rows + 1.3 + 0.22 * legend_rows)
     color = {lab: COLORS[i % len(COLORS)] for i, lab in enumerate(labels)}
+    values = _speedups(models)
     first_ax = None
     for i, name in enumerate(names):
         ax = fig.add_subplot(rows, cols, i + 1, sharex=first_ax, sharey=first_ax)  # panels compare
         first_ax = first_ax or ax
-        _speedup_axes(ax, devices, base)
+        _speedup_axes(ax, devices, base, values)
         series = [s for s in models[name] if s["points"]]
         if many:  # too many lines to tell apart: the median and the range over series
             med = _median_curve(series)
@@ -186,7 +219,7 @@ def _scaling_overview(figure: Figure, models: dict[str, list[dict[str, Any]]], d
     names = list(models)[:MAX_LINES_OVERVIEW]
     fig = _figure(9.0, 5.6)
     ax = fig.add_subplot(1, 1, 1)
-    _speedup_axes(ax, devices, base)
+    _speedup_axes(ax, devices, base, _speedups({n: models[n] for n in names}))
     styles = ["-", "--", ":", "-."]
     for i, name in enumerate(names):
         series = [s for s in models[name] if s["points"]]
@@ -213,16 +246,17 @@ def _fmt(v: float) -> str:
 def _throughput(figure: Figure) -> Any:
     d = figure.data
     rows, columns, values, status = d["rows"], d["columns"], d["values"], d["status"]
+    errors = d.get("errors") or [[0.0] * len(columns) for _ in rows]
     if len(columns) == 1:
-        return _single_column(figure, rows, columns[0], [v[0] for v in values], [s[0] for s in status])
+        return _single_column(figure, rows, columns[0], [v[0] for v in values], [s[0] for s in status],
+                              [e[0] for e in errors])
     if len(rows) > MAX_PANELS_SMALL or len(columns) > MAX_LINES:
-        return _grouped_bars(figure, rows, columns, values, status, d.get("column_name"))
+        return _grouped_bars(figure, rows, columns, values, status, d.get("column_name"), errors)
     color = [COLORS[i % len(COLORS)] for i in range(len(columns))]
     nrows, ncols = _grid(len(rows), 3)
     legend_rows = math.ceil(len(columns) / 5)
     fig = _figure(max(3.0 * ncols, 6.5), 2.5 * nrows + 1.4 + 0.2 * legend_rows)
     xs = list(range(len(columns)))
-    errors = d.get("errors") or [[0.0] * len(columns) for _ in rows]
     batches = d.get("batches") or [[""] * len(columns) for _ in rows]
     for i, name in enumerate(rows):
         ax = fig.add_subplot(nrows, ncols, i + 1)
@@ -260,14 +294,15 @@ def _locator() -> Any:
 
 
 def _grouped_bars(figure: Figure, rows: list[str], columns: list[str], values: list[list[float | None]],
-                  status: list[list[str]], column_name: str | None) -> Any:
+                  status: list[list[str]], column_name: str | None, errors: list[list[float]]) -> Any:
     """Many models or columns: one axes, a group of bars per model (log scale when the models'
-    throughputs span more than 20x, so small models stay visible)."""
+    throughputs span more than 20x, so small models stay visible), error bars where there are
+    repeats."""
     from matplotlib.collections import PolyCollection
     from matplotlib.patches import Patch
 
     n_models = len(rows)
-    rows, values, status = rows[:MAX_GROUPS], values[:MAX_GROUPS], status[:MAX_GROUPS]
+    rows, values, status, errors = rows[:MAX_GROUPS], values[:MAX_GROUPS], status[:MAX_GROUPS], errors[:MAX_GROUPS]
     k = len(columns)
     width = 0.8 / k
     fig = _figure(min(max(6.5, 0.45 * len(rows) * max(1, k / 4) + 2.5), 16.0), 4.8)
@@ -277,6 +312,7 @@ def _grouped_bars(figure: Figure, rows: list[str], columns: list[str], values: l
     base = min(present) / 2 if log_scale else 0.0
     # One collection for all bars: hundreds of separate patches would cost far more to draw.
     verts, colors = [], []
+    bars: list[tuple[float, float, float]] = []  # (x, value, error) of the bars with error bars
     for j in range(k):
         for i, row in enumerate(values):
             x = i + (j - (k - 1) / 2) * width
@@ -285,10 +321,19 @@ def _grouped_bars(figure: Figure, rows: list[str], columns: list[str], values: l
             if top is not None:
                 verts.append([(x - half, base), (x - half, top), (x + half, top), (x + half, base)])
                 colors.append(COLORS[j % len(COLORS)])
+                err = errors[i][j] if i < len(errors) and j < len(errors[i]) else 0.0
+                if err:
+                    bars.append((x, top, err))
             elif status[i][j]:
                 ax.text(x, base, "x", ha="center", va="bottom", fontsize=7, color=FAIL_COLOR)
     ax.add_collection(PolyCollection(verts, facecolors=colors, edgecolors="none"))
-    ax.set_ylim(base, max(present, default=1.0) * (1.5 if log_scale else 1.08))
+    if bars:  # one errorbar call for all of them: one collection, cheap to draw
+        lows = [min(e, v - base * 1.01) if log_scale else e for _, v, e in bars]  # none below a log axis
+        ax.errorbar([b[0] for b in bars], [b[1] for b in bars], yerr=[lows, [b[2] for b in bars]], fmt="none",
+                    ecolor="black", elinewidth=0.8, capsize=1.5)
+    highest = max((v + e for row, errs in zip(values, errors, strict=False)
+                   for v, e in zip(row, errs, strict=False) if v is not None), default=max(present, default=1.0))
+    ax.set_ylim(base, highest * (1.5 if log_scale else 1.08))
     handles = [Patch(color=COLORS[j % len(COLORS)], label=_short(c, 32)) for j, c in enumerate(columns)]
     if log_scale:
         ax.set_yscale("log")
@@ -307,15 +352,18 @@ def _grouped_bars(figure: Figure, rows: list[str], columns: list[str], values: l
 
 
 def _single_column(figure: Figure, rows: list[str], column: str, vals: list[float | None],
-                   status: list[str]) -> Any:
+                   status: list[str], errs: list[float]) -> Any:
+    """One machine (one column): a bar per model, error bars where there are repeats."""
     rows, vals, status = rows[:40], vals[:40], status[:40]
+    errs = [e or 0.0 for e in errs[:40]] + [0.0] * (len(rows) - len(errs[:40]))
     fig = _figure(7.5, 0.3 * len(rows) + 1.6)
     ax = fig.add_subplot(1, 1, 1)
     ys = list(range(len(rows)))[::-1]
-    ax.barh(ys, [v or 0.0 for v in vals], color=COLORS[0], height=0.7)
-    top = max((v for v in vals if v is not None), default=1.0)
-    for y, v, s in zip(ys, vals, status, strict=False):
-        ax.text(v if v is not None else 0, y, f" {_fmt(v)}" if v is not None else f" {s or '—'}",
+    ax.barh(ys, [v or 0.0 for v in vals], color=COLORS[0], height=0.7,
+            xerr=errs if any(errs) else None, error_kw={"elinewidth": 1.0, "capsize": 2})
+    top = max((v + e for v, e in zip(vals, errs, strict=False) if v is not None), default=1.0)
+    for y, v, s, e in zip(ys, vals, status, errs, strict=False):
+        ax.text(v + e if v is not None else 0, y, f" {_fmt(v)}" if v is not None else f" {s or '—'}",
                 va="center", fontsize=8, color="black" if v is not None else FAIL_COLOR)
     ax.set_yticks(ys, [_short(r) for r in rows], fontsize=8)
     ax.set_xlim(0, top * 1.2)
