@@ -6,13 +6,11 @@ import json
 import re
 
 import pytest
-
-from cnnbench.engine import log_format
 import torch
 from torch import nn
 
 from cnnbench.config import ConfigError, RunConfig
-from cnnbench.engine import execute, run_benchmark
+from cnnbench.engine import execute, log_format, run_benchmark
 from cnnbench.models import register_model
 from cnnbench.results.record import ENVIRONMENT_FIELDS, METRIC_FIELDS
 
