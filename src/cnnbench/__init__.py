@@ -1,12 +1,74 @@
 """cnnbench: measure how fast convolutional networks train and infer.
 
 The package is laid out along the path of the data:
-``config`` -> ``models`` / ``data`` -> ``distributed`` -> ``engine`` -> ``results`` -> ``report``.
+``config`` -> ``models`` / ``data`` -> ``distributed`` -> ``engine`` -> ``results`` -> ``report``,
+then the Python API (:mod:`cnnbench.api`) and the CLI (:mod:`cnnbench.cli`) on top.
 Importing ``cnnbench`` itself is cheap and does not import torch.
+
+The Python API, for notebooks (see :mod:`cnnbench.api`)::
+
+    import cnnbench
+    record = cnnbench.run(model="resnet50", batch_size=32)      # the Record; torch loads here
+    frame = cnnbench.read_results("results/")                    # a DataFrame, dotted columns
+    table = cnnbench.compare("results/a", "results/b")           # a DataFrame: ratio, interval, p, verdict
+    rep = cnnbench.report("results/", output="report/")          # the Report
+
+The four names load :mod:`cnnbench.api` on first use (PEP 562). ``cnnbench.report`` is also
+the package of the report's modules; that package is callable, as :func:`cnnbench.api.report`.
 """
 
 from __future__ import annotations
 
+import sys
+import types
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
 
-__all__ = ["__version__"]
+_API = ("compare", "read_results", "report", "run")
+
+__all__ = ["__version__", "compare", "read_results", "report", "run"]
+
+if TYPE_CHECKING:
+    from cnnbench.api import compare, read_results, report, run
+
+
+def __getattr__(name: str) -> Any:
+    """The API's functions, imported on first use (``import cnnbench`` stays cheap)."""
+    if name == "report":
+        import importlib
+
+        return importlib.import_module("cnnbench.report")  # bound here, callable: _Package.__setattr__
+    if name in _API:
+        from cnnbench import api
+
+        value = getattr(api, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_API})
+
+
+class _ReportPackage(types.ModuleType):
+    """The ``cnnbench.report`` package, callable: ``cnnbench.report(results, output=...)``."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        from cnnbench.api import report
+
+        return report(*args, **kwargs)
+
+
+class _Package(types.ModuleType):
+    """``cnnbench`` itself: the import system binds each subpackage here with ``setattr``;
+    the ``report`` package is made callable as it is bound, whoever imports it first."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "report" and type(value) is types.ModuleType:
+            value.__class__ = _ReportPackage
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package

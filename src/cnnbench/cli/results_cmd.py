@@ -68,22 +68,20 @@ def _add_where(p: argparse.ArgumentParser) -> None:
 
 
 def _load(paths: Sequence[str], where: Sequence[str], step_times: bool) -> tuple[list[Mapping[str, Any]], int]:
-    """The matching records, and how many lines were skipped."""
-    from cnnbench.report.fields import resolve_field
-    from cnnbench.results.query import parse_where, select
-    from cnnbench.results.store import problem_text, read_records
+    """The matching records (:func:`cnnbench.api.read_records`), and how many lines were skipped."""
+    from cnnbench.api import read_records
+    from cnnbench.results.store import problem_text
+
+    def warn(problem: str) -> None:
+        print(f"warning: {problem_text(problem)}", file=sys.stderr)
 
     try:
-        records, problems = read_records(list(paths), step_times=step_times)
+        records, problems = read_records(list(paths), where=where, step_times=step_times, on_problem=warn)
     except FileNotFoundError as exc:
         raise UserError(str(exc)) from None
-    for problem in problems:
-        print(f"warning: {problem_text(problem)}", file=sys.stderr)
-    try:
-        conditions = parse_where(where, lambda name: resolve_field(name, records))
-    except ValueError as exc:  # a malformed expression, or a FieldError naming the nearest fields
+    except ValueError as exc:  # a malformed --where, or a FieldError naming the nearest fields
         raise UserError(f"--where: {exc}") from None
-    return select(records, conditions), len(problems)
+    return records, len(problems)
 
 
 def _text(value: Any) -> str:

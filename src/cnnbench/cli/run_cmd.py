@@ -60,8 +60,8 @@ def handle(args: argparse.Namespace) -> int:
 
 
 def _execute(config: RunConfig, emit: Any, *, own_process: bool = False) -> tuple[Any, Any]:
+    from cnnbench.api import execute
     from cnnbench.distributed.launch import WorkersStopped
-    from cnnbench.engine import execute
     from cnnbench.results.files import FileProblem
 
     try:

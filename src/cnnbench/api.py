@@ -1,0 +1,345 @@
+"""The Python API, for notebooks and scripts: run, read, compare and report from Python.
+
+    import cnnbench
+    record = cnnbench.run(model="resnet18", device="cpu", batch_size=8, num_batches=20)
+    frame = cnnbench.read_results("results/")                 # a pandas DataFrame, dotted columns
+    table = cnnbench.compare("results/before", "results/after")   # a DataFrame: a row per pair
+    rep = cnnbench.report("results/", output="report/")       # the Report; files only with output
+
+Each function returns a value and prints nothing unless asked (``run(progress=True)``,
+``read_results(verbose=True)``); lines a store could not read are returned
+(``frame.attrs["problems"]``), not printed. Invalid input raises a :class:`ValueError` (a
+``ConfigError``, ``CompareError`` or ``ReportError``) whose message is the CLI's one line.
+Results are the same as the CLI's: these functions call the libraries behind ``cnnbench run``,
+``results export``, ``compare`` and ``report``. Importing this module does not import torch:
+:func:`run` does, on its first call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeAlias, cast
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from cnnbench.config import RunConfig
+    from cnnbench.report.document import Report
+    from cnnbench.results.record import Record
+
+__all__ = ["compare", "read_records", "read_results", "report", "run", "run_config"]
+
+PathLike: TypeAlias = "str | os.PathLike[str]"
+Results: TypeAlias = "PathLike | Sequence[PathLike] | Iterable[Mapping[str, Any]] | Iterable[Record]"
+"""What :func:`compare` and :func:`report` read: a results folder or ``.jsonl`` file, a list of
+them, or records (dicts as in the store, or :class:`~cnnbench.results.record.Record` objects)."""
+
+
+# --- run ------------------------------------------------------------------------------------
+def run_config(**options: Any) -> RunConfig:
+    """The :class:`~cnnbench.config.RunConfig` of ``options`` (its field names, the CLI's flags
+    with underscores), checked as ``cnnbench run`` checks its flags; raises ``ConfigError``
+    naming the field at fault. No torch.
+
+    >>> cnnbench.api.run_config(model="trivial", batch_size=4).batch_size
+    4
+    """
+    from cnnbench.config import RunConfig
+
+    return RunConfig.from_mapping(options)
+
+
+def run(*, results_dir: PathLike | None = None, progress: bool | Callable[[str], None] = False,
+        **options: Any) -> Record:
+    """Run one benchmark and return its :class:`~cnnbench.results.record.Record`.
+
+    ``options`` are :class:`~cnnbench.config.RunConfig` fields, the flags of ``cnnbench run``
+    with underscores (``model``, ``batch_size``, ``num_batches``, ``device``, ``num_devices``,
+    ``forward_only``, ...); an unknown or invalid one raises ``ConfigError`` before anything runs.
+    ``results_dir``: when given, the record is appended to that store as ``cnnbench run
+    --results-dir`` appends it; when left out, nothing is written. ``progress``: ``True`` prints
+    the run's progress lines (tf_cnn_benchmarks' log), a callable receives each line; by default
+    nothing is printed.
+
+    A failed run (out of memory, an error, a worker that died) returns its record too: check
+    ``record.status`` (``ok``, ``oom``, ``error``, ``timeout``) and ``record.error``.
+    ``num_devices=2`` starts worker processes, which works from a notebook or ``python -``:
+    the workers never import the caller's ``__main__``. With ``host_cpus`` this process is
+    pinned to those cores for good, as ``cnnbench run --host-cpus`` is.
+
+    >>> record = cnnbench.run(model="trivial", device="cpu", batch_size=2, num_batches=5)
+    >>> record.status, record.metrics["total_images_per_sec"] > 0
+    ('ok', True)
+    """
+    if results_dir is not None:
+        options["results_dir"] = os.fspath(results_dir)
+    config = run_config(**options)
+    if results_dir is None and config.profile_steps:
+        from cnnbench.config import ConfigError
+
+        raise ConfigError("profile_steps", "writes a profiler trace into the results store: give results_dir")
+    emit: Callable[[str], None] | None
+    if progress is True:
+        emit = _print_line
+    else:
+        emit = progress or None
+    record, _ = execute(config, emit=emit, append=results_dir is not None)
+    return record
+
+
+def _print_line(line: str) -> None:
+    print(line, flush=True)
+
+
+def execute(config: RunConfig, *, emit: Callable[[str], None] | None = None, append: bool = True,
+            own_process: bool = False) -> tuple[Record, Path | None]:
+    """Run ``config`` (in worker processes when it asks for several devices, or with
+    ``own_process``) and return its record with the store file it was appended to
+    (``append=False``: nothing is written, and the path is ``None``). The library call behind
+    :func:`run` and ``cnnbench run``.
+
+    >>> record, path = execute(run_config(model="trivial", device="cpu", results_dir="results"))
+    """
+    from cnnbench.engine import execute as engine_execute
+
+    with workers_without_main():
+        if append:
+            return engine_execute(config, emit=emit, own_process=own_process)
+        from cnnbench.engine import run_benchmark
+        from cnnbench.machine.affinity import restrict_host_cpus
+
+        restrict_host_cpus(config.host_cpus)
+        if config.requested_devices() > 1 or own_process:
+            from cnnbench.engine.workers import run_on_workers
+
+            return run_on_workers(config, emit=emit), None
+        return run_benchmark(config, emit=emit), None
+
+
+@contextlib.contextmanager
+def workers_without_main() -> Iterator[None]:
+    """Processes spawned meanwhile do not import the caller's ``__main__``.
+
+    A spawned process normally runs the parent's main script again first (as ``__mp_main__``),
+    which fails where there is no script file (``python -``, some notebook kernels: "No such
+    file or directory: '<stdin>'") and starts the run again where the script has no
+    ``if __name__ == "__main__"`` guard. The workers run :mod:`cnnbench`'s own functions and
+    need nothing from ``__main__``, so the spawn's preparation leaves it out.
+    """
+    import multiprocessing.spawn as spawn
+
+    prepare = spawn.get_preparation_data
+
+    def without_main(name: str) -> dict[str, Any]:
+        data = prepare(name)
+        data.pop("init_main_from_path", None)
+        data.pop("init_main_from_name", None)
+        return data
+
+    spawn.get_preparation_data = without_main
+    try:
+        yield
+    finally:
+        spawn.get_preparation_data = prepare
+
+
+# --- read -----------------------------------------------------------------------------------
+def read_records(paths: PathLike | Sequence[PathLike], *, where: str | Sequence[str] = (),
+                 step_times: bool = True, on_problem: Callable[[str], None] | None = None,
+                 ) -> tuple[list[Mapping[str, Any]], list[str]]:
+    """The records of results folders or ``.jsonl`` files that meet every ``where`` condition
+    (``"model=resnet*"``, ``"precision!=fp32"``: ``cnnbench results --where``), and the lines
+    that could not be used (``file:line: why``; a
+    :class:`~cnnbench.results.store.StoreNotice` for a record kept with a figure shown as not
+    available), as ``cnnbench results`` reads them; ``on_problem`` is called with each of those
+    lines as soon as the files are read (before ``where`` is checked). Raises
+    ``FileNotFoundError`` for a path that is not there, ``ValueError`` for a bad condition.
+
+    >>> records, problems = read_records("results/", where="model=resnet50")
+    """
+    from cnnbench.report.fields import resolve_field
+    from cnnbench.results.query import parse_where, select
+    from cnnbench.results.store import read_records as read_store
+
+    records, problems = read_store(_paths(paths), step_times=step_times)
+    if on_problem is not None:
+        for problem in problems:
+            on_problem(problem)
+    conditions = parse_where([where] if isinstance(where, str) else list(where),
+                             lambda name: resolve_field(name, records))
+    return select(records, conditions), list(problems)
+
+
+def read_results(paths: PathLike | Sequence[PathLike] = "results", *, where: str | Sequence[str] = (),
+                 step_times: bool = True, verbose: bool = False) -> pd.DataFrame:
+    """A pandas DataFrame of the runs in results folders or ``.jsonl`` files: one row per run,
+    the columns dotted record names (``config.model``, ``metrics.total_images_per_sec``, ...)
+    in the order of ``cnnbench results export`` (its rows and columns, with values kept as
+    Python values: lists for step times, ``True``/``False``, ``None``/NaN for missing cells).
+
+    ``where``: conditions every run must meet, as ``--where``. ``step_times=False`` leaves out
+    ``metrics.step_times_s`` (several times faster on a large store). Lines that could not be
+    read are skipped and listed in ``frame.attrs["problems"]``; ``verbose=True`` also prints
+    them to stderr.
+
+    >>> frame = cnnbench.read_results("results/quick")
+    >>> frame.groupby("config.model")["metrics.total_images_per_sec"].median()
+    """
+    from cnnbench.results.flatten import records_frame
+    from cnnbench.results.store import problem_text
+
+    def warn(problem: str) -> None:
+        print(f"warning: {problem_text(problem)}", file=sys.stderr)
+
+    records, problems = read_records(paths, where=where, step_times=step_times, on_problem=warn if verbose else None)
+    frame = records_frame(records)
+    frame.attrs["problems"] = problems
+    return frame
+
+
+def _paths(paths: PathLike | Sequence[PathLike]) -> list[PathLike]:
+    return [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+
+
+def _is_paths(results: Any) -> bool:
+    if isinstance(results, (str, os.PathLike)):
+        return True
+    return isinstance(results, (list, tuple)) and bool(results) and all(
+        isinstance(r, (str, os.PathLike)) for r in results)
+
+
+def _records(results: Results) -> tuple[list[Mapping[str, Any]], list[str], str | None]:
+    """Records from paths or records, the store's problem lines, and the paths' label."""
+    if _is_paths(results):
+        paths = _paths(cast("PathLike | Sequence[PathLike]", results))
+        records, problems = read_records(paths)
+        return records, problems, ", ".join(os.fspath(p) for p in paths)
+    from cnnbench.results.record import Record
+
+    items = cast("Iterable[Mapping[str, Any] | Record]", results)
+    return [r.to_dict() if isinstance(r, Record) else r for r in items], [], None
+
+
+# --- compare --------------------------------------------------------------------------------
+def compare(a: Results, b: Results | None = None, *, by: str | None = None, baseline: str | None = None,
+            candidate: str | None = None, ignore: Sequence[str] = (), across_machines: bool = False,
+            where: str | Sequence[str] = (), noise: float = 0.03) -> pd.DataFrame:
+    """Compare two sets of results as ``cnnbench compare A B`` does, and return a pandas
+    DataFrame: one row per configuration found on both sides.
+
+    Columns, as the command's ``--format csv``: ``model``, ``batch_size``, ``configuration``,
+    ``machine``, ``baseline_images_per_sec``, ``candidate_images_per_sec``, the runs and failures
+    of each side, ``ratio`` (candidate over baseline; > 1: the candidate is faster), ``ci_low``
+    and ``ci_high`` (its 95% interval), ``p_value``, ``test`` (``repeats``, ``steps`` or ``none``),
+    ``significant``, ``verdict`` (``faster``, ``slower``, ``not significant``, ``no samples``),
+    the marks and warnings, then ``fields.<name>`` for the configuration values both sides share.
+    ``frame.attrs`` holds what the command prints below its table: ``geomean_ratio``,
+    ``matched_on``, ``ignored``, ``unmatched`` (counts, and the fields unmatched results differ
+    in), ``baseline``/``candidate`` (labels and result counts) and ``problems`` (unreadable lines).
+
+    ``a`` is the baseline and ``b`` the candidate: results folders or ``.jsonl`` files (a path
+    or a list of them), or lists of records. With ``by`` (a field: ``precision``, ``machine``,
+    ...), ``a`` alone is split by that field's two values (``baseline``/``candidate`` name
+    them when it has more). ``ignore``, ``across_machines``, ``where`` and ``noise`` (a fraction:
+    0.03 is the CLI's ``--noise 3``) are the command's flags. Raises ``CompareError`` (a
+    ``ValueError``) when nothing can be compared, with the command's message.
+
+    >>> table = cnnbench.compare("results/torch-2.4", "results/torch-2.5")
+    >>> table[table.verdict == "slower"][["model", "ratio", "ci_low", "ci_high", "p_value"]]
+    >>> cnnbench.compare("results/", by="precision").attrs["geomean_ratio"]
+    """
+    from cnnbench.report.compare import CompareError, CompareOptions, Side, compare_records, split_records
+
+    wheres = [where] if isinstance(where, str) else list(where)
+    options = CompareOptions(ignore=list(ignore), across_machines=across_machines, where=wheres, noise=noise)
+    records_a, problems, label_a = _records(a)
+    if by is not None:
+        if b is not None:
+            raise CompareError(f"by={by!r} splits one set of results; leave out b")
+        base, cand, split = split_records(records_a, by, baseline, candidate, wheres)
+        result = compare_records(base, cand, options, split=split)
+    else:
+        if b is None:
+            raise CompareError("compare(a, b): give the candidate results b, or by=FIELD to split a")
+        if baseline is not None or candidate is not None:
+            raise CompareError("baseline and candidate name values of by=FIELD; without by, a is the baseline")
+        records_b, problems_b, label_b = _records(b)
+        problems += problems_b
+        result = compare_records(Side(label_a or "baseline", records_a), Side(label_b or "candidate", records_b),
+                                 options)
+    if not result.pairs:
+        why = ", ".join(f"{k.rsplit('.', 1)[-1]} ({n})" for k, n in list(result.why_unmatched.items())[:5])
+        raise CompareError("no result of the baseline matches one of the candidate"
+                           + (f"; they differ in: {why} (see ignore, across_machines)" if why else ""))
+    return _compare_frame(result, problems)
+
+
+def _compare_frame(result: Any, problems: list[str]) -> pd.DataFrame:
+    import pandas as pd
+
+    from cnnbench.report.compare import verdict_counts
+    from cnnbench.report.compare_format import _pair_record
+    from cnnbench.results.flatten import flatten_record
+
+    rows = [flatten_record(_pair_record(p)) for p in result.pairs]
+    frame = pd.DataFrame.from_records(rows, columns=list(dict.fromkeys(c for row in rows for c in row)))
+    frame.attrs.update({
+        "baseline": {"label": result.baseline.label, "results": len(result.baseline.records)},
+        "candidate": {"label": result.candidate.label, "results": len(result.candidate.records)},
+        "split_by": result.split,
+        "matched_on": list(result.matched_on),
+        "ignored": list(result.ignored),
+        "across_machines": result.across_machines,
+        "alpha": result.alpha,
+        "min_effect": result.noise,
+        "geomean_ratio": result.geomean,
+        "verdicts": verdict_counts(result),
+        "unmatched": {"baseline": result.unmatched_base, "candidate": result.unmatched_cand,
+                      "differing_fields": dict(result.why_unmatched)},
+        "problems": problems,
+    })
+    return frame
+
+
+# --- report ---------------------------------------------------------------------------------
+def report(results: Results, output: PathLike | None = None, *, columns: str = "machine",
+           effects: Sequence[str] | None = None, baselines: Mapping[str, str] | None = None,
+           ignore: Sequence[str] = (), include_warned: bool = False, where: str | Sequence[str] = (),
+           title: str = "cnnbench report", noise: float = 0.03, max_plots: int = 8) -> Report:
+    """Build the report of ``cnnbench report`` and return it (a
+    :class:`~cnnbench.report.document.Report`: ``.tables``, ``.observations``, ``.warnings``,
+    ``.table("throughput")``...). Files are written only when ``output`` names a folder: there
+    ``summary.md``, ``report.html``, ``tables/`` and ``plots/`` (at most ``max_plots``; 0 draws
+    none), as ``cnnbench report -o OUTPUT`` writes them, and with the same checks on the folder
+    (made before any record is read).
+
+    ``results``: results folders or ``.jsonl`` files, or records. The other arguments are the
+    command's flags (``effects``: ``--effect``; ``baselines``: ``{"precision": "fp32"}`` for
+    ``--baseline precision=fp32``; ``noise`` a fraction). Raises ``ReportError`` (a
+    ``ValueError``) for a report that cannot be made, ``OutputError`` for a folder that cannot
+    take one.
+
+    >>> rep = cnnbench.report("results/quick", output="report/quick")
+    >>> [t.id for t in rep.tables]
+    """
+    from cnnbench.report import ReportOptions, build_report, write_report
+    from cnnbench.report.output import check_report_folder
+
+    if max_plots < 0:
+        raise ValueError(f"max_plots: must be >= 0, got {max_plots}")
+    if output is not None:
+        check_report_folder(output)
+    records, problems, _ = _records(results)
+    options = ReportOptions(
+        columns=columns, effects=list(effects) if effects is not None else None, baselines=dict(baselines or {}),
+        ignore=list(ignore), include_warned=include_warned, where=[where] if isinstance(where, str) else list(where),
+        title=title, noise=noise, max_plots=max_plots, problems=problems,
+    )
+    built = build_report(records, options)
+    if output is not None:
+        write_report(built, output, plots=max_plots > 0)
+    return built

@@ -1,0 +1,189 @@
+"""The Python API (``import cnnbench``): run, read_results, compare, report.
+
+Runs use the tiny ``trivial`` model on the CPU; compare and report read hand-made records.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import cnnbench
+from cnnbench.cli import main
+from cnnbench.config import ConfigError
+from cnnbench.report.compare import CompareError
+from tests.report_fixtures import record, write_store
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = dict(model="trivial", device="cpu", batch_size=2, num_batches=2, num_warmup_batches=1)
+TWO_WORKERS = ("import cnnbench; r = cnnbench.run(model='trivial', device='cpu', num_devices=2, oversubscribe=True, "
+               "batch_size=2, num_batches=2, num_warmup_batches=1); print(r.status, r.error)")
+
+
+def python(*args: str, stdin: str | None = None, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    return subprocess.run([sys.executable, *args], input=stdin, capture_output=True, text=True, env=env,
+                          cwd=ROOT, timeout=timeout)
+
+
+# --- import -----------------------------------------------------------------------------------
+def test_import_cnnbench_does_not_import_torch():
+    done = python("-c", "import cnnbench, sys; assert 'torch' not in sys.modules; "
+                        "cnnbench.read_results; cnnbench.compare; cnnbench.report; "
+                        "assert 'torch' not in sys.modules, 'the API functions load torch'")
+    assert done.returncode == 0, done.stderr
+
+
+def test_the_api_is_exported_typed_and_documented():
+    assert set(cnnbench.__all__) >= {"run", "read_results", "compare", "report"}
+    for name in ("run", "read_results", "compare"):
+        fn = getattr(cnnbench, name)
+        assert ">>>" in (fn.__doc__ or ""), f"{name} has no example"
+        assert fn.__annotations__.get("return"), f"{name} has no return type"
+    from cnnbench import api
+
+    assert ">>>" in (api.report.__doc__ or "") and api.report.__annotations__["return"]
+    assert (ROOT / "src" / "cnnbench" / "py.typed").is_file()
+    with pytest.raises(AttributeError):
+        cnnbench.no_such_function  # noqa: B018
+
+
+def test_cnnbench_report_is_callable_though_it_is_also_a_package():
+    # the report package imported first (as by `cnnbench compare`), then called as the API
+    code = ("import cnnbench.report.build, cnnbench, sys; import tests.report_fixtures as f; "
+            "rep = cnnbench.report([f.record(), f.record(ips=90.0)], max_plots=0); "
+            "print(type(rep).__name__, rep.n_records, cnnbench.report.build.build_report.__name__)")
+    done = python("-c", code)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["Report", "2", "build_report"]
+    from cnnbench.report import build_report  # in this process too, the package stays a package
+
+    assert callable(cnnbench.report) and build_report.__module__ == "cnnbench.report.build"
+
+
+# --- run --------------------------------------------------------------------------------------
+def test_run_returns_the_record_prints_nothing_and_writes_nothing(tmp_path, monkeypatch, capfd):
+    monkeypatch.chdir(tmp_path)
+    rec = cnnbench.run(**TINY)
+    out = capfd.readouterr()
+    assert (out.out, out.err) == ("", "")
+    assert rec.status == "ok" and rec.config["model"] == "trivial" and rec.metrics["total_images_per_sec"] > 0
+    assert list(tmp_path.iterdir()) == []  # no results_dir: no store
+
+
+def test_run_progress_prints_the_log_or_hands_it_over(capfd):
+    lines: list[str] = []
+    cnnbench.run(**TINY, progress=lines.append)
+    assert any("images/sec" in line for line in lines)
+    assert capfd.readouterr().out == ""
+    cnnbench.run(**TINY, progress=True)
+    assert "images/sec" in capfd.readouterr().out
+
+
+def test_run_with_results_dir_appends_the_record_as_the_cli_does(tmp_path):
+    rec = cnnbench.run(**TINY, results_dir=tmp_path / "results", machine_label="box")
+    assert (tmp_path / "results" / "box.jsonl").is_file()
+    frame = cnnbench.read_results(tmp_path / "results")
+    assert frame["run_id"].tolist() == [rec.run_id] and frame["environment.machine"].tolist() == ["box"]
+
+
+def test_run_refuses_bad_options_before_running(tmp_path):
+    with pytest.raises(ConfigError, match="unknown configuration field 'batchsize'"):
+        cnnbench.run(model="trivial", batchsize=2)
+    with pytest.raises(ConfigError, match="batch.size: must be >= 1"):
+        cnnbench.run(model="trivial", device="cpu", batch_size=0)
+    with pytest.raises(ConfigError, match="results_dir"):
+        cnnbench.run(**TINY, profile_steps=1)
+
+
+@pytest.mark.parametrize("how", ["-c", "stdin"])
+def test_run_on_two_workers_from_a_script_without_a_file(how):
+    """The workers never import the caller's ``__main__``: ``python -`` (a notebook's kind of
+    ``__main__``, with no file to import) works as ``python -c`` does."""
+    done = python("-c", TWO_WORKERS) if how == "-c" else python("-", stdin=TWO_WORKERS)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok None", done.stderr
+    assert "Traceback" not in done.stderr
+
+
+# --- read_results -----------------------------------------------------------------------------
+def test_read_results_is_the_export_as_a_dataframe(tmp_path, capsys):
+    store = write_store(tmp_path / "r", [record("resnet50", ips=400.0), record("vgg16", "m-slow", ips=120.0)])
+    (store / "m-fast.jsonl").open("a").write("{not json\n")
+    frame = cnnbench.read_results(store)
+    assert capsys.readouterr().err == ""
+    assert isinstance(frame, pd.DataFrame) and frame.shape[0] == 2
+    assert main(["results", "export", str(store), "--format", "json"]) == 0
+    exported = json.loads(capsys.readouterr().out)
+    assert list(frame.columns) == list(dict.fromkeys(c for row in exported for c in row))
+    assert sorted(frame["metrics.total_images_per_sec"]) == [120.0, 400.0]
+    assert frame.loc[0, "config.model"] == exported[0]["config.model"]
+    [problem] = frame.attrs["problems"]
+    assert "m-fast.jsonl:2" in problem
+    cnnbench.read_results(store, verbose=True)
+    assert "m-fast.jsonl:2" in capsys.readouterr().err
+
+
+def test_read_results_where_and_step_times(tmp_path):
+    store = write_store(tmp_path / "r", [record("resnet50"), record("vgg16")])
+    frame = cnnbench.read_results([store], where="model=vgg*", step_times=False)
+    assert frame["config.model"].tolist() == ["vgg16"] and "metrics.step_times_s" not in frame.columns
+    with pytest.raises(FileNotFoundError):
+        cnnbench.read_results(tmp_path / "missing")
+
+
+# --- compare ----------------------------------------------------------------------------------
+def _repeats(ips: float, **kw) -> list[dict]:
+    return [record(ips=ips * f, **kw) for f in (0.99, 1.0, 1.01)]
+
+
+def test_compare_returns_rows_of_ratio_interval_p_and_verdict(tmp_path, capsys):
+    a = write_store(tmp_path / "a", _repeats(400.0) + _repeats(250.0, model="vgg16"))
+    b = write_store(tmp_path / "b", _repeats(300.0) + _repeats(250.0, model="vgg16"))
+    table = cnnbench.compare(a, b)
+    assert capsys.readouterr().out == ""
+    assert table["model"].tolist() == ["resnet50", "vgg16"]
+    assert table["verdict"].tolist() == ["slower", "not significant"]
+    slow = table.iloc[0]
+    assert slow["ci_low"] < slow["ratio"] < slow["ci_high"] and slow["p_value"] < 0.05
+    assert slow["ratio"] == pytest.approx(0.75) and slow["fields.precision"] == "fp32"
+    # the same facts as `cnnbench compare --format json`
+    main(["compare", str(a), str(b), "--format", "json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert [p["ratio"] for p in doc["pairs"]] == table["ratio"].tolist()
+    assert [p["p_value"] for p in doc["pairs"]] == table["p_value"].tolist()
+    assert table.attrs["geomean_ratio"] == pytest.approx(doc["summary"]["geomean_ratio"])
+    assert table.attrs["baseline"] == {"label": str(a), "results": 6}
+    # records in place of folders
+    again = cnnbench.compare(_repeats(400.0), _repeats(300.0))
+    assert again["verdict"].tolist() == ["slower"] and again.attrs["baseline"]["label"] == "baseline"
+
+
+def test_compare_by_a_field_and_its_errors(tmp_path):
+    store = write_store(tmp_path / "r", _repeats(400.0) + _repeats(560.0, precision="amp_fp16"))
+    table = cnnbench.compare(store, by="precision")
+    assert table["verdict"].tolist() == ["faster"] and table.attrs["split_by"] == "config.precision"
+    with pytest.raises(CompareError, match="no result of the baseline matches"):
+        cnnbench.compare([record(batch_size=32)], [record(batch_size=64)])
+    with pytest.raises(CompareError, match="by=FIELD"):
+        cnnbench.compare(store)
+
+
+# --- report -----------------------------------------------------------------------------------
+def test_report_returns_the_report_and_writes_only_with_an_output(tmp_path, monkeypatch, capfd):
+    monkeypatch.chdir(tmp_path)
+    store = write_store(tmp_path / "r", [record("resnet50", ips=400.0), record("vgg16", ips=250.0)])
+    rep = cnnbench.report(store, max_plots=0)
+    assert rep.n_records == 2 and rep.tables
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r"]
+    written = cnnbench.report(store, output=tmp_path / "out", max_plots=0, title="API")
+    assert (tmp_path / "out" / "summary.md").read_text().startswith("# API")
+    assert {t.id for t in written.tables} == {t.id for t in rep.tables}
+    out = capfd.readouterr()
+    assert (out.out, out.err) == ("", "")
