@@ -16,3 +16,25 @@ def test_license_is_an_spdx_expression_with_its_files():
     assert project["license-files"] and all((ROOT / f).is_file() for f in project["license-files"])
     assert "Apache License" in (ROOT / project["license-files"][0]).read_text()
     assert any(d.startswith("orjson") for d in project["dependencies"])  # the store's parser
+
+
+def test_make_run_ends_with_the_line_to_type_next():
+    """Issue 17 item 15: after `make run`, the user is told how to call cnnbench (it lives in .venv)."""
+    import shutil
+    import subprocess
+
+    if shutil.which("make") is None:
+        pytest.skip("no make on this machine")
+    plan = subprocess.run(["make", "-n", "run", "VENV=/nonexistent-venv"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60).stdout.splitlines()
+    report = next(i for i, line in enumerate(plan) if " report " in line)
+    after = "\n".join(plan[report + 1:])
+    assert ". /nonexistent-venv/bin/activate && cnnbench run --help" in after
+    assert "/nonexistent-venv/bin/cnnbench run" in after
+
+
+def test_a_cpu_only_install_is_one_variable_away():
+    """Issue 17 item 16: TORCH_SPEC carries pip's arguments, so PyTorch's CPU index fits in it."""
+    makefile = (ROOT / "Makefile").read_text()
+    assert "$(PIP) install --quiet $(TORCH_SPEC)" in makefile
+    assert "download.pytorch.org/whl/cpu" in makefile
