@@ -39,7 +39,7 @@ from cnnbench.report.observations import (
 from cnnbench.report.pipeline import is_pipeline_record, pipeline_tables
 from cnnbench.report.points import PointSet, build_points
 from cnnbench.report.scaling import ScalingGroup, overview, scaling_groups
-from cnnbench.report.stats import REPEAT_NOISE
+from cnnbench.analysis.repeat_stats import REPEAT_NOISE
 from cnnbench.report.systems import systems_table
 from cnnbench.report.table import Table, unique_ids
 from cnnbench.report.training import TrainingResult, training_results

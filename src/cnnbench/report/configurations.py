@@ -21,7 +21,7 @@ from cnnbench.report import fields as F
 from cnnbench.report.labels import Namer, unique_names
 from cnnbench.report.marks import legend_for
 from cnnbench.report.points import Point, PointSet, combine
-from cnnbench.report.stats import SPREAD_NAME
+from cnnbench.analysis.repeat_stats import SPREAD_NAME
 from cnnbench.report.table import Cell, Table, label_cell, missing, throughput
 
 

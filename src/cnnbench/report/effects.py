@@ -34,7 +34,7 @@ from cnnbench.report.pairing import (
 )
 from cnnbench.report.points import ATTRIBUTE_FIELDS, Measure, PointSet, combine, machine_spreads, machines_of
 from cnnbench.report.significance import ALPHA, NONE, Comparison, compare_runs
-from cnnbench.report.stats import median
+from cnnbench.analysis.repeat_stats import median
 from cnnbench.report.table import Cell, Table, label_cell, missing, number
 from cnnbench.results.query import value_matches
 from cnnbench.words import plural

@@ -15,7 +15,7 @@ from typing import Any
 from cnnbench.report import fields as F
 from cnnbench.report.configurations import Section
 from cnnbench.report.document import Block, Heading, Report, TableBlock
-from cnnbench.report.stats import median
+from cnnbench.analysis.repeat_stats import median
 from cnnbench.report.table import Cell, Table, label_cell, missing, number
 
 HEADING = "Energy efficiency (images per joule)"

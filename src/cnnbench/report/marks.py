@@ -1,7 +1,7 @@
 """Marks on table cells whose figures deserve less trust, and the legend lines that explain them.
 
 - ``†`` (wide spread): a run of the cell has step times whose relative stdev (sample
-  standard deviation / mean, :func:`cnnbench.report.stats.relative_stdev`, as for repeats) is
+  standard deviation / mean, :func:`cnnbench.analysis.repeat_stats.relative_stdev`, as for repeats) is
   over 10%; for imported logs without step times, tf_cnn_benchmarks' own ``+/-`` gives it.
 - ``⚠`` (warned): a run of the cell recorded warnings (``metrics.warnings``: ``busy CPU``,
   ``busy GPU``, ``CPU frequency``, ``unstable``, ...) or was throttled (``metrics.throttled``).
@@ -22,7 +22,7 @@ from typing import Any
 
 from cnnbench.report.points import Measure
 from cnnbench.report.significance import WIDE_CV
-from cnnbench.report.stats import SPREAD_NAME
+from cnnbench.analysis.repeat_stats import SPREAD_NAME
 from cnnbench.words import plural
 
 WIDE = "†"

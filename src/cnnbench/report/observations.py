@@ -20,7 +20,7 @@ from cnnbench.report.configurations import Section
 from cnnbench.report.effects import Effect
 from cnnbench.report.marks import is_warned
 from cnnbench.report.scaling import ScalingGroup
-from cnnbench.report.stats import median
+from cnnbench.analysis.repeat_stats import median
 from cnnbench.report.table import Cell, Table
 from cnnbench.words import plural
 

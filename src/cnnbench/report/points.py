@@ -21,7 +21,7 @@ from typing import Any
 from cnnbench.config.run_config import config_fields, identity_fields
 from cnnbench.report import fields as F
 from cnnbench.report.significance import MachineSpreads, RunSample, run_sample
-from cnnbench.report.stats import median, relative_stdev
+from cnnbench.analysis.repeat_stats import median, relative_stdev
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +79,7 @@ class Measure:
 
     @property
     def spread(self) -> float | None:
-        """The relative stdev of the ``ok`` repeats (:func:`cnnbench.report.stats.relative_stdev`:
+        """The relative stdev of the ``ok`` repeats (:func:`cnnbench.analysis.repeat_stats.relative_stdev`:
         stdev / mean; ``None`` with fewer than two)."""
         if self._spread is _UNSET:
             self._spread = relative_stdev(self.ips)

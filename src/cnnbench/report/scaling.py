@@ -19,7 +19,7 @@ from cnnbench.report import fields as F
 from cnnbench.report.labels import Namer, join_labels, unique_names
 from cnnbench.report.marks import legend_for, symbols_of
 from cnnbench.report.points import Measure, Point, PointSet, combine
-from cnnbench.report.stats import median
+from cnnbench.analysis.repeat_stats import median
 from cnnbench.report.table import Cell, Table, failed, label_cell, missing, number, percent, throughput
 from cnnbench.words import plural
 

@@ -50,7 +50,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from cnnbench.report.stats import relative_stdev
+from cnnbench.analysis.repeat_stats import relative_stdev
 
 ALPHA = 0.05
 """Two-sided level of the test."""
@@ -358,7 +358,7 @@ def blocks_from_series(steps: Sequence[Any], rates: Sequence[Any]) -> tuple[floa
 
 
 def _cv(xs: Sequence[float]) -> float | None:
-    """The relative stdev of the step times (:func:`cnnbench.report.stats.relative_stdev`, the one
+    """The relative stdev of the step times (:func:`cnnbench.analysis.repeat_stats.relative_stdev`, the one
     definition of spread in the report and the sweep), as the run's own ``unstable`` check
     computes it (:func:`cnnbench.engine.stability.coefficient_of_variation`, pyperf's), so that
     the ``†`` mark and that warning agree."""

@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 from cnnbench.report.marks import measure_marks
 from cnnbench.report.numbers import fixed, significant
 from cnnbench.report.points import Measure
-from cnnbench.report.stats import median, spread_percent
+from cnnbench.analysis.repeat_stats import median, spread_percent
 
 MISSING = "—"
 
@@ -32,7 +32,7 @@ class Cell(NamedTuple):
     """Marks of less trustworthy figures (``†`` wide spread, ``⚠`` warned; see
     :mod:`cnnbench.report.marks`), also shown at the end of ``text``."""
     spread: float | None = None
-    """For a median of repeats: their relative stdev (stdev / mean, :mod:`cnnbench.report.stats`),
+    """For a median of repeats: their relative stdev (stdev / mean, :mod:`cnnbench.analysis.repeat_stats`),
     the ``±`` of ``text``, written to CSV/JSON in full."""
 
     @property
@@ -73,7 +73,7 @@ def throughput(measure: Measure | None, noise: float, note: str = "") -> Cell:
 
     The median of ``ok`` repeats (four significant digits, thousands separated); ``±x%``
     (their relative stdev, stdev / mean) when it exceeds ``noise`` (the sweep's threshold,
-    :data:`cnnbench.report.stats.REPEAT_NOISE` by default); ``(k/n OOM)`` when some repeats
+    :data:`cnnbench.analysis.repeat_stats.REPEAT_NOISE` by default); ``(k/n OOM)`` when some repeats
     failed; the failure (``OOM``, ``error``, ``timeout``) when all did; ``—`` when none ran;
     ``†``/``⚠`` when a run has a wide spread or warnings.
     """

@@ -4,7 +4,7 @@ Cells are written as values, not as display text: numbers as numbers, failures a
 status word (``OOM``, ``error``, ``timeout``), missing cells empty (CSV) or ``null``
 (JSON). A column whose cells are medians of repeats is followed by a ``<column> relative
 stdev`` column: the relative stdev of the repeats, stdev / mean
-(:func:`cnnbench.report.stats.relative_stdev`, the ``±`` of the display text, which shows
+(:func:`cnnbench.analysis.repeat_stats.relative_stdev`, the ``±`` of the display text, which shows
 it only above the noise threshold). The JSON also keeps the display text (in the table's own
 columns, ``text_columns``) and the notes.
 """
@@ -16,7 +16,7 @@ import io
 import json
 from typing import Any
 
-from cnnbench.report.stats import SPREAD_NAME
+from cnnbench.analysis.repeat_stats import SPREAD_NAME
 from cnnbench.report.table import Table
 
 

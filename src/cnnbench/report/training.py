@@ -18,7 +18,7 @@ from typing import Any
 from cnnbench.report import fields as F
 from cnnbench.report.labels import Namer
 from cnnbench.report.points import Point, PointSet
-from cnnbench.report.stats import median
+from cnnbench.analysis.repeat_stats import median
 from cnnbench.report.table import Table, label_cell, missing, number
 from cnnbench.report.table import failed as failed_cell
 from cnnbench.results.naming import device_word

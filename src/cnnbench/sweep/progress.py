@@ -15,7 +15,7 @@ import time
 from collections.abc import Iterable
 from typing import IO, Any
 
-from cnnbench.report.stats import SPREAD_NAME
+from cnnbench.analysis.repeat_stats import SPREAD_NAME
 from cnnbench.sweep.runner import CaseResult, SweepResult
 from cnnbench.sweep.suite import Case, Suite
 from cnnbench.words import plural

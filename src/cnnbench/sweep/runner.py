@@ -46,7 +46,7 @@ from typing import Any, Protocol
 
 from cnnbench.config.run_config import RunConfig
 from cnnbench.oom import is_out_of_memory_text
-from cnnbench.report.stats import REPEAT_NOISE, SPREAD_NAME, relative_stdev, spread_percent
+from cnnbench.analysis.repeat_stats import REPEAT_NOISE, SPREAD_NAME, relative_stdev, spread_percent
 from cnnbench.results.naming import case_name
 from cnnbench.results.record import Record, clip, without_native_stack
 from cnnbench.results.store import StoreReader, append_record, machine_file_name
