@@ -1,0 +1,52 @@
+"""Start-up stays light: the commands that read results never import torch (issue 22, item 4).
+
+torch's import is about a second and a half of CPU here; `cnnbench --help`, `results list`,
+`results export`, `report` and `compare` need none of it. Each runs in a fresh interpreter,
+and the test asserts what it imported, never how long it took.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).parent / "fixtures" / "tf_cnn_benchmarks_logs" / "LambdaCloud-RTX_A6000.logs"
+
+PROBE = """
+import contextlib, io, sys
+from cnnbench.cli import main
+argv = sys.argv[1:]
+with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+    try:
+        main(argv)
+    except SystemExit:
+        pass
+print(sorted(m for m in ("torch", "torchvision", "matplotlib") if m in sys.modules))
+"""
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> Path:
+    from cnnbench.cli import main
+
+    folder = tmp_path_factory.mktemp("startup") / "store"
+    assert main(["import", "tf-cnn-benchmarks", str(FIXTURES), "--results-dir", str(folder)]) == 0
+    return folder
+
+
+@pytest.mark.parametrize("argv", [
+    ["--help"], ["run", "--help"], ["results", "list", "{store}"], ["results", "export", "{store}", "--format", "csv"],
+    ["report", "{store}", "-o", "{out}", "--no-plots"], ["compare", "{store}", "--by", "precision",
+                                                         "--ignore", "batch_size"],
+], ids=lambda a: " ".join(a[:2]))
+def test_reading_commands_never_import_torch(argv, store, tmp_path):
+    args = [a.format(store=store, out=tmp_path / "report") for a in argv]
+    done = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    imported = done.stdout.strip().splitlines()[-1]
+    assert "torch" not in imported, f"cnnbench {' '.join(argv)} imported {imported}"
+    if argv[0] in ("--help", "run", "results", "compare"):
+        assert "matplotlib" not in imported  # plots load it, nothing else
