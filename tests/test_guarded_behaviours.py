@@ -1,7 +1,7 @@
 """Behaviours no other fast test protected (issue 17, item 13): each was broken on purpose
 and the suite stayed green. Each test here fails when its behaviour is broken.
 
-- the significance verdict's direction check (:func:`cnnbench.report.significance.compare_runs`);
+- the significance verdict's direction check (:func:`cnnbench.analysis.significance.compare_runs`);
 - the parameter server's broadcast of batch-norm buffers after each step;
 - the per-step slowest-worker rule of multi-device step times (the record's, the all-reduce's,
   and the one the progress lines show);
@@ -29,6 +29,9 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from cnnbench.analysis.pairing import pair_key_fields
+from cnnbench.analysis.points import build_points
+from cnnbench.analysis.significance import ALPHA, RunSample, compare_runs
 from cnnbench.config import RunConfig
 from cnnbench.config.run_config import dependent_fields
 from cnnbench.distributed import parameter_server, process_group
@@ -39,9 +42,6 @@ from cnnbench.distributed.world import World
 from cnnbench.engine.loop import timed_loop
 from cnnbench.engine.metrics import WorkerMeasure, measured_metrics
 from cnnbench.report.effects import compute_effects
-from cnnbench.report.pairing import pair_key_fields
-from cnnbench.report.points import build_points
-from cnnbench.report.significance import ALPHA, RunSample, compare_runs
 from cnnbench.results.store import append_new_records, read_records
 from tests.report_fixtures import record
 from tests.test_store import make_record

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from cnnbench.analysis import fields as F
+from cnnbench.analysis.labels import Namer
+from cnnbench.analysis.points import build_points
 from cnnbench.report import ReportError, ReportOptions, build_report
-from cnnbench.report import fields as F
 from cnnbench.report.configurations import configuration_sections
-from cnnbench.report.labels import Namer
 from cnnbench.report.markdown import render_markdown
-from cnnbench.report.points import build_points
 from cnnbench.report.scaling import scaling_groups
 from cnnbench.results.naming import case_name
 from tests.report_fixtures import record, scaling_records, training_record

@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from cnnbench.report.significance import (
+from cnnbench.analysis.significance import (
     NONE,
     REPEATS,
     STEPS,

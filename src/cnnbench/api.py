@@ -114,7 +114,7 @@ def execute(config: RunConfig, *, emit: Callable[[str], None] | None = None, app
 
         restrict_host_cpus(config.host_cpus)
         if config.requested_devices() > 1 or own_process:
-            from cnnbench.engine.workers import run_on_workers
+            from cnnbench.engine.multidevice.workers import run_on_workers
 
             return run_on_workers(config, emit=emit), None
         return run_benchmark(config, emit=emit), None
@@ -161,7 +161,7 @@ def read_records(paths: PathLike | Sequence[PathLike], *, where: str | Sequence[
 
     >>> records, problems = read_records("results/", where="model=resnet50")
     """
-    from cnnbench.report.fields import resolve_field
+    from cnnbench.analysis.fields import resolve_field
     from cnnbench.results.query import parse_where, select
     from cnnbench.results.store import read_records as read_store
 

@@ -12,7 +12,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cnnbench.report import fields as F
+from cnnbench.analysis import fields as F
+from cnnbench.analysis.marks import MARKS_HEADING, combined, marks_section
+from cnnbench.analysis.points import PointSet, build_points
+from cnnbench.analysis.repeat_stats import REPEAT_NOISE
 from cnnbench.report.configurations import Section, configuration_sections
 from cnnbench.report.cost import cost_table
 from cnnbench.report.document import (
@@ -28,7 +31,6 @@ from cnnbench.report.document import (
 from cnnbench.report.effects import Effect, compute_effects, default_effect_fields
 from cnnbench.report.energy import add_energy_blocks, energy_tables
 from cnnbench.report.implementations import implementation_tables
-from cnnbench.report.marks import MARKS_HEADING, combined, marks_section
 from cnnbench.report.observations import (
     effect_observations,
     failure_observations,
@@ -37,9 +39,7 @@ from cnnbench.report.observations import (
     scaling_observations,
 )
 from cnnbench.report.pipeline import is_pipeline_record, pipeline_tables
-from cnnbench.report.points import PointSet, build_points
 from cnnbench.report.scaling import ScalingGroup, overview, scaling_groups
-from cnnbench.analysis.repeat_stats import REPEAT_NOISE
 from cnnbench.report.systems import systems_table
 from cnnbench.report.table import Table, unique_ids
 from cnnbench.report.training import TrainingResult, training_results

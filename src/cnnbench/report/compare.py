@@ -6,11 +6,11 @@
         print(pair.name, pair.comparison.ratio, pair.comparison.verdict)
 
 The two sides are pooled into one point set with a side field, then paired as effect tables
-pair results (:mod:`cnnbench.report.pairing`): two results match when they agree on every
+pair results (:mod:`cnnbench.analysis.pairing`): two results match when they agree on every
 field of their identity (the configuration fields that change what is measured, the machine
 unless ``across_machines``, the source), except the fields in ``ignore``. Repeats of one
 configuration on one side are folded together; each pair gets the significance test of
-:mod:`cnnbench.report.significance`. Rendering lives in :mod:`cnnbench.report.compare_format`.
+:mod:`cnnbench.analysis.significance`. Rendering lives in :mod:`cnnbench.report.compare_format`.
 No torch here.
 """
 
@@ -21,13 +21,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cnnbench.report import fields as F
-from cnnbench.report.effects import default_baseline
-from cnnbench.report.labels import Namer
-from cnnbench.report.marks import Marks, measure_marks, run_warnings
-from cnnbench.report.pairing import differing_fields, pair_key_fields, pair_points
-from cnnbench.report.points import Measure, Point, build_points, combine, machine_spreads, machines_of
-from cnnbench.report.significance import ALPHA, DEFAULT_NOISE, Comparison, MachineSpreads, compare_runs
+from cnnbench.analysis import fields as F
+from cnnbench.analysis.labels import Namer
+from cnnbench.analysis.marks import Marks, measure_marks, run_warnings
+from cnnbench.analysis.pairing import default_baseline, differing_fields, pair_key_fields, pair_points
+from cnnbench.analysis.points import Measure, Point, build_points, combine, machine_spreads, machines_of
+from cnnbench.analysis.significance import ALPHA, DEFAULT_NOISE, Comparison, MachineSpreads, compare_runs
 from cnnbench.results.query import parse_where, select, value_matches
 from cnnbench.words import plural
 

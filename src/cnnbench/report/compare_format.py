@@ -14,12 +14,12 @@ import io
 import json
 from typing import Any
 
-from cnnbench.report import fields as F
+from cnnbench.analysis import fields as F
+from cnnbench.analysis.marks import Marks, marks_section
+from cnnbench.analysis.points import Measure
+from cnnbench.analysis.significance import NONE
 from cnnbench.report.compare import ComparedPair, CompareResult, summary_line, verdict_counts
 from cnnbench.report.markdown import escape_markdown
-from cnnbench.report.marks import Marks, marks_section
-from cnnbench.report.points import Measure
-from cnnbench.report.significance import NONE
 from cnnbench.words import plural
 
 FORMATS = ("table", "md", "csv", "json")

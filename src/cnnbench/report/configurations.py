@@ -17,10 +17,10 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from cnnbench.report import fields as F
-from cnnbench.report.labels import Namer, unique_names
-from cnnbench.report.marks import legend_for
-from cnnbench.report.points import Point, PointSet, combine
+from cnnbench.analysis import fields as F
+from cnnbench.analysis.labels import Namer, unique_names
+from cnnbench.analysis.marks import legend_for
+from cnnbench.analysis.points import Point, PointSet, combine
 from cnnbench.analysis.repeat_stats import SPREAD_NAME
 from cnnbench.report.table import Cell, Table, label_cell, missing, throughput
 

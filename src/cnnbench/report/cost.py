@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from cnnbench.report import fields as F
+from cnnbench.analysis import fields as F
+from cnnbench.analysis.points import PointSet
 from cnnbench.report.numbers import significant
-from cnnbench.report.points import PointSet
 from cnnbench.report.table import Cell, Table, label_cell, missing
 from cnnbench.report.tf_models import UNMAPPED, tf_cost
 

@@ -1,9 +1,9 @@
 """One factor at a time: "speedup from A vs B" over pairs that agree on everything else.
 
 For a field F with values A and B, a *pair* is two points whose identities are equal
-except for F (and the fields the user chose to ignore; see :mod:`cnnbench.report.pairing`);
+except for F (and the fields the user chose to ignore; see :mod:`cnnbench.analysis.pairing`);
 its ratio is images/sec with A over images/sec with B, and whether that ratio is
-significant comes from :func:`cnnbench.report.significance.compare_runs`, the test
+significant comes from :func:`cnnbench.analysis.significance.compare_runs`, the test
 ``cnnbench compare`` uses. When F describes the machine (machine, GPU, CPU), the machine
 label leaves the identity too, so a pair is the same configuration on two machines.
 Tables: one row per device count (or the remaining dimension that varies), one column per
@@ -22,21 +22,22 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from cnnbench.config.run_config import dependent_fields
-from cnnbench.report import fields as F
-from cnnbench.report.marks import NO_SAMPLES, NOT_SIGNIFICANT, combined, legend, measure_marks, symbols_of
-from cnnbench.report.pairing import (
+from cnnbench.analysis import fields as F
+from cnnbench.analysis.marks import NO_SAMPLES, NOT_SIGNIFICANT, combined, legend, measure_marks, symbols_of
+from cnnbench.analysis.pairing import (
+    default_baseline,
     differing_fields,
+    find_value,
     ignored_differences,
     pair_key_fields,
     pair_points,
     pooled_pairs,
 )
-from cnnbench.report.points import ATTRIBUTE_FIELDS, Measure, PointSet, combine, machine_spreads, machines_of
-from cnnbench.report.significance import ALPHA, NONE, Comparison, compare_runs
+from cnnbench.analysis.points import ATTRIBUTE_FIELDS, Measure, PointSet, combine, machine_spreads, machines_of
 from cnnbench.analysis.repeat_stats import median
+from cnnbench.analysis.significance import ALPHA, NONE, Comparison, compare_runs
+from cnnbench.config.run_config import dependent_fields
 from cnnbench.report.table import Cell, Table, label_cell, missing, number
-from cnnbench.results.query import value_matches
 from cnnbench.words import plural
 
 ROW_PREFERENCE = (F.DEVICES, F.BATCH, F.MODEL)
@@ -131,22 +132,6 @@ def default_effect_fields(points: PointSet) -> list[str]:
         seen.add(sig)
         chosen.append(name)
     return chosen
-
-
-def default_baseline(name: str, values: Sequence[Any]) -> Any:
-    """The value others are compared with: fp32 for precision, else the first in natural order."""
-    if name == "config.precision" and "fp32" in values:
-        return "fp32"
-    return sorted(values, key=F.sort_key)[0]
-
-
-def find_value(values: Sequence[Any], wanted: str, name: str = "") -> Any:
-    for v in values:
-        if value_matches(v, wanted):
-            return v
-    short = F.short_name(name) if name else "this field"
-    raise F.FieldError(f"--baseline {F.short_name(name) + '=' if name else ''}{wanted}: not a value of {short} "
-                       f"in these results (values: {', '.join(F.text(v) for v in values)})")
 
 
 def compute_effects(points: PointSet, names: Sequence[str], baselines: Mapping[str, str],

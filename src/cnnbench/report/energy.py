@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from cnnbench.report import fields as F
+from cnnbench.analysis import fields as F
+from cnnbench.analysis.repeat_stats import median
 from cnnbench.report.configurations import Section
 from cnnbench.report.document import Block, Heading, Report, TableBlock
-from cnnbench.analysis.repeat_stats import median
 from cnnbench.report.table import Cell, Table, label_cell, missing, number
 
 HEADING = "Energy efficiency (images per joule)"

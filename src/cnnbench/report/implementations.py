@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from cnnbench.report import fields as F
-from cnnbench.report.marks import legend_for
-from cnnbench.report.points import Point, PointSet, combine
+from cnnbench.analysis import fields as F
+from cnnbench.analysis.marks import legend_for
+from cnnbench.analysis.points import Point, PointSet, combine
 from cnnbench.report.table import Cell, Table, missing, number, throughput
 from cnnbench.results.naming import data_kind
 

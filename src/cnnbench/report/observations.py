@@ -15,12 +15,12 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from cnnbench.report import fields as F
+from cnnbench.analysis import fields as F
+from cnnbench.analysis.marks import is_warned
+from cnnbench.analysis.repeat_stats import median
 from cnnbench.report.configurations import Section
 from cnnbench.report.effects import Effect
-from cnnbench.report.marks import is_warned
 from cnnbench.report.scaling import ScalingGroup
-from cnnbench.analysis.repeat_stats import median
 from cnnbench.report.table import Cell, Table
 from cnnbench.words import plural
 
@@ -157,7 +157,7 @@ def _locate(table: Table, value: float) -> Ref | None:
 def effect_observations(effects: Sequence[Effect], include_warned: bool = False) -> list[Observation]:
     """Each effect's median over its pairs, named only when the pairs bear it out: at least
     half of them significant in the direction of the median (the test of
-    :mod:`cnnbench.report.significance`), and the median beyond the minimum effect."""
+    :mod:`cnnbench.analysis.significance`), and the median beyond the minimum effect."""
     out = []
     for e in effects[:MAX_EFFECT_BULLETS]:
         pairs = [p for p in e.pairs if p.ratio is not None and (include_warned or not p.warned)]

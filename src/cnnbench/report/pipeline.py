@@ -13,8 +13,8 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from cnnbench.report import fields as F
-from cnnbench.report.points import Measure
+from cnnbench.analysis import fields as F
+from cnnbench.analysis.points import Measure
 from cnnbench.report.table import Cell, Table, label_cell, missing, throughput
 from cnnbench.words import plural
 

@@ -15,10 +15,10 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from cnnbench.report import fields as F
-from cnnbench.report.labels import Namer, join_labels, unique_names
-from cnnbench.report.marks import legend_for, symbols_of
-from cnnbench.report.points import Measure, Point, PointSet, combine
+from cnnbench.analysis import fields as F
+from cnnbench.analysis.labels import Namer, join_labels, unique_names
+from cnnbench.analysis.marks import legend_for, symbols_of
+from cnnbench.analysis.points import Measure, Point, PointSet, combine
 from cnnbench.analysis.repeat_stats import median
 from cnnbench.report.table import Cell, Table, failed, label_cell, missing, number, percent, throughput
 from cnnbench.words import plural

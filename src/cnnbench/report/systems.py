@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from cnnbench.report import fields as F
+from cnnbench.analysis import fields as F
 from cnnbench.report.table import Cell, Table, label_cell, missing
 
 GIB = 2**30

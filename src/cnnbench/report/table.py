@@ -11,10 +11,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from cnnbench.report.marks import measure_marks
-from cnnbench.report.numbers import fixed, significant
-from cnnbench.report.points import Measure
+from cnnbench.analysis.marks import measure_marks
+from cnnbench.analysis.points import Measure
 from cnnbench.analysis.repeat_stats import median, spread_percent
+from cnnbench.report.numbers import fixed, significant
 
 MISSING = "—"
 
@@ -30,7 +30,7 @@ class Cell(NamedTuple):
     """For a failed cell: the failure (``OOM``, ``error``, ``timeout``); empty otherwise."""
     marks: str = ""
     """Marks of less trustworthy figures (``†`` wide spread, ``⚠`` warned; see
-    :mod:`cnnbench.report.marks`), also shown at the end of ``text``."""
+    :mod:`cnnbench.analysis.marks`), also shown at the end of ``text``."""
     spread: float | None = None
     """For a median of repeats: their relative stdev (stdev / mean, :mod:`cnnbench.analysis.repeat_stats`),
     the ``±`` of ``text``, written to CSV/JSON in full."""

@@ -15,9 +15,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from cnnbench.report import fields as F
-from cnnbench.report.labels import Namer
-from cnnbench.report.points import Point, PointSet
+from cnnbench.analysis import fields as F
+from cnnbench.analysis.labels import Namer
+from cnnbench.analysis.points import Point, PointSet
 from cnnbench.analysis.repeat_stats import median
 from cnnbench.report.table import Table, label_cell, missing, number
 from cnnbench.report.table import failed as failed_cell

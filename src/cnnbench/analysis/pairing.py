@@ -21,9 +21,10 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any
 
+from cnnbench.analysis import fields as F
+from cnnbench.analysis.points import Point, PointSet
 from cnnbench.config.run_config import dependent_fields
-from cnnbench.report import fields as F
-from cnnbench.report.points import Point, PointSet
+from cnnbench.results.query import value_matches
 
 
 def pair_key_fields(key_fields: Sequence[str], split: str, ignore: Collection[str] = (),
@@ -118,3 +119,19 @@ def differing_fields(unmatched: Sequence[Point], others: Sequence[Point], fields
         for f in best or ():
             counts[f] = counts.get(f, 0) + 1
     return dict(sorted(counts.items(), key=lambda kv: -kv[1]))
+
+
+def default_baseline(name: str, values: Sequence[Any]) -> Any:
+    """The value others are compared with: fp32 for precision, else the first in natural order."""
+    if name == "config.precision" and "fp32" in values:
+        return "fp32"
+    return sorted(values, key=F.sort_key)[0]
+
+
+def find_value(values: Sequence[Any], wanted: str, name: str = "") -> Any:
+    for v in values:
+        if value_matches(v, wanted):
+            return v
+    short = F.short_name(name) if name else "this field"
+    raise F.FieldError(f"--baseline {F.short_name(name) + '=' if name else ''}{wanted}: not a value of {short} "
+                       f"in these results (values: {', '.join(F.text(v) for v in values)})")

@@ -13,9 +13,9 @@ from collections import Counter
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
+from cnnbench.analysis import fields as F
+from cnnbench.analysis.points import PointSet
 from cnnbench.config.run_config import config_fields, unnamed_values
-from cnnbench.report import fields as F
-from cnnbench.report.points import PointSet
 from cnnbench.results.naming import config_name
 
 DATA = "config.data_name"

@@ -8,7 +8,7 @@
   Such cells stay in the tables but are left out of the observations unless asked
   (``--include-warned``).
 - ``n.s.`` / ``no samples`` on ratios: the difference is not significant, or there was
-  nothing to test it with (see :mod:`cnnbench.report.significance`).
+  nothing to test it with (see :mod:`cnnbench.analysis.significance`).
 
 No torch here.
 """
@@ -20,9 +20,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cnnbench.report.points import Measure
-from cnnbench.report.significance import WIDE_CV
+from cnnbench.analysis.points import Measure
 from cnnbench.analysis.repeat_stats import SPREAD_NAME
+from cnnbench.analysis.significance import WIDE_CV
 from cnnbench.words import plural
 
 WIDE = "†"

@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any
 
-from cnnbench.config.run_config import config_fields, identity_fields
-from cnnbench.report import fields as F
-from cnnbench.report.significance import MachineSpreads, RunSample, run_sample
+from cnnbench.analysis import fields as F
 from cnnbench.analysis.repeat_stats import median, relative_stdev
+from cnnbench.analysis.significance import MachineSpreads, RunSample, run_sample
+from cnnbench.config.run_config import config_fields, identity_fields
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ class Measure:
         self._samples: list[RunSample | None] | None = None if self.runs else []
         self._ok_samples: list[RunSample] | None = None
         self.marks: Any = None
-        """Set by :func:`cnnbench.report.marks.measure_marks` (a cache)."""
+        """Set by :func:`cnnbench.analysis.marks.measure_marks` (a cache)."""
 
     def __repr__(self) -> str:
         return f"Measure(ips={self.ips!r}, statuses={self.statuses!r})"
