@@ -25,8 +25,8 @@ from typing import Any
 import torch
 
 from cnnbench.config import RunConfig
-from cnnbench.distributed.launch import launch_workers
-from cnnbench.engine.workers import run_on_workers
+from cnnbench.engine.multidevice.launch import launch_workers
+from cnnbench.engine.multidevice.workers import run_on_workers
 
 VARIANTS: dict[str, dict[str, Any]] = {
     "independent": {"variable_update": "independent"},
@@ -47,8 +47,8 @@ def bare_ddp(model_name: str, image_size: int, batch: int, warmup: int, steps: i
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
 
-    from cnnbench.distributed.worker import split_host_threads
     from cnnbench.distributed.world import World
+    from cnnbench.engine.multidevice.worker import split_host_threads
     from cnnbench.models import create_model
 
     split_host_threads(World.from_env())

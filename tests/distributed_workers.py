@@ -85,7 +85,7 @@ def train_and_report(config_fields: dict[str, Any], steps: int) -> dict[str, Any
 def run_engine_worker(config_fields: dict[str, Any], extra: dict[str, Any], console: bool,
                       notes_dir: str | None = None, log_level: int = 30, launcher_pid: int | None = None) -> Any:
     """The real worker entry point, with this module's test models registered."""
-    from cnnbench.distributed.worker import launched_worker
+    from cnnbench.engine.multidevice.worker import launched_worker
 
     return launched_worker(config_fields, extra, console, notes_dir, log_level, launcher_pid)
 
@@ -226,7 +226,7 @@ def never_finishes_a_phase(notes_dir: str, timeout_s: float) -> None:
     from pathlib import Path
 
     from cnnbench.distributed.phases import wait_for_all
-    from cnnbench.distributed.worker import write_failure_note
+    from cnnbench.engine.multidevice.worker import write_failure_note
 
     world = World.from_env()
     start_process_group(world, "gloo", torch.device("cpu"), 120.0)
@@ -250,7 +250,7 @@ def torchrun_rank1_fails_while_rank0_waits(config_fields: dict[str, Any], seen_f
     import time
     from pathlib import Path
 
-    from cnnbench.distributed.worker import run_under_torchrun
+    from cnnbench.engine.multidevice.worker import run_under_torchrun
 
     os.environ["CNNBENCH_TEST_DEATH"] = "raise"
     config = RunConfig.from_mapping(config_fields)

@@ -121,8 +121,8 @@ def test_worker_log_lines_say_which_rank(monkeypatch, capsys):
 
     import torch
 
-    from cnnbench.distributed import worker
     from cnnbench.engine import benchmark
+    from cnnbench.engine.multidevice import worker
 
     class Done:
         def to_dict(self):

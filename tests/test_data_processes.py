@@ -14,7 +14,7 @@ import pytest
 
 from cnnbench.config import RunConfig
 from cnnbench.data.generate import make_data_set
-from cnnbench.distributed.launch import launch_workers
+from cnnbench.engine.multidevice.launch import launch_workers
 from tests import distributed_workers as dw
 
 pytestmark = pytest.mark.slow

@@ -26,7 +26,7 @@ import torch
 
 from cnnbench.config import ConfigError, RunConfig
 from cnnbench.config.model_options import DATA_FORMATS, PRECISIONS
-from cnnbench.distributed.launch import WorkerFailed, launch_workers
+from cnnbench.engine.multidevice.launch import WorkerFailed, launch_workers
 from cnnbench.engine.step import classification_loss, make_optimizer
 from cnnbench.models import get_model_spec
 from tests import distributed_workers as dw
@@ -192,7 +192,7 @@ def test_the_worker_the_others_timed_out_waiting_for_is_named():
     stopped it, so it reported nothing): rank 1 is the one named."""
     from types import SimpleNamespace
 
-    from cnnbench.distributed.launch import _root_cause
+    from cnnbench.engine.multidevice.launch import _root_cause
 
     timed_out = SimpleNamespace(exitcode=1, timestamp=time.time(), signal_name=lambda: "",
                                 message="RuntimeError: Timed out waiting 3000ms for recv operation to complete")
@@ -350,12 +350,12 @@ def test_ctrl_c_stops_every_worker(tmp_path):
     ("oom", "oom", "out of memory"),
 ])
 def test_an_exception_or_oom_in_one_worker_is_recorded(tmp_path, death, status, words):
-    from cnnbench.engine.workers import run_on_workers
+    from cnnbench.engine.multidevice.workers import run_on_workers
 
     config = _config(model="test_dies", num_batches=20, results_dir=str(tmp_path))
     os.environ["CNNBENCH_TEST_DEATH"] = death
     try:
-        from cnnbench.distributed import worker as worker_module
+        from cnnbench.engine.multidevice import worker as worker_module
 
         original = worker_module.launched_worker
         worker_module.launched_worker = dw.run_engine_worker  # the same entry, test models registered

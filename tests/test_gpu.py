@@ -82,8 +82,8 @@ def test_two_gpus(tmp_path, variable_update):
 @pytest.mark.parametrize("compression", ["fp16", "bf16", "powersgd"])
 def test_gradient_compression_on_one_gpu_process_group(tmp_path, compression):
     """The communication hooks run on CUDA tensors (a group of one, started by torchrun's API)."""
-    from cnnbench.distributed.launch import launch_workers
-    from cnnbench.distributed.worker import launched_worker
+    from cnnbench.engine.multidevice.launch import launch_workers
+    from cnnbench.engine.multidevice.worker import launched_worker
 
     config = _cfg(gradient_compression=compression, results_dir=str(tmp_path))
     fields = {f: getattr(config, f) for f in config.__dataclass_fields__}

@@ -9,7 +9,6 @@ import torch
 from torch import nn
 
 from cnnbench.config import ConfigError, RunConfig
-from cnnbench.distributed.launch import WorkerFailed
 from cnnbench.engine import backend
 from cnnbench.engine.backend import (
     backend_flags,
@@ -23,6 +22,7 @@ from cnnbench.engine.backend import (
     syncs_every_step,
 )
 from cnnbench.engine.log_format import device_names, header_lines
+from cnnbench.engine.multidevice.launch import WorkerFailed
 from cnnbench.engine.precision import unsupported_reason
 from cnnbench.engine.prepare import prepare
 from cnnbench.engine.resolve import resolve

@@ -255,7 +255,7 @@ def _few_cores(monkeypatch, cores: int) -> None:
 
 @pytest.mark.parametrize("devices", [3, 64])
 def test_more_cpu_workers_than_cores_are_refused_before_any_work(tmp_path, capsys, monkeypatch, devices):
-    import cnnbench.engine.workers as workers
+    import cnnbench.engine.multidevice.workers as workers
 
     _few_cores(monkeypatch, 2)
     monkeypatch.setattr(workers, "launch_workers", lambda *a, **k: pytest.fail("workers started"))

@@ -61,7 +61,7 @@ def handle(args: argparse.Namespace) -> int:
 
 def _execute(config: RunConfig, emit: Any, *, own_process: bool = False) -> tuple[Any, Any]:
     from cnnbench.api import execute
-    from cnnbench.distributed.launch import WorkersStopped
+    from cnnbench.engine.multidevice.launch import WorkersStopped
     from cnnbench.results.files import FileProblem
 
     try:
@@ -127,8 +127,8 @@ def _print_profile(record: Any, path: Any) -> None:
 
 
 def _under_torchrun(config: RunConfig, emit: Any, *, quiet: bool) -> int:
-    from cnnbench.distributed.worker import run_under_torchrun
     from cnnbench.distributed.world import World
+    from cnnbench.engine.multidevice.worker import run_under_torchrun
 
     main = World.from_env().is_main
     try:

@@ -1,25 +1,5 @@
-"""The one error type for invalid configuration."""
+"""The one error type for invalid configuration (defined in the leaf :mod:`cnnbench.errors`)."""
 
-from __future__ import annotations
+from cnnbench.errors import ConfigError, flag_for
 
-
-class ConfigError(ValueError):
-    """An invalid option value or combination, found before any work starts.
-
-    ``field`` is the configuration field at fault (``batch_size``); ``flag`` spells it
-    as the command line does (``--batch-size``), so messages read the way users typed.
-    """
-
-    def __init__(self, field: str, message: str) -> None:
-        self.field = field
-        self.reason = message  # what is wrong, without the flag (for messages that name the field otherwise)
-        super().__init__(f"{flag_for(field)}: {message}")
-
-    @property
-    def flag(self) -> str:
-        return flag_for(self.field)
-
-
-def flag_for(field: str) -> str:
-    """``batch_size`` -> ``--batch-size``."""
-    return "--" + field.replace("_", "-")
+__all__ = ["ConfigError", "flag_for"]

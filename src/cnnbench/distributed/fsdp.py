@@ -26,7 +26,7 @@ from cnnbench.distributed.strategy import (
     register_strategy,
     step_optimizer,
 )
-from cnnbench.engine.backend import NORMALIZATION
+from cnnbench.models.layers import NORMALIZATION
 
 AUTOCAST_DTYPES = {"amp_bf16": torch.bfloat16, "amp_fp16": torch.float16}
 HALF_PRECISIONS = ("amp_bf16", "amp_fp16", "bf16", "fp16")

@@ -44,7 +44,7 @@ def execute(config: RunConfig, *, emit: Callable[[str], None] | None = None,
     restrict_host_cpus(config.host_cpus)
 
     if config.requested_devices() > 1 or own_process:
-        from cnnbench.engine.workers import run_on_workers
+        from cnnbench.engine.multidevice.workers import run_on_workers
 
         record = run_on_workers(config, emit=emit, extra=extra)
     else:

@@ -33,6 +33,8 @@ from typing import Any, Literal
 import torch
 from torch import nn
 
+from cnnbench.models.layers import NORMALIZATION
+
 OptimizerImplementation = Literal["fused", "foreach", "default"]
 
 FUSED_CUDA = frozenset({"sgd", "momentum", "adam"})
@@ -40,7 +42,6 @@ FUSED_CUDA = frozenset({"sgd", "momentum", "adam"})
 FUSED_ON_DTENSOR = frozenset({"adam"})
 """Fused implementations that take FSDP2's sharded (DTensor) parameters: torch registers
 ``_fused_adam_`` for DTensor but not ``_fused_sgd_``."""
-NORMALIZATION = (nn.modules.batchnorm._NormBase, nn.GroupNorm, nn.LayerNorm, nn.LocalResponseNorm)
 C_COMPILERS = ("gcc", "clang", "cc")
 
 

@@ -14,7 +14,7 @@ import logging
 import os
 import sys
 
-from cnnbench.config.errors import ConfigError
+from cnnbench.errors import ConfigError
 from cnnbench.machine.host import usable_cpus
 
 log = logging.getLogger(__name__)

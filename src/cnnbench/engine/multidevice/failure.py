@@ -16,7 +16,7 @@ from cnnbench.results.record import Record, error_text, now_iso
 def failure_record(config: RunConfig, world: World, failure: BaseException, *,
                    extra: Mapping[str, Any] | None = None, started_at: str | None = None) -> Record:
     """An ``error`` (or ``oom``) record of ``config`` run in ``world`` that ended with ``failure``."""
-    from cnnbench.distributed.launch import WorkerFailed
+    from cnnbench.engine.multidevice.launch import WorkerFailed
 
     run = resolve(config, world)
     if isinstance(failure, WorkerFailed):

@@ -67,7 +67,7 @@ def launch_workers(fn: Callable[..., Any], args: tuple[Any, ...], *, nprocs: int
     """Run ``fn(*args)`` in ``nprocs`` worker processes; returns each rank's return value.
 
     ``notes_dir``: a folder where failing workers leave ``rank<N>.json`` notes (``{"rank",
-    "time", "error"}``, see :func:`cnnbench.distributed.worker.write_failure_note`); when
+    "time", "error"}``, see :func:`cnnbench.engine.multidevice.worker.write_failure_note`); when
     given, the first note that is not a consequence of another worker's failure names the
     failed rank.
     """

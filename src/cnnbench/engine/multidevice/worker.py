@@ -1,7 +1,7 @@
 """What each worker process of a multi-device run does, whoever started it.
 
 * :func:`launched_worker` is the entry point of the workers ``cnnbench run --num-devices N``
-  starts (:func:`cnnbench.distributed.launch.launch_workers`): it returns rank 0's record.
+  starts (:func:`cnnbench.engine.multidevice.launch.launch_workers`): it returns rank 0's record.
 * :func:`run_under_torchrun` is what ``cnnbench run`` does in a process torchrun started:
   rank 0 writes the record (an ``error``/``oom`` record when this worker failed).
 
@@ -108,13 +108,13 @@ def run_under_torchrun(config: RunConfig, *, emit: Callable[[str], None] | None,
 
     Other ranks return ``(None, None)``. When this worker fails, rank 0 records the failure
     (``error``, or ``oom``) before the exception goes on. When another rank fails, rank 0
-    records it, naming that rank, from its :class:`~cnnbench.distributed.watchdog.FailureWatch`
+    records it, naming that rank, from its :class:`~cnnbench.engine.multidevice.watchdog.FailureWatch`
     thread, even while its main thread is blocked in a collective (NCCL) that never returns.
     """
-    from cnnbench.distributed.launch import WorkerFailed
-    from cnnbench.distributed.watchdog import FailureWatch
     from cnnbench.engine.benchmark import run_benchmark
-    from cnnbench.engine.failure import failure_record
+    from cnnbench.engine.multidevice.failure import failure_record
+    from cnnbench.engine.multidevice.launch import WorkerFailed
+    from cnnbench.engine.multidevice.watchdog import FailureWatch
     from cnnbench.machine.affinity import restrict_host_cpus
     from cnnbench.results.record import error_text
     from cnnbench.results.store import append_record

@@ -2,7 +2,7 @@
 
 ``cnnbench run --num-devices N`` comes here (:func:`cnnbench.engine.execute`). Every check
 ``cnnbench run`` makes happens first, in this process, so a bad option is one line before
-any worker starts. The workers run the same engine (:func:`cnnbench.distributed.worker.launched_worker`);
+any worker starts. The workers run the same engine (:func:`cnnbench.engine.multidevice.worker.launched_worker`);
 rank 0 prints the progress lines and returns the record. When a worker fails, the others
 are stopped at once and the record says which rank failed and why.
 """
@@ -17,8 +17,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from cnnbench.config import RunConfig
-from cnnbench.distributed.launch import WorkerFailed, launch_workers
-from cnnbench.engine.failure import failure_record
+from cnnbench.engine.multidevice.failure import failure_record
+from cnnbench.engine.multidevice.launch import WorkerFailed, launch_workers
 from cnnbench.engine.resolve import preflight
 from cnnbench.results.record import Record, now_iso
 
@@ -29,7 +29,7 @@ def run_on_workers(config: RunConfig, *, emit: Callable[[str], None] | None = No
 
     One device makes one worker, without a process group: the same run as in this process.
     """
-    from cnnbench.distributed.worker import launched_worker
+    from cnnbench.engine.multidevice.worker import launched_worker
 
     run = preflight(config)  # every check before a worker starts: ConfigError here means nothing ran
     n, world = run.world.world_size, run.world
