@@ -31,7 +31,9 @@ from torch import nn
 
 from cnnbench.analysis.pairing import pair_key_fields
 from cnnbench.analysis.points import build_points
-from cnnbench.analysis.significance import ALPHA, RunSample, compare_runs
+from cnnbench.analysis.ratio_tests import ALPHA
+from cnnbench.analysis.samples import RunSample
+from cnnbench.analysis.significance import compare_runs
 from cnnbench.config import RunConfig
 from cnnbench.config.run_config import dependent_fields
 from cnnbench.distributed import parameter_server, process_group

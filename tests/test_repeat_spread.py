@@ -17,7 +17,7 @@ import statistics
 import pytest
 
 from cnnbench.analysis.repeat_stats import REPEAT_NOISE, SPREAD_NAME, median, relative_stdev
-from cnnbench.analysis.significance import WIDE_CV, run_sample
+from cnnbench.analysis.samples import WIDE_CV, run_sample
 from cnnbench.report import ReportOptions, build_report, write_report
 from cnnbench.sweep.progress import summary_lines
 from cnnbench.sweep.runner import SweepOptions, run_suite

@@ -8,26 +8,18 @@ import random
 
 import pytest
 
-from cnnbench.analysis.significance import (
-    NONE,
-    REPEATS,
-    STEPS,
-    WIDE_CV,
+from cnnbench.analysis.ratio_tests import (
     MachineSpreads,
     RepeatSpread,
-    RunSample,
-    betainc,
-    blocks_from_series,
-    blocks_from_step_times,
-    compare_runs,
     lag1_autocorrelation,
     log_ratio_test,
     ratio_test,
     repeat_spread,
-    run_sample,
     t_critical,
     t_two_sided_p,
 )
+from cnnbench.analysis.samples import WIDE_CV, RunSample, blocks_from_series, blocks_from_step_times, run_sample
+from cnnbench.analysis.significance import NONE, REPEATS, STEPS, compare_runs
 from tests.report_fixtures import record
 
 # --- the t distribution -------------------------------------------------------------
@@ -50,12 +42,6 @@ def test_large_df_is_the_normal_and_p_falls_with_t():
     ps = [t_two_sided_p(t, 7.3) for t in (0, 0.5, 1, 2, 4, 8)]
     assert ps[0] == pytest.approx(1.0) and ps == sorted(ps, reverse=True)
     assert t_two_sided_p(math.inf, 3) == 0.0 and t_two_sided_p(math.nan, 3) == 1.0
-
-
-@pytest.mark.parametrize("a, b, x", [(0.5, 0.5, 0.3), (2.0, 3.0, 0.7), (50.0, 0.5, 0.99), (1.0, 1.0, 0.25)])
-def test_incomplete_beta_symmetry_and_uniform_case(a, b, x):
-    assert betainc(a, b, x) == pytest.approx(1 - betainc(b, a, 1 - x), abs=1e-12)
-    assert betainc(1.0, 1.0, 0.25) == pytest.approx(0.25)
 
 
 # --- the ratio test -----------------------------------------------------------------

@@ -22,7 +22,7 @@ from typing import Any
 
 from cnnbench.analysis.points import Measure
 from cnnbench.analysis.repeat_stats import SPREAD_NAME
-from cnnbench.analysis.significance import WIDE_CV
+from cnnbench.analysis.samples import WIDE_CV
 from cnnbench.words import plural
 
 WIDE = "†"

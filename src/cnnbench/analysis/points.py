@@ -19,8 +19,9 @@ from operator import itemgetter
 from typing import Any
 
 from cnnbench.analysis import fields as F
+from cnnbench.analysis.ratio_tests import MachineSpreads
 from cnnbench.analysis.repeat_stats import median, relative_stdev
-from cnnbench.analysis.significance import MachineSpreads, RunSample, run_sample
+from cnnbench.analysis.samples import RunSample, run_sample
 from cnnbench.config.run_config import config_fields, identity_fields
 
 log = logging.getLogger(__name__)

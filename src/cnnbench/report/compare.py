@@ -26,7 +26,8 @@ from cnnbench.analysis.labels import Namer
 from cnnbench.analysis.marks import Marks, measure_marks, run_warnings
 from cnnbench.analysis.pairing import default_baseline, differing_fields, pair_key_fields, pair_points
 from cnnbench.analysis.points import Measure, Point, build_points, combine, machine_spreads, machines_of
-from cnnbench.analysis.significance import ALPHA, DEFAULT_NOISE, Comparison, MachineSpreads, compare_runs
+from cnnbench.analysis.ratio_tests import ALPHA, MachineSpreads
+from cnnbench.analysis.significance import DEFAULT_NOISE, Comparison, compare_runs
 from cnnbench.results.query import parse_where, select, value_matches
 from cnnbench.words import plural
 

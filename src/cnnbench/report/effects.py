@@ -34,8 +34,9 @@ from cnnbench.analysis.pairing import (
     pooled_pairs,
 )
 from cnnbench.analysis.points import ATTRIBUTE_FIELDS, Measure, PointSet, combine, machine_spreads, machines_of
+from cnnbench.analysis.ratio_tests import ALPHA
 from cnnbench.analysis.repeat_stats import median
-from cnnbench.analysis.significance import ALPHA, NONE, Comparison, compare_runs
+from cnnbench.analysis.significance import NONE, Comparison, compare_runs
 from cnnbench.config.run_config import dependent_fields
 from cnnbench.report.table import Cell, Table, label_cell, missing, number
 from cnnbench.words import plural

@@ -1,0 +1,198 @@
+"""The tests behind :func:`cnnbench.analysis.significance.compare_runs`: Student's t distribution
+(from :mod:`scipy.special`), Welch's test with Fieller's interval for the ratio of two means
+(block means of step times, with their autocorrelation), Student's pooled test on logarithms
+(repeats), and the run-to-run spread pooled per machine. No torch.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from scipy.special import stdtr, stdtrit
+
+if TYPE_CHECKING:
+    from cnnbench.analysis.samples import RunSample
+
+ALPHA = 0.05
+"""Two-sided level of the test."""
+
+
+# --- the Student t distribution ---------------------------------------------------------
+
+def t_two_sided_p(t: float, df: float) -> float:
+    """P(|T| >= |t|) for Student's t with ``df`` degrees of freedom (``df`` need not be whole)."""
+    if math.isnan(t):
+        return 1.0
+    return min(1.0, 2.0 * float(stdtr(df, -abs(t))))
+
+
+def t_critical(df: float, alpha: float = ALPHA) -> float:
+    """The t with ``P(|T| >= t) = alpha`` (e.g. 2.228 for 10 degrees of freedom at 0.05)."""
+    return float(stdtrit(df, 1.0 - alpha / 2.0))
+
+
+# --- a test for the ratio of two means ---------------------------------------------------
+
+def _mean_var(xs: Sequence[float]) -> tuple[float, float]:
+    n = len(xs)
+    mean = sum(xs) / n
+    return mean, sum((x - mean) ** 2 for x in xs) / (n - 1)
+
+
+MAX_AUTOCORRELATION = 0.9
+
+
+def lag1_autocorrelation(xs: Sequence[float]) -> float:
+    """The lag-1 autocorrelation of a series, corrected for its small-sample bias
+    (Kendall's ``(n r + 1) / (n - 3)``, as the plain estimate is biased towards -1/n) and
+    kept in ``[0, 0.9]``; 0 for fewer than 5 values."""
+    n = len(xs)
+    if n < 5:
+        return 0.0
+    mean = sum(xs) / n
+    dev = [x - mean for x in xs]
+    den = sum(d * d for d in dev)
+    if den <= 0.0:
+        return 0.0
+    r = sum(a * b for a, b in zip(dev, dev[1:], strict=False)) / den
+    r = (n * r + 1.0) / (n - 3.0)
+    return max(0.0, min(r, MAX_AUTOCORRELATION))
+
+
+def _side(xs: Sequence[float], autocorrelated: bool) -> tuple[float, float, float]:
+    """Mean, variance of the mean and effective sample size of one side."""
+    mean, var = _mean_var(xs)
+    n_eff = float(len(xs))
+    if autocorrelated:
+        r = lag1_autocorrelation(xs)
+        n_eff = max(2.0, n_eff * (1.0 - r) / (1.0 + r))
+    return mean, var / n_eff, n_eff
+
+
+@dataclass(frozen=True)
+class RatioTest:
+    """Welch's t-test of ``mean(num) = mean(den)`` and Fieller's interval for their ratio."""
+
+    ratio: float
+    """``mean(num) / mean(den)``."""
+    p: float
+    df: float
+    low: float | None
+    """Bounds of the ``1 - alpha`` interval of the ratio (``None``: unbounded)."""
+    high: float | None
+
+
+def ratio_test(num: Sequence[float], den: Sequence[float], alpha: float = ALPHA,
+               autocorrelated: bool = False, interval: bool = True) -> RatioTest:
+    """Welch's unequal-variance t-test on two independent samples (two or more values each),
+    and the interval of the ratio of their means that is consistent with it (Fieller's: it
+    leaves out 1 exactly when the test rejects at ``alpha``).
+
+    ``autocorrelated``: the values are consecutive block means of one series, whose residual
+    correlation shrinks the information they carry; each side's sample size is then taken as
+    ``n (1 - r) / (1 + r)`` with ``r`` its lag-1 autocorrelation (the AR(1) effective size).
+    ``interval=False`` skips the interval (its bounds are then ``None``).
+    """
+    if len(num) < 2 or len(den) < 2:
+        raise ValueError("the test needs two or more values on each side")
+    m1, v1, n1 = _side(num, autocorrelated)
+    m2, v2, n2 = _side(den, autocorrelated)
+    ratio = m1 / m2
+    se2 = v1 + v2
+    if se2 <= 1e-24 * (m1 * m1 + m2 * m2):  # no spread at all: the means are the answer
+        return RatioTest(ratio, 0.0 if m1 != m2 else 1.0, math.inf, ratio, ratio)
+    df = se2 * se2 / (v1 * v1 / (n1 - 1.0) + v2 * v2 / (n2 - 1.0))
+    t = (m1 - m2) / math.sqrt(se2)
+    p = t_two_sided_p(t, df)
+    if not interval:
+        return RatioTest(ratio, p, df, None, None)
+    q2 = t_critical(round(df, 3), alpha) ** 2
+    # Fieller: the ratios r with (m1 - r m2)^2 <= q^2 (v1 + r^2 v2)
+    a = m2 * m2 - q2 * v2
+    b = m1 * m2
+    c = m1 * m1 - q2 * v1
+    disc = b * b - a * c
+    if a <= 0.0 or disc < 0.0:
+        return RatioTest(ratio, p, df, None, None)
+    root = math.sqrt(disc)
+    return RatioTest(ratio, p, df, (b - root) / a, (b + root) / a)
+
+
+@dataclass(frozen=True)
+class RepeatSpread:
+    """The run-to-run spread of one harness on one machine, pooled over many configurations:
+    the variance of ``ln(images/sec)`` between repeats of one configuration, and its degrees
+    of freedom (the number of repeats less the number of configurations)."""
+
+    var: float
+    df: int
+
+
+def repeat_spread(groups: Iterable[Sequence[RunSample]]) -> RepeatSpread | None:
+    """The pooled spread of the groups of repeats (one group: the runs of one configuration)
+    that have two or more runs; ``None`` when none has."""
+    ss, df = 0.0, 0
+    for group in groups:
+        if len(group) < 2:
+            continue
+        logs = [math.log(r.rate) for r in group]
+        mean = sum(logs) / len(logs)
+        ss += sum((x - mean) ** 2 for x in logs)
+        df += len(logs) - 1
+    return RepeatSpread(ss / df, df) if df else None
+
+
+class MachineSpreads:
+    """The run-to-run spread pooled per machine: each machine's groups of repeats together
+    (a group whose runs come from several machines joins none). :meth:`for_pair` gives the
+    spread for a pair whose runs all come from one machine, ``None`` for a pair across
+    machines (whose test then rests on its own repeats)."""
+
+    def __init__(self, groups: Iterable[tuple[Sequence[RunSample], Sequence[Any]]]) -> None:
+        """``groups``: each group's samples and the machine of each of its runs."""
+        by_machine: dict[Any, list[Sequence[RunSample]]] = {}
+        for samples, machines in groups:
+            where = set(machines)
+            if len(where) == 1:
+                by_machine.setdefault(where.pop(), []).append(samples)
+        self._spreads = {m: repeat_spread(g) for m, g in by_machine.items()}
+
+    def for_pair(self, machines: Iterable[Any]) -> RepeatSpread | None:
+        where = set(machines)
+        return self._spreads.get(where.pop()) if len(where) == 1 else None
+
+
+def log_ratio_test(num: Sequence[float], den: Sequence[float], alpha: float = ALPHA,
+                   interval: bool = True, spread: RepeatSpread | None = None) -> RatioTest:
+    """Student's t-test (pooled variance) on the logarithms of two samples of positive values
+    (two or more each), and the interval of the ratio of their geometric means consistent
+    with it. ``ratio`` is that ratio of geometric means.
+
+    ``spread``: the run-to-run spread pooled over more configurations than these two (of the
+    same machine). When it has more degrees of freedom than the pair's own ``n_a + n_b - 2``,
+    the test takes its degrees of freedom and the larger of the two variances: where every
+    configuration shares the machine's spread, the pooled variance alone would make the test
+    exact, and the larger one only makes it more cautious; a pair whose own repeats disagree
+    more than the rest keeps its own, larger spread."""
+    if len(num) < 2 or len(den) < 2:
+        raise ValueError("the test needs two or more values on each side")
+    ln, ld = [math.log(x) for x in num], [math.log(x) for x in den]
+    (m1, v1), (m2, v2) = _mean_var(ln), _mean_var(ld)
+    n1, n2 = len(ln), len(ld)
+    df = float(n1 + n2 - 2)
+    var = ((n1 - 1) * v1 + (n2 - 1) * v2) / df
+    if spread is not None and spread.df > df:
+        var, df = max(var, spread.var), float(spread.df)
+    diff = m1 - m2
+    se = math.sqrt(var * (1.0 / n1 + 1.0 / n2))
+    ratio = math.exp(diff)
+    if se <= 1e-12 * max(1.0, abs(diff)):  # no spread at all: the means are the answer
+        return RatioTest(ratio, 0.0 if diff else 1.0, df, ratio, ratio)
+    p = t_two_sided_p(diff / se, df)
+    if not interval:
+        return RatioTest(ratio, p, df, None, None)
+    half = t_critical(df, alpha) * se
+    return RatioTest(ratio, p, df, math.exp(diff - half), math.exp(diff + half))

@@ -1,0 +1,165 @@
+"""What the significance test reads from one run (:class:`RunSample`): its images/sec, the
+relative stdev of its step times and their block means (from ``metrics.step_times_s``, or from
+the progress lines of an imported tf_cnn_benchmarks log). No torch, no numpy.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from cnnbench.analysis.repeat_stats import relative_stdev
+
+WIDE_CV = 0.10
+"""A run whose step times vary more than this (std / mean) is marked as noisy (the threshold of
+the run's own ``unstable`` warning, :data:`cnnbench.engine.stability.MAX_CV`)."""
+MIN_BLOCKS = 10
+
+
+def blocks_from_step_times(step_times: Sequence[float], images_per_step: float) -> tuple[float, ...]:
+    """Seconds per image, averaged over blocks of consecutive steps.
+
+    ``n`` steps make blocks of about ∛n steps, keeping at least 10 blocks (10 steps: blocks
+    of 1; 100 steps: 20 blocks of 5; 10,000 steps: 454 blocks of 22). Leading steps that do
+    not fill a block are left out (they are the ones nearest to the warm-up).
+    """
+    n = len(step_times)
+    if n == 0 or images_per_step <= 0:
+        return ()
+    size = max(1, min(round(n ** (1.0 / 3.0)), n // MIN_BLOCKS))
+    count = n // size
+    start = n - count * size
+    scale = 1.0 / (size * images_per_step)
+    return tuple(sum(step_times[start + i * size: start + (i + 1) * size]) * scale for i in range(count))
+
+
+def blocks_from_series(steps: Sequence[Any], rates: Sequence[Any]) -> tuple[float, ...]:
+    """Seconds per image of each block between progress lines, from tf_cnn_benchmarks'
+    cumulative images/sec (``images / mean step time`` of the steps so far) at those steps.
+
+    The time of the first ``k`` steps per image is ``k / rate_k``; a block's is the
+    difference of two such sums over its steps. Only the lines at multiples of the most
+    common spacing are used (tf prints step 1, then 10, 20, ...); ``()`` when the lines do not
+    allow it (too few, unordered, or a block that rounding makes non-positive).
+    """
+    pairs = [(int(s), float(r)) for s, r in zip(steps, rates, strict=False)
+             if isinstance(s, (int, float)) and isinstance(r, (int, float)) and r > 0]
+    if len(pairs) < 3:
+        return ()
+    gaps = [b[0] - a[0] for a, b in zip(pairs, pairs[1:], strict=False)]
+    spacing = max(set(gaps), key=gaps.count)
+    if spacing <= 0:
+        return ()
+    chosen = [(s, r) for s, r in pairs if s % spacing == 0]
+    blocks = []
+    prev_steps, prev_time = 0, 0.0
+    for s, r in chosen:
+        if s <= prev_steps:
+            return ()
+        total = s / r
+        block = (total - prev_time) / (s - prev_steps)
+        if block <= 0:
+            return ()
+        blocks.append(block)
+        prev_steps, prev_time = s, total
+    return tuple(blocks) if len(blocks) >= 2 else ()
+
+
+def _cv(xs: Sequence[float]) -> float | None:
+    """The relative stdev of the step times (:func:`cnnbench.analysis.repeat_stats.relative_stdev`, the one
+    definition of spread in the report and the sweep), as the run's own ``unstable`` check
+    computes it (:func:`cnnbench.engine.stability.coefficient_of_variation`, pyperf's), so that
+    the ``†`` mark and that warning agree."""
+    return relative_stdev(xs)
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if value.__class__ in (int, float) else None
+
+
+class RunSample:
+    """What the test needs from one ``ok`` run: its images/sec, the coefficient of variation
+    of its step times, and (computed when first asked for) its block means."""
+
+    __slots__ = ("rate", "cv", "_blocks", "_times", "_images")
+
+    def __init__(self, rate: float, blocks: Sequence[float] = (), cv: float | None = None, *,
+                 step_times: Sequence[float] | None = None, images_per_step: float = 0.0) -> None:
+        self.rate = rate
+        """images/sec (``metrics.total_images_per_sec``)."""
+        self.cv = cv
+        """Coefficient of variation of the step times (std / mean), ``None`` when unknown."""
+        self._blocks: tuple[float, ...] | None = None if step_times is not None else tuple(blocks)
+        self._times = step_times
+        self._images = images_per_step
+
+    @property
+    def blocks(self) -> tuple[float, ...]:
+        """Seconds per image of each block of consecutive steps (empty: no step samples)."""
+        if self._blocks is None:
+            self._blocks = blocks_from_step_times(self._times or (), self._images)
+            self._times = None
+        return self._blocks
+
+    @property
+    def has_blocks(self) -> bool:
+        """Are there two or more blocks (without computing them)?"""
+        if self._blocks is None and self._times is not None:
+            return len(self._times) >= 2 and self._images > 0  # no batch size: no blocks (see blocks_from_step_times)
+        return len(self.blocks) >= 2
+
+    @property
+    def wide(self) -> bool:
+        """Do its step times vary by more than :data:`WIDE_CV`?"""
+        return self.cv is not None and self.cv > WIDE_CV
+
+    def __repr__(self) -> str:
+        return f"RunSample(rate={self.rate!r}, cv={self.cv!r}, blocks={len(self.blocks)})"
+
+
+def _step_times(value: Any) -> list[float] | None:
+    """``metrics.step_times_s`` when it is a non-empty list of positive numbers."""
+    if not isinstance(value, list) or not value:
+        return None
+    try:
+        if min(value) <= 0:  # null, text or a list among the numbers: TypeError
+            return None
+    except TypeError:
+        return None
+    return value
+
+
+def run_sample(record: Mapping[str, Any]) -> RunSample | None:
+    """The sample of an ``ok`` record with a throughput (``None`` for others)."""
+    if str(record.get("status") or "ok") != "ok":
+        return None
+    metrics = record.get("metrics")
+    if not isinstance(metrics, Mapping):
+        return None
+    rate = _number(metrics.get("total_images_per_sec"))
+    if rate is None or rate <= 0:
+        return None
+    times = _step_times(metrics.get("step_times_s"))
+    if times is not None:
+        config = record.get("config") or {}
+        batch = _number(config.get("batch_size")) if isinstance(config, Mapping) else None
+        devices = _number(config.get("num_devices")) if isinstance(config, Mapping) else None
+        images = batch * (devices or 1) if batch else 0.0
+        return RunSample(rate, cv=_cv(times), step_times=times, images_per_step=images)
+    series = metrics.get("step_series")
+    blocks: tuple[float, ...] = ()
+    if isinstance(series, Mapping):
+        blocks = blocks_from_series(series.get("step") or [], series.get("images_per_sec") or [])
+    return RunSample(rate, blocks, _cv_from_stderr(metrics, record.get("config")))
+
+
+def _cv_from_stderr(metrics: Mapping[str, Any], config: Any) -> float | None:
+    """For a log without step times: tf_cnn_benchmarks' ``+/-`` (std of per-step images/sec
+    over √steps) times √steps, over the mean."""
+    stderr = _number(metrics.get("images_per_sec_stderr"))
+    mean = _number(metrics.get("images_per_sec_mean"))
+    steps = _number(config.get("num_batches")) if isinstance(config, Mapping) else None
+    if stderr is None or not mean or not steps:
+        return None
+    return stderr * math.sqrt(steps) / mean
