@@ -31,7 +31,8 @@ def main(argv: list[str] | None = None) -> int:
 
     import matplotlib
 
-    from cnnbench.report import ReportOptions, build_report, plots
+    from cnnbench.report import ReportOptions, build_report
+    from cnnbench.report.render import plots
     from cnnbench.results.store import read_records
 
     tmp = Path(tempfile.mkdtemp())

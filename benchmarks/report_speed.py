@@ -73,7 +73,7 @@ def time_one(n: int, max_plots: int, workers: int | None = None) -> dict[str, fl
     from cnnbench.results.store import read_records
 
     try:
-        from cnnbench.report.drawing import prepare_drawing
+        from cnnbench.report.render.drawing import prepare_drawing
     except ImportError:  # older code: no drawing processes started ahead
         prepare_drawing = None
 

@@ -16,8 +16,8 @@ import pytest
 
 import cnnbench
 from cnnbench.cli import main
+from cnnbench.compare.build import CompareError
 from cnnbench.config import ConfigError
-from cnnbench.report.compare import CompareError
 from tests.report_fixtures import record, write_store
 
 ROOT = Path(__file__).resolve().parents[1]

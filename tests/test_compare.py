@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from cnnbench.cli import main
-from cnnbench.report.compare import CompareError, CompareOptions, Side, compare_records, split_records
+from cnnbench.compare.build import CompareError, CompareOptions, Side, compare_records, split_records
 from tests.report_fixtures import record, write_store
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "tf_cnn_benchmarks_logs"
@@ -196,7 +196,7 @@ def test_lambda_fp16_vs_fp32_needs_ignore_batch_size(lambda_store, capsys):
 
 
 def test_terminal_table_colours_the_verdict(tmp_path, capsys, monkeypatch):
-    import cnnbench.report.compare_format as fmt
+    import cnnbench.compare.render as fmt
 
     rng = random.Random(8)
     result = compare_records(Side("a", [noisy(400.0, rng)]), Side("b", [noisy(300.0, rng)]))

@@ -30,7 +30,7 @@ from cnnbench.data.source import InputRequest, make_input
 from cnnbench.engine import run_benchmark
 from cnnbench.engine.resolve import resolve
 from cnnbench.report.build import build_report
-from cnnbench.report.pipeline import is_pipeline_record
+from cnnbench.report.tables.pipeline import is_pipeline_record
 from tests.conftest import requires_cuda
 
 CPU = torch.device("cpu")

@@ -43,7 +43,7 @@ from cnnbench.distributed.strategy import StrategyContext
 from cnnbench.distributed.world import World
 from cnnbench.engine.loop import timed_loop
 from cnnbench.engine.metrics import WorkerMeasure, measured_metrics
-from cnnbench.report.effects import compute_effects
+from cnnbench.report.tables.effects import compute_effects
 from cnnbench.results.store import append_new_records, read_records
 from tests.report_fixtures import record
 from tests.test_store import make_record

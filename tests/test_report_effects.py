@@ -8,7 +8,7 @@ from cnnbench.analysis import fields as F
 from cnnbench.analysis.points import build_points
 from cnnbench.cli import main
 from cnnbench.report import ReportError, ReportOptions, build_report
-from cnnbench.report.effects import compute_effects, default_effect_fields
+from cnnbench.report.tables.effects import compute_effects, default_effect_fields
 from tests.report_fixtures import record, scaling_records, write_store
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from cnnbench.report import ReportOptions, build_report
 from cnnbench.report.document import Heading, TableBlock
-from cnnbench.report.markdown import render_markdown
+from cnnbench.report.render.markdown import render_markdown
 from tests.report_fixtures import record
 
 

@@ -17,7 +17,8 @@ from markdown_it.token import Token
 
 from cnnbench.cli import main
 from cnnbench.report import ReportOptions, build_report
-from cnnbench.report.markdown import escape_markdown, render_markdown
+from cnnbench.report.render.markdown import render_markdown
+from cnnbench.words import escape_markdown
 from tests.report_fixtures import record
 
 EVIL = "a|b<script>x</script> *s* _u_ # h `c` [l](u) ~~d~~ &amp; \\ $m$\nnext _line_"

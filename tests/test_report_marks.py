@@ -9,7 +9,7 @@ import pytest
 
 from cnnbench.cli import main
 from cnnbench.report import ReportOptions, build_report
-from cnnbench.report.markdown import render_markdown
+from cnnbench.report.render.markdown import render_markdown
 from tests.report_fixtures import record, scaling_records
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "tf_cnn_benchmarks_logs"

@@ -138,7 +138,7 @@ def test_unreadable_lines_are_listed_not_fatal(store, tmp_path, capsys):
 def test_report_code_does_not_import_torch(store, tmp_path):
     code = (
         "import sys\n"
-        "import cnnbench.report, cnnbench.report.plots, cnnbench.cli.report_cmd\n"
+        "import cnnbench.report, cnnbench.report.render.plots, cnnbench.cli.report_cmd\n"
         "from cnnbench.cli import main\n"
         f"rc = main(['report', {str(store)!r}, '-o', {str(tmp_path / 'o')!r}, '--max-plots', '1'])\n"
         "assert rc == 0, rc\n"
@@ -225,7 +225,7 @@ def test_numbers_have_separators_and_csv_keeps_full_values_and_the_spread(tmp_pa
 
 
 def test_plots_drawn_by_worker_processes_are_the_ones_drawn_here(tmp_path, monkeypatch):
-    from cnnbench.report import drawing
+    from cnnbench.report.render import drawing
 
     report = build_report(scaling_records() + [training_record(n) for n in (1, 2)])
     figures = [f for f in report.figures if f.drawn]
@@ -258,7 +258,7 @@ def test_report_without_o_writes_to_report_folder(store, tmp_path, monkeypatch, 
 
 
 def test_plots_carry_error_bars_batches_and_shared_axes():
-    from cnnbench.report.plots import _scaling, _throughput
+    from cnnbench.report.render.plots import _scaling, _throughput
 
     recs = [record("resnet50", "m-fast", v) for v in (380.0, 420.0)]  # two repeats: an error bar
     recs += [record("resnet50", "m-slow", 200.0, batch_size=32), record("vgg16", "m-fast", 100.0),

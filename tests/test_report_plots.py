@@ -11,8 +11,8 @@ from matplotlib.container import ErrorbarContainer
 
 from cnnbench.report import ReportOptions, build_report
 from cnnbench.report.document import Figure
-from cnnbench.report.markdown import render_markdown
-from cnnbench.report.plots import MAX_PANELS_SMALL, _scaling, _throughput
+from cnnbench.report.render.markdown import render_markdown
+from cnnbench.report.render.plots import MAX_PANELS_SMALL, _scaling, _throughput
 from tests.report_fixtures import record
 
 

@@ -8,9 +8,9 @@ from cnnbench.analysis import fields as F
 from cnnbench.analysis.labels import Namer
 from cnnbench.analysis.points import build_points
 from cnnbench.report import ReportError, ReportOptions, build_report
-from cnnbench.report.configurations import configuration_sections
-from cnnbench.report.markdown import render_markdown
-from cnnbench.report.scaling import scaling_groups
+from cnnbench.report.render.markdown import render_markdown
+from cnnbench.report.tables.scaling import scaling_groups
+from cnnbench.report.tables.throughput import configuration_sections
 from cnnbench.results.naming import case_name
 from tests.report_fixtures import record, scaling_records, training_record
 
@@ -314,7 +314,7 @@ def test_model_rows_sort_naturally():
 
 
 def test_memory_of_tiny_and_large_models_reads_in_a_sensible_unit():
-    from cnnbench.report.cost import _mib
+    from cnnbench.report.tables.cost import _mib
 
     assert _mib(0.02).text == "20.48 KiB" or _mib(0.02).text == "20.5 KiB"
     assert _mib(0.02).value == 0.02

@@ -28,7 +28,7 @@ def test_natural_key_sorts_any_mix_of_kinds():
 def test_counts_in_run_headers_and_report_columns_read_with_the_plural():
     from cnnbench.engine.input_bench import loaders_text
     from cnnbench.engine.log_format import threads_text
-    from cnnbench.report.scaling import device_column
+    from cnnbench.report.tables.scaling import device_column
 
     assert threads_text(1, 1, 1) == "1 (1 core)"
     assert threads_text(2, 2, 1) == "2 (2 cores)"

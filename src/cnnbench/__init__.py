@@ -13,8 +13,9 @@ The Python API, for notebooks (see :mod:`cnnbench.api`)::
     table = cnnbench.compare("results/a", "results/b")           # a DataFrame: ratio, interval, p, verdict
     rep = cnnbench.report("results/", output="report/")          # the Report
 
-The four names load :mod:`cnnbench.api` on first use (PEP 562). ``cnnbench.report`` is also
-the package of the report's modules; that package is callable, as :func:`cnnbench.api.report`.
+The four names load :mod:`cnnbench.api` on first use (PEP 562). ``cnnbench.report`` and
+``cnnbench.compare`` are also the packages of the report's and compare's modules; those packages
+are callable, as :func:`cnnbench.api.report` and :func:`cnnbench.api.compare`.
 """
 
 from __future__ import annotations
@@ -35,10 +36,10 @@ if TYPE_CHECKING:
 
 def __getattr__(name: str) -> Any:
     """The API's functions, imported on first use (``import cnnbench`` stays cheap)."""
-    if name == "report":
+    if name in _PACKAGES:
         import importlib
 
-        return importlib.import_module("cnnbench.report")  # bound here, callable: _Package.__setattr__
+        return importlib.import_module(f"cnnbench.{name}")  # bound here, callable: _Package.__setattr__
     if name in _API:
         from cnnbench import api
 
@@ -61,13 +62,39 @@ class _ReportPackage(types.ModuleType):
         return report(*args, **kwargs)
 
 
+class _ComparePackage(types.ModuleType):
+    """The ``cnnbench.compare`` package, callable: ``cnnbench.compare(a, b)``; it shows the API
+    function's docstring and annotations, as ``cnnbench.compare`` did before it was a package."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        from cnnbench.api import compare
+
+        return compare(*args, **kwargs)
+
+    @property
+    def __doc__(self) -> str | None:  # type: ignore[override]
+        from cnnbench.api import compare
+
+        return compare.__doc__
+
+    @property
+    def __annotations__(self) -> dict[str, Any]:  # type: ignore[override]
+        from cnnbench.api import compare
+
+        return compare.__annotations__
+
+
+_PACKAGES: dict[str, type[types.ModuleType]] = {"report": _ReportPackage, "compare": _ComparePackage}
+
+
 class _Package(types.ModuleType):
     """``cnnbench`` itself: the import system binds each subpackage here with ``setattr``;
-    the ``report`` package is made callable as it is bound, whoever imports it first."""
+    the ``report`` and ``compare`` packages are made callable as they are bound, whoever imports
+    them first."""
 
     def __setattr__(self, name: str, value: Any) -> None:
-        if name == "report" and type(value) is types.ModuleType:
-            value.__class__ = _ReportPackage
+        if name in _PACKAGES and type(value) is types.ModuleType:
+            value.__class__ = _PACKAGES[name]
         super().__setattr__(name, value)
 
 

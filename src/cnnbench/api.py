@@ -252,7 +252,7 @@ def compare(a: Results, b: Results | None = None, *, by: str | None = None, base
     >>> table[table.verdict == "slower"][["model", "ratio", "ci_low", "ci_high", "p_value"]]
     >>> cnnbench.compare("results/", by="precision").attrs["geomean_ratio"]
     """
-    from cnnbench.report.compare import CompareError, CompareOptions, Side, compare_records, split_records
+    from cnnbench.compare.build import CompareError, CompareOptions, Side, compare_records, split_records
 
     wheres = [where] if isinstance(where, str) else list(where)
     options = CompareOptions(ignore=list(ignore), across_machines=across_machines, where=wheres, noise=noise)
@@ -281,8 +281,8 @@ def compare(a: Results, b: Results | None = None, *, by: str | None = None, base
 def _compare_frame(result: Any, problems: list[str]) -> pd.DataFrame:
     import pandas as pd
 
-    from cnnbench.report.compare import verdict_counts
-    from cnnbench.report.compare_format import _pair_record
+    from cnnbench.compare.build import verdict_counts
+    from cnnbench.compare.render import _pair_record
     from cnnbench.results.flatten import flatten_record
 
     rows = [flatten_record(_pair_record(p)) for p in result.pairs]

@@ -1,5 +1,6 @@
-"""How counts and names read: plurals (``1 run``, ``2 runs``) and natural order
-(``resnet18`` before ``resnet101``). The one place for both; no torch here."""
+"""How counts and names read: plurals (``1 run``, ``2 runs``), natural order (``resnet18``
+before ``resnet101``) and text of records shown as it is in markdown (:func:`escape_markdown`,
+for the report and ``cnnbench compare``). The one place for each; no torch here."""
 
 from __future__ import annotations
 
@@ -53,3 +54,35 @@ def natural_key(value: Any) -> tuple[Any, ...]:
         return (1, float(value))
     parts = _DIGITS.split(str(value).lower())
     return (2, tuple((0, int(p)) if p.isdigit() else (1, p) for p in parts if p))
+
+
+_SPECIAL = re.compile(r"[\\`*\[\]|#~$_]|<(?=[A-Za-z/!?])|&(?=[A-Za-z0-9#])")
+"""What markdown reads as more than text anywhere on a line: a backslash-escape for markdown's
+marks, ``<`` where it could open an HTML tag or an autolink (``&lt;``), ``&`` where it could
+start an entity (``&amp;``)."""
+_BLOCK_START = re.compile(r"^(?:[-+>]|\d{1,9}[.)])")
+"""What makes a line a list item or a quote when it starts the line."""
+_ENTITIES = {"<": "&lt;", "&": "&amp;"}
+
+
+def _escape_char(text: str, m: re.Match[str]) -> str:
+    c = m.group()
+    if c in _ENTITIES:
+        return _ENTITIES[c]
+    if c == "_" and 0 < m.start() < len(text) - 1 and text[m.start() - 1].isalnum() \
+            and text[m.end()].isalnum():
+        return c  # inside a word (amp_fp16, mobilenet_v2): no emphasis can start or end there
+    return "\\" + c
+
+
+def escape_markdown(text: str, *, line_start: bool = False) -> str:
+    """``text`` as markdown that shows it as it is, on one line (line breaks become spaces, spaces
+    at the ends are dropped). ``line_start``: the text begins a line (a paragraph, a list item, a
+    heading), so a leading ``-``, ``+``, ``>`` or ``1.`` is escaped too."""
+    text = " ".join(str(text).splitlines()).strip()
+    out = _SPECIAL.sub(lambda m: _escape_char(text, m), text)
+    if line_start:
+        m = _BLOCK_START.match(out)
+        if m:
+            out = out[:m.end() - 1] + "\\" + out[m.end() - 1:]
+    return out

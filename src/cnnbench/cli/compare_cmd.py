@@ -1,6 +1,6 @@
 """``cnnbench compare BASELINE CANDIDATE``: matched results side by side, with significance.
 
-Thin: parses flags, reads the stores, calls :mod:`cnnbench.report.compare`, prints in the
+Thin: parses flags, reads the stores, calls :mod:`cnnbench.compare.build`, prints in the
 chosen format and returns the exit code (1 with ``--fail-on-slowdown`` when a significant
 slowdown beyond the threshold exists). Never imports torch.
 """
@@ -69,8 +69,8 @@ def _read(paths: list[str]) -> list:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from cnnbench.report.compare import CompareError, CompareOptions, Side, compare_records, split_records
-    from cnnbench.report.compare_format import print_rich, render
+    from cnnbench.compare.build import CompareError, CompareOptions, Side, compare_records, split_records
+    from cnnbench.compare.render import print_rich, render
 
     threshold = None if args.fail_on_slowdown is None else parse_noise(args.fail_on_slowdown, "--fail-on-slowdown")
     options = CompareOptions(ignore=args.ignore, across_machines=args.across_machines, where=args.where,

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from cnnbench.cli.common import UserError
 
 if TYPE_CHECKING:
-    from cnnbench.report.drawing import DrawingPool
+    from cnnbench.report.render.drawing import DrawingPool
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -78,7 +78,7 @@ def parse_baselines(items: list[str]) -> dict[str, str]:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from cnnbench.report.drawing import prepare_drawing
+    from cnnbench.report.render.drawing import prepare_drawing
 
     if args.max_plots < 0:
         raise UserError(f"--max-plots: must be >= 0, got {args.max_plots}")

@@ -1,4 +1,5 @@
-"""Reports: comparison tables, scaling, effects, observations and plots from run records.
+"""Reports from run records: build (the document: tables, observations, figures), tables/ (kinds), render/ (formats).
+Imports cnnbench.analysis, results, config, machine, models (cost, lazily) and words; never torch, nor cnnbench.compare.
 
     from cnnbench.report import ReportOptions, build_report, write_report
     report = build_report(records, ReportOptions(columns="machine", where=["model=resnet50"]))

@@ -16,8 +16,6 @@ from cnnbench.analysis import fields as F
 from cnnbench.analysis.marks import MARKS_HEADING, combined, marks_section
 from cnnbench.analysis.points import PointSet, build_points
 from cnnbench.analysis.repeat_stats import REPEAT_NOISE
-from cnnbench.report.configurations import Section, configuration_sections
-from cnnbench.report.cost import cost_table
 from cnnbench.report.document import (
     Bullets,
     Contents,
@@ -28,9 +26,6 @@ from cnnbench.report.document import (
     TableBlock,
     set_anchors,
 )
-from cnnbench.report.effects import Effect, compute_effects, default_effect_fields
-from cnnbench.report.energy import add_energy_blocks, energy_tables
-from cnnbench.report.implementations import implementation_tables
 from cnnbench.report.observations import (
     effect_observations,
     failure_observations,
@@ -38,11 +33,16 @@ from cnnbench.report.observations import (
     implementation_observations,
     scaling_observations,
 )
-from cnnbench.report.pipeline import is_pipeline_record, pipeline_tables
-from cnnbench.report.scaling import ScalingGroup, overview, scaling_groups
-from cnnbench.report.systems import systems_table
 from cnnbench.report.table import Table, unique_ids
-from cnnbench.report.training import TrainingResult, training_results
+from cnnbench.report.tables.cost import cost_table
+from cnnbench.report.tables.effects import Effect, compute_effects, default_effect_fields
+from cnnbench.report.tables.energy import add_energy_blocks, energy_tables
+from cnnbench.report.tables.implementations import implementation_tables
+from cnnbench.report.tables.pipeline import is_pipeline_record, pipeline_tables
+from cnnbench.report.tables.scaling import ScalingGroup, overview, scaling_groups
+from cnnbench.report.tables.systems import systems_table
+from cnnbench.report.tables.throughput import Section, configuration_sections
+from cnnbench.report.tables.training import TrainingResult, training_results
 from cnnbench.results.query import parse_where, select
 from cnnbench.words import plural
 

@@ -1,5 +1,5 @@
 """How numbers read in markdown and HTML: thousands separators and a sensible number of
-significant digits. CSV and JSON keep the full values (see :mod:`cnnbench.report.tables_io`).
+significant digits. CSV and JSON keep the full values (see :mod:`cnnbench.report.render.csv_json`).
 """
 
 from __future__ import annotations

@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from cnnbench.analysis import fields as F
 from cnnbench.analysis.marks import is_warned
 from cnnbench.analysis.repeat_stats import median
-from cnnbench.report.configurations import Section
-from cnnbench.report.effects import Effect
-from cnnbench.report.scaling import ScalingGroup
 from cnnbench.report.table import Cell, Table
+from cnnbench.report.tables.effects import Effect
+from cnnbench.report.tables.scaling import ScalingGroup
+from cnnbench.report.tables.throughput import Section
 from cnnbench.words import plural
 
 MAX_SCALING_BULLETS = 6

@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cnnbench.report.document import Report
-from cnnbench.report.drawing import DrawingPool, start_drawing
-from cnnbench.report.html import render_html
-from cnnbench.report.markdown import render_markdown
-from cnnbench.report.tables_io import table_csv, table_json
+from cnnbench.report.render.csv_json import table_csv, table_json
+from cnnbench.report.render.drawing import DrawingPool, start_drawing
+from cnnbench.report.render.html import render_html
+from cnnbench.report.render.markdown import render_markdown
 from cnnbench.results import files
 from cnnbench.results.outputs import OutputError, check_output_folder
 

@@ -1,6 +1,6 @@
 """``cnnbench compare``: the same configurations in two sets of results, side by side.
 
-    from cnnbench.report.compare import CompareOptions, compare_records, split_records
+    from cnnbench.compare.build import CompareOptions, compare_records, split_records
     result = compare_records(baseline_records, candidate_records, CompareOptions(ignore=["batch_size"]))
     for pair in result.pairs:
         print(pair.name, pair.comparison.ratio, pair.comparison.verdict)
@@ -10,7 +10,7 @@ pair results (:mod:`cnnbench.analysis.pairing`): two results match when they agr
 field of their identity (the configuration fields that change what is measured, the machine
 unless ``across_machines``, the source), except the fields in ``ignore``. Repeats of one
 configuration on one side are folded together; each pair gets the significance test of
-:mod:`cnnbench.analysis.significance`. Rendering lives in :mod:`cnnbench.report.compare_format`.
+:mod:`cnnbench.analysis.significance`. Rendering lives in :mod:`cnnbench.compare.render`.
 No torch here.
 """
 

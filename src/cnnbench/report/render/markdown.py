@@ -1,15 +1,13 @@
 """Render a :class:`~cnnbench.report.document.Report` as markdown (``summary.md``).
 
 Every text of a block is plain text (the HTML report escapes it all), and much of it comes
-from records: machine labels, models, warnings, field values. :func:`escape_markdown` is the
+from records: machine labels, models, warnings, field values. :func:`cnnbench.words.escape_markdown` is the
 one place that turns such text into markdown that shows it as it is, wherever it lands
 (headings, paragraphs, bullets, table cells, notes, link texts): no raw HTML, no emphasis,
 code, links, headings, lists or table columns made by a character of a record.
 """
 
 from __future__ import annotations
-
-import re
 
 from cnnbench.report.document import (
     Bullets,
@@ -22,6 +20,7 @@ from cnnbench.report.document import (
     contents_entries,
 )
 from cnnbench.report.table import Table, condensed
+from cnnbench.words import escape_markdown
 
 MAX_COLUMNS = 14
 """Effect and scaling-summary tables wider than this print as per-row n/min/median/max."""
@@ -43,38 +42,6 @@ def too_long(table: Table) -> str | None:
         return (f"{table.title}: {len(table.rows)} rows (images/sec, speedup and efficiency of every series "
                 f"at every device count) in tables/{table.id}.csv and tables/{table.id}.json.")
     return None
-
-
-_SPECIAL = re.compile(r"[\\`*\[\]|#~$_]|<(?=[A-Za-z/!?])|&(?=[A-Za-z0-9#])")
-"""What markdown reads as more than text anywhere on a line: a backslash-escape for markdown's
-marks, ``<`` where it could open an HTML tag or an autolink (``&lt;``), ``&`` where it could
-start an entity (``&amp;``)."""
-_BLOCK_START = re.compile(r"^(?:[-+>]|\d{1,9}[.)])")
-"""What makes a line a list item or a quote when it starts the line."""
-_ENTITIES = {"<": "&lt;", "&": "&amp;"}
-
-
-def _escape_char(text: str, m: re.Match[str]) -> str:
-    c = m.group()
-    if c in _ENTITIES:
-        return _ENTITIES[c]
-    if c == "_" and 0 < m.start() < len(text) - 1 and text[m.start() - 1].isalnum() \
-            and text[m.end()].isalnum():
-        return c  # inside a word (amp_fp16, mobilenet_v2): no emphasis can start or end there
-    return "\\" + c
-
-
-def escape_markdown(text: str, *, line_start: bool = False) -> str:
-    """``text`` as markdown that shows it as it is, on one line (line breaks become spaces, spaces
-    at the ends are dropped). ``line_start``: the text begins a line (a paragraph, a list item, a
-    heading), so a leading ``-``, ``+``, ``>`` or ``1.`` is escaped too."""
-    text = " ".join(str(text).splitlines()).strip()
-    out = _SPECIAL.sub(lambda m: _escape_char(text, m), text)
-    if line_start:
-        m = _BLOCK_START.match(out)
-        if m:
-            out = out[:m.end() - 1] + "\\" + out[m.end() - 1:]
-    return out
 
 
 def table_markdown(table: Table) -> str:

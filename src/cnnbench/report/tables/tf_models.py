@@ -7,7 +7,7 @@ not the same network, :data:`TF_MODELS` says how they differ and the report's no
 A name with no equivalent measured here (``inception4`` needs timm) keeps its ``—`` row, and so
 does one whose torchvision namesake is a different size (see :data:`UNMAPPED`).
 
-Regenerate with ``python -m cnnbench.report.tf_models`` (needs torch and torchvision).
+Regenerate with ``python -m cnnbench.report.tables.tf_models`` (needs torch and torchvision).
 """
 
 from __future__ import annotations

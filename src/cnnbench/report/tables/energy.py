@@ -14,9 +14,9 @@ from typing import Any
 
 from cnnbench.analysis import fields as F
 from cnnbench.analysis.repeat_stats import median
-from cnnbench.report.configurations import Section
 from cnnbench.report.document import Block, Heading, Report, TableBlock
 from cnnbench.report.table import Cell, Table, label_cell, missing, number
+from cnnbench.report.tables.throughput import Section
 
 HEADING = "Energy efficiency (images per joule)"
 

@@ -36,7 +36,7 @@ def _cpus() -> int:
 
 
 def _draw(figure: Figure, outdir: Path) -> Path:
-    from cnnbench.report.plots import draw
+    from cnnbench.report.render.plots import draw
 
     return draw(figure, outdir)
 
@@ -49,7 +49,7 @@ def _start_worker() -> None:
     import matplotlib.backends.backend_svg
     import matplotlib.figure  # noqa: F401
 
-    import cnnbench.report.plots  # noqa: F401
+    import cnnbench.report.render.plots  # noqa: F401
 
 
 def _ready() -> None:

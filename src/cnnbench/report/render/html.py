@@ -17,7 +17,7 @@ from cnnbench.report.document import (
     TableBlock,
     contents_entries,
 )
-from cnnbench.report.markdown import display_table, too_long
+from cnnbench.report.render.markdown import display_table, too_long
 from cnnbench.report.table import MISSING, Cell, Table
 
 CSS = """

@@ -18,9 +18,8 @@ from cnnbench.analysis import fields as F
 from cnnbench.analysis.marks import Marks, marks_section
 from cnnbench.analysis.points import Measure
 from cnnbench.analysis.significance import NONE
-from cnnbench.report.compare import ComparedPair, CompareResult, summary_line, verdict_counts
-from cnnbench.report.markdown import escape_markdown
-from cnnbench.words import plural
+from cnnbench.compare.build import ComparedPair, CompareResult, summary_line, verdict_counts
+from cnnbench.words import escape_markdown, plural
 
 FORMATS = ("table", "md", "csv", "json")
 HEADER = ("model", "batch", "configuration", "machine", "baseline img/s", "candidate img/s", "ratio",

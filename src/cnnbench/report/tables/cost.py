@@ -2,7 +2,7 @@
 
 Imported tf_cnn_benchmarks records carry no cost: their model names (``inception3``,
 ``resnet50``, ...) take the cost of the torchvision model of the same architecture
-(:mod:`cnnbench.report.tf_models`; a note names the model and any difference); other
+(:mod:`cnnbench.report.tables.tf_models`; a note names the model and any difference); other
 models without a cost show ``—``.
 """
 
@@ -15,7 +15,7 @@ from cnnbench.analysis import fields as F
 from cnnbench.analysis.points import PointSet
 from cnnbench.report.numbers import significant
 from cnnbench.report.table import Cell, Table, label_cell, missing
-from cnnbench.report.tf_models import UNMAPPED, tf_cost
+from cnnbench.report.tables.tf_models import UNMAPPED, tf_cost
 
 COLUMNS = ["model", "input size", "params", "param memory", "feature memory", "forward FLOPs",
            "train FLOPs/image", "top-1 / top-5 error (%)"]
