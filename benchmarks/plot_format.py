@@ -32,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     import matplotlib
 
     from cnnbench.report import ReportOptions, build_report
-    from cnnbench.report.render import plots
+    from cnnbench.report.render import plot_scaling, plot_style, plot_throughput, plots
     from cnnbench.results.store import read_records
 
     tmp = Path(tempfile.mkdtemp())
@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
             f.write(json.dumps(r, separators=(",", ":")) + "\n")
     records, _ = read_records([store])
     figures = [f for f in build_report(records, ReportOptions(max_plots=8)).figures if f.drawn]
-    makers = {"scaling": plots._scaling, "throughput": plots._throughput, "training": plots._training}
+    makers = {"scaling": plot_scaling._scaling, "throughput": plot_throughput._throughput, "training": plots._training}
     ways = [("png", "png", {}), ("png, zlib 1", "png", {"pil_kwargs": {"compress_level": 1}}), ("svg", "svg", {})]
     print(f"{len(figures)} figures of {args.records:,} records")
     for r in range(1, args.rounds + 1):
@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
                 for fig in figures:
                     drawn = makers[fig.kind](fig)
                     t = time.perf_counter()
-                    drawn.savefig(path, dpi=plots.DPI, format=fmt, **kwargs)
+                    drawn.savefig(path, dpi=plot_style.DPI, format=fmt, **kwargs)
                     saving += time.perf_counter() - t
             print(f"round {r}: {name:<12} draw+save {time.perf_counter() - start:6.3f} s   savefig {saving:6.3f} s   "
                   f"last file {path.stat().st_size:,} bytes")

@@ -258,7 +258,8 @@ def test_report_without_o_writes_to_report_folder(store, tmp_path, monkeypatch, 
 
 
 def test_plots_carry_error_bars_batches_and_shared_axes():
-    from cnnbench.report.render.plots import _scaling, _throughput
+    from cnnbench.report.render.plot_scaling import _scaling
+    from cnnbench.report.render.plot_throughput import _throughput
 
     recs = [record("resnet50", "m-fast", v) for v in (380.0, 420.0)]  # two repeats: an error bar
     recs += [record("resnet50", "m-slow", 200.0, batch_size=32), record("vgg16", "m-fast", 100.0),

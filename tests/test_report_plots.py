@@ -12,7 +12,9 @@ from matplotlib.container import ErrorbarContainer
 from cnnbench.report import ReportOptions, build_report
 from cnnbench.report.document import Figure
 from cnnbench.report.render.markdown import render_markdown
-from cnnbench.report.render.plots import MAX_PANELS_SMALL, _scaling, _throughput
+from cnnbench.report.render.plot_scaling import _scaling
+from cnnbench.report.render.plot_style import MAX_PANELS_SMALL
+from cnnbench.report.render.plot_throughput import _throughput
 from tests.report_fixtures import record
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from cnnbench.analysis import fields as F
 from cnnbench.analysis.marks import is_warned
@@ -85,64 +86,80 @@ def _eff(cell: Cell) -> str:
     return _pct(cell.value)
 
 
+_Part = tuple[str, list[tuple[str, Cell]], Cell, str]
+"""One device count of a scaling summary: its column, the usable cells, the median cell and its row."""
+
+
+def _scaling_part(t: Table, series_rows: list, med_row: Any, i: int, include_warned: bool) -> _Part | None:
+    col = t.columns[i]
+    cells = [(r[0].text, r[i]) for r in series_rows if r[i].is_number and _usable(r[i], include_warned)]
+    if not cells:
+        return None
+    n_numbers = sum(1 for r in series_rows if r[i].is_number)
+    med = med_row[i] if med_row is not None and med_row[i].is_number else cells[0][1]
+    med = _median_cell(cells, n_numbers, med)
+    med_ref = "median" if med_row is not None and med is med_row[i] else \
+        next(label for label, c in cells if c is med)
+    return col, cells, med, med_ref
+
+
+def _scaling_parts(t: Table, include_warned: bool) -> list[_Part]:
+    series_rows = [r for r in t.rows if r[0].text != "median"]
+    med_row = next((r for r in t.rows if r[0].text == "median"), None)
+    parts = (_scaling_part(t, series_rows, med_row, i, include_warned)
+             for i in range(t.label_columns + 1, len(t.columns)))
+    return [part for part in parts if part is not None]
+
+
+def _scaling_bullet(g: ScalingGroup, t: Table, parts: list[_Part]) -> Observation:
+    refs: list[Ref] = []
+    counts = []
+    lows: list[tuple[str, str, Cell]] = []
+    for col, cells, med, med_ref in parts:
+        lo = min(cells, key=lambda c: c[1].value)
+        hi = max(cells, key=lambda c: c[1].value)
+        refs += [Ref(t.id, med_ref, col)]
+        if len(cells) == 1:
+            counts.append(f"{_eff(med)} at {col}")
+        else:
+            refs += [Ref(t.id, lo[0], col), Ref(t.id, hi[0], col)]
+            counts.append(f"{_eff(med)} at {col} (range {_eff(lo[1])}–{_eff(hi[1])} over {len(cells)} series)")
+        lows += [(label, col, c) for label, c in cells if c.value < LOW_EFFICIENCY]
+    what = "median efficiency" if any(len(c) > 1 for _, c, _, _ in parts) else "efficiency"
+    text = f"Scaling, {g.name}: {what} " + ", ".join(counts) + f" — {verdict(parts[-1][2].value)}."
+    if lows:
+        lows.sort(key=lambda x: x[2].value)
+        listed = [f"{label} at {col} ({c.text})" for label, col, c in lows[:MAX_LOW_LISTED]]
+        refs += [Ref(t.id, label, col) for label, col, _ in lows[:MAX_LOW_LISTED]]
+        more = f" and {len(lows) - MAX_LOW_LISTED} more" if len(lows) > MAX_LOW_LISTED else ""
+        text += f" Below {LOW_EFFICIENCY * 100:.0f}%: " + "; ".join(listed) + more + "."
+    return Observation(text, refs)
+
+
+def _scaling_rest(rest: list[tuple[ScalingGroup, Table, list[_Part]]]) -> Observation:
+    last = [(t, parts[-1]) for _, t, parts in rest]
+    lowest = min(last, key=lambda x: x[1][2].value)
+    highest = max(last, key=lambda x: x[1][2].value)
+    overall = median([x[1][2].value for x in last])
+    return Observation(
+        f"Scaling, {len(rest)} further configurations: median efficiency at their largest device count "
+        f"ranges {_eff(lowest[1][2])}–{_eff(highest[1][2])} (overall median {_pct(overall or 0.0)}).",
+        [Ref(t.id, part[3], part[0]) for t, part in last])
+
+
 def scaling_observations(groups: Sequence[ScalingGroup], include_warned: bool = False) -> list[Observation]:
     """Per scaling configuration, the efficiency at every device count (median and range over
     its series), the verdict at the largest, and the series below 75% at any count (warned
     cells left out: then the median quoted is the lower median of the cells left, itself a cell)."""
-    out: list[Observation] = []
     summaries = []
     for g in groups:
-        t = g.summary
-        data = range(t.label_columns + 1, len(t.columns))
-        series_rows = [r for r in t.rows if r[0].text != "median"]
-        med_row = next((r for r in t.rows if r[0].text == "median"), None)
-        parts: list[tuple[str, list[tuple[str, Cell]], Cell, str]] = []
-        for i in data:
-            col = t.columns[i]
-            cells = [(r[0].text, r[i]) for r in series_rows if r[i].is_number and _usable(r[i], include_warned)]
-            if not cells:
-                continue
-            n_numbers = sum(1 for r in series_rows if r[i].is_number)
-            med = med_row[i] if med_row is not None and med_row[i].is_number else cells[0][1]
-            med = _median_cell(cells, n_numbers, med)
-            med_ref = "median" if med_row is not None and med is med_row[i] else \
-                next(label for label, c in cells if c is med)
-            parts.append((col, cells, med, med_ref))
+        parts = _scaling_parts(g.summary, include_warned)
         if parts:
-            summaries.append((g, t, parts))
-    for g, t, parts in summaries[:MAX_SCALING_BULLETS]:
-        refs: list[Ref] = []
-        counts = []
-        lows: list[tuple[str, str, Cell]] = []
-        for col, cells, med, med_ref in parts:
-            lo = min(cells, key=lambda c: c[1].value)
-            hi = max(cells, key=lambda c: c[1].value)
-            refs += [Ref(t.id, med_ref, col)]
-            if len(cells) == 1:
-                counts.append(f"{_eff(med)} at {col}")
-            else:
-                refs += [Ref(t.id, lo[0], col), Ref(t.id, hi[0], col)]
-                counts.append(f"{_eff(med)} at {col} (range {_eff(lo[1])}–{_eff(hi[1])} over {len(cells)} series)")
-            lows += [(label, col, c) for label, c in cells if c.value < LOW_EFFICIENCY]
-        what = "median efficiency" if any(len(c) > 1 for _, c, _, _ in parts) else "efficiency"
-        text = f"Scaling, {g.name}: {what} " + ", ".join(counts) + f" — {verdict(parts[-1][2].value)}."
-        if lows:
-            lows.sort(key=lambda x: x[2].value)
-            listed = [f"{label} at {col} ({c.text})" for label, col, c in lows[:MAX_LOW_LISTED]]
-            refs += [Ref(t.id, label, col) for label, col, _ in lows[:MAX_LOW_LISTED]]
-            more = f" and {len(lows) - MAX_LOW_LISTED} more" if len(lows) > MAX_LOW_LISTED else ""
-            text += f" Below {LOW_EFFICIENCY * 100:.0f}%: " + "; ".join(listed) + more + "."
-        out.append(Observation(text, refs))
+            summaries.append((g, g.summary, parts))
+    out = [_scaling_bullet(g, t, parts) for g, t, parts in summaries[:MAX_SCALING_BULLETS]]
     rest = summaries[MAX_SCALING_BULLETS:]
     if rest:
-        last = [(t, parts[-1]) for _, t, parts in rest]
-        lowest = min(last, key=lambda x: x[1][2].value)
-        highest = max(last, key=lambda x: x[1][2].value)
-        overall = median([x[1][2].value for x in last])
-        out.append(Observation(
-            f"Scaling, {len(rest)} further configurations: median efficiency at their largest device count "
-            f"ranges {_eff(lowest[1][2])}–{_eff(highest[1][2])} (overall median {_pct(overall or 0.0)}).",
-            [Ref(t.id, part[3], part[0]) for t, part in last]))
+        out.append(_scaling_rest(rest))
     return out
 
 
@@ -154,51 +171,56 @@ def _locate(table: Table, value: float) -> Ref | None:
     return None
 
 
+def _effect_tail(e: Effect, pairs: list, med: float, n: int) -> str:
+    """What the effect's median says, with how many of its pairs are significant."""
+    faster = sum(1 for p in pairs if p.significant and p.ratio is not None and p.ratio > 1)
+    slower = sum(1 for p in pairs if p.significant and p.ratio is not None and p.ratio < 1)
+    agreeing = faster if med > 1 else slower
+    counted = f"{faster + slower} of {plural(n, 'pair')} significant"
+    a, b = F.label(e.field, e.a), F.label(e.field, e.b)
+    if abs(med - 1) < e.noise or agreeing * 2 < n:
+        tail = f"no significant effect ({counted}"
+        return tail + (f"; the median is within the {_pct(e.noise)} minimum effect)" if abs(med - 1) < e.noise else ")")
+    if med >= 1.5:
+        return f"{a} is {med:.2f}× as fast as {b} ({counted})"
+    if med > 1:
+        return f"{a} is {_pct(med - 1)} faster than {b} ({counted})"
+    return f"{a} is {_pct(1 - med)} slower than {b} ({counted})"
+
+
+def _effect_observation(e: Effect, include_warned: bool) -> Observation | None:
+    pairs = [p for p in e.pairs if p.ratio is not None and (include_warned or not p.warned)]
+    if not pairs:
+        return None
+    ratios = [p.ratio for p in pairs if p.ratio is not None]
+    left_out = len(e.ratios) - len(ratios)
+    med = e.median if not left_out else median(ratios)
+    if med is None:
+        return None
+    t = e.table
+    refs = [Ref(t.id, e.summary_row, "median")] if not left_out else []
+    n = len(ratios)
+    head = f"{e.title} ({F.short_name(e.field)}"
+    head += f"; {', '.join(map(F.short_name, e.ignored))} ignored)" if e.ignored else ")"
+    head += f": median {med:.2f}"
+    if n > 1:
+        lo, hi = min(ratios), max(ratios)
+        head += f" over {n} pairs (range {lo:.2f}–{hi:.2f})"
+        refs += [r for r in (_locate(t, lo), _locate(t, hi)) if r is not None]
+    else:
+        head += " from 1 pair"
+        refs += [r for r in (_locate(t, med),) if r is not None]
+    if left_out:
+        head += f", {plural(left_out, 'pair')} with warned runs left out"
+    return Observation(f"{head}: {_effect_tail(e, pairs, med, n)}.", refs)
+
+
 def effect_observations(effects: Sequence[Effect], include_warned: bool = False) -> list[Observation]:
     """Each effect's median over its pairs, named only when the pairs bear it out: at least
     half of them significant in the direction of the median (the test of
     :mod:`cnnbench.analysis.significance`), and the median beyond the minimum effect."""
-    out = []
-    for e in effects[:MAX_EFFECT_BULLETS]:
-        pairs = [p for p in e.pairs if p.ratio is not None and (include_warned or not p.warned)]
-        if not pairs:
-            continue
-        ratios = [p.ratio for p in pairs if p.ratio is not None]
-        left_out = len(e.ratios) - len(ratios)
-        med = e.median if not left_out else median(ratios)
-        if med is None:
-            continue
-        t = e.table
-        refs = [Ref(t.id, e.summary_row, "median")] if not left_out else []
-        n = len(ratios)
-        head = f"{e.title} ({F.short_name(e.field)}"
-        head += f"; {', '.join(map(F.short_name, e.ignored))} ignored)" if e.ignored else ")"
-        head += f": median {med:.2f}"
-        if n > 1:
-            lo, hi = min(ratios), max(ratios)
-            head += f" over {n} pairs (range {lo:.2f}–{hi:.2f})"
-            refs += [r for r in (_locate(t, lo), _locate(t, hi)) if r is not None]
-        else:
-            head += " from 1 pair"
-            refs += [r for r in (_locate(t, med),) if r is not None]
-        if left_out:
-            head += f", {plural(left_out, 'pair')} with warned runs left out"
-        faster = sum(1 for p in pairs if p.significant and p.ratio is not None and p.ratio > 1)
-        slower = sum(1 for p in pairs if p.significant and p.ratio is not None and p.ratio < 1)
-        agreeing = faster if med > 1 else slower
-        counted = f"{faster + slower} of {plural(n, 'pair')} significant"
-        a, b = F.label(e.field, e.a), F.label(e.field, e.b)
-        if abs(med - 1) < e.noise or agreeing * 2 < n:
-            tail = f"no significant effect ({counted}"
-            tail += f"; the median is within the {_pct(e.noise)} minimum effect)" if abs(med - 1) < e.noise else ")"
-        elif med >= 1.5:
-            tail = f"{a} is {med:.2f}× as fast as {b} ({counted})"
-        elif med > 1:
-            tail = f"{a} is {_pct(med - 1)} faster than {b} ({counted})"
-        else:
-            tail = f"{a} is {_pct(1 - med)} slower than {b} ({counted})"
-        out.append(Observation(f"{head}: {tail}.", refs))
-    return out
+    found = (_effect_observation(e, include_warned) for e in effects[:MAX_EFFECT_BULLETS])
+    return [o for o in found if o is not None]
 
 
 def fastest_observations(sections: Sequence[Section], column_field: str,

@@ -183,6 +183,14 @@ def _why_unpaired(points: PointSet, name: str, a: Any, b: Any, ignore: Sequence[
     return f"; they differ in {listed}" + (f" (--ignore {hint} pairs results whatever their {hint})" if hint else "")
 
 
+def _layout(key_fields: Sequence[str], pairs: Sequence[Pair]) -> tuple[int | None, list[int]]:
+    """The key field of the rows (the first of :data:`ROW_PREFERENCE` that varies) and those of the columns."""
+    varying = [i for i in range(len(key_fields)) if len({p.key[i] for p in pairs}) > 1]
+    by_name = {key_fields[i]: i for i in varying}
+    row = next((by_name[f] for f in ROW_PREFERENCE if f in by_name), varying[0] if varying else None)
+    return row, [i for i in varying if i != row]
+
+
 def _effect(points: PointSet, name: str, a: Any, b: Any, noise: float, ignore: tuple[str, ...]) -> Effect | None:
     ignore = tuple(f for f in ignore if f in points.key_fields)
     key_fields = pair_key_fields(points.key_fields, name, ignore)
@@ -194,10 +202,7 @@ def _effect(points: PointSet, name: str, a: Any, b: Any, noise: float, ignore: t
     pairs = [Pair(key, key_fields, ma, mb, compare_runs(mb.samples, ma.samples, noise, interval=False,
                                                         spread=spreads.for_pair(machines_of(ma, mb))))
              for key, ma, mb in measures]
-    varying = [i for i in range(len(key_fields)) if len({p.key[i] for p in pairs}) > 1]
-    by_name = {key_fields[i]: i for i in varying}
-    row = next((by_name[f] for f in ROW_PREFERENCE if f in by_name), varying[0] if varying else None)
-    cols = [i for i in varying if i != row]
+    row, cols = _layout(key_fields, pairs)
     order = {v: i for i, v in enumerate(points.distinct(key_fields[row]))} if row is not None else {}
     table, ratios = _table(name, a, b, pairs, row, cols, noise, order)
     if ignore:
@@ -254,10 +259,9 @@ def significance_legend(pairs: Sequence[Pair], noise: float) -> list[str]:
     return lines
 
 
-def _table(name: str, a: Any, b: Any, pairs: list[Pair], row: int | None, cols: list[int], noise: float,
-           order: dict[Any, int]) -> tuple[Table, list[float]]:
+def _column_labels(pairs: list[Pair], cols: list[int]) -> list[str]:
+    """Each pair's column label (the DDP knobs left out of columns whose pairs are all of one device)."""
     fields = pairs[0].fields
-    col_fields = [fields[i] for i in cols]
     labels: dict[tuple, str] = {}
     col_label = []
     many: set[tuple] = set()  # columns with a pair of more than one device (where the DDP knobs mean something)
@@ -272,12 +276,12 @@ def _table(name: str, a: Any, b: Any, pairs: list[Pair], row: int | None, cols: 
             lab = labels[ck] = " · ".join(F.label(fields[i], v) for i, v in zip(cols, ck, strict=False)
                                           if not (ck in single and fields[i] in DDP_KNOBS)) or "all"
         col_label.append(lab)
-    columns: list[str] = list(dict.fromkeys(col_label))
-    row_values = sorted({p.key[row] for p in pairs}, key=lambda v: order.get(v, len(order))) if row is not None \
-        else [None]
-    grid: dict[tuple[Any, str], Pair] = {}
-    for p, c in zip(pairs, col_label, strict=False):
-        grid[(p.key[row] if row is not None else None, c)] = p
+    return col_label
+
+
+def _grid_rows(name: str, a: Any, b: Any, grid: dict[tuple[Any, str], Pair], row: int | None, row_values: list,
+               columns: list[str]) -> tuple[list[list[Cell]], list[float]]:
+    """The rows of ratio cells with their medians, the ``all`` row of medians, and every ratio."""
     rows: list[list[Cell]] = []
     by_column: dict[str, list[float]] = defaultdict(list)
     all_ratios: list[float] = []
@@ -300,9 +304,12 @@ def _table(name: str, a: Any, b: Any, pairs: list[Pair], row: int | None, cols: 
     if row is not None and len(row_values) > 1:
         rows.append([label_cell("all")] + [number(median(by_column[c])) for c in columns]
                     + [number(median(all_ratios))])
+    return rows, all_ratios
+
+
+def _table_notes(name: str, a: Any, b: Any, pairs: list[Pair], row_name: str, col_fields: list[str],
+                 noise: float) -> list[str]:
     a_label, b_label = F.label(name, a), F.label(name, b)
-    short = F.short_name(name)
-    row_name = F.short_name(fields[row]) if row is not None else ""
     pairing = ("the same configuration on two machines" if name in F.HARDWARE_FIELDS or name in ATTRIBUTE_FIELDS
                else "results that agree on every other configuration field and the machine")
     notes = [f"Ratio of images/sec with {a_label} over images/sec with {b_label} (> 1: {a_label} is faster), "
@@ -311,6 +318,25 @@ def _table(name: str, a: Any, b: Any, pairs: list[Pair], row: int | None, cols: 
              f"every pair."]
     notes += significance_legend(pairs, noise)
     notes += legend(combined([m for p in pairs for m in (p.a, p.b)]))
+    return notes
+
+
+def _table(name: str, a: Any, b: Any, pairs: list[Pair], row: int | None, cols: list[int], noise: float,
+           order: dict[Any, int]) -> tuple[Table, list[float]]:
+    fields = pairs[0].fields
+    col_fields = [fields[i] for i in cols]
+    col_label = _column_labels(pairs, cols)
+    columns: list[str] = list(dict.fromkeys(col_label))
+    row_values = sorted({p.key[row] for p in pairs}, key=lambda v: order.get(v, len(order))) if row is not None \
+        else [None]
+    grid: dict[tuple[Any, str], Pair] = {}
+    for p, c in zip(pairs, col_label, strict=False):
+        grid[(p.key[row] if row is not None else None, c)] = p
+    rows, all_ratios = _grid_rows(name, a, b, grid, row, row_values, columns)
+    a_label, b_label = F.label(name, a), F.label(name, b)
+    short = F.short_name(name)
+    row_name = F.short_name(fields[row]) if row is not None else ""
+    notes = _table_notes(name, a, b, pairs, row_name, col_fields, noise)
     table = Table(f"effect-{F.slug(short)}-{F.slug(F.text(a))}-vs-{F.slug(F.text(b))}",
                   f"Speedup from {a_label} vs {b_label}", "effect",
                   [row_name] + columns + ["median"], rows, notes)
