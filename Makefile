@@ -1,6 +1,7 @@
 # The commands of the README:
 #   make run   - set up .venv and run the main job (quick CPU suite -> report)
-#   make test  - set up .venv with the test extras, run ruff and mypy, then the tests
+#   make test  - set up .venv with the test extras, run ruff and mypy, the tests, then build the docs
+#                (mkdocs build --strict: a broken link or a stale generated page fails)
 #   make gpu-check - accept a GPU machine (benchmarks/gpu_acceptance.py; one line and exit 0 without a GPU)
 # TORCH_SPEC pins the builds this project is tested with; override it for another machine,
 # e.g. make run TORCH_SPEC="torch torchvision", or for PyTorch's CPU-only builds:
@@ -41,6 +42,7 @@ test: $(VENV)/.installed-test
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(VENV)/bin/mypy
 	$(VENV)/bin/pytest
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 
 # TIMM_BENCHMARK=path/to/pytorch-image-models/benchmark.py adds the comparison with timm.
 gpu-check: $(VENV)/.installed-test

@@ -1,0 +1,92 @@
+"""The docs (issue 19 item 8): a short README, and a flag reference generated from the option
+metadata that drives ``--help``, so no flag can be missing from it. ``make test`` also runs
+``mkdocs build --strict``, which fails on a broken link; these checks need no MkDocs."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import re
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from cnnbench.config import RunConfig, flag_for
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+README_MAX_LINES = 150
+
+
+def _generator() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("gen_reference", DOCS / "gen_reference.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def gen() -> ModuleType:
+    return _generator()
+
+
+def test_readme_is_short() -> None:
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= README_MAX_LINES, (
+        f"README.md has {len(lines)} lines (at most {README_MAX_LINES}): move the detail to a page of docs/")
+
+
+def _run_flag(field: dataclasses.Field) -> str:
+    flag = flag_for(field.name)
+    return "--no-" + flag[2:] if field.default is True else flag  # a switch that is on by default
+
+
+def test_every_run_flag_is_in_the_generated_reference(gen: ModuleType) -> None:
+    reference = gen.command_reference("run")
+    missing = [_run_flag(f) for f in dataclasses.fields(RunConfig) if f"`{_run_flag(f)}`" not in reference]
+    assert not missing, f"cnnbench run flags missing from the generated reference: {missing}"
+    for flag in ("--quiet", "--scaling"):  # the command's own flags, besides RunConfig's
+        assert f"`{flag}`" in reference
+
+
+def test_the_reference_carries_the_metadata(gen: ModuleType) -> None:
+    """Help text and choices come from ``option(...)``, not from a copy."""
+    reference = gen.command_reference("run")
+    precision = next(f for f in dataclasses.fields(RunConfig) if f.name == "precision")
+    row = next(line for line in reference.splitlines() if line.startswith("| `--precision`"))
+    assert all(f"`{choice}`" in row for choice in precision.metadata["choices"])
+    assert precision.metadata["help"].split("(")[0].strip() in row
+
+
+def test_every_command_has_a_page_with_its_flags(gen: ModuleType) -> None:
+    asked = {m.group(1) for page in DOCS.rglob("*.md")
+             for m in gen.FLAGS_MARKER.finditer(page.read_text(encoding="utf-8"))}
+    commands = set(gen.command_parsers())
+    assert {"run", "sweep", "report", "compare", "import", "results list", "results export", "models",
+            "sysinfo", "data", "make-dataset"} <= commands
+    assert asked == commands, f"pages without their flags: {commands - asked}; unknown: {asked - commands}"
+    for command in commands:
+        assert "| Flag | Value | What it does |" in gen.command_reference(command)
+
+
+def test_tf_flags_and_api_references_build(gen: ModuleType) -> None:
+    from cnnbench.config.tf_flags import TF_FLAGS
+
+    tf = gen.tf_flags_reference()
+    assert all(f"--{name}" in tf for name in TF_FLAGS)
+    api = gen.api_reference()
+    assert all(f"`cnnbench.api.{name}`" in api for name in ("run", "read_results", "compare", "report"))
+
+
+def test_readme_and_docs_links_resolve() -> None:
+    """Relative links of the README land on files (MkDocs checks the pages' own links)."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    targets = [t.split("#")[0] for t in re.findall(r"\]\(([^)\s]+)\)", text) if "://" not in t]
+    assert targets
+    missing = [t for t in targets if not (ROOT / t).exists()]
+    assert not missing, f"README.md links to files that do not exist: {missing}"
+    nav = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    pages = {p.relative_to(DOCS).as_posix() for p in DOCS.rglob("*.md")}
+    assert pages == set(re.findall(r":\s+(\S+\.md)\s*$", nav, re.MULTILINE)), "every page is in mkdocs.yml's nav"
