@@ -42,7 +42,7 @@ test: $(VENV)/.installed-test
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(VENV)/bin/mypy
 	$(VENV)/bin/pytest
-	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict  # not --quiet: it hides the warnings strict fails on
 
 # TIMM_BENCHMARK=path/to/pytorch-image-models/benchmark.py adds the comparison with timm.
 gpu-check: $(VENV)/.installed-test
