@@ -10,11 +10,10 @@ whatever its status (``--strict``: 1 if any case was not ok); 2 for a bad suite 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
-from pathlib import Path
+from typing import Any
 
-from cnnbench.cli.common import UserError, check_output
+from cnnbench.cli.common import UserError
 from cnnbench.words import plural
 
 
@@ -51,70 +50,64 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     from cnnbench.cli.report_cmd import parse_noise
-    from cnnbench.config.errors import ConfigError
     from cnnbench.results.files import path_too_long, shown
-    from cnnbench.sweep.suite import SuiteError, load_suite
+    from cnnbench.sweep.session import SweepRequest
 
     noise = parse_noise(args.noise)
     why = path_too_long(args.suite)
     if why is not None:
         raise UserError(f"SUITE.yaml {shown(args.suite)}: {why}")
-    try:
-        suite = load_suite(args.suite)
-    except SuiteError as exc:
-        raise UserError(str(exc)) from None
-    if args.machine_label is not None:
-        try:
-            cases = tuple(dataclasses.replace(c, config=c.config.replace(machine_label=args.machine_label))
-                          for c in suite.cases)
-        except ConfigError as exc:
-            raise UserError.from_config(exc, "sweep") from None
-        suite = dataclasses.replace(suite, cases=cases)
-    if args.dry_run:
-        for i, case in enumerate(suite.cases, 1):
-            print(f"{i:>4}  {case.label}")
-        configurations = len(suite.cases) // suite.repeats
-        print(f"{plural(len(suite.cases), 'case')} ({plural(configurations, 'configuration')} x "
-              f"{plural(suite.repeats, 'repeat')}), "
-              f"time limit {suite.timeout_s:g} s each")
+    request = SweepRequest(suite=args.suite, results_dir=args.results_dir, rerun=args.rerun,
+                           auto_batch=True if args.auto_batch else None, noise=noise,
+                           machine_label=args.machine_label, skip_invalid=args.skip_invalid, dry_run=args.dry_run)
+    run = _run(request, plain=args.plain)
+    if run.result is None:
+        _print_cases(run.suite)
         return 0
+    from cnnbench.sweep.progress import summary_lines
 
-    check_output(args.results_dir, {c.config.machine_label for c in suite.cases})
-
-    from cnnbench.sweep.progress import PlainReporter, RichReporter, summary_lines
-    from cnnbench.sweep.runner import SweepOptions, check_cases, preload_engine, run_suite
-
-    try:
-        preload_engine()  # the fork server imports torch and the engine once, for every case
-        invalid = check_cases(suite)
-    except SuiteError as exc:
-        raise UserError(str(exc)) from None
-    except KeyboardInterrupt:
-        from cnnbench.sweep.isolation import stop_server
-
-        stop_server()  # still importing torch, maybe: it would hold the terminal until done
-        raise
-    if invalid and not args.skip_invalid:
-        more = f" (and {len(invalid) - 1} more invalid cases)" if len(invalid) > 1 else ""
-        raise UserError(f"{invalid[0].message(suite)}{more}; nothing ran (--skip-invalid runs the valid cases)")
-    for bad in invalid:
-        print(f"cnnbench sweep: warning: skipped invalid case: {bad.message(suite)}", file=sys.stderr)
-    if invalid:
-        suite = suite.without({bad.case.index for bad in invalid})
-        if not suite.cases:
-            raise UserError(f"{suite.where}: every case is invalid; nothing to run")
-    reporter = PlainReporter() if args.plain or not sys.stderr.isatty() else RichReporter()
-    options = SweepOptions(results_dir=Path(args.results_dir), rerun=args.rerun,
-                           auto_batch=True if args.auto_batch else None, noise=noise)
-    from cnnbench.results.files import FileProblem
-
-    try:
-        result = run_suite(suite, options, reporter=reporter)
-    except FileProblem as exc:  # the store's file for a machine: a FIFO, a symlink out of the folder
-        raise UserError(f"--results-dir: cannot append a record: {exc}", exit_code=1) from None
-    print("\n".join(summary_lines(result, args.results_dir)))
-    if result.interrupted_by is not None:
-        return 128 + int(result.interrupted_by)
-    if args.strict and not result.all_ok:
+    print("\n".join(summary_lines(run.result, args.results_dir)))
+    if run.result.interrupted_by is not None:
+        return 128 + int(run.result.interrupted_by)
+    if args.strict and not run.result.all_ok:
         return 1
     return 0
+
+
+def _run(request: Any, *, plain: bool) -> Any:
+    """:func:`~cnnbench.sweep.session.run_sweep`, its errors as one line each."""
+    from cnnbench.config.errors import ConfigError
+    from cnnbench.results.files import FileProblem
+    from cnnbench.results.outputs import OutputError
+    from cnnbench.sweep.session import InvalidCases, run_sweep
+    from cnnbench.sweep.suite import SuiteError
+
+    reporter = None
+    if not request.dry_run:
+        from cnnbench.sweep.progress import PlainReporter, RichReporter
+
+        reporter = PlainReporter() if plain or not sys.stderr.isatty() else RichReporter()
+    try:
+        return run_sweep(request, reporter=reporter, on_invalid=_warn_invalid)
+    except InvalidCases as exc:
+        raise UserError(f"{exc} (--skip-invalid runs the valid cases)") from None
+    except (SuiteError, OutputError) as exc:
+        raise UserError(str(exc)) from None
+    except ConfigError as exc:  # --machine-label
+        raise UserError.from_config(exc, "sweep") from None
+    except FileProblem as exc:  # the store's file for a machine: a FIFO, a symlink out of the folder
+        raise UserError(f"--results-dir: cannot append a record: {exc}", exit_code=1) from None
+
+
+def _warn_invalid(message: str) -> None:
+    print(f"cnnbench sweep: warning: skipped invalid case: {message}", file=sys.stderr)
+
+
+def _print_cases(suite: Any) -> None:
+    """The dry run: every case, then how many and their time limit."""
+    for i, case in enumerate(suite.cases, 1):
+        print(f"{i:>4}  {case.label}")
+    configurations = len(suite.cases) // suite.repeats
+    print(f"{plural(len(suite.cases), 'case')} ({plural(configurations, 'configuration')} x "
+          f"{plural(suite.repeats, 'repeat')}), "
+          f"time limit {suite.timeout_s:g} s each")

@@ -3,8 +3,10 @@
 :mod:`~cnnbench.sweep.suite` reads and checks suite files (no torch),
 :mod:`~cnnbench.sweep.isolation` runs one function in its own process (forked from a warm
 fork server) with a time limit,
-:mod:`~cnnbench.sweep.runner` runs a suite and appends the records,
-:mod:`~cnnbench.sweep.progress` shows it.
+:mod:`~cnnbench.sweep.runner` runs a suite and appends the records (one case:
+:mod:`~cnnbench.sweep.case`; resuming: :mod:`~cnnbench.sweep.resume`; the repeats' check:
+:mod:`~cnnbench.sweep.noise`), :mod:`~cnnbench.sweep.session` runs a suite file as
+``cnnbench sweep`` does, :mod:`~cnnbench.sweep.progress` shows it.
 """
 
 from cnnbench.sweep.suite import Case, Suite, SuiteError, load_suite, parse_suite

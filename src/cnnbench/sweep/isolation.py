@@ -29,93 +29,40 @@ The child:
 The parent waits on the pipe, on the child's exit and on a wake-up pipe that signal
 handlers write to, so a stop request or a time-out is acted on at once: SIGTERM to the
 child's group, then SIGKILL after a grace period.
+
+This module holds the fork server and :func:`run_in_child`; the child's side is
+:mod:`cnnbench.sweep.child`, the parent's wait :mod:`cnnbench.sweep.waiting`, the stop
+flag :mod:`cnnbench.sweep.stopping`.
 """
 
 from __future__ import annotations
 
-import faulthandler
-import json
 import logging
 import multiprocessing
 import multiprocessing.connection
 import multiprocessing.forkserver
 import os
 import pickle
-import select
 import signal
 import sys
 import threading
 import time
-import traceback
 import types
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cnnbench.lifetime import die_with_parent
+from cnnbench.sweep.child import ChildFn, Send, child_main
+from cnnbench.sweep.stopping import StopFlag
+from cnnbench.sweep.waiting import ChildOutcome, kill_group, read_tail, signal_name, terminate, wait_for_child
 
 log = logging.getLogger(__name__)
 
-Send = Callable[[dict[str, Any]], None]
-ChildFn = Callable[..., dict[str, Any]]
-"""``fn(send, *args)`` runs in the child; may ``send(message)`` for progress; returns the result."""
+__all__ = ["ChildFn", "ChildOutcome", "Send", "StopFlag", "check_picklable", "read_tail", "run_in_child",
+           "signal_name", "start_server", "stop_server", "wait_for_server"]
 
-TAIL_LINES = 40
-TAIL_CHARS = 6000
 SERVER_PRELOAD: tuple[str, ...] = ("cnnbench.sweep.preload",)
 """What the fork server imports once (besides the modules the main script imported)."""
-
-
-@dataclass
-class ChildOutcome:
-    """How a child ended."""
-
-    result: dict[str, Any] | None = None
-    """The function's returned message (None when it raised, crashed or was stopped)."""
-    exception: dict[str, Any] | None = None
-    """``{"type", "message"}`` when the function raised."""
-    exit_code: int | None = None
-    """Exit status when it exited; None when killed by a signal."""
-    signal: int | None = None
-    """The signal that killed it, if one did."""
-    timed_out: bool = False
-    stopped: bool = False
-    """Ended because the parent was asked to stop (Ctrl-C, SIGTERM)."""
-    seconds: float = 0.0
-    output_tail: str = ""
-
-
-class StopFlag:
-    """Set by signal handlers; wakes a waiting parent through a pipe."""
-
-    def __init__(self) -> None:
-        self.signum: int | None = None
-        self._r, self._w = os.pipe()
-        os.set_blocking(self._r, False)
-        os.set_blocking(self._w, False)
-
-    @property
-    def fd(self) -> int:
-        return self._r
-
-    def set(self, signum: int) -> None:
-        if self.signum is None:
-            self.signum = signum
-        try:
-            os.write(self._w, b"x")
-        except OSError:  # the pipe is full (already woken) or closed
-            pass
-
-    def __bool__(self) -> bool:
-        return self.signum is not None
-
-    def close(self) -> None:
-        for fd in (self._r, self._w):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
 
 
 # --------------------------------------------------------------------------- the fork server
@@ -221,7 +168,7 @@ def run_in_child(
     reader, writer = ctx.Pipe(duplex=False)
     level = logging.getLogger().getEffectiveLevel()
     server_pid = getattr(multiprocessing.forkserver._forkserver, "_forkserver_pid", None)
-    process = ctx.Process(target=_child, args=(fn, args, writer, str(log_path), level, server_pid),
+    process = ctx.Process(target=child_main, args=(fn, args, writer, str(log_path), level, server_pid),
                           name="cnnbench-case", daemon=False)
     started = time.monotonic()
     try:
@@ -229,236 +176,11 @@ def run_in_child(
     finally:
         writer.close()
     try:
-        return _wait(process, reader, started, timeout_s, log_path, stop, on_message, on_tick, grace_s, tick_s)
+        return wait_for_child(process, reader, started, timeout_s, log_path, stop, on_message, on_tick,
+                              grace_s, tick_s)
     finally:
         reader.close()
         if process.exitcode is None:  # the wait itself failed: do not leave the case running
-            _terminate(process, grace_s)
-        _kill_group(process.pid, signal.SIGKILL, leader_alive=False)  # helpers it may have left behind
+            terminate(process, grace_s)
+        kill_group(process.pid, signal.SIGKILL, leader_alive=False)  # helpers it may have left behind
         process.close()
-
-
-# --------------------------------------------------------------------------- child side
-
-
-def _child(fn: ChildFn, args: tuple[Any, ...], conn: Any, log_path: str, level: int,
-           server_pid: int | None = None) -> None:
-    code = 1
-    try:
-        try:
-            os.setpgid(0, 0)
-        except OSError:
-            pass
-        die_with_parent(server_pid)
-        _release_the_server()
-        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
-            signal.signal(sig, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        _redirect_output(Path(log_path), level)
-
-        def send(message: dict[str, Any]) -> None:
-            conn.send_bytes(json.dumps(message, separators=(",", ":"), default=str).encode())
-
-        try:
-            result = fn(send, *args)
-            send({"kind": "result", "result": result})
-            code = 0
-        except BaseException as exc:  # everything, KeyboardInterrupt and SystemExit included
-            traceback.print_exc()
-            send({"kind": "exception", "type": type(exc).__name__, "message": str(exc)})
-            code = exc.code if isinstance(exc, SystemExit) and isinstance(exc.code, int) else 1
-    except BaseException as exc:  # failure while setting up: tell the parent, never the terminal
-        # (the usual cause is a parent that has gone, Ctrl-C during a sweep's start-up, and
-        # taken the case's log folder with it; the case's stderr is still the terminal's)
-        try:
-            conn.send_bytes(json.dumps({"kind": "exception", "type": type(exc).__name__,
-                                        "message": f"the case process could not start: {exc}"}).encode())
-        except BaseException:
-            pass
-    finally:
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        except BaseException:
-            pass
-        os._exit(code)
-
-
-def _release_the_server() -> None:
-    """Close this case's copy of the fork server's "alive" pipe.
-
-    multiprocessing hands every process forked by the server the write end of the pipe
-    whose end-of-file tells the server that the process that started it (the sweep) is
-    gone. A case that kept it would keep the server alive after the sweep was killed, and
-    the server would keep the case alive (the case dies with its parent): nothing would end.
-    A case never starts processes through the fork server itself.
-    """
-    server: Any = multiprocessing.forkserver._forkserver
-    fd = getattr(server, "_forkserver_alive_fd", None)
-    if fd is not None:
-        try:
-            os.close(fd)
-        except OSError:
-            pass
-        server._forkserver_alive_fd = None
-
-
-def _redirect_output(log_path: Path, level: int) -> None:
-    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    os.dup2(fd, 1)
-    os.dup2(fd, 2)
-    os.close(fd)
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    os.close(null)
-    sys.stdout = open(1, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
-    sys.stderr = open(2, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
-    # A crash in native code (a segfault) leaves a Python traceback in the case's output.
-    faulthandler.enable(sys.stderr, all_threads=True)
-    root = logging.getLogger()
-    for handler in list(root.handlers):
-        root.removeHandler(handler)
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
-    root.addHandler(handler)
-    root.setLevel(level)
-
-
-# --------------------------------------------------------------------------- parent side
-
-
-def _wait(
-    process: Any,
-    reader: Any,
-    started: float,
-    timeout_s: float,
-    log_path: Path,
-    stop: StopFlag | None,
-    on_message: Callable[[dict[str, Any]], None] | None,
-    on_tick: Callable[[], None] | None,
-    grace_s: float,
-    tick_s: float,
-) -> ChildOutcome:
-    outcome = ChildOutcome()
-    finals: list[dict[str, Any]] = []
-    deadline = started + timeout_s
-    pipe_open = True
-
-    def drain() -> bool:
-        """Read every message waiting; False once the pipe is closed."""
-        while reader.poll():
-            try:
-                data = reader.recv_bytes()
-            except (EOFError, OSError):
-                return False
-            _dispatch(data, finals, on_message)
-        return True
-
-    while True:
-        if stop:
-            outcome.stopped = True
-            _terminate(process, grace_s)
-            break
-        now = time.monotonic()
-        if now >= deadline:
-            outcome.timed_out = True
-            _terminate(process, grace_s)
-            break
-        watch = [process.sentinel] + ([reader.fileno()] if pipe_open else [])
-        if stop is not None:
-            watch.append(stop.fd)
-        ready, _, _ = select.select(watch, [], [], max(min(tick_s, deadline - now), 0.0))
-        if stop is not None and stop.fd in ready:
-            _drain_fd(stop.fd)
-        if pipe_open and reader.fileno() in ready:
-            pipe_open = drain()
-        if process.sentinel in ready:
-            process.join()
-            break
-        if on_tick is not None:
-            on_tick()
-    if pipe_open:
-        drain()  # what the child sent just before it ended
-    outcome.seconds = time.monotonic() - started
-    code = process.exitcode
-    if code is not None and code < 0:
-        outcome.signal = -code
-    else:
-        outcome.exit_code = code
-    outcome.output_tail = read_tail(log_path)
-    for message in finals:
-        if message.get("kind") == "result":
-            outcome.result = message.get("result")
-        elif message.get("kind") == "exception":
-            outcome.exception = {"type": message.get("type"), "message": message.get("message")}
-    return outcome
-
-
-def _dispatch(data: bytes, finals: list[dict[str, Any]], on_message: Callable[[dict[str, Any]], None] | None) -> None:
-    try:
-        message = json.loads(data)
-    except ValueError:
-        log.debug("ignored a garbled message from a case process: %r", data[:200])
-        return
-    if not isinstance(message, dict):
-        return
-    if message.get("kind") in ("result", "exception"):
-        finals.append(message)
-    elif on_message is not None:
-        on_message(message)
-
-
-def _drain_fd(fd: int) -> None:
-    try:
-        while os.read(fd, 4096):
-            pass
-    except (BlockingIOError, OSError):
-        pass
-
-
-def _kill_group(pid: int | None, sig: int, leader_alive: bool = True) -> None:
-    """Signal the child's process group; while the child is known to be alive (not yet
-    reaped, so its pid cannot be reused) also the child alone, in case it has not made its
-    group yet."""
-    if pid is None:
-        return
-    try:
-        os.killpg(pid, sig)
-        return
-    except (ProcessLookupError, PermissionError):
-        pass
-    if leader_alive:
-        try:
-            os.kill(pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
-
-
-def _terminate(process: Any, grace_s: float) -> None:
-    """SIGTERM the child's group, SIGKILL it after ``grace_s``; waits for the child."""
-    _kill_group(process.pid, signal.SIGTERM)
-    process.join(grace_s)
-    if process.exitcode is None:
-        _kill_group(process.pid, signal.SIGKILL)
-        process.join()
-
-
-def read_tail(path: Path, lines: int = TAIL_LINES, chars: int = TAIL_CHARS) -> str:
-    """The last lines of a log file (empty when there is none)."""
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            size = f.tell()
-            f.seek(max(0, size - chars))
-            data = f.read()
-    except OSError:
-        return ""
-    text = data.decode("utf-8", errors="replace")
-    return "\n".join(text.splitlines()[-lines:]).strip()
-
-
-def signal_name(signum: int) -> str:
-    try:
-        return signal.Signals(signum).name
-    except ValueError:  # pragma: no cover
-        return f"signal {signum}"

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from typing import IO, Any
 
 from cnnbench.analysis.repeat_stats import SPREAD_NAME
-from cnnbench.sweep.runner import CaseResult, SweepResult
+from cnnbench.sweep.outcomes import CaseResult, SweepResult
 from cnnbench.sweep.suite import Case, Suite
 from cnnbench.words import plural
 

@@ -180,37 +180,9 @@ def parse_suite(data: Any, source: Path | str | None = None) -> Suite:
     for key in data:
         if key not in TOP_LEVEL_KEYS:
             raise fail(f"unknown key {key!r} (known: {', '.join(TOP_LEVEL_KEYS)})")
-
-    default_name = Path(source).stem if source is not None else "suite"
-    name = data.get("name", default_name)
-    if not isinstance(name, str) or not name.strip():
-        raise fail("name: must be non-empty text")
-    description = data.get("description") or ""
-    if not isinstance(description, str):
-        raise fail("description: must be text")
-
-    base = _assignment(data.get("base") or {}, "base", fail)
-    if "matrix" in data and isinstance(data["matrix"], Mapping) and not data["matrix"]:
-        raise fail("matrix: is empty; list values for at least one field, or leave matrix out")
-    matrix = _matrix(data.get("matrix") or {}, fail)
-    for key in matrix:
-        if key in base:
-            raise fail(f"matrix: {key!r} is also set in base; set it in one place")
-    exclude = _assignment_list(data.get("exclude"), "exclude", fail)
-    include = _assignment_list(data.get("include"), "include", fail)
-
-    repeats = data.get("repeats", 1)
-    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
-        raise fail(f"repeats: must be a whole number >= 1 (got {repeats!r})")
-    if repeats > MAX_REPEATS:
-        raise fail(f"repeats: {repeats:,} is more than {MAX_REPEATS:,}")
-    timeout_s = data.get("timeout_s", DEFAULT_TIMEOUT_S)
-    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not (0 < timeout_s < math.inf):
-        raise fail(f"timeout_s: must be a number of seconds > 0 (got {timeout_s!r})")
-    auto_batch = data.get("auto_batch", False)
-    if not isinstance(auto_batch, bool):
-        raise fail(f"auto_batch: must be true or false (got {auto_batch!r})")
-
+    name, description = _name_and_description(data, source, fail)
+    base, matrix, exclude, include = _settings(data, fail)
+    repeats, timeout_s, auto_batch = _limits(data, fail)
     suite = Suite(
         name=name.strip(),
         base=base,
@@ -224,6 +196,48 @@ def parse_suite(data: Any, source: Path | str | None = None) -> Suite:
         path=Path(source) if source is not None else None,
     )
     return dataclasses.replace(suite, cases=tuple(_expand(suite, fail)))
+
+
+def _name_and_description(data: Mapping[str, Any], source: Path | str | None, fail: Any) -> tuple[str, str]:
+    default_name = Path(source).stem if source is not None else "suite"
+    name = data.get("name", default_name)
+    if not isinstance(name, str) or not name.strip():
+        raise fail("name: must be non-empty text")
+    description = data.get("description") or ""
+    if not isinstance(description, str):
+        raise fail("description: must be text")
+    return name, description
+
+
+def _settings(data: Mapping[str, Any], fail: Any) -> tuple[
+        dict[str, Any], dict[str, tuple[Any, ...]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """``base``, ``matrix``, ``exclude`` and ``include``, each checked."""
+    base = _assignment(data.get("base") or {}, "base", fail)
+    if "matrix" in data and isinstance(data["matrix"], Mapping) and not data["matrix"]:
+        raise fail("matrix: is empty; list values for at least one field, or leave matrix out")
+    matrix = _matrix(data.get("matrix") or {}, fail)
+    for key in matrix:
+        if key in base:
+            raise fail(f"matrix: {key!r} is also set in base; set it in one place")
+    exclude = _assignment_list(data.get("exclude"), "exclude", fail)
+    include = _assignment_list(data.get("include"), "include", fail)
+    return base, matrix, exclude, include
+
+
+def _limits(data: Mapping[str, Any], fail: Any) -> tuple[int, float, bool]:
+    """``repeats``, ``timeout_s`` and ``auto_batch``, each checked."""
+    repeats = data.get("repeats", 1)
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise fail(f"repeats: must be a whole number >= 1 (got {repeats!r})")
+    if repeats > MAX_REPEATS:
+        raise fail(f"repeats: {repeats:,} is more than {MAX_REPEATS:,}")
+    timeout_s = data.get("timeout_s", DEFAULT_TIMEOUT_S)
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not (0 < timeout_s < math.inf):
+        raise fail(f"timeout_s: must be a number of seconds > 0 (got {timeout_s!r})")
+    auto_batch = data.get("auto_batch", False)
+    if not isinstance(auto_batch, bool):
+        raise fail(f"auto_batch: must be true or false (got {auto_batch!r})")
+    return repeats, timeout_s, auto_batch
 
 
 def _check_field(key: Any, place: str, fail: Any) -> str:
@@ -286,6 +300,24 @@ def _matches(assignment: Mapping[str, Any], pattern: Mapping[str, Any]) -> bool:
 
 
 def _expand(suite: Suite, fail: Any) -> list[Case]:
+    assignments = _combinations(suite, fail) + [dict(entry) for entry in suite.include]
+    if not assignments:
+        raise fail("the suite has no cases (empty matrix and no include, or everything excluded)")
+    total = len(assignments) * suite.repeats
+    if total > MAX_CASES:
+        raise fail(f"the suite has {total:,} cases ({len(assignments):,} configurations × {suite.repeats:,} "
+                   f"repeats), more than {MAX_CASES:,}; split it into several suites")
+    distinct = _distinct(suite, assignments, fail)
+    cases = []
+    for repeat in range(1, suite.repeats + 1):
+        for index, (settings, assignment, config) in enumerate(distinct):
+            key = case_key(suite.name, settings, repeat)
+            cases.append(Case(index, repeat, settings, assignment, config, key))
+    return cases
+
+
+def _combinations(suite: Suite, fail: Any) -> list[dict[str, Any]]:
+    """The matrix's combinations that no ``exclude`` pattern matches (each pattern must match one)."""
     keys = list(suite.matrix)
     combinations = math.prod(len(v) for v in suite.matrix.values())  # counted, not made
     if combinations > MAX_CASES:
@@ -299,15 +331,12 @@ def _expand(suite: Suite, fail: Any) -> list[Case]:
                 raise fail(f"exclude[{i}]: {k!r} is not a matrix field (matrix: {', '.join(keys) or 'none'})")
         if not any(_matches(c, pattern) for c in combos):
             raise fail(f"exclude[{i}]: {_describe(pattern)} matches no case of the matrix")
-    kept = [c for c in combos if not any(_matches(c, p) for p in suite.exclude)]
-    assignments = kept + [dict(entry) for entry in suite.include]
-    if not assignments:
-        raise fail("the suite has no cases (empty matrix and no include, or everything excluded)")
-    total = len(assignments) * suite.repeats
-    if total > MAX_CASES:
-        raise fail(f"the suite has {total:,} cases ({len(assignments):,} configurations × {suite.repeats:,} "
-                   f"repeats), more than {MAX_CASES:,}; split it into several suites")
+    return [c for c in combos if not any(_matches(c, p) for p in suite.exclude)]
 
+
+def _distinct(suite: Suite, assignments: list[dict[str, Any]], fail: Any,
+              ) -> list[tuple[dict[str, Any], dict[str, Any], RunConfig]]:
+    """(settings, assignment, configuration) of each configuration; one written twice is an error."""
     distinct: list[tuple[dict[str, Any], dict[str, Any], RunConfig]] = []
     seen: set[str] = set()
     for assignment in assignments:
@@ -321,13 +350,7 @@ def _expand(suite: Suite, fail: Any) -> list[Case]:
             raise fail(f"case {_describe(assignment)} appears twice (check include)")
         seen.add(ident)
         distinct.append((settings, assignment, config))
-
-    cases = []
-    for repeat in range(1, suite.repeats + 1):
-        for index, (settings, assignment, config) in enumerate(distinct):
-            key = case_key(suite.name, settings, repeat)
-            cases.append(Case(index, repeat, settings, assignment, config, key))
-    return cases
+    return distinct
 
 
 def _describe(assignment: Mapping[str, Any]) -> str:

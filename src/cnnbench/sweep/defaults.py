@@ -1,0 +1,50 @@
+"""What a sweep runs when it is given nothing else: the engine, as ``cnnbench run`` runs it.
+
+A worker runs one case in the case's process; a probe tells, in a process of its own,
+the concrete device and the machine's environment. Both travel to those processes by
+name (module-level functions, or ``functools.partial`` of them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from cnnbench.config.run_config import RunConfig
+from cnnbench.sweep.isolation import wait_for_server
+
+Emit = Callable[[str], None]
+Worker = Callable[[RunConfig, "Emit | None", Mapping[str, Any]], Any]
+"""Runs one case in the child: ``worker(config, emit, extra)`` returns a record
+(:class:`Record`, its dict, or ``(Record, path)`` as :func:`cnnbench.engine.execute` does)."""
+Probe = Callable[[str, "str | None"], dict[str, Any]]
+"""Runs in a child: ``probe(device, machine_label)`` -> ``{"device": concrete, "environment": {...}}``."""
+
+PROBE_TIMEOUT_S = 300.0
+
+
+def engine_worker(config: RunConfig, emit: Emit | None, extra: Mapping[str, Any]) -> dict[str, Any]:
+    """The default worker: :func:`cnnbench.engine.execute`."""
+    from cnnbench.engine import execute
+    from cnnbench.engine.log_format import closing_lines
+
+    record, _ = execute(config, emit=emit, extra=extra)
+    if emit is not None and record.status == "ok":
+        for line in closing_lines(record.metrics):
+            emit(line)
+    return record.to_dict()
+
+
+def engine_probe(device: str, machine_label: str | None) -> dict[str, Any]:
+    """The default probe: the engine's device rule (``auto`` = cuda when present) and environment."""
+    from cnnbench.machine.devices import resolve_device_kind
+    from cnnbench.machine.environment import capture_environment
+
+    device = resolve_device_kind(device)
+    return {"device": device, "environment": capture_environment(device, machine_label)}
+
+
+def preload_engine() -> None:
+    """Start the fork server and wait until it has imported torch, torchvision and the
+    engine, so that no case (and no case's time limit) pays for it. Nothing touches CUDA."""
+    wait_for_server()
