@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from cnnbench.config import RunConfig
-from cnnbench.results import cache, store
+from cnnbench.results import cache, lines
 from cnnbench.results.record import Record
 from cnnbench.results.store import append_record, machine_file_name, read_records
 from cnnbench.sweep.runner import SweepOptions, preload_engine, run_suite
@@ -177,7 +177,7 @@ def load_benchmark(n: int, repeats: int) -> None:
 
         def no_cache(parser: Any, step_times: bool) -> Callable[[], object]:
             def read() -> object:
-                with patched(store, "_loads", parser), patched(cache, "MIN_BYTES", 1 << 62):
+                with patched(lines, "loads", parser), patched(cache, "MIN_BYTES", 1 << 62):
                     return read_records(folder, step_times=step_times)
             return read
 
@@ -196,8 +196,8 @@ def load_benchmark(n: int, repeats: int) -> None:
             ("json.loads per line (baseline)", baseline, None),
             ("before: stdlib json, all fields", no_cache(json.loads, True), None),
             ("before: stdlib json, step_times=False", no_cache(json.loads, False), None),
-            ("orjson, no cache, all fields", no_cache(store._loads, True), None),
-            ("orjson, no cache, step_times=False", no_cache(store._loads, False), None),
+            ("orjson, no cache, all fields", no_cache(lines.loads, True), None),
+            ("orjson, no cache, step_times=False", no_cache(lines.loads, False), None),
             ("cache: first read (builds it), all fields", cold, None),
             ("cache: warm, all fields", lambda: read_records(folder), None),
             ("cache: warm, step_times=False", lambda: read_records(folder, step_times=False), None),

@@ -10,7 +10,7 @@ import os
 import pytest
 
 from cnnbench.results import cache
-from cnnbench.results import store as store_module
+from cnnbench.results import lines as store_lines
 from cnnbench.results.record import Record
 from cnnbench.results.store import append_record, read_records
 
@@ -97,8 +97,8 @@ def test_the_warm_read_comes_from_the_cache(store, monkeypatch):
     monkeypatch.setattr(cache.CachedRecords, "_from_payload",
                         classmethod(lambda cls, body: loads.append(1) or real.__func__(cls, body)))
     parsed = []
-    real_parse = store_module._parse_line
-    monkeypatch.setattr(store_module, "_parse_line",
+    real_parse = store_lines.parse_line
+    monkeypatch.setattr(store_lines, "parse_line",
                         lambda raw, parse, truncated: parsed.append(raw) or real_parse(raw, parse, truncated=truncated))
     records, _ = read_records(store.parent)
     assert loads == [1]

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from cnnbench.cli.common import UserError, check_output
+from cnnbench.cli.common import UserError
 from cnnbench.words import plural
 
 KINDS = ("tf-cnn-benchmarks", "csv")
@@ -76,25 +76,6 @@ def _overrides(items: list[str]) -> dict[str, Any]:
     return out
 
 
-def _checked(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The records every check of ``cnnbench run`` and the record contract passes, whatever
-    importer made them (:func:`~cnnbench.results.importers.check_imported`); each other one is
-    reported as ``file:line: why`` and left out."""
-    from cnnbench.results.importers import check_imported
-
-    kept = []
-    for record in records:
-        try:
-            check_imported(record)
-        except ValueError as exc:
-            line = record.get("source_line")
-            where = f"{record.get('source_path') or 'input'}{f':{line}' if line else ''}"
-            print(f"warning: skipped {where}: {exc}", file=sys.stderr)
-            continue
-        kept.append(record)
-    return kept
-
-
 def _check_input(path: Path) -> None:
     """A PATH that exists and is a folder or a regular file (a FIFO or a device would hang
     the import or never end), and that can be a path at all."""
@@ -117,10 +98,11 @@ def _check_input(path: Path) -> None:
 
 def handle(args: argparse.Namespace) -> int:
     from cnnbench.results.importers import ImportOptions, get_importer
-    from cnnbench.results.store import append_new_records, problem_text
+    from cnnbench.results.importing import ImportProblem, import_into
+    from cnnbench.results.outputs import OutputError
 
     try:
-        importer = get_importer(args.kind)
+        get_importer(args.kind)
     except KeyError as exc:
         raise UserError(str(exc.args[0])) from None
     if args.machine_label is not None:
@@ -132,53 +114,26 @@ def handle(args: argparse.Namespace) -> int:
         except ConfigError as exc:
             raise UserError(str(exc)) from None
     options = ImportOptions(machine_label=args.machine_label, overrides=_overrides(args.overrides))
-    paths = [Path(p) for p in args.paths]
-    for p in paths:
-        _check_input(p)
-    if not args.dry_run:
-        check_output(args.results_dir, [args.machine_label])
+    for p in args.paths:
+        _check_input(Path(p))
     try:
-        result = importer.run(paths, options)
-    except (FileNotFoundError, ValueError) as exc:
+        outcome = import_into(args.results_dir, args.kind, args.paths, options, dry_run=args.dry_run, warn=_warn)
+    except ImportProblem as exc:
+        raise UserError(str(exc), exit_code=exc.exit_code) from None
+    except OutputError as exc:
         raise UserError(str(exc)) from None
-    for problem in result.problems:
-        print(f"warning: {problem_text(problem)}", file=sys.stderr)
-    result.records = _checked(result.records)
-    if "run_id" in options.overrides and len(result.records) > 1:
-        raise UserError(f"--set run_id={options.overrides['run_id']}: would give {len(result.records)} records "
-                        "one run_id, which names one run (the store would keep one and call the others already "
-                        "there); nothing imported")
-    if not result.records:
-        # every input refused as the wrong kind (a vendor's table, a folder): a usage error
-        usage = bool(result.refused) and len(result.refused) == len(result.problems)
-        raise UserError(f"nothing to import from {', '.join(args.paths)}", exit_code=2 if usage else 1)
-
-    unique: dict[str, dict[str, Any]] = {}
-    for record in result.records:
-        unique.setdefault(str(record.get("run_id")), record)
-    if args.dry_run:
-        from cnnbench.results.store import stored_run_ids
-
-        present, store_problems = stored_run_ids(args.results_dir)
-        written = [r for key, r in unique.items() if key not in present]
-        already = {key: present[key] for key in unique if key in present}
-    else:
-        outcome = append_new_records(args.results_dir, unique.values())
-        written, already, store_problems = outcome.written, outcome.already, outcome.problems
-    for problem in store_problems:
-        print(f"warning: {problem_text(problem)}", file=sys.stderr)
-    statuses: dict[str, int] = {}
-    for r in written:
-        statuses[r["status"]] = statuses.get(r["status"], 0) + 1
-    summary = ", ".join(f"{n} {s}" for s, n in sorted(statuses.items())) or "none new"
+    summary = ", ".join(f"{n} {s}" for s, n in sorted(outcome.statuses().items())) or "none new"
     verb = "would import" if args.dry_run else "imported"
-    skipped = len(result.records) - len(written)
-    line = f"{verb} {plural(len(written), 'record')} ({summary}) into {args.results_dir}"
-    if skipped:
-        line += f"; {skipped} already there"
-        elsewhere = sorted({m for m in already.values() if args.machine_label and m != args.machine_label})
+    line = f"{verb} {plural(len(outcome.written), 'record')} ({summary}) into {args.results_dir}"
+    if outcome.not_written:
+        line += f"; {outcome.not_written} already there"
+        elsewhere = outcome.stored_elsewhere(args.machine_label)
         if elsewhere:
             line += (f" (stored under machine {', '.join(elsewhere)}: a run is imported once, whatever "
                      f"--machine-label says; the records already there were left as they are)")
     print(line)
     return 0
+
+
+def _warn(line: str) -> None:
+    print(f"warning: {line}", file=sys.stderr)

@@ -1,0 +1,104 @@
+"""One line of the results store read: parsed (orjson, and the standard library's parser for
+what orjson refuses), upgraded (:mod:`cnnbench.results.migrate`) and checked against the record
+contract; or why it cannot be used, as a :class:`StoreProblem` (``file:line: why``)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import orjson
+
+from cnnbench.results.migrate import migrate
+from cnnbench.results.record import (
+    MAX_DEPTH,
+    RecordError,
+    check_record,
+    drop_unusable_figures,
+    may_hold_unusable_figures,
+)
+
+
+class StoreProblem(str):
+    """A line that could not be read: ``"<file>:<line>: <reason>"``."""
+
+
+class StoreNotice(StoreProblem):
+    """A line whose record was read, but with figures no reader can compute with (NaN,
+    infinite, beyond :data:`~cnnbench.results.record.MAX_FIGURE`) shown as not available:
+    ``"<file>:<line>: metrics.total_images_per_sec is NaN: shown as not available"``."""
+
+
+def problem_text(problem: str) -> str:
+    """How a reader names a problem line to the user: ``skipped <problem>``, or, for a
+    :class:`StoreNotice`, the notice alone (the record was kept)."""
+    return str(problem) if isinstance(problem, StoreNotice) else f"skipped {problem}"
+
+
+def problem(text: str, *, kept: bool) -> StoreProblem:
+    return StoreNotice(text) if kept else StoreProblem(text)
+
+
+def parse_line(raw: bytes, parse: Any, *, truncated: bool) -> tuple[dict[str, Any] | None, str | None]:
+    """A valid, current record from one line, or why there is none; or both: a record whose
+    unusable figures were replaced by null, and what they were."""
+    try:
+        rec = parse(raw)
+    except RecursionError:
+        return None, "nested too deeply to read"
+    except UnicodeDecodeError as exc:
+        return None, f"not UTF-8 text (byte {raw[exc.start:exc.start + 1]!r} at column {exc.start + 1})"
+    except ValueError as exc:
+        if truncated:
+            return None, "truncated line (no newline at the end of the file)"
+        return None, f"malformed line ({exc})"
+    if not isinstance(rec, dict):
+        return None, "not a JSON object"
+    try:
+        rec = migrate(rec)
+        # fewer brackets in the text than the depth allowed: no need to walk the record for it
+        check_record(rec, shallow=raw.count(b"{") + raw.count(b"[") <= MAX_DEPTH)
+    except RecordError as exc:
+        return None, str(exc)
+    if may_hold_unusable_figures(raw):
+        dropped = drop_unusable_figures(rec)
+        if dropped:
+            return rec, "; ".join(dropped) + ": shown as not available"
+    return rec, None
+
+
+def loads(raw: bytes) -> Any:
+    """A JSON value from a line: orjson (several times faster), and the standard library's
+    parser for what orjson refuses (NaN, integers beyond 64 bits, lone surrogates) or
+    cannot read, so that a line reads, and fails with the same reason, as it always did."""
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return json.loads(raw)
+
+
+_STEP_KEY = b'"step_times_s":['
+_KEY_BEFORE = (ord("{"), ord(","), ord(" "))
+
+
+def loads_without_step_times(raw: bytes) -> Any:
+    """:func:`loads` of a record line, leaving ``metrics.step_times_s`` out.
+
+    The array of the compact form written by :func:`append_record` is cut out of the
+    bytes before parsing; anything unexpected (the key inside a string, in another
+    object, a spaced separator) takes the ordinary full parse.
+    """
+    i = raw.find(_STEP_KEY)
+    if i > 0 and raw[i - 1] in _KEY_BEFORE:
+        start = i + len(_STEP_KEY)
+        j = raw.find(b"]", start)
+        if j > 0 and raw.find(b'"', start, j) < 0:
+            rec = loads(raw[:i] + b'"step_times_s":null' + raw[j + 1 :])
+            metrics = rec.get("metrics") if isinstance(rec, dict) else None
+            if isinstance(metrics, dict) and "step_times_s" in metrics and metrics["step_times_s"] is None:
+                del metrics["step_times_s"]
+                return rec
+    rec = loads(raw)
+    if isinstance(rec, dict) and isinstance(rec.get("metrics"), dict):
+        rec["metrics"].pop("step_times_s", None)
+    return rec

@@ -1,0 +1,239 @@
+"""Reading the results store: every ``*.jsonl`` file of a folder, each line checked
+(:mod:`cnnbench.results.lines`); a big file through its parsed-record cache
+(:mod:`cnnbench.results.cache`); later reads take only the lines appended since
+(:class:`StoreReader`). See :mod:`cnnbench.results.store` for the store as a whole."""
+
+from __future__ import annotations
+
+import gc
+import logging
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import orjson
+
+from cnnbench.results import cache, files
+from cnnbench.results import lines as store_lines
+from cnnbench.results.lines import StoreProblem
+
+log = logging.getLogger("cnnbench.results.store")  # the name its messages have always had
+
+SUFFIX = ".jsonl"
+
+
+def iter_store_files(paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[str]) -> list[Path]:
+    """The ``*.jsonl`` files named by ``paths`` (files, or folders searched one level deep).
+
+    Raises ``FileNotFoundError`` (one line naming the path) for a path that does not exist
+    or cannot (a name over 255 bytes, a symlink loop)."""
+    if isinstance(paths, (str, os.PathLike)):
+        paths = [paths]
+    found: list[Path] = []
+    for p in map(Path, paths):
+        why = files.path_too_long(p)
+        if why is not None:
+            raise FileNotFoundError(f"no results at {files.shown(p)}: {why}")
+        try:
+            os.stat(p)
+        except FileNotFoundError:
+            raise FileNotFoundError(f"no results at {files.shown(p)}") from None
+        except OSError as exc:
+            raise FileNotFoundError(f"no results at {files.shown(p)}: {exc.strerror or exc}") from None
+        if p.is_dir():
+            found.extend(sorted(p.glob("*" + SUFFIX)))
+        else:
+            found.append(p)
+    return found
+
+
+def read_records(
+    paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[str],
+    *,
+    step_times: bool = True,
+) -> tuple[list[dict[str, Any]], list[StoreProblem]]:
+    """All records under ``paths``, upgraded to the current schema, plus one problem per
+    line that could not be used (truncated, malformed, not UTF-8, nested too deeply, not an
+    object, against the record contract, schema too new) and per ``*.jsonl`` that is no file.
+
+    Problems are never fatal and the files are never modified; they are returned, not
+    printed or logged as warnings (the caller reports each once). With
+    ``step_times=False`` each record's ``metrics.step_times_s`` is left out (and not
+    parsed: several times faster).
+    """
+    reader = StoreReader(paths, step_times=step_times)
+    return reader.read()
+
+
+class StoreReader:
+    """Reads a store, and later only what was appended to it since (a sweep checking, just
+    before a case starts, whether another sweep has recorded it meanwhile).
+
+    The first :meth:`read` reads every file; each later one reads the lines added since.
+    A partial last line (being written, or left by a crash) is reported by the first read
+    and otherwise waited for.
+    """
+
+    def __init__(self, paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[str], *,
+                 step_times: bool = True) -> None:
+        self.paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+        self.step_times = step_times
+        self._positions: dict[Path, tuple[int, int]] = {}
+        """Per file: the byte offset read up to and the number of the next line."""
+        self._first = True
+
+    def read(self) -> tuple[list[dict[str, Any]], list[StoreProblem]]:
+        """Records (and problems) not returned by an earlier call."""
+        records: list[dict[str, Any]] = []
+        problems: list[StoreProblem] = []
+        files = iter_store_files(self.paths) if self._first else self._files()
+        gc_was_enabled = gc.isenabled()
+        gc.disable()  # a load makes millions of containers and no cycles; collections only cost time
+        try:
+            for path in files:
+                start, line = self._positions.get(path, (0, 1))
+                self._positions[path] = _read_file(path, records, problems, step_times=self.step_times,
+                                                   start=start, first_line=line, partial_is_problem=self._first)
+        finally:
+            if gc_was_enabled:
+                gc.enable()
+        self._first = False
+        for p in problems:
+            log.debug("skipped %s", p)
+        return records, problems
+
+    def _files(self) -> list[Path]:
+        try:
+            return iter_store_files(self.paths)
+        except FileNotFoundError:
+            return []
+
+
+def _parser(step_times: bool) -> Any:
+    """How this reader parses a line: every field, or without ``metrics.step_times_s``."""
+    return store_lines.loads if step_times else store_lines.loads_without_step_times
+
+
+def _read_file(path: Path, records: list[dict[str, Any]], problems: list[StoreProblem], *, step_times: bool,
+               start: int = 0, first_line: int = 1, partial_is_problem: bool = True) -> tuple[int, int]:
+    """Read ``path`` from byte ``start`` (line ``first_line``); returns where to go on from.
+
+    A whole file of :data:`cache.MIN_BYTES` or more is read through its cache (when that
+    exists or can be written)."""
+    try:
+        with files.open_regular(path) as f:  # a FIFO or a device is refused, never waited on
+            st = os.fstat(f.fileno())
+            if start == 0 and partial_is_problem and cache.worth_it(path, st.st_size):
+                return _read_through_cache(path, f, st, records, problems, step_times=step_times)
+            f.seek(start)
+            data = f.read()
+    except IsADirectoryError:
+        if partial_is_problem:
+            problems.append(StoreProblem(f"{path}: is a directory, not a results file"))
+        return start, first_line
+    except files.FileProblem as exc:
+        if partial_is_problem:
+            problems.append(StoreProblem(str(exc)))
+        return start, first_line
+    except OSError as exc:
+        problems.append(StoreProblem(f"{path}: cannot read ({exc.strerror or exc})"))
+        return start, first_line
+    if not data:
+        return start, first_line
+    parse = _parser(step_times)
+    pieces = data.split(b"\n")
+    complete = len(pieces) - 1  # the piece after the last newline is partial (empty when none)
+    if pieces[-1] and not partial_is_problem:
+        consumed = len(data) - len(pieces[-1])
+        pieces = pieces[:-1]
+    else:
+        consumed = len(data)
+    for index, raw in enumerate(pieces):
+        if not raw or raw.isspace():
+            continue
+        rec, why = store_lines.parse_line(raw, parse, truncated=index == complete)
+        if why is not None:
+            problems.append(store_lines.problem(f"{path}:{first_line + index}: {why}", kept=rec is not None))
+        if rec is not None:
+            records.append(rec)
+    return start + consumed, first_line + complete
+
+
+def _read_through_cache(path: Path, f: BinaryIO, st: os.stat_result, records: list[dict[str, Any]],
+                        problems: list[StoreProblem], *, step_times: bool) -> tuple[int, int]:
+    """Read a whole file: the lines its cache covers from the cache, the others parsed (and
+    added to the cache, which is then rewritten). Same records and problems as a plain read."""
+    cached, rewrite = cache.load(path, f, st, step_times=step_times)
+    if cached is None:
+        cached = cache.CachedRecords()
+    known = len(cached.rows)
+    f.seek(cached.end)
+    data = f.read()
+    whole = data.rfind(b"\n") + 1  # what follows the last newline is partial (being written, or cut)
+    new = _add_new_lines(cached, data, whole)
+    if new.lines or rewrite:
+        cache.write(path, f, st, cached)
+    out = cached.take_records(known, step_times=step_times)
+    if not step_times:
+        for record in new.records:
+            metrics = record.get("metrics")
+            if isinstance(metrics, dict):
+                metrics.pop("step_times_s", None)
+    out.extend(new.records)
+    parse = _parser(step_times)
+    problems.extend(_problem_lines_again(path, cached, out, parse))
+    partial = data[whole:]
+    if partial and not partial.isspace():
+        rec, why = store_lines.parse_line(partial, parse, truncated=True)
+        if rec is not None:
+            out.append(rec)
+        if why is not None:
+            problems.append(store_lines.problem(f"{path}:{cached.next_line}: {why}", kept=rec is not None))
+    records.extend(out)
+    return cached.end + len(partial), cached.next_line
+
+
+@dataclass
+class _NewLines:
+    lines: list[bytes]
+    """The whole lines the cache did not cover."""
+    records: list[dict[str, Any]]
+    """Their records that went into the cache."""
+
+
+def _add_new_lines(cached: cache.CachedRecords, data: bytes, whole: int) -> _NewLines:
+    """Parse the whole lines of ``data`` (those before byte ``whole``) into the cache."""
+    new: list[dict[str, Any]] = []
+    pieces = data[:whole].split(b"\n")[:-1]
+    for index, raw in enumerate(pieces):
+        if not raw or raw.isspace():
+            continue
+        # the cache keeps step times, and only what orjson reads (so writes back unchanged); a
+        # line that needs the standard library's parser is kept as a line and read at each load
+        rec, why = store_lines.parse_line(raw, orjson.loads, truncated=False)
+        if rec is None or why is not None:  # kept with a notice: read again each time, to say so
+            cached.add_problem(cached.next_line + index, raw)
+        else:
+            cached.add(rec)
+            new.append(rec)
+    if cached.digest is not None:
+        cached.digest.update(memoryview(data)[:whole])
+    cached.end += whole
+    cached.next_line += len(pieces)
+    return _NewLines(pieces, new)
+
+
+def _problem_lines_again(path: Path, cached: cache.CachedRecords, out: list[dict[str, Any]],
+                         parse: Any) -> list[StoreProblem]:
+    """The cache's problem lines, checked again in this reader's mode (as without a cache): their
+    records go into ``out`` where they stood; their problems are returned in file order."""
+    found: list[StoreProblem] = []
+    for line in reversed(cached.problems):
+        rec, why = store_lines.parse_line(line.raw, parse, truncated=False)
+        if rec is not None:
+            out.insert(line.position, rec)
+        if why is not None:
+            found.append(store_lines.problem(f"{path}:{line.line}: {why}", kept=rec is not None))
+    return list(reversed(found))
