@@ -14,9 +14,9 @@ import sys
 
 from cnnbench.cli.common import UserError, print_warnings
 from cnnbench.config import ConfigError
+from cnnbench.config.choices import REAL_DATA_NAMES
 from cnnbench.config.cli_args import FlagOverride, add_config_arguments, config_from_args
 from cnnbench.config.data_bench import DATA_SECTIONS, DataBenchConfig
-from cnnbench.config.input_options import REAL_DATA_NAMES
 
 # The input options as this command uses them: a data set is always read (no synthetic input).
 _FLAGS = {

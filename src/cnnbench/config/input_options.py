@@ -11,16 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from cnnbench.config.checks import unused
-from cnnbench.config.errors import ConfigError
+from cnnbench.config.choices import DATA_NAMES, SYNTHETIC, DataName
+from cnnbench.config.input_rules import DEFAULT_SYNTHETIC_LOCATION, check_input_source
 from cnnbench.config.options import option
 
-SYNTHETIC = "synthetic"
-REAL_DATA_NAMES = ("imagefolder", "cifar10", "cifar100")
-DATA_NAMES = (SYNTHETIC, *REAL_DATA_NAMES)
 SYNTHETIC_LOCATIONS = ("device", "host", "loader")
 RESIZE_METHODS = ("bilinear", "bicubic", "nearest")
-DEFAULT_SYNTHETIC_LOCATION = "device"
 DEFAULT_SYNTHETIC_WORKERS = 2
 MAX_WORKERS = 256
 DEFAULT_RESIZE_METHOD = "bilinear"
@@ -37,7 +33,7 @@ class InputOptions:
         "Without it, input is synthetic.",
         metavar="DIR",
     )
-    data_name: str | None = option(
+    data_name: DataName | None = option(
         None,
         "Data set: synthetic, imagefolder, cifar10, cifar100 [default: synthetic without --data-dir, "
         "else guessed from the folder's contents].",
@@ -72,28 +68,8 @@ class InputOptions:
     )
 
     def check_input_options(self) -> None:
-        if self.data_dir is not None:
-            self._check_real_input()
-            return
-        if self.data_name in REAL_DATA_NAMES:
-            raise ConfigError("data_name", f"{self.data_name} is read from a folder: give --data-dir DIR")
-        location = self.synthetic_location or DEFAULT_SYNTHETIC_LOCATION
-        if location != "loader":
-            unused(self, "num_workers", f"with --synthetic-location {location} (no DataLoader workers there)")
-        if self.distortions:
-            raise ConfigError("distortions", "augments real images; synthetic input has none to distort "
-                                             "(give --data-dir)")
-        unused(self, "resize_method", "on synthetic input (nothing is resized; give --data-dir)")
-        if self.skip_bad_images:
-            raise ConfigError("skip_bad_images", "has no effect on synthetic input (give --data-dir)")
-
-    def _check_real_input(self) -> None:
-        if not str(self.data_dir).strip():
-            raise ConfigError("data_dir", "is empty (give the folder of a data set)")
-        if self.data_name == SYNTHETIC:
-            raise ConfigError("data_name", "synthetic input reads no folder: leave out --data-dir, or name the "
-                                           f"data set ({', '.join(REAL_DATA_NAMES)})")
-        unused(self, "synthetic_location", "with --data-dir (images are read, not made)")
+        """The rules of the input source (:mod:`~cnnbench.config.input_rules`)."""
+        check_input_source(self)
 
     def real_data(self) -> bool:
         """Does this run read a data set (rather than make synthetic batches)?"""

@@ -74,14 +74,22 @@ _FIELD_TYPES: dict[type, dict[str, tuple[type, bool]]] = {}
 def field_types(cls: type) -> dict[str, tuple[type, bool]]:
     """Each field's base type and whether it may be ``None``, from the resolved annotations.
 
-    ``int | None`` gives ``(int, True)``; ``str`` gives ``(str, False)``.
+    ``int | None`` gives ``(int, True)``; ``str`` gives ``(str, False)``; a ``Literal`` of
+    names (:mod:`cnnbench.config.choices`) gives ``str``.
     """
     if cls not in _FIELD_TYPES:
         out: dict[str, tuple[type, bool]] = {}
         for name, hint in typing.get_type_hints(cls).items():
-            args = typing.get_args(hint)
+            args = () if typing.get_origin(hint) is typing.Literal else typing.get_args(hint)
             optional = type(None) in args
-            bases = [a for a in args if a is not type(None)] if args else [hint]
+            bases = [_literal_base(a) for a in args if a is not type(None)] if args else [_literal_base(hint)]
             out[name] = (bases[0] if len(bases) == 1 else object, optional)
         _FIELD_TYPES[cls] = out
     return _FIELD_TYPES[cls]
+
+
+def _literal_base(hint: Any) -> Any:
+    """``Literal["a", "b"]`` -> ``str`` (the type of its values); any other type as it is."""
+    if typing.get_origin(hint) is typing.Literal:
+        return type(typing.get_args(hint)[0])
+    return hint

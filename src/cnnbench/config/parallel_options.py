@@ -12,11 +12,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from cnnbench.config.checks import finite
+from cnnbench.config.choices import VARIABLE_UPDATES, VariableUpdate
 from cnnbench.config.errors import ConfigError
 from cnnbench.config.options import option
+from cnnbench.config.strategy_rules import STRATEGY_RULES, check_strategy_options
 
 DEVICES = ("auto", "cpu", "cuda")
-VARIABLE_UPDATES = ("replicated", "parameter_server", "independent", "fsdp")
 ALL_REDUCES = ("nccl", "gloo")
 GRADIENT_COMPRESSIONS = ("none", "fp16", "bf16", "powersgd")
 PARAMETER_DEVICES = ("cpu", "device")
@@ -51,7 +52,7 @@ class ParallelOptions:
         "the record then carries a warning.",
         identity=False,
     )
-    variable_update: str = option(
+    variable_update: VariableUpdate = option(
         "replicated",
         "How devices share variables (tf_cnn_benchmarks' word): replicated (DistributedDataParallel: "
         "gradients all-reduced), parameter_server (one master copy of the weights on rank 0's "
@@ -94,8 +95,9 @@ class ParallelOptions:
         identity=False, metavar="S",
     )
 
-    def check_parallel_options(self, forward_only: bool, precision: str, num_warmup_batches: int,
-                               data_format: str) -> None:
+    def check_parallel_options(self) -> None:
+        """The options' own checks, then the strategy's (:mod:`~cnnbench.config.strategy_rules`:
+        options of other strategies refused, its own rules); ``self`` is the whole configuration."""
         finite(self, "timeout")
         finite(self, "bucket_cap_mb")
         if self.timeout <= 0:
@@ -104,37 +106,10 @@ class ParallelOptions:
             raise ConfigError("bucket_cap_mb", f"must be > 0 (got {self.bucket_cap_mb})")
         if self.gpu_indices is not None:
             self._check_gpu_indices()
-        vu = self.variable_update
-        if vu == "independent" and self.all_reduce is not None:
-            raise ConfigError("all_reduce", "independent workers exchange nothing, so there is no all-reduce")
-        if self.all_reduce == "nccl" and self.device == "cpu":
+        takes_all_reduce = "all_reduce" in STRATEGY_RULES[self.variable_update].options
+        if takes_all_reduce and self.all_reduce == "nccl" and self.device == "cpu":
             raise ConfigError("all_reduce", "nccl needs CUDA devices; use gloo on cpu")
-        if vu != "parameter_server" and self.local_parameter_device is not None:
-            raise ConfigError("local_parameter_device", f"applies to --variable-update parameter_server "
-                                                        f"(got {vu})")
-        ddp_knobs = {"bucket_cap_mb": self.bucket_cap_mb is not None,
-                     "gradient_as_bucket_view": self.gradient_as_bucket_view,
-                     "static_graph": self.static_graph,
-                     "gradient_compression": self.gradient_compression is not None}
-        for name, given in ddp_knobs.items():
-            if given and vu != "replicated":
-                raise ConfigError(name, f"is an option of DistributedDataParallel: applies to "
-                                        f"--variable-update replicated (got {vu})")
-            if given and forward_only:
-                raise ConfigError(name, "has no effect with --forward-only (no gradients to exchange)")
-        if forward_only and vu == "parameter_server":
-            raise ConfigError("variable_update", "parameter_server updates weights; with --forward-only "
-                                                 "there are no gradients to send to it (use replicated)")
-        if precision == "amp_fp16" and vu == "parameter_server":
-            raise ConfigError("precision", f"amp_fp16's gradient scaler is not built for {vu}; "
-                                           "use amp_bf16, bf16 or fp32")
-        if vu == "fsdp" and data_format == "NHWC":
-            raise ConfigError("data_format", "NHWC keeps weights channels_last, which FSDP2 cannot shard (it "
-                                             "holds each weight as a contiguous flat shard); use NCHW with "
-                                             "--variable-update fsdp")
-        if self.gradient_compression == "powersgd" and num_warmup_batches < 2:
-            raise ConfigError("num_warmup_batches", "must be >= 2 with --gradient-compression powersgd "
-                                                    "(PowerSGD starts compressing at step 2)")
+        check_strategy_options(self)
 
     def _check_gpu_indices(self) -> None:
         text = str(self.gpu_indices).replace(" ", "")

@@ -59,7 +59,7 @@ class RunConfig(OutputOptions, InputOptions, TrainingOptions, HostOptions, Paral
         check_fields(self)
         self.check_model_options()
         self.check_measurement_options()
-        self.check_parallel_options(self.forward_only, self.precision, self.warmup_steps(), self.data_format)
+        self.check_parallel_options()
         self.check_training_options(self.forward_only, self.num_epochs)
         self.check_host_options()
         self.check_input_options()

@@ -21,6 +21,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from cnnbench.config.choices import VARIABLE_UPDATES
 from cnnbench.config.options import field_types
 from cnnbench.config.run_config import RunConfig
 from cnnbench.words import plural
@@ -83,15 +84,12 @@ def _all_reduce_spec(value: str) -> list[str]:
 
 _ACROSS_MACHINES = ("runs across machines in TensorFlow's own way; here run `cnnbench run` under torchrun on "
                     "every machine with --variable-update replicated")
-# tf's values, and cnnbench's own fsdp (``--variable-update fsdp`` passes through here too).
-_VARIABLE_UPDATES = {"parameter_server": "parameter_server", "replicated": "replicated", "independent": "independent",
-                     "fsdp": "fsdp"}
 
 
 def _variable_update(value: str) -> list[str]:
     key = value.strip().lower()
-    if key in _VARIABLE_UPDATES:
-        return ["--variable-update", _VARIABLE_UPDATES[key]]
+    if key in VARIABLE_UPDATES:  # tf's values, and cnnbench's own fsdp (--variable-update passes here too)
+        return ["--variable-update", key]
     if key in ("distributed_replicated", "distributed_all_reduce", "collective_all_reduce", "horovod"):
         raise TfFlagError(f"--variable_update={value} {_ACROSS_MACHINES}")
     raise TfFlagError(f"--variable_update={value}: cnnbench takes parameter_server, replicated, independent "
@@ -252,81 +250,99 @@ def translate_with_notes(argv: Sequence[str]) -> Translation:
     return Translation(args, notes, gpus)
 
 
-def _translate(argv: Sequence[str]) -> tuple[list[str], list[str], _Typed | None]:
-    ours = {f.name for f in dataclasses.fields(RunConfig)}
-    types = field_types(RunConfig)
-    booleans = {name for name, (base, _) in types.items() if base is bool}
-    out: list[str] = []
-    ignored: list[str] = []
+@dataclass
+class _Scan:
+    """What :func:`_translate` gathers while it reads the flags."""
+
+    ours: set[str]  # cnnbench run's fields
+    booleans: set[str]  # its switches
+    out: list[str] = dataclasses.field(default_factory=list)
+    ignored: list[str] = dataclasses.field(default_factory=list)
     data_name: _Typed | None = None
     data_dir_flag: str | None = None
-    device_given = False
+    device_given: bool = False
     gpus: _Typed | None = None
+
+
+def _translate(argv: Sequence[str]) -> tuple[list[str], list[str], _Typed | None]:
+    types = field_types(RunConfig)
+    scan = _Scan(ours={f.name for f in dataclasses.fields(RunConfig)},
+                 booleans={name for name, (base, _) in types.items() if base is bool})
     i = 0
     while i < len(argv):
         token = argv[i]
-        i += 1
-        if not token.startswith("--") or token == "--":
-            out.append(token)
-            continue
-        name, eq, inline = token[2:].partition("=")
-        key = name.replace("-", "_")
-        negated = key.startswith("no") and (key[2:] in booleans or _is_tf_boolean(key[2:]))
-        if negated:
-            if eq:
-                raise TfFlagError(f"--{name} takes no value (got {token!r})")
-            key, value = key[2:], "false"
-        elif eq:
-            value = inline
-        elif key in booleans or _is_tf_boolean(key):
-            value = "true"
-        elif key in TF_FLAGS or key in ours:
-            if i >= len(argv):
-                out.append(token)  # argparse says what is missing
-                continue
-            value = argv[i]
+        read = _read_flag(argv, i + 1, token, scan)
+        if read is None:
+            scan.out.append(token)  # not a flag, a flag without its value, or unknown: argparse names it
             i += 1
-        elif key in TENSORFLOW_TUNING or key in NOT_BUILT:
-            value = inline
-            if not eq and i < len(argv) and not argv[i].startswith("--"):
-                value = argv[i]
-                i += 1
-        else:
-            out.append(token)  # not ours, not tf's: argparse names it
             continue
-        if key == "data_name":
-            data_name = _Typed(token if eq or negated else f"{token} {value}", name, value)
-            continue  # decided at the end, when --data_dir is known
-        if key == "data_dir":
-            data_dir_flag = "--" + name
-        if key == "device":
-            device_given = True
-        if key == "num_gpus":
-            gpus = _Typed(token if eq else f"{token} {value}", name, value)
-        if key in TF_FLAGS:
-            try:
-                out += TF_FLAGS[key].translate(value)
-            except _BadBoolean as exc:
-                raise TfFlagError(f"--{name}: {exc}") from None
-        elif key in NOT_BUILT:
-            raise TfFlagError(f"--{name}: this tf_cnn_benchmarks feature is not built in cnnbench")
-        elif key in TENSORFLOW_TUNING:
-            ignored.append(f"--{key}")
-        elif key in booleans:
-            try:
-                on = _boolean(value)
-            except _BadBoolean as exc:
-                raise TfFlagError(f"--{name}: {exc}") from None
-            if on:
-                out.append("--" + key.replace("_", "-"))
-        elif key in ours:
-            flag = "--" + key.replace("_", "-")
-            out += [f"{flag}={value}"] if value.startswith("-") else [flag, value]  # -inf is no flag
-        else:
-            out.append(token)
-    if data_name is not None:
-        out += _data_name(data_name, data_dir_flag)
-    return out, ignored, (gpus if not device_given else None)
+        key, name, value, eq, i = read
+        _take(scan, key, name, value, token, token if eq else f"{token} {value}")
+    if scan.data_name is not None:
+        scan.out += _data_name(scan.data_name, scan.data_dir_flag)
+    return scan.out, scan.ignored, (scan.gpus if not scan.device_given else None)
+
+
+def _read_flag(argv: Sequence[str], i: int, token: str,
+               scan: _Scan) -> tuple[str, str, str, bool, int] | None:
+    """``(key, name, value, given inline, index of the next token)`` of the flag at ``token``
+    (its value may be the next token, from ``argv[i]``); None for a token passed on as it is."""
+    if not token.startswith("--") or token == "--":
+        return None
+    name, eq, inline = token[2:].partition("=")
+    key = name.replace("-", "_")
+    negated = key.startswith("no") and (key[2:] in scan.booleans or key[2:] in _TF_BOOLEANS)
+    if negated:
+        if eq:
+            raise TfFlagError(f"--{name} takes no value (got {token!r})")
+        return key[2:], name, "false", True, i
+    if eq:
+        return key, name, inline, True, i
+    if key in scan.booleans or key in _TF_BOOLEANS:
+        return key, name, "true", False, i
+    if key in TF_FLAGS or key in scan.ours:
+        if i >= len(argv):
+            return None  # argparse says what is missing
+        return key, name, argv[i], False, i + 1
+    if key in TENSORFLOW_TUNING or key in NOT_BUILT:
+        if i < len(argv) and not argv[i].startswith("--"):
+            return key, name, argv[i], False, i + 1
+        return key, name, inline, False, i
+    return None
+
+
+def _take(scan: _Scan, key: str, name: str, value: str, token: str, typed: str) -> None:
+    """Add one flag's translation to ``scan`` (``typed``: the flag and its value as typed)."""
+    if key == "data_name":
+        scan.data_name = _Typed(typed, name, value)
+        return  # decided at the end, when --data_dir is known
+    if key == "data_dir":
+        scan.data_dir_flag = "--" + name
+    if key == "device":
+        scan.device_given = True
+    if key == "num_gpus":
+        scan.gpus = _Typed(typed, name, value)
+    if key in TF_FLAGS:
+        try:
+            scan.out += TF_FLAGS[key].translate(value)
+        except _BadBoolean as exc:
+            raise TfFlagError(f"--{name}: {exc}") from None
+    elif key in NOT_BUILT:
+        raise TfFlagError(f"--{name}: this tf_cnn_benchmarks feature is not built in cnnbench")
+    elif key in TENSORFLOW_TUNING:
+        scan.ignored.append(f"--{key}")
+    elif key in scan.booleans:
+        try:
+            on = _boolean(value)
+        except _BadBoolean as exc:
+            raise TfFlagError(f"--{name}: {exc}") from None
+        if on:
+            scan.out.append("--" + key.replace("_", "-"))
+    elif key in scan.ours:
+        flag = "--" + key.replace("_", "-")
+        scan.out += [f"{flag}={value}"] if value.startswith("-") else [flag, value]  # -inf is no flag
+    else:
+        scan.out.append(token)
 
 
 def _data_name(flag: _Typed, data_dir_flag: str | None) -> list[str]:
@@ -368,10 +384,6 @@ _TF_BOOLEANS = frozenset({
     "collect_eval_results_async", "fp16_enable_auto_loss_scale", "ml_perf", "datasets_repeat_cached_sample",
     "distort_color_in_yiq", "fp16_vars",
 })
-
-
-def _is_tf_boolean(key: str) -> bool:
-    return key in _TF_BOOLEANS
 
 
 class _BadBoolean(ValueError):

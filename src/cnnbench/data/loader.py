@@ -34,6 +34,7 @@ from typing import Any, NamedTuple
 import torch
 from torch.utils.data import DataLoader, Dataset, get_worker_info
 
+from cnnbench.config.input_rules import REAL_DATA_SET
 from cnnbench.data.catalog import DataSetReader, open_data_set
 from cnnbench.data.decode import BadImage, decode_for_crop, default_jpeg_decoder
 from cnnbench.data.layouts import TRAIN_SPLIT, VAL_SPLIT
@@ -349,7 +350,7 @@ def _one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {lines[0]}"
 
 
-@register_input("imagefolder", "cifar10", "cifar100")
+@register_input(REAL_DATA_SET)
 def data_set_input(request: InputRequest) -> InputSource:
     """Batches of the data set in ``--data-dir``: this worker's shard, decoded in loader processes."""
     cfg = request.config

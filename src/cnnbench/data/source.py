@@ -4,8 +4,13 @@ The engine asks :func:`make_input` for a source and then only calls ``next(sourc
 inside the timed loop, so a new kind of input (a real data set, a GPU decoder) joins by
 registering a factory here, without touching the loop:
 
-    @register_input("synthetic")
+    @register_input(SYNTHETIC_SOURCE)
     def _synthetic(request: InputRequest) -> InputSource: ...
+
+What it registers with is its declaration (:class:`~cnnbench.config.choices.Declared`,
+torch-free in :mod:`cnnbench.config.input_rules`): the ``--data-name`` values it answers to
+(among :data:`~cnnbench.config.choices.DATA_NAMES`), the options only it takes, and its
+``validate(config)`` rules, which the configuration applies before anything runs.
 
 A source yields ``(images, labels)`` already on the worker's device, in the dtype and
 memory format the model wants (``torch.channels_last`` for NHWC), and says how many
@@ -22,6 +27,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import torch
+
+from cnnbench.config.choices import DATA_NAMES, DataName, Declared
 
 if TYPE_CHECKING:
     from cnnbench.config.input_options import InputOptions
@@ -82,33 +89,51 @@ class InputRequest:
 
 
 InputFactory = Callable[[InputRequest], InputSource]
-_FACTORIES: dict[str, InputFactory] = {}
 
 
-def register_input(*data_names: str) -> Callable[[InputFactory], InputFactory]:
-    """Decorator: the factory makes the sources for these ``--data-name`` values."""
+@dataclass(frozen=True)
+class RegisteredInput:
+    """An input source: what it declares, and the factory that makes it."""
+
+    declared: Declared[DataName]
+    factory: InputFactory
+
+
+_SOURCES: dict[str, RegisteredInput] = {}
+
+
+def register_input(declared: Declared[DataName]) -> Callable[[InputFactory], InputFactory]:
+    """Decorator: the factory makes the sources for the ``--data-name`` values ``declared`` names."""
 
     def wrap(factory: InputFactory) -> InputFactory:
-        for name in data_names:
-            if name in _FACTORIES:
+        for name in declared.names:
+            if name not in DATA_NAMES:
+                raise ValueError(f"input source {name!r} is not a --data-name choice ({', '.join(DATA_NAMES)})")
+            if name in _SOURCES:
                 raise ValueError(f"input source {name!r} registered twice")
-            _FACTORIES[name] = factory
+            _SOURCES[name] = RegisteredInput(declared, factory)
         return factory
 
     return wrap
 
 
+def registered_inputs() -> dict[str, RegisteredInput]:
+    """Every input source, by ``--data-name`` (importing the modules that register them)."""
+    _load_sources()
+    return dict(_SOURCES)
+
+
 def make_input(request: InputRequest) -> InputSource:
     """The input source for ``request.config.data_name`` (resolved: never ``None``)."""
-    _load_sources()
+    sources = registered_inputs()
     name = request.config.data_name
     if name is None:
         raise ValueError("make_input needs a resolved configuration (data_name is not set)")
     try:
-        factory = _FACTORIES[name]
+        source = sources[name]
     except KeyError:
-        raise ValueError(f"no input source for data name {name!r} (known: {', '.join(sorted(_FACTORIES))})") from None
-    return factory(request)
+        raise ValueError(f"no input source for data name {name!r} (known: {', '.join(sorted(sources))})") from None
+    return source.factory(request)
 
 
 def _load_sources() -> None:

@@ -25,6 +25,7 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
+from cnnbench.config.input_rules import SYNTHETIC_SOURCE
 from cnnbench.data.loader import loader_start_method
 from cnnbench.data.source import Batch, InputRequest, InputSource, register_input
 from cnnbench.lifetime import loader_worker_init
@@ -136,7 +137,7 @@ class SyntheticInput:
         self._loader = None
 
 
-@register_input("synthetic")
+@register_input(SYNTHETIC_SOURCE)
 def synthetic_input(request: InputRequest) -> InputSource:
     """Synthetic batches at ``--synthetic-location``, a different draw on every worker."""
     cfg = request.config

@@ -4,15 +4,24 @@ On CPU (Gloo) a collective's future completes when its data has been exchanged, 
 time from its launch to its completion is its duration; the durations of the timed steps
 are summed. On GPUs a future completes before the device has done the work, so nothing is
 claimed there (``None``).
+
+:class:`CommunicationTimer` is a measurement hook of its own (``start``/``stop``/``metrics``,
+see :mod:`cnnbench.engine.hooks`): a strategy adds to it while the timed steps run, and
+lists it in its ``measurement_hooks()``; the record gets ``metrics.communication_time_s``.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Mapping
+from typing import Any
 
 
 class CommunicationTimer:
+    """The time spent in collectives between ``start`` and ``stop``; ``None`` where not
+    ``measurable`` (GPUs, or a strategy whose collectives cannot be timed)."""
+
     def __init__(self, measurable: bool) -> None:
         self.measurable = measurable
         self._lock = threading.Lock()
@@ -41,6 +50,9 @@ class CommunicationTimer:
     @property
     def count(self) -> int:
         return self._count
+
+    def metrics(self) -> Mapping[str, Any]:
+        return {"communication_time_s": self.total_s}
 
 
 def now() -> float:

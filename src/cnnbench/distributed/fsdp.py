@@ -12,20 +12,14 @@ Communication time is not measured for FSDP.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 import torch
 from torch import nn
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
-from cnnbench.distributed.strategy import (
-    OptimizerFactory,
-    StrategyContext,
-    register_strategy,
-    step_optimizer,
-)
+from cnnbench.config.strategy_rules import FSDP
+from cnnbench.distributed.comm_timer import CommunicationTimer
+from cnnbench.distributed.strategy import ParallelStrategy, StrategyContext, register_strategy
 from cnnbench.models.layers import NORMALIZATION
 
 AUTOCAST_DTYPES = {"amp_bf16": torch.bfloat16, "amp_fp16": torch.float16}
@@ -49,11 +43,14 @@ def _is_unit(module: nn.Module) -> bool:
     return isinstance(module, FSDPModule)
 
 
-class FullyShard:
-    name = "fsdp"
+@register_strategy
+class FullyShard(ParallelStrategy):
+    declared = FSDP
 
     def __init__(self, context: StrategyContext) -> None:
-        self.context = context
+        super().__init__(context)
+        self.context: StrategyContext = context
+        self.timer = CommunicationTimer(measurable=False)  # FSDP's collectives are not timed
 
     def wrap(self, model: nn.Module) -> nn.Module:
         world, device = self.context.world, self.context.device
@@ -74,25 +71,5 @@ class FullyShard:
         fully_shard(model, mesh=mesh, mp_policy=policy)
         return model
 
-    def make_optimizer(self, model: nn.Module, factory: OptimizerFactory) -> torch.optim.Optimizer | None:
-        return factory(model.parameters())
-
-    def optimizer_step(self, optimizer: torch.optim.Optimizer | None,
-                       scaler: torch.amp.GradScaler | None) -> None:
-        if optimizer is not None:
-            step_optimizer(optimizer, scaler)
-
-    def start(self) -> None:
-        pass
-
-    def stop(self) -> None:
-        pass
-
-    def metrics(self) -> Mapping[str, Any]:
-        return {"communication_time_s": None}
-
-    def close(self) -> None:
-        pass
-
-
-register_strategy("fsdp")(FullyShard)
+    def measurement_hooks(self) -> list[CommunicationTimer]:
+        return [self.timer]

@@ -19,22 +19,29 @@ parameter device, so ``--local-parameter-device cpu`` costs what it costs in tf.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
-from typing import Any
 
 import torch
 import torch.distributed as dist
 from torch import nn
 from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
 
+from cnnbench.config.strategy_rules import PARAMETER_SERVER
 from cnnbench.distributed.comm_timer import CommunicationTimer, now
-from cnnbench.distributed.strategy import OptimizerFactory, StrategyContext, register_strategy, step_optimizer
+from cnnbench.distributed.strategy import (
+    OptimizerFactory,
+    ParallelStrategy,
+    StrategyContext,
+    register_strategy,
+    step_optimizer,
+)
 
 
-class ParameterServer:
-    name = "parameter_server"
+@register_strategy
+class ParameterServer(ParallelStrategy):
+    declared = PARAMETER_SERVER
 
     def __init__(self, context: StrategyContext) -> None:
+        super().__init__(context)
         self.world = context.world
         self.device = context.device
         where = context.config.local_parameter_device or "device"
@@ -97,17 +104,5 @@ class ParameterServer:
             for t, value in zip(group, _unflatten_dense_tensors(flat, group), strict=True):
                 t.detach().copy_(value)
 
-    def start(self) -> None:
-        self.timer.start()
-
-    def stop(self) -> None:
-        self.timer.stop()
-
-    def metrics(self) -> Mapping[str, Any]:
-        return {"communication_time_s": self.timer.total_s}
-
-    def close(self) -> None:
-        pass
-
-
-register_strategy("parameter_server")(ParameterServer)
+    def measurement_hooks(self) -> list[CommunicationTimer]:
+        return [self.timer]

@@ -9,7 +9,7 @@ bucket's all-reduce is timed through the communication hook (see
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -18,22 +18,20 @@ from torch import nn
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
 from torch.nn.parallel import DistributedDataParallel
 
+from cnnbench.config.strategy_rules import REPLICATED
 from cnnbench.distributed.comm_timer import CommunicationTimer, now
-from cnnbench.distributed.strategy import (
-    OptimizerFactory,
-    StrategyContext,
-    register_strategy,
-    step_optimizer,
-)
+from cnnbench.distributed.strategy import ParallelStrategy, StrategyContext, register_strategy
 
 CommHook = Callable[[Any, Any], torch.futures.Future]
 
 
-class Replicated:
-    name = "replicated"
+@register_strategy
+class Replicated(ParallelStrategy):
+    declared = REPLICATED
 
     def __init__(self, context: StrategyContext) -> None:
-        self.context = context
+        super().__init__(context)
+        self.context: StrategyContext = context
         self.timer = CommunicationTimer(measurable=context.device.type == "cpu")
 
     def wrap(self, model: nn.Module) -> nn.Module:
@@ -86,25 +84,5 @@ class Replicated:
                                       "return": torch.futures.Future[torch.Tensor]}
         return timed_hook
 
-    def make_optimizer(self, model: nn.Module, factory: OptimizerFactory) -> torch.optim.Optimizer | None:
-        return factory(model.parameters())
-
-    def optimizer_step(self, optimizer: torch.optim.Optimizer | None,
-                       scaler: torch.amp.GradScaler | None) -> None:
-        if optimizer is not None:
-            step_optimizer(optimizer, scaler)
-
-    def start(self) -> None:
-        self.timer.start()
-
-    def stop(self) -> None:
-        self.timer.stop()
-
-    def metrics(self) -> Mapping[str, Any]:
-        return {"communication_time_s": self.timer.total_s}
-
-    def close(self) -> None:
-        pass
-
-
-register_strategy("replicated")(Replicated)
+    def measurement_hooks(self) -> list[CommunicationTimer]:
+        return [self.timer]

@@ -8,9 +8,13 @@ A strategy is asked, in this order, by the engine's prepare phase:
 * ``optimizer_step(optimizer, scaler)``: after ``backward``, exchange what must be exchanged
   and update the weights.
 
-It is also a measurement hook (``start``/``stop``/``metrics``): the time it spent
-communicating during the timed steps, where that can be measured. A new strategy joins with
-``@register_strategy("name")`` on a factory taking a :class:`StrategyContext`.
+:class:`ParallelStrategy` is the base that carries this lifecycle for the strategies that
+change little of it. Its ``measurement_hooks()`` are what the engine measures around the
+timed steps for it: the time spent communicating (:class:`~cnnbench.distributed.comm_timer.CommunicationTimer`),
+where that can be measured. A strategy declares what it is (``declared``: its name among
+:data:`~cnnbench.config.choices.VARIABLE_UPDATES`, its options and its ``validate(config)``
+rules, written torch-free in :mod:`cnnbench.config.strategy_rules`) and joins with
+``@register_strategy`` on its class (made from a :class:`StrategyContext`).
 
 Without a process group (one device, ``cnnbench run`` alone) there is nothing to exchange:
 replicated, independent and fsdp all run the model as it is (:class:`SingleDevice`); a
@@ -19,36 +23,21 @@ parameter server still keeps its master copy on ``--local-parameter-device``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, ClassVar, TypeVar
 
 import torch
 from torch import nn
 
 from cnnbench.config import RunConfig
+from cnnbench.config.choices import VARIABLE_UPDATES, Declared, VariableUpdate
+from cnnbench.config.strategy_rules import INDEPENDENT
+from cnnbench.distributed.comm_timer import CommunicationTimer
 from cnnbench.distributed.world import World
 
 OptimizerFactory = Callable[[Iterable[nn.Parameter]], torch.optim.Optimizer]
-
-
-class ParallelStrategy(Protocol):
-    name: str
-
-    def wrap(self, model: nn.Module) -> nn.Module: ...
-
-    def make_optimizer(self, model: nn.Module, factory: OptimizerFactory) -> torch.optim.Optimizer | None: ...
-
-    def optimizer_step(self, optimizer: torch.optim.Optimizer | None,
-                       scaler: torch.amp.GradScaler | None) -> None: ...
-
-    def start(self) -> None: ...
-
-    def stop(self) -> None: ...
-
-    def metrics(self) -> Mapping[str, Any]: ...
-
-    def close(self) -> None: ...
+S = TypeVar("S", bound="ParallelStrategy")
 
 
 @dataclass(frozen=True)
@@ -85,10 +74,33 @@ def step_optimizer(optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScale
         scaler.update()
 
 
-class SingleDevice:
-    """One worker with its own weights: nothing to exchange."""
+class ParallelStrategy:
+    """The lifecycle every strategy shares: the model as it is, an optimizer over all its
+    weights, a plain optimizer step, nothing measured, nothing to release. Strategies
+    override what they change."""
 
-    name = "single"
+    name: ClassVar[str]
+    declared: ClassVar[Declared[VariableUpdate] | None] = None
+    """What the strategy answers to and checks (``None``: :class:`SingleDevice`, no choice)."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.__dict__.get("declared") is not None:
+            cls.name = cls.__dict__["declared"].name
+
+    def __init__(self, context: StrategyContext | None = None) -> None:
+        self.context = context
+
+    @classmethod
+    def options(cls) -> tuple[str, ...]:
+        """The options that apply to this strategy alone."""
+        return cls.declared.options if cls.declared is not None else ()
+
+    @classmethod
+    def validate(cls, config: Any) -> None:
+        """This strategy's own rules (raises :class:`~cnnbench.config.ConfigError`)."""
+        if cls.declared is not None:
+            cls.declared.validate(config)
 
     def wrap(self, model: nn.Module) -> nn.Module:
         return model
@@ -101,57 +113,69 @@ class SingleDevice:
         if optimizer is not None:
             step_optimizer(optimizer, scaler)
 
-    def start(self) -> None:
-        pass
-
-    def stop(self) -> None:
-        pass
-
-    def metrics(self) -> Mapping[str, Any]:
-        return {}
+    def measurement_hooks(self) -> list[CommunicationTimer]:
+        """What is measured for this strategy around the timed steps (start/stop/metrics)."""
+        return []
 
     def close(self) -> None:
         pass
 
 
-class Independent(SingleDevice):
+class SingleDevice(ParallelStrategy):
+    """One worker with its own weights: nothing to exchange."""
+
+    name = "single"
+
+
+class Independent(ParallelStrategy):
     """Every worker trains its own copy on its own data; no gradient exchange (the upper
     bound of scaling). The workers meet only at the start and end of the timed steps."""
 
-    name = "independent"
+    declared = INDEPENDENT
 
-    def metrics(self) -> Mapping[str, Any]:
-        return {"communication_time_s": 0.0}
+    def __init__(self, context: StrategyContext | None = None) -> None:
+        super().__init__(context)
+        self.timer = CommunicationTimer(measurable=True)  # nothing is exchanged: 0 s
 
-
-StrategyFactory = Callable[[StrategyContext], ParallelStrategy]
-_FACTORIES: dict[str, StrategyFactory] = {}
-
-
-def register_strategy(name: str) -> Callable[[StrategyFactory], StrategyFactory]:
-    """Decorator: the factory makes the strategy for ``--variable-update name``."""
-
-    def wrap(factory: StrategyFactory) -> StrategyFactory:
-        if name in _FACTORIES:
-            raise ValueError(f"strategy {name!r} registered twice")
-        _FACTORIES[name] = factory
-        return factory
-
-    return wrap
+    def measurement_hooks(self) -> list[CommunicationTimer]:
+        return [self.timer]
 
 
-register_strategy("independent")(lambda ctx: Independent())
+StrategyClass = type[ParallelStrategy]
+_STRATEGIES: dict[str, StrategyClass] = {}
+
+
+def register_strategy(cls: type[S]) -> type[S]:
+    """Class decorator: ``cls`` is made for ``--variable-update cls.declared.name``."""
+    if cls.declared is None:
+        raise ValueError(f"{cls.__name__} declares no --variable-update name")
+    name = cls.declared.name
+    if name not in VARIABLE_UPDATES:
+        raise ValueError(f"strategy {name!r} is not a --variable-update choice ({', '.join(VARIABLE_UPDATES)})")
+    if name in _STRATEGIES:
+        raise ValueError(f"strategy {name!r} registered twice")
+    _STRATEGIES[name] = cls
+    return cls
+
+
+register_strategy(Independent)
+
+
+def registered_strategies() -> dict[str, StrategyClass]:
+    """Every strategy, by name (importing the modules that register them)."""
+    from cnnbench.distributed import fsdp, parameter_server, replicated  # noqa: F401  (they register)
+
+    return dict(_STRATEGIES)
 
 
 def make_strategy(context: StrategyContext) -> ParallelStrategy:
     """The strategy for the run's ``--variable-update`` in its world."""
-    from cnnbench.distributed import fsdp, parameter_server, replicated  # noqa: F401  (they register)
-
+    strategies = registered_strategies()
     name = context.config.variable_update
     if not context.world.process_group and name != "parameter_server":
         return SingleDevice()
     try:
-        factory = _FACTORIES[name]
+        cls = strategies[name]
     except KeyError:
-        raise ValueError(f"no strategy {name!r} (known: {', '.join(sorted(_FACTORIES))})") from None
-    return factory(context)
+        raise ValueError(f"no strategy {name!r} (known: {', '.join(sorted(strategies))})") from None
+    return cls(context)

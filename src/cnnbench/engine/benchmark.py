@@ -50,7 +50,7 @@ from cnnbench.engine.epochs import EpochMeasure, epoch_metrics, train_epochs
 from cnnbench.engine.hooks import HookSet, default_hooks
 from cnnbench.engine.loop import timed_loop, warm_up
 from cnnbench.engine.metrics import WorkerMeasure, flop_metrics, measured_metrics, model_cost
-from cnnbench.engine.prepare import prepare
+from cnnbench.engine.prepare import Prepared, prepare
 from cnnbench.engine.profile import profile_steps, run_steps
 from cnnbench.engine.resolve import ResolvedRun, oversubscribed_note, resolve
 from cnnbench.engine.stats import throughput_stats
@@ -98,7 +98,7 @@ def _run(run: ResolvedRun, emit: Emit, extra: Mapping[str, Any] | None, *, keep_
     run_id = new_run_id()
     environment = capture_environment(run.device, cfg.machine_label)
     strategy = make_strategy(StrategyContext(cfg, run.world, run.device))
-    hooks = HookSet([*default_hooks(run.device, run.world), strategy])
+    hooks = HookSet([*default_hooks(run.device, run.world), *strategy.measurement_hooks()])
     metrics: dict[str, Any] = {}  # what was measured so far (kept when a run fails midway)
     status, error = "ok", None
     try:
@@ -149,19 +149,7 @@ def _measure(run: ResolvedRun, strategy: ParallelStrategy, hooks: HookSet, emit:
 
         first_step_s = None
         if cfg.num_epochs is None:
-            emit("Running warm up")
-            with uneven_phase(world, "warm-up (compilation)" if cfg.compile else "warm-up", cfg.timeout):
-                first_step_s = warm_up(prepared, run.warmup_steps, device)
-            emit("Done warm up")
-            if cfg.profile_steps:
-                emit(f"Profiling {cfg.profile_steps} steps")
-                with uneven_phase(world, "profiling (rank 0 writes the trace)", cfg.timeout):
-                    if world.is_main:
-                        profiled = profile_steps(prepared, cfg.profile_steps, device, cfg.results_dir, run_id)
-                        metrics.update(profiled.as_metrics())
-                    else:
-                        run_steps(prepared, cfg.profile_steps, device)
-                emit("Done profiling")
+            first_step_s = _warm_up_and_profile(run, prepared, emit, metrics, run_id)
         emit("Step\tImg/sec\ttotal_loss")
         hooks.start()
         try:
@@ -189,3 +177,24 @@ def _measure(run: ResolvedRun, strategy: ParallelStrategy, hooks: HookSet, emit:
         metrics.update(epoch_metrics(epochs))
     # The closing `total images/sec` block is printed by whoever reports the record
     # (log_format.closing_lines), after its warnings and path: tf_cnn_benchmarks' logs end so.
+
+
+def _warm_up_and_profile(run: ResolvedRun, prepared: Prepared, emit: Emit, metrics: dict[str, Any],
+                         run_id: str) -> float | None:
+    """The untimed steps, then, with ``--profile-steps``, the profiled ones (rank 0 writes the
+    trace); each an uneven phase with several workers. Returns the first step's time."""
+    cfg, device, world = run.config, run.device, run.world
+    emit("Running warm up")
+    with uneven_phase(world, "warm-up (compilation)" if cfg.compile else "warm-up", cfg.timeout):
+        first_step_s = warm_up(prepared, run.warmup_steps, device)
+    emit("Done warm up")
+    if cfg.profile_steps:
+        emit(f"Profiling {cfg.profile_steps} steps")
+        with uneven_phase(world, "profiling (rank 0 writes the trace)", cfg.timeout):
+            if world.is_main:
+                profiled = profile_steps(prepared, cfg.profile_steps, device, cfg.results_dir, run_id)
+                metrics.update(profiled.as_metrics())
+            else:
+                run_steps(prepared, cfg.profile_steps, device)
+        emit("Done profiling")
+    return first_step_s

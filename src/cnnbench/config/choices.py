@@ -1,0 +1,48 @@
+"""The names of the choices that implementations register against, written once (no torch).
+
+``--variable-update`` names a strategy of :mod:`cnnbench.distributed` and ``--data-name``
+an input source of :mod:`cnnbench.data`; each implementation registers against its name
+(``@register_strategy``, ``@register_input``, typed with these ``Literal`` types so that
+mypy checks the names), and the options' choices (the CLI's, a suite file's) are these
+tuples. What each choice takes and refuses is declared with it, as :class:`Declared`
+(:mod:`~cnnbench.config.strategy_rules`, :mod:`~cnnbench.config.input_rules`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Generic, Literal, TypeVar, get_args
+
+VariableUpdate = Literal["replicated", "parameter_server", "independent", "fsdp"]
+VARIABLE_UPDATES: tuple[VariableUpdate, ...] = get_args(VariableUpdate)
+"""The strategies, in the order ``--help`` lists them."""
+
+Synthetic = Literal["synthetic"]
+RealDataName = Literal["imagefolder", "cifar10", "cifar100"]
+DataName = Literal[Synthetic, RealDataName]
+SYNTHETIC: Synthetic = "synthetic"
+REAL_DATA_NAMES: tuple[RealDataName, ...] = get_args(RealDataName)
+DATA_NAMES: tuple[DataName, ...] = (SYNTHETIC, *REAL_DATA_NAMES)
+"""The input sources, in the order ``--help`` lists them."""
+
+NameT = TypeVar("NameT", bound=str)
+
+
+def _nothing(config: Any) -> None:
+    """No rule of its own."""
+
+
+@dataclass(frozen=True)
+class Declared(Generic[NameT]):
+    """What one choice declares: the names it answers to, the options only it takes, and its
+    own rules, ``validate(config)`` (raises :class:`~cnnbench.config.ConfigError`)."""
+
+    names: tuple[NameT, ...]
+    options: tuple[str, ...] = ()
+    """Fields that apply to this choice alone (given with another choice, they are refused)."""
+    validate: Callable[[Any], None] = _nothing
+
+    @property
+    def name(self) -> NameT:
+        return self.names[0]

@@ -1,0 +1,81 @@
+"""What each strategy (``--variable-update``) takes and refuses, checked before anything runs.
+
+Each :class:`~cnnbench.config.choices.Declared` here is one strategy's: its name, the options
+that apply to it alone, and its own rules; the strategy of :mod:`cnnbench.distributed` that
+implements the name declares it as its ``declared`` (so the rules are read next to it, and
+stay torch-free for the configuration, which sits below ``distributed``).
+:meth:`~cnnbench.config.parallel_options.ParallelOptions.check_parallel_options` applies them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cnnbench.config.choices import Declared, VariableUpdate
+from cnnbench.config.errors import ConfigError
+
+DDP_OPTIONS = ("bucket_cap_mb", "gradient_as_bucket_view", "static_graph", "gradient_compression")
+"""DistributedDataParallel's knobs: options of ``replicated`` alone."""
+STRATEGY_OPTIONS = ("all_reduce", "local_parameter_device", *DDP_OPTIONS)
+"""Every option that applies to some strategies only, in the order they are checked."""
+
+_REFUSALS = {
+    "all_reduce": "{vu} workers exchange nothing, so there is no all-reduce",
+    "local_parameter_device": "applies to --variable-update {owners} (got {vu})",
+    **{name: "is an option of DistributedDataParallel: applies to --variable-update {owners} (got {vu})"
+       for name in DDP_OPTIONS},
+}
+
+
+def given(config: Any, name: str) -> bool:
+    """Whether an option was set (not left ``None``, and not a switch left off)."""
+    value = getattr(config, name)
+    return value is not None and value is not False
+
+
+def _replicated(config: Any) -> None:
+    if config.forward_only:
+        for name in DDP_OPTIONS:
+            if given(config, name):
+                raise ConfigError(name, "has no effect with --forward-only (no gradients to exchange)")
+    if config.gradient_compression == "powersgd" and config.warmup_steps() < 2:
+        raise ConfigError("num_warmup_batches", "must be >= 2 with --gradient-compression powersgd "
+                                                "(PowerSGD starts compressing at step 2)")
+
+
+def _parameter_server(config: Any) -> None:
+    if config.forward_only:
+        raise ConfigError("variable_update", "parameter_server updates weights; with --forward-only "
+                                             "there are no gradients to send to it (use replicated)")
+    if config.precision == "amp_fp16":
+        raise ConfigError("precision", "amp_fp16's gradient scaler is not built for parameter_server; "
+                                       "use amp_bf16, bf16 or fp32")
+
+
+def _fsdp(config: Any) -> None:
+    if config.data_format == "NHWC":
+        raise ConfigError("data_format", "NHWC keeps weights channels_last, which FSDP2 cannot shard (it "
+                                         "holds each weight as a contiguous flat shard); use NCHW with "
+                                         "--variable-update fsdp")
+
+
+REPLICATED: Declared[VariableUpdate] = Declared(("replicated",), ("all_reduce", *DDP_OPTIONS), _replicated)
+PARAMETER_SERVER: Declared[VariableUpdate] = Declared(("parameter_server",), ("all_reduce", "local_parameter_device"),
+                                                      _parameter_server)
+INDEPENDENT: Declared[VariableUpdate] = Declared(("independent",))
+FSDP: Declared[VariableUpdate] = Declared(("fsdp",), ("all_reduce",), _fsdp)
+
+STRATEGY_RULES: dict[VariableUpdate, Declared[VariableUpdate]] = {
+    d.name: d for d in (REPLICATED, PARAMETER_SERVER, INDEPENDENT, FSDP)
+}
+
+
+def check_strategy_options(config: Any) -> None:
+    """The options of other strategies refused, then the run's strategy's own rules."""
+    vu = config.variable_update
+    declared = STRATEGY_RULES[vu]
+    for name in STRATEGY_OPTIONS:
+        if given(config, name) and name not in declared.options:
+            owners = " / ".join(d.name for d in STRATEGY_RULES.values() if name in d.options)
+            raise ConfigError(name, _REFUSALS[name].format(vu=vu, owners=owners))
+    declared.validate(config)
