@@ -9,9 +9,9 @@ import time
 import pytest
 
 from cnnbench.engine.metrics import WorkerMeasure, measured_metrics
-from cnnbench.engine.telemetry import (
+from cnnbench.engine.telemetry import TelemetrySampler
+from cnnbench.engine.telemetry_figures import (
     GpuSample,
-    TelemetrySampler,
     gpu_summary,
     gpu_totals,
     gpu_warnings,

@@ -1,4 +1,5 @@
-"""Input: the input-source protocol (:mod:`cnnbench.data.source`) and its sources.
+"""Input: the input-source protocol and registry (:mod:`cnnbench.data.source`) and its sources.
+May import: ``config``, ``machine``, ``results`` (file helpers) and the leaf modules; never distributed or engine.
 
 Sources: synthetic batches at three locations (:mod:`cnnbench.data.synthetic`), and real
 data sets (:mod:`cnnbench.data.loader`: ``imagefolder``, ``cifar10``, ``cifar100``) built

@@ -1,4 +1,8 @@
-"""The engine: resolve a configuration, prepare, warm up, run the timed loop, store the record.
+"""The engine: a run on one device or many, from its configuration to its stored record.
+May import: every layer below (``distributed``, ``results``, ``models``, ``data``, ``config``, ``machine``).
+
+Resolve a configuration, prepare, warm up, run the timed loop, store the record; a run on
+several devices is :mod:`~cnnbench.engine.multidevice`'s.
 
 ``execute(config, emit=print)`` is what ``cnnbench run`` and each sweep case call. The
 phases live in their own modules, in the order they run: :mod:`~cnnbench.engine.resolve`,

@@ -88,10 +88,8 @@ def timed_loop(
     progress line; ``slowest`` (many workers) gives the progress line the per-step maxima over
     workers; ``after_step`` runs after each step (a learning-rate schedule).
     """
-    step = prepared.step
+    step, timer, perf_counter = prepared.step, make_step_timer(device), time.perf_counter
     source: Iterator[Batch] = batches if batches is not None else prepared.source  # type: ignore[assignment]
-    timer = make_step_timer(device)
-    perf_counter = time.perf_counter
     outputs: list[torch.Tensor] = []
     input_wait = progress_time = 0.0
     shown: list[float] = []  # the step times progress lines report (maxima over workers)
@@ -128,8 +126,14 @@ def timed_loop(
     synchronize(device)
     if barrier is not None:
         barrier()
-    wall = perf_counter() - wall_start - progress_time
+    wall = perf_counter() - wall_start - progress_time  # the time of the steps alone
+    return _loop_result(timer.step_times(), outputs, input_wait, wall, progress_time, images_seen)
+
+
+def _loop_result(step_times: list[float], outputs: list[torch.Tensor], input_wait: float, wall: float,
+                 progress_time: float, images_seen: int) -> LoopResult:
+    """The loop's figures, once its steps are done: each step's loss (and correct count) read back."""
     values = torch.stack(outputs).float().cpu() if outputs else torch.empty(0)
     losses = values.reshape(len(outputs), -1)[:, 0].tolist() if outputs else []
     correct = values[:, 1].tolist() if outputs and values.ndim == 2 else None
-    return LoopResult(timer.step_times(), losses, input_wait, wall, progress_time, correct, images_seen)
+    return LoopResult(step_times, losses, input_wait, wall, progress_time, correct, images_seen)

@@ -24,7 +24,7 @@ from cnnbench.engine.loop import LoopResult
 from cnnbench.engine.resolve import ResolvedRun
 from cnnbench.engine.stability import spread_warnings
 from cnnbench.engine.stats import throughput_stats
-from cnnbench.engine.telemetry import images_per_joule, merge_worker_telemetry
+from cnnbench.engine.telemetry_figures import images_per_joule, merge_worker_telemetry
 from cnnbench.words import plural
 
 log = logging.getLogger(__name__)
@@ -62,31 +62,9 @@ def measured_metrics(workers: Sequence[WorkerMeasure], batch_size: int, *, first
     are unstable (not for training to accuracy, whose epochs start with a fresh loader and
     end with a short batch).
     """
-    main = workers[0]
-    images_per_step = batch_size * len(workers)
-    if len(workers) == 1:
-        step_times = main.step_times_s
-    else:
-        step_times = [max(ts) for ts in zip(*(w.step_times_s for w in workers), strict=True)]
-    stats = throughput_stats(step_times, images_per_step)
-    losses = main.losses
-    diverged = any(not math.isfinite(x) for w in workers for x in w.losses)
-    wall = main.wall_time_s
-    metrics: dict[str, Any] = {
-        "total_images_per_sec": sum(w.images for w in workers) / wall,
-        **stats.as_metrics(),
-        "per_device_images_per_sec": [w.images / sum(w.step_times_s) for w in workers],
-        "step_times_s": step_times,
-        "wall_time_s": wall,
-        "progress_time_s": main.progress_time_s,
-        "first_step_time_s": first_step_s,
-        "compile_time_s": first_step_s if compiled else None,
-        "input_wait_fraction": statistics.fmean(w.input_wait_s / w.wall_time_s if w.wall_time_s > 0 else 0.0
-                                                for w in workers),
-        "loss_first": _finite_or_none(losses[0]) if losses else None,
-        "loss_last": _finite_or_none(losses[-1]) if losses else None,
-        "diverged": diverged,
-    }
+    step_times = _run_step_times(workers)
+    metrics = _timing_metrics(workers, step_times, batch_size, first_step_s=first_step_s, compiled=compiled)
+    diverged, wall = metrics["diverged"], metrics["wall_time_s"]
     metrics.update(_combined_hook_metrics(workers))
     if "energy_j" in metrics:
         metrics["images_per_joule"] = images_per_joule(sum(w.images for w in workers), metrics["energy_j"])
@@ -101,6 +79,37 @@ def measured_metrics(workers: Sequence[WorkerMeasure], batch_size: int, *, first
     if "communication_time_s" in metrics:
         metrics["communication_fraction"] = comm / wall if isinstance(comm, float) and wall > 0 else None
     return metrics
+
+
+def _run_step_times(workers: Sequence[WorkerMeasure]) -> list[float]:
+    """Each step's time: its slowest worker's."""
+    if len(workers) == 1:
+        return workers[0].step_times_s
+    return [max(ts) for ts in zip(*(w.step_times_s for w in workers), strict=True)]
+
+
+def _timing_metrics(workers: Sequence[WorkerMeasure], step_times: list[float], batch_size: int, *,
+                    first_step_s: float | None, compiled: bool) -> dict[str, Any]:
+    """Throughput, step times, wall clock, input wait and loss (see :func:`measured_metrics`)."""
+    main = workers[0]
+    stats = throughput_stats(step_times, batch_size * len(workers))
+    losses = main.losses
+    wall = main.wall_time_s
+    return {
+        "total_images_per_sec": sum(w.images for w in workers) / wall,
+        **stats.as_metrics(),
+        "per_device_images_per_sec": [w.images / sum(w.step_times_s) for w in workers],
+        "step_times_s": step_times,
+        "wall_time_s": wall,
+        "progress_time_s": main.progress_time_s,
+        "first_step_time_s": first_step_s,
+        "compile_time_s": first_step_s if compiled else None,
+        "input_wait_fraction": statistics.fmean(w.input_wait_s / w.wall_time_s if w.wall_time_s > 0 else 0.0
+                                                for w in workers),
+        "loss_first": _finite_or_none(losses[0]) if losses else None,
+        "loss_last": _finite_or_none(losses[-1]) if losses else None,
+        "diverged": any(not math.isfinite(x) for w in workers for x in w.losses),
+    }
 
 
 def input_warnings(metrics: Mapping[str, Any], per_worker: Sequence[Mapping[str, Any]]) -> list[str]:

@@ -1,4 +1,5 @@
-"""What describes the machine: environment capture, device selection, known GPU peaks.
+"""What describes the machine: environment capture, device selection, CPU affinity, NVML, GPU peaks.
+Bottom layer: imports only the leaf modules (``cnnbench.errors``, ``cnnbench.words``); config sits on it.
 
 - :mod:`~cnnbench.machine.environment`: the record's ``environment`` (CPU, GPUs, driver,
   library versions); imports torch lazily.

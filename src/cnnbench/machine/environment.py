@@ -17,9 +17,12 @@ import logging
 import os
 import platform
 import socket
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cnnbench.machine.affinity import cpu_count_available
+
+if TYPE_CHECKING:
+    from cnnbench.machine.cuda_device import CudaDevice
 
 log = logging.getLogger(__name__)
 
@@ -65,26 +68,12 @@ def capture_environment(device: Any, machine_label: str | None = None, *,
     import torch
     import torchvision
 
-    from cnnbench.machine.cuda_device import CudaDevice, describe_cuda_device
     from cnnbench.machine.sysinfo import gpu_facts, host_facts
 
     device_type = str(device).split(":", 1)[0]
-    own: CudaDevice | None = None
-    gpu_model = None
-    gpu_count = 0
-    cudnn = nccl = None
-    uuids: list[str] = []
     uses_cuda = device_type == "cuda" and torch.cuda.is_available()
-    if uses_cuda:
-        gpu_count = torch.cuda.device_count()
-        own = describe_cuda_device(device)
-        gpu_model = own.name
-        cudnn = torch.backends.cudnn.version()
-        try:
-            nccl = ".".join(map(str, torch.cuda.nccl.version()))
-        except Exception:
-            nccl = None
-        uuids = [_cuda_uuid(i) for i in range(gpu_count)]
+    own, gpu_count, cudnn, nccl, uuids = _cuda_facts(device) if uses_cuda else (None, 0, None, None, [])
+    gpu_model = own.name if own else None
     gpu = gpu_facts(uuids) if (uses_cuda if gpus is None else gpus) else {
         "gpus": [], "gpu_topology": None, "gpu_driver": None, "cuda_driver_version": None}
     cpu = cpu_model()
@@ -114,6 +103,23 @@ def capture_environment(device: Any, machine_label: str | None = None, *,
         "gpus": gpu["gpus"],
         "gpu_topology": gpu["gpu_topology"],
     }
+
+
+def _cuda_facts(device: Any) -> tuple[CudaDevice, int, int | None, str | None, list[str]]:
+    """The run's own CUDA device, how many the process sees, the cuDNN and NCCL versions and
+    every device's UUID."""
+    import torch
+
+    from cnnbench.machine.cuda_device import describe_cuda_device
+
+    gpu_count = torch.cuda.device_count()
+    own = describe_cuda_device(device)
+    cudnn = torch.backends.cudnn.version()
+    try:
+        nccl: str | None = ".".join(map(str, torch.cuda.nccl.version()))
+    except Exception:
+        nccl = None
+    return own, gpu_count, cudnn, nccl, [_cuda_uuid(i) for i in range(gpu_count)]
 
 
 def _cuda_uuid(index: int) -> str:

@@ -1,4 +1,5 @@
-"""Models: the registry (torchvision, tf_cnn_benchmarks aliases, timm, built-ins) and model cost."""
+"""Models: the registry (torchvision, tf_cnn_benchmarks aliases, timm, built-ins), model cost, layer kinds.
+May import: ``config``, ``machine`` and the leaf modules (``cnnbench.errors``, ``cnnbench.words``)."""
 
 from cnnbench.models.registry import (
     ModelSpec,

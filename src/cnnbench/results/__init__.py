@@ -1,4 +1,5 @@
-"""Results: the record schema, the store, environment capture, importers. No torch at import."""
+"""Results: the record schema, the store, importers. No torch at import.
+May import: ``config``, ``machine`` and the leaf modules (and ``cnnbench.__version__``)."""
 
 from cnnbench.results.record import SCHEMA_VERSION, STATUSES, Record
 from cnnbench.results.store import append_record
