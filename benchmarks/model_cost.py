@@ -71,18 +71,19 @@ def _flop_counter_mode(name: str) -> tuple[int, int]:
     from torch.utils.flop_counter import FlopCounterMode
 
     from cnnbench.models import get_model_spec
-    from cnnbench.models.cost import TRAIN_BATCH, _build, _conv_backward_flop, _tensors
+    from cnnbench.models.cost import TRAIN_BATCH, _build
+    from cnnbench.models.meta_trace import conv_backward_flop, tensors
 
     spec = get_model_spec(name)
     size = spec.default_image_size
     model = _build(spec, size, real=False)
-    mapping = {torch.ops.aten.convolution_backward: _conv_backward_flop}
+    mapping = {torch.ops.aten.convolution_backward: conv_backward_flop}
     image = torch.zeros(1, 3, size, size, device="meta")
     with torch.no_grad(), FlopCounterMode(display=False, custom_mapping=mapping) as forward:
         model.eval()(image)
     batch = torch.zeros(TRAIN_BATCH, 3, size, size, device="meta")
     with FlopCounterMode(display=False, custom_mapping=mapping) as train:
-        outputs = [t for t in _tensors(model.train()(batch)) if t.is_floating_point()]
+        outputs = [t for t in tensors(model.train()(batch)) if t.is_floating_point()]
         torch.stack([t.sum() for t in outputs]).sum().backward()
     return forward.get_total_flops(), train.get_total_flops() // TRAIN_BATCH
 
