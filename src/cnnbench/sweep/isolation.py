@@ -82,14 +82,21 @@ def start_server(preload: Sequence[str] | None = None) -> None:
     # sweep (which says so in one line) and not the server with a traceback of its own; it
     # ignores SIGINT afterwards anyway, and each case sets its own handler.
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # The server dies with this process (cnnbench.sweep.preload asks the kernel, reading the
+    # pid from its environment), at once: left to notice its "alive" pipe's end-of-file, it
+    # would first shut down an interpreter holding torch, seconds on a loaded machine.
+    os.environ[SERVER_PARENT_ENV] = str(os.getpid())
     try:
         multiprocessing.forkserver.ensure_running()
         _server_started = True
     finally:
+        os.environ.pop(SERVER_PARENT_ENV, None)
         signal.signal(signal.SIGINT, previous)
 
 
 _server_started = False
+SERVER_PARENT_ENV = "CNNBENCH_FORK_SERVER_PARENT"
+"""Set while the fork server starts: the pid it must die with."""
 
 
 def stop_server() -> None:
