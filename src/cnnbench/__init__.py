@@ -1,8 +1,17 @@
 """cnnbench: measure how fast convolutional networks train and infer.
 
-The package is laid out along the path of the data:
-``config`` -> ``models`` / ``data`` -> ``distributed`` -> ``engine`` -> ``results`` -> ``report``,
-then the Python API (:mod:`cnnbench.api`) and the CLI (:mod:`cnnbench.cli`) on top.
+The package is laid out in layers along the path of the data; a package imports only from the
+layers below it (``tests/test_layers.py`` holds the table). From the bottom:
+
+1. the leaf modules ``errors``, ``words``, ``terminal``, ``lifetime``, ``oom``;
+2. ``machine`` (what the host and its GPUs are), then ``config`` (what a run is asked to do);
+3. ``results`` (the record and the store), ``models`` and ``data``;
+4. ``distributed`` (collectives and strategies);
+5. ``engine`` (a run on one device or many, ``engine.multidevice``);
+6. ``analysis`` (statistics, pairing, significance: torch-free, above ``results`` only);
+7. ``sweep``, ``report`` and ``compare``;
+8. the Python API (:mod:`cnnbench.api`), then the CLI (:mod:`cnnbench.cli`).
+
 Importing ``cnnbench`` itself is cheap and does not import torch.
 
 The Python API, for notebooks (see :mod:`cnnbench.api`)::
