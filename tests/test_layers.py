@@ -26,9 +26,9 @@ LEAVES = {"errors", "words", "terminal", "lifetime", "oom"}
 ALLOWED: dict[str, set[str]] = {
     "machine": set(),
     "config": {"machine"},
-    "results": {"config"},
-    "models": {"config"},
-    "data": {"config", "results"},
+    "results": {"config", "machine"},
+    "models": {"config", "machine"},
+    "data": {"config", "machine", "results"},
     "distributed": {"config", "machine", "models", "results"},
     "engine": {"config", "machine", "results", "models", "data", "distributed"},
     "analysis": {"config", "results"},

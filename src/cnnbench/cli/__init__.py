@@ -1,4 +1,5 @@
-"""The ``cnnbench`` command: one module per sub-command, each thin.
+"""The ``cnnbench`` command: one module per sub-command, each thin (parse, call one library function, print).
+The top layer: may import every package below it, the Python API (``cnnbench.api``) included.
 
 Every command module defines ``register(subparsers)`` and imports heavy libraries
 (torch) only inside its handler, so ``cnnbench report --help`` stays fast and the

@@ -1,4 +1,5 @@
 """Sweeps: a suite file's matrix of runs, each case isolated in its own process.
+May import: ``engine``, ``analysis`` and the layers below them (never ``report`` or ``compare``).
 
 :mod:`~cnnbench.sweep.suite` reads and checks suite files (no torch),
 :mod:`~cnnbench.sweep.isolation` runs one function in its own process (forked from a warm
