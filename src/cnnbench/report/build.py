@@ -26,7 +26,9 @@ from cnnbench.report.document import (
     TableBlock,
     set_anchors,
 )
+from cnnbench.report.figures import scaling_figure, throughput_figure
 from cnnbench.report.observations import (
+    Observation,
     effect_observations,
     failure_observations,
     fastest_observations,
@@ -86,23 +88,71 @@ def _parse_baselines(baselines: Mapping[str, str], records: list[Mapping[str, An
     return {F.resolve_field(k, records): v for k, v in baselines.items()}
 
 
+@dataclass
+class _Scope:
+    """What the flags resolve to in the records: the selection and the fields named by the flags."""
+
+    selected: list[Mapping[str, Any]]
+    column: str
+    effect_fields: list[str] | None
+    baselines: dict[str, str]
+    ignore: list[str]
+
+
+@dataclass
+class _Parts:
+    """Every table of the report and the notes beside the effect tables."""
+
+    pipelines: list[Table]
+    cost: Table | None
+    sections: list[Section]
+    groups: list[ScalingGroup]
+    effects: list[Effect]
+    effect_notes: list[str]
+    baseline_warnings: list[str]
+    impls: list[Table]
+    trainings: list[TrainingResult]
+    energies: list[Table]
+    systems: Table | None
+    glance: Table | None
+
+    def tables(self) -> list[Table]:
+        """All tables, in the order their ids are made unique."""
+        out: list[Table] = [t for t in (self.systems, self.glance, self.cost) if t] + [s.table for s in self.sections]
+        for g in self.groups:
+            out += [g.summary, g.table]
+        return (out + [e.table for e in self.effects] + self.impls + [r.table for r in self.trainings]
+                + self.pipelines + self.energies)
+
+
 def build_report(records: Sequence[Mapping[str, Any]], options: ReportOptions | None = None) -> Report:
     """The report for ``records`` (raises :class:`ReportError` / :class:`NoMatchingRecords`)."""
     opts = options or ReportOptions()
     records = list(records)
     if not records:
         raise NoMatchingRecords("no records to report")
+    scope = _resolve(records, opts)
+    selected, column = scope.selected, scope.column
+    pipelines = pipeline_tables(selected, column, opts.repeat_noise)  # cnnbench data: no model, tables of their own
+    points = build_points([r for r in selected if not is_pipeline_record(r)],
+                          [column, *(scope.effect_fields or []), *scope.baselines])
+    log.info("%d of %d records selected, %d points", len(selected), len(records), len(points.points))
+    parts = _build_parts(points, scope, opts, pipelines)
+    all_tables = parts.tables()
+    unique_ids(all_tables)
+    report = Report(opts.title, tables=all_tables, observations=_observations(parts, column, opts.include_warned),
+                    n_records=len(selected), warnings=parts.baseline_warnings)
+    _assemble(report, opts, records, scope, points, parts)
+    add_energy_blocks(report, parts.energies)
+    _budget_plots(report, opts.max_plots)
+    set_anchors(report.blocks)
+    return report
+
+
+def _resolve(records: list[Mapping[str, Any]], opts: ReportOptions) -> _Scope:
+    """Select with ``--where`` and resolve the fields the flags name (a :class:`ReportError` if one is unknown)."""
     try:
-        try:
-            conditions = parse_where(opts.where, lambda name: F.resolve_field(name, records))
-        except F.FieldError:
-            raise
-        except ValueError as exc:  # a malformed expression
-            raise F.FieldError(f"--where: {exc}") from None
-        selected = select(records, conditions)
-        if not selected:
-            raise NoMatchingRecords(
-                f"no records match --where {' '.join(opts.where)} ({len(records)} records read)")
+        selected = _select(records, opts)
         column = F.resolve_field(opts.columns, selected)
         if column == F.MODEL:
             raise F.FieldError("--columns model: the rows are the models already; choose another field "
@@ -112,51 +162,58 @@ def build_report(records: Sequence[Mapping[str, Any]], options: ReportOptions | 
         ignore = [F.resolve_field(f, selected) for f in opts.ignore]
     except F.FieldError as exc:
         raise ReportError(str(exc)) from exc
-    pipelines = pipeline_tables(selected, column, opts.repeat_noise)  # cnnbench data: no model, tables of their own
-    points = build_points([r for r in selected if not is_pipeline_record(r)],
-                          [column, *(effect_fields or []), *baselines])
-    log.info("%d of %d records selected, %d points", len(selected), len(records), len(points.points))
+    return _Scope(selected, column, effect_fields, baselines, ignore)
 
-    cost = cost_table(points)
-    sections = configuration_sections(points, column, opts.repeat_noise)
-    groups = scaling_groups(points, opts.repeat_noise)
-    names = effect_fields if effect_fields is not None else default_effect_fields(points)
+
+def _select(records: list[Mapping[str, Any]], opts: ReportOptions) -> list[Mapping[str, Any]]:
     try:
-        effects, effect_notes = compute_effects(points, names, baselines, opts.noise,
-                                                explain=effect_fields is not None, ignore=ignore)
-    except F.FieldError as exc:
-        raise ReportError(str(exc)) from exc
-    baseline_warnings = _unused_baselines(baselines, names, effects, points)
-    effect_notes += baseline_warnings
-    inert = [F.short_name(f) for f in ignore if f not in points.key_fields]
-    if inert:
-        effect_notes.append(f"--ignore {', '.join(inert)}: not part of what pairs results (it never kept two "
-                            f"results apart), so ignoring it changes nothing.")
+        conditions = parse_where(opts.where, lambda name: F.resolve_field(name, records))
+    except F.FieldError:
+        raise
+    except ValueError as exc:  # a malformed expression
+        raise F.FieldError(f"--where: {exc}") from None
+    selected = select(records, conditions)
+    if not selected:
+        raise NoMatchingRecords(
+            f"no records match --where {' '.join(opts.where)} ({len(records)} records read)")
+    return selected
+
+
+def _build_parts(points: PointSet, scope: _Scope, opts: ReportOptions, pipelines: list[Table]) -> _Parts:
+    cost = cost_table(points)
+    sections = configuration_sections(points, scope.column, opts.repeat_noise)
+    groups = scaling_groups(points, opts.repeat_noise)
+    effects, effect_notes, baseline_warnings = _effects(points, scope, opts)
     impls = implementation_tables(points, opts.repeat_noise)
     trainings = training_results(points)
     energies = energy_tables(sections)
+    return _Parts(pipelines=pipelines, cost=cost, sections=sections, groups=groups, effects=effects,
+                  effect_notes=effect_notes, baseline_warnings=baseline_warnings, impls=impls,
+                  trainings=trainings, energies=energies, systems=systems_table(scope.selected),
+                  glance=overview(groups))
 
-    systems = systems_table(selected)
-    glance = overview(groups)
-    all_tables: list[Table] = [t for t in (systems, glance, cost) if t] + [s.table for s in sections]
-    for g in groups:
-        all_tables += [g.summary, g.table]
-    all_tables += [e.table for e in effects] + impls + [r.table for r in trainings] + pipelines + energies
-    unique_ids(all_tables)
 
-    warned = opts.include_warned
-    observations = (scaling_observations(groups, warned) + effect_observations(effects, warned)
-                    + fastest_observations(sections, column, warned) + implementation_observations(impls, warned)
-                    + failure_observations(sections))
+def _effects(points: PointSet, scope: _Scope, opts: ReportOptions) -> tuple[list[Effect], list[str], list[str]]:
+    """The effect tables, the notes under them, and the warnings about unused ``--baseline`` values."""
+    names = scope.effect_fields if scope.effect_fields is not None else default_effect_fields(points)
+    try:
+        effects, effect_notes = compute_effects(points, names, scope.baselines, opts.noise,
+                                                explain=scope.effect_fields is not None, ignore=scope.ignore)
+    except F.FieldError as exc:
+        raise ReportError(str(exc)) from exc
+    baseline_warnings = _unused_baselines(scope.baselines, names, effects, points)
+    effect_notes += baseline_warnings
+    inert = [F.short_name(f) for f in scope.ignore if f not in points.key_fields]
+    if inert:
+        effect_notes.append(f"--ignore {', '.join(inert)}: not part of what pairs results (it never kept two "
+                            f"results apart), so ignoring it changes nothing.")
+    return effects, effect_notes, baseline_warnings
 
-    report = Report(opts.title, tables=all_tables, observations=observations, n_records=len(selected),
-                    warnings=baseline_warnings)
-    _assemble(report, opts, records, selected, points, column, cost, sections, groups, effects,
-              effect_notes, impls, trainings, pipelines, systems, glance)
-    add_energy_blocks(report, energies)
-    _budget_plots(report, opts.max_plots)
-    set_anchors(report.blocks)
-    return report
+
+def _observations(parts: _Parts, column: str, warned: bool) -> list[Observation]:
+    return (scaling_observations(parts.groups, warned) + effect_observations(parts.effects, warned)
+            + fastest_observations(parts.sections, column, warned)
+            + implementation_observations(parts.impls, warned) + failure_observations(parts.sections))
 
 
 def _unused_baselines(baselines: Mapping[str, str], names: Sequence[str], effects: list[Effect],
@@ -183,23 +240,10 @@ def _listed(values: list[Any], most: int = 6) -> str:
     return shown + (f" and {len(values) - most} more" if len(values) > most else "")
 
 
-def _facts(records: list, selected: list, opts: ReportOptions, points: PointSet, column: str) -> list[str]:
+def _facts(records: list, scope: _Scope, opts: ReportOptions, points: PointSet) -> list[str]:
     """What was run: results, machines, models, configurations, device counts."""
-    statuses = Counter(str(r.get("status") or "ok") for r in selected)
-    failed = ", ".join(f"{n} {s}" for s, n in statuses.most_common() if s != "ok")
-    machines = sorted(points.distinct(F.MACHINE), key=F.sort_key)
-    models = sorted((m for m in points.distinct(F.MODEL) if m is not None), key=F.sort_key)
-    config_fields = [f for f in points.key_fields if f not in (F.MODEL, F.BATCH, F.MACHINE, F.DEVICES)]
-    n_configs = len(points.group_by(config_fields)) if points.points else 0
-    devices = sorted({int(d) for d in points.distinct(F.DEVICES) if isinstance(d, (int, float))})
-    what = f"{plural(len(selected), 'result')} ({statuses.get('ok', 0):,} ok{', ' + failed if failed else ''})"
-    if points.points:
-        what += (f" of {plural(len(models), 'model')} in {plural(n_configs, 'configuration')}"
-                 + (f" at {_device_range(devices)}" if devices else "")
-                 + f", on {plural(len(machines), 'machine')}: {_listed(machines)}.")
-    else:
-        what += f", on {plural(len(machines), 'machine')}."
-    lines = [what]
+    selected = scope.selected
+    lines = [_what_was_run(selected, points)]
     if opts.where:
         lines.append(f"Selected with --where {' '.join(opts.where)}: {len(selected):,} of {len(records):,} results.")
     constant = [f for f in points.key_fields if len(points.distinct(f)) == 1 and points.distinct(f)[0] is not None
@@ -207,8 +251,24 @@ def _facts(records: list, selected: list, opts: ReportOptions, points: PointSet,
     if constant:
         lines.append("Common to all results: " + ", ".join(_common_label(f, points.distinct(f)[0]) for f in constant)
                      + ".")
-    lines.append(f"Tables by {F.short_name(column)}; images/sec are medians of repeats over all devices.")
+    lines.append(f"Tables by {F.short_name(scope.column)}; images/sec are medians of repeats over all devices.")
     return lines
+
+
+def _what_was_run(selected: list, points: PointSet) -> str:
+    statuses = Counter(str(r.get("status") or "ok") for r in selected)
+    failed = ", ".join(f"{n} {s}" for s, n in statuses.most_common() if s != "ok")
+    machines = sorted(points.distinct(F.MACHINE), key=F.sort_key)
+    what = f"{plural(len(selected), 'result')} ({statuses.get('ok', 0):,} ok{', ' + failed if failed else ''})"
+    if not points.points:
+        return what + f", on {plural(len(machines), 'machine')}."
+    models = sorted((m for m in points.distinct(F.MODEL) if m is not None), key=F.sort_key)
+    config_fields = [f for f in points.key_fields if f not in (F.MODEL, F.BATCH, F.MACHINE, F.DEVICES)]
+    n_configs = len(points.group_by(config_fields))
+    devices = sorted({int(d) for d in points.distinct(F.DEVICES) if isinstance(d, (int, float))})
+    return what + (f" of {plural(len(models), 'model')} in {plural(n_configs, 'configuration')}"
+                   + (f" at {_device_range(devices)}" if devices else "")
+                   + f", on {plural(len(machines), 'machine')}: {_listed(machines)}.")
 
 
 def _device_range(devices: list[int]) -> str:
@@ -223,62 +283,28 @@ def _common_label(field: str, value: Any) -> str:
     return F.label(field, value)
 
 
-def _assemble(report: Report, opts: ReportOptions, records: list, selected: list, points: PointSet,
-              column: str, cost: Table | None, sections: list[Section], groups: list[ScalingGroup],
-              effects: list[Effect], effect_notes: list[str], impls: list[Table],
-              trainings: list[TrainingResult], pipelines: list[Table], systems: Table | None,
-              glance: Table | None) -> None:
+def _assemble(report: Report, opts: ReportOptions, records: list, scope: _Scope, points: PointSet,
+              parts: _Parts) -> None:
     """The report's order: what was run and what it shows, the contents, the systems, then the
     sections, scaling first (its summary is what most readers look for)."""
     b = report.blocks
     b.append(Heading(opts.title, 1))
-    b += [Paragraph(line) for line in _facts(records, selected, opts, points, column)]
+    b += [Paragraph(line) for line in _facts(records, scope, opts, points)]
     b.append(Heading("Observations"))
     b.append(Bullets([o.text for o in report.observations]) if report.observations
              else Paragraph("Nothing to observe: no table has two comparable figures."))
     b += [Heading("Contents"), Contents()]
-    if systems:
-        b += [Heading("Systems"), TableBlock(systems)]
-    if groups:
-        b.append(Heading("Scaling"))
-        if glance and len(groups) > 1:
-            b.append(TableBlock(glance, caption=True))
-        for g in groups:
-            scaling_fig = _scaling_figure(g)
-            b += [Heading(g.name, 3), TableBlock(g.summary), scaling_fig]
-            report.figures.append(scaling_fig)
-    if sections or not pipelines:
-        b.append(Heading(f"Throughput by configuration (images/sec; columns: {F.short_name(column)})"))
-    for s in sections:
-        b += [Heading(s.name, 3), TableBlock(s.table)]
-        fig = _throughput_figure(s)
-        if fig:
-            b.append(fig)
-            report.figures.append(fig)
-    if effects or effect_notes:
-        b.append(Heading("Effects (one factor at a time)"))
-        for e in effects:
-            b += [Heading(e.table.title, 3), TableBlock(e.table)]
-        if effect_notes:
-            b.append(Bullets(effect_notes))
-    if impls:
-        b.append(Heading("Implementations side by side"))
-        for t in impls:
-            b += [Heading(t.title.split(": ", 1)[-1], 3), TableBlock(t)]
-    if trainings:
-        b.append(Heading("Training to accuracy"))
-        for r in trainings:
-            b += [Heading(r.table.title.split(": ", 1)[-1], 3), TableBlock(r.table)]
-            if r.curves:
-                fig = Figure("training", f"training-{r.table.id[len('training-'):]}",
-                             r.table.title, {"curves": r.curves})
-                b.append(fig)
-                report.figures.append(fig)
-    if pipelines:
+    if parts.systems:
+        b += [Heading("Systems"), TableBlock(parts.systems)]
+    _scaling_blocks(report, parts)
+    _throughput_blocks(report, parts, scope.column)
+    _effect_blocks(report, parts)
+    _training_blocks(report, parts)
+    if parts.pipelines:
         b.append(Heading("Input pipeline alone (cnnbench data)"))
-        b += [TableBlock(t, caption=True) for t in pipelines]
-    if cost:
-        b += [Heading("Model cost"), TableBlock(cost)]
+        b += [TableBlock(t, caption=True) for t in parts.pipelines]
+    if parts.cost:
+        b += [Heading("Model cost"), TableBlock(parts.cost)]
     explained = marks_section(combined(p.measure for p in points.points), opts.include_warned)
     if explained:
         b += [Heading(MARKS_HEADING), Bullets(explained)]
@@ -287,50 +313,56 @@ def _assemble(report: Report, opts: ReportOptions, records: list, selected: list
         b.append(Bullets(list(opts.problems)))
 
 
-def _throughput_figure(s: Section) -> Figure | None:
-    t = s.table
-    cols = t.columns[t.label_columns:]
-    if not t.rows or (len(cols) < 2 and len(t.rows) < 2):
-        return None
-    values = [[c.value if c.is_number else None for c in row[t.label_columns:]] for row in t.rows]
-    status = [[c.status for c in row[t.label_columns:]] for row in t.rows]
-    # error bars: one relative stdev of the repeats either side (the table's ±), where there are repeats
-    errors = [[c.value * c.spread if c.is_number and c.spread else 0.0 for c in row[t.label_columns:]]
-              for row in t.rows]
-    batch_of: dict[tuple[str, str], Any] = {}
-    for p in s.points:
-        batch_of.setdefault((F.text(p.values.get(F.MODEL)), F.text(p.values.get(s.column_field))),
-                            p.values.get(F.BATCH))
-    batches = [[F.text(batch_of.get((row[0].text, c))) if batch_of.get((row[0].text, c)) is not None else ""
-                for c in cols] for row in t.rows]
-    data = {"rows": [r[0].text for r in t.rows], "columns": cols, "values": values, "status": status,
-            "errors": errors, "column_name": F.short_name(s.column_field),
-            "batches": [b if len({x for x in b if x}) > 1 else [""] * len(b) for b in batches]}
-    return Figure("throughput", t.id, f"images/sec: {s.name}", data)
+def _scaling_blocks(report: Report, parts: _Parts) -> None:
+    if not parts.groups:
+        return
+    b = report.blocks
+    b.append(Heading("Scaling"))
+    if parts.glance and len(parts.groups) > 1:
+        b.append(TableBlock(parts.glance, caption=True))
+    for g in parts.groups:
+        fig = scaling_figure(g)
+        b += [Heading(g.name, 3), TableBlock(g.summary), fig]
+        report.figures.append(fig)
 
 
-def _scaling_figure(g: ScalingGroup) -> Figure:
-    by_model: dict[str, list[Any]] = {}
-    for s in g.series:
-        by_model.setdefault(str(s.values.get(F.MODEL)), []).append(s)
-    models: dict[str, list[dict[str, Any]]] = {}
-    for model, series in by_model.items():
-        machines = [str(s.values.get(F.MACHINE)) for s in series]
-        batches = {s.values.get(F.BATCH) for s in series}
-        # the batch joins the label when the machines ran different batches (or one machine several)
-        plain = len(set(machines)) == len(machines) and len(batches) == 1
-        models[model] = [{"label": m, "note": "" if plain else f"batch {F.text(s.values.get(F.BATCH))}",
-                          "points": sorted(s.speedup.items()), "ranges": _speedup_ranges(s)}
-                         for m, s in zip(machines, series, strict=False)]
-    return Figure("scaling", g.table.id, f"Scaling: {g.name}", {"models": models, "devices": g.devices})
+def _throughput_blocks(report: Report, parts: _Parts, column: str) -> None:
+    b = report.blocks
+    if parts.sections or not parts.pipelines:
+        b.append(Heading(f"Throughput by configuration (images/sec; columns: {F.short_name(column)})"))
+    for s in parts.sections:
+        b += [Heading(s.name, 3), TableBlock(s.table)]
+        fig = throughput_figure(s)
+        if fig:
+            b.append(fig)
+            report.figures.append(fig)
 
 
-def _speedup_ranges(s: Any) -> list[tuple[int, float, float]]:
-    """(devices, lowest, highest speedup) over the repeats at each device count that has two or more."""
-    base = s.measures[s.base].median if s.base is not None else None
-    if not base:
-        return []
-    return [(n, min(m.ips) / base, max(m.ips) / base) for n, m in sorted(s.measures.items()) if len(m.ips) > 1]
+def _effect_blocks(report: Report, parts: _Parts) -> None:
+    b = report.blocks
+    if parts.effects or parts.effect_notes:
+        b.append(Heading("Effects (one factor at a time)"))
+        for e in parts.effects:
+            b += [Heading(e.table.title, 3), TableBlock(e.table)]
+        if parts.effect_notes:
+            b.append(Bullets(parts.effect_notes))
+    if parts.impls:
+        b.append(Heading("Implementations side by side"))
+        for t in parts.impls:
+            b += [Heading(t.title.split(": ", 1)[-1], 3), TableBlock(t)]
+
+
+def _training_blocks(report: Report, parts: _Parts) -> None:
+    if not parts.trainings:
+        return
+    b = report.blocks
+    b.append(Heading("Training to accuracy"))
+    for r in parts.trainings:
+        b += [Heading(r.table.title.split(": ", 1)[-1], 3), TableBlock(r.table)]
+        if r.curves:
+            fig = Figure("training", f"training-{r.table.id[len('training-'):]}", r.table.title, {"curves": r.curves})
+            b.append(fig)
+            report.figures.append(fig)
 
 
 def _budget_plots(report: Report, max_plots: int) -> None:

@@ -74,6 +74,16 @@ def _errors(cost: Mapping[str, Any]) -> Cell:
 
 def cost_table(points: PointSet) -> Table | None:
     """One row per model present; ``None`` when no record carries a model cost."""
+    costs, mapped, unmapped = _costs(points)
+    if not costs:
+        return None
+    rows = [_row(model, costs.get(model)) for model in sorted(points.distinct(F.MODEL), key=F.sort_key)]
+    return Table("model-cost", "Model cost", "cost", list(COLUMNS), rows, _notes(costs, mapped, unmapped))
+
+
+def _costs(points: PointSet) -> tuple[dict[Any, Mapping[str, Any]], dict[Any, tuple[str, str]], dict[Any, str]]:
+    """Per model: its recorded cost; for imported tf_cnn_benchmarks models, the torchvision model
+    measured in its place (``mapped``: target and how) or why there is none (``unmapped``)."""
     costs: dict[Any, Mapping[str, Any]] = {}
     mapped: dict[Any, tuple[str, str]] = {}
     unmapped: dict[Any, str] = {}
@@ -81,40 +91,47 @@ def cost_table(points: PointSet) -> Table | None:
         model = p.values.get(F.MODEL)
         if model in costs:
             continue
-        for rec in p.records:
-            cost = rec.get("model_cost")
-            if isinstance(cost, Mapping) and cost:
-                costs[model] = cost
-                mapped.pop(model, None)
-                break
-        else:
-            if (p.values.get(F.SOURCE) or "cnnbench") == "cnnbench":
-                continue
-            found = tf_cost(model)
-            if found is not None and model not in mapped:
-                mapped[model] = (found[1], found[2])
-            elif str(model) in UNMAPPED:
-                unmapped[model] = UNMAPPED[str(model)]
+        cost = _recorded_cost(p.records)
+        if cost is not None:
+            costs[model] = cost
+            mapped.pop(model, None)
+            continue
+        if (p.values.get(F.SOURCE) or "cnnbench") == "cnnbench":
+            continue
+        found = tf_cost(model)
+        if found is not None and model not in mapped:
+            mapped[model] = (found[1], found[2])
+        elif str(model) in UNMAPPED:
+            unmapped[model] = UNMAPPED[str(model)]
     for model in mapped:
         costs[model] = tf_cost(model)[0]  # type: ignore[index]
-    if not costs:
-        return None
-    rows = []
-    for model in sorted(points.distinct(F.MODEL), key=F.sort_key):
-        cost = costs.get(model)
-        if cost is None:
-            rows.append([label_cell(model)] + [missing() for _ in COLUMNS[1:]])
-            continue
-        rows.append([
-            label_cell(model),
-            _input_size(cost.get("input_size")),
-            _scaled(cost.get("params"), _COUNT),
-            _mib(cost.get("param_memory_mib")),
-            _mib(cost.get("feature_memory_mib")),
-            _scaled(cost.get("forward_flops"), _FLOPS),
-            _scaled(cost.get("train_flops"), _FLOPS),
-            _errors(cost),
-        ])
+    return costs, mapped, unmapped
+
+
+def _recorded_cost(records: Any) -> Mapping[str, Any] | None:
+    for rec in records:
+        cost = rec.get("model_cost")
+        if isinstance(cost, Mapping) and cost:
+            return cost
+    return None
+
+
+def _row(model: Any, cost: Mapping[str, Any] | None) -> list[Cell]:
+    if cost is None:
+        return [label_cell(model)] + [missing() for _ in COLUMNS[1:]]
+    return [
+        label_cell(model),
+        _input_size(cost.get("input_size")),
+        _scaled(cost.get("params"), _COUNT),
+        _mib(cost.get("param_memory_mib")),
+        _mib(cost.get("feature_memory_mib")),
+        _scaled(cost.get("forward_flops"), _FLOPS),
+        _scaled(cost.get("train_flops"), _FLOPS),
+        _errors(cost),
+    ]
+
+
+def _notes(costs: Mapping[Any, Any], mapped: Mapping[Any, tuple[str, str]], unmapped: Mapping[Any, str]) -> list[str]:
     notes = ["Feature memory: all activations of one forward pass at batch 1, fp32. FLOPs = 2 x MACs. "
              "Error: reference ImageNet top-1 / top-5 where the model library publishes it."]
     if mapped:
@@ -125,4 +142,4 @@ def cost_table(points: PointSet) -> Table | None:
     for model, why in sorted(unmapped.items(), key=lambda kv: F.sort_key(kv[0])):
         if model not in costs:
             notes.append(f"Imported tf_cnn_benchmarks {model}: no cost, as {why}.")
-    return Table("model-cost", "Model cost", "cost", list(COLUMNS), rows, notes)
+    return notes

@@ -66,28 +66,10 @@ def _table(points: PointSet, group: list[Point], name: str, column_field: str, n
     rows: list[list[Cell]] = []
     for model in models:
         by_col = {c: cells.get((model, c), []) for c in columns}
-        sweep = any(len({p.values.get(F.BATCH) for p in ps}) > 1 for ps in by_col.values())
-        if sweep:
-            for batch in points.distinct(F.BATCH, [p for ps in by_col.values() for p in ps]):
-                row = [label_cell(f"{model}, batch {F.text(batch)}"), Cell(F.text(batch), batch)]
-                for c in columns:
-                    ps = [p for p in by_col[c] if p.values.get(F.BATCH) == batch]
-                    row.append(throughput(combine(ps), noise) if ps else missing())
-                rows.append(row)
-            continue
-        batches = {p.values.get(F.BATCH) for ps in by_col.values() for p in ps}
-        varies = len(batches) > 1 and column_field != F.BATCH  # batch columns say it already
-        batch_cell = (Cell("varies", None) if len(batches) > 1
-                      else Cell(F.text(next(iter(batches))), next(iter(batches))))
-        row = [label_cell(model), batch_cell]
-        for c in columns:
-            ps = by_col[c]
-            if not ps:
-                row.append(missing())
-                continue
-            note = f"(batch {F.text(ps[0].values.get(F.BATCH))})" if varies else ""
-            row.append(throughput(combine(ps), noise, note))
-        rows.append(row)
+        if any(len({p.values.get(F.BATCH) for p in ps}) > 1 for ps in by_col.values()):
+            rows += _sweep_rows(points, model, by_col, noise)
+        else:
+            rows.append(_row(model, by_col, column_field, noise))
     col_name = F.short_name(column_field)
     notes = [
         f"images/sec over all devices (total_images_per_sec); columns: {col_name}; batch = per device. "
@@ -97,3 +79,30 @@ def _table(points: PointSet, group: list[Point], name: str, column_field: str, n
     return Table(f"throughput-{F.slug(name)}", name, "configuration",
                  ["model", "batch"] + [F.text(c) for c in columns], rows, notes, label_columns=2)
 
+
+def _sweep_rows(points: PointSet, model: Any, by_col: dict[Any, list[Point]], noise: float) -> list[list[Cell]]:
+    """A model whose cells hold several batch sizes (a batch sweep): one row per batch size."""
+    rows = []
+    for batch in points.distinct(F.BATCH, [p for ps in by_col.values() for p in ps]):
+        row = [label_cell(f"{model}, batch {F.text(batch)}"), Cell(F.text(batch), batch)]
+        for ps in by_col.values():
+            at = [p for p in ps if p.values.get(F.BATCH) == batch]
+            row.append(throughput(combine(at), noise) if at else missing())
+        rows.append(row)
+    return rows
+
+
+def _row(model: Any, by_col: dict[Any, list[Point]], column_field: str, noise: float) -> list[Cell]:
+    """A model's one row; where its batch differs across the row, each cell says its own."""
+    batches = {p.values.get(F.BATCH) for ps in by_col.values() for p in ps}
+    varies = len(batches) > 1 and column_field != F.BATCH  # batch columns say it already
+    batch_cell = (Cell("varies", None) if len(batches) > 1
+                  else Cell(F.text(next(iter(batches))), next(iter(batches))))
+    row = [label_cell(model), batch_cell]
+    for ps in by_col.values():
+        if not ps:
+            row.append(missing())
+            continue
+        note = f"(batch {F.text(ps[0].values.get(F.BATCH))})" if varies else ""
+        row.append(throughput(combine(ps), noise, note))
+    return row

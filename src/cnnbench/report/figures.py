@@ -1,0 +1,65 @@
+"""The report's figures: what each plot shows, as data (:class:`~cnnbench.report.document.Figure`).
+
+Pure computation from the tables and their points; render/plots.py draws them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cnnbench.analysis import fields as F
+from cnnbench.report.document import Figure
+from cnnbench.report.tables.scaling import ScalingGroup
+from cnnbench.report.tables.throughput import Section
+
+
+def throughput_figure(s: Section) -> Figure | None:
+    """The bar chart of a configuration section (``None`` for a table of one cell or row)."""
+    t = s.table
+    cols = t.columns[t.label_columns:]
+    if not t.rows or (len(cols) < 2 and len(t.rows) < 2):
+        return None
+    values = [[c.value if c.is_number else None for c in row[t.label_columns:]] for row in t.rows]
+    status = [[c.status for c in row[t.label_columns:]] for row in t.rows]
+    # error bars: one relative stdev of the repeats either side (the table's ±), where there are repeats
+    errors = [[c.value * c.spread if c.is_number and c.spread else 0.0 for c in row[t.label_columns:]]
+              for row in t.rows]
+    data = {"rows": [r[0].text for r in t.rows], "columns": cols, "values": values, "status": status,
+            "errors": errors, "column_name": F.short_name(s.column_field), "batches": _batches(s, cols)}
+    return Figure("throughput", t.id, f"images/sec: {s.name}", data)
+
+
+def _batches(s: Section, cols: list[str]) -> list[list[str]]:
+    """Per row, the batch of each column's cell; a row's batches are blanked when they are all alike."""
+    batch_of: dict[tuple[str, str], Any] = {}
+    for p in s.points:
+        batch_of.setdefault((F.text(p.values.get(F.MODEL)), F.text(p.values.get(s.column_field))),
+                            p.values.get(F.BATCH))
+    batches = [[F.text(batch_of.get((row[0].text, c))) if batch_of.get((row[0].text, c)) is not None else ""
+                for c in cols] for row in s.table.rows]
+    return [b if len({x for x in b if x}) > 1 else [""] * len(b) for b in batches]
+
+
+def scaling_figure(g: ScalingGroup) -> Figure:
+    """The speedup curves of a scaling group, one line per machine (and batch) of each model."""
+    by_model: dict[str, list[Any]] = {}
+    for s in g.series:
+        by_model.setdefault(str(s.values.get(F.MODEL)), []).append(s)
+    models: dict[str, list[dict[str, Any]]] = {}
+    for model, series in by_model.items():
+        machines = [str(s.values.get(F.MACHINE)) for s in series]
+        batches = {s.values.get(F.BATCH) for s in series}
+        # the batch joins the label when the machines ran different batches (or one machine several)
+        plain = len(set(machines)) == len(machines) and len(batches) == 1
+        models[model] = [{"label": m, "note": "" if plain else f"batch {F.text(s.values.get(F.BATCH))}",
+                          "points": sorted(s.speedup.items()), "ranges": _speedup_ranges(s)}
+                         for m, s in zip(machines, series, strict=False)]
+    return Figure("scaling", g.table.id, f"Scaling: {g.name}", {"models": models, "devices": g.devices})
+
+
+def _speedup_ranges(s: Any) -> list[tuple[int, float, float]]:
+    """(devices, lowest, highest speedup) over the repeats at each device count that has two or more."""
+    base = s.measures[s.base].median if s.base is not None else None
+    if not base:
+        return []
+    return [(n, min(m.ips) / base, max(m.ips) / base) for n, m in sorted(s.measures.items()) if len(m.ips) > 1]
