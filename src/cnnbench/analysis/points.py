@@ -240,6 +240,31 @@ def identity_extras(fields: Iterable[str]) -> tuple[str, ...]:
 def build_points(records: Sequence[Mapping[str, Any]], extra_fields: Iterable[str] = ()) -> PointSet:
     """Group records into points by identity (plus ``extra_fields``, e.g. a software
     version named by ``--effect``)."""
+    ckeys = _config_keys(records)
+    key_fields = [f"config.{k}" for k in ckeys] + [F.MACHINE, F.SOURCE]
+    extras = [f for f in identity_extras(extra_fields) if f not in key_fields]
+    key_fields += extras
+    groups: dict[tuple, Point] = {}
+    for rec in records:
+        env = rec.get("environment") or {}
+        if not isinstance(env, dict):
+            env = {}
+        key = _identity(rec, env, ckeys, extras)
+        point = groups.get(key)
+        if point is None:
+            values = dict(zip(key_fields, key, strict=False))
+            for attr in ATTRIBUTE_FIELDS:
+                values[attr] = _hashable(env.get(attr.split(".", 1)[1]))
+            point = groups[key] = Point(values, key)
+        point.records.append(rec)
+        status = str(rec.get("status") or "ok")
+        point.measure.record(status, _metric(rec) if status == "ok" else None, rec)
+    log.debug("%d records -> %d points over %d identity fields", len(records), len(groups), len(key_fields))
+    return PointSet(tuple(key_fields), list(groups.values()))
+
+
+def _config_keys(records: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The config keys of the identity, in first-seen order (those in :data:`IGNORED_CONFIG` left out)."""
     config_keys: dict[str, None] = {}
     seen: set[str] = set()
     for rec in records:
@@ -250,38 +275,26 @@ def build_points(records: Sequence[Mapping[str, Any]], extra_fields: Iterable[st
                     seen.add(k)
                     if k not in IGNORED_CONFIG:
                         config_keys[k] = None
-    ckeys = list(config_keys)
-    key_fields = [f"config.{k}" for k in ckeys] + [F.MACHINE, F.SOURCE]
-    extras = [f for f in identity_extras(extra_fields) if f not in key_fields]
-    key_fields += extras
-    scalar = (str, int, float, bool, type(None))
+    return list(config_keys)
 
-    def hashable(value: Any) -> Any:
-        return value if value.__class__ in scalar else F.hashable(value)
 
-    groups: dict[tuple, Point] = {}
-    for rec in records:
-        cfg = rec.get("config") or {}
-        env = rec.get("environment") or {}
-        if not isinstance(env, dict):
-            env = {}
-        machine = env.get("machine") or env.get("hostname") or "unknown"
-        ckey = tuple(map(cfg.get, ckeys))
-        try:
-            hash(ckey)
-        except TypeError:  # a list or object value: use its JSON text
-            ckey = tuple(hashable(v) for v in ckey)
-        key = ckey + (machine, rec.get("source") or "cnnbench")
-        if extras:
-            key += tuple(hashable(F.get_value(rec, f)) for f in extras)
-        point = groups.get(key)
-        if point is None:
-            values = dict(zip(key_fields, key, strict=False))
-            for attr in ATTRIBUTE_FIELDS:
-                values[attr] = hashable(env.get(attr.split(".", 1)[1]))
-            point = groups[key] = Point(values, key)
-        point.records.append(rec)
-        status = str(rec.get("status") or "ok")
-        point.measure.record(status, _metric(rec) if status == "ok" else None, rec)
-    log.debug("%d records -> %d points over %d identity fields", len(records), len(groups), len(key_fields))
-    return PointSet(tuple(key_fields), list(groups.values()))
+_SCALAR = (str, int, float, bool, type(None))
+
+
+def _hashable(value: Any) -> Any:
+    return value if value.__class__ in _SCALAR else F.hashable(value)
+
+
+def _identity(rec: Mapping[str, Any], env: Mapping[str, Any], ckeys: list[str], extras: list[str]) -> tuple:
+    """A record's point key: its config values, machine label and source, then the ``extras``."""
+    cfg = rec.get("config") or {}
+    machine = env.get("machine") or env.get("hostname") or "unknown"
+    ckey = tuple(map(cfg.get, ckeys))
+    try:
+        hash(ckey)
+    except TypeError:  # a list or object value: use its JSON text
+        ckey = tuple(_hashable(v) for v in ckey)
+    key = ckey + (machine, rec.get("source") or "cnnbench")
+    if extras:
+        key += tuple(_hashable(F.get_value(rec, f)) for f in extras)
+    return key

@@ -100,11 +100,8 @@ def compare_runs(base: Sequence[RunSample], cand: Sequence[RunSample], noise: fl
     if not nb or not nc:
         return Comparison(None, False, NONE, n_base=nb, n_cand=nc)
     ratio = _median([r.rate for r in cand]) / _median([r.rate for r in base])
-    if nb >= 2 and nc >= 2:
-        basis = REPEATS
-    elif all(r.has_blocks for r in base) and all(r.has_blocks for r in cand):
-        basis = STEPS
-    else:
+    basis = _basis(base, cand)
+    if basis == NONE:
         return Comparison(ratio, False, NONE, n_base=nb, n_cand=nc)
     if not interval and abs(ratio - 1.0) < noise:  # never significant: spare the test
         return Comparison(ratio, False, basis, n_base=nb, n_cand=nc)
@@ -117,3 +114,12 @@ def compare_runs(base: Sequence[RunSample], cand: Sequence[RunSample], noise: fl
     same_direction = (test.ratio - 1.0) * (ratio - 1.0) > 0
     significant = test.p < alpha and abs(ratio - 1.0) >= noise and same_direction
     return Comparison(ratio, significant, basis, test.p, test.low, test.high, nb, nc)
+
+
+def _basis(base: Sequence[RunSample], cand: Sequence[RunSample]) -> str:
+    """What the test can use: repeats on both sides, else step blocks on every run, else nothing."""
+    if len(base) >= 2 and len(cand) >= 2:
+        return REPEATS
+    if all(r.has_blocks for r in base) and all(r.has_blocks for r in cand):
+        return STEPS
+    return NONE
