@@ -252,16 +252,18 @@ def compare(a: Results, b: Results | None = None, *, by: str | None = None, base
     >>> table[table.verdict == "slower"][["model", "ratio", "ci_low", "ci_high", "p_value"]]
     >>> cnnbench.compare("results/", by="precision").attrs["geomean_ratio"]
     """
-    from cnnbench.compare.build import CompareError, CompareOptions, Side, compare_records, split_records
+    from cnnbench.compare.build import CompareError, CompareOptions
+    from cnnbench.compare.sets import compare_sets
 
+    flags = ("ignore", "across_machines")
     wheres = [where] if isinstance(where, str) else list(where)
     options = CompareOptions(ignore=list(ignore), across_machines=across_machines, where=wheres, noise=noise)
     records_a, problems, label_a = _records(a)
     if by is not None:
         if b is not None:
             raise CompareError(f"by={by!r} splits one set of results; leave out b")
-        base, cand, split = split_records(records_a, by, baseline, candidate, wheres)
-        result = compare_records(base, cand, options, split=split)
+        result = compare_sets(records_a, options=options, by=by, baseline_value=baseline, candidate_value=candidate,
+                              flags=flags)
     else:
         if b is None:
             raise CompareError("compare(a, b): give the candidate results b, or by=FIELD to split a")
@@ -269,12 +271,8 @@ def compare(a: Results, b: Results | None = None, *, by: str | None = None, base
             raise CompareError("baseline and candidate name values of by=FIELD; without by, a is the baseline")
         records_b, problems_b, label_b = _records(b)
         problems += problems_b
-        result = compare_records(Side(label_a or "baseline", records_a), Side(label_b or "candidate", records_b),
-                                 options)
-    if not result.pairs:
-        why = ", ".join(f"{k.rsplit('.', 1)[-1]} ({n})" for k, n in list(result.why_unmatched.items())[:5])
-        raise CompareError("no result of the baseline matches one of the candidate"
-                           + (f"; they differ in: {why} (see ignore, across_machines)" if why else ""))
+        result = compare_sets(records_a, records_b, options, labels=(label_a or "baseline", label_b or "candidate"),
+                              flags=flags)
     return _compare_frame(result, problems)
 
 

@@ -1,6 +1,6 @@
 """``cnnbench compare BASELINE CANDIDATE``: matched results side by side, with significance.
 
-Thin: parses flags, reads the stores, calls :mod:`cnnbench.compare.build`, prints in the
+Thin: parses flags, reads the stores, calls :func:`cnnbench.compare.sets.compare_sets`, prints in the
 chosen format and returns the exit code (1 with ``--fail-on-slowdown`` when a significant
 slowdown beyond the threshold exists). Never imports torch.
 """
@@ -69,8 +69,9 @@ def _read(paths: list[str]) -> list:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from cnnbench.compare.build import CompareError, CompareOptions, Side, compare_records, split_records
+    from cnnbench.compare.build import CompareError, CompareOptions
     from cnnbench.compare.render import print_rich, render
+    from cnnbench.compare.sets import compare_sets
 
     threshold = None if args.fail_on_slowdown is None else parse_noise(args.fail_on_slowdown, "--fail-on-slowdown")
     options = CompareOptions(ignore=args.ignore, across_machines=args.across_machines, where=args.where,
@@ -79,9 +80,8 @@ def handle(args: argparse.Namespace) -> int:
         if args.by:
             if len(args.results) != 1:
                 raise UserError(f"--by {args.by}: give one results folder or file (got {len(args.results)})")
-            base, cand, split = split_records(_read(args.results), args.by, args.baseline, args.candidate,
-                                              args.where)
-            result = compare_records(base, cand, options, split=split)
+            result = compare_sets(_read(args.results), options=options, by=args.by, baseline_value=args.baseline,
+                                  candidate_value=args.candidate)
         else:
             if len(args.results) != 2:
                 raise UserError(f"expected BASELINE CANDIDATE (two results folders or files), got "
@@ -89,14 +89,11 @@ def handle(args: argparse.Namespace) -> int:
             if args.baseline or args.candidate:
                 raise UserError("--baseline and --candidate name values of --by FIELD; without --by the first "
                                 "results are the baseline")
-            result = compare_records(Side(args.results[0], _read(args.results[:1])),
-                                     Side(args.results[1], _read(args.results[1:])), options)
+            base = _read(args.results[:1])
+            cand = _read(args.results[1:])
+            result = compare_sets(base, cand, options, labels=(args.results[0], args.results[1]))
     except CompareError as exc:
         raise UserError(str(exc)) from None
-    if not result.pairs:
-        why = ", ".join(f"{k.rsplit('.', 1)[-1]} ({n})" for k, n in list(result.why_unmatched.items())[:5])
-        raise UserError("no result of the baseline matches one of the candidate"
-                        + (f"; they differ in: {why} (see --ignore, --across-machines)" if why else ""))
     if args.format == "table":
         print_rich(result)
     else:

@@ -24,7 +24,7 @@ from typing import Any
 from cnnbench.analysis import fields as F
 from cnnbench.analysis.labels import Namer
 from cnnbench.analysis.marks import Marks, measure_marks, run_warnings
-from cnnbench.analysis.pairing import default_baseline, differing_fields, pair_key_fields, pair_points
+from cnnbench.analysis.pairing import Pairing, default_baseline, differing_fields, pair_key_fields, pair_points
 from cnnbench.analysis.points import Measure, Point, build_points, combine, machine_spreads, machines_of
 from cnnbench.analysis.ratio_tests import ALPHA, MachineSpreads
 from cnnbench.analysis.significance import DEFAULT_NOISE, Comparison, compare_runs
@@ -191,25 +191,8 @@ def compare_records(baseline: Side, candidate: Side, options: CompareOptions | N
     for s in (baseline, candidate):
         if not s.records:
             raise CompareError(f"no results on the {s.label} side")
-    a: Any
-    b: Any
-    both: list[Mapping[str, Any]]
-    if split is None:
-        both = [{**r, SIDE: BASELINE} for r in baseline.records] + [{**r, SIDE: CANDIDATE} for r in candidate.records]
-        split_field, a, b = SIDE, BASELINE, CANDIDATE
-    else:
-        both = [*baseline.records, *candidate.records]
-        split_field = split
-        a = F.hashable(F.get_value(baseline.records[0], split))
-        b = F.hashable(F.get_value(candidate.records[0], split))
-    try:
-        if split is None and opts.where:
-            both = select(both, parse_where(opts.where, lambda field: F.resolve_field(field, both)))
-        ignore = tuple(dict.fromkeys(F.resolve_field(f, both) for f in opts.ignore))
-    except ValueError as exc:  # a malformed --where, or a FieldError naming the nearest fields
-        raise CompareError(str(exc)) from exc
-    if split is not None and split in ignore:
-        raise CompareError(f"--ignore {F.short_name(split)}: it is the field that splits the sides (--by)")
+    both, split_field, a, b = _pooled(baseline, candidate, split)
+    both, ignore = _selected(both, opts, split)
     points = build_points(both, [split_field, *ignore])
     fields = pair_key_fields(points.key_fields, split_field, ignore, opts.across_machines)
     pairing = pair_points(points, split_field, a, b, fields)
@@ -219,13 +202,42 @@ def compare_records(baseline: Side, candidate: Side, options: CompareOptions | N
     pairs = [_pair(pp.a, pp.b, pp.key, fields, namer, opts, spreads) for pp in pairing.pairs]
     pairs.sort(key=lambda p: (F.sort_key(p.model), F.sort_key(p.configuration), F.sort_key(p.batch),
                               F.sort_key(p.machine)))
+    return CompareResult(baseline, candidate, fields, ignore, opts.across_machines, pairs, opts.noise, opts.alpha,
+                         len(pairing.unmatched_a), len(pairing.unmatched_b), _why_unmatched(pairing, fields), split)
+
+
+def _pooled(baseline: Side, candidate: Side, split: str | None) -> tuple[list[Mapping[str, Any]], str, Any, Any]:
+    """Both sides' records in one list, the field that tells them apart, and its value on each side."""
+    if split is None:
+        both: list[Mapping[str, Any]] = [{**r, SIDE: BASELINE} for r in baseline.records]
+        both += [{**r, SIDE: CANDIDATE} for r in candidate.records]
+        return both, SIDE, BASELINE, CANDIDATE
+    return ([*baseline.records, *candidate.records], split, F.hashable(F.get_value(baseline.records[0], split)),
+            F.hashable(F.get_value(candidate.records[0], split)))
+
+
+def _selected(both: list[Mapping[str, Any]], opts: CompareOptions,
+              split: str | None) -> tuple[list[Mapping[str, Any]], tuple[str, ...]]:
+    """The records ``--where`` keeps (split sides are selected already) and the ``--ignore`` fields, resolved."""
+    try:
+        if split is None and opts.where:
+            both = select(both, parse_where(opts.where, lambda field: F.resolve_field(field, both)))
+        ignore = tuple(dict.fromkeys(F.resolve_field(f, both) for f in opts.ignore))
+    except ValueError as exc:  # a malformed --where, or a FieldError naming the nearest fields
+        raise CompareError(str(exc)) from exc
+    if split is not None and split in ignore:
+        raise CompareError(f"--ignore {F.short_name(split)}: it is the field that splits the sides (--by)")
+    return both, ignore
+
+
+def _why_unmatched(pairing: Pairing, fields: tuple[str, ...]) -> dict[str, int]:
+    """Fields in which the unmatched configurations of either side differ from their nearest partner."""
     all_a = pairing.unmatched_a + [q for pp in pairing.pairs for q in pp.a]
     all_b = pairing.unmatched_b + [q for pp in pairing.pairs for q in pp.b]
     why = differing_fields(pairing.unmatched_a, all_b, fields)
     for name, n in differing_fields(pairing.unmatched_b, all_a, fields).items():
         why[name] = why.get(name, 0) + n
-    return CompareResult(baseline, candidate, fields, ignore, opts.across_machines, pairs, opts.noise, opts.alpha,
-                         len(pairing.unmatched_a), len(pairing.unmatched_b), why, split)
+    return why
 
 
 def _values_text(points: Sequence[Point], name: str) -> str:
