@@ -26,7 +26,7 @@ class SweepOptions:
     noise: float = REPEAT_NOISE
     """Repeats whose images/sec have a relative stdev (stdev / mean) above this get a warning
     (``--noise``; the report shows that figure as ``±x%`` above the same threshold; see
-    :data:`cnnbench.report.stats.REPEAT_NOISE` for how its default was derived)."""
+    :data:`cnnbench.analysis.repeat_stats.REPEAT_NOISE` for how its default was derived)."""
 
 
 @dataclass

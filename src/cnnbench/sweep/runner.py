@@ -16,7 +16,7 @@
   any work (:func:`cnnbench.engine.resolve.preflight`), in a process of the fork server.
 * When the last repeat of a configuration has run, its repeats' figures are compared: a
   relative stdev (sample standard deviation over the mean,
-  :func:`cnnbench.report.stats.relative_stdev`) above the noise threshold becomes a one-line
+  :func:`cnnbench.analysis.repeat_stats.relative_stdev`) above the noise threshold becomes a one-line
   warning on the case's result (:attr:`CaseResult.warnings`), as ``cnnbench report`` shows
   the same figure as the cell's ``±x%``. A case's profiler traces (``--profile-steps``)
   move to the results folder.
