@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
     from cnnbench.config import RunConfig
+    from cnnbench.config.data_bench import DataBenchConfig
     from cnnbench.report.document import Report
     from cnnbench.results.record import Record
 
@@ -118,6 +119,22 @@ def execute(config: RunConfig, *, emit: Callable[[str], None] | None = None, app
 
             return run_on_workers(config, emit=emit), None
         return run_benchmark(config, emit=emit), None
+
+
+def measure_data(config: DataBenchConfig, *, emit: Callable[[str], None] | None = None,
+                 append: bool = True) -> tuple[Record, Path | None]:
+    """Measure the input pipeline of ``config`` alone (no model) on the cores it may use, and
+    return its record with the store file it was appended to (``append=False``: nothing is
+    written, and the path is ``None``). The library call behind ``cnnbench data``."""
+    from cnnbench.engine.input_bench import run_data_benchmark
+    from cnnbench.machine.affinity import restrict_host_cpus
+    from cnnbench.results.store import append_record
+
+    restrict_host_cpus(config.host_cpus)
+    record = run_data_benchmark(config, emit=emit)
+    if not append:
+        return record, None
+    return record, append_record(config.results_dir, record.to_dict())
 
 
 @contextlib.contextmanager

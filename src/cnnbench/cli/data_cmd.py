@@ -50,20 +50,14 @@ def handle(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         raise UserError.from_config(exc, "data") from None
 
-    from cnnbench.engine.input_bench import run_data_benchmark
-    from cnnbench.machine.affinity import restrict_host_cpus
-    from cnnbench.results.store import append_record
+    from cnnbench.api import measure_data
+    from cnnbench.results.files import FileProblem
 
     emit = None if args.quiet else (lambda line: print(line, flush=True))
     try:
-        restrict_host_cpus(config.host_cpus)
-        record = run_data_benchmark(config, emit=emit)
+        record, path = measure_data(config, emit=emit)
     except ConfigError as exc:
         raise UserError.from_config(exc, "data") from None
-    from cnnbench.results.files import FileProblem
-
-    try:
-        path = append_record(config.results_dir, record.to_dict())
     except FileProblem as exc:  # the store's file for this machine: a FIFO, a symlink out of the folder
         raise UserError(f"--results-dir: cannot append the record: {exc}", exit_code=1) from None
     if record.status != "ok":
