@@ -1,6 +1,7 @@
 """``cnnbench models [PATTERN]``: what models cost, or only their names (``--list``).
 
-The cost of each model comes from :func:`cnnbench.models.cost.model_cost` (shapes traced
+The models and their costs come from :mod:`cnnbench.models.lookup` (each model's from
+:func:`cnnbench.models.cost.model_cost`: shapes traced
 on the meta device, nothing allocated). ``--format table`` (rich) and ``md`` show readable
 units; ``csv`` and ``json`` keep the exact integers under the field names of
 :class:`~cnnbench.models.cost.ModelCost`.
@@ -80,59 +81,28 @@ def _positive_int(text: str) -> int:
 
 
 def handle(args: argparse.Namespace) -> int:
-    names = _matching(args.pattern)
+    from cnnbench.models.lookup import NoModelMatches, matching_models, model_costs
+
+    try:
+        names = matching_models(args.pattern)
+    except NoModelMatches:
+        raise UserError(f"no model matches {args.pattern!r} (try `cnnbench models --list`)") from None
+    except ConfigError as exc:
+        raise UserError(str(exc)) from None
     if args.list:
         print("\n".join(names))
         return 0
-
-    from cnnbench.models.cost import model_cost
-
-    models = _canonical(names)
-    costs: list[ModelCost] = []
-    errors: list[str] = []
-    for name in _progress(models):
-        try:
-            costs.append(model_cost(name, args.image_size))
-        except ConfigError as exc:
-            errors.append(str(exc))
-    if len(models) == 1 and errors:
-        raise UserError(errors[0])
-    if costs:
-        _print(costs, args.format)
-    for line in errors:
-        print(f"cnnbench models: error: {line}", file=sys.stderr)
-    return 2 if errors else 0
-
-
-def _matching(pattern: str) -> list[str]:
-    from cnnbench.models import get_model_spec, list_models
-
     try:
-        names = list_models(pattern)
-        if not names and not any(c in pattern for c in "*?["):
-            get_model_spec(pattern)  # raises with the nearest names
-    except ConfigError as exc:
+        result = model_costs(names, args.image_size, progress=_progress)
+    except ConfigError as exc:  # the one name given: an alias whose target cannot be built here
         raise UserError(str(exc)) from None
-    if not names:
-        raise UserError(f"no model matches {pattern!r} (try `cnnbench models --list`)")
-    return names
-
-
-def _canonical(names: Sequence[str]) -> list[str]:
-    """Registry names behind ``names``, once each. With several names, an alias whose
-    target cannot be built here (``inception4`` without timm) is left out; alone, it is an error."""
-    from cnnbench.models import canonical_name
-
-    found: set[str] = set()
-    for name in names:
-        try:
-            found.add(canonical_name(name))
-        except ConfigError as exc:
-            if len(names) == 1:
-                raise UserError(str(exc)) from None
-    from cnnbench.words import natural_key
-
-    return sorted(found, key=natural_key)
+    if len(result.models) == 1 and result.errors:
+        raise UserError(result.errors[0])
+    if result.costs:
+        _print(result.costs, args.format)
+    for line in result.errors:
+        print(f"cnnbench models: error: {line}", file=sys.stderr)
+    return 2 if result.errors else 0
 
 
 def _progress(models: Sequence[str]) -> Any:
