@@ -7,15 +7,13 @@ with their file and line and skipped; the files are never modified.
 from __future__ import annotations
 
 import argparse
-import io
-import json
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Any, TextIO
+from typing import Any
 
 from cnnbench.cli.common import CliParser, UserError
-from cnnbench.words import natural_key, plural
+from cnnbench.words import plural
 
 LIST_COLUMNS = (
     ("started_at", "started"),
@@ -94,24 +92,15 @@ def _text(value: Any) -> str:
     return str(value)
 
 
-def _list_order(record: Mapping[str, Any]) -> tuple[Any, ...]:
-    """Oldest first; runs of the same minute (a sweep, an import) by model in natural order, then batch."""
-    started = str(record.get("started_at") or "")
-    config = record.get("config") or {}
-    return started[:16], natural_key(config.get("model")), natural_key(config.get("batch_size")), started
-
-
 def handle_list(args: argparse.Namespace) -> int:
+    from cnnbench.results.export import newest
     from cnnbench.results.flatten import flatten_record
 
     if args.limit < 0:
         raise UserError(f"--limit: must be >= 0 (0 shows all), got {args.limit}")
     records, _ = _load(args.results, args.where, step_times=False)
-    records.sort(key=_list_order)
-    total = len(records)
-    if args.limit and args.limit > 0:
-        records = records[-args.limit:]
-    rows = [flatten_record(r) for r in records]  # only those shown
+    shown, total = newest(records, args.limit)
+    rows = [flatten_record(r) for r in shown]  # only those shown
 
     from rich.table import Table
 
@@ -128,29 +117,25 @@ def handle_list(args: argparse.Namespace) -> int:
         cells[[c for c, _ in LIST_COLUMNS].index("status")] = f"[{styles.get(status, 'white')}]{status}[/]"
         table.add_row(*cells)
     console = print_table(table)
-    shown = f"{len(rows)} of {plural(total, 'run')}" if len(rows) < total else plural(total, "run")
+    count = f"{len(rows)} of {plural(total, 'run')}" if len(rows) < total else plural(total, "run")
     hint = " (newest shown; --limit 0 for all)" if len(rows) < total else ""
-    console.print(f"{shown}{hint}")
+    console.print(f"{count}{hint}")
     return 0
 
 
 def handle_export(args: argparse.Namespace) -> int:
+    from cnnbench.results.export import ExportError, flat_table, write_table
+
     if args.format == "parquet" and args.output is None:
         raise UserError("--format parquet needs -o FILE")
     if args.output is not None:
         _check_export_target(args.output, args.results)
     records, _ = _load(args.results, args.where, step_times=not args.no_step_times)
-    from cnnbench.results.flatten import flatten_record, ordered_columns
-
-    rows = [flatten_record(r) for r in records]
-    columns = ordered_columns(rows)
+    table = flat_table(records)
     try:
-        if args.format == "csv":
-            _write_csv(rows, columns, args.output)
-        elif args.format == "json":
-            _write_json(rows, columns, args.output)
-        else:
-            _write_parquet(rows, columns, args.output)
+        write_table(table, args.format, args.output)
+    except ExportError as exc:
+        raise UserError(str(exc)) from None
     except BrokenPipeError:  # `| head`: the reader has what it wanted
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
@@ -158,7 +143,7 @@ def handle_export(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise UserError(f"-o {args.output}: cannot write: {exc.strerror or exc}", exit_code=1) from None
     if args.output:
-        print(f"wrote {plural(len(rows), 'run')} x {plural(len(columns), 'column')} to {args.output}",
+        print(f"wrote {plural(len(table.rows), 'run')} x {plural(len(table.columns), 'column')} to {args.output}",
               file=sys.stderr)
     return 0
 
@@ -176,67 +161,3 @@ def _check_export_target(output: str, results: Sequence[str]) -> None:
         check_output_file(output, inputs)
     except OutputError as exc:
         raise UserError(str(exc)) from None
-
-
-def _cell(value: Any) -> Any:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (list, dict)):
-        return json.dumps(value, separators=(",", ":"))
-    return value
-
-
-def _open_output(output: str, newline: str | None = None) -> TextIO:
-    """``-o`` opened for writing as text: a regular file only (checked before, and again
-    here without blocking on a FIFO put there meanwhile)."""
-    from cnnbench.results import files
-
-    return io.TextIOWrapper(files.open_for_writing(output), encoding="utf-8", newline=newline)
-
-
-def _write_csv(rows: list[dict[str, Any]], columns: list[str], output: str | None) -> None:
-    import csv
-
-    out = _open_output(output, newline="") if output else sys.stdout
-    try:
-        writer = csv.writer(out)
-        writer.writerow(columns)
-        for row in rows:
-            writer.writerow(["" if row.get(c) is None else _cell(row.get(c)) for c in columns])
-    finally:
-        if output:
-            out.close()
-
-
-def _write_json(rows: list[dict[str, Any]], columns: list[str], output: str | None) -> None:
-    out = _open_output(output) if output else sys.stdout
-    try:
-        out.write("[\n")
-        for i, row in enumerate(rows):
-            ordered = {c: row[c] for c in columns if c in row}
-            out.write(json.dumps(ordered, separators=(",", ":"), default=str))
-            out.write(",\n" if i < len(rows) - 1 else "\n")
-        out.write("]\n")
-    finally:
-        if output:
-            out.close()
-
-
-def _write_parquet(rows: list[dict[str, Any]], columns: list[str], output: str) -> None:
-    try:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-    except ImportError:
-        raise UserError("parquet export needs pyarrow (pip install 'cnnbench[parquet]')") from None
-    arrays = []
-    for col in columns:
-        values = [row.get(col) for row in rows]
-        try:
-            arrays.append(pa.array(values))
-        except (pa.ArrowInvalid, pa.ArrowTypeError):  # mixed types: keep them as JSON text
-            arrays.append(pa.array([None if v is None else (v if isinstance(v, str) else json.dumps(v, default=str))
-                                    for v in values], type=pa.string()))
-    from cnnbench.results import files
-
-    with files.open_for_writing(output) as f:  # a regular file only, never a FIFO
-        pq.write_table(pa.Table.from_arrays(arrays, names=columns), f)

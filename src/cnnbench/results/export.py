@@ -1,0 +1,115 @@
+"""Flattening runs into one table and writing it as CSV, JSON or Parquet (``cnnbench results
+export``), and choosing the runs ``results list`` shows. Columns are dotted record field names
+(``config.model``, ``metrics.total_images_per_sec``); lists and objects become JSON text in CSV
+and Parquet. No torch here.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, TextIO
+
+from cnnbench.results import files
+from cnnbench.results.flatten import flatten_record, ordered_columns
+from cnnbench.words import natural_key
+
+ExportFormat = Literal["csv", "json", "parquet"]
+
+
+class ExportError(RuntimeError):
+    """The table cannot be written in this format here (Parquet without pyarrow)."""
+
+
+@dataclass(frozen=True)
+class FlatTable:
+    """Runs as rows of dotted columns, the columns in their usual order."""
+
+    rows: list[dict[str, Any]]
+    columns: list[str]
+
+
+def flat_table(records: Sequence[Mapping[str, Any]]) -> FlatTable:
+    rows = [flatten_record(r) for r in records]
+    return FlatTable(rows, ordered_columns(rows))
+
+
+def write_table(table: FlatTable, fmt: ExportFormat, output: str | None) -> None:
+    """Write ``table`` to the file ``output`` (a regular file only), or to standard output.
+    Raises :class:`ExportError`, or ``OSError`` when the file cannot be written."""
+    if fmt == "parquet":
+        if output is None:
+            raise ExportError("--format parquet needs -o FILE")
+        _write_parquet(table, output)
+        return
+    out = _open_output(output, newline="" if fmt == "csv" else None) if output else sys.stdout
+    try:
+        (_write_csv if fmt == "csv" else _write_json)(table, out)
+    finally:
+        if output:
+            out.close()
+
+
+def list_order(record: Mapping[str, Any]) -> tuple[Any, ...]:
+    """Oldest first; runs of the same minute (a sweep, an import) by model in natural order, then batch."""
+    started = str(record.get("started_at") or "")
+    config = record.get("config") or {}
+    return started[:16], natural_key(config.get("model")), natural_key(config.get("batch_size")), started
+
+
+def newest(records: Sequence[Mapping[str, Any]], limit: int) -> tuple[list[Mapping[str, Any]], int]:
+    """The newest ``limit`` runs (all with 0), oldest first, and how many there are in all."""
+    ordered = sorted(records, key=list_order)
+    return (ordered[-limit:] if limit > 0 else ordered), len(ordered)
+
+
+def _cell(value: Any) -> Any:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, dict)):
+        return json.dumps(value, separators=(",", ":"))
+    return value
+
+
+def _open_output(output: str, newline: str | None = None) -> TextIO:
+    """``-o`` opened for writing as text: a regular file only (checked before, and again
+    here without blocking on a FIFO put there meanwhile)."""
+    return io.TextIOWrapper(files.open_for_writing(output), encoding="utf-8", newline=newline)
+
+
+def _write_csv(table: FlatTable, out: TextIO) -> None:
+    writer = csv.writer(out)
+    writer.writerow(table.columns)
+    for row in table.rows:
+        writer.writerow(["" if row.get(c) is None else _cell(row.get(c)) for c in table.columns])
+
+
+def _write_json(table: FlatTable, out: TextIO) -> None:
+    out.write("[\n")
+    for i, row in enumerate(table.rows):
+        ordered = {c: row[c] for c in table.columns if c in row}
+        out.write(json.dumps(ordered, separators=(",", ":"), default=str))
+        out.write(",\n" if i < len(table.rows) - 1 else "\n")
+    out.write("]\n")
+
+
+def _write_parquet(table: FlatTable, output: str) -> None:
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise ExportError("parquet export needs pyarrow (pip install 'cnnbench[parquet]')") from None
+    arrays = []
+    for col in table.columns:
+        values = [row.get(col) for row in table.rows]
+        try:
+            arrays.append(pa.array(values))
+        except (pa.ArrowInvalid, pa.ArrowTypeError):  # mixed types: keep them as JSON text
+            arrays.append(pa.array([None if v is None else (v if isinstance(v, str) else json.dumps(v, default=str))
+                                    for v in values], type=pa.string()))
+    with files.open_for_writing(output) as f:  # a regular file only, never a FIFO
+        pq.write_table(pa.Table.from_arrays(arrays, names=table.columns), f)
