@@ -29,9 +29,12 @@
    jitter; float batches normalised in the loader processes, as on a CPU device) against
    ``ImageFolder`` + the torchvision transform above + ``DataLoader`` with the same batch
    size, processes and prefetch; and cnnbench's loader as a GPU run uses it (uint8 batches;
-   the float work then runs on the GPU). Prints images/sec, per loader process and per
-   core, the ratios to torchvision's, and the CPU time (user + system of the main process
-   and its loader processes over the timed batches) per image.
+   the float work then runs on the GPU). Each cnnbench side twice: as shipped (each loader
+   process reuses its shared-memory batch buffers, :mod:`cnnbench.data.buffers`) and with
+   ``BUFFER_SLOTS = 0`` (a new shared-memory buffer for every batch, as before the reuse of 2026-11-25).
+   Prints images/sec, per loader process and per core, the ratios to torchvision's, and the
+   CPU time (user + system of the main process and its loader processes over the timed
+   batches) per image.
 5. What a batch in fresh shared memory costs (every loader process allocates one per batch,
    on both sides): writing a float32 and a uint8 batch of 64 × 3 × 224 × 224 into a new
    shared-memory tensor against into one reused.
@@ -66,6 +69,7 @@ from torchvision import datasets
 from torchvision.transforms import v2
 
 from cnnbench.config.data_bench import DataBenchConfig
+from cnnbench.data import buffers
 from cnnbench.data.catalog import open_data_set
 from cnnbench.data.decode import Box, decode_for_crop, default_jpeg_decoder
 from cnnbench.data.generate import make_data_set, parse_size
@@ -411,6 +415,17 @@ Pipeline = Callable[[Path, int, int, int, int], tuple[float, float]]
 """``(root, workers, batch, batches, warmup) -> (images/sec, CPU seconds per image)``."""
 
 
+def fresh_buffers(pipeline: Pipeline) -> Pipeline:
+    """``pipeline`` with a new shared-memory buffer for every batch (no reuse: cnnbench before 2026-11-25)."""
+    def run(root: Path, workers: int, batch: int, batches: int, warmup: int) -> tuple[float, float]:
+        slots, buffers.BUFFER_SLOTS = buffers.BUFFER_SLOTS, 0
+        try:
+            return pipeline(root, workers, batch, batches, warmup)
+        finally:
+            buffers.BUFFER_SLOTS = slots
+    return run
+
+
 def ours(root: Path, workers: int, batch: int, batches: int, warmup: int) -> tuple[float, float]:
     window = CpuWindow()
 
@@ -437,6 +452,7 @@ def ours_uint8(root: Path, workers: int, batch: int, batches: int, warmup: int) 
     reader = open_data_set("imagefolder", str(root))
     loader = BatchLoader(reader, Preprocessing(SIZE, True), Preprocessing(SIZE, False), skip_bad_images=False,
                          jpeg_decoder=default_jpeg_decoder(), normalize=None)
+    loader.share_buffers(workers)  # as DataSetSource does (no reuse where BUFFER_SLOTS is 0)
     plan = ShardPlan(reader.size("train"), 0, batch, seed=1234)
     keys = chain.from_iterable(plan.train_batches(e) for e in count())
     data = DataLoader(loader, batch_size=None, sampler=keys, num_workers=workers,  # type: ignore[arg-type]
@@ -471,7 +487,10 @@ def _forever(loader: DataLoader):
         yield from loader
 
 
-SIDES: list[tuple[str, Pipeline]] = [("cnnbench", ours), ("torchvision", plain_torchvision), ("uint8 out", ours_uint8)]
+SIDES: list[tuple[str, Pipeline]] = [
+    ("cnnbench", ours), ("cnnbench new", fresh_buffers(ours)), ("torchvision", plain_torchvision),
+    ("uint8 out", ours_uint8), ("uint8 new", fresh_buffers(ours_uint8)),
+]
 
 
 def bench_pipelines(root: Path, workers: list[int], rounds: int, batch: int, batches: int, warmup: int) -> None:
@@ -501,6 +520,7 @@ def bench_pipelines(root: Path, workers: list[int], rounds: int, batch: int, bat
                   f"{cpu * 1e3:>13.2f} {shown[1]:>10}")
     print("cnnbench = `cnnbench data --distortions` on the CPU (float batches, normalised and jittered in the "
           "loader processes); uint8 out = its loader as a GPU run uses it (the float work then runs on the GPU); "
+          "'new': the same with a new shared-memory buffer for every batch (BUFFER_SLOTS = 0, as before the reuse); "
           "torchvision = ImageFolder + v2 with the same colour jitter. Ratio: per round, over torchvision's of "
           "that round (CPU ratio: torchvision's CPU time per image over this side's).")
 

@@ -178,26 +178,71 @@ def _scaling(config: RunConfig, emit: Any, *, quiet: bool) -> int:
     return 0 if all(r.status == "ok" for _, r in rows) else 1
 
 
+def _scaling_cells(n: int, record: Any, base: tuple[int, float, bool] | None) -> tuple[str, str, str]:
+    """images/sec, speedup and efficiency of one point, ``⚠`` where it or the base run recorded
+    warnings, and ``superlinear`` on an efficiency over 105%."""
+    from cnnbench.analysis.marks import WARNED
+    from cnnbench.report.tables.scaling import SUPERLINEAR
+
+    ips = record.metrics["total_images_per_sec"]
+    warned = _warned(record)
+    ips_text = f"{ips:,.1f}" + (f" {WARNED}" if warned else "")
+    if base is None:
+        return ips_text, "—", "—"
+    base_n, base_ips, base_warned = base
+    mark = f" {WARNED}" if warned or base_warned else ""
+    speedup = ips / base_ips
+    efficiency = speedup / (n / base_n)
+    eff_text = f"{efficiency:,.1%}" + (" superlinear" if efficiency > SUPERLINEAR else "") + mark
+    return ips_text, f"{speedup:.2f}x{mark}", eff_text
+
+
+def _scaling_notes(rows: list[tuple[str, ...]], base_n: int, path: str) -> list[str]:
+    """The lines under the table: what the figures are against, the marks present, the records."""
+    from cnnbench.analysis.marks import WARNED
+    from cnnbench.report.tables.scaling import SUPERLINEAR, SUPERLINEAR_CAUSE
+
+    lines = [f"speedup and efficiency against {plural(base_n, 'device')}; "
+             f"{plural(len(rows), 'record')} appended to {path}"]
+    texts = [cell for r in rows for cell in r]
+    if any("superlinear" in t for t in texts):
+        lines.append(f"superlinear: efficiency over {SUPERLINEAR:.0%}, more than each added device can give, "
+                     f"{SUPERLINEAR_CAUSE}")
+    if any(WARNED in t for t in texts):
+        lines.append(f"{WARNED} the run, or the {plural(base_n, 'device')} run it is compared with, recorded "
+                     f"warnings (printed above): the figure is less certain")
+    return lines
+
+
+def _warned(record: Any) -> bool:
+    """Did the run record warnings (or throttling)?"""
+    from cnnbench.analysis.marks import run_warnings
+
+    return bool(run_warnings({"metrics": record.metrics or {}}))
+
+
 def _print_scaling(rows: list[tuple[int, Any]], path: str) -> None:
+    """The table of ``run --scaling``: images/sec, speedup and efficiency per device count, marked
+    ``⚠`` where a run (or the base run) recorded warnings and ``superlinear`` over 105%."""
     from rich.table import Table
 
     from cnnbench.terminal import print_table
 
-    ok = [(n, r.metrics["total_images_per_sec"]) for n, r in rows if r.status == "ok"]
-    base_n, base_ips = ok[0] if ok else (None, None)
+    ok = [(n, r) for n, r in rows if r.status == "ok"]
+    base = (ok[0][0], ok[0][1].metrics["total_images_per_sec"], _warned(ok[0][1])) \
+        if ok and ok[0][1].metrics["total_images_per_sec"] else None
     table = Table(title="Scaling", header_style="bold")
     for name in ("devices", "images/sec", "speedup", "efficiency"):
         table.add_column(name, justify="right")
+    printed: list[tuple[str, ...]] = []
     for n, record in rows:
         if record.status != "ok":
-            table.add_row(str(n), "OOM" if record.status == "oom" else record.status, "—", "—")
-            continue
-        ips = record.metrics["total_images_per_sec"]
-        speedup = ips / base_ips if base_ips else None
-        efficiency = speedup / (n / base_n) if speedup is not None and base_n else None
-        table.add_row(str(n), f"{ips:,.1f}", f"{speedup:.2f}x" if speedup is not None else "—",
-                      f"{efficiency:.1%}" if efficiency is not None else "—")
+            cells: tuple[str, ...] = (str(n), "OOM" if record.status == "oom" else record.status, "—", "—")
+        else:
+            cells = (str(n), *_scaling_cells(n, record, base))
+        table.add_row(*cells)
+        printed.append(cells)
     console = print_table(table)
-    if base_n is not None:
-        console.print(f"speedup and efficiency against {plural(base_n, 'device')}; "
-                      f"{plural(len(rows), 'record')} appended to {path}")
+    if base is not None:
+        for line in _scaling_notes(printed, base[0], path):
+            console.print(line, soft_wrap=True)

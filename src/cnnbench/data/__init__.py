@@ -12,6 +12,7 @@ from one module per step of their path:
 - :mod:`~cnnbench.data.decode`: JPEG decoding at reduced size (DCT scaling), other formats;
 - :mod:`~cnnbench.data.preprocess`: crops, resizing and flips in uint8 on the host;
 - :mod:`~cnnbench.data.normalize`: float, colour jitter and normalisation on the device;
+- :mod:`~cnnbench.data.buffers`: the shared-memory batch buffers each loader process reuses;
 - :mod:`~cnnbench.data.generate`: small learnable data sets for demos and tests.
 
 The package itself imports nothing heavy, so torch-free modules in it (layouts, readers,

@@ -9,7 +9,8 @@
    epochs, prefetching, pinned memory when the device is a GPU) loads whole batches:
    :class:`BatchLoader` decodes each image at reduced size (:mod:`~cnnbench.data.decode`),
    crops, resizes and flips it in uint8 (:mod:`~cnnbench.data.preprocess`) into a batch
-   tensor allocated in shared memory (nothing is copied to hand it over);
+   tensor in shared memory (nothing is copied to hand it over): one of a few buffers each
+   loader process reuses once the main process has let go of it (:mod:`~cnnbench.data.buffers`);
 3. :class:`~cnnbench.data.normalize.Normalize` makes the model's input: on a GPU, from the
    uint8 batch; on the CPU, in the loader processes, image by image (see that module).
 
@@ -35,6 +36,8 @@ import torch
 from torch.utils.data import DataLoader, Dataset, get_worker_info
 
 from cnnbench.config.input_rules import REAL_DATA_SET
+from cnnbench.data import buffers
+from cnnbench.data.buffers import BufferReturns, Lease, shaped, shared_storage
 from cnnbench.data.catalog import DataSetReader, open_data_set
 from cnnbench.data.decode import BadImage, decode_for_crop, default_jpeg_decoder
 from cnnbench.data.layouts import TRAIN_SPLIT, VAL_SPLIT
@@ -95,6 +98,8 @@ class LoadedBatch(NamedTuple):
     """A bad image that stops the run (``path: reason``), or ``""``."""
     bad_labels: tuple[int, ...] = ()
     """The class of each skipped image."""
+    lease: Lease | None = None
+    """The reused buffer the images are in (handed back when the main process lets go of them), or ``None``."""
 
 
 class BatchLoader(Dataset):
@@ -110,13 +115,33 @@ class BatchLoader(Dataset):
         self.normalize = normalize
         """Set when the model is on the CPU: batches leave here normalised."""
         self.in_memory = hasattr(reader, "image")  # CIFAR: arrays, not files
+        self.returns: BufferReturns | None = None
+        """Set by :meth:`share_buffers`: loader processes reuse their batch buffers."""
+
+    def share_buffers(self, loader_processes: int, slots: int | None = None) -> None:
+        """Before ``loader_processes`` processes start: let each reuse up to ``slots`` batch buffers
+        (:data:`~cnnbench.data.buffers.BUFFER_SLOTS`; 0: a new one for every batch)."""
+        slots = buffers.BUFFER_SLOTS if slots is None else slots
+        self.returns = BufferReturns(loader_processes, slots) if loader_processes > 0 and slots > 0 else None
 
     def __getitem__(self, key: BatchKey) -> LoadedBatch:
         prep = self.train if key.seeds is not None else self.evaluation
+        host = self.normalize
+        shape = (len(key.indices), 3, prep.size, prep.size)
+        dtype, layout = (host.dtype, host.memory_format) if host else (torch.uint8, torch.contiguous_format)
+        if self.returns is None or get_worker_info() is None:  # in the main process: ordinary memory
+            return self._fill(key, prep, batch_tensor(shape, dtype, layout), None)
+        images, lease = self.returns.batch(shape, dtype, layout)
+        try:
+            return self._fill(key, prep, images, lease)
+        except BaseException:
+            self.returns.take_back(lease)
+            raise
+
+    def _fill(self, key: BatchKey, prep: Preprocessing, images: torch.Tensor, lease: Lease | None) -> LoadedBatch:
+        """Load the images of ``key`` into ``images``, leaving out bad ones (or stopping at the first)."""
         n = len(key.indices)
         host = self.normalize
-        images = batch_tensor((n, 3, prep.size, prep.size), host.dtype if host else torch.uint8,
-                              host.memory_format if host else torch.contiguous_format)
         pixels = torch.empty((3, prep.size, prep.size), dtype=torch.uint8) if host else None
         labels = torch.empty(n, dtype=torch.int64)
         jitter = torch.empty((n, 3) if key.seeds is not None and prep.distortions and not host else (0, 3))
@@ -130,7 +155,8 @@ class BatchLoader(Dataset):
             except BadImage as exc:
                 where = f"bad image {self.reader.path(key.split, index)}: {exc}"
                 if not self.skip_bad_images:
-                    return LoadedBatch(images[:0], labels[:0], jitter[:0], 0, (), where)
+                    none = images[:0]
+                    return LoadedBatch(none, labels[:0], jitter[:0], 0, (), where, (), _leased(lease, none))
                 bad += 1
                 bad_labels.append(self.reader.label(key.split, index))
                 if len(skipped) < NAMED_BAD_IMAGES:
@@ -142,8 +168,9 @@ class BatchLoader(Dataset):
             elif jitter.shape[0] and factors is not None:
                 jitter[kept] = torch.tensor(factors)
             kept += 1
-        return LoadedBatch(images[:kept], labels[:kept], jitter[:kept] if jitter.shape[0] else jitter, bad,
-                           tuple(skipped), "", tuple(bad_labels))
+        kept_images = images[:kept]
+        return LoadedBatch(kept_images, labels[:kept], jitter[:kept] if jitter.shape[0] else jitter, bad,
+                           tuple(skipped), "", tuple(bad_labels), _leased(lease, kept_images))
 
     def _load(self, split: str, index: int, seed: int | None, prep: Preprocessing,
               out: torch.Tensor) -> tuple[float, float, float] | None:
@@ -176,21 +203,23 @@ class BatchLoader(Dataset):
         return augmentation.jitter if augmentation is not None else None
 
 
+def _leased(lease: Lease | None, images: torch.Tensor) -> Lease | None:
+    """The lease to send with ``images`` (the very tensor the batch sends: pickled once, it arrives
+    as one object, whose storage the lease then watches in the main process)."""
+    if lease is not None:
+        lease.images = images
+    return lease
+
+
 def batch_tensor(shape: tuple[int, ...], dtype: torch.dtype, memory_format: torch.memory_format) -> torch.Tensor:
-    """An empty batch; in a loader process, in shared memory already (as torch's ``default_collate``
+    """An empty batch; in a loader process, in new shared memory (as torch's ``default_collate``
     allocates its batches), so that handing it to the main process copies nothing."""
     if get_worker_info() is None:
         return torch.empty(shape, dtype=dtype).contiguous(memory_format=memory_format)
     numel = 1
     for n in shape:
         numel *= n
-    itemsize = torch.empty(0, dtype=dtype).element_size()
-    storage = torch.UntypedStorage._new_shared(numel * itemsize)
-    flat = torch.empty(0, dtype=dtype).set_(storage, 0, (numel,), (1,))
-    if memory_format == torch.channels_last:
-        n, c, h, w = shape
-        return flat.as_strided(shape, (h * w * c, 1, w * c, c))
-    return flat.view(shape)
+    return shaped(shared_storage(numel * torch.empty(0, dtype=dtype).element_size()), shape, dtype, memory_format)
 
 
 class _BatchKeys:
@@ -241,6 +270,7 @@ class DataSetSource:
         self.num_workers = cfg.num_workers if cfg.num_workers is not None else 0
         self._keys = _BatchKeys()
         pin = request.device.type == "cuda"
+        self.batches.share_buffers(self.num_workers)
         self._loader: DataLoader | None = DataLoader(
             self.batches, batch_size=None, sampler=self._keys, num_workers=self.num_workers, pin_memory=pin,
             persistent_workers=self.num_workers > 0,

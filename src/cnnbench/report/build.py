@@ -26,13 +26,16 @@ from cnnbench.report.document import (
     TableBlock,
     set_anchors,
 )
+from cnnbench.report.fastest import fastest_observations
 from cnnbench.report.figures import scaling_figure, throughput_figure
 from cnnbench.report.observations import (
+    ALL_WARNED,
     Observation,
+    all_warned,
     effect_observations,
     failure_observations,
-    fastest_observations,
     implementation_observations,
+    marked_warned,
     scaling_observations,
 )
 from cnnbench.report.table import Table, unique_ids
@@ -140,7 +143,7 @@ def build_report(records: Sequence[Mapping[str, Any]], options: ReportOptions | 
     parts = _build_parts(points, scope, opts, pipelines)
     all_tables = parts.tables()
     unique_ids(all_tables)
-    report = Report(opts.title, tables=all_tables, observations=_observations(parts, column, opts.include_warned),
+    report = Report(opts.title, tables=all_tables, observations=_observations(parts, column, opts),
                     n_records=len(selected), warnings=parts.baseline_warnings)
     _assemble(report, opts, records, scope, points, parts)
     add_energy_blocks(report, parts.energies)
@@ -184,7 +187,7 @@ def _build_parts(points: PointSet, scope: _Scope, opts: ReportOptions, pipelines
     sections = configuration_sections(points, scope.column, opts.repeat_noise)
     groups = scaling_groups(points, opts.repeat_noise)
     effects, effect_notes, baseline_warnings = _effects(points, scope, opts)
-    impls = implementation_tables(points, opts.repeat_noise)
+    impls = implementation_tables(points, opts.repeat_noise, opts.noise)
     trainings = training_results(points)
     energies = energy_tables(sections)
     return _Parts(pipelines=pipelines, cost=cost, sections=sections, groups=groups, effects=effects,
@@ -210,10 +213,14 @@ def _effects(points: PointSet, scope: _Scope, opts: ReportOptions) -> tuple[list
     return effects, effect_notes, baseline_warnings
 
 
-def _observations(parts: _Parts, column: str, warned: bool) -> list[Observation]:
-    return (scaling_observations(parts.groups, warned) + effect_observations(parts.effects, warned)
-            + fastest_observations(parts.sections, column, warned)
-            + implementation_observations(parts.impls, warned) + failure_observations(parts.sections))
+def _observations(parts: _Parts, column: str, opts: ReportOptions) -> list[Observation]:
+    """The observations; when every figure is warned, those that hold with the warnings, marked."""
+    fallback = not opts.include_warned and all_warned(parts.sections)
+    warned = opts.include_warned or fallback
+    found = (scaling_observations(parts.groups, warned) + effect_observations(parts.effects, warned)
+             + fastest_observations(parts.sections, column, warned, opts.noise)
+             + implementation_observations(parts.impls, warned, opts.noise))
+    return (marked_warned(found) if fallback else found) + failure_observations(parts.sections)
 
 
 def _unused_baselines(baselines: Mapping[str, str], names: Sequence[str], effects: list[Effect],
@@ -291,6 +298,9 @@ def _assemble(report: Report, opts: ReportOptions, records: list, scope: _Scope,
     b.append(Heading(opts.title, 1))
     b += [Paragraph(line) for line in _facts(records, scope, opts, points)]
     b.append(Heading("Observations"))
+    fallback = not opts.include_warned and all_warned(parts.sections)
+    if fallback:
+        b.append(Paragraph(ALL_WARNED))
     b.append(Bullets([o.text for o in report.observations]) if report.observations
              else Paragraph("Nothing to observe: no table has two comparable figures."))
     b += [Heading("Contents"), Contents()]
@@ -305,7 +315,7 @@ def _assemble(report: Report, opts: ReportOptions, records: list, scope: _Scope,
         b += [TableBlock(t, caption=True) for t in parts.pipelines]
     if parts.cost:
         b += [Heading("Model cost"), TableBlock(parts.cost)]
-    explained = marks_section(combined(p.measure for p in points.points), opts.include_warned)
+    explained = marks_section(combined(p.measure for p in points.points), opts.include_warned or fallback)
     if explained:
         b += [Heading(MARKS_HEADING), Bullets(explained)]
     if opts.problems:

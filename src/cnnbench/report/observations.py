@@ -2,11 +2,13 @@
 
 Every bullet is computed from table cells (its :class:`Ref` list names them: table id,
 row label, column), and says nothing that no number supports: scaling efficiency at the
-largest device count with a plain verdict, each effect's median and how many of its pairs
-differ significantly (an effect is named only when at least half of its pairs are
-significant in the direction of the median), the fastest machine (or other column value)
-per model, implementation ratios, and failures. Cells marked as warned (a run recorded
-warnings or was throttled) are left out unless ``include_warned``.
+largest device count with a plain verdict (over 105%: superlinear, with its likely causes),
+each effect's median and how many of its pairs differ significantly (an effect is named only
+when at least half of its pairs are significant in the direction of the median),
+implementation ratios (named the same way), and failures; the fastest machine (or other
+column value) per model is in :mod:`cnnbench.report.fastest`. Cells marked as warned (a run
+recorded warnings or was throttled) are left out unless ``include_warned``; when every figure
+is warned, the observations that hold with the warnings are given, each marked.
 """
 
 from __future__ import annotations
@@ -17,17 +19,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cnnbench.analysis import fields as F
-from cnnbench.analysis.marks import is_warned
+from cnnbench.analysis.marks import NO_SAMPLES, NOT_SIGNIFICANT, WARNED, is_warned
 from cnnbench.analysis.repeat_stats import median
 from cnnbench.report.table import Cell, Table
 from cnnbench.report.tables.effects import Effect
-from cnnbench.report.tables.scaling import ScalingGroup
+from cnnbench.report.tables.scaling import SUPERLINEAR, SUPERLINEAR_CAUSE, ScalingGroup
 from cnnbench.report.tables.throughput import Section
 from cnnbench.words import plural
 
 MAX_SCALING_BULLETS = 6
 MAX_EFFECT_BULLETS = 10
-MAX_MODELS_LISTED = 12
 MAX_FAILURES_LISTED = 5
 
 
@@ -49,7 +50,9 @@ class Observation:
 
 
 def verdict(efficiency: float) -> str:
-    """Plain words for a median scaling efficiency."""
+    """Plain words for a median scaling efficiency (over 105%: superlinear, with its likely causes)."""
+    if efficiency > SUPERLINEAR:
+        return f"superlinear: more than each added device can give, {SUPERLINEAR_CAUSE}"
     if efficiency >= 0.9:
         return "near-linear: each added device is almost fully used"
     if efficiency >= 0.75:
@@ -63,7 +66,8 @@ def _pct(x: float) -> str:
     return f"{x * 100:.1f}%"
 
 
-def _usable(cell: Cell, include_warned: bool) -> bool:
+def usable(cell: Cell, include_warned: bool) -> bool:
+    """A number cell, not warned unless ``include_warned``."""
     return cell.is_number and (include_warned or not is_warned(cell.marks))
 
 
@@ -82,8 +86,9 @@ def _median_cell(cells: list[tuple[str, Cell]], all_numbers: int, med: Cell) -> 
 
 
 def _eff(cell: Cell) -> str:
-    """The efficiency of a scaling cell (its value: ``1.92× · 96.1%`` -> ``96.1%``)."""
-    return _pct(cell.value)
+    """The efficiency of a scaling cell (its value: ``1.92× · 96.1%`` -> ``96.1%``), with ``⚠``
+    when it rests on warned runs."""
+    return _pct(cell.value) + (f" {WARNED}" if is_warned(cell.marks) else "")
 
 
 _Part = tuple[str, list[tuple[str, Cell]], Cell, str]
@@ -92,7 +97,7 @@ _Part = tuple[str, list[tuple[str, Cell]], Cell, str]
 
 def _scaling_part(t: Table, series_rows: list, med_row: Any, i: int, include_warned: bool) -> _Part | None:
     col = t.columns[i]
-    cells = [(r[0].text, r[i]) for r in series_rows if r[i].is_number and _usable(r[i], include_warned)]
+    cells = [(r[0].text, r[i]) for r in series_rows if r[i].is_number and usable(r[i], include_warned)]
     if not cells:
         return None
     n_numbers = sum(1 for r in series_rows if r[i].is_number)
@@ -111,10 +116,19 @@ def _scaling_parts(t: Table, include_warned: bool) -> list[_Part]:
     return [part for part in parts if part is not None]
 
 
+def _listed_cells(label: str, found: list[tuple[str, str, Cell]], reverse: bool) -> tuple[str, list[tuple[str, str]]]:
+    """`` Below 75%: a at 2 devices (1.00× · 50.0%); ...``, furthest out first, and the cells it names."""
+    shown = sorted(found, key=lambda x: x[2].value, reverse=reverse)[:MAX_LOW_LISTED]
+    listed = [f"{name} at {col} ({c.text})" for name, col, c in shown]
+    more = f" and {len(found) - MAX_LOW_LISTED} more" if len(found) > MAX_LOW_LISTED else ""
+    return f" {label}: " + "; ".join(listed) + more + ".", [(name, col) for name, col, _ in shown]
+
+
 def _scaling_bullet(g: ScalingGroup, t: Table, parts: list[_Part]) -> Observation:
     refs: list[Ref] = []
     counts = []
     lows: list[tuple[str, str, Cell]] = []
+    highs: list[tuple[str, str, Cell]] = []
     for col, cells, med, med_ref in parts:
         lo = min(cells, key=lambda c: c[1].value)
         hi = max(cells, key=lambda c: c[1].value)
@@ -125,14 +139,17 @@ def _scaling_bullet(g: ScalingGroup, t: Table, parts: list[_Part]) -> Observatio
             refs += [Ref(t.id, lo[0], col), Ref(t.id, hi[0], col)]
             counts.append(f"{_eff(med)} at {col} (range {_eff(lo[1])}–{_eff(hi[1])} over {len(cells)} series)")
         lows += [(label, col, c) for label, c in cells if c.value < LOW_EFFICIENCY]
+        highs += [(label, col, c) for label, c in cells if c.value > SUPERLINEAR]
     what = "median efficiency" if any(len(c) > 1 for _, c, _, _ in parts) else "efficiency"
-    text = f"Scaling, {g.name}: {what} " + ", ".join(counts) + f" — {verdict(parts[-1][2].value)}."
-    if lows:
-        lows.sort(key=lambda x: x[2].value)
-        listed = [f"{label} at {col} ({c.text})" for label, col, c in lows[:MAX_LOW_LISTED]]
-        refs += [Ref(t.id, label, col) for label, col, _ in lows[:MAX_LOW_LISTED]]
-        more = f" and {len(lows) - MAX_LOW_LISTED} more" if len(lows) > MAX_LOW_LISTED else ""
-        text += f" Below {LOW_EFFICIENCY * 100:.0f}%: " + "; ".join(listed) + more + "."
+    final = parts[-1][2].value
+    text = f"Scaling, {g.name}: {what} " + ", ".join(counts) + f" — {verdict(final)}."
+    for label, found, reverse in ((f"Below {LOW_EFFICIENCY * 100:.0f}%", lows, False),
+                                  (f"Superlinear, over {SUPERLINEAR * 100:.0f}%"
+                                   + ("" if final > SUPERLINEAR else f" ({SUPERLINEAR_CAUSE})"), highs, True)):
+        if found:
+            more, named = _listed_cells(label, found, reverse)
+            text += more
+            refs += [Ref(t.id, row, col) for row, col in named]
     return Observation(text, refs)
 
 
@@ -141,9 +158,11 @@ def _scaling_rest(rest: list[tuple[ScalingGroup, Table, list[_Part]]]) -> Observ
     lowest = min(last, key=lambda x: x[1][2].value)
     highest = max(last, key=lambda x: x[1][2].value)
     overall = median([x[1][2].value for x in last])
+    over = (f" Over {SUPERLINEAR * 100:.0f}% is superlinear, {SUPERLINEAR_CAUSE}."
+            if highest[1][2].value > SUPERLINEAR else "")
     return Observation(
         f"Scaling, {len(rest)} further configurations: median efficiency at their largest device count "
-        f"ranges {_eff(lowest[1][2])}–{_eff(highest[1][2])} (overall median {_pct(overall or 0.0)}).",
+        f"ranges {_eff(lowest[1][2])}–{_eff(highest[1][2])} (overall median {_pct(overall or 0.0)}).{over}",
         [Ref(t.id, part[3], part[0]) for t, part in last])
 
 
@@ -223,77 +242,37 @@ def effect_observations(effects: Sequence[Effect], include_warned: bool = False)
     return [o for o in found if o is not None]
 
 
-def fastest_observations(sections: Sequence[Section], column_field: str,
-                         include_warned: bool = False) -> list[Observation]:
-    """The column value (machine by default) with the highest images/sec for each model
-    (warned cells are not in the contest)."""
-    if column_field == F.DEVICES:
-        return []
-    wins: dict[str, Counter] = defaultdict(Counter)
-    compared: Counter = Counter()
-    refs: dict[str, list[Ref]] = defaultdict(list)
-    best_text: dict[str, str] = {}
-    for s in sections:
-        t = s.table
-        data = range(t.label_columns, len(t.columns))
-        for row in t.rows:
-            cells = [(t.columns[i], row[i]) for i in data if _usable(row[i], include_warned)]
-            if len(cells) < 2:
-                continue
-            col, cell = max(cells, key=lambda c: c[1].value)
-            model = row[0].text
-            wins[model][col] += 1
-            compared[model] += 1
-            refs[model].append(Ref(t.id, model, col))
-            best_text[model] = f"{cell.text.split(' ')[0]} images/sec in {t.title}"
-    if not wins:
-        return []
-    name = F.short_name(column_field)
-    winners: dict[str, list[str]] = defaultdict(list)  # column -> models it wins, said once per column
-    for model in wins:
-        col, k = wins[model].most_common(1)[0]
-        if compared[model] == 1:
-            winners[col].append(f"{model} ({best_text[model]})")
-        elif k == compared[model]:
-            winners[col].append(f"{model} (all {compared[model]} configurations)")
-        else:
-            winners[col].append(f"{model} ({k} of {compared[model]} configurations)")
-    all_refs = [r for model in wins for r in refs[model]]
-    unanimous = all(wins[m].most_common(1)[0][1] == compared[m] for m in wins)
-    if len(winners) == 1 and unanimous and len(wins) > 1:
-        [col] = winners
-        total = sum(compared.values())
-        return [Observation(f"Fastest {name}: {col}, for every model ({plural(len(wins), 'model')}, "
-                            f"{plural(total, 'comparison')}).", all_refs)]
-    parts = []
-    for col, models in sorted(winners.items(), key=lambda kv: -len(kv[1])):
-        shown = models[:MAX_MODELS_LISTED]
-        more = f" and {len(models) - len(shown)} more" if len(models) > len(shown) else ""
-        parts.append(f"{col} for {', '.join(shown)}{more}")
-    return [Observation(f"Fastest {name} per model: " + "; ".join(parts) + ".", all_refs)]
-
-
-def implementation_observations(tables: Sequence[Table], include_warned: bool = False) -> list[Observation]:
-    """Median ratio of two implementations over all their side-by-side device counts
-    (rows with a warned cell left out)."""
-    by_pair: dict[str, list[tuple[Table, str, float]]] = defaultdict(list)
+def implementation_observations(tables: Sequence[Table], include_warned: bool = False,
+                                noise: float = 0.03) -> list[Observation]:
+    """Median ratio of two implementations over all their side-by-side device counts (rows with a
+    warned cell left out), named only when at least half of the ratios are significant in the
+    median's direction (ratio cells marked ``n.s.``/``no samples`` are not) and the median is at
+    least ``noise`` from 1; otherwise "no significant difference"."""
+    by_pair: dict[str, list[tuple[Table, str, Cell]]] = defaultdict(list)
     for t in tables:
         if len(t.columns) != 4:
             continue
         ratio_col = t.columns[-1]
         for row in t.rows:
             if row[-1].is_number and all(include_warned or not is_warned(c.marks) for c in row):
-                by_pair[ratio_col].append((t, row[0].text, row[-1].value))
+                by_pair[ratio_col].append((t, row[0].text, row[-1]))
     out = []
     for col, items in by_pair.items():
-        xs = [x for _, _, x in items]
+        xs = [c.value for _, _, c in items]
         med = median(xs)
         assert med is not None
         refs = [Ref(t.id, r, col) for t, r, _ in items]
-        out.append(Observation(
-            f"Implementations {col}: median ratio {med:.2f} over {len(xs)} side-by-side results "
-            f"(range {min(xs):.2f}–{max(xs):.2f}).", refs))
+        agreeing = sum(1 for _, _, c in items if _significant(c) and (c.value > 1) == (med > 1))
+        said = (f"median ratio {med:.2f} over {len(xs)} side-by-side results (range {min(xs):.2f}–{max(xs):.2f}; "
+                f"{sum(1 for _, _, c in items if _significant(c))} of {len(xs)} significant)")
+        if agreeing * 2 < len(xs) or abs(med - 1) < noise:
+            said += ": no significant difference"
+        out.append(Observation(f"Implementations {col}: {said}.", refs))
     return out
+
+
+def _significant(cell: Cell) -> bool:
+    return NOT_SIGNIFICANT not in cell.text and NO_SAMPLES not in cell.text
 
 
 def failure_observations(sections: Sequence[Section]) -> list[Observation]:
@@ -329,3 +308,18 @@ def failure_observations(sections: Sequence[Section]) -> list[Observation]:
     if partial:
         text += f". {plural(partial, 'more cell', 'more cells')} had some repeats fail (shown as k/n)"
     return [Observation(text + ".", refs)]
+
+
+ALL_WARNED = (f"Every figure in this report rests on runs that recorded warnings ({WARNED}; see Marks), so "
+              f"the observations below hold only with those warnings and each is marked {WARNED}.")
+
+
+def all_warned(sections: Sequence[Section]) -> bool:
+    """Is every figure of the throughput tables warned (and there is one)?"""
+    cells = [c for s in sections for row in s.table.rows for c in row[s.table.label_columns:] if c.is_number]
+    return bool(cells) and all(is_warned(c.marks) for c in cells)
+
+
+def marked_warned(observations: Sequence[Observation]) -> list[Observation]:
+    """The observations, each marked as resting on warned runs."""
+    return [Observation(f"{o.text} {WARNED} (from warned runs)", o.refs) for o in observations]

@@ -15,8 +15,9 @@ from collections import defaultdict
 from typing import Any
 
 from cnnbench.analysis import fields as F
-from cnnbench.analysis.marks import legend_for
-from cnnbench.analysis.points import Point, PointSet, combine
+from cnnbench.analysis.marks import NO_SAMPLES, NOT_SIGNIFICANT, legend_for
+from cnnbench.analysis.points import Measure, Point, PointSet, combine
+from cnnbench.analysis.significance import DEFAULT_NOISE, NONE, compare_runs
 from cnnbench.report.table import Cell, Table, missing, number, throughput
 from cnnbench.results.naming import data_kind
 
@@ -65,8 +66,39 @@ def _title(core: tuple) -> str:
     return f"{model}, {name}, batch {F.text(batch)} per device, {F.text(precision)}, {mode}, on {machine}"
 
 
-def implementation_tables(points: PointSet, noise: float) -> list[Table]:
-    """Side-by-side tables wherever two or more implementations ran the same benchmark."""
+def _ratio(a: Measure | None, b: Measure | None, min_effect: float) -> Cell:
+    """``a / b`` of two implementations, ``n.s.`` when the test finds no significant difference."""
+    if a is None or b is None or a.median is None or not b.median:
+        return missing()
+    c = compare_runs(b.samples, a.samples, min_effect, interval=False)
+    cell = number(a.median / b.median)
+    if c.significant:
+        return cell
+    return cell._replace(text=cell.text + (f" ({NO_SAMPLES})" if c.basis == NONE else f" {NOT_SIGNIFICANT}"))
+
+
+def _rows(by_impl: dict[str, dict[int, list[Point]]], impls: list[str], noise: float,
+          min_effect: float) -> list[list[Cell]]:
+    """One row per device count: each implementation's images/sec, and the ratio of two."""
+    rows = []
+    for n in sorted({n for d in by_impl.values() for n in d}):
+        row = [Cell(str(n), n)]
+        ms: list[Measure | None] = []
+        for impl in impls:
+            ps = by_impl[impl].get(n)
+            m = combine(ps) if ps else None
+            row.append(throughput(m, noise) if m else missing())
+            ms.append(m)
+        if len(impls) == 2:
+            row.append(_ratio(ms[0], ms[1], min_effect))
+        rows.append(row)
+    return rows
+
+
+def implementation_tables(points: PointSet, noise: float, min_effect: float = DEFAULT_NOISE) -> list[Table]:
+    """Side-by-side tables wherever two or more implementations ran the same benchmark (the
+    ratio of two marked ``n.s.`` where not significant, ``min_effect``: the smallest difference
+    ever called significant)."""
     if not has_implementations(points):
         return []
     label = _labeller(points)
@@ -86,22 +118,13 @@ def implementation_tables(points: PointSet, noise: float) -> list[Table]:
         if len(by_impl) < 2:
             continue
         impls = sorted(by_impl, key=lambda k: sort_of[k])
-        devices = sorted({n for d in by_impl.values() for n in d})
         ratio = len(impls) == 2
-        rows = []
-        for n in devices:
-            row = [Cell(str(n), n)]
-            meds = []
-            for impl in impls:
-                ps = by_impl[impl].get(n)
-                m = combine(ps) if ps else None
-                row.append(throughput(m, noise) if m else missing())
-                meds.append(m.median if m else None)
-            if ratio:
-                row.append(number(meds[0] / meds[1]) if meds[0] is not None and meds[1] else missing())
-            rows.append(row)
+        rows = _rows(by_impl, impls, noise, min_effect)
         columns = ["devices"] + impls + ([f"{impls[0]} / {impls[1]}"] if ratio else [])
-        notes = ["images/sec over all devices, median of repeats; rows: device count."]
+        untested = any(NOT_SIGNIFICANT in r[-1].text or NO_SAMPLES in r[-1].text for r in rows) and ratio
+        notes = ["images/sec over all devices, median of repeats; rows: device count."
+                 + (f" {NOT_SIGNIFICANT}: the ratio is not significant (the test of cnnbench compare)."
+                    if untested else "")]
         notes += legend_for([p.measure for p in group])
         title = _title(core)
         tables.append(Table(f"implementations-{F.slug(title)}", f"Implementations: {title}", "implementation",

@@ -17,7 +17,7 @@ from typing import Any
 
 from cnnbench.analysis import fields as F
 from cnnbench.analysis.labels import Namer, join_labels, unique_names
-from cnnbench.analysis.marks import legend_for, symbols_of
+from cnnbench.analysis.marks import WARNED, legend_for, symbols_of
 from cnnbench.analysis.points import Measure, Point, PointSet, combine
 from cnnbench.analysis.repeat_stats import median
 from cnnbench.report.table import Cell, Table, failed, label_cell, missing, number, percent, throughput
@@ -61,6 +61,29 @@ class ScalingGroup:
 
 
 SERIES_FIELDS = (F.MODEL, F.MACHINE, F.BATCH)
+
+SUPERLINEAR = 1.05
+"""Efficiency over this is superlinear: more than each added device can give."""
+SUPERLINEAR_CAUSE = ("likely a slow or busy 1-device baseline, or a cache effect (each device's share of "
+                     "the work fits a faster cache)")
+
+
+def superlinear_note(efficiencies: list[float]) -> list[str]:
+    """The note under a table with an efficiency over 105% (none otherwise)."""
+    if not any(e > SUPERLINEAR for e in efficiencies):
+        return []
+    return [f"Efficiency over {SUPERLINEAR * 100:.0f}% is superlinear: more than each added device can give, "
+            f"{SUPERLINEAR_CAUSE}."]
+
+
+def _warned_at(series: list[Series], n: int) -> bool:
+    """Does a figure over ``series`` at ``n`` devices rest on warned runs (at ``n`` or at a base)?"""
+    return any(WARNED in symbols_of(s.measures.get(n), s.measures.get(s.base) if s.base is not None else None)
+               for s in series if n in s.efficiency and n != s.base)
+
+
+def _with_warned(cell: Cell, warned: bool) -> Cell:
+    return cell._replace(text=f"{cell.text} {WARNED}", marks=WARNED) if warned and cell.is_number else cell
 
 
 def scaling_groups(points: PointSet, noise: float) -> list[ScalingGroup]:
@@ -157,41 +180,53 @@ def speedup_text(speedup: float, efficiency: float) -> str:
     return f"{speedup:.2f}× · {efficiency * 100:.1f}%"
 
 
+def _series_row(s: Series, first: int, counts: list[int], noise: float) -> list[Cell]:
+    """A series: its base run's images/sec, then per larger device count speedup · efficiency."""
+    base = s.base if s.base is not None else first
+    m = s.measures.get(base)
+    base_cell = throughput(m, noise, "" if base == first else f"({device_column(base)})")
+    row = [label_cell(s.label), Cell(F.text(s.values.get(F.BATCH)), s.values.get(F.BATCH)), base_cell]
+    for n in counts:
+        if n in s.efficiency and n != s.base:
+            cell = Cell(speedup_text(s.speedup[n], s.efficiency[n]), s.efficiency[n])
+            row.append(_with_marks(cell, s, n))
+        elif n == s.base:
+            row.append(Cell("base", None))
+        else:
+            row.append(_status_or_missing(s.measures.get(n)))
+    return row
+
+
+def _median_row(series: list[Series], counts: list[int]) -> list[Cell]:
+    """The medians over the series per device count, ``⚠`` where a series they are over is warned."""
+    med_row = [label_cell("median"), Cell("", None), missing()]
+    for n in counts:
+        effs = [s.efficiency[n] for s in series if n in s.efficiency and n != s.base]
+        spds = [s.speedup[n] for s in series if n in s.speedup and n != s.base]
+        e, sp = median(effs), median(spds)
+        med = Cell(speedup_text(sp, e), e) if e is not None and sp is not None else missing()
+        med_row.append(_with_warned(med, _warned_at(series, n)))
+    return med_row
+
+
 def _summary(name: str, series: list[Series], devices: list[int], noise: float, base_note: str,
              legend: list[str]) -> Table:
     """Rows: series (model, machine and batch where they vary); the images/sec of the base run,
     then per larger device count its speedup and efficiency in one cell (value: the efficiency);
-    a last ``median`` row over the series."""
+    a last ``median`` row over the series (marked ``⚠`` where it rests on a warned series)."""
     first = devices[0]
     counts = devices[1:]
-    rows: list[list[Cell]] = []
-    for s in series:
-        base = s.base if s.base is not None else first
-        m = s.measures.get(base)
-        base_cell = throughput(m, noise, "" if base == first else f"({device_column(base)})")
-        row = [label_cell(s.label), Cell(F.text(s.values.get(F.BATCH)), s.values.get(F.BATCH)), base_cell]
-        for n in counts:
-            if n in s.efficiency and n != s.base:
-                cell = Cell(speedup_text(s.speedup[n], s.efficiency[n]), s.efficiency[n])
-                row.append(_with_marks(cell, s, n))
-            elif n == s.base:
-                row.append(Cell("base", None))
-            else:
-                row.append(_status_or_missing(s.measures.get(n)))
-        rows.append(row)
+    rows = [_series_row(s, first, counts, noise) for s in series]
     if len(series) > 1:
-        med_row = [label_cell("median"), Cell("", None), missing()]
-        for n in counts:
-            effs = [s.efficiency[n] for s in series if n in s.efficiency and n != s.base]
-            spds = [s.speedup[n] for s in series if n in s.speedup and n != s.base]
-            e, sp = median(effs), median(spds)
-            med_row.append(Cell(speedup_text(sp, e), e) if e is not None and sp is not None else missing())
-        rows.append(med_row)
-    note = (f"Each cell: speedup over {base_note} · efficiency (speedup / (devices / base devices)). "
-            f"Images/sec at every device count: tables/scaling-{F.slug(name)}.csv and .json.")
+        rows.append(_median_row(series, counts))
+    warned_median = len(series) > 1 and any(WARNED in c.marks for c in rows[-1])
+    note = (f"Each cell: speedup over {base_note} · efficiency (speedup / (devices / base devices))"
+            + (f"; {WARNED} on a median: a series it is over rests on warned runs" if warned_median else "")
+            + f". Images/sec at every device count: tables/scaling-{F.slug(name)}.csv and .json.")
+    effs_all = [e for s in series for n, e in s.efficiency.items() if n != s.base]
     return Table(f"scaling-summary-{F.slug(name)}", f"Scaling: {name}", "scaling-summary",
                  ["series", "batch", f"images/sec, {device_column(first)}"] + [device_column(n) for n in counts],
-                 rows, [note] + legend, label_columns=2, written=False)
+                 rows, [note] + superlinear_note(effs_all) + legend, label_columns=2, written=False)
 
 
 def overview(groups: list[ScalingGroup]) -> Table | None:
@@ -211,9 +246,13 @@ def overview(groups: list[ScalingGroup]) -> Table | None:
                 continue
             lo, hi = min(effs), max(effs)
             text = f"{med * 100:.1f}%" + (f" ({lo * 100:.1f}–{hi * 100:.1f}%)" if len(effs) > 1 else "")
-            row.append(Cell(text, med))
+            row.append(_with_warned(Cell(text, med), _warned_at(g.series, n)))
         rows.append(row)
     note = ("Median scaling efficiency over each configuration's series (model × machine × batch) at each "
             "device count, and its range; the tables below give each series.")
+    if any(WARNED in c.marks for r in rows for c in r):
+        note += f" {WARNED} on a median: a series it is over rests on warned runs."
+    effs_all = [e for g in groups for s in g.series for n, e in s.efficiency.items() if n != s.base]
     return Table("scaling-overview", "Scaling at a glance", "scaling-overview",
-                 ["configuration", "series"] + [device_column(n) for n in counts], rows, [note], label_columns=2)
+                 ["configuration", "series"] + [device_column(n) for n in counts], rows,
+                 [note] + superlinear_note(effs_all), label_columns=2)
