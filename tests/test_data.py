@@ -640,7 +640,7 @@ def test_the_report_fills_the_training_table_from_real_records(sets):
     m = records[0]["metrics"]
     assert table.cell("Test accuracy", "CPU (1)").value == pytest.approx(m["final_test_accuracy"], abs=1e-3)
     assert table.cell("Training time (s)", "CPU (1)").value == pytest.approx(m["total_time_s"], abs=0.01)
-    assert table.cell("Maximum host memory, RSS (MiB)", "CPU (1)").value == pytest.approx(
+    assert table.cell("Maximum host memory per worker, RSS (MiB)", "CPU (1)").value == pytest.approx(
         m["peak_host_memory_bytes"] / 2**20, abs=1)
 
 

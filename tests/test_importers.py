@@ -101,7 +101,7 @@ def test_inference_fp16_and_the_older_tf_machine(imported):
     assert rec["environment"]["framework"] == "tensorflow 1.15.4"
     assert rec["environment"]["gpu_model"] == "GeForce RTX 3080"
     assert "loss" not in rec["metrics"]["step_series"]
-    assert rec["case_name"] == "syn-replicated-nccl-1gpus"
+    assert rec["case_name"] == "syn-replicated-1gpus"  # one device: no all-reduce to name
 
 
 def test_a_diverged_loss_is_null_not_nan(imported):

@@ -56,7 +56,7 @@ def test_imported_logs_as_seed_000_tables(imported):
     # imported records carry no model cost: tf names take the torchvision model of the same architecture's
     cost = report.table("model-cost")
     assert cost.cell("inception3", "input size").text == "299 x 299"
-    assert cost.cell("resnet50", "param memory").text == "97.5 MiB"
+    assert cost.cell("resnet50", "param memory (MiB)").text == "97.5"
     assert cost.cell("inception4", "params").text == "—"  # timm's Inception v4: not measured
 
 

@@ -36,7 +36,8 @@ def test_cost_table_lists_models_with_units_and_tf_names_like_native_ones():
     assert "64-192-384-384-256" in why
     assert all(c.text == "—" and c.value is None for c in t.row("inception4")[1:])  # timm: not measured
     assert t.cell("resnet50", "input size").text == "224 x 224"
-    assert t.cell("resnet50", "param memory").text == "97.5 MiB"
+    assert t.cell("resnet50", "param memory (MiB)").text == "97.5"
+    assert t.cell("resnet50", "forward MACs").text == "4.1 GMACs"
     assert t.cell("resnet50", "forward FLOPs").text == "8.2 GFLOPs"
     assert t.cell("resnet50", "top-1 / top-5 error (%)").text == "23.87 / 7.14"
 
@@ -225,11 +226,14 @@ def test_training_to_accuracy_table_in_seed_004_layout():
     [t] = _kind(report, "training")
     assert t.columns == ["", "GPU (1)", "GPU (2)", "GPU (4)"]
     assert [r[0].text for r in t.rows] == ["Training time (s)", "Average time per epoch (s)", "Images/sec",
-                                           "Training accuracy", "Test accuracy", "Maximum device memory (MiB)"]
+                                           "Training accuracy", "Test accuracy",
+                                           "Maximum device memory per device (MiB)",
+                                           "Maximum device memory, total over devices (MiB)"]
     assert t.cell("Training time (s)", "GPU (1)").value == 300.0
     assert t.cell("Average time per epoch (s)", "GPU (2)").value == pytest.approx((50.0 + 60.0) / 2)  # median
     assert t.cell("Test accuracy", "GPU (4)").text == "0.650"
-    assert t.cell("Maximum device memory (MiB)", "GPU (4)").value == pytest.approx(1020 * 4)
+    assert t.cell("Maximum device memory per device (MiB)", "GPU (4)").value == pytest.approx(1020)
+    assert t.cell("Maximum device memory, total over devices (MiB)", "GPU (4)").value == pytest.approx(1020 * 4)
     [fig] = [f for f in report.figures if f.kind == "training"]
     assert set(fig.data["curves"]) == {"1 gpu", "2 gpus", "4 gpus"}
     assert fig.data["curves"]["1 gpu"] == [(100.0, 0.45), (200.0, 0.55), (300.0, 0.65)]
@@ -301,9 +305,10 @@ def test_training_on_a_cpu_labels_its_memory_as_host_rss():
         recs.append(r)
     [t] = _kind(build_report(recs), "training")
     labels = [r[0].text for r in t.rows]
-    assert "Maximum host memory, RSS (MiB)" in labels and not any("device memory" in x for x in labels)
-    assert t.cell("Maximum host memory, RSS (MiB)", "CPU (1)").value == 3000
-    assert any("resident memory of the host process" in n for n in t.notes)
+    assert "Maximum host memory per worker, RSS (MiB)" in labels and not any("device memory" in x for x in labels)
+    assert t.cell("Maximum host memory per worker, RSS (MiB)", "CPU (1)").value == 3000
+    assert t.cell("Maximum host memory, total over workers, RSS (MiB)", "CPU (1)").value == 3000
+    assert any("resident memory of each worker process" in n for n in t.notes)
 
 
 def test_model_rows_sort_naturally():
@@ -313,11 +318,11 @@ def test_model_rows_sort_naturally():
     assert [r[0].text for r in t.rows] == ["resnet18", "resnet50", "resnet101", "vgg16"]
 
 
-def test_memory_of_tiny_and_large_models_reads_in_a_sensible_unit():
+def test_memory_of_tiny_and_large_models_reads_in_mib_as_the_column_says():
     from cnnbench.report.tables.cost import _mib
 
-    assert _mib(0.02).text == "20.48 KiB" or _mib(0.02).text == "20.5 KiB"
+    assert _mib(0.02).text == "0.0200"  # the column's unit, never switched to KiB or GiB
     assert _mib(0.02).value == 0.02
-    assert _mib(97.49).text == "97.5 MiB"
-    assert _mib(527.79).text == "528 MiB"
-    assert _mib(2048.0).text == "2.00 GiB"
+    assert _mib(97.49).text == "97.5"
+    assert _mib(527.79).text == "528"
+    assert _mib(2048.0).text == "2,048"

@@ -4,7 +4,10 @@
 made by :func:`cnnbench.results.naming.config_name` (the name records carry), with the
 precision and the mode when they vary in the selection, and ``(field=value, ...)`` for any other identity field
 that varies. Fields a table shows elsewhere (its rows, its columns) are left out; a left-out
-device count reads ``N<device>s``.
+device count reads ``N<device>s``. Real data reads ``real`` (:func:`data_set_note` names the
+data set in a table's notes), and a one-device configuration names no gradient-exchange
+option (:data:`EXCHANGE_FIELDS`), here or in the report's "Common to all results" line
+(:func:`common_fields`).
 """
 
 from __future__ import annotations
@@ -16,7 +19,8 @@ from typing import Any
 from cnnbench.analysis import fields as F
 from cnnbench.analysis.points import PointSet
 from cnnbench.config.run_config import config_fields, unnamed_values
-from cnnbench.results.naming import config_name
+from cnnbench.config.strategy_rules import STRATEGY_OPTIONS
+from cnnbench.results.naming import config_name, data_kind, one_device
 
 DATA = "config.data_name"
 VARIABLE_UPDATE = "config.variable_update"
@@ -28,6 +32,8 @@ DEVICE = "config.device"
 
 NAME_FIELDS = frozenset({DATA, VARIABLE_UPDATE, ALL_REDUCE, DISTORTIONS, PRECISION, FORWARD_ONLY,
                          DEVICE, F.DEVICES})
+EXCHANGE_FIELDS = frozenset(f"config.{name}" for name in STRATEGY_OPTIONS)
+"""How devices exchange gradients (back end, parameter device, DDP's knobs): nothing to a one-device run."""
 
 
 class Namer:
@@ -38,7 +44,7 @@ class Namer:
         varying = [f for f in points.key_fields if points.varies(f)]
         self.varying = [f for f in varying if not _explained(points, f, varying)]
         real = {v for v in points.distinct(DATA) if v not in (None, "synthetic")}
-        self._name_real_sets = len(real) > 1
+        self._several_real_sets = len(real) > 1
 
     def name(self, values: Mapping[str, Any], full: bool = False) -> str:
         """The configuration name of a point's values (:func:`cnnbench.results.naming.config_name`).
@@ -49,11 +55,14 @@ class Namer:
         name = config_name(
             config, values.get(F.SOURCE), omit={field.removeprefix("config.") for field in ex & NAME_FIELDS},
             precision=PRECISION in self.varying, inference=FORWARD_ONLY in self.varying,
-            data_set_name=self._name_real_sets,
         )
+        quiet = not full and F.DEVICES not in ex and one_device(config)  # a one-device run exchanges nothing
+        skip = NAME_FIELDS | EXCHANGE_FIELDS if quiet else NAME_FIELDS
         extras = [F.label(f, values.get(f)) for f in self.varying
-                  if f not in NAME_FIELDS and f not in ex and f != F.MACHINE
+                  if f not in skip and f not in ex and f != F.MACHINE
                   and (full or not _is_default(f, values.get(f)))]
+        if full and self._several_real_sets and DATA not in ex and data_kind(config) == "real":
+            extras.insert(0, F.label(DATA, values.get(DATA)))  # two tables would read alike
         if extras:
             name += f" ({', '.join(extras)})"
         if F.MACHINE in self.varying and F.MACHINE not in ex:
@@ -90,3 +99,20 @@ def unique_names(namer: Namer, values: Sequence[Mapping[str, Any]]) -> list[str]
 def join_labels(values: Mapping[str, Any], fields: Collection[str]) -> str:
     """``resnet50 · DGX1 · batch_size=64``: the labels of ``fields`` in a point's values."""
     return " · ".join(F.label(f, values.get(f)) for f in fields) or "all"
+
+
+def data_set_note(values: Mapping[str, Any]) -> list[str]:
+    """The line that names a real data set under a table whose configuration name reads ``real``."""
+    config = {"data_name": values.get(DATA)}
+    return [f"Data: {F.text(values.get(DATA))} (real)."] if data_kind(config) == "real" else []
+
+
+def common_fields(points: PointSet) -> list[str]:
+    """Identity fields with one value over every point (the machine aside): the report's "Common
+    to all results". When every point ran on one device, gradient-exchange options are left out
+    (nothing was exchanged)."""
+    constant = [f for f in points.key_fields if len(points.distinct(f)) == 1 and points.distinct(f)[0] is not None
+                and f != F.MACHINE]
+    if all(one_device({"num_devices": d}) for d in points.distinct(F.DEVICES)):
+        constant = [f for f in constant if f not in EXCHANGE_FIELDS]
+    return constant

@@ -1,4 +1,4 @@
-"""``cnnbench models [PATTERN]``: what models cost, or only their names (``--list``).
+"""``cnnbench models [PATTERN ...]``: what models cost, or only their names (``--list``).
 
 The models and their costs come from :mod:`cnnbench.models.lookup` (each model's from
 :func:`cnnbench.models.cost.model_cost`: shapes traced
@@ -53,15 +53,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "models",
         help="Show what models cost (params, memory, FLOPs, error), or list their names.",
-        description="One row per model matching PATTERN (a shell-style wildcard over registry names:\n"
-        "torchvision models, tf_cnn_benchmarks aliases, timm/<name> when timm is installed, trivial):\n"
-        "parameters, parameter and feature memory, forward MACs and FLOPs, training FLOPs per image\n"
-        "and reference ImageNet error. With --list, only the matching names.",
+        description="One row per model matching a PATTERN (a name or a shell-style wildcard over registry\n"
+        "names: torchvision models, tf_cnn_benchmarks aliases, timm/<name> when timm is installed,\n"
+        "trivial), in the order the patterns are given: parameters, parameter and feature memory,\n"
+        "forward MACs and FLOPs, training FLOPs per image and reference ImageNet error. With --list,\n"
+        "only the matching names.",
         epilog=DEFINITIONS,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("pattern", nargs="?", default="*", help="Shell-style wildcard, e.g. 'resnet*' or 'timm/efficient*'.")
+    p.add_argument("patterns", nargs="*", default=["*"], metavar="PATTERN",
+                   help="Model names or shell-style wildcards, e.g. resnet50 vgg19 'timm/efficient*' "
+                   "(default: every model).")
     p.add_argument("--list", action="store_true", help="Only list matching names (aliases included), one per line.")
+    p.add_argument("--no-aux", action="store_true",
+                   help="Cost inception_v3 and googlenet without their auxiliary heads, as published "
+                   "cost tables do (they train with them, but do not infer with them).")
     p.add_argument(
         "--image-size", type=_positive_int, default=None, metavar="N",
         help="Input side in pixels (default: each model's own, e.g. 224, or 299 for inception_v3).",
@@ -84,22 +90,22 @@ def handle(args: argparse.Namespace) -> int:
     from cnnbench.models.lookup import NoModelMatches, matching_models, model_costs
 
     try:
-        names = matching_models(args.pattern)
-    except NoModelMatches:
-        raise UserError(f"no model matches {args.pattern!r} (try `cnnbench models --list`)") from None
+        names = matching_models(args.patterns)
+    except NoModelMatches as exc:
+        raise UserError(f"no model matches {exc.pattern!r} (try `cnnbench models --list`)") from None
     except ConfigError as exc:
         raise UserError(str(exc)) from None
     if args.list:
         print("\n".join(names))
         return 0
     try:
-        result = model_costs(names, args.image_size, progress=_progress)
+        result = model_costs(names, args.image_size, progress=_progress, aux=not args.no_aux)
     except ConfigError as exc:  # the one name given: an alias whose target cannot be built here
         raise UserError(str(exc)) from None
     if len(result.models) == 1 and result.errors:
         raise UserError(result.errors[0])
     if result.costs:
-        _print(result.costs, args.format)
+        _print(result.costs, args.format, aux=not args.no_aux)
     for line in result.errors:
         print(f"cnnbench models: error: {line}", file=sys.stderr)
     return 2 if result.errors else 0
@@ -127,17 +133,18 @@ UNITS_NOTE = (
     "Errors: torchvision's reference ImageNet figures at the size they were measured at."
 )
 FALLBACK_NOTE = "* counted with a real forward at batch 1 (the model could not be traced on the meta device)."
+NO_AUX_NOTE = "{names}: without auxiliary heads (--no-aux), in every figure, parameters included."
 
 
-def _print(costs: Sequence[ModelCost], fmt: str) -> None:
+def _print(costs: Sequence[ModelCost], fmt: str, *, aux: bool = True) -> None:
     if fmt == "json":
         print(json.dumps([c.to_dict() for c in costs], indent=2))
     elif fmt == "csv":
         sys.stdout.write(render_csv(costs))
     elif fmt == "md":
-        print(render_markdown(costs))
+        print(render_markdown(costs, aux=aux))
     else:
-        _print_rich(costs)
+        _print_rich(costs, aux=aux)
 
 
 def _g(value: float) -> str:
@@ -172,15 +179,19 @@ def readable_row(cost: ModelCost) -> list[str]:
     ]
 
 
-def _notes(costs: Sequence[ModelCost]) -> list[str]:
-    return [UNITS_NOTE] + ([FALLBACK_NOTE] if any(c.method != "meta" for c in costs) else [])
+def _notes(costs: Sequence[ModelCost], aux: bool = True) -> list[str]:
+    from cnnbench.models.cost import has_aux_heads
+
+    without = [c.name for c in costs if not aux and has_aux_heads(c.name)]
+    return ([UNITS_NOTE] + ([FALLBACK_NOTE] if any(c.method != "meta" for c in costs) else [])
+            + ([NO_AUX_NOTE.format(names=", ".join(without))] if without else []))
 
 
-def render_markdown(costs: Sequence[ModelCost]) -> str:
+def render_markdown(costs: Sequence[ModelCost], *, aux: bool = True) -> str:
     rule = "|" + "|".join(["---"] + ["---:"] * (len(READABLE_HEADER) - 1)) + "|"
     lines = ["| " + " | ".join(READABLE_HEADER) + " |", rule]
     lines += ["| " + " | ".join(readable_row(c)) + " |" for c in costs]
-    return "\n".join(lines + [""] + _notes(costs))
+    return "\n".join(lines + [""] + _notes(costs, aux))
 
 
 def render_csv(costs: Sequence[ModelCost]) -> str:
@@ -194,12 +205,12 @@ def render_csv(costs: Sequence[ModelCost]) -> str:
     return buffer.getvalue()
 
 
-def _print_rich(costs: Sequence[ModelCost]) -> None:
+def _print_rich(costs: Sequence[ModelCost], *, aux: bool = True) -> None:
     from rich.table import Table
 
     from cnnbench.terminal import print_table
 
-    table = Table(*READABLE_HEADER, caption="\n".join(_notes(costs)), caption_justify="left")
+    table = Table(*READABLE_HEADER, caption="\n".join(_notes(costs, aux)), caption_justify="left")
     for column in table.columns[1:]:
         column.justify = "right"
     for cost in costs:

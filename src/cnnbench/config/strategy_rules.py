@@ -47,6 +47,9 @@ def _parameter_server(config: Any) -> None:
     if config.forward_only:
         raise ConfigError("variable_update", "parameter_server updates weights; with --forward-only "
                                              "there are no gradients to send to it (use replicated)")
+    if config.device == "cpu" and config.local_parameter_device == "cpu":
+        raise ConfigError("local_parameter_device", "has no effect on a CPU run: rank 0's device is the CPU, "
+                                                    "so the master weights are in host memory either way")
     if config.precision == "amp_fp16":
         raise ConfigError("precision", "amp_fp16's gradient scaler is not built for parameter_server; "
                                        "use amp_bf16, bf16 or fp32")

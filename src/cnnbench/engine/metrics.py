@@ -3,7 +3,9 @@
 Throughput statistics follow tf_cnn_benchmarks (:mod:`cnnbench.engine.stats`);
 ``total_images_per_sec`` is images over the wall clock of the timed span. With several
 workers, each worker's measure is gathered on rank 0 and combined
-(:func:`measured_metrics`): energy summed over every worker's GPU, throttled if any was,
+(:func:`measured_metrics`): memory peaks as the largest worker's (``peak_device_memory_bytes``:
+per device) and as the total over workers (``peak_device_memory_total_bytes``), energy summed
+over every worker's GPU, throttled if any was,
 warnings from all, and each worker's own GPU (``gpu_devices``, tagged with its rank). The
 step times are judged here too (pyperf's instability checks, :mod:`cnnbench.engine.stability`),
 and energy turns into images per joule. FLOP rates come
@@ -132,11 +134,7 @@ def _combined_hook_metrics(workers: Sequence[WorkerMeasure]) -> dict[str, Any]:
     """Rank 0's hook metrics, with peaks taken over every worker, every worker's GPU
     telemetry and its totals, and warnings from all (each text once)."""
     combined = dict(workers[0].hook_metrics)
-    for key in combined:
-        if key.startswith("peak_"):
-            values = [w.hook_metrics.get(key) for w in workers]
-            present = [v for v in values if isinstance(v, (int, float))]
-            combined[key] = max(present) if present else None
+    combined.update(_peaks([w.hook_metrics for w in workers]))
     combined.update(merge_worker_telemetry([w.hook_metrics for w in workers]))
     if any("gpu_devices" in w.hook_metrics for w in workers):
         combined["gpu_devices"] = [{"rank": rank, **d} for rank, w in enumerate(workers)
@@ -150,6 +148,39 @@ def _combined_hook_metrics(workers: Sequence[WorkerMeasure]) -> dict[str, Any]:
     if warnings or "warnings" in combined:
         combined["warnings"] = warnings
     return combined
+
+
+MEMORY_PEAKS = ("peak_device_memory_bytes", "peak_device_reserved_bytes", "peak_host_memory_bytes")
+"""Per-device peaks (the largest worker's, under these names) that also get a total over devices."""
+
+
+def total_key(key: str) -> str:
+    """``peak_device_memory_bytes`` -> ``peak_device_memory_total_bytes``."""
+    return key.removesuffix("_bytes") + "_total_bytes"
+
+
+def _peaks(per_worker: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Every ``peak_*`` figure of rank 0's as the largest worker's, and the memory totals."""
+    out: dict[str, Any] = {}
+    for key in per_worker[0]:
+        if key.startswith("peak_"):
+            present = [v for v in (m.get(key) for m in per_worker) if isinstance(v, (int, float))]
+            out[key] = max(present) if present else None
+    out.update(memory_totals(per_worker))
+    return out
+
+
+def memory_totals(per_worker: Sequence[Mapping[str, Any]]) -> dict[str, int | None]:
+    """Each memory peak summed over the workers (one device each), as the studies count a run's
+    memory; None where a worker lacks it. The per-device peak stays under the plain name."""
+    out: dict[str, int | None] = {}
+    for key in MEMORY_PEAKS:
+        values = [m.get(key) for m in per_worker]
+        if all(v is None for v in values):
+            continue
+        counts = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        out[total_key(key)] = int(sum(counts)) if len(counts) == len(values) else None
+    return out
 
 
 def _summed(per_worker: Iterable[Mapping[str, Any]]) -> dict[str, Any]:

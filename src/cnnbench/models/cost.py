@@ -26,7 +26,8 @@ Definitions (also in ``cnnbench models --help`` and the README):
   percent of a convnet's total). This is how torchvision's published ``_ops`` figures
   (GMACs, despite the "GFLOPS" column title) were counted.
 * ``train_flops``: the same operators over one training step per image: forward in
-  training mode (auxiliary heads of GoogLeNet/Inception v3 included) + backward with
+  training mode (auxiliary heads of GoogLeNet/Inception v3 included, unless ``aux=False``,
+  which leaves them out of every figure, parameters too) + backward with
   input and weight gradients (no input gradient for the image itself). Measured at
   batch 2 (batch norm in training mode needs more than one value per channel) and
   halved; every counted operator is linear in the batch. About 3 x ``forward_flops``.
@@ -88,8 +89,29 @@ class ModelCost:
         return row
 
 
-def model_cost(name: str, image_size: int | None = None) -> ModelCost:
-    """Cost of registry model ``name`` (aliases accepted) at ``image_size`` (default: the model's).
+AUX_HEADS = ("AuxLogits", "aux1", "aux2")
+"""Auxiliary classifier heads (Inception v3's, GoogLeNet's two), which train but do not infer."""
+
+
+def has_aux_heads(name: str) -> bool:
+    """Does registry model ``name`` carry auxiliary heads that ``aux=False`` leaves out?"""
+    return get_model_spec(name).name in ("inception_v3", "googlenet")
+
+
+def without_aux_heads(model: nn.Module) -> nn.Module:
+    """``model`` without its auxiliary heads (torchvision's Inception v3 and GoogLeNet skip
+    a head that is ``None``), as published cost tables count these models."""
+    for name in AUX_HEADS:
+        if getattr(model, name, None) is not None:
+            setattr(model, name, None)
+    if hasattr(model, "aux_logits"):
+        setattr(model, "aux_logits", False)  # noqa: B010 (a plain attribute, which nn.Module's typing hides)
+    return model
+
+
+def model_cost(name: str, image_size: int | None = None, *, aux: bool = True) -> ModelCost:
+    """Cost of registry model ``name`` (aliases accepted) at ``image_size`` (default: the model's);
+    ``aux=False``: without auxiliary heads (:func:`without_aux_heads`).
 
     Raises :class:`~cnnbench.models.UnknownModelError` for an unknown name and
     :class:`ConfigError` (field ``image_size``, one line naming size and model) when the
@@ -102,18 +124,18 @@ def model_cost(name: str, image_size: int | None = None) -> ModelCost:
         raise ConfigError(
             "image_size", f"{size}x{size} is too small for {spec.name} (smallest: {spec.min_image_size})"
         )
-    return _cached_cost(spec.name, size)
+    return _cached_cost(spec.name, size, aux)
 
 
 @functools.cache
-def _cached_cost(canonical: str, size: int) -> ModelCost:
+def _cached_cost(canonical: str, size: int, aux: bool = True) -> ModelCost:
     spec = get_model_spec(canonical)
     try:
-        counts = _measure(spec, size, real=False)
+        counts = _measure(spec, size, real=False, aux=aux)
     except Exception as meta_exc:
         log.info("%s at %d: meta trace failed (%s); trying a real CPU forward", canonical, size, _one_line(meta_exc))
         try:
-            counts = _measure(spec, size, real=True)
+            counts = _measure(spec, size, real=True, aux=aux)
         except Exception as exc:
             raise ConfigError(
                 "image_size", f"{canonical} cannot take {size}x{size} images: {_one_line(exc)}"
@@ -153,10 +175,12 @@ def _one_line(exc: BaseException) -> str:
     return line if len(line) <= 200 else line[:197] + "..."
 
 
-def _measure(spec: ModelSpec, size: int, *, real: bool) -> tuple[int, int, int, int, str]:
+def _measure(spec: ModelSpec, size: int, *, real: bool, aux: bool = True) -> tuple[int, int, int, int, str]:
     """(params, feature bytes, forward FLOPs at batch 1, train FLOPs per image, method)."""
     device = "cpu" if real else "meta"
     model = _build(spec, size, real=real)
+    if not aux:
+        model = without_aux_heads(model)
     params = sum(p.numel() for p in model.parameters())
 
     model.eval()

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cnnbench.analysis import fields as F
+from cnnbench.analysis.labels import common_fields
 from cnnbench.analysis.marks import MARKS_HEADING, combined, marks_section
 from cnnbench.analysis.points import PointSet, build_points
 from cnnbench.analysis.repeat_stats import REPEAT_NOISE
@@ -253,8 +254,7 @@ def _facts(records: list, scope: _Scope, opts: ReportOptions, points: PointSet) 
     lines = [_what_was_run(selected, points)]
     if opts.where:
         lines.append(f"Selected with --where {' '.join(opts.where)}: {len(selected):,} of {len(records):,} results.")
-    constant = [f for f in points.key_fields if len(points.distinct(f)) == 1 and points.distinct(f)[0] is not None
-                and f != F.MACHINE]
+    constant = common_fields(points)
     if constant:
         lines.append("Common to all results: " + ", ".join(_common_label(f, points.distinct(f)[0]) for f in constant)
                      + ".")

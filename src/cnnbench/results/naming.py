@@ -4,8 +4,10 @@
 e.g. ``syn-replicated-nccl-4gpus``, ``real-parameter_server-distortions-4gpus``,
 ``syn-replicated-1cpus``. Sweeps name their cases with :func:`case_name`; reports name
 configurations and series with :func:`config_name`, which can also show the precision and
-the mode when they vary, name the data set, and leave out the parts a table shows elsewhere.
-No torch here.
+the mode when they vary, and leave out the parts a table shows elsewhere. Real data is
+``real`` whatever the data set (as tf_cnn_benchmarks writes it: tables say the data set in
+their notes), and a one-device run names no gradient exchange (no all-reduce back end), so a
+name never depends on which other records are present. No torch here.
 """
 
 from __future__ import annotations
@@ -37,21 +39,27 @@ def named_all_reduce(config: Mapping[str, Any], source: str | None = None) -> st
     return str(value)
 
 
+def one_device(config: Mapping[str, Any]) -> bool:
+    """Did the run use one device (so that it exchanged no gradients)?"""
+    return int(config.get("num_devices") or 1) == 1
+
+
 def config_name(config: Mapping[str, Any], source: str | None = None, *, omit: Collection[str] = (),
-                precision: bool = False, inference: bool = False, data_set_name: bool = False) -> str:
+                precision: bool = False, inference: bool = False) -> str:
     """The name of a configuration (a record's ``config``, without model and batch).
 
     ``omit``: config fields whose part is left out (``num_devices`` reads ``N<device>s``);
     ``precision`` / ``inference``: name the precision / a forward-only run (reports do when
-    those vary); ``data_set_name``: name a real data set (``cifar10``) instead of ``real``.
+    those vary). A one-device run names no all-reduce back end (it exchanges nothing).
     """
     parts: list[str] = []
     if "data_name" not in omit:
-        kind = data_kind(config)
-        parts.append(str(config.get("data_name")) if kind == "real" and data_set_name else kind)
+        parts.append(data_kind(config))
     if "variable_update" not in omit:
         parts.append(str(config.get("variable_update") or "replicated"))
     all_reduce = named_all_reduce(config, source)
+    if "num_devices" not in omit and one_device(config):
+        all_reduce = None
     if "all_reduce" not in omit and all_reduce:
         parts.append(all_reduce)
     if "distortions" not in omit and config.get("distortions"):

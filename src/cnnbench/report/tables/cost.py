@@ -17,8 +17,11 @@ from cnnbench.report.numbers import significant
 from cnnbench.report.table import Cell, Table, label_cell, missing
 from cnnbench.report.tables.tf_models import UNMAPPED, tf_cost
 
-COLUMNS = ["model", "input size", "params", "param memory", "feature memory", "forward FLOPs",
-           "train FLOPs/image", "top-1 / top-5 error (%)"]
+COLUMNS = ["model", "input size", "params", "param memory (MiB)", "feature memory (MiB)", "forward MACs",
+           "forward FLOPs", "train FLOPs/image", "top-1 / top-5 error (%)"]
+"""MACs and FLOPs (= 2 x MACs) apart, as ``cnnbench models`` shows them: tables that write
+"FLOPs" for multiply-adds are read against the MACs column. Memory in MiB (2**20 bytes), which
+the "MB" of published cost tables are."""
 
 
 def _num(value: Any) -> float | None:
@@ -49,19 +52,19 @@ def _scaled(value: Any, units: tuple[tuple[float, str], ...], digits: int = 1) -
 
 _COUNT = ((1e9, "G"), (1e6, "M"), (1e3, "k"))
 _FLOPS = ((1e12, "TFLOPs"), (1e9, "GFLOPs"), (1e6, "MFLOPs"), (1e3, "kFLOPs"))
+_MACS = ((1e12, "TMACs"), (1e9, "GMACs"), (1e6, "MMACs"), (1e3, "kMACs"))
 
 
 def _mib(value: Any) -> Cell:
-    """Memory in MiB, shown in the unit that gives it three significant digits (a tiny model's
-    parameters read ``20.5 KiB``, not ``0.0 MiB``); the value stays in MiB."""
+    """Memory in MiB (the column says the unit), to three significant digits: ``97.5``, ``0.0201``."""
     v = _num(value)
-    if v is None:
-        return missing()
-    if v >= 1024:
-        return Cell(f"{significant(v / 1024, 3)} GiB", v)
-    if v >= 1 or v == 0:
-        return Cell(f"{significant(v, 3)} MiB", v)
-    return Cell(f"{significant(v * 1024, 3)} KiB", v)
+    return missing() if v is None else Cell(significant(v, 3), v)
+
+
+def _macs(cost: Mapping[str, Any]) -> Any:
+    """Forward MACs: recorded, else half the forward FLOPs (the tf_cnn_benchmarks stand-ins)."""
+    macs, flops = _num(cost.get("forward_macs")), _num(cost.get("forward_flops"))
+    return macs if macs is not None else (flops / 2 if flops is not None else None)
 
 
 def _errors(cost: Mapping[str, Any]) -> Cell:
@@ -125,6 +128,7 @@ def _row(model: Any, cost: Mapping[str, Any] | None) -> list[Cell]:
         _scaled(cost.get("params"), _COUNT),
         _mib(cost.get("param_memory_mib")),
         _mib(cost.get("feature_memory_mib")),
+        _scaled(_macs(cost), _MACS),
         _scaled(cost.get("forward_flops"), _FLOPS),
         _scaled(cost.get("train_flops"), _FLOPS),
         _errors(cost),
@@ -132,7 +136,9 @@ def _row(model: Any, cost: Mapping[str, Any] | None) -> list[Cell]:
 
 
 def _notes(costs: Mapping[Any, Any], mapped: Mapping[Any, tuple[str, str]], unmapped: Mapping[Any, str]) -> list[str]:
-    notes = ["Feature memory: all activations of one forward pass at batch 1, fp32. FLOPs = 2 x MACs. "
+    notes = ["Per image, fp32; MiB = 2^20 bytes. Feature memory: all activations of one forward pass at batch 1. "
+             "MACs = multiply-accumulates; FLOPs = 2 x MACs (tables that write FLOPs for multiply-adds "
+             "match the MACs column). "
              "Error: reference ImageNet top-1 / top-5 where the model library publishes it."]
     if mapped:
         parts = [f"{m} = {target}" + (f" ({how})" if how else "") for m, (target, how) in

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cnnbench.analysis import fields as F
-from cnnbench.analysis.labels import Namer, unique_names
+from cnnbench.analysis.labels import Namer, data_set_note, unique_names
 from cnnbench.analysis.marks import legend_for
 from cnnbench.analysis.points import Measure, Point, PointSet, combine
 from cnnbench.analysis.repeat_stats import SPREAD_NAME
@@ -80,7 +80,7 @@ def _table(points: PointSet, group: list[Point], name: str, column_field: str, n
         f"images/sec over all devices (total_images_per_sec); columns: {col_name}; batch = per device. "
         f"Cell = median of repeats; ±x% = their {SPREAD_NAME} (sample standard deviation / mean) where it "
         f"exceeds {noise * 100:g}%; OOM/error/timeout = every repeat failed that way; — = not run."
-    ] + legend_for([p.measure for p in group])
+    ] + data_set_note(group[0].values) + legend_for([p.measure for p in group])
     return Table(f"throughput-{F.slug(name)}", name, "configuration",
                  ["model", "batch"] + [F.text(c) for c in columns], rows, notes, label_columns=2)
 

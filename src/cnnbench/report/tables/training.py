@@ -3,7 +3,8 @@ reports): rows = what it took, columns = device counts.
 
 Built from records whose metrics hold ``epochs`` (a list of ``{epoch, time_s,
 images_per_sec, train_loss, train_accuracy, test_accuracy, peak_device_memory_bytes}``)
-and/or ``total_time_s``, ``train_accuracy``, ``test_accuracy``. One table per model,
+and/or ``total_time_s``, ``train_accuracy``, ``test_accuracy``; memory both per device and
+summed over devices (``peak_device_memory_total_bytes``), as multi-device studies count it. One table per model,
 configuration and machine; repeats fold to their median. Also the test-accuracy-vs-time
 curves for the plots.
 """
@@ -16,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cnnbench.analysis import fields as F
-from cnnbench.analysis.labels import Namer
+from cnnbench.analysis.labels import Namer, data_set_note
 from cnnbench.analysis.points import Point, PointSet
 from cnnbench.analysis.repeat_stats import median
 from cnnbench.report.table import Table, label_cell, missing, number
@@ -25,7 +26,8 @@ from cnnbench.results.naming import device_word
 from cnnbench.words import plural
 
 MIB = 2**20
-MEMORY_ROW = "Maximum device memory (MiB)"
+MEMORY_ROW = "Maximum device memory per device (MiB)"
+TOTAL_MEMORY_ROW = "Maximum device memory, total over devices (MiB)"
 
 
 def _num(value: Any) -> float | None:
@@ -86,13 +88,29 @@ def on_cpu(rec: Mapping[str, Any]) -> bool:
     return (rec.get("config") or {}).get("device") == "cpu"
 
 
+def _memory_key(rec: Mapping[str, Any]) -> str:
+    return "peak_host_memory_bytes" if on_cpu(rec) else "peak_device_memory_bytes"
+
+
 def max_memory_mib(rec: Mapping[str, Any]) -> float | None:
-    """Peak device memory; on a CPU, whose memory is the host's, the peak host memory (RSS)."""
-    key = "peak_host_memory_bytes" if on_cpu(rec) else "peak_device_memory_bytes"
+    """Peak memory of one device (the largest worker's); on a CPU, whose memory is the host's,
+    the peak host memory (RSS) of one worker process."""
+    key = _memory_key(rec)
     xs = [_num(e.get(key)) for e in _epochs(rec)]
     xs.append(_num((rec.get("metrics") or {}).get(key)))
     present = [x for x in xs if x]
     return max(present) / MIB if present else None
+
+
+def total_memory_mib(rec: Mapping[str, Any]) -> float | None:
+    """The same peak summed over the devices (workers): what the run held in all. A record
+    without the total has it only when it ran on one device."""
+    key = _memory_key(rec)
+    total = _num((rec.get("metrics") or {}).get(key.removesuffix("_bytes") + "_total_bytes"))
+    if total:
+        return total / MIB
+    one_device = int((rec.get("config") or {}).get("num_devices") or 1) == 1
+    return max_memory_mib(rec) if one_device else None
 
 
 ROWS: list[tuple[str, Callable[[Mapping[str, Any]], float | None], int]] = [
@@ -102,9 +120,11 @@ ROWS: list[tuple[str, Callable[[Mapping[str, Any]], float | None], int]] = [
     ("Training accuracy", lambda r: _last(r, "train_accuracy"), 3),
     ("Test accuracy", lambda r: _last(r, "test_accuracy"), 3),
     (MEMORY_ROW, max_memory_mib, 0),
+    (TOTAL_MEMORY_ROW, total_memory_mib, 0),
 ]
-HOST_MEMORY_ROW = "Maximum host memory, RSS (MiB)"
-"""The memory row's label on a CPU, where the figure is the process's peak resident memory."""
+HOST_MEMORY_ROWS = {MEMORY_ROW: "Maximum host memory per worker, RSS (MiB)",
+                    TOTAL_MEMORY_ROW: "Maximum host memory, total over workers, RSS (MiB)"}
+"""The memory rows' labels on a CPU, where the figure is the worker processes' peak resident memory."""
 
 
 def curve(rec: Mapping[str, Any]) -> list[tuple[float, float]]:
@@ -161,7 +181,7 @@ def _result(namer: Namer, group: list[Point]) -> TrainingResult:
     cpu = first.get("config.device") == "cpu"
     rows = []
     for label, fn, digits in ROWS:
-        row = [label_cell(HOST_MEMORY_ROW if cpu and label == MEMORY_ROW else label)]
+        row = [label_cell(HOST_MEMORY_ROWS.get(label, label) if cpu else label)]
         for n in devices:
             xs = [x for x in (fn(r) for r in by_n.get(n, [])) if x is not None]
             if xs:
@@ -173,9 +193,10 @@ def _result(namer: Namer, group: list[Point]) -> TrainingResult:
         rows.append(row)
     title = (f"Training to accuracy: {first.get(F.MODEL)}, batch {F.text(first.get(F.BATCH))} per device, "
              f"{namer.name(first)}, on {first.get(F.MACHINE)}")
-    memory = ("peak resident memory of the host process (RSS) over epochs: on a CPU the model lives in host "
+    memory = ("peak resident memory of each worker process (RSS): on a CPU the model lives in host "
               "memory" if cpu else "peak device memory over epochs")
-    notes = [f"Columns: device count. Median over repeats; accuracies at the last epoch; memory = {memory}."]
+    notes = [f"Columns: device count. Median over repeats; accuracies at the last epoch; memory = {memory}, "
+             f"of the largest {'worker' if cpu else 'device'} and summed over all of them."] + data_set_note(first)
     table = Table(f"training-{F.slug(title[len('Training to accuracy: '):])}", title, "training",
                   [""] + [f"{word} ({n})" for n in devices], rows, notes)
     curves = {}
