@@ -478,3 +478,12 @@ def test_a_sweep_over_devices_and_strategies_fills_scaling_and_effect_tables(tmp
     assert "Scaling: syn-replicated-Ncpus" in titles and "Scaling: syn-independent-Ncpus" in titles
     assert any(t.title.startswith("Speedup from replicated vs independent") or "replicated vs independent" in t.title
                for t in report.tables if t.kind == "effect")
+
+
+def test_every_strategy_runs_pure_bf16_with_normalisation_kept_in_fp32():
+    """bf16 keeps batch norm's weights fp32, so a model's parameters hold two dtypes: every
+    exchange (DDP's buckets, the parameter server's flat buffers, FSDP's units) must take both."""
+    configs = [_fields(_config(variable_update=vu, model="trivial", precision="bf16", num_batches=2))
+               for vu in ("replicated", "parameter_server", "fsdp", "independent")]
+    out = launch_workers(dw.run_each, (configs,), nprocs=2, timeout_s=240)[0]
+    assert [(r["status"], r["error"]) for r in out] == [("ok", None)] * len(configs), out

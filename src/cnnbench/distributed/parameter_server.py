@@ -1,7 +1,8 @@
 """``--variable-update parameter_server``: one master copy of the weights, on rank 0.
 
 Each step every worker computes its gradients; they are summed onto rank 0 with one
-``reduce`` of a flat buffer and averaged; rank 0 copies them to its master weights on
+``reduce`` of a flat buffer per dtype (pure fp16/bf16 keep normalisation layers in fp32),
+and averaged; rank 0 copies them to its master weights on
 ``--local-parameter-device`` (its GPU, or the host CPU), steps the optimizer there (the
 optimizer's state lives only there), and ``broadcast``\\ s the updated weights and the
 model's buffers (batch-norm statistics) back to every worker.
@@ -36,6 +37,14 @@ from cnnbench.distributed.strategy import (
 )
 
 
+def _by_dtype(tensors: list[nn.Parameter]) -> list[list[int]]:
+    """Indices of ``tensors`` grouped by dtype, in order of first appearance."""
+    groups: dict[torch.dtype, list[int]] = defaultdict(list)
+    for i, t in enumerate(tensors):
+        groups[t.dtype].append(i)
+    return list(groups.values())
+
+
 @register_strategy
 class ParameterServer(ParallelStrategy):
     declared = PARAMETER_SERVER
@@ -68,29 +77,48 @@ class ParameterServer(ParallelStrategy):
     @torch.no_grad()
     def optimizer_step(self, optimizer: torch.optim.Optimizer | None,
                        scaler: torch.amp.GradScaler | None) -> None:
-        grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in self.params]
-        flat = _flatten_dense_tensors(grads)
+        groups = _by_dtype(self.params)  # one flat buffer per dtype (pure half keeps norms fp32)
+        flats = [self._reduced_gradients(group) for group in groups]
+        if self.world.is_main:
+            assert optimizer is not None
+            for group, flat in zip(groups, flats, strict=True):
+                masters = [self.master[i] for i in group]
+                for master, grad in zip(masters, _unflatten_dense_tensors(flat.to(self.param_device), masters),
+                                        strict=True):
+                    master.grad = grad
+            step_optimizer(optimizer, None)
+        for group, flat in zip(groups, flats, strict=True):
+            self._receive_update(group, flat)
+        t0 = now()
+        if self.exchange:
+            self._broadcast(self.buffers)
+        self.timer.add(now() - t0)
+
+    def _reduced_gradients(self, group: list[int]) -> torch.Tensor:
+        """The gradients of parameters ``group`` as one flat buffer, summed onto rank 0 and
+        averaged there (other ranks' buffers are left as sent)."""
+        params = [self.params[i] for i in group]
+        flat = _flatten_dense_tensors([p.grad if p.grad is not None else torch.zeros_like(p) for p in params])
         t0 = now()
         if self.exchange:
             dist.reduce(flat, dst=0)
         self.timer.add(now() - t0)
+        if self.exchange and self.world.is_main:
+            flat.div_(self.world.world_size)
+        return flat
+
+    def _receive_update(self, group: list[int], flat: torch.Tensor) -> None:
+        """Rank 0's updated master weights of ``group`` copied into every worker's parameters."""
+        params = [self.params[i] for i in group]
         if self.world.is_main:
-            assert optimizer is not None
-            if self.exchange:
-                flat.div_(self.world.world_size)
-            on_server = flat.to(self.param_device)
-            for master, grad in zip(self.master, _unflatten_dense_tensors(on_server, self.master), strict=True):
-                master.grad = grad
-            step_optimizer(optimizer, None)
-            updated = _flatten_dense_tensors([m.detach() for m in self.master]).to(self.device)
+            updated = _flatten_dense_tensors([self.master[i].detach() for i in group]).to(self.device, flat.dtype)
         else:
             updated = torch.empty_like(flat)
         t0 = now()
         if self.exchange:
             dist.broadcast(updated, src=0)
-            self._broadcast(self.buffers)
         self.timer.add(now() - t0)
-        for param, value in zip(self.params, _unflatten_dense_tensors(updated, self.params), strict=True):
+        for param, value in zip(params, _unflatten_dense_tensors(updated, params), strict=True):
             param.copy_(value)
 
     def _broadcast(self, tensors: list[torch.Tensor]) -> None:
