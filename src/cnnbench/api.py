@@ -17,10 +17,9 @@ Results are the same as the CLI's: these functions call the libraries behind ``c
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
@@ -107,18 +106,7 @@ def execute(config: RunConfig, *, emit: Callable[[str], None] | None = None, app
     """
     from cnnbench.engine import execute as engine_execute
 
-    with workers_without_main():
-        if append:
-            return engine_execute(config, emit=emit, own_process=own_process)
-        from cnnbench.engine import run_benchmark
-        from cnnbench.machine.affinity import restrict_host_cpus
-
-        restrict_host_cpus(config.host_cpus)
-        if config.requested_devices() > 1 or own_process:
-            from cnnbench.engine.multidevice.workers import run_on_workers
-
-            return run_on_workers(config, emit=emit), None
-        return run_benchmark(config, emit=emit), None
+    return engine_execute(config, emit=emit, own_process=own_process, append=append)
 
 
 def measure_data(config: DataBenchConfig, *, emit: Callable[[str], None] | None = None,
@@ -135,33 +123,6 @@ def measure_data(config: DataBenchConfig, *, emit: Callable[[str], None] | None 
     if not append:
         return record, None
     return record, append_record(config.results_dir, record.to_dict())
-
-
-@contextlib.contextmanager
-def workers_without_main() -> Iterator[None]:
-    """Processes spawned meanwhile do not import the caller's ``__main__``.
-
-    A spawned process normally runs the parent's main script again first (as ``__mp_main__``),
-    which fails where there is no script file (``python -``, some notebook kernels: "No such
-    file or directory: '<stdin>'") and starts the run again where the script has no
-    ``if __name__ == "__main__"`` guard. The workers run :mod:`cnnbench`'s own functions and
-    need nothing from ``__main__``, so the spawn's preparation leaves it out.
-    """
-    import multiprocessing.spawn as spawn
-
-    prepare = spawn.get_preparation_data
-
-    def without_main(name: str) -> dict[str, Any]:
-        data = prepare(name)
-        data.pop("init_main_from_path", None)
-        data.pop("init_main_from_name", None)
-        return data
-
-    spawn.get_preparation_data = without_main
-    try:
-        yield
-    finally:
-        spawn.get_preparation_data = prepare
 
 
 # --- read -----------------------------------------------------------------------------------

@@ -32,9 +32,10 @@ def run_benchmark(config: RunConfig, *, emit: Callable[[str], None] | None = Non
 
 
 def execute(config: RunConfig, *, emit: Callable[[str], None] | None = None,
-            extra: Mapping[str, Any] | None = None, own_process: bool = False) -> tuple[Record, Path]:
+            extra: Mapping[str, Any] | None = None, own_process: bool = False,
+            append: bool = True) -> tuple[Record, Path | None]:
     """Run one benchmark (starting a worker per device when it asks for several) and append
-    its record to ``config.results_dir``.
+    its record to ``config.results_dir`` (``append=False``: nothing is written, the path is None).
 
     ``own_process``: a run on one device runs in a worker process too, so that this process
     holds no device memory or CUDA context of it afterwards (each point of ``--scaling``).
@@ -53,5 +54,6 @@ def execute(config: RunConfig, *, emit: Callable[[str], None] | None = None,
         record = run_on_workers(config, emit=emit, extra=extra)
     else:
         record = run_benchmark(config, emit=emit, extra=extra)
-    path = append_record(config.results_dir, record.to_dict())
-    return record, path
+    if not append:
+        return record, None
+    return record, append_record(config.results_dir, record.to_dict())

@@ -86,7 +86,7 @@ def launch_workers(fn: Callable[..., Any], args: tuple[Any, ...], *, nprocs: int
             for lg in loggers:  # their failure reports are ours to make, in one line
                 lg.setLevel(logging.CRITICAL)
         try:
-            with _workers_start_deaf_to_ctrl_c(tmp):
+            with _workers_start_deaf_to_ctrl_c(tmp), _workers_without_main():
                 return elastic_launch(config, fn)(*args)
         except ChildFailedError as exc:
             raise WorkerFailed(*_root_cause(exc.failures, notes_dir, nprocs)) from None
@@ -125,6 +125,31 @@ def _workers_start_deaf_to_ctrl_c(folder: str) -> Iterator[None]:
         yield
     finally:
         multiprocessing.spawn.set_executable(before)
+
+
+@contextlib.contextmanager
+def _workers_without_main() -> Iterator[None]:
+    """Workers spawned meanwhile do not import the caller's ``__main__``.
+
+    A spawned process normally runs the parent's main script again first (as ``__mp_main__``),
+    which fails where there is no script file (``python -``, some notebook kernels: "No such
+    file or directory: '<stdin>'") and starts the run again where the script has no
+    ``if __name__ == "__main__"`` guard. The workers run :mod:`cnnbench`'s own functions and
+    need nothing from ``__main__``, so the spawn's preparation leaves it out.
+    """
+    prepare = multiprocessing.spawn.get_preparation_data
+
+    def without_main(name: str) -> dict[str, Any]:
+        data = prepare(name)
+        data.pop("init_main_from_path", None)
+        data.pop("init_main_from_name", None)
+        return data
+
+    multiprocessing.spawn.get_preparation_data = without_main
+    try:
+        yield
+    finally:
+        multiprocessing.spawn.get_preparation_data = prepare
 
 
 def _quieted_loggers() -> list[str]:
