@@ -46,3 +46,9 @@ class Declared(Generic[NameT]):
     @property
     def name(self) -> NameT:
         return self.names[0]
+
+
+LrScaling = Literal["none", "linear"]
+LR_SCALINGS: tuple[LrScaling, ...] = get_args(LrScaling)
+"""How the learning rate follows the global batch (``--lr-scaling``): ``linear`` multiplies it by
+the device count (Goyal et al., 2017), ``none`` keeps it."""

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cnnbench.config.checks import at_least, finite, unused
+from cnnbench.config.choices import LR_SCALINGS, LrScaling
 from cnnbench.config.errors import ConfigError
 from cnnbench.config.options import option
 
@@ -32,6 +33,13 @@ class TrainingOptions:
         None, f"Learning rate [training default: {DEFAULT_LEARNING_RATE}].", depends_on=("forward_only",),
         metavar="LR",
     )
+    lr_scaling: LrScaling | None = option(
+        None, "How the learning rate follows the global batch (--batch-size x devices): linear multiplies "
+        "--learning-rate by the device count (Goyal et al., 2017; pair it with --num-learning-rate-warmup-epochs), "
+        "so --learning-rate is the rate of one device; none keeps it. The record holds the rule (config) and the "
+        "rate the optimizer started from (metrics.learning_rate) [default: none].",
+        choices=LR_SCALINGS, depends_on=("forward_only",),
+    )
     momentum: float | None = option(
         None, f"Momentum of --optimizer momentum and rmsprop [default there: {DEFAULT_MOMENTUM}].",
         depends_on=("forward_only", "optimizer"),
@@ -56,7 +64,7 @@ class TrainingOptions:
         for name in ("learning_rate", "momentum", "weight_decay", *_SCHEDULE):
             finite(self, name)
         if forward_only:
-            for name in ("optimizer", "learning_rate", "momentum", "weight_decay"):
+            for name in ("optimizer", "learning_rate", "lr_scaling", "momentum", "weight_decay"):
                 unused(self, name, "with --forward-only (nothing is trained)")
         if num_epochs is None:
             for name in _SCHEDULE:
@@ -98,6 +106,15 @@ class TrainingOptions:
         if optimizer in MOMENTUM_OPTIMIZERS:
             filled["momentum"] = DEFAULT_MOMENTUM if self.momentum is None else self.momentum
         return filled
+
+
+def scaled_learning_rate(learning_rate: float, lr_scaling: str | None, num_devices: int) -> float:
+    """The rate a training run's optimizer starts from (before warm-up and decay): ``learning_rate``
+    as given, or times ``num_devices`` under ``lr_scaling="linear"`` (the global batch grows with
+    the device count, so the rate grows with it: Goyal et al., 2017)."""
+    if lr_scaling == "linear":
+        return learning_rate * max(1, num_devices)
+    return learning_rate
 
 
 _SCHEDULE = ("num_epochs_per_decay", "learning_rate_decay_factor", "num_learning_rate_warmup_epochs")

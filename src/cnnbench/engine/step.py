@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from cnnbench.config import RunConfig
+from cnnbench.config.training_options import scaled_learning_rate
 from cnnbench.distributed.strategy import ParallelStrategy
 from cnnbench.engine.backend import first_device_type, inference_context, optimizer_implementation, optimizer_kwargs
 from cnnbench.engine.precision import PrecisionPolicy
@@ -27,11 +28,13 @@ Step = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 def make_optimizer(config: RunConfig, params: Iterable[nn.Parameter]) -> torch.optim.Optimizer:
     """The ``--optimizer`` of a resolved training configuration (every hyperparameter set),
+    starting from ``--learning-rate`` as ``--lr-scaling`` scales it for the device count,
     in the implementation :func:`~cnnbench.engine.backend.optimizer_implementation` picks for
     where the parameters live (fused on CUDA where torch has one)."""
     if config.optimizer is None or config.learning_rate is None or config.weight_decay is None:
         raise ValueError("make_optimizer needs a resolved training configuration")
-    lr, wd = config.learning_rate, config.weight_decay
+    lr = scaled_learning_rate(config.learning_rate, config.lr_scaling, config.num_devices or 1)
+    wd = config.weight_decay
     device_type, sharded, listed = first_device_type(params)
     impl: dict[str, Any] = optimizer_kwargs(optimizer_implementation(config.optimizer, device_type, sharded))
     if config.optimizer == "sgd":
