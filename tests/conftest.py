@@ -20,3 +20,6 @@ requires_cuda = pytest.mark.skipif(not _has_cuda(), reason="needs a CUDA GPU (no
 @pytest.fixture
 def results_dir(tmp_path):
     return tmp_path / "results"
+
+
+from tests.slurm_cluster import slurm_cluster  # noqa: E402, F401  (the session's local Slurm cluster; issue 23)
