@@ -23,6 +23,7 @@ from cnnbench.analysis.ratio_tests import MachineSpreads
 from cnnbench.analysis.repeat_stats import median, relative_stdev
 from cnnbench.analysis.samples import RunSample, run_sample
 from cnnbench.config.run_config import config_fields, identity_fields
+from cnnbench.results.record import RUN_KIND, record_kind
 
 log = logging.getLogger(__name__)
 
@@ -239,7 +240,9 @@ def identity_extras(fields: Iterable[str]) -> tuple[str, ...]:
 
 def build_points(records: Sequence[Mapping[str, Any]], extra_fields: Iterable[str] = ()) -> PointSet:
     """Group records into points by identity (plus ``extra_fields``, e.g. a software
-    version named by ``--effect``)."""
+    version named by ``--effect``). Records of another kind than a run (``cnnbench comm``'s
+    bandwidth, :func:`~cnnbench.results.record.record_kind`) are left out."""
+    records = [r for r in records if record_kind(r) == RUN_KIND]
     ckeys = _config_keys(records)
     key_fields = [f"config.{k}" for k in ckeys] + [F.MACHINE, F.SOURCE]
     extras = [f for f in identity_extras(extra_fields) if f not in key_fields]

@@ -3,7 +3,9 @@
 Top-level fields: ``schema_version``, ``tool_version``, ``run_id``, ``started_at`` (ISO 8601),
 ``status`` (``ok|oom|error|timeout``), ``error`` (text or null), ``config`` (every resolved
 option under its snake_case flag name), ``environment`` and ``metrics``. Other top-level
-fields (``source``, ``case_name``, ``suite_name``, ...) may be added freely.
+fields (``source``, ``case_name``, ``suite_name``, ...) may be added freely. ``kind`` says what
+a record measures (:func:`record_kind`): a model's run (``run``, when absent) or collective
+bandwidth (``comm``, ``cnnbench comm``), whose ``config`` and ``metrics`` are their own.
 
 This module does not import torch.
 """
@@ -92,6 +94,17 @@ def error_text(exc: BaseException, limit: int = ERROR_LIMIT) -> str:
     message = without_native_stack(str(exc).strip())
     text = f"{type(exc).__name__}: {message}".strip().rstrip(":")
     return clip(text, limit)
+
+
+RUN_KIND = "run"
+"""The kind of a record without a ``kind`` field: a model's run (or ``cnnbench data``'s)."""
+
+
+def record_kind(record: Mapping[str, Any]) -> str:
+    """What a record measures: its top-level ``kind`` (``comm`` for ``cnnbench comm``), else ``run``.
+    Throughput tables, ``compare`` of runs and sweeps read ``run`` records only."""
+    kind = record.get("kind")
+    return kind if isinstance(kind, str) and kind else RUN_KIND
 
 
 class RecordError(ValueError):

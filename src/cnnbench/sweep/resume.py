@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from cnnbench.results.record import RUN_KIND, record_kind
 from cnnbench.results.store import StoreReader
 
 log = logging.getLogger("cnnbench.sweep.runner")  # the name its messages have always had
@@ -51,7 +52,8 @@ class DoneCases:
         for problem in problems:
             if initial:
                 log.warning("skipped %s", problem)
-        ours = [r for r in records if r.get("status") == "ok" and r.get("suite_name") == self.suite_name]
+        ours = [r for r in records if r.get("status") == "ok" and r.get("suite_name") == self.suite_name
+                and record_kind(r) == RUN_KIND]
         for r in ours:
             figure = _ok_figure(r)
             if figure is not None:

@@ -1,0 +1,161 @@
+"""`cnnbench comm`: collective bandwidth records (kind comm), nccl-tests' factors, and every
+reader of the store that must tell them from runs (points, compare, sweep resume, report)."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cnnbench.cli import main
+from cnnbench.engine.comm.spec import bandwidths, bus_factor, element_counts, parse_bytes, size_ladder
+from cnnbench.results.record import check_record, record_kind
+from tests.report_fixtures import record, write_store
+
+ALL = ("all_reduce", "reduce", "broadcast", "all_gather", "reduce_scatter", "all_to_all")
+
+
+def comm(collective: str = "all_reduce", size: int = 1 << 20, busbw: float = 1.0, machine: str = "m-fast",
+         samples: list[float] | None = None, n: int = 2, status: str = "ok") -> dict:
+    """A hand-made ``cnnbench comm`` record (the fields the command writes)."""
+    factor = bus_factor(collective, n)
+    algbw = busbw / factor
+    time_s = size / (algbw * 1e9)
+    samples = samples or [time_s * f for f in (0.98, 1.0, 1.02, 0.99, 1.01)]
+    return {"schema_version": 2, "tool_version": "test", "run_id": f"c{collective}{size}{machine}{busbw}",
+            "started_at": "2026-11-25T00:00:00+00:00", "status": status, "error": None if status == "ok" else "x",
+            "kind": "comm",
+            "config": {"collective": collective, "bytes": size, "dtype": "float32", "num_devices": n, "num_nodes": 1,
+                       "device": "cpu", "backend": "gloo", "warmup": 5, "iters": len(samples)},
+            "environment": {"machine": machine, "cpu_model": "CPU-X", "gpu_model": None},
+            "metrics": {"time_s": time_s, "time_s_samples": samples, "algbw_gbps": algbw, "busbw_gbps": busbw,
+                        "spread": 0.015} if status == "ok" else {}}
+
+
+def read_store(folder: Path) -> list[dict]:
+    return [json.loads(line) for f in sorted(folder.glob("*.jsonl")) for line in f.read_text().splitlines()]
+
+
+def cnnbench(*argv: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "cnnbench", *argv], capture_output=True, text=True,
+                          timeout=timeout, check=False)
+
+
+# --- the measurement, on two Gloo workers ------------------------------------------------------------
+
+def test_two_cpu_workers_write_a_record_per_collective_and_size(tmp_path):
+    out = tmp_path / "results"
+    done = cnnbench("comm", "--num-devices", "2", "--device", "cpu", "--oversubscribe", "--collective", "all",
+                    "--min-bytes", "1K", "--max-bytes", "2K", "--warmup", "1", "--iters", "3",
+                    "--results-dir", str(out))
+    assert done.returncode == 0, done.stderr
+    records = read_store(out)
+    assert [(r["config"]["collective"], r["config"]["bytes"]) for r in records] == [
+        (c, s) for c in ALL for s in (1024, 2048)]
+    expected_factor = {"all_reduce": 1.0, "reduce": 1.0, "broadcast": 1.0, "all_gather": 0.5,
+                       "reduce_scatter": 0.5, "all_to_all": 0.5}  # 2(n-1)/n, 1, 1, (n-1)/n x3 at n = 2
+    for r in records:
+        check_record(r)
+        assert r["kind"] == "comm" and record_kind(r) == "comm" and r["status"] == "ok"
+        c, m = r["config"], r["metrics"]
+        assert (c["num_devices"], c["num_nodes"], c["device"], c["backend"], c["dtype"]) == (2, 1, "cpu", "gloo",
+                                                                                            "float32")
+        assert (c["warmup"], c["iters"]) == (1, 3) and len(m["time_s_samples"]) == 3
+        assert m["time_s"] == pytest.approx(statistics.median(m["time_s_samples"]))
+        assert m["algbw_gbps"] == pytest.approx(c["bytes"] / m["time_s"] / 1e9)
+        assert m["busbw_gbps"] / m["algbw_gbps"] == pytest.approx(expected_factor[c["collective"]])
+        assert m["spread"] is not None and m["spread"] >= 0
+    assert r["environment"]["machine"]
+    # nccl-tests' table: a line per size, with its size and count (all_gather: elements per rank)
+    lines = [ln.split() for ln in done.stdout.splitlines() if ln.split()[:1] == ["all_gather"]]
+    assert [(ln[1], ln[2], ln[3]) for ln in lines] == [("1024", "128", "float32"), ("2048", "256", "float32")]
+    assert "12 records appended to" in done.stdout
+
+
+def test_a_collective_the_back_end_cannot_run_is_an_error_record_not_a_crash(tmp_path):
+    out = tmp_path / "results"
+    # Gloo has no float8 ("Invalid scalar type"): each collective fails on its first size
+    done = cnnbench("comm", "--num-devices", "2", "--device", "cpu", "--oversubscribe", "--dtype", "float8_e4m3fn",
+                    "--collective", "all_reduce,broadcast", "--max-bytes", "2K", "--iters", "2",
+                    "--results-dir", str(out))
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    errors = [ln for ln in done.stderr.splitlines() if ln.strip()]
+    assert len(errors) == 2 and all(ln.startswith("cnnbench comm: error: ") for ln in errors)
+    assert "all_reduce did not run (gloo on cpu, dtype float8_e4m3fn)" in errors[0]
+    records = read_store(out)
+    assert [(r["config"]["collective"], r["status"], r["kind"]) for r in records] == [
+        ("all_reduce", "error", "comm"), ("broadcast", "error", "comm")]
+    assert "broadcast did not run" in records[1]["error"]
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["--max-bytes", "12Q"], "--max-bytes: '12Q' is not a size"),
+    (["--max-bytes", "512", "--min-bytes", "1K"], "--max-bytes: 512 is below --min-bytes 1024"),
+    (["--collective", "all_reduce,allgatherx"], "--collective: unknown collective 'allgatherx'"),
+    (["--iters", "0"], "--iters: must be a whole number from 1"),
+    (["--num-devices", "1"], "--num-devices: must be a whole number from 2"),
+])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, argv, words):
+    code = main(["comm", "--device", "cpu", "--results-dir", str(tmp_path / "r"), *argv])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.startswith("cnnbench comm: error: ") and words in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "r").exists()
+
+
+# --- nccl-tests' definitions ---------------------------------------------------------------------------
+
+def test_bus_bandwidth_factors_are_nccl_tests():
+    assert [bus_factor(c, 4) for c in ALL] == [1.5, 1.0, 1.0, 0.75, 0.75, 0.75]
+    assert [bus_factor(c, 8) for c in ALL] == [1.75, 1.0, 1.0, 0.875, 0.875, 0.875]
+    assert bus_factor("all_reduce", 1) == 0.0
+    assert bandwidths("all_reduce", 2_000_000_000, 2.0, 4) == (1.0, 1.5)  # GB/s = 1e9 bytes/s
+
+
+def test_sizes_count_the_whole_buffer_as_nccl_tests():
+    assert element_counts("all_reduce", 1024, 4, 4) == (256, 1024)
+    assert element_counts("all_gather", 1024, 4, 4) == (64, 1024)  # per rank's part, the whole output
+    assert element_counts("reduce_scatter", 1000, 3, 4) == (83, 996)  # rounded down to whole parts
+    assert element_counts("all_to_all", 2, 4, 4) == (1, 16)  # at least one element per rank
+    assert parse_bytes("1K") == 1024 and parse_bytes("64M") == 64 << 20 and parse_bytes("1GiB") == 1 << 30
+    assert parse_bytes("512") == 512
+    assert size_ladder(1024, 8192, 2) == [1024, 2048, 4096, 8192]
+    assert size_ladder(1024, 5000, 4) == [1024, 4096]
+
+
+# --- the readers of the store ---------------------------------------------------------------------------
+
+def test_points_leave_comm_records_out():
+    from cnnbench.analysis.points import build_points
+
+    points = build_points([record(), comm(), comm("broadcast")])
+    assert len(points.points) == 1
+    assert not any("collective" in f for f in points.key_fields)
+
+
+def test_compare_of_runs_ignores_comm_records():
+    from cnnbench.compare.build import Side, compare_records
+
+    base = [record(ips=100.0), record(ips=101.0)]
+    cand = [record(ips=90.0), record(ips=91.0)]
+    plain = compare_records(Side("a", base), Side("b", cand))
+    mixed = compare_records(Side("a", base + [comm(busbw=1.0)]), Side("b", cand + [comm(busbw=2.0)]))
+    assert [(p.name, p.comparison.ratio) for p in mixed.pairs] == [(p.name, p.comparison.ratio) for p in plain.pairs]
+    assert (mixed.unmatched_base, mixed.unmatched_cand) == (0, 0)
+
+
+def test_sweep_resume_ignores_comm_records(tmp_path):
+    from cnnbench.sweep.resume import DoneCases
+
+    run = {**record(), "suite_name": "s", "case_key": "k-run"}
+    bandwidth = {**comm(), "suite_name": "s", "case_key": "k-comm"}
+    write_store(tmp_path, [run, bandwidth])
+    done = DoneCases("s", tmp_path, rerun=False)
+    done.read(initial=True)
+    assert done.is_done("k-run", "m-fast") and not done.is_done("k-comm", "m-fast")
+    assert ("k-comm", "m-fast") not in done.figures
