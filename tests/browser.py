@@ -160,7 +160,8 @@ WIDTH_JS = """() => {
     return {under: heading(box), table: t.scrollWidth, box: box.clientWidth, boxScroll: box.scrollWidth,
             overflow: style.overflowX, moved: moved};
   });
-  const past = (e) => e.getBoundingClientRect().right > doc.clientWidth + 1 && !e.closest('table');
+  const past = (e) => !e.closest('table') && (e.getBoundingClientRect().right > doc.clientWidth + 1
+                                               || e.scrollWidth > e.clientWidth + 1 && e.clientWidth > 0);
   const wide = [...document.body.querySelectorAll('*')].filter(past).slice(0, 3)
     .map(e => e.tagName + ' ' + (e.textContent || '').slice(0, 40));
   return {page: doc.scrollWidth, window: doc.clientWidth, tables: tables, wide: wide};

@@ -55,14 +55,16 @@ def fixtures_report(tmp_path_factory) -> Path:
     return _report(root / "store", root / "report", "--title", "Fixtures")
 
 
-WIDE_MACHINES = [f"hyperplane-8x-a100-sxm4-80gb-node-{i:02d}" for i in range(12)]
+LONG_NAME = "dgx_a100_640gb_partition_gpu_large_node_0001_cluster_west_europe_rack_17_slot_3_" * 2
+WIDE_MACHINES = [LONG_NAME] + [f"hyperplane-8x-a100-sxm4-80gb-node-{i:02d}" for i in range(1, 12)]
 
 
 @pytest.fixture(scope="module")
 def wide_report(tmp_path_factory) -> Path:
-    """Twelve machines with long names as columns: tables far wider than an 800 px window."""
+    """Twelve machines with long names as columns: tables far wider than an 800 px window, and
+    a name with no place to break a line: the fastest, so an observation says it in a sentence."""
     root = tmp_path_factory.mktemp("wide")
-    recs = [record(model, machine, 100.0 * (1 + i / 10) * n * (0.95 if n > 1 else 1.0), num_devices=n,
+    recs = [record(model, machine, 100.0 * (2.2 - i / 10) * n * (0.95 if n > 1 else 1.0), num_devices=n,
                    environment={"gpu_model": f"GPU-{i}", "cpu_model": "AMD EPYC 7763 64-Core Processor"})
             for i, machine in enumerate(WIDE_MACHINES) for model in ("resnet50", "vgg16") for n in (1, 2)]
     write_store(root / "store", recs)

@@ -22,7 +22,7 @@ from cnnbench.report.table import MISSING, Cell, Table
 
 CSS = """
 body{font-family:-apple-system,"Segoe UI",Helvetica,Arial,sans-serif;margin:2em auto;max-width:78em;
-padding:0 1em;color:#222;line-height:1.4}
+padding:0 1em;color:#222;line-height:1.4;overflow-wrap:break-word}
 h1{border-bottom:2px solid #ddd}h2{border-bottom:1px solid #eee;margin-top:2em}h3{margin-top:1.5em}
 div.table{overflow-x:auto;max-width:100%;margin:.5em 0}
 table{border-collapse:collapse;font-size:.9em}
