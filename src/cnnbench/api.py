@@ -282,7 +282,8 @@ def _compare_frame(result: Any, problems: list[str]) -> pd.DataFrame:
 
 
 # --- report ---------------------------------------------------------------------------------
-def report(results: Results, output: PathLike | None = None, *, columns: str = "machine",
+def report(results: Results, output: PathLike | None = None, *, rows: str | Sequence[str] = "model",
+           columns: str | Sequence[str] = "machine", observations: str | Sequence[str] | None = None,
            effects: Sequence[str] | None = None, baselines: Mapping[str, str] | None = None,
            ignore: Sequence[str] = (), include_warned: bool = False, where: str | Sequence[str] = (),
            title: str = "cnnbench report", noise: float = 0.03, max_plots: int = 8) -> Report:
@@ -294,7 +295,9 @@ def report(results: Results, output: PathLike | None = None, *, columns: str = "
     (made before any record is read).
 
     ``results``: results folders or ``.jsonl`` files, or records. The other arguments are the
-    command's flags (``effects``: ``--effect``; ``baselines``: ``{"precision": "fp32"}`` for
+    command's flags (``rows``/``columns``: field names, ``"machine,num_devices"`` or a list;
+    ``observations``: kinds such as ``["fastest", "scaling"]``, ``None`` for all;
+    ``effects``: ``--effect``; ``baselines``: ``{"precision": "fp32"}`` for
     ``--baseline precision=fp32``; ``noise`` a fraction). Raises ``ReportError`` (a
     ``ValueError``) for a report that cannot be made, ``OutputError`` for a folder that cannot
     take one.
@@ -303,6 +306,7 @@ def report(results: Results, output: PathLike | None = None, *, columns: str = "
     >>> [t.id for t in rep.tables]
     """
     from cnnbench.report import ReportOptions, build_report, write_report
+    from cnnbench.report.layout import split_fields
     from cnnbench.report.output import check_report_folder
 
     if max_plots < 0:
@@ -311,7 +315,9 @@ def report(results: Results, output: PathLike | None = None, *, columns: str = "
         check_report_folder(output)
     records, problems, _ = _records(results)
     options = ReportOptions(
-        columns=columns, effects=list(effects) if effects is not None else None, baselines=dict(baselines or {}),
+        rows=split_fields(rows), columns=split_fields(columns),
+        observations=None if observations is None else split_fields(observations),
+        effects=list(effects) if effects is not None else None, baselines=dict(baselines or {}),
         ignore=list(ignore), include_warned=include_warned, where=[where] if isinstance(where, str) else list(where),
         title=title, noise=noise, max_plots=max_plots, problems=problems,
     )

@@ -77,9 +77,20 @@ _DEPENDS_ON = {f"config.{f.name}": tuple(f"config.{d}" for d in f.metadata.get("
 
 def _explained(points: PointSet, name: str, varying: Collection[str]) -> bool:
     """Does ``name`` vary only with the fields it depends on (the optimizer of training runs,
-    unset for inference), so that naming those fields names it too?"""
+    unset for inference; ``num_workers``, set for ``synthetic_location=loader`` alone), so that
+    naming those fields (or showing them as a table's rows or columns) names it too?"""
     deps = _DEPENDS_ON.get(name, ())
-    if not deps or not all(d in varying for d in deps):
+    if not any(d in varying for d in deps):
+        return False
+    return follows_from_parents(points, name)
+
+
+def follows_from_parents(points: PointSet, name: str) -> bool:
+    """Does ``name`` (a field declared with ``depends_on``) take one value for each combination
+    of the fields it depends on? Then it never tells two configurations apart by itself
+    (``num_workers=2`` comes with ``synthetic_location=loader``): it need not split tables."""
+    deps = _DEPENDS_ON.get(name, ())
+    if not deps or not points.varies(name):
         return False
     return all(len({p.values.get(name) for p in group}) == 1 for group in points.group_by(deps).values())
 

@@ -15,6 +15,9 @@ from cnnbench.cli.common import UserError
 if TYPE_CHECKING:
     from cnnbench.report.render.drawing import DrawingPool
 
+OBSERVATION_KINDS = ("scaling", "effects", "fastest", "implementations", "failures")
+"""As :data:`cnnbench.report.options.OBSERVATION_KINDS` (not imported: the report package is heavy to load)."""
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -30,8 +33,15 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="Folder to write the report to (default: report, in the current folder): new, empty, or "
                    "an earlier report's (whose files alone a new report replaces; it deletes nothing it did not "
                    "write).")
-    p.add_argument("--columns", default="machine", metavar="FIELD",
-                   help="Column dimension of the per-configuration tables (default: machine).")
+    p.add_argument("--rows", default="model", metavar="FIELD[,FIELD...]",
+                   help="Row dimension of the per-configuration tables: any field, several joined by commas "
+                   "(--rows machine,num_devices: a row per machine and device count; default: model).")
+    p.add_argument("--columns", default="machine", metavar="FIELD[,FIELD...]",
+                   help="Column dimension of the per-configuration tables, as --rows (default: machine). A "
+                   "configuration is what the rows, columns and batch size leave; --rows num_devices --columns "
+                   "synthetic_location puts device, host and loader runs in one table.")
+    p.add_argument("--observations", default=None, metavar="KIND[,KIND...]",
+                   help=f"Make only these kinds of observation: {', '.join(OBSERVATION_KINDS)} (default: all).")
     p.add_argument("--effect", action="append", default=None, metavar="FIELD",
                    help="Show 'speedup from A vs B' for this field (repeatable; default: every field "
                    "that takes exactly two values).")
@@ -96,6 +106,7 @@ def handle(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace, drawing_pool: DrawingPool) -> int:
     from cnnbench.report import NoMatchingRecords, ReportError, ReportOptions, build_report, write_report
+    from cnnbench.report.layout import split_fields
     from cnnbench.results.outputs import OutputError
     from cnnbench.results.store import StoreNotice, problem_text, read_records
     from cnnbench.words import plural
@@ -106,19 +117,21 @@ def _report(args: argparse.Namespace, drawing_pool: DrawingPool) -> int:
         raise UserError(str(exc)) from None
     for problem in problems:
         print(f"warning: {problem_text(problem)}", file=sys.stderr)
-    options = ReportOptions(
-        columns=args.columns,
-        effects=args.effect,
-        baselines=parse_baselines(args.baseline),
-        ignore=args.ignore,
-        include_warned=args.include_warned,
-        where=args.where,
-        title=args.title,
-        noise=parse_noise(args.noise),
-        max_plots=0 if args.no_plots else args.max_plots,
-        problems=[str(p) for p in problems],
-    )
     try:
+        options = ReportOptions(
+            rows=split_fields(args.rows),
+            columns=split_fields(args.columns),
+            observations=None if args.observations is None else split_fields(args.observations),
+            effects=args.effect,
+            baselines=parse_baselines(args.baseline),
+            ignore=args.ignore,
+            include_warned=args.include_warned,
+            where=args.where,
+            title=args.title,
+            noise=parse_noise(args.noise),
+            max_plots=0 if args.no_plots else args.max_plots,
+            problems=[str(p) for p in problems],
+        )
         report = build_report(records, options)
     except NoMatchingRecords as exc:
         raise UserError(f"{exc}; nothing written", exit_code=1) from None

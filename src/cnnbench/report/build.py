@@ -9,14 +9,13 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from cnnbench.analysis import fields as F
 from cnnbench.analysis.labels import common_fields
 from cnnbench.analysis.marks import MARKS_HEADING, combined, marks_section
 from cnnbench.analysis.points import PointSet, build_points
-from cnnbench.analysis.repeat_stats import REPEAT_NOISE
 from cnnbench.report.document import (
     Bullets,
     Contents,
@@ -29,6 +28,7 @@ from cnnbench.report.document import (
 )
 from cnnbench.report.fastest import fastest_observations
 from cnnbench.report.figures import scaling_figure, throughput_figure
+from cnnbench.report.layout import Layout
 from cnnbench.report.observations import (
     ALL_WARNED,
     Observation,
@@ -39,8 +39,16 @@ from cnnbench.report.observations import (
     marked_warned,
     scaling_observations,
 )
+from cnnbench.report.options import (
+    OBSERVATION_KINDS,
+    NoMatchingRecords,
+    ReportError,
+    ReportOptions,
+    resolve_layout,
+)
 from cnnbench.report.table import Table, unique_ids
 from cnnbench.report.tables.cost import cost_table
+from cnnbench.report.tables.effect_series import series_blocks
 from cnnbench.report.tables.effects import Effect, compute_effects, default_effect_fields
 from cnnbench.report.tables.energy import add_energy_blocks, energy_tables
 from cnnbench.report.tables.implementations import implementation_tables
@@ -55,39 +63,6 @@ from cnnbench.words import plural
 log = logging.getLogger(__name__)
 
 
-class ReportError(ValueError):
-    """A report that cannot be made as asked (one line, for the user)."""
-
-
-class NoMatchingRecords(ReportError):
-    """Nothing left to report after ``--where``."""
-
-
-@dataclass
-class ReportOptions:
-    """What to report and how (the ``cnnbench report`` flags)."""
-
-    columns: str = "machine"
-    effects: Sequence[str] | None = None
-    """Fields to show effects of; ``None``: every field with exactly two values."""
-    baselines: Mapping[str, str] = field(default_factory=dict)
-    """``{field: value}``: the value others are compared with in effect tables."""
-    where: Sequence[str] = ()
-    title: str = "cnnbench report"
-    noise: float = 0.03
-    """The smallest relative difference called significant (the test's minimum effect)."""
-    repeat_noise: float = REPEAT_NOISE
-    """A cell shows the relative stdev of its repeats (``±x%``) when it exceeds this: the
-    threshold above which the sweep warns that repeats disagree (``cnnbench sweep --noise``)."""
-    ignore: Sequence[str] = ()
-    """Fields results may differ in and still pair in effect tables (``--ignore``)."""
-    include_warned: bool = False
-    """Let cells whose runs recorded warnings (or were throttled) into the observations."""
-    max_plots: int = 8
-    problems: Sequence[str] = ()
-    """Lines the store could not read, listed at the end."""
-
-
 def _parse_baselines(baselines: Mapping[str, str], records: list[Mapping[str, Any]]) -> dict[str, str]:
     return {F.resolve_field(k, records): v for k, v in baselines.items()}
 
@@ -97,7 +72,7 @@ class _Scope:
     """What the flags resolve to in the records: the selection and the fields named by the flags."""
 
     selected: list[Mapping[str, Any]]
-    column: str
+    layout: Layout
     effect_fields: list[str] | None
     baselines: dict[str, str]
     ignore: list[str]
@@ -136,15 +111,16 @@ def build_report(records: Sequence[Mapping[str, Any]], options: ReportOptions | 
     if not records:
         raise NoMatchingRecords("no records to report")
     scope = _resolve(records, opts)
-    selected, column = scope.selected, scope.column
-    pipelines = pipeline_tables(selected, column, opts.repeat_noise)  # cnnbench data: no model, tables of their own
+    selected, layout = scope.selected, scope.layout
+    # cnnbench data: no model, tables of their own (by the first column field)
+    pipelines = pipeline_tables(selected, layout.columns[0], opts.repeat_noise)
     points = build_points([r for r in selected if not is_pipeline_record(r)],
-                          [column, *(scope.effect_fields or []), *scope.baselines])
+                          [*layout.rows, *layout.columns, *(scope.effect_fields or []), *scope.baselines])
     log.info("%d of %d records selected, %d points", len(selected), len(records), len(points.points))
     parts = _build_parts(points, scope, opts, pipelines)
     all_tables = parts.tables()
     unique_ids(all_tables)
-    report = Report(opts.title, tables=all_tables, observations=_observations(parts, column, opts),
+    report = Report(opts.title, tables=all_tables, observations=_observations(parts, layout, opts),
                     n_records=len(selected), warnings=parts.baseline_warnings)
     _assemble(report, opts, records, scope, points, parts)
     add_energy_blocks(report, parts.energies)
@@ -157,16 +133,13 @@ def _resolve(records: list[Mapping[str, Any]], opts: ReportOptions) -> _Scope:
     """Select with ``--where`` and resolve the fields the flags name (a :class:`ReportError` if one is unknown)."""
     try:
         selected = _select(records, opts)
-        column = F.resolve_field(opts.columns, selected)
-        if column == F.MODEL:
-            raise F.FieldError("--columns model: the rows are the models already; choose another field "
-                               "(machine, gpu, cpu, num_devices, precision, ...)")
+        layout = resolve_layout(opts, selected)
         effect_fields = None if opts.effects is None else [F.resolve_field(e, selected) for e in opts.effects]
         baselines = _parse_baselines(opts.baselines, selected)
         ignore = [F.resolve_field(f, selected) for f in opts.ignore]
     except F.FieldError as exc:
         raise ReportError(str(exc)) from exc
-    return _Scope(selected, column, effect_fields, baselines, ignore)
+    return _Scope(selected, layout, effect_fields, baselines, ignore)
 
 
 def _select(records: list[Mapping[str, Any]], opts: ReportOptions) -> list[Mapping[str, Any]]:
@@ -185,7 +158,7 @@ def _select(records: list[Mapping[str, Any]], opts: ReportOptions) -> list[Mappi
 
 def _build_parts(points: PointSet, scope: _Scope, opts: ReportOptions, pipelines: list[Table]) -> _Parts:
     cost = cost_table(points)
-    sections = configuration_sections(points, scope.column, opts.repeat_noise)
+    sections = configuration_sections(points, scope.layout, opts.repeat_noise)
     groups = scaling_groups(points, opts.repeat_noise)
     effects, effect_notes, baseline_warnings = _effects(points, scope, opts)
     impls = implementation_tables(points, opts.repeat_noise, opts.noise)
@@ -214,14 +187,18 @@ def _effects(points: PointSet, scope: _Scope, opts: ReportOptions) -> tuple[list
     return effects, effect_notes, baseline_warnings
 
 
-def _observations(parts: _Parts, column: str, opts: ReportOptions) -> list[Observation]:
-    """The observations; when every figure is warned, those that hold with the warnings, marked."""
+def _observations(parts: _Parts, layout: Layout, opts: ReportOptions) -> list[Observation]:
+    """The observations of the kinds asked (``opts.observations``); when every figure is warned,
+    those that hold with the warnings, marked."""
     fallback = not opts.include_warned and all_warned(parts.sections)
     warned = opts.include_warned or fallback
-    found = (scaling_observations(parts.groups, warned) + effect_observations(parts.effects, warned)
-             + fastest_observations(parts.sections, column, warned, opts.noise)
-             + implementation_observations(parts.impls, warned, opts.noise))
-    return (marked_warned(found) if fallback else found) + failure_observations(parts.sections)
+    kinds = set(opts.observations if opts.observations is not None else OBSERVATION_KINDS)
+    found = ((scaling_observations(parts.groups, warned) if "scaling" in kinds else [])
+             + (effect_observations(parts.effects, warned) if "effects" in kinds else [])
+             + (fastest_observations(parts.sections, layout, warned, opts.noise) if "fastest" in kinds else [])
+             + (implementation_observations(parts.impls, warned, opts.noise) if "implementations" in kinds else []))
+    failures = failure_observations(parts.sections) if "failures" in kinds else []
+    return (marked_warned(found) if fallback else found) + failures
 
 
 def _unused_baselines(baselines: Mapping[str, str], names: Sequence[str], effects: list[Effect],
@@ -258,7 +235,10 @@ def _facts(records: list, scope: _Scope, opts: ReportOptions, points: PointSet) 
     if constant:
         lines.append("Common to all results: " + ", ".join(_common_label(f, points.distinct(f)[0]) for f in constant)
                      + ".")
-    lines.append(f"Tables by {F.short_name(scope.column)}; images/sec are medians of repeats over all devices.")
+    layout = scope.layout
+    by = (layout.column_name if layout.is_default
+          else f"{layout.row_name} (rows) and {layout.column_name} (columns)")
+    lines.append(f"Tables by {by}; images/sec are medians of repeats over all devices.")
     return lines
 
 
@@ -267,8 +247,9 @@ def _what_was_run(selected: list, points: PointSet) -> str:
     failed = ", ".join(f"{n} {s}" for s, n in statuses.most_common() if s != "ok")
     machines = sorted(points.distinct(F.MACHINE), key=F.sort_key)
     what = f"{plural(len(selected), 'result')} ({statuses.get('ok', 0):,} ok{', ' + failed if failed else ''})"
-    if not points.points:
-        return what + f", on {plural(len(machines), 'machine')}."
+    if not points.points:  # cnnbench data or comm records alone: their machines
+        machines = sorted({F.hashable(F.get_value(r, F.MACHINE)) for r in selected}, key=F.sort_key)
+        return what + f", on {plural(len(machines), 'machine')}: {_listed(machines)}."
     models = sorted((m for m in points.distinct(F.MODEL) if m is not None), key=F.sort_key)
     config_fields = [f for f in points.key_fields if f not in (F.MODEL, F.BATCH, F.MACHINE, F.DEVICES)]
     n_configs = len(points.group_by(config_fields))
@@ -302,12 +283,12 @@ def _assemble(report: Report, opts: ReportOptions, records: list, scope: _Scope,
     if fallback:
         b.append(Paragraph(ALL_WARNED))
     b.append(Bullets([o.text for o in report.observations]) if report.observations
-             else Paragraph("Nothing to observe: no table has two comparable figures."))
+             else Paragraph(_nothing_observed(opts)))
     b += [Heading("Contents"), Contents()]
     if parts.systems:
         b += [Heading("Systems"), TableBlock(parts.systems)]
     _scaling_blocks(report, parts)
-    _throughput_blocks(report, parts, scope.column)
+    _throughput_blocks(report, parts, scope.layout)
     _effect_blocks(report, parts)
     _training_blocks(report, parts)
     if parts.pipelines:
@@ -315,12 +296,19 @@ def _assemble(report: Report, opts: ReportOptions, records: list, scope: _Scope,
         b += [TableBlock(t, caption=True) for t in parts.pipelines]
     if parts.cost:
         b += [Heading("Model cost"), TableBlock(parts.cost)]
+    b += series_blocks([e.table for e in parts.effects])
     explained = marks_section(combined(p.measure for p in points.points), opts.include_warned or fallback)
     if explained:
         b += [Heading(MARKS_HEADING), Bullets(explained)]
     if opts.problems:
         b.append(Heading("Results that could not be read"))
         b.append(Bullets(list(opts.problems)))
+
+
+def _nothing_observed(opts: ReportOptions) -> str:
+    if opts.observations is not None and set(opts.observations) != set(OBSERVATION_KINDS):
+        return f"Nothing to observe of the kinds asked (--observations {','.join(opts.observations)})."
+    return "Nothing to observe: no table has two comparable figures."
 
 
 def _scaling_blocks(report: Report, parts: _Parts) -> None:
@@ -336,10 +324,11 @@ def _scaling_blocks(report: Report, parts: _Parts) -> None:
         report.figures.append(fig)
 
 
-def _throughput_blocks(report: Report, parts: _Parts, column: str) -> None:
+def _throughput_blocks(report: Report, parts: _Parts, layout: Layout) -> None:
     b = report.blocks
     if parts.sections or not parts.pipelines:
-        b.append(Heading(f"Throughput by configuration (images/sec; columns: {F.short_name(column)})"))
+        rows = "" if layout.is_default else f"rows: {layout.row_name}; "
+        b.append(Heading(f"Throughput by configuration (images/sec; {rows}columns: {layout.column_name})"))
     for s in parts.sections:
         b += [Heading(s.name, 3), TableBlock(s.table)]
         fig = throughput_figure(s)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from cnnbench.analysis import fields as F
 from cnnbench.analysis.significance import DEFAULT_NOISE, compare_runs
+from cnnbench.report.layout import Layout
 from cnnbench.report.observations import Observation, Ref, usable
 from cnnbench.report.table import Cell
 from cnnbench.report.tables.throughput import Section
@@ -39,6 +40,31 @@ class _Contests:
     best_text: dict[str, str] = field(default_factory=dict)
     undecided: list[Ref] = field(default_factory=list)
     """The fastest cell of each contest whose winner is not significantly ahead."""
+    model_of: dict[str, str] = field(default_factory=dict)
+    """The model each row measures: a batch sweep gives a model a row per batch size (a series)."""
+
+    def rows_compared(self, default_rows: bool) -> str:
+        """What the contests were held over: ``6 models``; ``2 models, 4 model × batch series``."""
+        if not default_rows:
+            return plural(len(self.wins), "row")
+        models = len(set(self.model_of[r] for r in self.wins))
+        series = f", {len(self.wins)} model × batch series" if models < len(self.wins) else ""
+        return plural(models, "model") + series
+
+
+def _record_models(s: Section) -> dict[int, str]:
+    """The model of each record of a section, by the record's identity (a measure keeps its records)."""
+    return {id(r): F.text(p.values.get(F.MODEL)) for p in s.points for r in p.records}
+
+
+def _row_model(s: Section, label: str, cells: list[tuple[str, Cell]], models: dict[int, str]) -> str:
+    """The model behind a row's cells (``resnet50, batch 64`` measures resnet50)."""
+    for col, _ in cells:
+        m = s.measures.get((label, col))
+        for r in m.runs if m is not None else []:
+            if id(r) in models:
+                return models[id(r)]
+    return label
 
 
 def _contests(sections: Sequence[Section], include_warned: bool, noise: float) -> _Contests:
@@ -46,13 +72,15 @@ def _contests(sections: Sequence[Section], include_warned: bool, noise: float) -
     for s in sections:
         t = s.table
         data = range(t.label_columns, len(t.columns))
-        for row in t.rows:
+        models = _record_models(s)
+        for k, row in enumerate(t.rows):
             cells = [(t.columns[i], row[i]) for i in data if usable(row[i], include_warned)]
             if len(cells) < 2:
                 continue
             col, cell = max(cells, key=lambda c: c[1].value)
-            model = row[0].text
+            model = s.row_label(k)
             found.compared[model] += 1
+            found.model_of[model] = _row_model(s, model, cells, models)
             if not _clear_winner(s, model, cells, noise):
                 found.undecided.append(Ref(t.id, model, col))
                 continue
@@ -62,27 +90,9 @@ def _contests(sections: Sequence[Section], include_warned: bool, noise: float) -
     return found
 
 
-def _undecided_text(c: _Contests) -> str:
-    total = sum(c.compared.values())
-    return f" No significant winner in {len(c.undecided)} of {plural(total, 'comparison')}." if c.undecided else ""
-
-
-def fastest_observations(sections: Sequence[Section], column_field: str, include_warned: bool = False,
-                         noise: float = DEFAULT_NOISE) -> list[Observation]:
-    """The column value (machine by default) with the highest images/sec for each model, counted
-    only where it is significantly faster than every other cell of its row (``noise``: the
-    minimum effect); warned cells are not in the contest. With no significant winner anywhere,
-    one sentence says so and names no column value."""
-    if column_field == F.DEVICES:
-        return []
-    c = _contests(sections, include_warned, noise)
-    name = F.short_name(column_field)
-    if not c.compared:
-        return []
-    if not c.wins:
-        return [Observation(f"No {name} is significantly faster than the others for any model "
-                            f"({plural(sum(c.compared.values()), 'comparison')}).", c.undecided)]
-    winners: dict[str, list[str]] = defaultdict(list)  # column -> models it wins, said once per column
+def _winners(c: _Contests) -> dict[str, list[str]]:
+    """Per column, the rows it wins (each with its figure or how many configurations), said once per column."""
+    winners: dict[str, list[str]] = defaultdict(list)
     for model in c.wins:
         col, k = c.wins[model].most_common(1)[0]
         if c.compared[model] == 1:
@@ -91,16 +101,44 @@ def fastest_observations(sections: Sequence[Section], column_field: str, include
             winners[col].append(f"{model} (all {c.compared[model]} configurations)")
         else:
             winners[col].append(f"{model} ({k} of {c.compared[model]} configurations)")
+    return winners
+
+
+def _undecided_text(c: _Contests) -> str:
+    total = sum(c.compared.values())
+    return f" No significant winner in {len(c.undecided)} of {plural(total, 'comparison')}." if c.undecided else ""
+
+
+def fastest_observations(sections: Sequence[Section], layout: Layout | str, include_warned: bool = False,
+                         noise: float = DEFAULT_NOISE) -> list[Observation]:
+    """The column value (machine by default) with the highest images/sec for each model (each row
+    of the layout), counted only where it is significantly faster than every other cell of its
+    row (``noise``: the minimum effect); warned cells are not in the contest. With no significant
+    winner anywhere, one sentence says so and names no column value."""
+    if isinstance(layout, str):
+        layout = Layout(columns=(layout,))
+    if F.DEVICES in layout.columns or F.MODEL in layout.columns:
+        return []  # more devices, or another model, is not a faster choice of the same work
+    c = _contests(sections, include_warned, noise)
+    series = layout.is_default and len(set(c.model_of.values())) < len(c.model_of)
+    row = ("model and batch" if series else "model") if layout.is_default else layout.row_name
+    name = layout.column_name
+    if not c.compared:
+        return []
+    if not c.wins:
+        return [Observation(f"No {name} is significantly faster than the others for any {row} "
+                            f"({plural(sum(c.compared.values()), 'comparison')}).", c.undecided)]
+    winners = _winners(c)
     all_refs = [r for model in c.wins for r in c.refs[model]] + c.undecided
     unanimous = all(c.wins[m].most_common(1)[0][1] == c.compared[m] for m in c.wins) and not c.undecided
     if len(winners) == 1 and unanimous and len(c.wins) > 1:
         [col] = winners
         total = sum(c.compared.values())
-        return [Observation(f"Fastest {name}: {col}, for every model ({plural(len(c.wins), 'model')}, "
+        return [Observation(f"Fastest {name}: {col}, for every {row} ({c.rows_compared(layout.is_default)}, "
                             f"{plural(total, 'comparison')}).", all_refs)]
     parts = []
     for col, models in sorted(winners.items(), key=lambda kv: -len(kv[1])):
         shown = models[:MAX_MODELS_LISTED]
         more = f" and {len(models) - len(shown)} more" if len(models) > len(shown) else ""
         parts.append(f"{col} for {', '.join(shown)}{more}")
-    return [Observation(f"Fastest {name} per model: " + "; ".join(parts) + "." + _undecided_text(c), all_refs)]
+    return [Observation(f"Fastest {name} per {row}: " + "; ".join(parts) + "." + _undecided_text(c), all_refs)]

@@ -24,19 +24,21 @@ def throughput_figure(s: Section) -> Figure | None:
     # error bars: one relative stdev of the repeats either side (the table's ±), where there are repeats
     errors = [[c.value * c.spread if c.is_number and c.spread else 0.0 for c in row[t.label_columns:]]
               for row in t.rows]
-    data = {"rows": [r[0].text for r in t.rows], "columns": cols, "values": values, "status": status,
-            "errors": errors, "column_name": F.short_name(s.column_field), "batches": _batches(s, cols)}
+    data = {"rows": [s.row_label(i) for i in range(len(t.rows))], "columns": cols, "values": values,
+            "status": status, "errors": errors, "column_name": s.layout.column_name, "batches": _batches(s, cols)}
     return Figure("throughput", t.id, f"images/sec: {s.name}", data)
 
 
 def _batches(s: Section, cols: list[str]) -> list[list[str]]:
     """Per row, the batch of each column's cell; a row's batches are blanked when they are all alike."""
     batch_of: dict[tuple[str, str], Any] = {}
+    layout = s.layout
     for p in s.points:
-        batch_of.setdefault((F.text(p.values.get(F.MODEL)), F.text(p.values.get(s.column_field))),
-                            p.values.get(F.BATCH))
-    batches = [[F.text(batch_of.get((row[0].text, c))) if batch_of.get((row[0].text, c)) is not None else ""
-                for c in cols] for row in s.table.rows]
+        cell = (layout.row_label(layout.row_key(p.values)), layout.column_label(layout.column_key(p.values)))
+        batch_of.setdefault(cell, p.values.get(F.BATCH))
+    labels = [s.row_label(i) for i in range(len(s.table.rows))]
+    batches = [[F.text(batch_of.get((label, c))) if batch_of.get((label, c)) is not None else ""
+                for c in cols] for label in labels]
     return [b if len({x for x in b if x}) > 1 else [""] * len(b) for b in batches]
 
 

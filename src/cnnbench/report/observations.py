@@ -283,15 +283,16 @@ def failure_observations(sections: Sequence[Section]) -> list[Observation]:
     refs: list[Ref] = []
     for s in sections:
         t = s.table
-        for row in t.rows:
+        for k, row in enumerate(t.rows):
+            label = s.row_label(k)
             for i in range(t.label_columns, len(t.columns)):
                 c = row[i]
-                ref = Ref(t.id, row[0].text, t.columns[i])
+                ref = Ref(t.id, label, t.columns[i])
                 if c.status:
                     failed[c.status] += 1
                     refs.append(ref)
                     if len(examples) < MAX_FAILURES_LISTED:
-                        examples.append((f"{row[0].text} on {t.columns[i]} in {t.title} ({c.status})", ref))
+                        examples.append((f"{label} on {t.columns[i]} in {t.title} ({c.status})", ref))
                 elif c.is_number and c.failed_repeats:
                     partial += 1
                     refs.append(ref)

@@ -39,28 +39,30 @@ def energy_tables(sections: Sequence[Section]) -> list[Table]:
 
 
 def _table(section: Section) -> Table:
-    column = section.column_field
-    cells: dict[tuple[Any, Any, Any], list[float]] = {}
-    rows_seen: dict[tuple[Any, Any], None] = {}
-    columns: dict[Any, None] = {}
+    layout = section.layout
+    cells: dict[tuple[Any, ...], list[float]] = {}
+    rows_seen: dict[tuple[Any, ...], None] = {}
+    columns: dict[tuple[Any, ...], None] = {}
     for p in section.points:
-        key = (p.values.get(F.MODEL), p.values.get(F.BATCH))
+        key = layout.row_key(p.values) + (() if F.BATCH in layout.rows else (p.values.get(F.BATCH),))
         rows_seen.setdefault(key, None)
-        columns.setdefault(p.values.get(column), None)
-        values = cells.setdefault((*key, p.values.get(column)), [])
+        col = layout.column_key(p.values)
+        columns.setdefault(col, None)
+        values = cells.setdefault((key, col), [])
         values += [x for x in (_per_joule(r) for r in p.records) if x is not None]
     rows: list[list[Cell]] = []
-    for model, batch in sorted(rows_seen, key=lambda mb: (F.sort_key(mb[0]), F.sort_key(mb[1]))):
-        row = [label_cell(model), Cell(F.text(batch), batch)]
+    for key in sorted(rows_seen, key=lambda k: tuple(map(F.sort_key, k))):
+        row = [label_cell(v) if i == 0 else Cell(F.text(v), v) for i, v in enumerate(key)]
         for c in columns:
-            xs = cells.get((model, batch, c)) or []
+            xs = cells.get((key, c)) or []
             row.append(number(median(xs), 2) if xs else missing())
         rows.append(row)
     notes = [f"Images per joule: images of the timed steps over the energy the GPUs drew meanwhile (NVML; "
-             f"host CPU and memory not included); columns: {F.short_name(column)}; batch = per device. "
+             f"host CPU and memory not included); columns: {layout.column_name}; batch = per device. "
              "Cell = median of repeats; — = no energy figure."]
+    labels = layout.row_headers + ([] if F.BATCH in layout.rows else ["batch"])
     return Table(f"energy-{F.slug(section.name)}", f"Images per joule: {section.name}", "energy",
-                 ["model", "batch"] + [F.text(c) for c in columns], rows, notes, label_columns=2)
+                 labels + [layout.column_label(c) for c in columns], rows, notes, label_columns=len(labels))
 
 
 def add_energy_blocks(report: Report, tables: Sequence[Table]) -> None:

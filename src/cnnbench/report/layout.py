@@ -1,0 +1,77 @@
+"""What a report's throughput tables put in rows and in columns (``--rows``, ``--columns``).
+
+Any record field can be a row or a column dimension; several fields make combined labels
+(rows of machine × device count, as vendor tables print GPU × count). A row has one label
+column per row field; a column header reads the field's value alone for one column field,
+``device · source=tf_cnn_benchmarks`` (:func:`cnnbench.analysis.fields.label`) for several.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from cnnbench.analysis import fields as F
+
+
+def split_fields(value: str | Sequence[str]) -> tuple[str, ...]:
+    """``"machine,num_devices"`` or ``("machine", "num_devices")`` -> ``("machine", "num_devices")``
+    (names stripped; a comma inside an item splits it too)."""
+    items = [value] if isinstance(value, str) else list(value)
+    return tuple(part.strip() for item in items for part in str(item).split(","))
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Resolved (dotted) row and column fields of the throughput tables."""
+
+    rows: tuple[str, ...] = (F.MODEL,)
+    columns: tuple[str, ...] = (F.MACHINE,)
+
+    @property
+    def shown(self) -> frozenset[str]:
+        """The fields a table shows in its rows and columns (they leave the configuration)."""
+        return frozenset(self.rows + self.columns)
+
+    @property
+    def is_default(self) -> bool:
+        return self.rows == (F.MODEL,)
+
+    @property
+    def row_headers(self) -> list[str]:
+        """The row label columns' headers (``model``; ``machine``, ``num_devices``)."""
+        return [F.short_name(f) for f in self.rows]
+
+    @property
+    def row_name(self) -> str:
+        """What one row is, in a sentence: ``model``, ``machine × num_devices``."""
+        return " × ".join(self.row_headers)
+
+    @property
+    def column_name(self) -> str:
+        """What the columns are, in a sentence: ``machine``, ``synthetic_location × source``."""
+        return " × ".join(F.short_name(f) for f in self.columns)
+
+    def row_key(self, values: Mapping[str, Any]) -> tuple:
+        return tuple(values.get(f) for f in self.rows)
+
+    def column_key(self, values: Mapping[str, Any]) -> tuple:
+        return tuple(values.get(f) for f in self.columns)
+
+    def row_label(self, key: Sequence[Any]) -> str:
+        """A row in a sentence: ``resnet50``; ``num_devices=2``; ``m-a · num_devices=2``."""
+        if self.is_default:
+            return F.text(key[0])
+        return " · ".join(F.label(f, v) for f, v in zip(self.rows, key, strict=True))
+
+    def column_label(self, key: Sequence[Any]) -> str:
+        """A column header: the value for one column field, the joined labels for several."""
+        if len(self.columns) == 1:
+            return F.text(key[0])
+        return " · ".join(F.label(f, v) for f, v in zip(self.columns, key, strict=True))
+
+    def order(self, keys: Sequence[tuple], ranks: Sequence[Sequence[Any]]) -> list[tuple]:
+        """``keys`` sorted field by field, each field's values in the order of ``ranks`` (one list per field)."""
+        index = [{v: i for i, v in enumerate(r)} for r in ranks]
+        return sorted(keys, key=lambda k: tuple(ix.get(v, len(ix)) for ix, v in zip(index, k, strict=True)))

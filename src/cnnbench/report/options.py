@@ -1,0 +1,96 @@
+"""The options of a report (the ``cnnbench report`` flags) and how its layout resolves.
+
+``rows`` and ``columns`` (``--rows``, ``--columns``) name the fields of the throughput
+tables' rows and columns; ``observations`` (``--observations``) the kinds of observation made.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from cnnbench.analysis import fields as F
+from cnnbench.analysis.repeat_stats import REPEAT_NOISE
+from cnnbench.report.layout import Layout, split_fields
+
+
+class ReportError(ValueError):
+    """A report that cannot be made as asked (one line, for the user)."""
+
+
+class NoMatchingRecords(ReportError):
+    """Nothing left to report after ``--where``."""
+
+
+OBSERVATION_KINDS = ("scaling", "effects", "fastest", "implementations", "failures")
+"""The kinds of observation a report makes (``--observations``): scaling efficiency, one-factor
+effects, the fastest column value per row, implementations side by side, failed cells."""
+
+
+@dataclass
+class ReportOptions:
+    """What to report and how (the ``cnnbench report`` flags).
+
+    ``rows`` and ``columns`` name the fields of the throughput tables' rows and columns
+    (aliases or dotted names; a string is split on commas: ``"machine,num_devices"``)."""
+
+    rows: tuple[str, ...] = ("model",)
+    columns: tuple[str, ...] = ("machine",)
+    observations: tuple[str, ...] | None = None
+    """The kinds of observation to make (of :data:`OBSERVATION_KINDS`); ``None``: every kind."""
+    effects: Sequence[str] | None = None
+    """Fields to show effects of; ``None``: every field with exactly two values."""
+    baselines: Mapping[str, str] = field(default_factory=dict)
+    """``{field: value}``: the value others are compared with in effect tables."""
+    where: Sequence[str] = ()
+    title: str = "cnnbench report"
+    noise: float = 0.03
+    """The smallest relative difference called significant (the test's minimum effect)."""
+    repeat_noise: float = REPEAT_NOISE
+    """A cell shows the relative stdev of its repeats (``±x%``) when it exceeds this: the
+    threshold above which the sweep warns that repeats disagree (``cnnbench sweep --noise``)."""
+    ignore: Sequence[str] = ()
+    """Fields results may differ in and still pair in effect tables (``--ignore``)."""
+    include_warned: bool = False
+    """Let cells whose runs recorded warnings (or were throttled) into the observations."""
+    max_plots: int = 8
+    problems: Sequence[str] = ()
+    """Lines the store could not read, listed at the end."""
+
+    def __post_init__(self) -> None:
+        self.rows = _field_names("--rows", self.rows)
+        self.columns = _field_names("--columns", self.columns)
+        if self.observations is not None:
+            kinds = split_fields(self.observations)
+            unknown = [k for k in kinds if k not in OBSERVATION_KINDS]
+            if unknown or not kinds:
+                raise ReportError(f"--observations: unknown kind {', '.join(map(repr, unknown)) or repr('')}; "
+                                  f"choose from {', '.join(OBSERVATION_KINDS)}")
+            self.observations = tuple(dict.fromkeys(kinds))
+
+
+def _field_names(flag: str, value: str | Sequence[str]) -> tuple[str, ...]:
+    names = split_fields(value)
+    if not all(names):
+        raise ReportError(f"{flag}: expected FIELD[,FIELD...], got {','.join(names)!r}")
+    return names
+
+
+def resolve_layout(opts: ReportOptions, selected: list[Mapping[str, Any]]) -> Layout:
+    """The rows and columns the flags name (a :class:`~cnnbench.analysis.fields.FieldError` for an
+    unknown field, a field named twice, or one that is both a row and a column)."""
+    rows = tuple(F.resolve_field(r, selected) for r in opts.rows)
+    columns = tuple(F.resolve_field(c, selected) for c in opts.columns)
+    for flag, names in (("--rows", rows), ("--columns", columns)):
+        twice = sorted({F.short_name(f) for f in names if names.count(f) > 1})
+        if twice:
+            raise F.FieldError(f"{flag}: {', '.join(twice)} named twice")
+    both = [f for f in columns if f in rows]
+    if both == [F.MODEL] and rows == (F.MODEL,):
+        raise F.FieldError("--columns model: the rows are the models already; choose another field "
+                           "(machine, gpu, cpu, num_devices, precision, ...) or other rows (--rows)")
+    if both:
+        raise F.FieldError(f"{', '.join(map(F.short_name, both))}: both a row (--rows) and a column (--columns) "
+                           f"field; a field can be one or the other")
+    return Layout(rows, columns)
