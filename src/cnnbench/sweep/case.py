@@ -84,8 +84,8 @@ class CaseRunner:
         return batch // 2 if batch > 1 else None
 
     def _attempt(self, case: Case, config: RunConfig) -> ChildOutcome:
-        extra = {"suite_name": self.suite.name, "case_name": case_name(config.recorded()),
-                 "case_key": case.key, "repeat": case.repeat}
+        extra = {**self.options.record_extra, "suite_name": self.suite.name,
+                 "case_name": case_name(config.recorded()), "case_key": case.key, "repeat": case.repeat}
         tmp = Path(tempfile.mkdtemp(prefix="cnnbench-case-"))
         run_config = config.replace(results_dir=str(tmp / "results"))
 
@@ -110,7 +110,8 @@ class CaseRunner:
 
     def _record(self, case: Case, config: RunConfig, outcome: ChildOutcome) -> dict[str, Any]:
         """The record of an attempt: the worker's own, or one made here for a failure."""
-        extra = {"suite_name": self.suite.name, "case_key": case.key, "repeat": case.repeat}
+        extra = {**self.options.record_extra, "suite_name": self.suite.name, "case_key": case.key,
+                 "repeat": case.repeat}
         returned = outcome.result.get("record") if isinstance(outcome.result, dict) else None
         if isinstance(returned, dict) and outcome.exit_code == 0:
             record = dict(returned)

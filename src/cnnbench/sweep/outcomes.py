@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -27,6 +28,8 @@ class SweepOptions:
     """Repeats whose images/sec have a relative stdev (stdev / mean) above this get a warning
     (``--noise``; the report shows that figure as ``±x%`` above the same threshold; see
     :data:`cnnbench.analysis.repeat_stats.REPEAT_NOISE` for how its default was derived)."""
+    record_extra: Mapping[str, Any] = field(default_factory=dict)
+    """Top-level fields every record of the sweep carries (a Slurm job's ``slurm`` section)."""
 
 
 @dataclass

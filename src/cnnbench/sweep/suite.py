@@ -34,8 +34,11 @@ import yaml
 from cnnbench.config.errors import ConfigError
 from cnnbench.config.run_config import RunConfig
 from cnnbench.results.files import read_regular
+from cnnbench.sweep.slurm.settings import checked_executor
 
-TOP_LEVEL_KEYS = ("name", "description", "base", "matrix", "exclude", "include", "repeats", "timeout_s", "auto_batch")
+TOP_LEVEL_KEYS = ("name", "description", "base", "matrix", "exclude", "include", "repeats", "timeout_s", "auto_batch",
+                  "executor")
+FIELD_ALIASES = {"nodes": "num_nodes"}  # nodes a case spreads over (on a cluster: --executor slurm)
 DEFAULT_TIMEOUT_S = 1800.0
 _NOT_IN_SUITES = {"results_dir": "the results folder is chosen with `cnnbench sweep --results-dir`"}
 _CONFIG_FIELDS = {f.name for f in dataclasses.fields(RunConfig)}
@@ -67,6 +70,8 @@ class Suite:
     timeout_s: float = DEFAULT_TIMEOUT_S
     auto_batch: bool = False
     description: str = ""
+    executor: Mapping[str, Any] = field(default_factory=dict)
+    """The ``executor:`` block: Slurm options, per machine label too (:mod:`cnnbench.sweep.slurm.settings`)."""
     path: Path | None = None
     cases: tuple[Case, ...] = field(default=(), repr=False)
     """Every case, repeats included, in run order: repeat 1 of all cases, then repeat 2, ..."""
@@ -193,6 +198,7 @@ def parse_suite(data: Any, source: Path | str | None = None) -> Suite:
         timeout_s=float(timeout_s),
         auto_batch=auto_batch,
         description=description,
+        executor=checked_executor(data.get("executor"), fail),
         path=Path(source) if source is not None else None,
     )
     return dataclasses.replace(suite, cases=tuple(_expand(suite, fail)))
@@ -243,6 +249,7 @@ def _limits(data: Mapping[str, Any], fail: Any) -> tuple[int, float, bool]:
 def _check_field(key: Any, place: str, fail: Any) -> str:
     if not isinstance(key, str):
         raise fail(f"{place}: field names are text, got {key!r}")
+    key = FIELD_ALIASES.get(key, key)
     if key in _NOT_IN_SUITES:
         raise fail(f"{place}: {key!r} cannot be set in a suite ({_NOT_IN_SUITES[key]})")
     if key not in _CONFIG_FIELDS:
@@ -268,7 +275,7 @@ def _matrix(value: Any, fail: Any) -> dict[str, tuple[Any, ...]]:
         raise fail("matrix: must be a mapping of configuration fields to lists of values")
     out: dict[str, tuple[Any, ...]] = {}
     for key, values in value.items():
-        _check_field(key, "matrix", fail)
+        key = _check_field(key, "matrix", fail)
         if not isinstance(values, list) or not values:
             raise fail(f"matrix.{key}: must be a non-empty list of values (got {values!r})")
         seen: list[Any] = []

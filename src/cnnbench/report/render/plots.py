@@ -12,7 +12,9 @@ viewers and browsers alike; ``report.html`` embeds the same file.
   per model, each on its own scale so small models stay readable; failed cells marked;
   error bars: one relative stdev of the repeats either side, the tables' ±; the batch under
   each bar when a model ran different batches on different machines);
-* training: test accuracy against elapsed time, one line per device count.
+* training: test accuracy against elapsed time, one line per device count;
+* bandwidth: bus bandwidth against message size (log scale), a line per machine, per
+  collective (``cnnbench comm`` records).
 
 matplotlib is imported only when a plot is drawn.
 """
@@ -24,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from cnnbench.report.document import Figure
+from cnnbench.report.render.plot_bandwidth import _bandwidth
 from cnnbench.report.render.plot_scaling import _scaling
 from cnnbench.report.render.plot_style import COLORS, _figure, _layout, _title
 from cnnbench.report.render.plot_throughput import _throughput
@@ -37,7 +40,8 @@ def draw(figure: Figure, outdir: Path) -> Path:
 
     path = outdir / figure.path
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig = {"scaling": _scaling, "throughput": _throughput, "training": _training}[figure.kind](figure)
+    kinds = {"scaling": _scaling, "throughput": _throughput, "training": _training, "bandwidth": _bandwidth}
+    fig = kinds[figure.kind](figure)
     from cnnbench.results.files import replacing
 
     # a unique temporary file renamed over the name: a symlink there is replaced, not written through

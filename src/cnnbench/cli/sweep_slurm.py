@@ -1,0 +1,105 @@
+"""``cnnbench sweep SUITE --executor slurm | --status | --cancel``: a sweep on a Slurm cluster.
+
+Submits and returns once queued (the job ids and the command to follow them printed), shows where
+each case stands, or cancels what the sweep submitted; see :mod:`cnnbench.sweep.slurm`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from collections import Counter
+from typing import Any
+
+from cnnbench.cli.common import UserError
+from cnnbench.words import plural
+
+
+def handle_slurm(args: argparse.Namespace) -> int:
+    if args.status and args.cancel:
+        raise UserError("--status and --cancel: give one of them")
+    try:
+        return _handle(args)
+    except UserError:
+        raise
+    except Exception as exc:
+        raise _one_line(exc) from None
+
+
+def _one_line(exc: Exception) -> Exception:
+    from cnnbench.config.errors import ConfigError
+    from cnnbench.results.locking import LockingUnsupported
+    from cnnbench.results.outputs import OutputError
+    from cnnbench.sweep.slurm.settings import SettingsError
+    from cnnbench.sweep.slurm.states import SlurmUnavailable
+    from cnnbench.sweep.slurm.submit import SubmitError
+    from cnnbench.sweep.suite import SuiteError
+
+    if isinstance(exc, ConfigError):
+        return UserError.from_config(exc, "sweep")
+    if isinstance(exc, (SuiteError, OutputError, SubmitError, SettingsError)):
+        return UserError(str(exc))
+    if isinstance(exc, (LockingUnsupported, SlurmUnavailable)):
+        return UserError(str(exc), exit_code=1)
+    return exc
+
+
+def _handle(args: argparse.Namespace) -> int:
+    from cnnbench.sweep.session import load_labelled
+    from cnnbench.sweep.slurm.settings import SlurmSettings, slurm_args
+
+    suite = load_labelled(args.suite, args.machine_label)
+    if args.status:
+        return _status(suite, args)
+    if args.cancel:
+        return _cancel(suite, args)
+    settings = SlurmSettings(partition=args.partition, account=args.account, qos=args.qos,
+                             constraint=args.constraint, max_concurrent=args.max_concurrent,
+                             slurm_args=slurm_args(args.slurm_arg, "--slurm-arg"))
+    if args.max_concurrent is not None and args.max_concurrent < 1:
+        raise UserError("--max-concurrent: must be 1 or more")
+    return _submit(suite, settings, args)
+
+
+def _submit(suite: Any, settings: Any, args: argparse.Namespace) -> int:
+    from cnnbench.sweep.slurm.submit import SlurmRequest, plan, submit_sweep
+
+    request = SlurmRequest(suite, args.results_dir, settings, rerun=args.rerun)
+    if args.dry_run:
+        for i, (unit, resources) in enumerate(plan(request), 1):
+            print(f"{i:>4}  {unit.name}  [{resources.describe()}]")
+        return 0
+    done = submit_sweep(request)
+    for array, tasks, resources in done.arrays:
+        print(f"submitted job array {array}: {plural(tasks, 'case')} ({resources.describe()})")
+    settled = Counter(u.state if u.state != "done" else "recorded ok" for u in done.units if u.settled())
+    left = ", ".join(f"{n} {state}" for state, n in sorted(settled.items()))
+    print(f"{plural(len(done.jobs), 'case')} submitted" + (f"; left alone: {left}" if left else ""))
+    follow = f"cnnbench sweep {shlex.quote(args.suite)} --status --results-dir {shlex.quote(str(args.results_dir))}"
+    print(f"follow with: {follow}   (or: squeue --me)")
+    return 0
+
+
+def _status(suite: Any, args: argparse.Namespace) -> int:
+    from cnnbench.sweep.slurm.submit import sweep_status
+
+    units = sweep_status(suite, args.results_dir)
+    for unit in units:
+        print(unit.describe())
+    counts = Counter(f"done ({u.status})" if u.state == "done" else u.state for u in units)
+    print(f"{plural(len(units), 'case')}: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
+    return 0
+
+
+def _cancel(suite: Any, args: argparse.Namespace) -> int:
+    from cnnbench.sweep.slurm.submit import cancel_sweep
+
+    units, refused = cancel_sweep(suite, args.results_dir)
+    jobs = [u.job.job_id for u in units if u.job is not None]
+    if not jobs:
+        print("nothing to cancel: no job of this sweep is pending or running")
+        return 0
+    print(f"cancelled {plural(len(jobs) - len(refused), 'job')}: {' '.join(j for j in jobs if j not in refused)}")
+    for job, why in refused.items():
+        print(f"scancel refused {job}: {why}")
+    return 1 if refused else 0

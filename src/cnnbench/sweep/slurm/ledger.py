@@ -1,0 +1,94 @@
+"""The jobs a sweep submitted, kept in ``<results>/.slurm/`` beside submitit's own files.
+
+``jobs.jsonl`` holds one line per submitted case: the suite, the case key, the machine label
+it runs as (or null: taken on the node), the Slurm job id (``<array>_<task>``), which attempt
+it is (a preempted case is submitted again once) and submitit's folder. Lines are appended
+under an exclusive ``flock``, so ``--status``, ``--cancel`` and a new submit work from any login
+shell and never see half a line. The latest line of a case is its job. No torch here.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import fcntl
+import json
+import os
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+FOLDER = ".slurm"
+JOBS_FILE = "jobs.jsonl"
+
+
+@dataclass(frozen=True)
+class JobEntry:
+    """One submitted case."""
+
+    suite: str
+    key: str
+    """The case's key (:attr:`cnnbench.sweep.suite.Case.key`)."""
+    label: str | None
+    """The machine label it runs as; None when the node names itself."""
+    job_id: str
+    """``<array job id>_<task>``, as ``squeue -r`` and ``sacct`` name it."""
+    attempt: int = 1
+    submitted_at: str = ""
+    folder: str = ""
+    """submitit's folder of the job (its logs and pickles)."""
+
+    @property
+    def unit(self) -> tuple[str, str | None]:
+        return (self.key, self.label)
+
+
+def slurm_folder(results_dir: str | os.PathLike[str]) -> Path:
+    return Path(results_dir) / FOLDER
+
+
+def now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def append_jobs(results_dir: str | os.PathLike[str], entries: Iterable[JobEntry]) -> None:
+    lines = b"".join((json.dumps(asdict(e), separators=(",", ":")) + "\n").encode() for e in entries)
+    if not lines:
+        return
+    folder = slurm_folder(results_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder / JOBS_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        view = memoryview(lines)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def read_jobs(results_dir: str | os.PathLike[str], suite: str | None = None) -> list[JobEntry]:
+    """Every entry (of ``suite``), in submission order; a line that cannot be read is passed over."""
+    path = slurm_folder(results_dir) / JOBS_FILE
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return []
+    out = []
+    for line in text.splitlines():
+        try:
+            data = json.loads(line)
+            entry = JobEntry(**data)
+        except (ValueError, TypeError):
+            continue
+        if suite is None or entry.suite == suite:
+            out.append(entry)
+    return out
+
+
+def latest_jobs(entries: Iterable[JobEntry]) -> dict[tuple[str, str | None], JobEntry]:
+    """The latest job of each (case key, label)."""
+    latest: dict[tuple[str, str | None], JobEntry] = {}
+    for entry in entries:
+        latest[entry.unit] = entry
+    return latest

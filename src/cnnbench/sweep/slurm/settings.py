@@ -1,0 +1,166 @@
+"""Scheduler options: the suite's ``executor:`` block, per machine label too, and the command line.
+
+    executor:
+      partition: cpu            # every option below may be left out
+      account: bench
+      qos: normal
+      constraint: avx512
+      mem: 16G                  # --mem of every job (default: the partition's)
+      startup_s: 300            # added to the suite's timeout_s for the job's time limit
+      time_min: 60              # or the time limit itself, in minutes
+      max_concurrent: 8         # job array tasks at once (Slurm's %N)
+      slurm_args: {container-image: nvcr.io#nvidia/pytorch:24.05-py3}   # any other sbatch option
+      machines:                 # one entry per machine label, each its own options
+        epyc-7763: {partition: epyc}
+        xeon-8380: {partition: xeon}
+
+With ``machines``, a case whose ``machine_label`` is unset runs once on each of them, labelled so
+(the partition names the hardware; the record names the label); a case whose label is listed runs
+there only. Without it, the machine label is taken on the node, as for a local sweep. The command
+line's options win over the block's. No torch here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+DEFAULT_STARTUP_S = 300.0
+"""Added to a suite's per-case time limit for a job's Slurm time limit: queue-to-first-step work
+(the Python environment, importing torch on a cold node, the machine probe)."""
+TEXT_OPTIONS = ("partition", "account", "qos", "constraint", "mem")
+KEYS = (*TEXT_OPTIONS, "startup_s", "time_min", "max_concurrent", "slurm_args")
+_ARG_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
+
+
+class SettingsError(ValueError):
+    """An option that Slurm cannot be given; the message names it."""
+
+
+@dataclass(frozen=True)
+class SlurmSettings:
+    """Options of the jobs of one machine (or of every machine)."""
+
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    constraint: str | None = None
+    mem: str | None = None
+    startup_s: float | None = None
+    time_min: int | None = None
+    max_concurrent: int | None = None
+    slurm_args: Mapping[str, str] = field(default_factory=dict)
+
+    def over(self, base: SlurmSettings) -> SlurmSettings:
+        """These settings, what they leave unset taken from ``base`` (``slurm_args`` merged)."""
+        values = {f.name: getattr(self, f.name) if getattr(self, f.name) is not None else getattr(base, f.name)
+                  for f in dataclasses.fields(self) if f.name != "slurm_args"}
+        return SlurmSettings(**values, slurm_args={**base.slurm_args, **self.slurm_args})
+
+
+@dataclass(frozen=True)
+class ExecutorBlock:
+    """A suite's ``executor:`` block: options for every job, and per machine label."""
+
+    default: SlurmSettings = field(default_factory=SlurmSettings)
+    machines: Mapping[str, SlurmSettings] = field(default_factory=dict)
+
+    def labels_for(self, label: str | None) -> list[str | None]:
+        """The machine labels a case with ``label`` runs as: its own; with ``machines`` and no label,
+        each of them; a label not listed, its own (the block's defaults apply)."""
+        if label is None and self.machines:
+            return list(self.machines)
+        return [label]
+
+    def for_label(self, label: str | None) -> SlurmSettings:
+        own = self.machines.get(label) if label is not None else None
+        return own.over(self.default) if own is not None else self.default
+
+
+def parse_executor(value: Any) -> ExecutorBlock:
+    """Check a suite's ``executor:`` block (plain data from YAML); :class:`SettingsError` names the key."""
+    if value is None:
+        return ExecutorBlock()
+    if not isinstance(value, Mapping):
+        raise SettingsError("executor: must be a mapping of Slurm options (partition, account, ..., machines)")
+    machines_raw = value.get("machines") or {}
+    if not isinstance(machines_raw, Mapping):
+        raise SettingsError("executor.machines: must map machine labels to their options")
+    machines = {}
+    for label, options in machines_raw.items():
+        if not isinstance(label, str) or not label.strip():
+            raise SettingsError(f"executor.machines: a machine label is non-empty text (got {label!r})")
+        machines[label] = parse_settings(options or {}, f"executor.machines.{label}")
+    default = parse_settings({k: v for k, v in value.items() if k != "machines"}, "executor")
+    return ExecutorBlock(default, machines)
+
+
+def checked_executor(value: Any, fail: Callable[[str], Exception]) -> dict[str, Any]:
+    """A suite's ``executor:`` block, checked (``fail(message)`` is raised) and kept as written."""
+    try:
+        parse_executor(value)
+    except SettingsError as exc:
+        raise fail(str(exc)) from None
+    return dict(value or {})
+
+
+def parse_settings(value: Any, place: str) -> SlurmSettings:
+    if not isinstance(value, Mapping):
+        raise SettingsError(f"{place}: must be a mapping of Slurm options")
+    for key in value:
+        if key not in KEYS:
+            raise SettingsError(f"{place}: unknown key {key!r} (known: {', '.join(KEYS)}"
+                                + (", machines)" if place == "executor" else ")"))
+    out: dict[str, Any] = {}
+    for key in TEXT_OPTIONS:
+        if value.get(key) is not None:
+            out[key] = _text(value[key], f"{place}.{key}")
+    if value.get("startup_s") is not None:
+        out["startup_s"] = _number(value["startup_s"], f"{place}.startup_s", whole=False)
+    for key in ("time_min", "max_concurrent"):
+        if value.get(key) is not None:
+            out[key] = int(_number(value[key], f"{place}.{key}", whole=True))
+    out["slurm_args"] = slurm_args(value.get("slurm_args") or {}, f"{place}.slurm_args")
+    return SlurmSettings(**out)
+
+
+def slurm_args(value: Any, place: str) -> dict[str, str]:
+    """``{key: value}`` of sbatch options (``container-image: ...``), each key checked."""
+    if isinstance(value, (list, tuple)):  # KEY=VALUE words (the command line's --slurm-arg)
+        pairs = {}
+        for word in value:
+            key, eq, val = str(word).partition("=")
+            if not eq:
+                raise SettingsError(f"{place}: expected KEY=VALUE, an sbatch option without its dashes "
+                                    f"(got {word!r})")
+            pairs[key.strip().lstrip("-")] = val
+        value = pairs
+    if not isinstance(value, Mapping):
+        raise SettingsError(f"{place}: must map sbatch options to values")
+    out = {}
+    for key, val in value.items():
+        if not isinstance(key, str) or not _ARG_KEY.match(key):
+            raise SettingsError(f"{place}: {key!r} is not an sbatch option name (letters, digits, - and _)")
+        out[key] = _text(val, f"{place}.{key}")
+    return out
+
+
+def _text(value: Any, place: str) -> str:
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)) or not str(value).strip():
+        raise SettingsError(f"{place}: must be non-empty text (got {value!r})")
+    text = str(value).strip()
+    if "\n" in text:
+        raise SettingsError(f"{place}: must be one line")
+    return text
+
+
+def _number(value: Any, place: str, *, whole: bool) -> float:
+    ok = not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value) and value > 0
+    if not ok or (whole and value != int(value)):
+        kind = "a whole number" if whole else "a number"
+        raise SettingsError(f"{place}: must be {kind} > 0 (got {value!r})")
+    return float(value)

@@ -1,0 +1,120 @@
+"""What Slurm says of a sweep's jobs: ``squeue`` for those still queued or running, ``sacct``
+(Slurm's accounting, which keeps jobs after they end) for the rest.
+
+Array tasks are asked for by their array job ids, one call each for all of them, so ``--status`` on
+thousands of cases stays two commands. A state's first word is kept (``CANCELLED by 0`` ->
+``CANCELLED``). A job with no start time never ran. No torch here.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+ACTIVE = frozenset({"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD",
+                    "RESIZING", "SUSPENDED", "SIGNALING", "STAGE_OUT", "STOPPED", "RESV_DEL_HOLD"})
+"""States of a job still in the queue (pending) or on its nodes (running)."""
+PENDING = frozenset({"PENDING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "RESV_DEL_HOLD"})
+FAILED_STATUS = {"TIMEOUT": "timeout", "OUT_OF_MEMORY": "oom", "NODE_FAIL": "error", "PREEMPTED": "error",
+                 "CANCELLED": "error", "FAILED": "error", "BOOT_FAIL": "error", "DEADLINE": "error"}
+"""Slurm's end states that are failures, and the record status each becomes."""
+_SACCT_FIELDS = "JobID,State,Reason,Start,NodeList,ExitCode,Elapsed,Timelimit"
+COMMAND_TIMEOUT_S = 120.0
+
+
+class SlurmUnavailable(RuntimeError):
+    """Slurm's commands are missing or did not answer."""
+
+
+@dataclass(frozen=True)
+class JobState:
+    job_id: str
+    state: str
+    reason: str = ""
+    started: bool = True
+    nodes: str = ""
+    exit_code: str = ""
+    elapsed: str = ""
+    time_limit: str = ""
+
+    @property
+    def active(self) -> bool:
+        return self.state in ACTIVE
+
+    def describe(self) -> str:
+        """Slurm's own words: state, reason, node, exit code, elapsed of the limit."""
+        parts = [self.state]
+        if self.reason and self.reason not in ("None", "(null)"):
+            parts.append(f"reason {self.reason}")
+        if self.nodes and self.nodes not in ("None assigned", "(null)"):
+            parts.append(f"on {self.nodes}")
+        if self.exit_code and self.exit_code != "0:0":
+            parts.append(f"exit code {self.exit_code}")
+        if self.elapsed and self.time_limit:
+            parts.append(f"ran {self.elapsed} of {self.time_limit}")
+        return ", ".join(parts)
+
+
+def _run(args: list[str]) -> subprocess.CompletedProcess[str]:
+    if shutil.which(args[0]) is None:
+        raise SlurmUnavailable(f"{args[0]} not found: Slurm's commands must be on PATH (run this on a login node)")
+    try:
+        return subprocess.run(args, capture_output=True, text=True, timeout=COMMAND_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise SlurmUnavailable(f"{args[0]} did not answer within {COMMAND_TIMEOUT_S:g} s") from None
+
+
+def _arrays(job_ids: Iterable[str]) -> list[str]:
+    return sorted({j.split("_", 1)[0] for j in job_ids})
+
+
+def job_states(job_ids: Iterable[str]) -> dict[str, JobState]:
+    """The state of each job id (``<array>_<task>`` or plain), ``squeue`` over ``sacct``; a job neither
+    knows is left out."""
+    arrays = _arrays(job_ids)
+    if not arrays:
+        return {}
+    states = _accounted(arrays)
+    states.update(_queued(arrays))
+    return states
+
+
+def _queued(arrays: list[str]) -> dict[str, JobState]:
+    out = _run(["squeue", "-h", "-r", "-o", "%i|%T|%r|%N", "-j", ",".join(arrays)])
+    states = {}
+    for line in out.stdout.splitlines():
+        parts = line.split("|")
+        if len(parts) == 4:
+            job_id, state, reason, nodes = parts
+            states[job_id] = JobState(job_id, state, reason, started=state not in PENDING, nodes=nodes)
+    return states
+
+
+def _accounted(arrays: list[str]) -> dict[str, JobState]:
+    out = _run(["sacct", "-n", "-P", "-X", "-o", _SACCT_FIELDS, "-j", ",".join(arrays)])
+    if out.returncode != 0:
+        raise SlurmUnavailable(f"sacct failed: {out.stderr.strip() or out.stdout.strip()} "
+                               "(the sweep's states after its jobs end need Slurm's accounting, slurmdbd)")
+    states = {}
+    for line in out.stdout.splitlines():
+        parts = line.split("|")
+        if len(parts) != 8 or "[" in parts[0]:  # a range of array tasks not started: squeue has them
+            continue
+        job_id, state, reason, start, nodes, exit_code, elapsed, limit = parts
+        states[job_id] = JobState(job_id, state.split()[0] if state else "UNKNOWN", reason,
+                                  started=start not in ("", "Unknown", "None"), nodes=nodes, exit_code=exit_code,
+                                  elapsed=elapsed, time_limit=limit)
+    return states
+
+
+def cancel(job_ids: Iterable[str]) -> Mapping[str, str]:
+    """``scancel`` these jobs (only these); ``{job id: scancel's complaint}`` for those it refused."""
+    ids = sorted(set(job_ids))
+    if not ids:
+        return {}
+    out = _run(["scancel", *ids])
+    if out.returncode == 0:
+        return {}
+    return {i: out.stderr.strip() for i in ids if i in out.stderr}
