@@ -117,6 +117,20 @@ def test_fastest_machine_is_said_once_and_points_at_the_row_maximum():
         assert t.cell(ref.row, ref.column).value == best
 
 
+def test_fastest_machine_counts_models_and_batch_series_apart():
+    """A batch sweep gives a model a row per batch size: 2 models at 3 batch sizes are 2 models
+    and 6 series, not "6 models" (issue 20 item 9)."""
+    recs = [record(model, machine, ips * (1 + batch / 1000), batch_size=batch)
+            for model in ("resnet50", "vgg16") for batch in (32, 64, 128)
+            for machine, ips in (("m-fast", 400.0), ("m-slow", 300.0))]
+    report = build_report(recs)
+    obs = _only(report, "Fastest machine")
+    assert obs.text == ("Fastest machine: m-fast, for every model and batch "
+                        "(2 models, 6 model × batch series, 6 comparisons).")
+    [t] = [report.table(r.table) for r in obs.refs[:1]]
+    assert len({r.row for r in obs.refs}) == len(t.rows) == 6  # the series are the table's rows
+
+
 def test_fastest_machines_are_grouped_by_winner():
     recs = [record("resnet50", "m-fast", 400.0), record("resnet50", "m-slow", 300.0),
             record("vgg16", "m-fast", 100.0), record("vgg16", "m-slow", 200.0),
