@@ -159,3 +159,88 @@ def test_sweep_resume_ignores_comm_records(tmp_path):
     done.read(initial=True)
     assert done.is_done("k-run", "m-fast") and not done.is_done("k-comm", "m-fast")
     assert ("k-comm", "m-fast") not in done.figures
+
+
+# --- report -------------------------------------------------------------------------------------------------
+
+def _cells(table) -> list[list[str]]:
+    return [[c.text for c in row] for row in table.rows]
+
+
+def test_report_shows_bandwidth_by_size_and_leaves_the_throughput_tables_as_they_were(tmp_path):
+    from cnnbench.report.build import build_report
+    from cnnbench.report.render.plots import draw
+
+    runs = [record(ips=100.0), record(ips=102.0), record(machine="m-slow", ips=50.0), record(model="vgg16", ips=20.0)]
+    bandwidth = [comm(size=1024, busbw=0.5), comm(size=1024, busbw=0.7), comm(size=1 << 20, busbw=2.0),
+                 comm(size=1 << 20, busbw=1.0, machine="m-slow"), comm("all_gather", size=1 << 20, busbw=3.0),
+                 comm(size=1 << 30, status="error")]
+    plain, mixed = build_report(runs), build_report(runs + bandwidth)
+    others = [t for t in mixed.tables if t.kind != "bandwidth"]
+    assert [(t.id, t.columns, _cells(t)) for t in others if t.kind != "systems"] == [
+        (t.id, t.columns, _cells(t)) for t in plain.tables if t.kind != "systems"]
+    tables = {t.id: t for t in mixed.tables if t.kind == "bandwidth"}
+    assert sorted(tables) == ["bandwidth-all_gather-2", "bandwidth-all_reduce-2"]
+    reduce = tables["bandwidth-all_reduce-2"]
+    assert reduce.title == "busbw: all_reduce, 2 ranks, gloo on cpu, float32"
+    assert reduce.columns == ["size", "m-fast", "m-slow"]
+    # the median of two records, ± their relative stdev; one record: its own iterations' spread
+    assert _cells(reduce) == [["1 KiB", "0.600 ±23.6%", "—"], ["1 MiB", "2.00", "1.00"], ["1 GiB", "error", "—"]]
+    assert reduce.rows[0][1].value == 0.6
+    figures = [f for f in mixed.figures if f.kind == "bandwidth"]
+    assert [f.data["lines"] for f in figures if f.name == "bandwidth-all_reduce-2"] == [
+        {"m-fast": [(1024, 0.6), (1 << 20, 2.0)], "m-slow": [(1 << 20, 1.0)]}]
+    svg = draw(next(f for f in figures if f.name == "bandwidth-all_reduce-2"), tmp_path).read_text()
+    assert "bus bandwidth (GB/s)" in svg and "1K" in svg
+
+
+def test_a_store_of_bandwidth_records_alone_reports_them_without_an_empty_throughput_section():
+    from cnnbench.report.build import build_report
+    from cnnbench.report.document import Heading
+
+    report = build_report([comm(size=1024), comm(size=2048)])
+    headings = [b.text for b in report.blocks if isinstance(b, Heading)]
+    assert "Collective bandwidth (cnnbench comm)" in headings
+    assert not any(h.startswith("Throughput by configuration") for h in headings)
+    assert "on 1 machine: m-fast" in " ".join(getattr(b, "text", "") for b in report.blocks)
+
+
+# --- compare ------------------------------------------------------------------------------------------------
+
+def _timed(busbw: float, size: int, spread: float, seed: int) -> dict:
+    """A comm record whose 20 iterations scatter by ``spread`` around the time of ``busbw``."""
+    import random
+
+    rng = random.Random(seed)
+    time_s = size / (busbw * 1e9)
+    return comm(size=size, busbw=busbw, samples=[time_s * (1 + rng.gauss(0, spread)) for _ in range(20)])
+
+
+def test_compare_of_two_comm_stores_compares_bus_bandwidth_per_size(tmp_path, capsys):
+    base = [_timed(1.0, 1 << 20, 0.02, 1), _timed(1.0, 1 << 10, 0.02, 2), _timed(1.0, 1 << 30, 0.02, 3)]
+    cand = [_timed(2.0, 1 << 20, 0.02, 4), _timed(1.0, 1 << 10, 0.02, 5)]  # no 1 GiB: unmatched
+    a, b = write_store(tmp_path / "a", base), write_store(tmp_path / "b", cand)
+    assert main(["compare", str(a), str(b), "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["pairs"] == []
+    rows = {(p["collective"], p["bytes"]): p for p in doc["bandwidth"]}
+    assert sorted(rows) == [("all_reduce", 1024), ("all_reduce", 1 << 20)]
+    assert rows[("all_reduce", 1 << 20)]["ratio"] == pytest.approx(2.0)
+    assert rows[("all_reduce", 1 << 20)]["verdict"] == "faster" and rows[("all_reduce", 1 << 20)]["test"] == "steps"
+    assert rows[("all_reduce", 1024)]["ratio"] == pytest.approx(1.0)
+    assert rows[("all_reduce", 1024)]["verdict"] == "not significant"
+    assert main(["compare", str(a), str(b), "--format", "md"]) == 0
+    md = capsys.readouterr().out
+    assert "| all_reduce | 1 MiB | 2 ranks, gloo on cpu, float32 | m-fast | 1 | 2 | 2.000 |" in md
+    assert "images/sec" not in md.split("\n")[0]  # no empty table of runs above it
+
+
+def test_compare_of_stores_with_both_kinds_shows_runs_and_bandwidth(tmp_path, capsys):
+    a = write_store(tmp_path / "a", [record(ips=100.0), record(ips=101.0), _timed(1.0, 1 << 20, 0.02, 1)])
+    b = write_store(tmp_path / "b", [record(ips=100.5), record(ips=99.0), _timed(1.5, 1 << 20, 0.02, 2)])
+    assert main(["compare", str(a), str(b), "--format", "csv"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("model,") and "busbw" not in out  # CSV: the runs when any matched
+    assert main(["compare", str(a), str(b), "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert len(doc["pairs"]) == 1 and [p["ratio"] for p in doc["bandwidth"]] == [pytest.approx(1.5)]

@@ -28,6 +28,7 @@ from cnnbench.analysis.pairing import Pairing, default_baseline, differing_field
 from cnnbench.analysis.points import Measure, Point, build_points, combine, machine_spreads, machines_of
 from cnnbench.analysis.ratio_tests import ALPHA, MachineSpreads
 from cnnbench.analysis.significance import DEFAULT_NOISE, Comparison, compare_runs
+from cnnbench.compare.bandwidth import BandwidthPair, compare_bandwidth
 from cnnbench.results.query import parse_where, select, value_matches
 from cnnbench.words import plural
 
@@ -111,6 +112,8 @@ class CompareResult:
     """Fields in which unmatched configurations differ from their nearest partner (counts)."""
     split: str | None = None
     """The field that splits one set of results into the two sides (``--by``)."""
+    bandwidth: list[BandwidthPair] = field(default_factory=list)
+    """``cnnbench comm`` records matched per collective and size (:mod:`cnnbench.compare.bandwidth`)."""
 
     @property
     def ratios(self) -> list[float]:
@@ -202,8 +205,18 @@ def compare_records(baseline: Side, candidate: Side, options: CompareOptions | N
     pairs = [_pair(pp.a, pp.b, pp.key, fields, namer, opts, spreads) for pp in pairing.pairs]
     pairs.sort(key=lambda p: (F.sort_key(p.model), F.sort_key(p.configuration), F.sort_key(p.batch),
                               F.sort_key(p.machine)))
+    bandwidth = compare_bandwidth(*_sides(both, split_field, a, b), noise=opts.noise, alpha=opts.alpha,
+                                  across_machines=opts.across_machines)
     return CompareResult(baseline, candidate, fields, ignore, opts.across_machines, pairs, opts.noise, opts.alpha,
-                         len(pairing.unmatched_a), len(pairing.unmatched_b), _why_unmatched(pairing, fields), split)
+                         len(pairing.unmatched_a), len(pairing.unmatched_b), _why_unmatched(pairing, fields), split,
+                         bandwidth)
+
+
+def _sides(both: list[Mapping[str, Any]], split_field: str, a: Any, b: Any) -> tuple[list[Any], list[Any]]:
+    """The selected records of each side (comm records for :func:`compare_bandwidth`)."""
+    def side(value: Any) -> list[Any]:
+        return [r for r in both if F.hashable(F.get_value(r, split_field)) == value]
+    return side(a), side(b)
 
 
 def _pooled(baseline: Side, candidate: Side, split: str | None) -> tuple[list[Mapping[str, Any]], str, Any, Any]:

@@ -4,7 +4,9 @@ Every format carries the same facts: per pair the baseline's and the candidate's
 (medians of their runs), the ratio (candidate / baseline), its 95% interval, the p-value,
 what the test used (repeats or steps, with the run counts) and the verdict; then a
 geometric-mean line, what was matched and ignored, what found no partner, and the legend of
-the marks. CSV and JSON keep full values; tables round them.
+the marks. CSV and JSON keep full values; tables round them. ``cnnbench comm`` records compare
+as bus bandwidth per collective and size (:mod:`cnnbench.compare.bandwidth`): a table of their
+own (in CSV, the only rows when no run matched; in JSON, ``bandwidth``).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from cnnbench.analysis import fields as F
 from cnnbench.analysis.marks import Marks, marks_section
 from cnnbench.analysis.points import Measure
 from cnnbench.analysis.significance import NONE
+from cnnbench.compare.bandwidth import bandwidth_csv, bandwidth_markdown, bandwidth_records, print_bandwidth
 from cnnbench.compare.build import ComparedPair, CompareResult, summary_line, verdict_counts
 from cnnbench.words import escape_markdown, plural
 
@@ -151,6 +154,7 @@ def render_json(result: CompareResult) -> str:
             k.replace(" ", "_"): v for k, v in verdict_counts(result).items()}},
         "unmatched": {"baseline": result.unmatched_base, "candidate": result.unmatched_cand,
                       "differing_fields": result.why_unmatched},
+        "bandwidth": bandwidth_records(result.bandwidth),
     }
     return json.dumps(doc, indent=2, allow_nan=False, default=str) + "\n"
 
@@ -182,6 +186,10 @@ def print_rich(result: CompareResult) -> None:
 
     from cnnbench.terminal import print_table
 
+    if result.bandwidth:
+        print_bandwidth(result.bandwidth)
+        if not result.pairs:
+            return
     header, body = rows(result)
     table = Table(*header, caption=escape("\n".join(notes(result))), caption_justify="left")
     for col in table.columns:
@@ -199,8 +207,10 @@ def render(result: CompareResult, fmt: str) -> str:
     if fmt == "json":
         return render_json(result)
     if fmt == "csv":
-        return render_csv(result)
+        return render_csv(result) if result.pairs or not result.bandwidth else bandwidth_csv(result.bandwidth)
     if fmt == "md":
-        return render_markdown(result)
+        runs = render_markdown(result) if result.pairs or not result.bandwidth else ""
+        return runs + ("\n" if runs and result.bandwidth else "") + (
+            bandwidth_markdown(result.bandwidth) if result.bandwidth else "")
     raise ValueError(f"no text format {fmt!r} (md, csv, json)")
 

@@ -56,7 +56,7 @@ def compare_sets(baseline: Sequence[Mapping[str, Any]], candidate: Sequence[Mapp
         if candidate is None:
             raise ValueError("compare_sets: give the candidate's results, or by")
         result = compare_records(Side(labels[0], list(baseline)), Side(labels[1], list(candidate)), opts)
-    if not result.pairs:
+    if not result.pairs and not result.bandwidth:
         raise NoMatches(result, flags)
     return result
 

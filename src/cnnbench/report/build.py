@@ -47,6 +47,7 @@ from cnnbench.report.options import (
     resolve_layout,
 )
 from cnnbench.report.table import Table, unique_ids
+from cnnbench.report.tables.bandwidth import add_bandwidth_blocks
 from cnnbench.report.tables.cost import cost_table
 from cnnbench.report.tables.effect_series import series_blocks
 from cnnbench.report.tables.effects import Effect, compute_effects, default_effect_fields
@@ -124,6 +125,7 @@ def build_report(records: Sequence[Mapping[str, Any]], options: ReportOptions | 
                     n_records=len(selected), warnings=parts.baseline_warnings)
     _assemble(report, opts, records, scope, points, parts)
     add_energy_blocks(report, parts.energies)
+    add_bandwidth_blocks(report, selected, opts.repeat_noise)  # cnnbench comm: busbw against size
     _budget_plots(report, opts.max_plots)
     set_anchors(report.blocks)
     return report
@@ -365,8 +367,8 @@ def _training_blocks(report: Report, parts: _Parts) -> None:
 
 
 def _budget_plots(report: Report, max_plots: int) -> None:
-    """Draw at most ``max_plots`` figures: scaling first, then training curves, then throughput."""
-    order = {"scaling": 0, "training": 1, "throughput": 2}
+    """Draw at most ``max_plots`` figures: scaling first, then training curves, then throughput, then bandwidth."""
+    order = {"scaling": 0, "training": 1, "throughput": 2, "bandwidth": 3}
     ranked = sorted(report.figures, key=lambda f: order[f.kind])
     for i, fig in enumerate(ranked):
         fig.drawn = i < max_plots
