@@ -244,3 +244,17 @@ def test_compare_of_stores_with_both_kinds_shows_runs_and_bandwidth(tmp_path, ca
     assert main(["compare", str(a), str(b), "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert len(doc["pairs"]) == 1 and [p["ratio"] for p in doc["bandwidth"]] == [pytest.approx(1.5)]
+
+
+# --- results list and export ----------------------------------------------------------------------------------
+
+def test_results_list_names_what_a_comm_record_timed_and_export_keeps_its_kind(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+    store = write_store(tmp_path / "r", [record(), comm(size=1 << 20, busbw=2.0)])
+    assert main(["results", "list", str(store)]) == 0
+    out = capsys.readouterr().out
+    assert "comm all_reduce 1 MiB: busbw 2 GB/s" in out and "resnet50" in out
+    assert main(["results", "export", str(store), "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [(r.get("kind"), r.get("config.collective"), r.get("config.model")) for r in rows] == [
+        (None, None, "resnet50"), ("comm", "all_reduce", None)]

@@ -112,6 +112,8 @@ def handle_list(args: argparse.Namespace) -> int:
     styles = {"ok": "green", "oom": "yellow", "error": "red", "timeout": "magenta"}
     for row in rows:
         cells = [_text(row.get(col)) for col, _ in LIST_COLUMNS]
+        if row.get("kind") == "comm":  # cnnbench comm: what it timed, where a run names its model
+            cells[[c for c, _ in LIST_COLUMNS].index("config.model")] = _comm_text(row)
         cells[0] = cells[0][:16].replace("T", " ")  # minutes are enough to tell runs apart
         status = str(row.get("status"))
         cells[[c for c, _ in LIST_COLUMNS].index("status")] = f"[{styles.get(status, 'white')}]{status}[/]"
@@ -121,6 +123,16 @@ def handle_list(args: argparse.Namespace) -> int:
     hint = " (newest shown; --limit 0 for all)" if len(rows) < total else ""
     console.print(f"{count}{hint}")
     return 0
+
+
+def _comm_text(row: Mapping[str, Any]) -> str:
+    """``comm all_reduce 1 MiB: busbw 1.23 GB/s`` for a ``cnnbench comm`` record."""
+    from cnnbench.report.tables.bandwidth import size_text
+
+    size = row.get("config.bytes")
+    text = f"comm {row.get('config.collective')}" + (f" {size_text(size)}" if isinstance(size, int) else "")
+    busbw = row.get("metrics.busbw_gbps")
+    return text + (f": busbw {busbw:.3g} GB/s" if isinstance(busbw, (int, float)) else "")
 
 
 def handle_export(args: argparse.Namespace) -> int:
