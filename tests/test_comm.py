@@ -258,3 +258,18 @@ def test_results_list_names_what_a_comm_record_timed_and_export_keeps_its_kind(t
     rows = json.loads(capsys.readouterr().out)
     assert [(r.get("kind"), r.get("config.collective"), r.get("config.model")) for r in rows] == [
         (None, None, "resnet50"), ("comm", "all_reduce", None)]
+
+
+# --- lifetime ---------------------------------------------------------------------------------------------------
+
+def test_sigkill_to_comm_leaves_no_worker(tmp_path):
+    """The workers come from run's launcher and die with it (cnnbench.lifetime)."""
+    import psutil
+
+    from tests.test_lifetime import _kill_and_expect_no_survivor, _start, _wait_for, _workers
+
+    proc, out = _start(["comm", "--num-devices", "2", "--device", "cpu", "--oversubscribe", "--min-bytes", "1K",
+                        "--max-bytes", "1K", "--iters", "100000", "--results-dir", str(tmp_path)])
+    _wait_for(lambda: len(_workers(proc.pid)) >= 2, "two workers start", proc)
+    _wait_for(lambda: out.seen("# cnnbench comm:"), "the table's header", proc)
+    _kill_and_expect_no_survivor(proc, psutil.Process(proc.pid).children(recursive=True))
