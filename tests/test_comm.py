@@ -273,3 +273,27 @@ def test_sigkill_to_comm_leaves_no_worker(tmp_path):
     _wait_for(lambda: len(_workers(proc.pid)) >= 2, "two workers start", proc)
     _wait_for(lambda: out.seen("# cnnbench comm:"), "the table's header", proc)
     _kill_and_expect_no_survivor(proc, psutil.Process(proc.pid).children(recursive=True))
+
+
+def test_a_worker_that_dies_is_one_error_record_naming_its_rank(tmp_path):
+    import signal
+    import threading
+
+    from tests.test_lifetime import _wait_for, _workers
+
+    proc = subprocess.Popen([sys.executable, "-m", "cnnbench", "comm", "--num-devices", "2", "--device", "cpu",
+                             "--oversubscribe", "--min-bytes", "1K", "--max-bytes", "1K", "--iters", "100000",
+                             "--results-dir", str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    lines: list[str] = []
+    threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")), daemon=True).start()
+    workers = _wait_for(lambda: len(_workers(proc.pid)) >= 2 and _workers(proc.pid), "two workers start", proc)
+    _wait_for(lambda: any("# cnnbench comm:" in ln for ln in lines), "the table's header", proc)
+    workers[-1].send_signal(signal.SIGKILL)
+    err = proc.communicate(timeout=180)[1]
+    assert proc.returncode == 1
+    assert err.startswith("cnnbench comm: error: worker rank ") and "killed by SIGKILL" in err
+    assert len(err.strip().splitlines()) == 1
+    (failed,) = read_store(tmp_path)
+    assert (failed["kind"], failed["status"], failed["config"]["collective"]) == ("comm", "error", "all_reduce")
+    assert failed["error"].startswith("worker rank ") and "killed by SIGKILL" in failed["error"]
