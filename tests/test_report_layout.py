@@ -65,6 +65,28 @@ def test_device_host_and_loader_share_one_table_as_columns():
                                                           [400.5, 401.5, 402.5]]
 
 
+def test_real_runs_at_three_input_locations_share_one_table(tmp_path, capsys):
+    """`cnnbench run` at each synthetic input location (loader runs get num_workers=2 by default):
+    `--rows num_devices --columns synthetic_location` gives one table with the three as columns."""
+    store = tmp_path / "results"
+    for loc in LOCATIONS:
+        assert main(["run", "--model", "trivial", "--device", "cpu", "--batch-size", "2", "--num-batches", "2",
+                     "--num-warmup-batches", "1", "--synthetic-location", loc, "--results-dir", str(store),
+                     "--machine-label", "box"]) == 0
+    workers = {json.loads(line)["config"]["synthetic_location"]: json.loads(line)["config"].get("num_workers")
+               for f in store.glob("*.jsonl") for line in f.read_text().splitlines()}
+    assert workers == {"device": None, "host": None, "loader": 2}
+    out = tmp_path / "report"
+    assert main(["report", str(store), "-o", str(out), "--no-plots", "--rows", "num_devices", "--columns",
+                 "synthetic_location"]) == 0
+    capsys.readouterr()
+    [table] = [json.loads(p.read_text()) for p in (out / "tables").glob("throughput-*.json")]
+    assert table["title"] == "syn-replicated-Ncpus"
+    assert table["text_columns"] == ["num_devices", "batch", "device", "host", "loader"]
+    [row] = table["rows"]
+    assert row["num_devices"] == 1 and all(row[loc] > 0 for loc in LOCATIONS)
+
+
 def test_num_workers_splits_tables_only_where_it_does_not_follow_from_the_location():
     recs = _location_records()
     # the default layout: one table per location and device count, none named after num_workers
@@ -77,6 +99,37 @@ def test_num_workers_splits_tables_only_where_it_does_not_follow_from_the_locati
     assert [(t.title, t.columns[2:]) for t in tables] == [
         ("syn-replicated-Ncpus", ["device", "host"]), ("syn-replicated-Ncpus (num_workers=2)", ["loader"]),
         ("syn-replicated-Ncpus (num_workers=4)", ["loader"])]
+
+
+def test_a_field_that_follows_a_column_field_is_not_in_the_name():
+    """all_reduce applies to replicated runs alone: with variable_update as columns, one table,
+    not named after the all-reduce of whichever column came first."""
+    recs = [record("resnet50", ips=100.0, num_devices=2, variable_update="replicated", all_reduce="nccl"),
+            record("resnet50", ips=90.0, num_devices=2, variable_update="parameter_server", all_reduce=None)]
+    [t] = _configurations(build_report(recs, ReportOptions(columns="variable_update")))
+    assert (t.title, t.columns[2:]) == ("syn-2gpus", ["replicated", "parameter_server"])
+
+
+def test_locations_by_implementation_share_a_table_though_imports_record_fewer_fields():
+    """Rows of device counts, columns of location × implementation (the input-location study): an
+    imported tf_cnn_benchmarks run records no compile, data format or num_workers, which splits
+    nothing and names nothing."""
+    recs = []
+    for n in (1, 2):
+        for loc in LOCATIONS:
+            recs.append(record("resnet50", ips=100.0 * n, num_devices=n, synthetic_location=loc,
+                               num_workers=2 if loc == "loader" else None))
+        recs.append(record("resnet50", ips=90.0 * n, num_devices=n, synthetic_location="device",
+                           source="tf_cnn_benchmarks", compile=None, data_format=None))
+    report = build_report(recs, ReportOptions(rows="num_devices", columns="synthetic_location,source"))
+    [t] = _configurations(report)
+    assert t.title == "syn-replicated-Ngpus"
+    assert t.columns == ["num_devices", "batch", "device · cnnbench", "device · tf_cnn_benchmarks",
+                         "host · cnnbench", "loader · cnnbench"]
+    assert [c.value for c in t.rows[1][2:]] == [200.0, 180.0, 200.0, 200.0]
+    # by default the implementations stay apart, each named as before
+    titles = {t.title for t in _configurations(build_report(recs))}
+    assert len(titles) == 8 and "syn-replicated-2gpus (synthetic_location=device, tf_cnn_benchmarks)" in titles
 
 
 def test_several_fields_make_combined_row_and_column_labels():

@@ -80,19 +80,26 @@ def _explained(points: PointSet, name: str, varying: Collection[str]) -> bool:
     unset for inference; ``num_workers``, set for ``synthetic_location=loader`` alone), so that
     naming those fields (or showing them as a table's rows or columns) names it too?"""
     deps = _DEPENDS_ON.get(name, ())
-    if not any(d in varying for d in deps):
-        return False
-    return follows_from_parents(points, name)
+    return any(d in varying for d in deps) and _follows(points, name, deps)
 
 
-def follows_from_parents(points: PointSet, name: str) -> bool:
-    """Does ``name`` (a field declared with ``depends_on``) take one value for each combination
-    of the fields it depends on? Then it never tells two configurations apart by itself
-    (``num_workers=2`` comes with ``synthetic_location=loader``): it need not split tables."""
-    deps = _DEPENDS_ON.get(name, ())
-    if not deps or not points.varies(name):
-        return False
+def _follows(points: PointSet, name: str, deps: Sequence[str]) -> bool:
     return all(len({p.values.get(name) for p in group}) == 1 for group in points.group_by(deps).values())
+
+
+def followers(points: PointSet) -> dict[str, tuple[str, ...]]:
+    """The identity fields that vary but take one value for each combination of the fields they
+    depend on, with those fields: declared with ``depends_on``, and the source where a source does
+    not record the field. They never tell two configurations apart by themselves
+    (``num_workers=2`` comes with ``synthetic_location=loader``, no ``compile`` with
+    ``source=tf_cnn_benchmarks``), so they need not split tables."""
+    deps = {f: _DEPENDS_ON.get(f, ()) for f in points.key_fields}
+    if points.varies(F.SOURCE):
+        by_source = list(points.group_by([F.SOURCE]).values())
+        for f in points.key_fields:
+            if f != F.SOURCE and any(all(p.values.get(f) is None for p in g) for g in by_source):
+                deps[f] = (*deps[f], F.SOURCE)  # a field one source does not record
+    return {f: d for f, d in deps.items() if d and points.varies(f) and _follows(points, f, d)}
 
 
 def _is_default(name: str, value: Any) -> bool:

@@ -3,7 +3,8 @@
 Any record field can be a row or a column dimension; several fields make combined labels
 (rows of machine × device count, as vendor tables print GPU × count). A row has one label
 column per row field; a column header reads the field's value alone for one column field,
-``device · source=tf_cnn_benchmarks`` (:func:`cnnbench.analysis.fields.label`) for several.
+``loader · tf_cnn_benchmarks`` or ``m-a · num_devices=2`` for several (numbers, switches and
+unset values say their field).
 """
 
 from __future__ import annotations
@@ -13,6 +14,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from cnnbench.analysis import fields as F
+
+
+def _part(field: str, value: Any) -> str:
+    """A value in a combined label: text as it is (``loader``, ``m-a``), numbers, switches and
+    unset values named (``num_devices=2``, ``compile=True``, ``synthetic_location=none``)."""
+    return value if isinstance(value, str) else F.label(field, value)
 
 
 def split_fields(value: str | Sequence[str]) -> tuple[str, ...]:
@@ -63,13 +70,13 @@ class Layout:
         """A row in a sentence: ``resnet50``; ``num_devices=2``; ``m-a · num_devices=2``."""
         if self.is_default:
             return F.text(key[0])
-        return " · ".join(F.label(f, v) for f, v in zip(self.rows, key, strict=True))
+        return " · ".join(_part(f, v) for f, v in zip(self.rows, key, strict=True))
 
     def column_label(self, key: Sequence[Any]) -> str:
         """A column header: the value for one column field, the joined labels for several."""
         if len(self.columns) == 1:
             return F.text(key[0])
-        return " · ".join(F.label(f, v) for f, v in zip(self.columns, key, strict=True))
+        return " · ".join(_part(f, v) for f, v in zip(self.columns, key, strict=True))
 
     def order(self, keys: Sequence[tuple], ranks: Sequence[Sequence[Any]]) -> list[tuple]:
         """``keys`` sorted field by field, each field's values in the order of ``ranks`` (one list per field)."""

@@ -4,7 +4,7 @@ rows = models, columns = a chosen field, or any other fields (:class:`~cnnbench.
 One table per configuration: everything in a point's identity except the row fields, the
 column fields and the batch size (a machine descriptor as row or column, e.g. ``gpu``, folds
 machines with the same GPU together), and except fields that only follow from their parents
-(``num_workers``, set for ``synthetic_location=loader`` alone: :func:`follows_from_parents`).
+(``num_workers``, set for ``synthetic_location=loader`` alone: :func:`~cnnbench.analysis.labels.followers`).
 Cell = median ``total_images_per_sec`` over repeats.
 
 Batch sizes are per model (and sometimes per machine, as in tf_cnn_benchmarks runs): a
@@ -19,7 +19,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from cnnbench.analysis import fields as F
-from cnnbench.analysis.labels import Namer, data_set_note, follows_from_parents, unique_names
+from cnnbench.analysis.labels import Namer, data_set_note, followers, unique_names
 from cnnbench.analysis.marks import legend_for
 from cnnbench.analysis.points import Measure, Point, PointSet, combine
 from cnnbench.analysis.repeat_stats import SPREAD_NAME
@@ -56,8 +56,17 @@ def section_key_fields(points: PointSet, layout: Layout | str) -> list[str]:
     """Identity fields that tell configuration tables apart for a layout (or a column field)."""
     if isinstance(layout, str):
         layout = Layout(columns=(layout,))
-    drop = shown_fields(points, layout)
-    return [f for f in points.key_fields if f not in drop and not follows_from_parents(points, f)]
+    drop = shown_fields(points, layout) | set(followers(points))
+    return [f for f in points.key_fields if f not in drop]
+
+
+def _unnamed(points: PointSet, layout: Layout) -> set[str]:
+    """The fields configuration names leave out: those the tables show, and those that follow
+    from a field the tables show (a table of device, host and loader columns is not named
+    ``num_workers=2``)."""
+    shown = shown_fields(points, layout)
+    return {f for f in points.key_fields if f in shown} | {
+        f for f, deps in followers(points).items() if shown.intersection(deps)}
 
 
 def configuration_sections(points: PointSet, layout: Layout | str, noise: float) -> list[Section]:
@@ -66,7 +75,7 @@ def configuration_sections(points: PointSet, layout: Layout | str, noise: float)
     if isinstance(layout, str):
         layout = Layout(columns=(layout,))
     key_fields = section_key_fields(points, layout)
-    namer = Namer(points, shown_fields(points, layout) & set(points.key_fields))
+    namer = Namer(points, _unnamed(points, layout))
     groups = points.group_by(key_fields)
     sections = []
     names = unique_names(namer, [g[0].values for g in groups.values()])
