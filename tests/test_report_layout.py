@@ -211,22 +211,28 @@ def _vendor_rows(path: Path) -> dict[tuple[str, int], dict[str, int]]:
     return out
 
 
-def test_lambda_fixtures_give_the_vendor_csv_layout_and_figures(tmp_path, capsys):
-    """The done-check of issue 20: rows GPU × count, columns models, the figures of
-    lambda-tf-train-throughput-fp32.csv once rounded to whole images/sec (fp32 training table)."""
-    store = tmp_path / "results"
+@pytest.fixture(scope="module")
+def lambda_layout_tables(tmp_path_factory):
+    """The tables of `report --rows machine,num_devices --columns model` on the imported Lambda logs."""
+    base = tmp_path_factory.mktemp("lambda")
+    store, out = base / "results", base / "report"
     assert main(["import", "tf-cnn-benchmarks", str(FIXTURES), "--results-dir", str(store)]) == 0
-    out = tmp_path / "report"
     assert main(["report", str(store), "-o", str(out), "--no-plots", "--rows", "machine,num_devices",
                  "--columns", "model"]) == 0
-    capsys.readouterr()
-    tables = [json.loads(p.read_text()) for p in (out / "tables").glob("throughput-*.json")]
-    [fp32] = [t for t in tables if "fp32" in t["title"] and "inference" not in t["title"]]
-    vendor = _vendor_rows(FIXTURES / "lambda-tf-train-throughput-fp32.csv")
+    return [json.loads(p.read_text()) for p in (out / "tables").glob("throughput-*.json")]
+
+
+@pytest.mark.parametrize("vendor_csv,precision", [("lambda-tf-train-throughput-fp32.csv", "fp32"),
+                                                  ("lambda-tf-train-throughput-fp16.csv", "amp_fp16")])
+def test_lambda_fixtures_give_the_vendor_csv_layout_and_figures(lambda_layout_tables, vendor_csv, precision):
+    """The done-check of issue 20: rows GPU × count, columns models, the figures of Lambda's CSV
+    once rounded to whole images/sec, in the training table of its precision."""
+    [table] = [t for t in lambda_layout_tables if f"-{precision}-" in t["title"] and "inference" not in t["title"]]
+    vendor = _vendor_rows(FIXTURES / vendor_csv)
     models = list(next(iter(vendor.values())))
-    assert fp32["text_columns"] == ["machine", "num_devices", "batch", *models]
+    assert table["text_columns"] == ["machine", "num_devices", "batch", *models]
     ours = {}
-    for row in fp32["rows"]:
+    for row in table["rows"]:
         [gpu] = {g for g, _ in vendor if g.replace(" ", "_") in row["machine"]}
         ours[(gpu, row["num_devices"])] = row
     assert list(ours) == list(vendor)  # the same rows, in the same order
