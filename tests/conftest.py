@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 
@@ -20,6 +25,25 @@ requires_cuda = pytest.mark.skipif(not _has_cuda(), reason="needs a CUDA GPU (no
 @pytest.fixture
 def results_dir(tmp_path):
     return tmp_path / "results"
+
+
+@pytest.fixture(scope="session")
+def smoke_study(tmp_path_factory):
+    """``cnnbench study NAME --smoke`` (plots drawn), run at most once per session and study, from
+    a folder outside the checkout: call it with NAME for the (results, report) folders. Every test
+    that reads a smoke study's report can share the run (they take minutes on 2 cores)."""
+    done: dict[str, tuple[Path, Path]] = {}
+
+    def run(name: str) -> tuple[Path, Path]:
+        if name not in done:
+            cwd = tmp_path_factory.mktemp(f"study-{name}")
+            proc = subprocess.run([sys.executable, "-m", "cnnbench", "study", name, "--smoke", "--plain"], cwd=cwd,
+                                  capture_output=True, text=True, timeout=1800, env={**os.environ, "PYTHONPATH": ""})
+            assert proc.returncode == 0, proc.stdout + proc.stderr
+            done[name] = cwd / "results" / f"{name}-smoke", cwd / "report" / f"{name}-smoke"
+        return done[name]
+
+    return run
 
 
 from tests.slurm_cluster import slurm_cluster  # noqa: E402, F401  (the session's local Slurm cluster; issue 23)

@@ -97,6 +97,24 @@ def test_a_wide_table_scrolls_in_its_box_not_the_page(chromium, wide_report):
         assert t["boxScroll"] > t["box"] and t["moved"] > 0, t
 
 
+def _studies() -> list[str]:
+    try:
+        from cnnbench.study import shipped_studies
+    except ImportError:  # pragma: no cover - before cnnbench study existed
+        return []
+    return sorted(shipped_studies())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("study", _studies())
+def test_each_smoke_study_report_reads_cleanly_in_chromium(chromium, smoke_study, study):
+    """The report of ``cnnbench study NAME --smoke`` (the run is shared with any other test of it)."""
+    _, report = smoke_study(study)
+    assert B.report_problems(chromium, report) == []
+    with B.open_report(chromium, report) as seen:
+        assert len(B.plot_boxes(seen.page)) == len(list((report / "plots").glob("*.svg"))) > 0
+
+
 BREAKAGES = {
     # what is broken: (text replaced in report.html, its replacement, words of the problem found)
     "tables widen the page": ("overflow-x:auto", "overflow-x:visible", "px wide in a"),
