@@ -6,6 +6,7 @@
     3          distributed          (collectives and strategies)
     4          engine               (a run on one device or many)
     5          analysis             (torch-free, above results only)
+    5b         predict              (scaling predictions, torch-free)
     6          sweep, report, compare
     7          api                  (the Python API)
     8          cli
@@ -33,11 +34,12 @@ ALLOWED: dict[str, set[str]] = {
     "engine": {"config", "machine", "results", "models", "data", "distributed"},
     "analysis": {"config", "results"},
     "sweep": {"config", "machine", "results", "models", "engine", "analysis"},
-    "report": {"config", "machine", "results", "models", "analysis"},
+    "predict": {"config", "results", "analysis"},
+    "report": {"config", "machine", "results", "models", "analysis", "predict"},
     "compare": {"config", "results", "analysis", "report"},
     "api": {"config", "machine", "results", "models", "data", "engine", "analysis", "report", "compare"},
     "cli": {"config", "machine", "results", "models", "data", "distributed", "engine", "analysis", "sweep",
-            "report", "compare", "api"},
+            "report", "compare", "api", "predict"},
     "__init__": {"api", "report", "compare"},
     "__main__": {"cli"},
 }

@@ -20,7 +20,7 @@ from cnnbench.config.tf_flags import TfFlagError, translate_with_notes
 
 # Sub-commands, in the order --help lists them. Each module cnnbench.cli.<name>_cmd: register(subparsers).
 COMMANDS = ("run", "data", "comm", "make_dataset", "models", "sweep", "results", "import", "report", "compare",
-            "sysinfo")
+            "predict", "sysinfo")
 
 __all__ = ["main"]
 

@@ -164,6 +164,7 @@ def _scaling(config: RunConfig, emit: Any, *, quiet: bool) -> int:
         raise UserError("--scaling needs --num-devices 2 or more (the largest device count to run)")
     if config.gpu_indices is not None:
         raise UserError("--scaling picks GPUs 0..N-1 itself; leave out --gpu-indices")
+    print(_scaling_header(config, scaling_counts(top)), flush=True)
     rows: list[tuple[int, Any]] = []
     for n in scaling_counts(top):
         if not quiet:
@@ -176,6 +177,17 @@ def _scaling(config: RunConfig, emit: Any, *, quiet: bool) -> int:
         print_warnings(record, "run")
     _print_scaling(rows, str(path))
     return 0 if all(r.status == "ok" for _, r in rows) else 1
+
+
+def _scaling_header(config: RunConfig, counts: list[int]) -> str:
+    """``Scaling on cpu: 1, 2 devices; threads: 1 per worker (fixed)``: the series, and on CPU
+    which rule gave each worker its torch threads (``--threads-per-worker``, or the default)."""
+    from cnnbench.config.parallel_options import thread_rule
+    from cnnbench.machine.devices import resolve_device_kind
+
+    kind = resolve_device_kind(config.device)
+    line = f"Scaling on {kind}: {', '.join(map(str, counts))} devices"
+    return line + (f"; threads: {thread_rule(config.threads_per_worker)}" if kind == "cpu" else "")
 
 
 def _scaling_cells(n: int, record: Any, base: tuple[int, float, bool] | None) -> tuple[str, str, str]:

@@ -22,9 +22,18 @@ ALL_REDUCES = ("nccl", "gloo")
 GRADIENT_COMPRESSIONS = ("none", "fp16", "bf16", "powersgd")
 PARAMETER_DEVICES = ("cpu", "device")
 MAX_DEVICES = 4096
+MAX_THREADS = 65536
 DEFAULT_BUCKET_CAP_MB = 25.0  # DistributedDataParallel's own default
 DEFAULT_TIMEOUT_S = 60.0
 _GPU_INDICES = re.compile(r"^\d+(,\d+)*$")
+
+
+def thread_rule(threads_per_worker: int | None) -> str:
+    """How a CPU run's workers got their torch threads, in words (``run --scaling``'s header, the
+    report's scaling notes): fixed by ``--threads-per-worker``, or the default division."""
+    if threads_per_worker:
+        return f"{threads_per_worker} per worker (fixed)"
+    return "the host's cores divided among workers (default)"
 
 
 @dataclass(frozen=True)
@@ -51,6 +60,13 @@ class ParallelOptions:
         "refused otherwise (each worker would get no core of its own): for tests and scaling studies; "
         "the record then carries a warning.",
         identity=False,
+    )
+    threads_per_worker: int | None = option(
+        None,
+        "On CPU, the torch threads of every worker, whatever the device count, so that a scaling series "
+        "compares N workers x the same threads [default: the cores this run may use, divided among the "
+        "workers of the node: a 1-device run has all of them].",
+        metavar="N", minimum=1, maximum=MAX_THREADS,
     )
     variable_update: VariableUpdate = option(
         "replicated",
@@ -106,6 +122,9 @@ class ParallelOptions:
             raise ConfigError("bucket_cap_mb", f"must be > 0 (got {self.bucket_cap_mb})")
         if self.gpu_indices is not None:
             self._check_gpu_indices()
+        if self.threads_per_worker is not None and self.device == "cuda":
+            raise ConfigError("threads_per_worker", "sets each CPU worker's torch threads; it has no effect "
+                                                    "on a cuda run")
         takes_all_reduce = "all_reduce" in STRATEGY_RULES[self.variable_update].options
         if takes_all_reduce and self.all_reduce == "nccl" and self.device == "cpu":
             raise ConfigError("all_reduce", "nccl needs CUDA devices; use gloo on cpu")

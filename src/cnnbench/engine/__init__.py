@@ -26,9 +26,13 @@ __all__ = ["execute", "run_benchmark"]
 
 def run_benchmark(config: RunConfig, *, emit: Callable[[str], None] | None = None,
                   extra: Mapping[str, Any] | None = None) -> Record:
+    """Run one benchmark on one device in this process (with ``--threads-per-worker``, that many
+    torch threads while it runs) and return its record."""
     from cnnbench.engine.benchmark import run_benchmark as _run
+    from cnnbench.engine.threads import run_threads
 
-    return _run(config, emit=emit, extra=extra)
+    with run_threads(config.threads_per_worker):
+        return _run(config, emit=emit, extra=extra)
 
 
 def execute(config: RunConfig, *, emit: Callable[[str], None] | None = None,

@@ -50,6 +50,7 @@ from cnnbench.engine.epochs import EpochMeasure, epoch_metrics, train_epochs
 from cnnbench.engine.hooks import HookSet, default_hooks
 from cnnbench.engine.loop import timed_loop, warm_up
 from cnnbench.engine.metrics import WorkerMeasure, flop_metrics, measured_metrics, model_cost
+from cnnbench.engine.phase_split import measure_phase_split, split_line, splits_phases
 from cnnbench.engine.prepare import Prepared, prepare
 from cnnbench.engine.profile import profile_steps, run_steps
 from cnnbench.engine.resolve import ResolvedRun, oversubscribed_note, resolve
@@ -166,6 +167,7 @@ def _measure(run: ResolvedRun, strategy: ParallelStrategy, hooks: HookSet, emit:
         finally:
             hooks.stop()
         mine = WorkerMeasure.of(loop, hooks.metrics(), prepared.source.metrics())
+        split = _phase_split(run, prepared, emit)  # after the timed window: its figures are final
     finally:
         prepared.close()
     workers = gather_to_main(mine, world) if world.process_group else [mine]
@@ -175,8 +177,25 @@ def _measure(run: ResolvedRun, strategy: ParallelStrategy, hooks: HookSet, emit:
                                     check_spread=cfg.num_epochs is None))
     if cfg.num_epochs is not None:
         metrics.update(epoch_metrics(epochs))
+    metrics.update(split)
     # The closing `total images/sec` block is printed by whoever reports the record
     # (log_format.closing_lines), after its warnings and path: tf_cnn_benchmarks' logs end so.
+
+
+def _phase_split(run: ResolvedRun, prepared: Prepared, emit: Emit) -> dict[str, Any]:
+    """The forward/backward split (:mod:`cnnbench.engine.phase_split`) where the run measures it;
+    a failure there is a warning, never the run's failure."""
+    cfg = run.config
+    if prepared.phases is None or not splits_phases(training=not cfg.forward_only, world_size=run.world.world_size,
+                                                    epochs=cfg.num_epochs is not None):
+        return {}
+    try:
+        split = measure_phase_split(prepared.phases, prepared.source, run.device)
+    except Exception as exc:  # out of memory in the unfused phases, ...
+        emit(f"Forward/backward split not measured: {error_text(exc)}")
+        return {"phase_split_error": error_text(exc)}
+    emit(split_line(split))
+    return split
 
 
 def _warm_up_and_profile(run: ResolvedRun, prepared: Prepared, emit: Emit, metrics: dict[str, Any],

@@ -16,8 +16,12 @@ from cnnbench.words import plural
 RULE = "-" * 64
 
 
-def threads_text(threads: int, cores: int, workers_here: int) -> str:
-    """The header's ``Threads:`` value: torch threads each worker runs, and why that many."""
+def threads_text(threads: int, cores: int, workers_here: int, *, fixed: bool = False) -> str:
+    """The header's ``Threads:`` value: torch threads each worker runs, and why that many
+    (``fixed``: set by ``--threads-per-worker``)."""
+    if fixed:
+        return (f"{threads} per worker (--threads-per-worker; {plural(workers_here, 'worker')} on "
+                f"{plural(cores, 'core')} on this node)")
     if workers_here > 1:
         return f"{threads} per worker ({plural(cores, 'core')} split among {workers_here} workers on this node)"
     return f"{threads} ({plural(cores, 'core')})"

@@ -45,11 +45,14 @@ class WorkerMeasure:
     """Images this worker stepped through."""
     hook_metrics: dict[str, Any] = field(default_factory=dict)
     source_metrics: dict[str, Any] = field(default_factory=dict)
+    threads: int | None = None
+    """The torch threads this worker ran with (``torch.get_num_threads()`` after its timed steps)."""
 
     @classmethod
-    def of(cls, loop: LoopResult, hook_metrics: Mapping[str, Any], source_metrics: Mapping[str, Any]) -> WorkerMeasure:
+    def of(cls, loop: LoopResult, hook_metrics: Mapping[str, Any], source_metrics: Mapping[str, Any], *,
+           threads: int | None = None) -> WorkerMeasure:
         return cls(loop.step_times_s, loop.wall_time_s, loop.progress_time_s, loop.input_wait_s, loop.losses,
-                   loop.images, dict(hook_metrics), dict(source_metrics))
+                   loop.images, dict(hook_metrics), dict(source_metrics), threads)
 
 
 def measured_metrics(workers: Sequence[WorkerMeasure], batch_size: int, *, first_step_s: float | None,
@@ -101,6 +104,7 @@ def _timing_metrics(workers: Sequence[WorkerMeasure], step_times: list[float], b
         "total_images_per_sec": sum(w.images for w in workers) / wall,
         **stats.as_metrics(),
         "per_device_images_per_sec": [w.images / sum(w.step_times_s) for w in workers],
+        "per_device_torch_threads": [w.threads for w in workers],
         "step_times_s": step_times,
         "wall_time_s": wall,
         "progress_time_s": main.progress_time_s,

@@ -69,9 +69,9 @@ def resolve(config: RunConfig, world: World | None = None) -> ResolvedRun:
     device_kind = resolve_device_kind(config.device)
     config = config.replace(device=device_kind).with_derived_defaults()
     world_size, num_nodes = _check_world(config, world)
+    _check_cpu_workers(config, world, device_kind)
     device = _device(config, world, device_kind, world_size)
     check_host_cpus(config.host_cpus)
-    _check_cpu_workers(config, world, device_kind)
 
     if config.gradient_compression == "powersgd" and config.all_reduce == "gloo" and world_size > 1:
         # PowerSGD chains its all-reduces in future callbacks, which Gloo completes on its own
@@ -172,22 +172,35 @@ def _cpu_workers(config: RunConfig, world: World, device_kind: str) -> tuple[int
     return world.local_world_size, config.host_cpus or cpu_count_available()
 
 
+def _workers_text(workers: int, threads: int | None) -> str:
+    """``2 CPU workers``, or ``2 CPU workers x 2 threads`` with --threads-per-worker."""
+    return plural(workers, "CPU worker") + (f" x {plural(threads, 'thread')}" if threads else "")
+
+
 def _check_cpu_workers(config: RunConfig, world: World, device_kind: str) -> None:
-    """More CPU workers on this node than usable cores: refused (each would get no core of its
-    own), unless ``--oversubscribe``."""
+    """More CPU workers on this node than usable cores (with ``--threads-per-worker``: more of
+    their threads): refused (each would get no core of its own), unless ``--oversubscribe``."""
+    fixed = config.threads_per_worker
     workers, cores = _cpu_workers(config, world, device_kind)
-    if workers > cores and not config.oversubscribe:
-        raise ConfigError("num_devices", f"{workers} CPU workers, but this run may use {plural(cores, 'core')}: "
-                                         f"each worker would get no core of its own; use at most {cores}, or "
-                                         "--oversubscribe to run them anyway (tests, scaling studies)")
+    if config.oversubscribe or workers * (fixed or 1) <= cores:
+        return
+    anyway = "or --oversubscribe to run them anyway (tests, scaling studies)"
+    if fixed and workers <= cores:
+        raise ConfigError("threads_per_worker", f"{_workers_text(workers, fixed)} need {workers * fixed} cores, "
+                                                f"but this run may use {plural(cores, 'core')}: threads would take "
+                                                f"turns; use at most {cores // workers} per worker, {anyway}")
+    raise ConfigError("num_devices", f"{workers} CPU workers, but this run may use {plural(cores, 'core')}: "
+                                     f"each worker would get no core of its own; use at most {cores}, {anyway}")
 
 
 def oversubscribed_note(run: ResolvedRun) -> str | None:
-    """The record's warning for a run that ``--oversubscribe`` let start more CPU workers than cores."""
+    """The record's warning for a run that ``--oversubscribe`` let start more CPU workers (or, with
+    ``--threads-per-worker``, more of their threads) than cores."""
     workers, cores = _cpu_workers(run.config, run.world, run.device.type)
-    if workers > cores:
-        return (f"oversubscribed: {workers} CPU workers shared {plural(cores, 'core')} (--oversubscribe); "
-                "the figures measure their contention, not the scaling")
+    fixed = run.config.threads_per_worker
+    if workers * (fixed or 1) > cores:
+        return (f"oversubscribed: {_workers_text(workers, fixed)} shared {plural(cores, 'core')} "
+                "(--oversubscribe); the figures measure their contention, not the scaling")
     return None
 
 

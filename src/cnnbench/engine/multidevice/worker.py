@@ -6,7 +6,8 @@
   rank 0 writes the record (an ``error``/``oom`` record when this worker failed).
 
 Both split the host's cores among the workers of the node (torch threads per worker), so
-that they do not oversubscribe the CPU; under torchrun each worker first restricts itself to
+that they do not oversubscribe the CPU, or give each ``--threads-per-worker`` threads
+(:mod:`cnnbench.engine.threads`); under torchrun each worker first restricts itself to
 ``--host-cpus`` (our launcher's workers inherit that from the process that started them).
 """
 
@@ -14,17 +15,15 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import signal
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from cnnbench.config import ConfigError, RunConfig
 from cnnbench.distributed.world import World
+from cnnbench.engine.threads import set_worker_threads
 from cnnbench.lifetime import die_with_parent
 
 log = logging.getLogger(__name__)
@@ -43,15 +42,10 @@ def configure_worker_logging(world: World, level: int = logging.WARNING) -> None
                         force=True)
 
 
-def split_host_threads(world: World) -> int:
-    """Give this worker its share of the cores it may use; returns the thread count."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - not Linux
-        cores = os.cpu_count() or 1
-    threads = max(1, cores // max(1, world.local_world_size))
-    torch.set_num_threads(threads)
-    return threads
+def split_host_threads(world: World, fixed: int | None = None) -> int:
+    """Give this worker its share of the cores it may use, or ``fixed`` threads
+    (``--threads-per-worker``; :mod:`cnnbench.engine.threads`); returns the thread count."""
+    return set_worker_threads(fixed, world.local_world_size)
 
 
 def launched_worker(config_fields: dict[str, Any], extra: dict[str, Any], console: bool,
@@ -75,7 +69,7 @@ def launched_worker(config_fields: dict[str, Any], extra: dict[str, Any], consol
     if world.world_size == 1 and config.requested_devices() == 1:
         world = World.single()  # a one-device run in its own process: no process group
     configure_worker_logging(world, log_level)
-    split_host_threads(world)
+    split_host_threads(world, config.threads_per_worker)
     # The process that started the workers checked the run first and printed its warnings.
     logging.getLogger("cnnbench.engine.resolve").setLevel(logging.ERROR)
     emit: Callable[[str], None] | None = (lambda line: print(line, flush=True)) if console else None
@@ -124,7 +118,7 @@ def run_under_torchrun(config: RunConfig, *, emit: Callable[[str], None] | None,
     world = World.from_env()
     configure_worker_logging(world, logging.getLogger().getEffectiveLevel())
     restrict_host_cpus(config.host_cpus)  # every worker of the node picks the same cores
-    split_host_threads(world)
+    split_host_threads(world, config.threads_per_worker)
 
     def record_failure(rank: int, cause: str) -> None:
         failed = failure_record(config, world, WorkerFailed(rank, cause), extra=extra)

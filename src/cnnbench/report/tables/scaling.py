@@ -20,6 +20,7 @@ from cnnbench.analysis.labels import Namer, join_labels, unique_names
 from cnnbench.analysis.marks import WARNED, legend_for, symbols_of
 from cnnbench.analysis.points import Measure, Point, PointSet, combine
 from cnnbench.analysis.repeat_stats import median
+from cnnbench.config.parallel_options import thread_rule
 from cnnbench.report.table import Cell, Table, failed, label_cell, missing, number, percent, throughput
 from cnnbench.words import plural
 
@@ -61,6 +62,7 @@ class ScalingGroup:
 
 
 SERIES_FIELDS = (F.MODEL, F.MACHINE, F.BATCH)
+DEVICE, THREADS = "config.device", "config.threads_per_worker"
 
 SUPERLINEAR = 1.05
 """Efficiency over this is superlinear: more than each added device can give."""
@@ -74,6 +76,15 @@ def superlinear_note(efficiencies: list[float]) -> list[str]:
         return []
     return [f"Efficiency over {SUPERLINEAR * 100:.0f}% is superlinear: more than each added device can give, "
             f"{SUPERLINEAR_CAUSE}."]
+
+
+def threads_note(series: list[Series]) -> list[str]:
+    """On CPU, the rule that gave each worker its torch threads (``--threads-per-worker`` fixed,
+    or the default: the host's cores divided among the workers), for the series' records."""
+    if not any(s.values.get(DEVICE) == "cpu" for s in series):
+        return []
+    rules = sorted({thread_rule(s.values.get(THREADS)) for s in series if s.values.get(DEVICE) == "cpu"})
+    return [f"CPU threads: {'; '.join(rules)}."]
 
 
 def _warned_at(series: list[Series], n: int) -> bool:
@@ -170,7 +181,8 @@ def _build(name: str, series: list[Series], noise: float) -> ScalingGroup:
     legend = legend_for([m for s in series for m in s.measures.values()])
     table = Table(f"scaling-{F.slug(name)}", f"Scaling: {name}", "scaling",
                   ["model", "machine", "batch", "devices", "images/sec", "speedup", "efficiency"], rows,
-                  [f"Speedup over {base_note}; efficiency = speedup / (devices / base devices)."] + legend,
+                  [f"Speedup over {base_note}; efficiency = speedup / (devices / base devices)."]
+                  + threads_note(series) + legend,
                   label_columns=4)
     return ScalingGroup(name, series, devices, table, _summary(name, series, devices, noise, base_note, legend))
 
@@ -226,7 +238,8 @@ def _summary(name: str, series: list[Series], devices: list[int], noise: float, 
     effs_all = [e for s in series for n, e in s.efficiency.items() if n != s.base]
     return Table(f"scaling-summary-{F.slug(name)}", f"Scaling: {name}", "scaling-summary",
                  ["series", "batch", f"images/sec, {device_column(first)}"] + [device_column(n) for n in counts],
-                 rows, [note] + superlinear_note(effs_all) + legend, label_columns=2, written=False)
+                 rows, [note] + superlinear_note(effs_all) + threads_note(series) + legend, label_columns=2,
+                 written=False)
 
 
 def overview(groups: list[ScalingGroup]) -> Table | None:
