@@ -297,3 +297,18 @@ def test_a_worker_that_dies_is_one_error_record_naming_its_rank(tmp_path):
     (failed,) = read_store(tmp_path)
     assert (failed["kind"], failed["status"], failed["config"]["collective"]) == ("comm", "error", "all_reduce")
     assert failed["error"].startswith("worker rank ") and "killed by SIGKILL" in failed["error"]
+
+
+def test_under_torchrun_each_process_is_a_rank_and_rank_0_writes(tmp_path):
+    torchrun = Path(sys.executable).with_name("torchrun")
+    if not torchrun.exists():
+        pytest.skip("no torchrun beside this Python")
+    out = tmp_path / "results"
+    done = subprocess.run([str(torchrun), "--standalone", "--nproc-per-node", "2", "-m", "cnnbench", "comm",
+                           "--device", "cpu", "--max-bytes", "2K", "--warmup", "1", "--iters", "2",
+                           "--results-dir", str(out)], capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    records = read_store(out)
+    assert [(r["config"]["bytes"], r["config"]["num_devices"], r["kind"]) for r in records] == [
+        (1024, 2, "comm"), (2048, 2, "comm")]
+    assert done.stdout.count("# cnnbench comm:") == 1 and done.stdout.count("records appended") == 1

@@ -85,6 +85,8 @@ def _run(config: object) -> int:
         raise UserError(f"--results-dir: cannot append the record: {exc}", exit_code=1) from None
     except WorkersStopped as exc:
         raise UserError(str(exc), exit_code=128 + exc.signum) from None
+    if not result.main:
+        return 0  # a torchrun rank other than 0: rank 0 prints and writes
     if result.failure is not None:
         print(f"cnnbench comm: error: {result.failure} (recorded in {result.path})", file=sys.stderr)
         return 1

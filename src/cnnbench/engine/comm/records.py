@@ -69,7 +69,7 @@ def table_line(record: dict[str, Any]) -> str:
     c, m = record["config"], record["metrics"]
     spread = m.get("spread")
     cells = (c["collective"], str(c["bytes"]), str(m.get("count", "")), c["dtype"], f"{m['time_s'] * 1e6:.2f}",
-             f"{m['algbw_gbps']:.3f}", f"{m['busbw_gbps']:.3f}", "—" if spread is None else f"{spread * 100:.1f}")
+             f"{m['algbw_gbps']:.4f}", f"{m['busbw_gbps']:.4f}", "—" if spread is None else f"{spread * 100:.1f}")
     return " ".join(f"{cell:>{width}}" for cell, (_, _, width) in zip(cells, _COLUMNS, strict=True))
 
 
@@ -80,6 +80,6 @@ def summary_lines(records: Sequence[dict[str, Any]]) -> list[str]:
         ok = [r["metrics"]["busbw_gbps"] for r in records
               if r["config"]["collective"] == collective and r["status"] == "ok"]
         if ok:
-            lines.append(f"# {collective}: average bus bandwidth {sum(ok) / len(ok):.3f} GB/s over "
+            lines.append(f"# {collective}: average bus bandwidth {sum(ok) / len(ok):.4f} GB/s over "
                          f"{plural(len(ok), 'size')}")
     return lines

@@ -36,6 +36,8 @@ class CommResult:
     records: list[dict[str, Any]] = field(default_factory=list)
     path: Path | None = None
     failure: str | None = None
+    main: bool = True
+    """False for a torchrun rank other than 0: it writes and prints nothing."""
 
 
 def measure_comm(config: CommConfig, emit: Callable[[str], None] | None = None) -> CommResult:
@@ -84,13 +86,18 @@ def _check_world(config: CommConfig, kind: str, n: int) -> list[str]:
 
 def _under_torchrun(config: CommConfig, emit: Callable[[str], None] | None) -> CommResult:
     from cnnbench.engine.comm.worker import comm_body, device_kind
-    from cnnbench.engine.multidevice.worker import configure_worker_logging, leave_interrupts_to_the_agent
+    from cnnbench.engine.multidevice.worker import (
+        configure_worker_logging,
+        leave_interrupts_to_the_agent,
+        split_host_threads,
+    )
     from cnnbench.lifetime import die_with_parent
 
     die_with_parent()
     leave_interrupts_to_the_agent()
     world = World.from_env()
     configure_worker_logging(world, logging.getLogger().getEffectiveLevel())
+    split_host_threads(world)
     if config.num_devices is not None and config.num_devices != world.world_size:
         raise ConfigError("num_devices", f"is {config.num_devices}, but torchrun started {world.world_size} "
                                          "workers (leave it out under torchrun)")
@@ -102,7 +109,7 @@ def _under_torchrun(config: CommConfig, emit: Callable[[str], None] | None) -> C
         if not world.is_main:
             raise
         return _failed(config, world, device_kind(config), error_text(exc).splitlines()[0], started_at)
-    return CommResult(records, _store_file(config, records))
+    return CommResult(records, _store_file(config, records), main=world.is_main)
 
 
 def _failed(config: CommConfig, world: World, kind: str, error: str, started_at: str) -> CommResult:
