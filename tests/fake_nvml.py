@@ -36,6 +36,9 @@ class FakeGpu:
     """Bus ids at the other end of each active NVLink to another GPU."""
     nvswitch_links: int = 0
     """Active NVLinks (after those to GPUs) that end at an NVSwitch."""
+    peer_access: bool = True
+    """False: nvmlDeviceGetP2PStatus (read) says "not supported" for every pair with this GPU, as on
+    GeForce cards, whose drivers leave peer access over PCIe off."""
     remote_type_supported: bool = True
     """False: nvmlDeviceGetNvLinkRemoteDeviceType is not supported (an old driver)."""
     power_mw: list[int] | None = field(default_factory=lambda: [100_000])
@@ -150,7 +153,7 @@ class FakeNvml:
             "nvmlDeviceGetNvLinkRemotePciInfo": remote_pci,
             "nvmlDeviceGetNvLinkRemoteDeviceType": remote_type,
             "nvmlDeviceGetTopologyCommonAncestor": common_ancestor,
-            "nvmlDeviceGetP2PStatus": lambda a, b, kind: 0,
+            "nvmlDeviceGetP2PStatus": lambda a, b, kind: 0 if a.peer_access and b.peer_access else 2,
             "nvmlDeviceGetPowerUsage": power,
             "nvmlDeviceGetClockInfo": clock,
             "nvmlDeviceGetTemperature": lambda h, sensor: h.next("temperature_c"),

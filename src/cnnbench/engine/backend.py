@@ -17,6 +17,8 @@ only the final call into CUDA is left untested.
 * :func:`keeps_normalization_fp32` / :func:`normalization_to_fp32`: under pure fp16/bf16,
   normalisation layers keep fp32 weights (cuDNN's batch norm takes fp16 input only with fp32
   weights, and never bf16 input);
+* :func:`phase_timing_syncs`: the forward/backward split waits for the device at each phase
+  boundary on CUDA (nothing to wait for on a CPU);
 * :func:`inference_context`: ``torch.no_grad`` for FSDP (its first forward under
   ``inference_mode`` breaks its parameters), ``torch.inference_mode`` otherwise.
 """
@@ -163,3 +165,10 @@ def first_device_type(params: Iterable[nn.Parameter]) -> tuple[str, bool, list[n
     except ImportError:  # pragma: no cover - a torch without distributed
         return listed[0].device.type, False, listed
     return listed[0].device.type, isinstance(listed[0], DTensor), listed
+
+
+def phase_timing_syncs(device_type: str) -> bool:
+    """Whether timing a step's phases apart (:mod:`cnnbench.engine.phase_split`) must wait for
+    the device at each boundary: on CUDA kernels run after the call returns; on a CPU the
+    call returns when its work is done."""
+    return device_type == "cuda"

@@ -37,7 +37,7 @@ from cnnbench.engine.backend import (
 )
 from cnnbench.engine.precision import PrecisionPolicy, precision_policy
 from cnnbench.engine.resolve import ResolvedRun
-from cnnbench.engine.step import Step, make_optimizer, make_step
+from cnnbench.engine.step import Step, TrainPhases, make_optimizer, make_step, make_train_phases
 
 
 @dataclass
@@ -59,6 +59,8 @@ class Prepared:
     """Whether the step goes through amp_fp16's gradient scaler."""
     normalization_fp32: int = 0
     """Normalisation layers kept in fp32 under pure fp16/bf16 (0 otherwise)."""
+    phases: TrainPhases | None = None
+    """The training step's phases (``step`` runs them), None for inference."""
 
     def notes(self) -> dict[str, Any]:
         """What the run chose, for the record's metrics: cuDNN autotuning, the optimizer's
@@ -108,10 +110,12 @@ def prepare(run: ResolvedRun, *, strategy: ParallelStrategy | None = None,
         runnable: Callable[..., Any] = model
         if cfg.compile:
             runnable = torch.compile(model, mode=None if cfg.compile_mode in (None, "default") else cfg.compile_mode)
+        phases = None if cfg.forward_only else make_train_phases(runnable, model, optimizer, policy, device.type,
+                                                                 strategy)
         step = make_step(runnable, model, optimizer, policy, device.type, strategy,
-                         training=not cfg.forward_only, count_correct=cfg.num_epochs is not None)
+                         training=not cfg.forward_only, count_correct=cfg.num_epochs is not None, phases=phases)
     except BaseException:
         source.close()
         raise
     scaled = policy.scaler_used(device.type, cfg.forward_only)
-    return Prepared(model, runnable, optimizer, step, source, policy, strategy, flags, scaled, kept_fp32)
+    return Prepared(model, runnable, optimizer, step, source, policy, strategy, flags, scaled, kept_fp32, phases)

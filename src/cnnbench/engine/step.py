@@ -10,6 +10,7 @@ step (where gradients are exchanged and the weights updated). Inference: forward
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -77,6 +78,7 @@ def make_step(
     *,
     training: bool,
     count_correct: bool = False,
+    phases: TrainPhases | None = None,
 ) -> Step:
     """One step: forward (+ backward and update when ``training``).
 
@@ -86,6 +88,7 @@ def make_step(
     ``model`` is what the step calls (maybe compiled), ``module`` the wrapped model whose
     gradients are zeroed; ``optimizer`` may be ``None`` on a worker that updates no weight
     itself (a parameter server's other ranks): the strategy's step does the update.
+    A training step runs ``phases`` (made here unless given: :func:`make_train_phases`).
     """
     if not training:
 
@@ -97,23 +100,51 @@ def make_step(
 
         return infer
 
-    scaler = policy.scaler(device_type, forward_only=False)
+    phases = phases or make_train_phases(model, module, optimizer, policy, device_type, strategy)
 
     def train(images: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        module.zero_grad(set_to_none=True)
-        with policy.autocast(device_type):
-            output = model(images)
-            loss = classification_loss(output, labels)
-        if scaler is not None:
-            scaler.scale(loss).backward()
-        else:
-            loss.backward()
-        strategy.optimizer_step(optimizer, scaler)
+        output, loss = phases.forward(images, labels)
+        phases.backward(loss)
+        phases.update()
         if count_correct:
             return torch.stack([loss.detach().float(), correct_predictions(output, labels)])
         return loss.detach()
 
     return train
+
+
+@dataclass(frozen=True)
+class TrainPhases:
+    """A training step in its three phases, the very calls the step makes: ``forward``
+    (gradients zeroed, forward and loss under autocast), ``backward`` (scaled for amp_fp16),
+    ``update`` (the strategy's optimizer step). :mod:`cnnbench.engine.phase_split` times them apart."""
+
+    forward: Callable[[torch.Tensor, torch.Tensor], tuple[Any, torch.Tensor]]
+    backward: Callable[[torch.Tensor], None]
+    update: Callable[[], None]
+
+
+def make_train_phases(model: Callable[[torch.Tensor], Any], module: nn.Module, optimizer: torch.optim.Optimizer | None,
+                      policy: PrecisionPolicy, device_type: str, strategy: ParallelStrategy) -> TrainPhases:
+    """The phases of one training step (one gradient scaler shared by backward and update)."""
+    scaler = policy.scaler(device_type, forward_only=False)
+
+    def forward(images: torch.Tensor, labels: torch.Tensor) -> tuple[Any, torch.Tensor]:
+        module.zero_grad(set_to_none=True)
+        with policy.autocast(device_type):
+            output = model(images)
+            return output, classification_loss(output, labels)
+
+    def backward(loss: torch.Tensor) -> None:
+        if scaler is not None:
+            scaler.scale(loss).backward()
+        else:
+            loss.backward()
+
+    def update() -> None:
+        strategy.optimizer_step(optimizer, scaler)
+
+    return TrainPhases(forward, backward, update)
 
 
 def correct_predictions(output: Any, labels: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,170 @@
+"""From records to what the model needs: one-device bases, measured multi-device points, comm and
+input-pipeline figures.
+
+A configuration is the record's machine, model, precision, per-device batch, image size, data,
+data format, compilation and source; its one-device training records (status ok) are its base
+(the median images/sec over repeats; the forward/backward split's medians where ``run``
+measured one). Records with more devices in the same configuration are its measured points,
+per strategy (``variable_update``) and device/node count.
+
+Imported tf_cnn_benchmarks records carry no split and no cost: the split is assumed
+(:data:`ASSUMED_SPLIT`), the parameter count comes from the caller's lookup (the torchvision
+model of the same architecture), and their replicated all-reduce starts after the whole
+backward pass (no overlap), in fp16 under mixed precision (tf_cnn_benchmarks'
+``--compact_gradient_transfer``, on by default).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from cnnbench.predict.model import DEFAULT_BUCKET_BYTES, Base
+from cnnbench.results.query import get_value
+from cnnbench.results.record import record_kind
+
+KEY_FIELDS = ("environment.machine", "config.model", "config.precision", "config.batch_size", "config.image_size",
+              "config.data_name", "config.data_format", "config.compile", "source", "config.device")
+"""What makes a configuration (besides the device count and strategy)."""
+ASSUMED_SPLIT = (1.0, 2.0, 0.0)
+"""Forward : backward : optimizer when a record has no measured split: backward twice the
+forward pass (its two products per layer against the forward's one), the update folded into them."""
+ASSUMED_TEXT = "assumed: backward = 2 x forward (no split recorded)"
+HALF = frozenset({"fp16", "bf16"})
+CostLookup = Callable[[str], int | None]
+"""Parameter count of a model name (None: not known)."""
+
+
+@dataclass(frozen=True)
+class Measured:
+    """A multi-device measurement of a configuration: its images/sec (median of repeats)."""
+
+    key: tuple[tuple[str, Any], ...]
+    strategy: str
+    devices: int
+    nodes: int
+    images_per_sec: float
+    repeats: int
+
+
+def run_records(records: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """Training run records that finished (not comm, not ``cnnbench data``, not forward-only)."""
+    return [r for r in records if record_kind(r) == "run" and r.get("status", "ok") == "ok"
+            and (r.get("config") or {}).get("mode") != "data" and not (r.get("config") or {}).get("forward_only")
+            and _positive((r.get("metrics") or {}).get("total_images_per_sec"))]
+
+
+def config_key(record: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
+    return tuple((name.rsplit(".", 1)[-1], get_value(record, name)) for name in KEY_FIELDS)
+
+
+def find_bases(records: Sequence[Mapping[str, Any]], cost_lookup: CostLookup,
+               pipeline: Sequence[Mapping[str, Any]] = ()) -> tuple[list[Base], list[str]]:
+    """The one-device bases of ``records`` and a line for each configuration left out (and why)."""
+    groups: dict[tuple[tuple[str, Any], ...], list[Mapping[str, Any]]] = defaultdict(list)
+    for rec in run_records(records):
+        if int(get_value(rec, "config.num_devices") or 1) == 1:
+            groups[config_key(rec)].append(rec)
+    bases, skipped = [], []
+    for key, recs in groups.items():
+        base = _base(key, recs, cost_lookup, pipeline)
+        if isinstance(base, str):
+            skipped.append(base)
+        else:
+            bases.append(base)
+    return bases, skipped
+
+
+def measured_points(records: Sequence[Mapping[str, Any]]) -> list[Measured]:
+    """Every configuration's median images/sec per strategy, device count (``num_devices``: all
+    devices, over every node) and node count."""
+    groups: dict[tuple[Any, ...], list[float]] = defaultdict(list)
+    for rec in run_records(records):
+        devices = int(get_value(rec, "config.num_devices") or 1)
+        nodes = int(get_value(rec, "config.num_nodes") or 1)
+        strategy = str(get_value(rec, "config.variable_update") or "replicated")
+        groups[(config_key(rec), strategy, devices, nodes)].append(
+            float(rec["metrics"]["total_images_per_sec"]))
+    return [Measured(k[0], k[1], k[2], k[3], statistics.median(v), len(v)) for k, v in groups.items()]
+
+
+def _base(key: tuple[tuple[str, Any], ...], recs: Sequence[Mapping[str, Any]], cost_lookup: CostLookup,
+          pipeline: Sequence[Mapping[str, Any]]) -> Base | str:
+    first, values = recs[0], dict(key)
+    model = str(values["model"])
+    params = _params(first, cost_lookup)
+    if params is None:
+        return f"{model} on {values['machine']}: no parameter count (no model_cost, and not a model known here)"
+    imported = (first.get("source") or "cnnbench") != "cnnbench"
+    precision = str(values.get("precision") or "fp32")
+    grad_element = 2 if precision in HALF or (imported and precision == "amp_fp16") else 4
+    ips = statistics.median(float(r["metrics"]["total_images_per_sec"]) for r in recs)
+    batch = int(values["batch_size"])
+    step = batch / ips
+    f, b, o, source = _split(recs, step)
+    env = dict(first.get("environment") or {})
+    device = str(values.get("device") or ("cuda" if env.get("gpu_model") else "cpu"))
+    bucket = get_value(first, "config.bucket_cap_mb")
+    return Base(model=model, key=key, batch_size=batch, step_time_s=step, forward_s=f, backward_s=b, optimizer_s=o,
+                split_source=source, gradient_bytes=params * grad_element,
+                parameter_bytes=params * (2 if precision in HALF else 4), device=device, overlap=not imported,
+                bucket_bytes=float(bucket) * 2**20 if _positive(bucket) else DEFAULT_BUCKET_BYTES,
+                machine=str(values["machine"]), environment=env,
+                input_rate_per_core=_input_rate(first, pipeline),
+                host_cpus=env.get("available_cpus") or env.get("cpu_threads"))
+
+
+def _params(record: Mapping[str, Any], cost_lookup: CostLookup) -> int | None:
+    cost = record.get("model_cost")
+    if isinstance(cost, Mapping) and _positive(cost.get("params")):
+        return int(cost["params"])
+    return cost_lookup(str(get_value(record, "config.model")))
+
+
+def _split(recs: Sequence[Mapping[str, Any]], step: float) -> tuple[float, float, float, str]:
+    """Forward, backward and optimizer seconds of a ``step``-second step: the measured split's
+    medians, scaled so that they sum to the timed step (the split's own steps wait at each phase),
+    else :data:`ASSUMED_SPLIT`."""
+    measured = [tuple(float(r["metrics"][k]) for k in ("forward_time_s", "backward_time_s", "optimizer_time_s"))
+                for r in recs if all(_positive_or_zero((r.get("metrics") or {}).get(k))
+                                     for k in ("forward_time_s", "backward_time_s", "optimizer_time_s"))]
+    parts, source = ASSUMED_SPLIT, ASSUMED_TEXT
+    if measured:
+        parts = tuple(statistics.median(m[i] for m in measured) for i in range(3))  # type: ignore[assignment]
+        source = f"measured ({len(measured)} record{'s' if len(measured) > 1 else ''})"
+    total = sum(parts) or 1.0
+    f, b, o = (step * p / total for p in parts)
+    return f, b, o, source
+
+
+def _input_rate(record: Mapping[str, Any], pipeline: Sequence[Mapping[str, Any]]) -> float | None:
+    """The best per-core rate of the ``cnnbench data`` records of this data set and image size on
+    this machine (synthetic data has no pipeline to bound it)."""
+    data = get_value(record, "config.data_name")
+    if data in (None, "synthetic"):
+        return None
+    rates = [float(p["metrics"]["images_per_sec_per_core"]) for p in pipeline
+             if get_value(p, "config.data_name") == data and get_value(p, "environment.machine")
+             == get_value(record, "environment.machine")
+             and get_value(p, "config.image_size") in (None, get_value(record, "config.image_size"))
+             and _positive((p.get("metrics") or {}).get("images_per_sec_per_core"))]
+    return max(rates) if rates else None
+
+
+def pipeline_records(records: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    return [r for r in records if (r.get("config") or {}).get("mode") == "data" and r.get("status", "ok") == "ok"]
+
+
+def comm_records(records: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    return [r for r in records if record_kind(r) == "comm"]
+
+
+def _positive(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
+
+
+def _positive_or_zero(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0

@@ -1,0 +1,168 @@
+"""Links between devices: what a collective's time is made of, and where each figure came from.
+
+A :class:`Link` is a kind (how devices reach each other), a bandwidth (GB/s, 10**9 bytes) and a
+latency (seconds per message step). Its figures come from, in order of preference: the
+command line (``--link``, ``--bandwidth``, ``--latency``), a calibration on the selection's
+multi-device records, a measured ``cnnbench comm`` record, the topology ``sysinfo`` recorded
+(NVLink, or PCIe with or without peer access), and last a default for the GPU's name.
+``Link.source`` says which, and the prediction prints it.
+
+The kinds and their defaults (``docs/predict.md`` explains each):
+
+=============  ==========  =========  ====================================================
+kind           GB/s        latency    meaning
+=============  ==========  =========  ====================================================
+nvlink         100         5 us       GPUs joined by NVLink (a ring at the bus bandwidth)
+pcie           12          10 us      PCIe with peer access between GPUs (a ring)
+pcie-host      12          20 us      PCIe without peer access: every byte goes through
+                                      the one host root complex (time grows with devices)
+loopback       1           100 us     CPU workers on one host (Gloo over local TCP)
+ib             12          10 us      InfiniBand between nodes (100 Gb/s EDR)
+ethernet       1.2         50 us      Ethernet between nodes (10 Gb/s)
+=============  ==========  =========  ====================================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+LinkKind = Literal["nvlink", "pcie", "pcie-host", "loopback", "ib", "ethernet"]
+LINK_KINDS: tuple[str, ...] = ("nvlink", "pcie", "pcie-host", "loopback", "ib", "ethernet")
+SHARED_KINDS = frozenset({"pcie-host"})
+"""Kinds whose traffic all crosses one shared link (the host's root complex)."""
+
+DEFAULTS: dict[str, tuple[float, float]] = {
+    "nvlink": (100.0, 5e-6),
+    "pcie": (12.0, 10e-6),
+    "pcie-host": (12.0, 20e-6),
+    "loopback": (1.0, 100e-6),
+    "ib": (12.0, 10e-6),
+    "ethernet": (1.2, 50e-6),
+}
+"""Per kind: (bandwidth in GB/s, latency in seconds per message step)."""
+
+PEER_ACCESS_BY_NAME: tuple[tuple[str, LinkKind], ...] = (
+    ("geforce", "pcie-host"), ("rtx 30", "pcie-host"), ("rtx 40", "pcie-host"), ("titan", "pcie-host"),
+    ("a100", "nvlink"), ("h100", "nvlink"), ("h200", "nvlink"), ("v100", "nvlink"), ("b200", "nvlink"),
+    ("a6000", "pcie"), ("a5000", "pcie"), ("a4000", "pcie"), ("rtx 6000", "pcie"), ("l40", "pcie"),
+    ("a40", "pcie"), ("a10", "pcie"), ("t4", "pcie"), ("quadro", "pcie"),
+)
+"""A GPU name's usual link when nothing was recorded: NVIDIA's drivers leave peer access over
+PCIe off on GeForce cards; workstation and data-centre PCIe cards have it; SXM data-centre
+parts have NVLink. The first matching fragment wins (``rtx 30`` is GeForce's RTX 3080/3090)."""
+
+
+@dataclass(frozen=True)
+class Link:
+    """How devices reach each other: kind, bandwidth (GB/s), latency (s), and where these came from."""
+
+    kind: str
+    bandwidth_gbps: float
+    latency_s: float
+    source: str
+
+    @property
+    def shared(self) -> bool:
+        """Whether all devices' traffic crosses one shared link (no peer access)."""
+        return self.kind in SHARED_KINDS
+
+    def with_bandwidth(self, gbps: float, source: str) -> Link:
+        return replace(self, bandwidth_gbps=gbps, source=source)
+
+    def describe(self) -> str:
+        return (f"{self.kind} {self.bandwidth_gbps:.3g} GB/s, {self.latency_s * 1e6:.3g} us "
+                f"({self.source})")
+
+
+def default_link(kind: str, source: str = "default") -> Link:
+    """The kind's default figures (:data:`DEFAULTS`)."""
+    if kind not in DEFAULTS:
+        raise ValueError(f"unknown link {kind!r} (one of {', '.join(LINK_KINDS)})")
+    bandwidth, latency = DEFAULTS[kind]
+    return Link(kind, bandwidth, latency, source)
+
+
+def given_link(kind: str, bandwidth_gbps: float | None, latency_us: float | None) -> Link:
+    """``--link KIND [--bandwidth GB/s] [--latency us]``: the kind's defaults where not given."""
+    link = default_link(kind, "--link")
+    bandwidth = link.bandwidth_gbps if bandwidth_gbps is None else bandwidth_gbps
+    latency = link.latency_s if latency_us is None else latency_us * 1e-6
+    given = "--link" + (" --bandwidth" if bandwidth_gbps is not None else "") + (
+        " --latency" if latency_us is not None else "")
+    return Link(kind, bandwidth, latency, given)
+
+
+def link_from_topology(topology: Mapping[str, Any] | None) -> LinkKind | None:
+    """From ``environment.gpu_topology`` (``sysinfo``'s NVML reading): nvlink when every pair is
+    joined by NVLink, pcie when every pair has peer access, pcie-host when any pair has none;
+    None when nothing was recorded or read."""
+    if not isinstance(topology, Mapping):
+        return None
+    links, p2p = topology.get("link"), topology.get("p2p_read")
+    pairs = [(i, j) for i in range(len(links or [])) for j in range(len(links or [])) if i != j]
+    if not pairs or not isinstance(p2p, list):
+        return None
+    if all(str(links[i][j]).startswith("NV") for i, j in pairs):  # type: ignore[index]
+        return "nvlink"
+    status = [p2p[i][j] for i, j in pairs]
+    if any(s == "no" for s in status):
+        return "pcie-host"
+    if all(s == "OK" for s in status):
+        return "pcie"
+    return None
+
+
+def link_from_gpu_name(name: str | None) -> LinkKind | None:
+    """The usual link of a GPU by its name (:data:`PEER_ACCESS_BY_NAME`), None for a name not known."""
+    low = (name or "").lower()
+    for fragment, kind in PEER_ACCESS_BY_NAME:
+        if fragment in low:
+            return kind
+    return None
+
+
+def machine_link(environment: Mapping[str, Any], device: str | None) -> Link:
+    """The link within one node of the machine a record was made on, and why: CPU workers use
+    loopback; GPUs what ``sysinfo`` recorded, else what their name suggests, else pcie."""
+    if device == "cpu" or not environment.get("gpu_model"):
+        return default_link("loopback", "default for CPU workers on one host")
+    recorded = link_from_topology(environment.get("gpu_topology"))
+    if recorded is not None:
+        return default_link(recorded, "peer access recorded by sysinfo (NVML)")
+    gpu = str(environment.get("gpu_model"))
+    by_name = link_from_gpu_name(gpu)
+    if by_name is not None:
+        return default_link(by_name, f"assumed for {gpu} (no topology recorded)")
+    return default_link("pcie", f"assumed: {gpu} unknown, no topology recorded")
+
+
+def link_from_comm(records: Iterable[Mapping[str, Any]], kind: str) -> Link | None:
+    """A link measured by ``cnnbench comm``: the all-reduce bus bandwidth at its largest size, and
+    the latency from the time at its smallest (a ring of n makes 2(n-1) message steps)."""
+    rows = [r for r in records if (r.get("config") or {}).get("collective") == "all_reduce"
+            and r.get("status", "ok") == "ok"]
+    rows = [r for r in rows if _num(r["metrics"].get("busbw_gbps")) and _num(r["metrics"].get("time_s"))]
+    if not rows:
+        return None
+    largest = max(rows, key=lambda r: r["config"]["bytes"])
+    smallest = min(rows, key=lambda r: r["config"]["bytes"])
+    n = max(2, int(smallest["config"].get("num_devices") or 2))
+    latency = float(smallest["metrics"]["time_s"]) / (2 * (n - 1))
+    bandwidth = float(largest["metrics"]["busbw_gbps"])
+    if kind in SHARED_KINDS:  # a shared link's busbw at n devices: the aggregate is n/... see collectives
+        bandwidth *= _shared_factor(int(largest["config"].get("num_devices") or 2))
+    size = int(largest["config"]["bytes"])
+    return Link(kind, bandwidth, latency, f"cnnbench comm all_reduce: busbw at {size / 2**20:.3g} MiB, "
+                                          f"latency from {int(smallest['config']['bytes'])} B")
+
+
+def _shared_factor(n: int) -> float:
+    """busbw (ring-normalised) to the shared link's aggregate bandwidth: a ring's time at busbw B is
+    2(n-1)/n S/B; the shared link's is 2(n-1) S/A, so A = n B."""
+    return float(n)
+
+
+def _num(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0

@@ -1,0 +1,158 @@
+"""The scaling model: one device's step, the gradient exchange a strategy adds, and the input pipeline.
+
+A :class:`Base` is what one device measured (step time and its forward/backward/optimizer
+split, the gradient and parameter bytes, the per-device batch); a :class:`Scenario` the links
+and the host; :func:`predict` the step at ``n`` devices on ``m`` nodes for one strategy, as
+``docs/predict.md`` writes it down:
+
+* ``replicated`` (DDP): gradients all-reduced in buckets (25 MB by default) that start as the
+  backward pass fills them: a pipeline of ``k`` buckets, each made in ``b/k`` and sent in ``c``,
+  ends ``b/k + c + (k-1) max(b/k, c)`` after the backward pass starts. Implementations that
+  all-reduce only after the whole backward pass (tf_cnn_benchmarks' replicated) add ``b + C``;
+* ``parameter_server``: after the backward pass, every worker's gradients in and parameters
+  out through the server's one link;
+* ``fsdp``: parameters all-gathered before the forward pass and again before the backward pass,
+  gradients reduce-scattered after it; each overlaps its pass (layer by layer prefetch);
+* ``independent``: no exchange at all.
+
+CPU workers on one host share its cores: a node's compute is the one-device figure split
+between its workers. The input pipeline feeds a node at ``per-core rate x host cores``; a step
+takes at least the time the node's images take to load. The bound of a point is whichever of
+compute, communication (all of it, overlapped or not) and input is busiest per step.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from cnnbench.predict import collectives as coll
+from cnnbench.predict.links import Link
+
+Strategy = Literal["replicated", "parameter_server", "fsdp", "independent"]
+STRATEGIES: tuple[str, ...] = ("replicated", "parameter_server", "fsdp", "independent")
+Bound = Literal["compute", "communication", "input"]
+DEFAULT_BUCKET_BYTES = 25 * 2**20
+"""DDP's default ``bucket_cap_mb`` (25 MiB)."""
+
+
+@dataclass(frozen=True)
+class Base:
+    """One device's measured step and what its exchange would carry."""
+
+    model: str
+    key: tuple[tuple[str, Any], ...]
+    """The configuration (model, machine, precision, batch, ...), as (field, value) pairs."""
+    batch_size: int
+    """Images per device per step."""
+    step_time_s: float
+    forward_s: float
+    backward_s: float
+    optimizer_s: float
+    split_source: str
+    gradient_bytes: float
+    parameter_bytes: float
+    device: str
+    """``cpu`` or ``cuda``."""
+    overlap: bool = True
+    """Whether gradient exchange overlaps the backward pass (DDP's buckets); False for
+    implementations that exchange after the whole backward pass."""
+    bucket_bytes: float = DEFAULT_BUCKET_BYTES
+    machine: str = ""
+    environment: dict[str, Any] = field(default_factory=dict, compare=False)
+    input_rate_per_core: float | None = None
+    host_cpus: int | None = None
+
+    @property
+    def images_per_sec(self) -> float:
+        return self.batch_size / self.step_time_s
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """Where the devices are: the link within a node, the link between nodes, and each node's
+    cores for the input pipeline (``None``: the base machine's)."""
+
+    intra: Link
+    inter: Link
+    host_cpus: int | None = None
+    input_rate_per_core: float | None = None
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """One predicted point: the step, its parts, and what bounds it."""
+
+    devices: int
+    nodes: int
+    step_time_s: float
+    images_per_sec: float
+    compute_s: float
+    communication_s: float
+    input_s: float
+    bound: Bound
+
+    @property
+    def per_node(self) -> int:
+        return self.devices // self.nodes
+
+
+def predict(base: Base, strategy: str, devices: int, nodes: int, scenario: Scenario) -> Prediction:
+    """The step of ``strategy`` at ``devices`` devices spread evenly on ``nodes`` nodes."""
+    per_node = devices // nodes
+    share = _core_share(base, per_node)
+    f, b, o = base.forward_s * share, base.backward_s * share, base.optimizer_s * share
+    comm, step = _exchange(base, strategy, per_node, nodes, scenario, (f, b, o))
+    input_s = _input_time(base, per_node, scenario)
+    step = max(step, input_s)
+    busy: dict[Bound, float] = {"compute": f + b + o, "communication": comm, "input": input_s}
+    bound = max(busy, key=lambda k: busy[k])
+    return Prediction(devices, nodes, step, devices * base.batch_size / step, f + b + o, comm, input_s, bound)
+
+
+def _core_share(base: Base, per_node: int) -> float:
+    """How much longer each worker computes: CPU workers on one host split its cores."""
+    return float(per_node) if base.device == "cpu" else 1.0
+
+
+def _exchange(base: Base, strategy: str, per_node: int, nodes: int, scenario: Scenario,
+              phases: tuple[float, float, float]) -> tuple[float, float]:
+    """(communication seconds, step seconds) of ``strategy``."""
+    f, b, o = phases
+    intra, inter = scenario.intra, scenario.inter
+    if strategy == "independent" or per_node * nodes == 1:
+        return 0.0, f + b + o
+    if strategy == "replicated":
+        return _replicated(base, per_node, nodes, scenario, phases)
+    if strategy == "parameter_server":
+        comm = coll.parameter_server(base.gradient_bytes, per_node, nodes, intra, inter)
+        return comm, f + b + comm + o
+    if strategy == "fsdp":
+        gather = coll.gather_or_scatter(base.parameter_bytes, per_node, nodes, intra, inter)
+        scatter = coll.gather_or_scatter(base.gradient_bytes, per_node, nodes, intra, inter)
+        return 2 * gather + scatter, max(f, gather) + max(b, gather + scatter) + o
+    raise ValueError(f"unknown strategy {strategy!r} (one of {', '.join(STRATEGIES)})")
+
+
+def _replicated(base: Base, per_node: int, nodes: int, scenario: Scenario,
+                phases: tuple[float, float, float]) -> tuple[float, float]:
+    f, b, o = phases
+    size = base.gradient_bytes
+    if not base.overlap:
+        comm = coll.exchange(size, per_node, nodes, scenario.intra, scenario.inter)
+        return comm, f + b + comm + o
+    buckets = max(1, math.ceil(size / base.bucket_bytes))
+    each = coll.exchange(size / buckets, per_node, nodes, scenario.intra, scenario.inter)
+    made = b / buckets
+    backward_and_exchange = made + each + (buckets - 1) * max(made, each)
+    return buckets * each, f + backward_and_exchange + o
+
+
+def _input_time(base: Base, per_node: int, scenario: Scenario) -> float:
+    """Seconds a node's input pipeline takes for one step of its devices (0: not modelled)."""
+    rate = scenario.input_rate_per_core or base.input_rate_per_core
+    cores = scenario.host_cpus or base.host_cpus
+    if not rate or not cores:
+        return 0.0
+    return per_node * base.batch_size / (rate * cores)

@@ -1,0 +1,81 @@
+"""``cnnbench predict``'s output: the rows as a table's cells, CSV or JSON, and the lines that say
+what each prediction assumed (links, split, calibration)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from typing import Any
+
+from cnnbench.predict.scaling import PredictResult, Row
+
+COLUMNS = ("model", "configuration", "strategy", "devices", "nodes", "images/sec", "speedup", "efficiency",
+           "bound", "measured", "error")
+
+
+def configuration(row: Row) -> str:
+    """``LambdaCloud-RTX_A6000, amp_fp16, batch 512`` (+ data, source where they say something)."""
+    key = dict(row.base.key)
+    parts = [str(key.get("machine")), str(key.get("precision") or "fp32"), f"batch {key.get('batch_size')}"]
+    if key.get("data_name") not in (None, "synthetic"):
+        parts.append(str(key["data_name"]))
+    if key.get("source") not in (None, "cnnbench"):
+        parts.append(str(key["source"]))
+    return ", ".join(parts)
+
+
+def cells(row: Row) -> list[str]:
+    measured = "" if row.measured is None else f"{row.measured:,.1f}"
+    error = "" if row.error is None else f"{row.error:+.1%}"
+    return [row.base.model, configuration(row), row.strategy, str(row.devices), str(row.nodes),
+            f"{row.images_per_sec:,.1f}", f"{row.speedup:.2f}", f"{row.efficiency:.0%}", row.bound, measured, error]
+
+
+def as_csv(result: PredictResult) -> str:
+    out = io.StringIO()
+    rows = [r.as_dict() for r in result.rows]
+    if rows:
+        writer = csv.DictWriter(out, fieldnames=list(rows[0]), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+    return out.getvalue()
+
+
+def as_json(result: PredictResult) -> str:
+    return json.dumps({"rows": [r.as_dict() for r in result.rows], "assumptions": assumption_lines(result),
+                       "calibration": calibration_data(result)}, indent=2)
+
+
+def assumption_lines(result: PredictResult) -> list[str]:
+    """What each machine's links are, and where each base's split came from."""
+    lines = []
+    for machine, (intra, inter) in result.links.items():
+        lines.append(f"{machine}: within a node {intra.describe()}; between nodes {inter.describe()}")
+    splits = sorted({(b.machine, b.model, b.split_source) for b in result.bases})
+    for machine, model, source in splits:
+        lines.append(f"{model} on {machine}: forward/backward split {source}")
+    return lines
+
+
+def calibration_data(result: PredictResult) -> list[dict[str, Any]]:
+    return [{"machine": machine, "link": fit.link.kind, "bandwidth_gbps": fit.link.bandwidth_gbps,
+             "rms_error": fit.rms,
+             "residuals": [{"model": r.model, "strategy": r.strategy, "devices": r.devices, "nodes": r.nodes,
+                            "measured": r.measured, "predicted": r.predicted, "error": r.error}
+                           for r in fit.residuals]}
+            for machine, fits in result.fits.items() for fit in fits]
+
+
+def calibration_lines(result: PredictResult) -> list[str]:
+    """Per fitted link: the bandwidth, the fit's RMS error, and every point's residual."""
+    lines = []
+    for item in calibration_data(result):
+        lines.append(f"{item['machine']}: {item['link']} calibrated to {item['bandwidth_gbps']:.3g} GB/s, "
+                     f"RMS error {item['rms_error']:.1%} over {len(item['residuals'])} points")
+        for r in item["residuals"]:
+            lines.append(f"  {r['model']} {r['strategy']} {r['devices']} devices/{r['nodes']} nodes: "
+                         f"measured {r['measured']:,.1f}, fitted {r['predicted']:,.1f} ({r['error']:+.1%})")
+        if len(item["residuals"]) == 1:
+            lines.append("  one point fixes the one number exactly: nothing checks the fit")
+    return lines

@@ -1,0 +1,198 @@
+"""``cnnbench predict``'s one call: records in, predicted rows out (one per base, strategy and point).
+
+:func:`predict_scaling` selects records with ``--where`` (as ``report``), finds the one-device
+bases, chooses each machine's links (:func:`machine_links`), calibrates them with
+``calibrate``, and predicts every point; a measured figure stands beside each prediction
+where the selection has one.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from cnnbench.analysis.fields import FieldError, resolve_field
+from cnnbench.predict.bases import (
+    CostLookup,
+    Measured,
+    comm_records,
+    find_bases,
+    measured_points,
+    pipeline_records,
+)
+from cnnbench.predict.calibrate import Fit, fit_link
+from cnnbench.predict.links import Link, default_link, given_link, link_from_comm, machine_link
+from cnnbench.predict.model import STRATEGIES, Base, Scenario, predict
+from cnnbench.results.query import get_value, parse_where, select
+
+DEFAULT_DEVICES = tuple(2 ** i for i in range(11))
+"""1, 2, 4, ..., 1024."""
+GPUS_PER_NODE = 8
+"""Devices per node by default for GPUs (a CPU device is a whole host: one per node)."""
+
+
+class PredictError(ValueError):
+    """Options or records predict cannot work with (one line)."""
+
+
+@dataclass(frozen=True)
+class LinkChoice:
+    """``--link``/``--inter-link`` and their figures (None: chosen from the records)."""
+
+    kind: str | None = None
+    bandwidth_gbps: float | None = None
+    latency_us: float | None = None
+
+
+@dataclass(frozen=True)
+class PredictOptions:
+    devices: Sequence[int] = DEFAULT_DEVICES
+    devices_per_node: int | None = None
+    nodes: int | None = None
+    strategies: Sequence[str] = STRATEGIES
+    link: LinkChoice = field(default_factory=LinkChoice)
+    inter_link: LinkChoice = field(default_factory=LinkChoice)
+    host_cpus: int | None = None
+    input_rate_per_core: float | None = None
+    calibrate: bool = False
+    where: Sequence[str] = ()
+
+
+@dataclass(frozen=True)
+class Row:
+    """One predicted point of one base and strategy, and the measurement there if any."""
+
+    base: Base
+    strategy: str
+    devices: int
+    nodes: int
+    images_per_sec: float
+    speedup: float
+    efficiency: float
+    bound: str
+    measured: float | None
+
+    @property
+    def error(self) -> float | None:
+        return None if not self.measured else self.images_per_sec / self.measured - 1
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**dict(self.base.key), "strategy": self.strategy, "devices": self.devices, "nodes": self.nodes,
+                "predicted_images_per_sec": self.images_per_sec, "speedup": self.speedup,
+                "efficiency": self.efficiency, "bound": self.bound, "measured_images_per_sec": self.measured,
+                "error": self.error, "split": self.base.split_source}
+
+
+@dataclass
+class PredictResult:
+    rows: list[Row]
+    links: dict[str, tuple[Link, Link]]
+    """Per machine: (within a node, between nodes)."""
+    fits: dict[str, list[Fit]]
+    skipped: list[str]
+    bases: list[Base]
+
+
+def predict_scaling(records: Sequence[Mapping[str, Any]], options: PredictOptions,
+                    cost_lookup: CostLookup) -> PredictResult:
+    """Predict every selected base at every point (see the module documentation)."""
+    for s in options.strategies:
+        if s not in STRATEGIES:
+            raise PredictError(f"--strategy: unknown {s!r} (one of {', '.join(STRATEGIES)})")
+    selected = _select(records, options.where)
+    bases, skipped = find_bases(selected, cost_lookup, pipeline_records(records))
+    if not bases:
+        raise PredictError("no one-device training record in the selection: predict starts from one "
+                           "(cnnbench run --num-devices 1, or an imported 1-GPU log)")
+    measured = measured_points(selected)
+    scenarios: dict[str, Scenario] = {}
+    fits: dict[str, list[Fit]] = {}
+    for base in bases:
+        if base.machine not in scenarios:
+            scenario = _scenario(base, options, comm_records(records))
+            if options.calibrate:
+                scenario, fits[base.machine] = _calibrated(scenario, base.machine, bases, measured)
+            scenarios[base.machine] = scenario
+    rows = [row for base in bases for strategy in options.strategies
+            for row in _rows(base, strategy, options, scenarios[base.machine], measured)]
+    links = {m: (s.intra, s.inter) for m, s in scenarios.items()}
+    return PredictResult(rows, links, fits, skipped, bases)
+
+
+def _select(records: Sequence[Mapping[str, Any]], where: Sequence[str]) -> list[Mapping[str, Any]]:
+    """``--where`` as ``report`` reads it (aliases such as ``model`` resolved)."""
+    if not where:
+        return list(records)
+    try:
+        return select(records, parse_where(where, lambda name: resolve_field(name, records)))
+    except (FieldError, ValueError) as exc:
+        raise PredictError(f"--where: {exc}") from None
+
+
+def machine_links(base: Base, options: PredictOptions, comm: Sequence[Mapping[str, Any]]) -> tuple[Link, Link]:
+    """The link within a node (``--link``, else a comm record of the machine, else its recorded
+    topology or GPU name) and between nodes (``--inter-link``, else InfiniBand for GPUs and
+    Ethernet for CPUs)."""
+    recorded = machine_link(base.environment, base.device)
+    if options.link.kind is not None:
+        intra = given_link(options.link.kind, options.link.bandwidth_gbps, options.link.latency_us)
+    else:
+        mine = [r for r in comm if get_value(r, "environment.machine") == base.machine]
+        intra = link_from_comm(mine, recorded.kind) or recorded
+        if options.link.bandwidth_gbps is not None or options.link.latency_us is not None:
+            intra = given_link(intra.kind, options.link.bandwidth_gbps, options.link.latency_us)
+    inter_kind = options.inter_link.kind or ("ethernet" if base.device == "cpu" else "ib")
+    if options.inter_link.kind is None and options.inter_link.bandwidth_gbps is None \
+            and options.inter_link.latency_us is None:
+        inter = default_link(inter_kind, "default between nodes")
+    else:
+        inter = given_link(inter_kind, options.inter_link.bandwidth_gbps, options.inter_link.latency_us)
+    return intra, inter
+
+
+def _scenario(base: Base, options: PredictOptions, comm: Sequence[Mapping[str, Any]]) -> Scenario:
+    intra, inter = machine_links(base, options, comm)
+    return Scenario(intra, inter, options.host_cpus, options.input_rate_per_core)
+
+
+def _calibrated(scenario: Scenario, machine: str, bases: Sequence[Base],
+                measured: Sequence[Measured]) -> tuple[Scenario, list[Fit]]:
+    """The machine's links fitted to its measured points: within a node first, then between."""
+    by_key = {b.key: b for b in bases if b.machine == machine}
+    pairs = [(by_key[m.key], m) for m in measured
+             if m.key in by_key and m.devices > 1 and m.strategy in STRATEGIES and m.strategy != "independent"]
+    fits: list[Fit] = []
+    for which, points in (("intra", [p for p in pairs if p[1].nodes == 1]),
+                          ("inter", [p for p in pairs if p[1].nodes > 1])):
+        fit = fit_link(points, scenario, which)
+        if fit is not None:
+            fits.append(fit)
+            scenario = Scenario(**{**scenario.__dict__, which: fit.link})
+    return scenario, fits
+
+
+def points(base: Base, options: PredictOptions) -> list[tuple[int, int]]:
+    """(devices, nodes) of every point: ``--nodes`` for all, else as many nodes of
+    ``--devices-per-node`` (default 8 GPUs, or one CPU host) as the devices need."""
+    out = []
+    per_node = options.devices_per_node or (1 if base.device == "cpu" else GPUS_PER_NODE)
+    for n in options.devices:
+        nodes = options.nodes or (1 if n <= per_node else math.ceil(n / per_node))
+        if n % nodes == 0:
+            out.append((n, nodes))
+    return out
+
+
+def _rows(base: Base, strategy: str, options: PredictOptions, scenario: Scenario,
+          measured: Sequence[Measured]) -> list[Row]:
+    found = {(m.devices, m.nodes): m.images_per_sec for m in measured if m.key == base.key and m.strategy == strategy}
+    one = predict(base, strategy, 1, 1, scenario).images_per_sec
+    rows = []
+    for n, nodes in points(base, options):
+        p = predict(base, strategy, n, nodes, scenario)
+        speedup = p.images_per_sec / one
+        at = base.images_per_sec if n == 1 and nodes == 1 else found.get((n, nodes))
+        rows.append(Row(base, strategy, n, nodes, p.images_per_sec, speedup, speedup / n, p.bound, at))
+    return rows

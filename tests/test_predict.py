@@ -1,0 +1,225 @@
+"""`cnnbench predict`: the scaling model's invariants, calibration, links, and the command on a
+record made here (issue 21 item 2)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import replace
+
+import pytest
+
+from cnnbench.cli import main
+from cnnbench.machine.sysinfo import gpu_facts
+from cnnbench.predict import STRATEGIES, Base, PredictOptions, Scenario, predict, predict_scaling
+from cnnbench.predict.bases import ASSUMED_TEXT, find_bases
+from cnnbench.predict.collectives import all_reduce
+from cnnbench.predict.links import default_link, link_from_comm, link_from_gpu_name, link_from_topology, machine_link
+from tests.fake_nvml import FakeGpu, FakeNvml
+from tests.test_comm import comm
+
+POINTS = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
+
+
+def base(**kw) -> Base:
+    """resnet50-like: 25.6 M fp32 gradients, a 0.1 s step split 1:2:0.1."""
+    values = dict(model="resnet50", key=(("model", "resnet50"),), batch_size=64, step_time_s=0.31, forward_s=0.1,
+                  backward_s=0.2, optimizer_s=0.01, split_source="measured", gradient_bytes=25.6e6 * 4,
+                  parameter_bytes=25.6e6 * 4, device="cuda")
+    values.update(kw)
+    return Base(**values)  # type: ignore[arg-type]
+
+
+def scenario(kind: str = "nvlink", **kw) -> Scenario:
+    return Scenario(default_link(kind), default_link("ib"), **kw)
+
+
+def nodes(n: int) -> int:
+    return 1 if n <= 8 else n // 8
+
+
+BASES = [base(), base(overlap=False), base(device="cpu", batch_size=16),
+         base(input_rate_per_core=50.0, host_cpus=16), base(gradient_bytes=550e6, parameter_bytes=550e6)]
+SCENARIOS = [scenario(k) for k in ("nvlink", "pcie", "pcie-host", "loopback")] + [
+    Scenario(default_link("pcie"), default_link("ethernet"), host_cpus=4, input_rate_per_core=100.0)]
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_one_device_is_compute_or_input_bound_never_communication(strategy):
+    for b in BASES:
+        for s in SCENARIOS:
+            p = predict(b, strategy, 1, 1, s)
+            assert p.bound in ("compute", "input") and p.communication_s == 0, (b, s, p)
+    starved = predict(base(input_rate_per_core=1.0, host_cpus=1), strategy, 1, 1, scenario())
+    assert starved.bound == "input"  # the input pipeline can bound one device
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_efficiency_never_exceeds_100_percent(strategy):
+    for b in BASES:
+        for s in SCENARIOS:
+            one = predict(b, strategy, 1, 1, s).images_per_sec
+            for n in POINTS:
+                p = predict(b, strategy, n, nodes(n), s)
+                assert p.images_per_sec <= n * one * (1 + 1e-9), (b, s, n)
+    result = predict_scaling([_record(1, 100.0)], PredictOptions(), _no_lookup)
+    assert all(row.efficiency <= 1 + 1e-9 for row in result.rows)
+
+
+def test_independent_never_slows_down_with_more_devices():
+    for b in BASES:
+        for s in SCENARIOS:
+            rates = [predict(b, "independent", n, nodes(n), s).images_per_sec for n in POINTS]
+            assert rates == sorted(rates), (b, s)
+
+
+@pytest.mark.parametrize("strategy", ["replicated", "parameter_server", "fsdp"])
+def test_a_hundredth_of_the_bandwidth_makes_the_large_points_communication_bound(strategy):
+    s = scenario("pcie")
+    slow = Scenario(s.intra.with_bandwidth(s.intra.bandwidth_gbps / 100, "test"),
+                    s.inter.with_bandwidth(s.inter.bandwidth_gbps / 100, "test"))
+    for n in (64, 256, 1024):
+        assert predict(base(), strategy, n, nodes(n), slow).bound == "communication"
+        assert predict(base(), strategy, n, nodes(n), s).images_per_sec > \
+            predict(base(), strategy, n, nodes(n), slow).images_per_sec
+
+
+def test_pcie_without_peer_access_predicts_less_than_with_it_at_8_devices():
+    for b in BASES[:2] + BASES[4:]:
+        host = predict(b, "replicated", 8, 1, scenario("pcie-host")).images_per_sec
+        peer = predict(b, "replicated", 8, 1, scenario("pcie")).images_per_sec
+        assert host < peer, b
+    # the shared root complex's all-reduce grows with the device count; a ring's barely does
+    host_link, ring = default_link("pcie-host"), default_link("pcie")
+    assert all_reduce(1e8, 8, host_link) / all_reduce(1e8, 2, host_link) > 6
+    assert all_reduce(1e8, 8, ring) / all_reduce(1e8, 2, ring) < 2
+
+
+def test_overlap_hides_gradient_exchange_behind_the_backward_pass():
+    overlapped = predict(base(), "replicated", 8, 1, scenario("pcie"))
+    after = predict(base(overlap=False), "replicated", 8, 1, scenario("pcie"))
+    assert overlapped.step_time_s < after.step_time_s
+    assert after.step_time_s == pytest.approx(0.31 + after.communication_s)
+
+
+# --- records -> bases, calibration -------------------------------------------------------------------
+
+def _record(n: int, ips: float, *, machine: str = "box", model: str = "resnet50", split: bool = True,
+            gpu: str | None = "RTX A6000", source: str | None = None, params: int | None = 25_557_032) -> dict:
+    metrics = {"total_images_per_sec": ips}
+    if split:
+        metrics.update(forward_time_s=0.05, backward_time_s=0.1, optimizer_time_s=0.01)
+    rec = {"schema_version": 2, "run_id": f"{machine}{model}{n}{ips}", "status": "ok",
+           "config": {"model": model, "batch_size": 64, "num_devices": n, "precision": "fp32",
+                      "device": "cuda" if gpu else "cpu", "variable_update": "replicated", "data_name": "synthetic"},
+           "environment": {"machine": machine, "gpu_model": gpu, "available_cpus": 32}, "metrics": metrics}
+    if params:
+        rec["model_cost"] = {"params": params}
+    if source:
+        rec["source"] = source
+    return rec
+
+
+def _no_lookup(model: str) -> int | None:
+    return None
+
+
+def test_calibrate_recovers_a_known_bandwidth_from_synthetic_records():
+    one = _record(1, 400.0)
+    b = find_bases([one], _no_lookup)[0][0]
+    truth = Scenario(default_link("pcie").with_bandwidth(7.5, "truth"), default_link("ib"))
+    measured = [_record(n, predict(b, "replicated", n, 1, truth).images_per_sec) for n in (2, 4, 8)]
+    result = predict_scaling([one, *measured], PredictOptions(calibrate=True, devices=(1, 2, 4, 8)), _no_lookup)
+    (fit,) = result.fits["box"]
+    assert fit.link.bandwidth_gbps == pytest.approx(7.5, rel=1e-3)
+    assert fit.rms < 1e-3 and len(fit.residuals) == 3
+    rows = [r for r in result.rows if r.strategy == "replicated"]
+    assert all(abs(r.error) < 1e-3 for r in rows if r.measured)  # measured beside predicted, and they agree
+    uncalibrated = predict_scaling([one, *measured], PredictOptions(devices=(8,)), _no_lookup)
+    assert uncalibrated.fits == {} and uncalibrated.links["box"][0].bandwidth_gbps == 12.0
+
+
+def test_a_record_without_split_or_cost_uses_the_documented_assumptions():
+    tf = _record(1, 500.0, split=False, source="tf_cnn_benchmarks", params=None, model="inception3")
+    (b,), skipped = find_bases([tf], lambda name: 27_161_264 if name == "inception3" else None)
+    assert skipped == [] and b.split_source == ASSUMED_TEXT
+    assert b.backward_s == pytest.approx(2 * b.forward_s) and b.optimizer_s == 0
+    assert b.gradient_bytes == 27_161_264 * 4 and not b.overlap  # tf_cnn_benchmarks: exchange after backward
+    assert find_bases([tf], _no_lookup)[0] == []  # no parameter count: left out, and said why
+    assert "no parameter count" in find_bases([tf], _no_lookup)[1][0]
+
+
+def test_links_from_topology_comm_records_and_gpu_names(monkeypatch):
+    geforce = FakeNvml([FakeGpu(name="NVIDIA GeForce RTX 3080", uuid=f"GPU-{i}", peer_access=False,
+                                bus_id=f"00000000:{0x18 + i:02X}:00.0") for i in range(2)])
+    monkeypatch.setitem(sys.modules, "pynvml", geforce.module)
+    topology = gpu_facts()["gpu_topology"]
+    assert topology["p2p_read"] == [["X", "no"], ["no", "X"]]  # sysinfo records the missing peer access
+    assert link_from_topology(topology) == "pcie-host"
+    peers = [["X", "OK"], ["OK", "X"]]
+    assert link_from_topology({"link": [["X", "PHB"], ["PHB", "X"]], "p2p_read": peers}) == "pcie"
+    assert link_from_topology({"link": [["X", "NV4"], ["NV4", "X"]], "p2p_read": peers}) == "nvlink"
+    env = {"gpu_model": "NVIDIA GeForce RTX 3080", "gpu_topology": topology}
+    assert machine_link(env, "cuda").kind == "pcie-host" and "sysinfo" in machine_link(env, "cuda").source
+    named = machine_link({"gpu_model": "NVIDIA GeForce RTX 3080"}, "cuda")
+    assert named.kind == "pcie-host" and "assumed for NVIDIA GeForce RTX 3080" in named.source
+    assert link_from_gpu_name("NVIDIA RTX A6000") == "pcie" and link_from_gpu_name("NVIDIA A100-SXM4") == "nvlink"
+    link = link_from_comm([comm(size=1024, busbw=0.1, n=2), comm(size=1 << 26, busbw=3.0, n=2)], "loopback")
+    assert link is not None and link.bandwidth_gbps == pytest.approx(3.0)
+    assert link.latency_s == pytest.approx(1024 / (0.1e9 / 1.0) / 2)  # time at 1 KiB over 2(n-1) steps
+
+
+# --- the command ------------------------------------------------------------------------------------
+
+def test_predict_on_a_record_made_here_prints_1_to_1024_devices(tmp_path):
+    store = tmp_path / "results"
+    done = subprocess.run([sys.executable, "-m", "cnnbench", "run", "--model", "trivial", "--device", "cpu",
+                           "--num-batches", "3", "--num-warmup-batches", "1", "--results-dir", str(store)],
+                          capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr
+    out = subprocess.run([sys.executable, "-m", "cnnbench", "predict", str(store), "--strategy", "replicated",
+                          "--format", "json"], capture_output=True, text=True, timeout=300, check=False)
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert [r["devices"] for r in data["rows"]] == POINTS
+    assert data["rows"][0]["bound"] == "compute" and data["rows"][0]["measured_images_per_sec"]
+    assert any("forward/backward split measured" in line for line in data["assumptions"])
+    table = subprocess.run([sys.executable, "-m", "cnnbench", "predict", str(store), "--strategy", "replicated"],
+                           capture_output=True, text=True, timeout=300, check=False, env=_wide())
+    assert table.returncode == 0, table.stderr
+    assert "trivial" in table.stdout and "1024" in table.stdout and "loopback" in table.stdout
+
+
+def _wide() -> dict[str, str]:
+    import os
+
+    return {**os.environ, "COLUMNS": "250"}
+
+
+def test_bad_options_are_one_line_errors(tmp_path, capsys):
+    from tests.report_fixtures import write_store
+
+    write_store(tmp_path / "r", [_record(1, 400.0)])
+    assert main(["predict", str(tmp_path / "r"), "--devices", "1,x"]) == 2
+    assert "--devices" in capsys.readouterr().err
+    assert main(["predict", str(tmp_path / "r"), "--strategy", "horovod"]) == 2
+    assert "horovod" in capsys.readouterr().err
+    assert main(["predict", str(tmp_path / "r"), "--where", "model=vgg*"]) == 2
+    assert "no one-device training record" in capsys.readouterr().err
+    assert main(["predict", str(tmp_path / "r"), "--bandwidth", "0"]) == 2
+
+
+def test_a_bandwidth_on_the_command_line_replaces_the_links():
+    one = _record(1, 400.0)
+    fast = predict_scaling([one], PredictOptions(devices=(8,), link=_choice("pcie", 100.0)), _no_lookup)
+    slow = predict_scaling([one], PredictOptions(devices=(8,), link=_choice("pcie", 1.0)), _no_lookup)
+    f, s = (r.rows[0] for r in (fast, slow))
+    assert f.images_per_sec > s.images_per_sec and fast.links["box"][0].source == "--link --bandwidth"
+    assert replace(f, measured=100.0).error == pytest.approx(f.images_per_sec / 100 - 1)
+
+
+def _choice(kind: str, gbps: float):
+    from cnnbench.predict import LinkChoice
+
+    return LinkChoice(kind, gbps, None)
