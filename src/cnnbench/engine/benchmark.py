@@ -136,7 +136,8 @@ def _measure(run: ResolvedRun, strategy: ParallelStrategy, hooks: HookSet, emit:
     try:
         threads = None
         if device.type == "cpu":
-            threads = log_format.threads_text(torch.get_num_threads(), cpu_count_available(), world.local_world_size)
+            threads = log_format.threads_text(torch.get_num_threads(), cpu_count_available(), world.local_world_size,
+                                              fixed=cfg.threads_per_worker is not None)
         for line in log_format.header_lines(cfg.recorded(), framework=f"torch {framework}",
                                             dataset=prepared.source.description, threads=threads,
                                             notes=prepared.notes()):
@@ -166,7 +167,7 @@ def _measure(run: ResolvedRun, strategy: ParallelStrategy, hooks: HookSet, emit:
                 first_step_s = loop.step_times_s[0] if loop.step_times_s else None  # compilation included
         finally:
             hooks.stop()
-        mine = WorkerMeasure.of(loop, hooks.metrics(), prepared.source.metrics())
+        mine = WorkerMeasure.of(loop, hooks.metrics(), prepared.source.metrics(), threads=torch.get_num_threads())
         split = _phase_split(run, prepared, emit)  # after the timed window: its figures are final
     finally:
         prepared.close()
