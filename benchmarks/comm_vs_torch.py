@@ -14,6 +14,12 @@ Each round runs, one after the other (the order alternates between rounds):
 
 Prints, per size, the median over rounds of both bus bandwidths and of their ratio (cnnbench /
 plain), and the wall time of each ``cnnbench comm``. The goal (issue 21): within a factor of 2.
+
+``--interleaved``: one pair of ranks, and per size the two timings alternate ``--rounds`` times
+within it (cnnbench's own :func:`~cnnbench.engine.comm.timing.time_op` on
+:func:`~cnnbench.engine.comm.ops.make_op`'s buffers, then the plain loop), so that both sides of
+each ratio were measured seconds apart: on a busy machine, where whole commands minutes apart
+see different loads, this is the comparison that still says something.
 """
 
 from __future__ import annotations
@@ -73,6 +79,68 @@ def _plain_rank(rank: int, port: int, all_sizes: list[int], out: str) -> None:
         Path(out).write_text(json.dumps(medians))
 
 
+def _plain_once(x: object, dist: object, torch: object) -> float:
+    """One size of the plain loop in a running group: the median of the slowest rank's times."""
+    for _ in range(WARMUP):
+        dist.all_reduce(x)  # type: ignore[attr-defined]
+    times = []
+    for _ in range(ITERS):
+        dist.barrier()  # type: ignore[attr-defined]
+        start = time.perf_counter()
+        dist.all_reduce(x)  # type: ignore[attr-defined]
+        times.append(time.perf_counter() - start)
+    slowest = torch.tensor(times, dtype=torch.float64)  # type: ignore[attr-defined]
+    dist.all_reduce(slowest, op=dist.ReduceOp.MAX)  # type: ignore[attr-defined]
+    return float(statistics.median(slowest.tolist()))
+
+
+def _interleaved_rank(rank: int, port: int, all_sizes: list[int], rounds: int, out: str) -> None:
+    import torch
+    import torch.distributed as dist
+
+    from cnnbench.engine.comm.ops import make_op
+    from cnnbench.engine.comm.timing import time_op
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(max(1, len(os.sched_getaffinity(0)) // N))
+    dist.init_process_group("gloo", rank=rank, world_size=N)
+    cpu = torch.device("cpu")
+    result: dict[int, list[tuple[float, float]]] = {s: [] for s in all_sizes}
+    for size in all_sizes:
+        for r in range(rounds):
+            def ours(size: int = size) -> float:
+                op, _, _ = make_op("all_reduce", size, N, torch.float32, cpu)
+                return time_op(op, WARMUP, ITERS, cpu).median
+
+            def theirs(size: int = size) -> float:
+                return _plain_once(torch.zeros(size // 4, dtype=torch.float32), dist, torch)
+
+            a, b = (ours(), theirs()) if r % 2 == 0 else tuple(reversed((theirs(), ours())))
+            result[size].append((a, b))
+    dist.destroy_process_group()
+    if rank == 0:
+        Path(out).write_text(json.dumps(result))
+
+
+def interleaved(all_sizes: list[int], rounds: int) -> None:
+    import torch.multiprocessing as mp
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "both.json")
+        mp.spawn(_interleaved_rank, args=(_free_port(), all_sizes, rounds, out), nprocs=N)
+        result = {int(k): v for k, v in json.loads(Path(out).read_text()).items()}
+    print("| size (B) | cnnbench busbw GB/s | plain busbw GB/s | ratio (median of rounds) |")
+    print("|--:|--:|--:|--:|")
+    every = []
+    for s in all_sizes:
+        ratios = [b / a for a, b in result[s]]  # busbw ratio = inverse time ratio
+        every += ratios
+        print(f"| {s:,} | {s / statistics.median(a for a, _ in result[s]) / 1e9:.3f} | "
+              f"{s / statistics.median(b for _, b in result[s]) / 1e9:.3f} | {statistics.median(ratios):.2f} |")
+    print(f"\nmedian ratio over sizes and rounds: {statistics.median(every):.2f} (min {min(every):.2f}, "
+          f"max {max(every):.2f}); load average after: {os.getloadavg()[0]:.2f}")
+
+
 def plain(all_sizes: list[int]) -> dict[int, float]:
     """busbw (GB/s) per size of the plain loop."""
     import torch.multiprocessing as mp
@@ -102,8 +170,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--max-bytes", type=int, default=64 << 20)
+    parser.add_argument("--interleaved", action="store_true",
+                        help="Alternate the two timings per size within one pair of ranks (see the module).")
     args = parser.parse_args()
     all_sizes = sizes(args.max_bytes)
+    if args.interleaved:
+        print(f"load average before: {os.getloadavg()[0]:.2f}", file=sys.stderr)
+        interleaved(all_sizes, args.rounds)
+        return
     ours: dict[int, list[float]] = {s: [] for s in all_sizes}
     theirs: dict[int, list[float]] = {s: [] for s in all_sizes}
     ratios: dict[int, list[float]] = {s: [] for s in all_sizes}
