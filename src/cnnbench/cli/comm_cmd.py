@@ -25,7 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "comm",
         help="Measure collective bandwidth over message sizes (nccl-tests' algbw and busbw).",
-        description=__doc__.split("\n\n")[1].replace("\n", " "),
+        description=__doc__.split("\n\n")[1].replace("\n", " ").replace("``", ""),
     )
     p.add_argument("--collective", default="all_reduce", metavar="NAMES",
                    help=f"Collectives to time, comma-separated ({_COLLECTIVES}) or all [default: all_reduce].")
