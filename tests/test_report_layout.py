@@ -242,3 +242,14 @@ def test_lambda_fixtures_give_the_vendor_csv_layout_and_figures(lambda_layout_ta
             assert abs(ours[key][model] - expected) <= 0.5, (key, model, ours[key][model], expected)
             compared += 1
     assert compared == 30
+
+
+def test_the_python_api_takes_rows_columns_and_observations():
+    import cnnbench
+
+    rep = cnnbench.report(_location_records(), rows=["num_devices"], columns="synthetic_location",
+                          observations=["fastest"], max_plots=0)
+    [t] = _configurations(rep)
+    assert t.columns[2:] == list(LOCATIONS) and all("synthetic_location" in o.text for o in rep.observations)
+    with pytest.raises(ReportError, match="both a row"):
+        cnnbench.report(_location_records(), rows="num_devices", columns="machine,devices", max_plots=0)

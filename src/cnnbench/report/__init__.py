@@ -2,7 +2,7 @@
 Imports cnnbench.analysis, results, config, machine, models (cost, lazily) and words; never torch, nor cnnbench.compare.
 
     from cnnbench.report import ReportOptions, build_report, write_report
-    report = build_report(records, ReportOptions(columns="machine", where=["model=resnet50"]))
+    report = build_report(records, ReportOptions(rows=("model",), columns=("machine",), where=["model=resnet50"]))
     write_report(report, "out/")          # summary.md, report.html, tables/*.csv|json, plots/*.svg
 
 or, from results folders/files, :func:`make_report`. Nothing here imports torch, and
@@ -16,9 +16,11 @@ from collections.abc import Sequence
 
 from cnnbench.report.build import NoMatchingRecords, ReportError, ReportOptions, build_report
 from cnnbench.report.document import Report
+from cnnbench.report.options import OBSERVATION_KINDS
 from cnnbench.report.output import Written, write_report
 
 __all__ = [
+    "OBSERVATION_KINDS",
     "NoMatchingRecords",
     "Report",
     "ReportError",
