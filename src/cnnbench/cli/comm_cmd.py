@@ -3,10 +3,11 @@
 Times all_reduce, reduce, broadcast, all_gather, reduce_scatter and all_to_all from
 ``--min-bytes`` to ``--max-bytes`` (each size ``--step-factor`` times the last) on
 ``--num-devices`` workers of this node, started as ``cnnbench run --num-devices`` starts
-them, or as one rank of a torchrun job across nodes: NCCL on GPUs, Gloo on CPUs. Prints nccl-tests' table (size, count, type, time,
-algbw, busbw, spread) and appends one record per collective and size (``kind: comm``).
-Exit codes: 0 ok, 1 a collective did not run or a worker failed (the records say which),
-2 invalid options (nothing ran), 130/143 stopped by Ctrl-C/SIGTERM.
+them, or as one rank of a torchrun job across nodes: NCCL on GPUs, Gloo on CPUs. Prints
+nccl-tests' table (size, count, type, time, algbw, busbw, spread) and appends one record
+per collective and size (``kind: comm``). Exit codes: 0 ok, 1 a collective did not run or
+a worker failed (the records say which), 2 invalid options (nothing ran), 130/143 stopped
+by Ctrl-C/SIGTERM.
 """
 
 from __future__ import annotations
