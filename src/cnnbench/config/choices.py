@@ -42,6 +42,8 @@ class Declared(Generic[NameT]):
     options: tuple[str, ...] = ()
     """Fields that apply to this choice alone (given with another choice, they are refused)."""
     validate: Callable[[Any], None] = _nothing
+    training_only: tuple[str, ...] = ()
+    """Of ``options``, those that apply to training alone (a run with --forward-only leaves them unset)."""
 
     @property
     def name(self) -> NameT:

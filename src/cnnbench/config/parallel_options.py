@@ -15,7 +15,12 @@ from cnnbench.config.checks import finite
 from cnnbench.config.choices import VARIABLE_UPDATES, VariableUpdate
 from cnnbench.config.errors import ConfigError
 from cnnbench.config.options import option
-from cnnbench.config.strategy_rules import STRATEGY_RULES, check_strategy_options
+from cnnbench.config.strategy_rules import (
+    DEFAULT_BUCKET_CAP_MB,
+    STRATEGY_RULES,
+    check_strategy_options,
+    strategy_defaults,
+)
 
 DEVICES = ("auto", "cpu", "cuda")
 ALL_REDUCES = ("nccl", "gloo")
@@ -23,7 +28,6 @@ GRADIENT_COMPRESSIONS = ("none", "fp16", "bf16", "powersgd")
 PARAMETER_DEVICES = ("cpu", "device")
 MAX_DEVICES = 4096
 MAX_THREADS = 65536
-DEFAULT_BUCKET_CAP_MB = 25.0  # DistributedDataParallel's own default
 DEFAULT_TIMEOUT_S = 60.0
 _GPU_INDICES = re.compile(r"^\d+(,\d+)*$")
 
@@ -154,16 +158,7 @@ class ParallelOptions:
         return [int(i) for i in str(self.gpu_indices).replace(" ", "").split(",")]
 
     def parallel_defaults(self, device_kind: str, forward_only: bool) -> dict[str, Any]:
-        """Values a run uses for unset options (the back end only once the device kind is known)."""
-        vu = self.variable_update
-        filled: dict[str, Any] = {}
-        if self.all_reduce is None and vu != "independent" and device_kind in ("cpu", "cuda"):
-            filled["all_reduce"] = "nccl" if device_kind == "cuda" else "gloo"
-        if vu == "parameter_server" and self.local_parameter_device is None:
-            filled["local_parameter_device"] = "device"
-        if vu == "replicated" and not forward_only:
-            if self.bucket_cap_mb is None:
-                filled["bucket_cap_mb"] = DEFAULT_BUCKET_CAP_MB
-            if self.gradient_compression is None:
-                filled["gradient_compression"] = "none"
-        return filled
+        """Values a run uses for unset options: those of the options its strategy takes, as the
+        strategy registry declares them (:func:`~cnnbench.config.strategy_rules.strategy_defaults`;
+        the back end only once the device kind is known)."""
+        return strategy_defaults(self, device_kind, forward_only)

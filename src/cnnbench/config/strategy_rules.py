@@ -3,12 +3,14 @@
 Each :class:`~cnnbench.config.choices.Declared` here is one strategy's: its name, the options
 that apply to it alone, and its own rules; the strategy of :mod:`cnnbench.distributed` that
 implements the name declares it as its ``declared`` (so the rules are read next to it, and
-stay torch-free for the configuration, which sits below ``distributed``).
+stay torch-free for the configuration, which sits below ``distributed``). The options a strategy
+takes and leaves unset get their values from the same declaration (:func:`strategy_defaults`).
 :meth:`~cnnbench.config.parallel_options.ParallelOptions.check_parallel_options` applies them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from cnnbench.config.choices import Declared, VariableUpdate
@@ -18,6 +20,17 @@ DDP_OPTIONS = ("bucket_cap_mb", "gradient_as_bucket_view", "static_graph", "grad
 """DistributedDataParallel's knobs: options of ``replicated`` alone."""
 STRATEGY_OPTIONS = ("all_reduce", "local_parameter_device", *DDP_OPTIONS)
 """Every option that applies to some strategies only, in the order they are checked."""
+DEFAULT_BUCKET_CAP_MB = 25.0  # DistributedDataParallel's own default
+
+OPTION_DEFAULTS: dict[str, Callable[[str], Any]] = {
+    "all_reduce": lambda device_kind: {"cuda": "nccl", "cpu": "gloo"}.get(device_kind),
+    "local_parameter_device": lambda device_kind: "device",
+    "bucket_cap_mb": lambda device_kind: DEFAULT_BUCKET_CAP_MB,
+    "gradient_compression": lambda device_kind: "none",
+}
+"""What a strategy option left unset is, on a device kind, wherever the run's strategy takes it
+(``None``: left unset, as the back end while ``--device auto`` is undecided). Switches (off when
+unset) need no entry."""
 
 _REFUSALS = {
     "all_reduce": "{vu} workers exchange nothing, so there is no all-reduce",
@@ -62,7 +75,8 @@ def _fsdp(config: Any) -> None:
                                          "--variable-update fsdp")
 
 
-REPLICATED: Declared[VariableUpdate] = Declared(("replicated",), ("all_reduce", *DDP_OPTIONS), _replicated)
+REPLICATED: Declared[VariableUpdate] = Declared(("replicated",), ("all_reduce", *DDP_OPTIONS), _replicated,
+                                                training_only=DDP_OPTIONS)
 PARAMETER_SERVER: Declared[VariableUpdate] = Declared(("parameter_server",), ("all_reduce", "local_parameter_device"),
                                                       _parameter_server)
 INDEPENDENT: Declared[VariableUpdate] = Declared(("independent",))
@@ -82,3 +96,19 @@ def check_strategy_options(config: Any) -> None:
             owners = " / ".join(d.name for d in STRATEGY_RULES.values() if name in d.options)
             raise ConfigError(name, _REFUSALS[name].format(vu=vu, owners=owners))
     declared.validate(config)
+
+
+def strategy_defaults(config: Any, device_kind: str, forward_only: bool) -> dict[str, Any]:
+    """The values of the options the run's strategy takes (its ``declared.options``) that were left
+    unset, from :data:`OPTION_DEFAULTS`; with ``forward_only``, not those of training alone."""
+    declared = STRATEGY_RULES[config.variable_update]
+    filled: dict[str, Any] = {}
+    for name in declared.options:
+        if getattr(config, name) is not None or name not in OPTION_DEFAULTS:
+            continue
+        if forward_only and name in declared.training_only:
+            continue
+        value = OPTION_DEFAULTS[name](device_kind)
+        if value is not None:
+            filled[name] = value
+    return filled
