@@ -52,21 +52,22 @@ def shown_fields(points: PointSet, layout: Layout) -> set[str]:
     return drop
 
 
-def section_key_fields(points: PointSet, layout: Layout | str) -> list[str]:
-    """Identity fields that tell configuration tables apart for a layout (or a column field)."""
+def section_key_fields(points: PointSet, layout: Layout | str,
+                       follow: dict[str, tuple[str, ...]] | None = None) -> list[str]:
+    """Identity fields that tell configuration tables apart for a layout (or a column field);
+    ``follow``: :func:`~cnnbench.analysis.labels.followers` of the points, when known."""
     if isinstance(layout, str):
         layout = Layout(columns=(layout,))
-    drop = shown_fields(points, layout) | set(followers(points))
+    drop = shown_fields(points, layout) | set(followers(points) if follow is None else follow)
     return [f for f in points.key_fields if f not in drop]
 
 
-def _unnamed(points: PointSet, layout: Layout) -> set[str]:
+def _unnamed(points: PointSet, layout: Layout, follow: dict[str, tuple[str, ...]]) -> set[str]:
     """The fields configuration names leave out: those the tables show, and those that follow
     from a field the tables show (a table of device, host and loader columns is not named
     ``num_workers=2``)."""
     shown = shown_fields(points, layout)
-    return {f for f in points.key_fields if f in shown} | {
-        f for f, deps in followers(points).items() if shown.intersection(deps)}
+    return {f for f in points.key_fields if f in shown} | {f for f, deps in follow.items() if shown.intersection(deps)}
 
 
 def configuration_sections(points: PointSet, layout: Layout | str, noise: float) -> list[Section]:
@@ -74,8 +75,9 @@ def configuration_sections(points: PointSet, layout: Layout | str, noise: float)
     :class:`Layout`, or the column field of the default rows)."""
     if isinstance(layout, str):
         layout = Layout(columns=(layout,))
-    key_fields = section_key_fields(points, layout)
-    namer = Namer(points, _unnamed(points, layout))
+    follow = followers(points)
+    key_fields = section_key_fields(points, layout, follow)
+    namer = Namer(points, _unnamed(points, layout, follow))
     groups = points.group_by(key_fields)
     sections = []
     names = unique_names(namer, [g[0].values for g in groups.values()])
