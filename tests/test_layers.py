@@ -8,6 +8,7 @@
     5          analysis             (torch-free, above results only)
     5b         predict              (scaling predictions, torch-free)
     6          sweep, report, compare
+    6b         study                (a sweep and its report: above both)
     7          api                  (the Python API)
     8          cli
 
@@ -37,10 +38,12 @@ ALLOWED: dict[str, set[str]] = {
     "predict": {"config", "results", "analysis"},
     "report": {"config", "machine", "results", "models", "analysis", "predict"},
     "compare": {"config", "results", "analysis", "report"},
-    "api": {"config", "machine", "results", "models", "data", "engine", "analysis", "report", "compare"},
+    "study": {"config", "machine", "results", "data", "analysis", "sweep", "report"},
+    "api": {"config", "machine", "results", "models", "data", "engine", "analysis", "sweep", "report", "compare",
+            "study"},
     "cli": {"config", "machine", "results", "models", "data", "distributed", "engine", "analysis", "sweep",
-            "report", "compare", "api", "predict"},
-    "__init__": {"api", "report", "compare"},
+            "report", "compare", "study", "api", "predict"},
+    "__init__": {"api", "report", "compare", "study"},
     "__main__": {"cli"},
 }
 """Per package (or top-level module), the packages it may import besides itself and the leaves."""

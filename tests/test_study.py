@@ -3,10 +3,19 @@ training to accuracy (``--lr-scaling``)."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
+from cnnbench.cli import main
 from cnnbench.config import ConfigError, RunConfig
 from cnnbench.config.training_options import scaled_learning_rate
+from cnnbench.study import StudyError, load_study, shipped_studies
+from cnnbench.sweep.suite import SuiteError, load_suite, parse_suite
 
 # --------------------------------------------------------------------------- the learning-rate rule
 
@@ -25,3 +34,188 @@ def test_the_rule_is_a_checked_option():
         RunConfig(lr_scaling="sqrt")
     with pytest.raises(ConfigError, match="lr.scaling"):
         RunConfig(lr_scaling="linear", forward_only=True)
+
+
+# --------------------------------------------------------------------------- the command
+
+ROOT = Path(__file__).resolve().parent.parent
+STUDIES = ("host-cpus", "input-location", "scaling", "train-to-accuracy")
+
+
+def _cnnbench(*args: str, cwd: Path, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    """The installed command, run from ``cwd`` (outside the checkout: the studies are package data)."""
+    env = {**os.environ, "PYTHONPATH": ""}
+    return subprocess.run([sys.executable, "-m", "cnnbench", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+def _tables(outdir: Path, kind: str) -> list[dict]:
+    tables = [json.loads(p.read_text()) for p in sorted((outdir / "tables").glob("*.json"))]
+    return [t for t in tables if t["kind"] == kind]
+
+
+def _shape(table: dict, row_fields: int = 1) -> tuple[list[str], list[str]]:
+    """A throughput table's row headers (one per row field) and column labels (the per-device
+    ``batch`` column, beside the row labels, is neither)."""
+    columns = table["columns"]
+    return columns[:row_fields], [c for c in columns[row_fields:] if c != "batch"]
+
+
+def _records(results: Path) -> list[dict]:
+    return [json.loads(line) for f in sorted(results.glob("*.jsonl")) for line in f.read_text().splitlines()]
+
+
+def test_list_names_every_shipped_study_from_any_folder(tmp_path):
+    done = _cnnbench("study", "--list", cwd=tmp_path, timeout=120)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert [line.split()[0] for line in lines] == list(STUDIES)
+    assert all(len(line.split(None, 1)[1]) > 20 for line in lines)  # each with its one-line description
+    assert not list(tmp_path.iterdir())  # --list writes nothing
+
+
+def test_the_studies_are_package_data_of_the_wheel():
+    tomllib = pytest.importorskip("tomllib")
+    globs = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["cnnbench"]
+    package = ROOT / "src" / "cnnbench"
+    packaged = {p for g in globs for p in package.glob(g)}
+    assert {package / "study" / "recipes" / f"{name}.yaml" for name in STUDIES} <= packaged
+    assert list(shipped_studies()) == list(STUDIES)
+
+
+def test_an_unknown_study_is_one_line_naming_the_studies(capsys):
+    assert main(["study", "no-such-study"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert "no-such-study" in err and all(name in err for name in STUDIES)
+
+
+def test_every_study_parses_at_both_sizes_with_its_learning_rate_rule():
+    for name in STUDIES:
+        full, smoke = load_study(name), load_study(name, smoke=True)
+        assert smoke.name == f"{name}-smoke" and len(smoke.suite.cases) < len(full.suite.cases)
+        assert {c.config.device for c in full.suite.cases} == {"cuda"}
+        assert {c.config.device for c in smoke.suite.cases} == {"cpu"}
+        assert max(c.config.num_devices or 1 for c in full.suite.cases) >= 4
+    train = load_study("train-to-accuracy")
+    assert {c.config.lr_scaling for c in train.suite.cases} == {"linear"}
+    assert sorted(c.config.num_devices for c in train.suite.cases) == [1, 2, 4, 8, 16]
+
+
+OWN_STUDY = """\
+name: my-batches
+description: My own study.
+base: {device: cuda, model: resnet50, num_batches: 100}
+matrix: {batch_size: [32, 64]}
+layout:
+  title: My batches
+  rows: model
+  columns: batch_size
+smoke:
+  base: {device: cpu, model: trivial, image_size: 32, num_batches: 3, num_warmup_batches: 1}
+  matrix: {batch_size: [4, 8]}
+  timeout_s: 300
+"""
+
+
+def test_a_study_file_of_ones_own_runs_and_takes_its_layout(tmp_path):
+    study = tmp_path / "mine.yaml"
+    study.write_text(OWN_STUDY)
+    done = _cnnbench("study", str(study), "--smoke", "--no-plots", "--plain", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    [table] = _tables(tmp_path / "report" / "my-batches-smoke", "configuration")
+    assert _shape(table) == (["model"], ["4", "8"])  # rows models, columns batch sizes
+    assert [r["model"] for r in table["rows"]] == ["trivial"]
+    assert len(_records(tmp_path / "results" / "my-batches-smoke")) == 2
+    # a sweep reads a study file as the suite it is (its full size), and a plain suite still
+    # refuses a key it does not know
+    assert main(["sweep", str(study), "--dry-run"]) == 0
+    assert len(load_suite(study).cases) == 2
+    with pytest.raises(SuiteError, match="unknown key 'layot'"):
+        parse_suite({"name": "x", "matrix": {"batch_size": [1]}, "layot": {}})
+
+
+def test_a_study_file_without_its_sections_is_refused(tmp_path, capsys):
+    plain = tmp_path / "plain.yaml"
+    plain.write_text("name: p\nmatrix: {batch_size: [1, 2]}\n")
+    assert main(["study", str(plain)]) == 2
+    assert "needs a layout: section" in capsys.readouterr().err
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(OWN_STUDY.replace("  columns: batch_size", "  colums: batch_size"))
+    assert main(["study", str(bad)]) == 2
+    assert "layout.colums: not a layout key" in capsys.readouterr().err
+    with pytest.raises(StudyError, match="smoke.repeat: not a smoke key"):
+        load_study(str(_write(tmp_path / "r.yaml", OWN_STUDY + "  repeat: 2\n")))
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+# --------------------------------------------------------------------------- each study at its smoke size
+
+
+def _smoke(name: str, tmp_path: Path) -> tuple[Path, Path]:
+    """Run ``cnnbench study NAME --smoke`` from ``tmp_path``; its (results, report) folders."""
+    done = _cnnbench("study", name, "--smoke", "--no-plots", "--plain", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    results, report = tmp_path / "results" / f"{name}-smoke", tmp_path / "report" / f"{name}-smoke"
+    assert all(r["status"] == "ok" for r in _records(results)), [r["error"] for r in _records(results)]
+    return results, report
+
+
+@pytest.mark.slow
+def test_host_cpus_smoke_gives_models_by_cpus_and_the_cost_table(tmp_path):
+    results, report = _smoke("host-cpus", tmp_path)
+    [table] = _tables(report, "configuration")
+    assert _shape(table) == (["model"], ["1", "2"])  # columns: --host-cpus 1 and 2 on this one machine
+    assert sorted(r["model"] for r in table["rows"]) == ["resnet18", "trivial"]
+    assert all(isinstance(r[c], float) for r in table["rows"] for c in ("1", "2"))
+    [cost] = _tables(report, "cost")
+    assert sorted(r["model"] for r in cost["rows"]) == ["resnet18", "trivial"]
+    assert "host_cpus" in {c for t in _tables(report, "effect") for c in [t["id"]] for c in [c.split("-")[1]]}
+
+
+@pytest.mark.slow
+def test_input_location_smoke_gives_device_counts_by_locations(tmp_path):
+    results, report = _smoke("input-location", tmp_path)
+    tables = _tables(report, "configuration")
+    assert sorted(t["title"].split("-")[1] for t in tables) == ["parameter_server", "replicated"]
+    for table in tables:  # one implementation here: the columns are the three locations
+        assert _shape(table) == (["num_devices"], ["device", "host", "loader"])
+        assert [r["num_devices"] for r in table["rows"]] == [1, 2]
+        assert all(isinstance(r[c], float) for r in table["rows"] for c in ("device", "host", "loader"))
+
+
+@pytest.mark.slow
+def test_scaling_smoke_gives_models_by_device_counts_speedup_and_effects(tmp_path):
+    results, report = _smoke("scaling", tmp_path)
+    tables = _tables(report, "configuration")
+    assert sorted(t["title"].split("-")[0] for t in tables) == ["real", "syn"]  # synthetic and real input
+    for table in tables:
+        assert _shape(table) == (["model"], ["1", "2"])  # rows: model (x batch size); columns: devices
+        assert sorted(r["batch"] for r in table["rows"]) == [4, 8]
+    scaling = _tables(report, "scaling")
+    assert len(scaling) == 2 and all({"speedup", "efficiency"} <= set(t["columns"]) for t in scaling)
+    effects = {t["id"]: t for t in _tables(report, "effect")}
+    assert {"effect-batch_size-8-vs-4", "effect-data-synthetic-vs-imagefolder"} <= set(effects)
+    assert all(t["columns"][-1] == "median" for t in effects.values())
+
+
+@pytest.mark.slow
+def test_train_to_accuracy_smoke_gives_the_training_table_and_records_the_rate(tmp_path):
+    results, report = _smoke("train-to-accuracy", tmp_path)
+    [table] = _tables(report, "training")
+    assert table["columns"][1:] == ["CPU (1)", "CPU (2)"]
+    labels = [r[table["columns"][0]] for r in table["rows"]]
+    for wanted in ("Training time", "time per epoch", "Images/sec", "Training accuracy", "Test accuracy",
+                   "total over"):
+        assert any(wanted in label for label in labels), (wanted, labels)
+    # the rule and the rate it gave, in each record: 0.05 per device, linear
+    rates = {r["config"]["num_devices"]: r for r in _records(results)}
+    assert sorted(rates) == [1, 2]
+    for n, rec in rates.items():
+        assert rec["config"]["lr_scaling"] == "linear" and rec["config"]["learning_rate"] == pytest.approx(0.05)
+        assert rec["metrics"]["learning_rate"] == pytest.approx(0.05 * n)
+        assert rec["metrics"]["epochs"][-1]["learning_rate"] == pytest.approx(0.05 * n)  # after the warm-up

@@ -21,10 +21,12 @@ The Python API, for notebooks (see :mod:`cnnbench.api`)::
     frame = cnnbench.read_results("results/")                    # a DataFrame, dotted columns
     table = cnnbench.compare("results/a", "results/b")           # a DataFrame: ratio, interval, p, verdict
     rep = cnnbench.report("results/", output="report/")          # the Report
+    done = cnnbench.study("host-cpus", smoke=True)               # a study's sweep and report
 
-The four names load :mod:`cnnbench.api` on first use (PEP 562). ``cnnbench.report`` and
-``cnnbench.compare`` are also the packages of the report's and compare's modules; those packages
-are callable, as :func:`cnnbench.api.report` and :func:`cnnbench.api.compare`.
+The five names load :mod:`cnnbench.api` on first use (PEP 562). ``cnnbench.report``,
+``cnnbench.compare`` and ``cnnbench.study`` are also the packages of the report's, compare's and
+studies' modules; those packages are callable, as :func:`cnnbench.api.report`,
+:func:`cnnbench.api.compare` and :func:`cnnbench.api.study`.
 """
 
 from __future__ import annotations
@@ -35,12 +37,12 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-_API = ("compare", "read_results", "report", "run")
+_API = ("compare", "read_results", "report", "run", "study")
 
-__all__ = ["__version__", "compare", "read_results", "report", "run"]
+__all__ = ["__version__", "compare", "read_results", "report", "run", "study"]
 
 if TYPE_CHECKING:
-    from cnnbench.api import compare, read_results, report, run
+    from cnnbench.api import compare, read_results, report, run, study
 
 
 def __getattr__(name: str) -> Any:
@@ -93,7 +95,17 @@ class _ComparePackage(types.ModuleType):
         return compare.__annotations__
 
 
-_PACKAGES: dict[str, type[types.ModuleType]] = {"report": _ReportPackage, "compare": _ComparePackage}
+class _StudyPackage(types.ModuleType):
+    """The ``cnnbench.study`` package, callable: ``cnnbench.study("host-cpus", smoke=True)``."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        from cnnbench.api import study
+
+        return study(*args, **kwargs)
+
+
+_PACKAGES: dict[str, type[types.ModuleType]] = {"report": _ReportPackage, "compare": _ComparePackage,
+                                                "study": _StudyPackage}
 
 
 class _Package(types.ModuleType):

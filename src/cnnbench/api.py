@@ -30,8 +30,9 @@ if TYPE_CHECKING:
     from cnnbench.config.data_bench import DataBenchConfig
     from cnnbench.report.document import Report
     from cnnbench.results.record import Record
+    from cnnbench.study import StudyRun
 
-__all__ = ["compare", "read_records", "read_results", "report", "run", "run_config"]
+__all__ = ["compare", "read_records", "read_results", "report", "run", "run_config", "study"]
 
 PathLike: TypeAlias = "str | os.PathLike[str]"
 Results: TypeAlias = "PathLike | Sequence[PathLike] | Iterable[Mapping[str, Any]] | Iterable[Record]"
@@ -325,3 +326,26 @@ def report(results: Results, output: PathLike | None = None, *, rows: str | Sequ
     if output is not None:
         write_report(built, output, plots=max_plots > 0)
     return built
+
+
+# --- study ----------------------------------------------------------------------------------
+def study(name: str, *, smoke: bool = False, results_dir: PathLike | None = None, output: PathLike | None = None,
+          rerun: bool = False, machine_label: str | None = None, skip_invalid: bool = False,
+          max_plots: int = 8, progress: bool = False) -> StudyRun:
+    """Run a study end to end, as ``cnnbench study NAME`` does: its sweep (cases recorded ``ok``
+    in ``results_dir`` are skipped), then its report in ``output`` (defaults ``results/NAME`` and
+    ``report/NAME``, ``NAME-smoke`` with ``smoke``). ``name``: a shipped study
+    (``cnnbench study --list``) or a study file. Returns the
+    :class:`~cnnbench.study.StudyRun` (``.report``, ``.written``, ``.sweep``); ``progress=True``
+    prints a line per case on stderr. Raises ``SuiteError`` (a ``ValueError``) for a study that
+    cannot run, ``InvalidCases`` for cases this machine would refuse (unless ``skip_invalid``).
+
+    >>> run = cnnbench.study("host-cpus", smoke=True)
+    >>> [t.id for t in run.report.tables]
+    """
+    from cnnbench.study import StudyRequest, run_study
+    from cnnbench.sweep.progress import PlainReporter
+
+    request = StudyRequest(study=name, smoke=smoke, results_dir=results_dir, output=output, rerun=rerun,
+                           machine_label=machine_label, skip_invalid=skip_invalid, max_plots=max_plots)
+    return run_study(request, reporter=PlainReporter() if progress else None)

@@ -19,8 +19,8 @@ from cnnbench.cli.common import CliParser, UserError
 from cnnbench.config.tf_flags import TfFlagError, translate_with_notes
 
 # Sub-commands, in the order --help lists them. Each module cnnbench.cli.<name>_cmd: register(subparsers).
-COMMANDS = ("run", "data", "comm", "make_dataset", "models", "sweep", "results", "import", "report", "compare",
-            "predict", "sysinfo")
+COMMANDS = ("run", "data", "comm", "make_dataset", "models", "sweep", "study", "results", "import", "report",
+            "compare", "predict", "sysinfo")
 
 __all__ = ["main"]
 

@@ -28,8 +28,8 @@ from cnnbench.sweep.suite import Suite, SuiteError, load_suite
 class SweepRequest:
     """What to sweep, and how."""
 
-    suite: str | os.PathLike[str]
-    """The suite file."""
+    suite: str | os.PathLike[str] | Suite
+    """The suite file, or a suite already read (a study at its smoke size)."""
     results_dir: str | os.PathLike[str] = "results"
     rerun: bool = False
     """Run every case, even those already recorded ``ok``."""
@@ -71,10 +71,10 @@ class InvalidCases(ValueError):
         self.invalid = invalid
 
 
-def load_labelled(path: str | os.PathLike[str], machine_label: str | None) -> Suite:
-    """The suite file, checked, with ``machine_label`` set on every case (``SuiteError``,
+def load_labelled(path: str | os.PathLike[str] | Suite, machine_label: str | None) -> Suite:
+    """The suite file (or suite), checked, with ``machine_label`` set on every case (``SuiteError``,
     ``ConfigError`` for a label that cannot be one)."""
-    suite = load_suite(os.fspath(path))
+    suite = path if isinstance(path, Suite) else load_suite(os.fspath(path))
     if machine_label is None:
         return suite
     cases = tuple(dataclasses.replace(c, config=c.config.replace(machine_label=machine_label))
@@ -95,6 +95,7 @@ def run_sweep(request: SweepRequest, *, reporter: Reporter | None = None,
     suite = load_labelled(request.suite, request.machine_label)
     if request.dry_run:
         return SweepRun(suite)
+    _refuse_several_nodes(suite)
     check_results_dir(request.results_dir, {c.config.machine_label for c in suite.cases})
     invalid = _checked_cases(suite)
     if invalid and not request.skip_invalid:
@@ -109,6 +110,14 @@ def run_sweep(request: SweepRequest, *, reporter: Reporter | None = None,
     from cnnbench.sweep import runner
 
     return SweepRun(suite, invalid, runner.run_suite(suite, request.options(), reporter=reporter))
+
+
+def _refuse_several_nodes(suite: Suite) -> None:
+    """A case over several nodes runs on a cluster; here ``num_nodes`` comes from torchrun's environment."""
+    for case in suite.distinct_cases():
+        if (case.config.num_nodes or 1) > 1:
+            raise SuiteError(f"{suite.where}: case {case.description}: nodes={case.config.num_nodes} runs on a "
+                             "cluster (cnnbench sweep --executor slurm); a local sweep runs on this machine only")
 
 
 def _checked_cases(suite: Suite) -> list[InvalidCase]:

@@ -8,6 +8,8 @@
     repeats: 2                                        # each case this many times
     timeout_s: 300                                    # time limit of one case
     auto_batch: false                                 # on out-of-memory, retry with half the batch
+    layout: {...}                                     # a study's report layout and smoke size:
+    smoke: {...}                                      #   cnnbench.study reads them; a sweep passes over them
 
 Every key of ``base``, ``matrix``, ``exclude`` and ``include`` is a configuration field
 of ``cnnbench run`` (``batch_size``, not ``--batch-size``), and every case is built as a
@@ -39,6 +41,9 @@ from cnnbench.sweep.slurm.settings import checked_executor
 TOP_LEVEL_KEYS = ("name", "description", "base", "matrix", "exclude", "include", "repeats", "timeout_s", "auto_batch",
                   "executor")
 FIELD_ALIASES = {"nodes": "num_nodes"}  # nodes a case spreads over (on a cluster: --executor slurm)
+STUDY_KEYS = ("layout", "smoke")
+"""A study's own sections (:mod:`cnnbench.study` reads them): a study file is a suite, so
+``cnnbench sweep`` runs its full size and passes over them; anything else is an unknown key."""
 DEFAULT_TIMEOUT_S = 1800.0
 _NOT_IN_SUITES = {"results_dir": "the results folder is chosen with `cnnbench sweep --results-dir`"}
 _CONFIG_FIELDS = {f.name for f in dataclasses.fields(RunConfig)}
@@ -131,6 +136,12 @@ MAX_SUITE_BYTES = 16 << 20
 
 def load_suite(path: str | Path) -> Suite:
     """Read and check a suite file; raises :class:`SuiteError` (never anything else for bad input)."""
+    return parse_suite(read_suite_data(path), source=Path(path))
+
+
+def read_suite_data(path: str | Path) -> Any:
+    """A suite file's YAML as plain data, unchecked (:class:`SuiteError` for a file that cannot be
+    read, is not UTF-8 or not YAML); :func:`parse_suite` checks it."""
     p = Path(path)
     try:
         raw = read_regular(p, MAX_SUITE_BYTES)  # a FIFO or /dev/zero is refused, never read
@@ -142,16 +153,20 @@ def load_suite(path: str | Path) -> Suite:
         line = raw[: exc.start].count(b"\n") + 1
         raise SuiteError(f"{p}: not UTF-8 text (byte {raw[exc.start:exc.start + 1]!r} on line {line}); "
                          "save the suite file as UTF-8") from None
+    return suite_yaml(text, p)
+
+
+def suite_yaml(text: str, where: str | Path) -> Any:
+    """Suite text as plain data, unchecked (:class:`SuiteError` naming ``where`` for text that is not YAML)."""
     try:
-        data = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader (below)
+        return yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader (below)
     except yaml.YAMLError as exc:
-        where = getattr(exc, "problem_mark", None)
-        at = f" at line {where.line + 1}, column {where.column + 1}" if where is not None else ""
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise SuiteError(f"{p}: not valid YAML{at}: {problem}") from None
+        raise SuiteError(f"{where}: not valid YAML{at}: {problem}") from None
     except RecursionError:
-        raise SuiteError(f"{p}: nested too deeply to be a suite") from None
-    return parse_suite(data, source=p)
+        raise SuiteError(f"{where}: nested too deeply to be a suite") from None
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
@@ -183,8 +198,12 @@ def parse_suite(data: Any, source: Path | str | None = None) -> Suite:
     if not isinstance(data, Mapping):
         raise fail("a suite is a mapping with keys " + ", ".join(TOP_LEVEL_KEYS))
     for key in data:
-        if key not in TOP_LEVEL_KEYS:
-            raise fail(f"unknown key {key!r} (known: {', '.join(TOP_LEVEL_KEYS)})")
+        if key in STUDY_KEYS:
+            if not isinstance(data[key], Mapping):
+                raise fail(f"{key}: must be a mapping (a study's {key} section)")
+        elif key not in TOP_LEVEL_KEYS:
+            raise fail(f"unknown key {key!r} (known: {', '.join(TOP_LEVEL_KEYS)}; a study adds "
+                       f"{' and '.join(STUDY_KEYS)})")
     name, description = _name_and_description(data, source, fail)
     base, matrix, exclude, include = _settings(data, fail)
     repeats, timeout_s, auto_batch = _limits(data, fail)

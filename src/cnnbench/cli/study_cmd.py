@@ -1,0 +1,109 @@
+"""``cnnbench study NAME|FILE``: run a study end to end (its sweep, then its report); ``--list`` names them.
+
+Thin: parses, calls :func:`cnnbench.study.run_study`, prints. The sweep behaves as ``cnnbench
+sweep``'s (resumes, shares work with another run of the same study); never imports torch here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from cnnbench.cli.common import UserError
+from cnnbench.words import plural
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "study",
+        help="Run a study (a suite with a report layout) end to end and write its report.",
+        description="Run a study end to end: its sweep (as `cnnbench sweep` runs a suite: cases already recorded "
+        "ok in the results folder are skipped, so an interrupted study continues where it stopped), then its "
+        "report, laid out as the study's readers know it (OUTDIR/summary.md, report.html, tables/). A study is "
+        "a shipped one (--list) or a study file: a suite file with a layout: section (rows, columns, effects, "
+        "observations) and a smoke: section (a size that runs in minutes on 2 CPU cores, --smoke). Exit "
+        "status: 0 when every case ran, whatever its status; 2 for a bad study or a case `cnnbench run` would "
+        "refuse here; 130/143 when stopped by Ctrl-C/SIGTERM (no report then).",
+    )
+    p.add_argument("study", nargs="?", metavar="NAME|FILE", help="A shipped study (--list) or a study file.")
+    p.add_argument("--list", action="store_true", help="Name the shipped studies, one line each, and exit.")
+    p.add_argument("--smoke", action="store_true",
+                   help="Run the study's smoke size (small models and images, a few steps; minutes on 2 CPU "
+                   "cores) instead of its full size (real hardware).")
+    p.add_argument("--results-dir", metavar="DIR",
+                   help="Results folder (default: results/NAME, results/NAME-smoke with --smoke).")
+    p.add_argument("-o", "--output", metavar="OUTDIR",
+                   help="Report folder (default: report/NAME, report/NAME-smoke with --smoke): new, empty, or an "
+                   "earlier report's.")
+    p.add_argument("--rerun", action="store_true", help="Run every case, even those already recorded ok.")
+    p.add_argument("--machine-label", metavar="LABEL", help="Name of this machine in the results.")
+    p.add_argument("--skip-invalid", action="store_true",
+                   help="Run the valid cases and skip, with a warning each, those `cnnbench run` would refuse "
+                   "on this machine (more devices than it has, a data folder it lacks).")
+    p.add_argument("--plain", action="store_true", help="One line per case instead of a progress bar.")
+    p.add_argument("--no-plots", action="store_true", help="Draw no plots.")
+    p.set_defaults(handler=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    from cnnbench.study import shipped_studies
+
+    if args.list:
+        studies = shipped_studies()
+        width = max(map(len, studies))
+        for name, description in studies.items():
+            print(f"{name:<{width}}  {description}")
+        return 0
+    if not args.study:
+        raise UserError(f"name a study ({', '.join(shipped_studies())}) or a study file, or --list")
+    from cnnbench.study import StudyRequest
+
+    request = StudyRequest(study=args.study, smoke=args.smoke, results_dir=args.results_dir, output=args.output,
+                           rerun=args.rerun, machine_label=args.machine_label, skip_invalid=args.skip_invalid,
+                           max_plots=0 if args.no_plots else 8)
+    run = _run(request, plain=args.plain)
+    from cnnbench.sweep.progress import summary_lines
+
+    result = run.sweep.result
+    if result is not None:
+        print("\n".join(summary_lines(result, str(run.results_dir))))
+        if result.interrupted_by is not None:
+            return 128 + int(result.interrupted_by)
+    if run.written is not None and run.report is not None:
+        print(f"wrote {run.written.summary} and {run.written.html.name}: "
+              f"{plural(len(run.written.tables) // 2, 'table')}, {plural(len(run.written.plots), 'plot')}, "
+              f"from {plural(run.report.n_records, 'result')}")
+    return 0
+
+
+def _run(request: Any, *, plain: bool) -> Any:
+    """:func:`~cnnbench.study.run_study`, its errors as one line each."""
+    from cnnbench.config.errors import ConfigError
+    from cnnbench.report import ReportError
+    from cnnbench.results.files import FileProblem
+    from cnnbench.results.outputs import OutputError
+    from cnnbench.study import run_study
+    from cnnbench.sweep.progress import PlainReporter, RichReporter
+    from cnnbench.sweep.session import InvalidCases
+    from cnnbench.sweep.suite import SuiteError
+
+    reporter = PlainReporter() if plain or not sys.stderr.isatty() else RichReporter()
+    try:
+        return run_study(request, reporter=reporter, on_invalid=_warn_invalid, on_dataset=_made)
+    except InvalidCases as exc:
+        raise UserError(f"{exc} (--skip-invalid runs the valid cases)") from None
+    except (SuiteError, OutputError, ReportError) as exc:
+        raise UserError(str(exc)) from None
+    except ConfigError as exc:  # --machine-label
+        raise UserError.from_config(exc, "study") from None
+    except FileProblem as exc:
+        raise UserError(f"--results-dir: cannot append a record: {exc}", exit_code=1) from None
+
+
+def _warn_invalid(message: str) -> None:
+    print(f"cnnbench study: warning: skipped invalid case: {message}", file=sys.stderr)
+
+
+def _made(folder: Any) -> None:
+    print(f"data set: {folder}", file=sys.stderr)

@@ -1,0 +1,142 @@
+"""Running a study end to end (:func:`run_study`): its data set, its sweep, its report.
+
+The sweep is :func:`cnnbench.sweep.session.run_sweep`, as ``cnnbench sweep`` runs it (cases
+already recorded ``ok`` in the results folder are skipped, so an interrupted study continues
+where it stopped; two runs of one study share the work). The report is
+:func:`cnnbench.report.build_report` of the records in the results folder that this study
+wrote, or that came from no suite (runs added with ``cnnbench run`` or ``cnnbench import``:
+another implementation's figures), with the study's layout.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cnnbench.analysis import fields as F
+from cnnbench.report import ReportOptions, build_report, write_report
+from cnnbench.report.document import Report
+from cnnbench.report.output import Written, check_report_folder
+from cnnbench.study.recipe import DataSetRecipe, Study, StudyError, StudyLayout, load_study
+from cnnbench.sweep.outcomes import Reporter
+from cnnbench.sweep.session import SweepRequest, SweepRun, run_sweep
+
+
+@dataclass(frozen=True)
+class StudyRequest:
+    """Which study to run, at which size, and where its records and report go."""
+
+    study: str
+    """A shipped study's name (``cnnbench study --list``) or a study file."""
+    smoke: bool = False
+    """Its smoke size (minutes on 2 CPU cores) instead of its full size."""
+    results_dir: str | os.PathLike[str] | None = None
+    """Default: ``results/<study>`` (``results/<study>-smoke`` with ``smoke``)."""
+    output: str | os.PathLike[str] | None = None
+    """The report's folder; default: ``report/<study>`` (``report/<study>-smoke``)."""
+    rerun: bool = False
+    machine_label: str | None = None
+    skip_invalid: bool = False
+    max_plots: int = 8
+
+
+@dataclass
+class StudyRun:
+    """What :func:`run_study` did."""
+
+    study: Study
+    results_dir: Path
+    outdir: Path
+    sweep: SweepRun
+    report: Report | None = None
+    """None when the sweep was interrupted (no report is written then)."""
+    written: Written | None = None
+    problems: list[str] = field(default_factory=list)
+    """Lines of the results folder that could not be read (listed at the end of the report too)."""
+
+
+def prepare(request: StudyRequest) -> tuple[Study, Path, Path]:
+    """The study at its size, its results folder and its report folder (checked, nothing written)."""
+    study = load_study(request.study, smoke=request.smoke)
+    results_dir = Path(request.results_dir) if request.results_dir is not None else Path("results") / study.name
+    if study.dataset is not None:  # its folder lies in the results folder: read the study again with it
+        study = load_study(request.study, smoke=request.smoke, data_root=results_dir / "data")
+    outdir = Path(request.output) if request.output is not None else Path("report") / study.name
+    check_report_folder(outdir)
+    return study, results_dir, outdir
+
+
+def run_study(request: StudyRequest, *, reporter: Reporter | None = None,
+              on_invalid: Callable[[str], None] | None = None,
+              on_dataset: Callable[[Path], None] | None = None, drawing_pool: Any = None) -> StudyRun:
+    """Make the study's data set (once), run its sweep, then write its report.
+
+    Raises what :func:`~cnnbench.sweep.session.run_sweep` raises, ``StudyError`` for a study that
+    cannot run (a data set that cannot be made too), ``OutputError`` for a report folder that cannot
+    take it, and ``ReportError`` for a layout the records cannot take.
+    """
+    study, results_dir, outdir = prepare(request)
+    if study.dataset is not None:
+        folder = make_dataset(study.dataset, results_dir / "data")
+        if on_dataset is not None:
+            on_dataset(folder)
+    sweep = run_sweep(SweepRequest(suite=study.suite, results_dir=results_dir, rerun=request.rerun,
+                                   machine_label=request.machine_label, skip_invalid=request.skip_invalid),
+                      reporter=reporter, on_invalid=on_invalid)
+    run = StudyRun(study, results_dir, outdir, sweep)
+    if sweep.result is not None and sweep.result.interrupted_by is not None:
+        return run
+    from cnnbench.results.store import read_records
+
+    records, problems = read_records([results_dir])
+    run.problems = [str(p) for p in problems]
+    mine = study_records(records, study.name)
+    run.report = build_report(mine, report_options(study.layout, mine, max_plots=request.max_plots,
+                                                   problems=run.problems))
+    run.written = write_report(run.report, outdir, plots=request.max_plots > 0, drawing_pool=drawing_pool)
+    return run
+
+
+def make_dataset(recipe: DataSetRecipe, root: Path) -> Path:
+    """The study's generated data set under ``root``, made unless it is there already."""
+    folder = recipe.folder(root).resolve()
+    if folder.is_dir() and any(folder.iterdir()):
+        return folder
+    from cnnbench.data.generate import GenerateError, make_data_set
+
+    options = dict(recipe.options)
+    size = options.pop("image_size", None)
+    try:
+        make_data_set(recipe.kind, folder, image_size=(size, size) if size else None, **options)
+    except GenerateError as exc:
+        raise StudyError(f"make_dataset: {exc}") from None
+    return folder
+
+
+def study_records(records: Sequence[Mapping[str, Any]], suite_name: str) -> list[Mapping[str, Any]]:
+    """The records of the study's sweep, and those of no sweep (imported, or added with ``cnnbench run``)."""
+    return [r for r in records if r.get("suite_name") in (None, suite_name)]
+
+
+def report_options(layout: StudyLayout, records: Sequence[Mapping[str, Any]], **more: Any) -> ReportOptions:
+    """The report options of ``layout``; a row or column field that holds one value in every record
+    is left out (one machine, one implementation), as long as one field of each remains."""
+    return ReportOptions(rows=_varying(layout.rows, records), columns=_varying(layout.columns, records),
+                         effects=layout.effects, baselines=dict(layout.baselines), ignore=layout.ignore,
+                         observations=layout.observations, title=layout.title, **more)
+
+
+def _varying(names: tuple[str, ...], records: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
+    kept = []
+    for name in names:
+        try:
+            dotted = F.resolve_field(name, records)
+        except F.FieldError:
+            kept.append(name)  # the report names the unknown field
+            continue
+        if len({F.hashable(F.get_value(r, dotted)) for r in records}) > 1:
+            kept.append(name)
+    return tuple(kept) or names[:1]
