@@ -223,3 +223,25 @@ def _choice(kind: str, gbps: float):
     from cnnbench.predict import LinkChoice
 
     return LinkChoice(kind, gbps, None)
+
+
+# --- report --predict -------------------------------------------------------------------------------
+
+def test_report_predict_shows_predictions_beside_scaling_and_observes_shortfalls(tmp_path):
+    from pathlib import Path
+
+    from cnnbench.report import ReportOptions, build_report
+    from cnnbench.results.store import read_records
+
+    fixtures = Path(__file__).parent / "fixtures" / "tf_cnn_benchmarks_logs" / "LambdaCloud-RTX_A6000.logs"
+    assert main(["import", "tf-cnn-benchmarks", str(fixtures), "--results-dir", str(tmp_path / "r")]) == 0
+    records, _ = read_records([str(tmp_path / "r")])
+    plain = build_report(records, ReportOptions(where=["precision=fp32"], max_plots=0))
+    report = build_report(records, ReportOptions(where=["precision=fp32"], max_plots=0, predict=True))
+    groups = [t for t in report.tables if t.id.startswith("scaling-") and "predicted bound" in t.columns]
+    assert groups and not any("predicted bound" in t.columns for t in plain.tables)
+    row = next(r for r in groups[0].rows if r[0].text == "vgg16" and r[3].value == 4)
+    assert row[-1].text in ("compute", "communication", "input") and row[-3].value > 0
+    texts = [o.text for o in report.observations]
+    assert any("vgg16" in t and "falls short of the prediction" in t and "at 4 devices" in t for t in texts), texts
+    assert not any("falls short of the prediction" in o.text for o in plain.observations)

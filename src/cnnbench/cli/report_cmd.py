@@ -56,6 +56,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--where", action="append", default=[], metavar="FIELD=VALUE",
                    help="Keep only matching results: FIELD=V, FIELD=V1,V2 (any of), FIELD!=V; "
                    "repeatable (all must hold).")
+    p.add_argument("--predict", action="store_true",
+                   help="Show cnnbench predict's images/sec, efficiency and bound beside each scaling series "
+                   "(from its 1-device run), and observe where measured scaling falls short of it.")
     p.add_argument("--title", default="cnnbench report", metavar="T", help="Report title.")
     p.add_argument("--noise", default="3", metavar="PCT",
                    help="Differences under PCT percent are never called significant (default 3); larger ones "
@@ -130,6 +133,7 @@ def _report(args: argparse.Namespace, drawing_pool: DrawingPool) -> int:
             title=args.title,
             noise=parse_noise(args.noise),
             max_plots=0 if args.no_plots else args.max_plots,
+            predict=args.predict,
             problems=[str(p) for p in problems],
         )
         report = build_report(records, options)

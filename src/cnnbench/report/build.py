@@ -54,6 +54,7 @@ from cnnbench.report.tables.effects import Effect, compute_effects, default_effe
 from cnnbench.report.tables.energy import add_energy_blocks, energy_tables
 from cnnbench.report.tables.implementations import implementation_tables
 from cnnbench.report.tables.pipeline import is_pipeline_record, pipeline_tables
+from cnnbench.report.tables.predicted import prediction_observations
 from cnnbench.report.tables.scaling import ScalingGroup, overview, scaling_groups
 from cnnbench.report.tables.systems import systems_table
 from cnnbench.report.tables.throughput import Section, configuration_sections
@@ -161,7 +162,7 @@ def _select(records: list[Mapping[str, Any]], opts: ReportOptions) -> list[Mappi
 def _build_parts(points: PointSet, scope: _Scope, opts: ReportOptions, pipelines: list[Table]) -> _Parts:
     cost = cost_table(points)
     sections = configuration_sections(points, scope.layout, opts.repeat_noise)
-    groups = scaling_groups(points, opts.repeat_noise)
+    groups = scaling_groups(points, opts.repeat_noise, predict=opts.predict)
     effects, effect_notes, baseline_warnings = _effects(points, scope, opts)
     impls = implementation_tables(points, opts.repeat_noise, opts.noise)
     trainings = training_results(points)
@@ -198,7 +199,8 @@ def _observations(parts: _Parts, layout: Layout, opts: ReportOptions) -> list[Ob
     found = ((scaling_observations(parts.groups, warned) if "scaling" in kinds else [])
              + (effect_observations(parts.effects, warned) if "effects" in kinds else [])
              + (fastest_observations(parts.sections, layout, warned, opts.noise) if "fastest" in kinds else [])
-             + (implementation_observations(parts.impls, warned, opts.noise) if "implementations" in kinds else []))
+             + (implementation_observations(parts.impls, warned, opts.noise) if "implementations" in kinds else [])
+             + (prediction_observations(parts.groups, opts.noise) if opts.predict and "scaling" in kinds else []))
     failures = failure_observations(parts.sections) if "failures" in kinds else []
     return (marked_warned(found) if fallback else found) + failures
 

@@ -55,6 +55,9 @@ class ReportOptions:
     include_warned: bool = False
     """Let cells whose runs recorded warnings (or were throttled) into the observations."""
     max_plots: int = 8
+    predict: bool = False
+    """Scaling tables show ``cnnbench predict``'s prediction beside the measured figures, and the
+    observations say where measured scaling falls short of it (``--predict``)."""
     problems: Sequence[str] = ()
     """Lines the store could not read, listed at the end."""
 

@@ -22,6 +22,7 @@ from cnnbench.analysis.points import Measure, Point, PointSet, combine
 from cnnbench.analysis.repeat_stats import median
 from cnnbench.config.parallel_options import thread_rule
 from cnnbench.report.table import Cell, Table, failed, label_cell, missing, number, percent, throughput
+from cnnbench.report.tables.predicted import predict_series, predicted_text
 from cnnbench.words import plural
 
 
@@ -35,6 +36,8 @@ class Series:
     base: int | None = None
     speedup: dict[int, float] = field(default_factory=dict)
     efficiency: dict[int, float] = field(default_factory=dict)
+    predicted: dict[int, tuple[float, float, str]] = field(default_factory=dict)
+    """With ``report --predict``: per device count, predicted images/sec, efficiency and bound."""
 
     def compute(self) -> None:
         ok = {n: m.median for n, m in self.measures.items() if m.median is not None}
@@ -62,6 +65,7 @@ class ScalingGroup:
 
 
 SERIES_FIELDS = (F.MODEL, F.MACHINE, F.BATCH)
+PREDICTED_COLUMNS = ("predicted images/sec", "predicted efficiency", "predicted bound")
 DEVICE, THREADS = "config.device", "config.threads_per_worker"
 
 SUPERLINEAR = 1.05
@@ -97,8 +101,9 @@ def _with_warned(cell: Cell, warned: bool) -> Cell:
     return cell._replace(text=f"{cell.text} {WARNED}", marks=WARNED) if warned and cell.is_number else cell
 
 
-def scaling_groups(points: PointSet, noise: float) -> list[ScalingGroup]:
-    """Scaling groups for every configuration run at two or more device counts."""
+def scaling_groups(points: PointSet, noise: float, predict: bool = False) -> list[ScalingGroup]:
+    """Scaling groups for every configuration run at two or more device counts (``predict``: with
+    :mod:`cnnbench.report.tables.predicted`'s prediction beside each series)."""
     group_fields = [f for f in points.key_fields if f not in (F.DEVICES, *SERIES_FIELDS)]
     namer = Namer(points, exclude=(F.DEVICES, *SERIES_FIELDS))
     groups = points.group_by(group_fields)
@@ -106,6 +111,8 @@ def scaling_groups(points: PointSet, noise: float) -> list[ScalingGroup]:
     names = unique_names(namer, [g[0].values for g in groups.values()])
     for name, group in zip(names, groups.values(), strict=False):
         series = _series(points, group)
+        if series and predict:
+            predict_series(series)
         if series:
             out.append(_build(name, series, noise))
     out.sort(key=lambda g: F.sort_key(g.name))
@@ -167,6 +174,7 @@ def _base_note(series: list[Series]) -> str:
 
 def _build(name: str, series: list[Series], noise: float) -> ScalingGroup:
     devices = sorted({n for s in series for n in s.measures})
+    predicted = any(s.predicted for s in series)
     rows = []
     for s in series:
         for n, m in s.measures.items():
@@ -176,15 +184,26 @@ def _build(name: str, series: list[Series], noise: float) -> ScalingGroup:
                 throughput(m, noise),
                 _with_marks(number(s.speedup.get(n)), s, n) if n in s.speedup else _status_or_missing(m),
                 _with_marks(percent(s.efficiency.get(n)), s, n) if n in s.efficiency else _status_or_missing(m),
-            ])
+            ] + _predicted_cells(s, n, predicted))
     base_note = _base_note(series)
     legend = legend_for([m for s in series for m in s.measures.values()])
     table = Table(f"scaling-{F.slug(name)}", f"Scaling: {name}", "scaling",
-                  ["model", "machine", "batch", "devices", "images/sec", "speedup", "efficiency"], rows,
+                  ["model", "machine", "batch", "devices", "images/sec", "speedup", "efficiency"]
+                  + (list(PREDICTED_COLUMNS) if predicted else []), rows,
                   [f"Speedup over {base_note}; efficiency = speedup / (devices / base devices)."]
                   + threads_note(series) + legend,
                   label_columns=4)
     return ScalingGroup(name, series, devices, table, _summary(name, series, devices, noise, base_note, legend))
+
+
+def _predicted_cells(s: Series, n: int, shown: bool) -> list[Cell]:
+    """``report --predict``'s cells of the long table: predicted images/sec, efficiency, bound."""
+    if not shown:
+        return []
+    if n not in s.predicted:
+        return [missing(), missing(), missing()]
+    ips, efficiency, bound = s.predicted[n]
+    return [Cell(f"{ips:,.1f}", ips), percent(efficiency), Cell(bound, bound)]
 
 
 def speedup_text(speedup: float, efficiency: float) -> str:
@@ -200,7 +219,7 @@ def _series_row(s: Series, first: int, counts: list[int], noise: float) -> list[
     row = [label_cell(s.label), Cell(F.text(s.values.get(F.BATCH)), s.values.get(F.BATCH)), base_cell]
     for n in counts:
         if n in s.efficiency and n != s.base:
-            cell = Cell(speedup_text(s.speedup[n], s.efficiency[n]), s.efficiency[n])
+            cell = Cell(speedup_text(s.speedup[n], s.efficiency[n]) + predicted_text(s, n), s.efficiency[n])
             row.append(_with_marks(cell, s, n))
         elif n == s.base:
             row.append(Cell("base", None))
