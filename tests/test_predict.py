@@ -219,7 +219,7 @@ def test_a_bandwidth_on_the_command_line_replaces_the_links():
     assert replace(f, measured=100.0).error == pytest.approx(f.images_per_sec / 100 - 1)
 
 
-def _choice(kind: str, gbps: float):
+def _choice(kind: str, gbps: float | None):
     from cnnbench.predict import LinkChoice
 
     return LinkChoice(kind, gbps, None)
@@ -245,3 +245,30 @@ def test_report_predict_shows_predictions_beside_scaling_and_observes_shortfalls
     texts = [o.text for o in report.observations]
     assert any("vgg16" in t and "falls short of the prediction" in t and "at 4 devices" in t for t in texts), texts
     assert not any("falls short of the prediction" in o.text for o in plain.observations)
+
+
+def test_the_input_pipeline_of_data_records_times_host_cpus_bounds_a_node():
+    train = _record(1, 400.0)
+    train["config"].update(data_name="imagefolder", image_size=64)
+    data = {"status": "ok", "config": {"mode": "data", "data_name": "imagefolder", "image_size": 64},
+            "environment": {"machine": "box"}, "metrics": {"images_per_sec_per_core": 50.0}}
+    fed = predict_scaling([train, data], PredictOptions(devices=(1, 8), strategies=("independent",),
+                                                        host_cpus=128), _no_lookup)
+    starved = predict_scaling([train, data], PredictOptions(devices=(1, 8), strategies=("independent",),
+                                                            host_cpus=10), _no_lookup)
+    assert [r.bound for r in fed.rows] == ["compute", "compute"]
+    assert [r.bound for r in starved.rows] == ["compute", "input"]
+    assert starved.rows[1].images_per_sec == pytest.approx(50.0 * 10)  # the node's pipeline, not its GPUs
+    synthetic = predict_scaling([_record(1, 400.0), data], PredictOptions(devices=(8,), host_cpus=1), _no_lookup)
+    assert all(r.bound != "input" for r in synthetic.rows)  # synthetic data has no pipeline to bound it
+
+
+def test_across_nodes_the_slower_inter_link_costs_more():
+    one = _record(1, 400.0)
+    ib = predict_scaling([one], PredictOptions(devices=(16,), strategies=("replicated",)), _no_lookup)
+    eth = predict_scaling([one], PredictOptions(devices=(16,), strategies=("replicated",),
+                                                inter_link=_choice("ethernet", None)), _no_lookup)
+    assert ib.rows[0].nodes == eth.rows[0].nodes == 2  # 8 GPUs a node by default
+    assert eth.rows[0].images_per_sec < ib.rows[0].images_per_sec
+    four = predict_scaling([one], PredictOptions(devices=(16,), strategies=("replicated",), nodes=4), _no_lookup)
+    assert four.rows[0].nodes == 4
