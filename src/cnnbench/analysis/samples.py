@@ -1,6 +1,8 @@
 """What the significance test reads from one run (:class:`RunSample`): its images/sec, the
-relative stdev of its step times and their block means (from ``metrics.step_times_s``, or from
-the progress lines of an imported tf_cnn_benchmarks log). No torch, no numpy.
+relative stdev of its step times and their block means (from the summary of
+``metrics.step_times_s``, :mod:`cnnbench.results.step_summary`, which a cached read of the store
+brings computed; or from the progress lines of an imported tf_cnn_benchmarks log). No torch,
+no numpy.
 """
 
 from __future__ import annotations
@@ -9,12 +11,12 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from cnnbench.analysis.repeat_stats import relative_stdev
+from cnnbench.results.step_summary import MIN_BLOCKS, StepSummary, block_size, step_summary, summarize
 
 WIDE_CV = 0.10
 """A run whose step times vary more than this (std / mean) is marked as noisy (the threshold of
 the run's own ``unstable`` warning, :data:`cnnbench.engine.stability.MAX_CV`)."""
-MIN_BLOCKS = 10
+__all__ = ["MIN_BLOCKS", "WIDE_CV", "RunSample", "blocks_from_series", "blocks_from_step_times", "run_sample"]
 
 
 def blocks_from_step_times(step_times: Sequence[float], images_per_step: float) -> tuple[float, ...]:
@@ -24,14 +26,15 @@ def blocks_from_step_times(step_times: Sequence[float], images_per_step: float) 
     of 1; 100 steps: 20 blocks of 5; 10,000 steps: 454 blocks of 22). Leading steps that do
     not fill a block are left out (they are the ones nearest to the warm-up).
     """
-    n = len(step_times)
-    if n == 0 or images_per_step <= 0:
+    summary = summarize(step_times)
+    return _blocks(summary, images_per_step) if summary is not None else ()
+
+
+def _blocks(summary: StepSummary, images_per_step: float) -> tuple[float, ...]:
+    if images_per_step <= 0:
         return ()
-    size = max(1, min(round(n ** (1.0 / 3.0)), n // MIN_BLOCKS))
-    count = n // size
-    start = n - count * size
-    scale = 1.0 / (size * images_per_step)
-    return tuple(sum(step_times[start + i * size: start + (i + 1) * size]) * scale for i in range(count))
+    scale = 1.0 / (block_size(summary.count) * images_per_step)
+    return tuple(s * scale for s in summary.block_sums)
 
 
 def blocks_from_series(steps: Sequence[Any], rates: Sequence[Any]) -> tuple[float, ...]:
@@ -66,14 +69,6 @@ def blocks_from_series(steps: Sequence[Any], rates: Sequence[Any]) -> tuple[floa
     return tuple(blocks) if len(blocks) >= 2 else ()
 
 
-def _cv(xs: Sequence[float]) -> float | None:
-    """The relative stdev of the step times (:func:`cnnbench.analysis.repeat_stats.relative_stdev`, the one
-    definition of spread in the report and the sweep), as the run's own ``unstable`` check
-    computes it (:func:`cnnbench.engine.stability.coefficient_of_variation`, pyperf's), so that
-    the ``†`` mark and that warning agree."""
-    return relative_stdev(xs)
-
-
 def _number(value: Any) -> float | None:
     return float(value) if value.__class__ in (int, float) else None
 
@@ -82,31 +77,33 @@ class RunSample:
     """What the test needs from one ``ok`` run: its images/sec, the coefficient of variation
     of its step times, and (computed when first asked for) its block means."""
 
-    __slots__ = ("rate", "cv", "_blocks", "_times", "_images")
+    __slots__ = ("rate", "cv", "_blocks", "_summary", "_images")
 
     def __init__(self, rate: float, blocks: Sequence[float] = (), cv: float | None = None, *,
-                 step_times: Sequence[float] | None = None, images_per_step: float = 0.0) -> None:
+                 step_times: Sequence[float] | None = None, images_per_step: float = 0.0,
+                 summary: StepSummary | None = None) -> None:
         self.rate = rate
         """images/sec (``metrics.total_images_per_sec``)."""
         self.cv = cv
         """Coefficient of variation of the step times (std / mean), ``None`` when unknown."""
-        self._blocks: tuple[float, ...] | None = None if step_times is not None else tuple(blocks)
-        self._times = step_times
+        if summary is None and step_times is not None:
+            summary = summarize(step_times)
+        self._summary = summary
+        self._blocks: tuple[float, ...] | None = None if summary is not None else tuple(blocks)
         self._images = images_per_step
 
     @property
     def blocks(self) -> tuple[float, ...]:
         """Seconds per image of each block of consecutive steps (empty: no step samples)."""
         if self._blocks is None:
-            self._blocks = blocks_from_step_times(self._times or (), self._images)
-            self._times = None
+            self._blocks = _blocks(self._summary, self._images) if self._summary is not None else ()
         return self._blocks
 
     @property
     def has_blocks(self) -> bool:
         """Are there two or more blocks (without computing them)?"""
-        if self._blocks is None and self._times is not None:
-            return len(self._times) >= 2 and self._images > 0  # no batch size: no blocks (see blocks_from_step_times)
+        if self._blocks is None and self._summary is not None:
+            return self._summary.count >= 2 and self._images > 0  # no batch size: no blocks
         return len(self.blocks) >= 2
 
     @property
@@ -118,20 +115,19 @@ class RunSample:
         return f"RunSample(rate={self.rate!r}, cv={self.cv!r}, blocks={len(self.blocks)})"
 
 
-def _step_times(value: Any) -> list[float] | None:
-    """``metrics.step_times_s`` when it is a non-empty list of positive numbers."""
-    if not isinstance(value, list) or not value:
-        return None
-    try:
-        if min(value) <= 0:  # null, text or a list among the numbers: TypeError
-            return None
-    except TypeError:
-        return None
-    return value
+def _step_summary(value: Any) -> StepSummary | None:
+    """The summary of ``metrics.step_times_s`` when it is a non-empty list of positive numbers."""
+    summary = step_summary(value)
+    return summary if summary is not None and summary.minimum > 0 else None
 
 
 def run_sample(record: Mapping[str, Any]) -> RunSample | None:
-    """The sample of an ``ok`` record with a throughput (``None`` for others)."""
+    """The sample of an ``ok`` record with a throughput (``None`` for others).
+
+    Its coefficient of variation is the relative stdev of the step times (as
+    :func:`cnnbench.analysis.repeat_stats.relative_stdev` defines it for repeats, and as the
+    run's own ``unstable`` check computes it, :func:`cnnbench.engine.stability.coefficient_of_variation`,
+    pyperf's), so that the ``†`` mark and that warning agree."""
     if str(record.get("status") or "ok") != "ok":
         return None
     metrics = record.get("metrics")
@@ -140,13 +136,13 @@ def run_sample(record: Mapping[str, Any]) -> RunSample | None:
     rate = _number(metrics.get("total_images_per_sec"))
     if rate is None or rate <= 0:
         return None
-    times = _step_times(metrics.get("step_times_s"))
-    if times is not None:
+    summary = _step_summary(metrics.get("step_times_s"))
+    if summary is not None:
         config = record.get("config") or {}
         batch = _number(config.get("batch_size")) if isinstance(config, Mapping) else None
         devices = _number(config.get("num_devices")) if isinstance(config, Mapping) else None
         images = batch * (devices or 1) if batch else 0.0
-        return RunSample(rate, cv=_cv(times), step_times=times, images_per_step=images)
+        return RunSample(rate, cv=summary.relative_stdev, summary=summary, images_per_step=images)
     series = metrics.get("step_series")
     blocks: tuple[float, ...] = ()
     if isinstance(series, Mapping):

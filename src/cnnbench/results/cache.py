@@ -4,7 +4,9 @@ A store file's records, once read, checked and upgraded, are kept in a hidden fi
 it (``.<name>.jsonl.cache``) in a form that loads several times faster than the JSON:
 ``config`` and ``environment`` objects (the same for most runs of a machine) are stored
 once and copied per record, and the raw step times of all records are one column of
-float64s. Only files of :data:`MIN_BYTES` or more get one.
+float64s, beside a column of each run's step-time summary (count, mean, variance, blocks:
+:mod:`cnnbench.results.step_summary`, computed once when the cache is written and handed out
+with the step times). Only files of :data:`MIN_BYTES` or more get one.
 
 The cache covers the file's first ``end`` bytes (whole lines). It is used only while that
 prefix is unchanged: when the file's size, modification and change times and inode are
@@ -45,7 +47,8 @@ from typing import Any, BinaryIO
 
 import orjson
 
-from cnnbench.results import files
+from cnnbench.results import cache_shape, files
+from cnnbench.results import step_summary as summary
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +56,7 @@ MIN_BYTES = 1 << 20
 """Smallest results file that gets a cache (below this, parsing is as quick as loading one)."""
 
 _MAGIC = b"CNNBENCH-RECORD-CACHE\n"
-_FORMAT = 2
+_FORMAT = 3
 _HEAD_BYTES = 1 << 16
 _CHUNK = 1 << 22
 _SECTIONS = ("config", "environment")
@@ -85,7 +88,7 @@ def code_key() -> str:
         from cnnbench.results import migrate, record
 
         digest = hashlib.sha256(f"{_FORMAT}".encode())
-        for module in (record, migrate):
+        for module in (record, migrate, summary):
             digest.update(Path(str(module.__file__)).read_bytes())
         digest.update(repr(record._config_groups()).encode())
         _CODE_KEY.append(digest.hexdigest())
@@ -134,6 +137,11 @@ class CachedRecords:
     """Per record, how many step times it has in :attr:`steps` (-1: none there; kept in the row)."""
     steps: array | None = field(default_factory=lambda: array("d"))
     """Every record's step times, in order (None until read: a reader without step times skips them)."""
+    summaries: array | None = field(default_factory=lambda: array("d"))
+    """The step-time summaries (:func:`~cnnbench.results.step_summary.summary_column`) of the
+    records with step times here, but for the last ``len(means)`` (read with :attr:`steps`)."""
+    means: list[float] = field(default_factory=list)
+    """The means of the step times of the records added since :attr:`summaries` was made."""
     problems: list[ProblemLine] = field(default_factory=list)
     digest: Any = field(default_factory=hashlib.sha256, repr=False)
     """A running SHA-256 of the covered bytes, when known (whoever extends :attr:`end` updates
@@ -159,6 +167,7 @@ class CachedRecords:
             metrics[_STEPS] = None
             self.step_counts.append(len(times))
             self.steps.extend(times)
+            self.means.append(math.fsum(times) / len(times) if times else math.nan)
         else:
             self.step_counts.append(-1)
         self.rows.append(row)
@@ -197,20 +206,23 @@ class CachedRecords:
         sections = self.sections
         configs, environments = self.refs
         if step_times:
-            if self.steps is None:
+            if self.steps is None or self.summaries is None:
                 raise ValueError("step times were not read")
+            self.complete_summaries()
             counts = self.step_counts[:count]
             needed = sum(c for c in counts if c > 0)
             flat = (self.steps if needed == len(self.steps) else self.steps[:needed]).tolist()
-            at = 0
+            at = pos = 0
+            column, width, attached = self.summaries, summary.column_width, summary.StepTimes.from_column
             for row, config, environment, steps in zip(rows, configs, environments, counts, strict=False):
                 if config >= 0:
                     row["config"] = sections[config].copy()
                 if environment >= 0:
                     row["environment"] = sections[environment].copy()
                 if steps >= 0:
-                    row["metrics"][_STEPS] = flat[at:at + steps]
+                    row["metrics"][_STEPS] = attached(flat[at:at + steps], column, pos)
                     at += steps
+                    pos += width(steps)
         else:
             for row, config, environment in zip(rows, configs, environments, strict=False):
                 if config >= 0:
@@ -221,6 +233,14 @@ class CachedRecords:
                 if type(metrics) is dict:
                     metrics.pop(_STEPS, None)
         return rows
+
+    def complete_summaries(self) -> None:
+        """Add the summaries of the records added since to :attr:`summaries`."""
+        if self.means and self.steps is not None and self.summaries is not None:
+            counts = [c for c in self.step_counts if c >= 0][-len(self.means):]
+            start = len(self.steps) - sum(counts)
+            self.summaries.extend(summary.summary_column(self.steps, start, counts, self.means))
+            self.means = []
 
     def _rows_payload(self) -> bytes:
         return orjson.dumps([self.end, self.next_line, self.sections, self.rows, list(self.refs), self.step_counts,
@@ -236,42 +256,10 @@ class CachedRecords:
             position, line, text = p
             lines.append(ProblemLine(position, line, base64.b64decode(text, validate=True)))
         cached = cls(end=end, digest=None, next_line=next_line, sections=sections, rows=rows, refs=tuple(refs),
-                     step_counts=counts, steps=None, problems=lines)
-        _check_shape(cached)
+                     step_counts=counts, steps=None, summaries=None, problems=lines)
+        cache_shape.check_shape(cached, len(_SECTIONS))
         cached._section_index = {orjson.dumps(s): i for i, s in enumerate(sections)}  # -1s are found again
         return cached
-
-
-def _check_shape(cached: CachedRecords) -> None:
-    """Raise an error unless the loaded parts fit together (a cache is data from disk)."""
-    n = len(cached.rows)
-    fits = _parts_fit(cached) and _refs_fit(cached, n) and _counts_fit(cached, n) and _problems_fit(cached, n)
-    with_steps = [row.get("metrics") for row, count in zip(cached.rows, cached.step_counts, strict=True)
-                  if count >= 0]
-    if not fits or not {dict}.issuperset(map(type, with_steps)):
-        raise ValueError("parts of the cache do not fit together")
-
-
-def _parts_fit(cached: CachedRecords) -> bool:
-    return (type(cached.end) is int and type(cached.next_line) is int
-            and {dict}.issuperset(map(type, cached.rows)) and {dict}.issuperset(map(type, cached.sections)))
-
-
-def _refs_fit(cached: CachedRecords, n: int) -> bool:
-    """A list of section indexes per section kind, one per row, each -1 or a section."""
-    return len(cached.refs) == len(_SECTIONS) and all(
-        type(r) is list and len(r) == n and {int}.issuperset(map(type, r))
-        and (not r or min(r) >= -1 and max(r) < len(cached.sections)) for r in cached.refs)
-
-
-def _counts_fit(cached: CachedRecords, n: int) -> bool:
-    return (type(cached.step_counts) is list and len(cached.step_counts) == n
-            and {int}.issuperset(map(type, cached.step_counts)))
-
-
-def _problems_fit(cached: CachedRecords, n: int) -> bool:
-    return all(type(p.position) is int and 0 <= p.position <= n and type(p.line) is int
-               and type(p.raw) is bytes for p in cached.problems)
 
 
 def _hash_prefix(f: BinaryIO, size: int) -> Any:
@@ -327,7 +315,9 @@ def load(path: Path, f: BinaryIO, st: os.stat_result, *, step_times: bool) -> tu
                 raise ValueError("header and records disagree")
             cached.digest = digest
             if step_times or touched or st.st_size > end:  # wanted, or needed to write the cache again
-                cached.steps = _read_steps(c, header)
+                cached.steps = _read_column(c, header, "steps")
+                cached.summaries = _read_column(c, header, "summaries")
+                cache_shape.check_columns(cached)
             return cached, touched
     except FileNotFoundError:
         return None, True
@@ -336,13 +326,13 @@ def load(path: Path, f: BinaryIO, st: os.stat_result, *, step_times: bool) -> tu
         return None, True
 
 
-def _read_steps(c: BinaryIO, header: dict[str, Any]) -> array:
-    data = c.read(header["steps_size"])
-    if hashlib.sha256(data).hexdigest() != header["steps"]:
-        raise ValueError("damaged (checksum of the step times)")
-    steps = array("d")
-    steps.frombytes(data)
-    return steps
+def _read_column(c: BinaryIO, header: dict[str, Any], name: str) -> array:
+    data = c.read(header[f"{name}_size"])
+    if hashlib.sha256(data).hexdigest() != header[name]:
+        raise ValueError(f"damaged (checksum of the {name})")
+    column = array("d")
+    column.frombytes(data)
+    return column
 
 
 ABANDONED_S = 3600.0
@@ -366,20 +356,23 @@ def write(path: Path, f: BinaryIO, st: os.stat_result, cached: CachedRecords) ->
     where = cache_path(path)
     _remove_abandoned(where)
     try:
-        if cached.steps is None:
+        if cached.steps is None or cached.summaries is None:
             raise ValueError("its step times were not read")
+        cached.complete_summaries()
         body = cached._rows_payload()
-        steps = cached.steps.tobytes()
+        steps, summaries = cached.steps.tobytes(), cached.summaries.tobytes()
         header = orjson.dumps({
             "code": code_key(), "end": cached.end, "stat": _stat_key(st), "head": _head_hash(f, cached.end),
             "prefix": (cached.digest or _hash_prefix(f, cached.end)).hexdigest(),
             "rows_size": len(body), "rows": hashlib.sha256(body).hexdigest(),
             "steps_size": len(steps), "steps": hashlib.sha256(steps).hexdigest(),
+            "summaries_size": len(summaries), "summaries": hashlib.sha256(summaries).hexdigest(),
         })
         with files.replacing(where) as out:  # .<cache name>.<random>.tmp, then renamed over it
             out.write(_MAGIC + _HEADER.pack(len(header)) + header)
             out.write(body)
             out.write(steps)
+            out.write(summaries)
         log.debug("wrote cache %s (%d records, %d bytes covered)", where, len(cached.rows), cached.end)
     except Exception as exc:
         log.debug("cannot write cache %s (%s: %s)", where, type(exc).__name__, exc)

@@ -12,10 +12,10 @@ import orjson
 from cnnbench.results.migrate import migrate
 from cnnbench.results.record import (
     MAX_DEPTH,
+    MAX_FIGURE,
     RecordError,
     check_record,
     drop_unusable_figures,
-    may_hold_unusable_figures,
 )
 
 
@@ -42,6 +42,7 @@ def problem(text: str, *, kept: bool) -> StoreProblem:
 def parse_line(raw: bytes, parse: Any, *, truncated: bool) -> tuple[dict[str, Any] | None, str | None]:
     """A valid, current record from one line, or why there is none; or both: a record whose
     unusable figures were replaced by null, and what they were."""
+    fallbacks = _FALLBACKS[0]
     try:
         rec = parse(raw)
     except RecursionError:
@@ -60,7 +61,7 @@ def parse_line(raw: bytes, parse: Any, *, truncated: bool) -> tuple[dict[str, An
         check_record(rec, shallow=raw.count(b"{") + raw.count(b"[") <= MAX_DEPTH)
     except RecordError as exc:
         return None, str(exc)
-    if may_hold_unusable_figures(raw):
+    if _FALLBACKS[0] != fallbacks or not _metrics_in_range(rec.get("metrics")):
         dropped = drop_unusable_figures(rec)
         if dropped:
             return rec, "; ".join(dropped) + ": shown as not available"
@@ -74,7 +75,32 @@ def loads(raw: bytes) -> Any:
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError:
+        _FALLBACKS[0] += 1
         return json.loads(raw)
+
+
+_FALLBACKS = [0]
+"""How many lines :func:`loads` gave to the standard library's parser: a line read by orjson
+holds no NaN, no infinity and no integer beyond 64 bits (orjson refuses them), so of the
+figures :func:`~cnnbench.results.record.drop_unusable_figures` replaces it can hold only a
+metric over :data:`~cnnbench.results.record.MAX_FIGURE`; any other line is walked whole."""
+
+
+def _metrics_in_range(value: Any) -> bool:
+    """True when no number in ``metrics`` (of a line orjson read) is larger in size than
+    :data:`~cnnbench.results.record.MAX_FIGURE`; False when one may be (the walk decides).
+    A list of numbers (step times) is bounded by its ``min`` and ``max``, in C."""
+    kind = type(value)
+    if kind is float or kind is int:
+        return -MAX_FIGURE <= value <= MAX_FIGURE
+    if kind is dict:
+        return all(map(_metrics_in_range, value.values()))
+    if kind is list and value:
+        try:
+            return min(value) >= -MAX_FIGURE and max(value) <= MAX_FIGURE
+        except TypeError:  # not all numbers (objects, text, null): item by item
+            return all(map(_metrics_in_range, value))
+    return True
 
 
 _STEP_KEY = b'"step_times_s":['

@@ -1,0 +1,190 @@
+"""A run's step times summed up once: count, mean, variance, smallest, and the sums of its
+blocks of consecutive steps (the batch means the significance test takes its samples from).
+
+These are facts of one record, so they live here, in ``results``: the parsed-record cache
+(:mod:`cnnbench.results.cache`) keeps them beside the step times, and a cached read hands each
+record's ``metrics.step_times_s`` out as a :class:`StepTimes` list that carries its summary.
+:func:`step_summary` gives the summary of any list (computed when it has none, or after the list
+was changed). The analysis layer (``cnnbench.analysis.samples``) reads them; nothing here
+imports it. Every figure is computed exactly as the analysis always did (``math.fsum`` for the
+mean, then the squares of the deviations added in order; block sums added in order), so a
+summary from the cache equals one computed from the list, to the bit.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from array import array
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+MIN_BLOCKS = 10
+"""Fewest blocks a run's steps are cut into (when it has that many steps)."""
+
+
+def block_size(n: int) -> int:
+    """Steps per block for ``n`` steps: about ∛n, keeping at least :data:`MIN_BLOCKS` blocks
+    (10 steps: blocks of 1; 100 steps: 20 blocks of 5; 10,000 steps: 454 blocks of 22)."""
+    return max(1, min(round(n ** (1.0 / 3.0)), n // MIN_BLOCKS)) if n > 0 else 1
+
+
+def block_count(n: int) -> int:
+    return n // block_size(n) if n > 0 else 0
+
+
+@dataclass(frozen=True, slots=True)
+class StepSummary:
+    """What the reports need from a run's step times, without the step times."""
+
+    count: int
+    mean: float
+    """``math.fsum`` of the steps over their number."""
+    variance: float | None
+    """Sample variance (``n - 1``) around :attr:`mean`; ``None`` for fewer than two steps."""
+    minimum: float
+    block_sums: tuple[float, ...]
+    """Sums of consecutive blocks of :func:`block_size` steps, the leading steps that do not
+    fill a block left out (they are the ones nearest to the warm-up)."""
+
+    @property
+    def relative_stdev(self) -> float | None:
+        """Standard deviation over mean, as :func:`cnnbench.analysis.repeat_stats.relative_stdev`
+        computes it from the steps (``None`` for fewer than two steps or a mean not above 0)."""
+        if self.variance is None or not self.mean > 0:
+            return None
+        return math.sqrt(self.variance) / self.mean
+
+
+def summarize(times: Sequence[Any]) -> StepSummary | None:
+    """The summary of a non-empty list of numbers (``None`` for anything else)."""
+    n = len(times)
+    if n == 0:
+        return None
+    try:
+        smallest = min(times)
+        mean = math.fsum(times) / n
+    except (TypeError, ValueError, OverflowError):
+        return None
+    variance = None
+    if n >= 2:
+        dev = [x - mean for x in times]
+        variance = sum(map(operator.mul, dev, dev)) / (n - 1)
+    size = block_size(n)
+    count = n // size
+    start = n - count * size
+    sums = tuple(sum(times[start + i * size: start + (i + 1) * size]) for i in range(count))
+    return StepSummary(n, mean, variance, smallest, sums)
+
+
+# --- the cache's column: per run with step times, mean, variance, smallest, then its block sums
+
+
+def column_width(n: int) -> int:
+    """How many float64s the summary of ``n`` step times takes in the cache's column."""
+    return 3 + block_count(n)
+
+
+def summary_column(steps: array, start: int, counts: Sequence[int], means: Sequence[float]) -> array:
+    """The column of the summaries of consecutive runs: ``counts`` step times each (all of them
+    floats, one after another in ``steps`` from index ``start``), whose means (``math.fsum``
+    over the count) are ``means``. Computed over arrays (numpy), adding in the order
+    :func:`summarize` adds, so every figure equals its one to the bit."""
+    import numpy as np  # only where a cache is written
+
+    flat = np.frombuffer(steps, dtype=np.float64)
+    out = array("d")
+    at = start
+    i = 0
+    while i < len(counts):  # runs of consecutive records with the same number of steps, as arrays
+        n = counts[i]
+        j = i
+        while j < len(counts) and counts[j] == n:
+            j += 1
+        block = np.empty((j - i, column_width(n)))
+        block[:, :3] = np.nan
+        if n > 0:
+            x = flat[at:at + (j - i) * n].reshape(j - i, n)
+            mean = np.asarray(means[i:j], dtype=np.float64)
+            block[:, 0] = mean
+            if n >= 2:
+                dev = x - mean[:, None]
+                block[:, 1] = np.add.accumulate(dev * dev, axis=1)[:, -1] / (n - 1)
+            block[:, 2] = x.min(axis=1)
+            size, nblocks = block_size(n), block_count(n)
+            tail = x[:, n - nblocks * size:].reshape(j - i, nblocks, size)
+            block[:, 3:] = np.add.accumulate(tail, axis=2)[:, :, -1]
+        out.frombytes(block.tobytes())
+        at += (j - i) * n
+        i = j
+    return out
+
+
+def from_column(column: Sequence[float], at: int, n: int) -> StepSummary | None:
+    """The summary of ``n`` step times at position ``at`` of a column."""
+    if n <= 0:
+        return None
+    variance = column[at + 1]
+    return StepSummary(n, column[at], None if n < 2 else variance, column[at + 2],
+                       tuple(column[at + 3:at + column_width(n)]))
+
+
+class StepTimes(list):
+    """A list of step times that knows its :class:`StepSummary` (read from the cache, where
+    :meth:`from_column` finds it); any change to the list forgets it. Anything that takes a
+    list takes it (JSON writers write a list)."""
+
+    __slots__ = ("_summary", "_column", "_at")
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self._summary: StepSummary | None = None
+        self._column: Sequence[float] | None = None
+        self._at = 0
+
+    @classmethod
+    def from_column(cls, times: Any, column: Sequence[float], at: int) -> StepTimes:
+        """``times`` (an iterable of floats) whose summary is at ``at`` in ``column``."""
+        made = cls(times)
+        made._column, made._at = column, at
+        return made
+
+    @property
+    def summary(self) -> StepSummary | None:
+        if self._summary is None:
+            if self._column is not None:
+                self._summary = from_column(self._column, self._at, len(self))
+                self._column = None
+            else:
+                self._summary = summarize(self)
+        return self._summary
+
+    def forget(self) -> None:
+        self._summary = self._column = None
+
+
+def _forgetting(name: str) -> Any:
+    method = getattr(list, name)
+
+    def changed(self: StepTimes, *args: Any, **kwargs: Any) -> Any:
+        self.forget()
+        return method(self, *args, **kwargs)
+
+    changed.__name__ = name
+    return changed
+
+
+for _name in ("__setitem__", "__delitem__", "__iadd__", "__imul__", "append", "extend", "insert", "pop", "remove",
+              "clear", "sort", "reverse"):
+    setattr(StepTimes, _name, _forgetting(_name))
+
+
+def step_summary(times: Any) -> StepSummary | None:
+    """The summary of ``metrics.step_times_s``: the one a cached read attached, else computed
+    (and kept on a :class:`StepTimes`). ``None`` when it is no non-empty list of numbers."""
+    if type(times) is StepTimes:
+        return times.summary
+    if not isinstance(times, list):
+        return None
+    return summarize(times)
