@@ -272,3 +272,14 @@ def test_across_nodes_the_slower_inter_link_costs_more():
     assert eth.rows[0].images_per_sec < ib.rows[0].images_per_sec
     four = predict_scaling([one], PredictOptions(devices=(16,), strategies=("replicated",), nodes=4), _no_lookup)
     assert four.rows[0].nodes == 4
+
+
+def test_cpu_workers_on_one_host_share_its_cores_as_run_gives_them_threads():
+    shared = base(device="cpu", batch_size=16, host_cpus=2, threads=2)  # run's default: cores / workers
+    fixed = base(device="cpu", batch_size=16, host_cpus=2, threads=1, threads_per_worker=1)  # each its own core
+    crowded = base(device="cpu", batch_size=16, host_cpus=2, threads=1, threads_per_worker=1)
+    s = scenario("loopback")
+    assert predict(shared, "independent", 2, 1, s).images_per_sec == pytest.approx(shared.images_per_sec)
+    assert predict(fixed, "independent", 2, 1, s).images_per_sec == pytest.approx(2 * fixed.images_per_sec)
+    # four single-thread workers on two cores take turns: no faster than two
+    assert predict(crowded, "independent", 4, 1, s).images_per_sec == pytest.approx(2 * crowded.images_per_sec)

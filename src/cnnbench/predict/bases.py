@@ -114,7 +114,17 @@ def _base(key: tuple[tuple[str, Any], ...], recs: Sequence[Mapping[str, Any]], c
                 bucket_bytes=float(bucket) * 2**20 if _positive(bucket) else DEFAULT_BUCKET_BYTES,
                 machine=str(values["machine"]), environment=env,
                 input_rate_per_core=_input_rate(first, pipeline),
-                host_cpus=env.get("available_cpus") or env.get("cpu_threads"))
+                host_cpus=env.get("available_cpus") or env.get("cpu_threads"), threads=_threads(first),
+                threads_per_worker=get_value(first, "config.threads_per_worker"))
+
+
+def _threads(record: Mapping[str, Any]) -> int | None:
+    """The torch threads a one-device run computed with (its worker's, else the environment's)."""
+    per_device = get_value(record, "metrics.per_device_torch_threads")
+    if isinstance(per_device, list) and per_device and _positive(per_device[0]):
+        return int(per_device[0])
+    threads = get_value(record, "environment.torch_num_threads")
+    return int(threads) if _positive(threads) else None
 
 
 def _params(record: Mapping[str, Any], cost_lookup: CostLookup) -> int | None:

@@ -63,6 +63,10 @@ class Base:
     environment: dict[str, Any] = field(default_factory=dict, compare=False)
     input_rate_per_core: float | None = None
     host_cpus: int | None = None
+    threads: int | None = None
+    """CPU: the torch threads the one-device run computed with (None: all of ``host_cpus``)."""
+    threads_per_worker: int | None = None
+    """CPU: ``--threads-per-worker`` of the records (None: the host's cores divided among workers)."""
 
     @property
     def images_per_sec(self) -> float:
@@ -112,8 +116,15 @@ def predict(base: Base, strategy: str, devices: int, nodes: int, scenario: Scena
 
 
 def _core_share(base: Base, per_node: int) -> float:
-    """How much longer each worker computes: CPU workers on one host split its cores."""
-    return float(per_node) if base.device == "cpu" else 1.0
+    """How much longer each worker computes than the one-device run: CPU workers on one host
+    split its cores (``run``'s default: cores / workers threads each; ``--threads-per-worker``: that
+    many, but no more than the worker's share of the cores), at a time proportional to 1 / threads."""
+    if base.device != "cpu":
+        return 1.0
+    cores = base.host_cpus or base.threads or 1
+    alone = base.threads or cores
+    mine = base.threads_per_worker or max(1, cores // per_node)
+    return alone / min(mine, cores / per_node)
 
 
 def _exchange(base: Base, strategy: str, per_node: int, nodes: int, scenario: Scenario,
