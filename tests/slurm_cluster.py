@@ -106,8 +106,13 @@ class SlurmCluster:
              lambda: f"sinfo: {self.node_states()}\n" + self.logs())
 
     def resume(self, node: str) -> None:
-        """Bring a drained or down node back."""
-        self.run("scontrol", "update", f"nodename={node}", "state=resume")
+        """Bring a drained or down node back (with ReturnToService=2 a down node whose slurmd answers may
+        already be back), and wait until it is idle."""
+        if self.node_states().get(node) != "idle":
+            out = self.run("scontrol", "update", f"nodename={node}", "state=resume", check=False)
+            if out.returncode != 0 and "Invalid node state" not in out.stderr:
+                raise RuntimeError(f"scontrol could not resume {node}: {out.stderr.strip()}")
+        poll(lambda: self.node_states().get(node) == "idle", START_DEADLINE_S, f"{node} idle", self.logs)
 
     def jobs(self) -> list[str]:
         out = self.run("squeue", "-h", "-o", "%i %T", check=False)

@@ -125,3 +125,264 @@ def test_a_suite_submitted_to_slurm_records_every_case_where_its_executor_block_
         ("box-b", "resnet18", 2), ("box-b", "trivial", 2), ("box-b", "trivial", 4)]
     code, out = sweep(capsys, suite, "--executor", "slurm", "--results-dir", results)
     assert code == 0 and "0 cases submitted; left alone: 6 recorded ok" in out, out
+
+
+# -- without a cluster: what is refused before anything is submitted, and how Slurm's states are read -----------
+
+
+def test_a_device_count_that_does_not_divide_over_its_nodes_is_refused_before_anything_is_submitted(tmp_path, capsys):
+    suite = write_suite(tmp_path, "split", base={**FAST, "num_devices": 3}, matrix={"nodes": [1, 2]})
+    code, out = sweep(capsys, suite, "--executor", "slurm", "--results-dir", tmp_path / "r")
+    assert code == 2
+    assert out.strip().endswith("case num_nodes=2: num_devices 3 does not divide over 2 nodes (each node runs "
+                                "num_devices / nodes workers)")
+    assert len(out.strip().splitlines()) == 1 and not (tmp_path / "r").exists()
+
+
+def test_a_local_sweep_refuses_a_case_over_several_nodes_in_one_line(tmp_path, capsys):
+    suite = write_suite(tmp_path, "multi", base=FAST, matrix={"nodes": [1, 2]})
+    code, out = sweep(capsys, suite, "--results-dir", tmp_path / "r")
+    assert code == 2 and len(out.strip().splitlines()) == 1
+    assert "case num_nodes=2: nodes=2 runs on a cluster (cnnbench sweep --executor slurm)" in out
+    assert not list((tmp_path).glob("r/*.jsonl"))
+
+
+@pytest.mark.parametrize("block, message", [
+    ({"partition": "a", "partitions": "b"}, "executor: unknown key 'partitions'"),
+    ({"time_min": 0}, "executor.time_min: must be a whole number > 0 (got 0)"),
+    ({"machines": {"epyc": {"qos": ""}}}, "executor.machines.epyc.qos: must be non-empty text"),
+    ({"slurm_args": {"bad key": "x"}}, "executor.slurm_args: 'bad key' is not an sbatch option name"),
+])
+def test_a_bad_executor_block_is_refused_when_the_suite_is_read(tmp_path, capsys, block, message):
+    suite = write_suite(tmp_path, "bad", base=FAST, executor=block)
+    code, out = sweep(capsys, suite, "--executor", "slurm", "--dry-run")
+    assert code == 2 and message in out, out
+
+
+def _planned(tmp_path, monkeypatch, *flags, **suite_data):
+    """What a submit would ask of Slurm: the (resources, case descriptions) of each job array, nothing submitted."""
+    from cnnbench.sweep.slurm import submit
+
+    arrays = []
+
+    def fake(request, resources, group):
+        arrays.append((resources, [u.name for u in group]))
+        return [submit.JobEntry(request.suite.name, u.case.key, u.label, f"{len(arrays)}_{i}")
+                for i, u in enumerate(group)]
+
+    monkeypatch.setattr(submit, "_submit_array", fake)
+    suite = write_suite(tmp_path, "plan", **suite_data)
+    assert main(["sweep", str(suite), "--executor", "slurm", "--results-dir", str(tmp_path / "r"), *flags]) == 0
+    return arrays
+
+
+def test_each_case_asks_slurm_for_its_own_resources_and_equal_requests_share_an_array(tmp_path, monkeypatch):
+    arrays = _planned(
+        tmp_path, monkeypatch, "--account", "bench", "--slurm-arg", "container-image=nvcr.io#pytorch:24.05",
+        base={k: v for k, v in {**FAST, "num_devices": 4}.items() if k != "device"}, timeout_s=600,
+        matrix={"nodes": [1, 2], "device": ["cpu", "cuda"]},
+        include=[{"model": "trivial", "host_cpus": 6},
+                 {"model": "resnet18", "synthetic_location": "loader", "num_workers": 2}],
+        executor={"startup_s": 120, "partition": "cpu", "machines": {"gpu-box": {"partition": "gpu", "qos": "hi"}}})
+    by = {tuple(names): r for r, names in arrays}
+    for r, _ in arrays:
+        assert r.time_min == 12 and r.account == "bench"  # (600 + 120) s in whole minutes; the flag
+        assert dict(r.slurm_args) == {"container-image": "nvcr.io#pytorch:24.05"}
+        assert r.partition == "gpu" and r.qos == "hi"  # every case runs as the one machine the block names
+    requests = sorted((r.nodes, r.gpus_per_node, r.cpus_per_task) for r in by.values())
+    # 4 workers on 1 node or 2 per node on 2; GPUs only on cuda; CPUs: host_cpus, else a worker and its loaders each
+    assert requests == [(1, 0, 4), (1, 0, 6), (1, 0, 12), (1, 4, 4), (2, 0, 2), (2, 2, 2)]
+    assert all(len(names) == 1 and names[0].endswith("on gpu-box") for names in by)
+    params = next(r for r in by.values() if r.gpus_per_node == 2).submitit_parameters()
+    assert params["nodes"] == 2 and params["gpus_per_node"] == 2 and params["ntasks_per_node"] == 1
+    assert params["additional_parameters"] == {"no_requeue": True, "container_image": "nvcr.io#pytorch:24.05"}
+
+
+def test_the_command_line_wins_over_the_executor_block_and_cases_run_once_per_machine(tmp_path, monkeypatch):
+    arrays = _planned(tmp_path, monkeypatch, "--partition", "big", "--max-concurrent", "3",
+                      base=FAST, matrix={"batch_size": [2, 4]},
+                      executor={"time_min": 5, "machines": {"a": {"partition": "pa"}, "b": {"partition": "pb"}}})
+    assert len(arrays) == 1
+    resources, names = arrays[0]
+    assert resources.partition == "big" and resources.time_min == 5
+    assert sorted(names) == ["batch_size=2 #1 on a", "batch_size=2 #1 on b", "batch_size=4 #1 on a",
+                             "batch_size=4 #1 on b"]
+
+
+def test_a_store_whose_file_system_refuses_locks_is_refused_when_the_sweep_starts(tmp_path, monkeypatch, capsys):
+    import errno
+
+    from cnnbench.results import locking
+
+    def refuse(fd, op):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(locking.fcntl, "flock", refuse)
+    suite = write_suite(tmp_path, "nolock", base=FAST)
+    code, out = sweep(capsys, suite, "--executor", "slurm", "--results-dir", tmp_path / "r")
+    assert code == 1 and len(out.strip().splitlines()) == 1
+    assert "the file system refuses file locks (ENOLCK: No locks available)" in out
+    assert "NFSv4, Lustre mounted with -o flock" in out and not (tmp_path / "r" / ".slurm").exists()
+
+    def unsupported(fd, op):
+        raise OSError(errno.EOPNOTSUPP, "Operation not supported")
+
+    monkeypatch.setattr(locking.fcntl, "flock", unsupported)
+    code, out = sweep(capsys, suite, "--executor", "slurm", "--results-dir", tmp_path / "r")
+    assert code == 1 and "(EOPNOTSUPP: Operation not supported)" in out
+
+
+def test_a_node_whose_environment_differs_runs_nothing_and_records_why(tmp_path, monkeypatch):
+    import dataclasses
+
+    from cnnbench.sweep import runner
+    from cnnbench.sweep.slurm.job import JobSpec, environment_here, run_job
+    from cnnbench.sweep.suite import load_suite
+
+    monkeypatch.setattr(runner, "preload_engine", lambda: pytest.fail("work started on a refused node"))
+    monkeypatch.setenv("SLURM_JOB_ID", "77")
+    suite = load_suite(write_suite(tmp_path, "env", base=FAST))
+    submitted = {**environment_here(), "cnnbench_version": "9.9", "python": "/opt/other/bin/python"}
+    spec = JobSpec(dataclasses.replace(suite, cases=suite.cases[:1]), str(tmp_path / "r"), "box", submitted)
+    outcome = run_job(spec)
+    assert outcome["status"] == "error"
+    (record,) = records(tmp_path / "r")
+    assert record["status"] == "error" and record["slurm"]["job_id"] == "77"
+    assert f"cnnbench_version {__version__} here, 9.9 where the sweep was submitted" in record["error"]
+    assert f"python {sys.executable} here, /opt/other/bin/python where the sweep was submitted" in record["error"]
+    assert record["environment"]["machine"] == "box"
+
+
+def _follow_with(tmp_path, monkeypatch, states, attempts=None):
+    """``--status`` of a three-case suite whose jobs Slurm reports as ``states`` (job id -> JobState)."""
+    from cnnbench.sweep.slurm import follow as follow_module
+    from cnnbench.sweep.slurm.ledger import JobEntry, append_jobs
+    from cnnbench.sweep.slurm.submit import sweep_status
+    from cnnbench.sweep.suite import load_suite
+
+    suite = load_suite(write_suite(tmp_path, "fates", base=FAST, matrix={"batch_size": [1, 2, 3]}))
+    results = tmp_path / "r"
+    append_jobs(results, [JobEntry(suite.name, c.key, None, f"5_{i}", (attempts or {}).get(i, 1), folder="/none")
+                          for i, c in enumerate(suite.cases)])
+    monkeypatch.setattr(follow_module, "job_states", lambda ids: {i: states[i] for i in ids if i in states})
+    return suite, results, sweep_status
+
+
+def test_jobs_slurm_ended_become_records_with_slurms_reason_and_never_started_ones_do_not(tmp_path, monkeypatch):
+    from cnnbench.sweep.slurm.states import JobState
+
+    states = {"5_0": JobState("5_0", "OUT_OF_MEMORY", nodes="n1", exit_code="0:125", elapsed="00:00:09",
+                              time_limit="00:05:00"),
+              "5_1": JobState("5_1", "CANCELLED", started=False),
+              "5_2": JobState("5_2", "FAILED", nodes="n2", exit_code="1:0")}
+    suite, results, status = _follow_with(tmp_path, monkeypatch, states)
+    units = status(suite, results)
+    assert [(u.state, u.status) for u in units] == [("done", "oom"), ("never started", None), ("done", "error")]
+    got = {r["slurm"]["job_id"]: r for r in records(results)}
+    assert sorted(got) == ["5_0", "5_2"]  # the job that never ran is shown, not recorded
+    assert got["5_0"]["status"] == "oom" and got["5_0"]["slurm"]["state"] == "OUT_OF_MEMORY"
+    assert got["5_0"]["error"].startswith("Slurm job 5_0 ran out of the memory Slurm gave it and was killed "
+                                          "(Slurm: OUT_OF_MEMORY, on n1, exit code 0:125, ran 00:00:09 of 00:05:00)")
+    assert got["5_2"]["error"].startswith("Slurm job 5_2 failed before the case could be recorded")
+    assert {r["case_key"] for r in got.values()} == {suite.cases[0].key, suite.cases[2].key}
+    status(suite, results)  # asked again (another shell): recorded once
+    assert len(records(results)) == 2
+    assert "never started    batch_size=2 #1  job 5_1 (CANCELLED)" in [u.describe() for u in units]
+
+
+def test_a_case_preempted_once_is_submitted_again_and_a_second_preemption_is_recorded(tmp_path, monkeypatch):
+    from cnnbench.sweep.slurm import submit
+    from cnnbench.sweep.slurm.states import JobState
+
+    states = {f"5_{i}": JobState(f"5_{i}", "PREEMPTED", nodes="n1") for i in range(3)}
+    states["5_2"] = JobState("5_2", "RUNNING", nodes="n2")
+    suite, results, status = _follow_with(tmp_path, monkeypatch, states, attempts={1: 2})
+    assert [(u.state, u.status) for u in status(suite, results)] == [
+        ("preempted", None), ("done", "error"), ("running", None)]
+    (record,) = records(results)
+    assert "was preempted by Slurm" in record["error"] and record["case_key"] == suite.cases[1].key
+    sent = []
+    monkeypatch.setattr(submit, "_submit_array", lambda request, resources, group: sent.extend(group) or [
+        submit.JobEntry(suite.name, u.case.key, None, f"6_{i}", submit._attempt(u)) for i, u in enumerate(group)])
+    submit.submit_sweep(submit.SlurmRequest(suite, results))
+    # the preempted case again (its second attempt) and the recorded error; the running one is left alone
+    assert [(u.case.key, submit._attempt(u)) for u in sent] == [(suite.cases[0].key, 2), (suite.cases[1].key, 1)]
+
+
+# -- on the cluster: resume, cancel, Slurm's failures -------------------------------------------------------------
+
+
+def _submit(capsys, suite: Path, results: Path, *flags: str) -> str:
+    code, out = sweep(capsys, suite, "--executor", "slurm", "--results-dir", results, *flags)
+    assert code == 0, out
+    return out
+
+
+@pytest.mark.slow
+def test_a_new_submit_runs_only_what_is_not_yet_recorded_ok(slurm_cluster, tmp_path, capsys):
+    results = tmp_path / "results"
+    suite = write_suite(tmp_path, "grow", base=FAST, matrix={"batch_size": [2, 4]}, executor={"time_min": 5})
+    assert "2 cases submitted" in _submit(capsys, suite, results)
+    wait_for(capsys, suite, results, lambda ls: all(x.startswith("done (ok)") for x in ls), "both cases ok")
+    suite = write_suite(tmp_path, "grow", base=FAST, matrix={"batch_size": [2, 4, 8]}, executor={"time_min": 5})
+    assert "1 case submitted; left alone: 2 recorded ok" in _submit(capsys, suite, results)
+    lines = wait_for(capsys, suite, results, lambda ls: all(x.startswith("done (ok)") for x in ls), "all three ok")
+    assert len(lines) == 3
+    assert sorted(r["config"]["batch_size"] for r in records(results)) == [2, 4, 8]  # none run twice
+
+
+@pytest.mark.slow
+def test_cancel_cancels_only_the_sweeps_jobs_and_a_new_submit_resumes_what_did_not_finish(slurm_cluster, tmp_path,
+                                                                                        capsys):
+    other = slurm_cluster.run("sbatch", "--parsable", "-p", "second", "-o", "/dev/null", "--wrap",
+                              "sleep 600").stdout.strip()
+    results = tmp_path / "results"
+    suite = write_suite(tmp_path, "stop", base=FAST, timeout_s=600,  # the base case, then two that run on
+                        include=[{**LONG, "batch_size": 4}, {**LONG, "batch_size": 8}], executor={"partition": "main"})
+    _submit(capsys, suite, results, "--max-concurrent", "1")
+    wait_for(capsys, suite, results, lambda ls: ls[0].startswith("done (ok)") and ls[1].startswith("running"),
+             "the first case ok and the second running")
+    code, out = sweep(capsys, suite, "--cancel", "--results-dir", results)
+    assert code == 0 and out.startswith("cancelled 2 jobs:"), out
+    lines = wait_for(capsys, suite, results, lambda ls: not any(x.startswith(("running", "pending", "ending"))
+                                                                for x in ls), "the cancelled jobs to end")
+    assert lines[0].startswith("done (ok)")
+    assert lines[1].startswith("done (error)") and "CANCELLED" in lines[1]  # it had started: recorded
+    assert lines[2].startswith("never started") and "CANCELLED" in lines[2]  # it had not: shown only
+    assert any(line.startswith(other) for line in slurm_cluster.jobs())  # not the sweep's: untouched
+    (cancelled,) = [r for r in records(results) if r["status"] != "ok"]
+    assert cancelled["config"]["batch_size"] == 4 and "was cancelled" in cancelled["error"]
+
+    out = _submit(capsys, suite, results)
+    assert "2 cases submitted; left alone: 1 recorded ok" in out
+    wait_for(capsys, suite, results, lambda ls: ls[1].startswith(("running", "pending")), "resubmitted")
+    slurm_cluster.run("scancel", other)
+    code, out = sweep(capsys, suite, "--cancel", "--results-dir", results)
+    assert code == 0 and out.startswith("cancelled 2 jobs:")
+    slurm_cluster.wait_idle()
+
+
+@pytest.mark.slow
+def test_a_job_past_its_slurm_time_limit_and_one_whose_node_goes_down_are_recorded(slurm_cluster, tmp_path, capsys):
+    results = tmp_path / "results"
+    late = write_suite(tmp_path, "late", base=LONG, timeout_s=600,
+                       executor={"time_min": 1, "partition": "main", "slurm_args": {"nodelist": "n1"}})
+    lost = write_suite(tmp_path, "lost", base=LONG, timeout_s=600, executor={"partition": "second"})
+    _submit(capsys, late, results)
+    _submit(capsys, lost, results)
+    wait_for(capsys, lost, results, lambda ls: ls[0].startswith("running"), "the case on n2 to run")
+    slurm_cluster.run("scontrol", "update", "nodename=n2", "state=down", "reason=cnnbench-test")
+    try:
+        (line,) = wait_for(capsys, lost, results, lambda ls: ls[0].startswith("done"), "n2's case to be recorded")
+        assert line.startswith("done (error)") and "NODE_FAIL" in line and "n2" in line
+        (line,) = wait_for(capsys, late, results, lambda ls: ls[0].startswith("done"), "the late case to be recorded")
+        assert line.startswith("done (timeout)") and "TIMEOUT" in line
+    finally:
+        slurm_cluster.resume("n2")
+    got = {r["suite_name"]: r for r in records(results)}
+    assert got["late"]["status"] == "timeout" and got["late"]["slurm"]["state"] == "TIMEOUT"
+    assert got["late"]["error"].startswith("Slurm job ") and "ran past its Slurm time limit" in got["late"]["error"]
+    assert got["late"]["environment"]["hostname"]  # the node's own note: where it ran
+    assert got["lost"]["status"] == "error" and got["lost"]["slurm"]["state"] == "NODE_FAIL"
+    assert "lost its node" in got["lost"]["error"] and "on n2" in got["lost"]["error"]
+    slurm_cluster.wait_idle()

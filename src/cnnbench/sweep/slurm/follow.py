@@ -9,6 +9,7 @@ A unit is a case as one machine label runs it. Its state, from what is surest fi
   it started: a record is made with that status (``timeout`` for TIMEOUT, ``oom`` for OUT_OF_MEMORY,
   ``error`` otherwise) and Slurm's words, and the unit is ``done`` from then on. A job PREEMPTED
   on its first attempt is ``preempted`` instead: the next submit submits it once more;
+* ``ending``: ended, but not yet in Slurm's accounting (a moment later it is);
 * ``never started``: Slurm ended it before it ran (cancelled while pending): shown, not recorded;
 * ``no record``: Slurm says COMPLETED but the store has no record of it (written to node-local
   storage? ``cnnbench results merge`` folds such stores in);
@@ -96,9 +97,11 @@ def follow(suite: Suite, units: list[Unit], results_dir: str | os.PathLike[str],
     return units
 
 
-def _stored(suite: Suite, results_dir: str | os.PathLike[str]) -> tuple[dict[str, str], set[tuple[str, str]]]:
-    """Status by Slurm job id of this suite's records, and the (case key, machine) recorded ok."""
-    by_job: dict[str, str] = {}
+def _stored(suite: Suite, results_dir: str | os.PathLike[str],
+            ) -> tuple[dict[str, tuple[str, str]], set[tuple[str, str]]]:
+    """(status, Slurm's end state or '') by Slurm job id of this suite's records, and the (case key,
+    machine) recorded ok."""
+    by_job: dict[str, tuple[str, str]] = {}
     ok: set[tuple[str, str]] = set()
     if not Path(results_dir).is_dir():
         return by_job, ok
@@ -106,19 +109,23 @@ def _stored(suite: Suite, results_dir: str | os.PathLike[str]) -> tuple[dict[str
     for r in records:
         if r.get("suite_name") != suite.name:
             continue
-        job = (r.get("slurm") or {}).get("job_id") if isinstance(r.get("slurm"), dict) else None
-        if job:
-            by_job[str(job)] = str(r.get("status"))
+        slurm = r.get("slurm")
+        if not isinstance(slurm, dict):
+            slurm = {}
+        if slurm.get("job_id"):
+            by_job[str(slurm["job_id"])] = (str(r.get("status")), str(slurm.get("state") or ""))
         if r.get("status") == "ok":
             ok.add((str(r.get("case_key")), str((r.get("environment") or {}).get("machine"))))
     return by_job, ok
 
 
-def _place(unit: Unit, by_job: dict[str, str], ok: set[tuple[str, str]], states: dict[str, JobState],
+def _place(unit: Unit, by_job: dict[str, tuple[str, str]], ok: set[tuple[str, str]], states: dict[str, JobState],
            results_dir: str | os.PathLike[str], failures: list[dict[str, Any]]) -> None:
     job = unit.job
     if job is not None and job.job_id in by_job:
-        unit.state, unit.status = "done", by_job[job.job_id]
+        unit.state, unit.status = "done", by_job[job.job_id][0]
+        if by_job[job.job_id][1]:
+            unit.slurm = JobState(job.job_id, by_job[job.job_id][1])
         return
     if any(key == unit.case.key and (unit.label is None or machine == unit.label) for key, machine in ok):
         unit.state, unit.status = "done", "ok"
@@ -130,10 +137,12 @@ def _place(unit: Unit, by_job: dict[str, str], ok: set[tuple[str, str]], states:
         unit.state = "unknown to Slurm"
     elif state.active:
         unit.state = "running" if state.started else "pending"
-    elif state.state == "COMPLETED":
-        unit.state = "no record"
     elif not state.started:
         unit.state = "never started"
+    elif not state.accounted:
+        unit.state = "ending"  # Slurm's accounting has not heard of its end yet: the next look records it
+    elif state.state == "COMPLETED":
+        unit.state = "no record"
     elif state.state == "PREEMPTED" and job.attempt < 2:
         unit.state = "preempted"
     else:

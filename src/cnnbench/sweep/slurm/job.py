@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from cnnbench import __version__
+from cnnbench.results.locking import check_locking
 from cnnbench.results.record import Record, now_iso
 from cnnbench.results.store import append_record
 from cnnbench.sweep.slurm.ledger import slurm_folder
@@ -77,6 +78,7 @@ def run_job(spec: JobSpec) -> dict[str, Any]:
     # submitit asks for SIGUSR2 shortly before the time limit and would requeue the job; a case is
     # not checkpointable: it runs to the end, or Slurm ends it and --status records why.
     signal.signal(signal.SIGUSR2, signal.SIG_IGN)
+    check_locking(spec.results_dir)  # this node's mount of the store: refused before any work
     section = slurm_section(spec)
     (case,) = spec.suite.cases
     diff = differences(spec.submitter, environment_here())
@@ -107,7 +109,7 @@ def refusal_record(spec: JobSpec, section: dict[str, Any], diff: list[str]) -> d
 
     (case,) = spec.suite.cases
     cpu = cpu_model()
-    label = case.config.machine_label
+    label = spec.label or case.config.machine_label
     env = {"machine": label or derive_machine_label(cpu, None, 0), "hostname": socket.gethostname(), "cpu_model": cpu}
     error = f"this node's environment differs from the submitter's, so nothing ran: {'; '.join(diff)}"
     return Record(config=case.config.recorded(), environment=env, metrics={}, status="error", error=error,

@@ -37,7 +37,7 @@ class Resources:
     slurm_args: tuple[tuple[str, str], ...] = ()
 
     def submitit_parameters(self) -> dict[str, object]:
-        """:class:`submitit.SlurmExecutor` parameters (one task per node: a launcher each)."""
+        """:class:`submitit.SlurmExecutor` parameters (one task per node: a launcher each; ``--no-requeue``)."""
         params: dict[str, object] = {"nodes": self.nodes, "ntasks_per_node": 1, "cpus_per_task": self.cpus_per_task,
                                      "time": self.time_min}
         if self.gpus_per_node:
@@ -45,8 +45,9 @@ class Resources:
         for key in ("partition", "account", "qos", "constraint", "mem"):
             if getattr(self, key) is not None:
                 params[key] = getattr(self, key)
-        if self.slurm_args:
-            params["additional_parameters"] = {k.replace("-", "_"): v for k, v in self.slurm_args}
+        # A job Slurm ends (a lost node) is recorded as such, not silently requeued; a preempted one
+        # is submitted again by the next submit, once (cnnbench.sweep.slurm.follow).
+        params["additional_parameters"] = {"no_requeue": True, **{k.replace("-", "_"): v for k, v in self.slurm_args}}
         return params
 
     def describe(self) -> str:

@@ -3,7 +3,7 @@
 
 Array tasks are asked for by their array job ids, one call each for all of them, so ``--status`` on
 thousands of cases stays two commands. A state's first word is kept (``CANCELLED by 0`` ->
-``CANCELLED``). A job with no start time never ran. No torch here.
+``CANCELLED``). A job never given a node never ran (one cancelled while pending has a start time). No torch here.
 """
 
 from __future__ import annotations
@@ -38,6 +38,8 @@ class JobState:
     exit_code: str = ""
     elapsed: str = ""
     time_limit: str = ""
+    accounted: bool = True
+    """False for an ended job that ``sacct`` does not have yet (slurmdbd hears of it a moment later)."""
 
     @property
     def active(self) -> bool:
@@ -77,18 +79,22 @@ def job_states(job_ids: Iterable[str]) -> dict[str, JobState]:
     if not arrays:
         return {}
     states = _accounted(arrays)
-    states.update(_queued(arrays))
+    for job_id, queued in _queued(arrays).items():
+        if queued.active or job_id not in states:
+            states[job_id] = queued
     return states
 
 
 def _queued(arrays: list[str]) -> dict[str, JobState]:
-    out = _run(["squeue", "-h", "-r", "-o", "%i|%T|%r|%N", "-j", ",".join(arrays)])
+    out = _run(["squeue", "-h", "-r", "-t", "all", "-o", "%i|%T|%r|%N", "-j", ",".join(arrays)])
     states = {}
     for line in out.stdout.splitlines():
         parts = line.split("|")
         if len(parts) == 4:
             job_id, state, reason, nodes = parts
-            states[job_id] = JobState(job_id, state, reason, started=state not in PENDING, nodes=nodes)
+            started = state not in PENDING and _ran(nodes)  # (a job cancelled while pending gets a start time)
+            states[job_id] = JobState(job_id, state, reason, started=started, nodes=nodes,
+                                      accounted=state in ACTIVE)
     return states
 
 
@@ -103,10 +109,15 @@ def _accounted(arrays: list[str]) -> dict[str, JobState]:
         if len(parts) != 8 or "[" in parts[0]:  # a range of array tasks not started: squeue has them
             continue
         job_id, state, reason, start, nodes, exit_code, elapsed, limit = parts
-        states[job_id] = JobState(job_id, state.split()[0] if state else "UNKNOWN", reason,
-                                  started=start not in ("", "Unknown", "None"), nodes=nodes, exit_code=exit_code,
-                                  elapsed=elapsed, time_limit=limit)
+        started = _ran(nodes) and start not in ("", "Unknown", "None")
+        states[job_id] = JobState(job_id, state.split()[0] if state else "UNKNOWN", reason, started=started,
+                                  nodes=nodes, exit_code=exit_code, elapsed=elapsed, time_limit=limit)
     return states
+
+
+def _ran(nodes: str) -> bool:
+    """Whether a job was given nodes (one that never ran has none, whatever its start time says)."""
+    return nodes.strip() not in ("", "None assigned", "(null)", "N/A")
 
 
 def cancel(job_ids: Iterable[str]) -> Mapping[str, str]:
