@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ import torch
 
 from cnnbench.distributed.process_group import start_process_group, stop_process_group
 from cnnbench.distributed.world import World
+from cnnbench.engine.backend import make_current
 from cnnbench.engine.comm.measure import Emit, Setting, measure_all
 from cnnbench.engine.comm.spec import CommConfig, default_backend
 from cnnbench.engine.multidevice.worker import (
@@ -38,19 +40,25 @@ def device_kind(config: CommConfig) -> str:
 
 def comm_body(config: CommConfig, world: World, emit: Emit | None, warnings: list[str],
               write: Callable[[dict[str, Any]], Path] | None) -> list[dict[str, Any]]:
-    """Join the group, measure, leave; rank 0's records (``write``: appends one, on rank 0)."""
+    """Join the group, measure, leave; rank 0's records (``write``: appends one, on rank 0).
+
+    Rank 0 describes the machine (seconds: sysinfo's probes) on a thread while the group
+    forms, and before anything is timed, so that the probes never share the CPU with a timing."""
     from cnnbench.machine.environment import capture_environment
 
     kind = device_kind(config)
     device = torch.device(kind, world.local_rank) if kind == "cuda" else torch.device("cpu")
     backend = default_backend(kind) if config.backend == "auto" else config.backend
-    start_process_group(world, backend, device, config.timeout)
-    try:
-        environment = capture_environment(device, config.machine_label) if world.is_main else None
-        setting = Setting(config, world, device, backend, environment, warnings)
-        return measure_all(setting, emit, write if world.is_main else None)
-    finally:
-        stop_process_group()
+    make_current(device)  # before anything touches CUDA, the probes' thread included
+    with ThreadPoolExecutor(1, thread_name_prefix="cnnbench-environment") as pool:
+        future = pool.submit(capture_environment, device, config.machine_label) if world.is_main else None
+        start_process_group(world, backend, device, config.timeout)
+        try:
+            environment = future.result() if future is not None else None
+            setting = Setting(config, world, device, backend, environment, warnings)
+            return measure_all(setting, emit, write if world.is_main else None)
+        finally:
+            stop_process_group()
 
 
 def comm_worker(config: CommConfig, console: bool, warnings: list[str], notes_dir: str | None,
