@@ -386,3 +386,31 @@ def test_a_job_past_its_slurm_time_limit_and_one_whose_node_goes_down_are_record
     assert got["lost"]["status"] == "error" and got["lost"]["slurm"]["state"] == "NODE_FAIL"
     assert "lost its node" in got["lost"]["error"] and "on n2" in got["lost"]["error"]
     slurm_cluster.wait_idle()
+
+
+def test_results_merge_folds_node_local_stores_into_one_each_run_once(tmp_path, capsys):
+    from cnnbench.results.record import Record
+    from cnnbench.results.store import append_record
+
+    def run(n: int) -> dict:
+        return Record(config={"model": "trivial", "batch_size": n}, environment={"machine": "box"},
+                      metrics={"total_images_per_sec": float(n)}, status="ok").to_dict()
+
+    runs = [run(n) for n in range(1, 5)]
+    for node, mine in (("n1", runs[:3]), ("n2", runs[2:])):  # run 3 is in both (a copy made twice)
+        for r in mine:
+            append_record(tmp_path / node, r)
+    (tmp_path / "n2" / "box.jsonl").open("a").write('{"truncated\n')
+    before = {p: p.read_bytes() for p in tmp_path.glob("n*/box.jsonl")}
+    into = tmp_path / "all"
+    append_record(into, runs[0])  # already there
+
+    assert main(["results", "merge", str(tmp_path / "n1"), str(tmp_path / "n2"), "--into", str(into)]) == 0
+    out = capsys.readouterr()
+    assert "appended 3 runs to" in out.out and "2 already there or repeated; 1 unreadable line skipped" in out.out
+    assert "n2/box.jsonl:3: malformed line" in out.err
+    merged = records(into)
+    assert sorted(r["run_id"] for r in merged) == sorted(r["run_id"] for r in runs)
+    assert main(["results", "merge", str(tmp_path / "n1"), str(tmp_path / "n2"), "--into", str(into)]) == 0
+    assert "appended 0 runs" in capsys.readouterr().out and len(records(into)) == 4
+    assert before == {p: p.read_bytes() for p in tmp_path.glob("n*/box.jsonl")}  # sources untouched

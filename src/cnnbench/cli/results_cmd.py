@@ -1,4 +1,5 @@
-"""``cnnbench results``: look at a results store (``list``) or flatten it into a table (``export``).
+"""``cnnbench results``: look at a results store (``list``), flatten it into a table (``export``) or
+fold stores into one (``merge``).
 
 Unreadable lines (a truncated last line after a crash, a malformed one) are reported
 with their file and line and skipped; the files are never modified.
@@ -55,6 +56,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     ex.add_argument("--no-step-times", action="store_true", help="Leave out metrics.step_times_s (smaller, faster).")
     _add_where(ex)
     ex.set_defaults(handler=handle_export)
+
+    mg = actions.add_parser("merge", help="Fold stores into one, each run once (by run id).",
+                            description="Append the runs of the sources that DIR lacks, each once (deduplicated by "
+                            "run id): stores written to node-local storage, several files of one machine label. "
+                            "Sources are never modified; merging twice adds nothing.")
+    mg.add_argument("sources", nargs="+", metavar="SRC", help="Results folders or .jsonl files.")
+    mg.add_argument("--into", required=True, metavar="DIR", help="The results folder to append to (made if missing).")
+    mg.add_argument("--dry-run", action="store_true", help="Count what would be appended; write nothing.")
+    mg.set_defaults(handler=handle_merge)
 
 
 def _add_where(p: argparse.ArgumentParser) -> None:
@@ -122,6 +132,22 @@ def handle_list(args: argparse.Namespace) -> int:
     count = f"{len(rows)} of {plural(total, 'run')}" if len(rows) < total else plural(total, "run")
     hint = " (newest shown; --limit 0 for all)" if len(rows) < total else ""
     console.print(f"{count}{hint}")
+    return 0
+
+
+def handle_merge(args: argparse.Namespace) -> int:
+    from cnnbench.results.merge import MergeError, merge_stores
+    from cnnbench.results.store import problem_text
+
+    try:
+        result = merge_stores(args.sources, args.into, write=not args.dry_run)
+    except MergeError as exc:
+        raise UserError(str(exc)) from None
+    for problem in result.problems:
+        print(f"warning: {problem_text(problem)}", file=sys.stderr)
+    verb = "would append" if args.dry_run else "appended"
+    print(f"{verb} {plural(len(result.written), 'run')} to {args.into}; {result.already} already there or repeated"
+          + (f"; {plural(len(result.problems), 'unreadable line')} skipped" if result.problems else ""))
     return 0
 
 

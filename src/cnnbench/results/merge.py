@@ -1,0 +1,49 @@
+"""Folding stores into one, each run once: ``cnnbench results merge SRC... --into DIR``.
+
+Where a cluster has no shared file system, each node's jobs write to node-local storage and
+their stores are copied back; several of them may hold files of the same machine label, which
+copying files together (SPEC C9) would overwrite. Merging reads every record of the sources
+(each unreadable line reported, never fatal) and appends to ``DIR`` those whose ``run_id`` it
+does not hold yet, under the store's lock (:func:`~cnnbench.results.store.append_new_records`):
+a run present in several sources, or already in ``DIR``, is written once. Sources are never
+modified; a merge run twice adds nothing the second time.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cnnbench.results.lines import StoreProblem
+from cnnbench.results.reader import read_records
+from cnnbench.results.store import append_new_records
+
+
+class MergeError(ValueError):
+    """Sources or target that cannot be merged; the message names them."""
+
+
+@dataclass
+class MergeResult:
+    written: list[dict[str, Any]] = field(default_factory=list)
+    already: int = 0
+    """Runs of the sources ``DIR`` held already (or that appeared twice among the sources)."""
+    problems: list[StoreProblem] = field(default_factory=list)
+    """Lines of the sources that could not be read (skipped)."""
+
+
+def merge_stores(sources: Sequence[str | os.PathLike[str]], into: str | os.PathLike[str], *,
+                 write: bool = True) -> MergeResult:
+    """Append the runs of ``sources`` that ``into`` lacks, each once (``write=False``: only count)."""
+    target = Path(into)
+    if target.exists() and not target.is_dir():
+        raise MergeError(f"--into {into}: not a folder")
+    for source in sources:
+        if not Path(source).exists():
+            raise MergeError(f"{source}: no such results folder or file")
+    records, problems = read_records(list(sources), step_times=True)
+    appended = append_new_records(into, records, write=write)  # each run id once, under the store's lock
+    return MergeResult(written=appended.written, already=len(records) - len(appended.written), problems=problems)
