@@ -235,6 +235,15 @@ def test_compare_of_two_comm_stores_compares_bus_bandwidth_per_size(tmp_path, ca
     assert "images/sec" not in md.split("\n")[0]  # no empty table of runs above it
 
 
+def test_fail_on_slowdown_counts_a_bus_bandwidth_slowdown(tmp_path, capsys):
+    a = write_store(tmp_path / "a", [_timed(2.0, 1 << 20, 0.02, 1)])
+    b = write_store(tmp_path / "b", [_timed(1.0, 1 << 20, 0.02, 2)])
+    assert main(["compare", str(a), str(b), "--format", "json", "--fail-on-slowdown", "10"]) == 1
+    err = capsys.readouterr().err
+    assert "1 significant slowdown beyond 10%" in err and "all_reduce · 1 MiB" in err and "ratio 0.500" in err
+    assert main(["compare", str(b), str(a), "--format", "json", "--fail-on-slowdown", "10"]) == 0
+
+
 def test_compare_of_stores_with_both_kinds_shows_runs_and_bandwidth(tmp_path, capsys):
     a = write_store(tmp_path / "a", [record(ips=100.0), record(ips=101.0), _timed(1.0, 1 << 20, 0.02, 1)])
     b = write_store(tmp_path / "b", [record(ips=100.5), record(ips=99.0), _timed(1.5, 1 << 20, 0.02, 2)])

@@ -41,6 +41,11 @@ class BandwidthPair:
     cand: float
     comparison: Comparison
 
+    @property
+    def name(self) -> str:
+        """``all_reduce · 1 MiB · 2 ranks, gloo on cpu, float32`` (busbw)."""
+        return f"{self.collective} · {size_text(self.bytes)} · {self.setting} (busbw)"
+
 
 def _sample(record: Mapping[str, Any]) -> RunSample | None:
     metrics = record.get("metrics") or {}

@@ -128,9 +128,11 @@ class CompareResult:
     def count(self, verdict: str) -> int:
         return sum(1 for p in self.pairs if p.comparison.verdict == verdict)
 
-    def slowdowns(self, threshold: float) -> list[ComparedPair]:
-        """Pairs significantly slower than the baseline by more than ``threshold`` (0.1 = 10%)."""
-        return [p for p in self.pairs if p.comparison.significant and p.comparison.ratio is not None
+    def slowdowns(self, threshold: float) -> list[ComparedPair | BandwidthPair]:
+        """Pairs (of runs, and of comm records' bus bandwidth) significantly slower than the
+        baseline by more than ``threshold`` (0.1 = 10%)."""
+        both: list[ComparedPair | BandwidthPair] = [*self.pairs, *self.bandwidth]
+        return [p for p in both if p.comparison.significant and p.comparison.ratio is not None
                 and p.comparison.ratio < 1.0 - threshold]
 
 
