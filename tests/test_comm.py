@@ -108,6 +108,18 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, argv, words):
     assert not (tmp_path / "r").exists()
 
 
+def test_cuda_without_a_gpu_is_one_line_and_exit_2(tmp_path, capsys):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU: --device cuda would run")
+    assert main(["comm", "--device", "cuda", "--results-dir", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert err == "cnnbench comm: error: --device: cuda: torch sees no GPU here; use --device cpu " \
+                  "(see cnnbench comm --help)\n"
+    assert not (tmp_path / "r").exists()
+
+
 # --- nccl-tests' definitions ---------------------------------------------------------------------------
 
 def test_bus_bandwidth_factors_are_nccl_tests():

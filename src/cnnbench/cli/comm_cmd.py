@@ -40,7 +40,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--iters", type=int, default=20, metavar="N", help="Timed iterations per size [default: 20].")
     p.add_argument("--dtype", default="float32", choices=_DTYPES, help="Element type [default: float32].")
     p.add_argument("--num-devices", type=int, default=None, metavar="N",
-                   help="Workers to start on this node, one per device [default: 2; under torchrun: its world].")
+                   help="Workers to start on this node, one per device [default: every GPU on cuda, 2 on cpu; "
+                   "under torchrun: its world].")
     p.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"),
                    help="cuda (NCCL), cpu (Gloo), auto: cuda when present [default: auto].")
     p.add_argument("--backend", default="auto", choices=("auto", "nccl", "gloo"),

@@ -48,7 +48,7 @@ def measure_comm(config: CommConfig, emit: Callable[[str], None] | None = None) 
     from cnnbench.engine.multidevice.launch import WorkerFailed, launch_workers
 
     kind = device_kind(config)
-    n = config.num_devices or 2
+    n = config.num_devices or _default_devices(kind)
     warnings = _check_world(config, kind, n)
     started_at = now_iso()
     with tempfile.TemporaryDirectory(prefix="cnnbench-notes-") as notes:
@@ -62,6 +62,15 @@ def measure_comm(config: CommConfig, emit: Callable[[str], None] | None = None) 
     return CommResult(records, _store_file(config, records))
 
 
+def _default_devices(kind: str) -> int:
+    """Every GPU torch sees (as nccl-tests is run across a node's GPUs), 2 CPU workers."""
+    if kind == "cuda":
+        import torch
+
+        return max(2, torch.cuda.device_count())
+    return 2
+
+
 def _check_world(config: CommConfig, kind: str, n: int) -> list[str]:
     """Refuse what cannot run before a worker starts; the records' warnings."""
     if kind == "cuda":
@@ -70,7 +79,8 @@ def _check_world(config: CommConfig, kind: str, n: int) -> list[str]:
         if not torch.cuda.is_available():
             raise ConfigError("device", "cuda: torch sees no GPU here; use --device cpu")
         if torch.cuda.device_count() < n:
-            raise ConfigError("num_devices", f"{n} GPUs asked, torch sees {torch.cuda.device_count()}")
+            raise ConfigError("num_devices", f"{n} GPUs needed, torch sees {torch.cuda.device_count()} "
+                                             "(a collective needs 2 ranks or more)")
         return []
     from cnnbench.machine.affinity import cpu_count_available
 

@@ -135,7 +135,7 @@ class CommConfig:
     iters: int = 20
     dtype: str = "float32"
     num_devices: int | None = None
-    """Workers to start on this node (None: 2, or torchrun's world)."""
+    """Workers to start on this node (None: every GPU, 2 on CPU, or torchrun's world)."""
     device: str = "auto"
     backend: str = "auto"
     results_dir: str = "results"
