@@ -53,10 +53,7 @@ def measure_all(setting: Setting, emit: Emit | None, write: Callable[[dict[str, 
             emit(line)
     records: list[dict[str, Any]] = []
     for collective in config.collectives:
-        done = _measure_collective(setting, collective, sizes, emit if main else None)
-        for record in done:
-            if main and write is not None:
-                write(record)
+        done = _measure_collective(setting, collective, sizes, emit if main else None, write if main else None)
         records += done if main else []
     if emit and main:
         for line in summary_lines(records):
@@ -65,18 +62,24 @@ def measure_all(setting: Setting, emit: Emit | None, write: Callable[[dict[str, 
 
 
 def _measure_collective(setting: Setting, collective: str, sizes: list[int], emit: Emit | None,
-                        ) -> list[dict[str, Any]]:
+                        write: Callable[[dict[str, Any]], Path] | None) -> list[dict[str, Any]]:
+    """One collective over the sizes; each record written (``write``) as soon as it is made."""
     out: list[dict[str, Any]] = []
     for size in sizes:
         prepared = _prepared(setting, collective, size)
         if isinstance(prepared, str):
             if emit:
                 emit(f"# {prepared}")
-            return out + [comm_record(setting, collective, size, None, error=prepared)]
+            failed = comm_record(setting, collective, size, None, error=prepared)
+            if write is not None:
+                write(failed)
+            return out + [failed]
         op, count, total = prepared
         timing = time_op(op, setting.config.warmup, setting.config.iters, setting.device)
         del op, prepared  # the buffers go before the next size's are made
         record = comm_record(setting, collective, total, timing, count=count)
+        if write is not None:
+            write(record)
         out.append(record)
         if emit:
             emit(table_line(record))

@@ -171,13 +171,15 @@ class CommConfig:
             raise ConfigError("backend", "nccl needs CUDA devices; use gloo on cpu")
         if not self.results_dir.strip():
             raise ConfigError("results_dir", "is empty; name a folder (the default is results)")
+        if self.machine_label is not None and not self.machine_label.strip():
+            raise ConfigError("machine_label", "is empty; leave it out to name the machine from its CPU and GPU")
         if self.timeout <= 0:
             raise ConfigError("timeout", f"must be positive, got {self.timeout:g}")
 
     def sizes(self, device_kind: str) -> list[int]:
-        top = self.max_bytes if self.max_bytes is not None else DEFAULT_MAX_BYTES[device_kind]
-        return size_ladder(self.min_bytes, max(top, self.min_bytes) if self.max_bytes is None else top,
-                           self.step_factor)
+        """The message sizes on ``device_kind`` (``--max-bytes`` by default: :data:`DEFAULT_MAX_BYTES`)."""
+        top = self.max_bytes if self.max_bytes is not None else max(DEFAULT_MAX_BYTES[device_kind], self.min_bytes)
+        return size_ladder(self.min_bytes, top, self.step_factor)
 
 
 def _between(name: str, value: int, low: int, high: int) -> None:
