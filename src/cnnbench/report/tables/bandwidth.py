@@ -28,6 +28,8 @@ KIND = "comm"
 HEADING = "Collective bandwidth (cnnbench comm)"
 THROUGHPUT = "Throughput by configuration"
 _SETTING = ("num_devices", "num_nodes", "backend", "device", "dtype")
+_ORDER = ("all_reduce", "reduce", "broadcast", "all_gather", "reduce_scatter", "all_to_all")
+"""The collectives in ``cnnbench comm``'s order (:data:`cnnbench.engine.comm.spec.COLLECTIVES`)."""
 NOTE = ("bus bandwidth (busbw, GB/s = 10^9 bytes/s) as nccl-tests defines it: size / time x 2(n-1)/n for "
         "all_reduce, x (n-1)/n for all_gather, reduce_scatter and all_to_all, x 1 for broadcast and reduce; "
         "size: the whole buffer; median over records, ± their relative stdev (one record: that of its iterations)")
@@ -81,7 +83,7 @@ def bandwidth_tables(records: Sequence[Mapping[str, Any]], noise: float) -> list
         if is_comm_record(r) and isinstance(config, Mapping) and isinstance(config.get("bytes"), int):
             groups[_setting(config)][(config["bytes"], F.text(F.get_value(r, F.MACHINE)))].append(r)
     out = []
-    for key in sorted(groups, key=lambda k: tuple(F.sort_key(v) for v in k)):
+    for key in sorted(groups, key=_order):
         cells = groups[key]
         machines = sorted({m for _, m in cells}, key=F.sort_key)
         sizes = sorted({s for s, _ in cells})
@@ -97,6 +99,11 @@ def bandwidth_tables(records: Sequence[Mapping[str, Any]], noise: float) -> list
             table.rows.append(row)
         out.append(Bandwidth(table, lines))
     return out
+
+
+def _order(key: tuple[Any, ...]) -> tuple[Any, ...]:
+    rank = _ORDER.index(key[0]) if key[0] in _ORDER else len(_ORDER)
+    return (rank, *(F.sort_key(v) for v in key))
 
 
 def bandwidth_figure(b: Bandwidth) -> Figure:
