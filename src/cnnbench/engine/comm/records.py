@@ -4,7 +4,8 @@ A record per (collective, size), with ``"kind": "comm"`` at the top level::
 
     config:  collective, bytes, dtype, num_devices, num_nodes, device, backend, warmup, iters
     metrics: time_s (median seconds per operation), time_s_samples (every timed iteration, the
-             slowest rank's), algbw_gbps, busbw_gbps, spread (relative stdev of the samples)
+             slowest rank's), algbw_gbps, busbw_gbps, spread (relative stdev of the samples),
+             count (elements per rank's part, nccl-tests' count)
 
 ``bytes`` is the size as nccl-tests counts it (:mod:`cnnbench.engine.comm.spec`).
 """
