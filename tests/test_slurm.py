@@ -414,3 +414,23 @@ def test_results_merge_folds_node_local_stores_into_one_each_run_once(tmp_path, 
     assert main(["results", "merge", str(tmp_path / "n1"), str(tmp_path / "n2"), "--into", str(into)]) == 0
     assert "appended 0 runs" in capsys.readouterr().out and len(records(into)) == 4
     assert before == {p: p.read_bytes() for p in tmp_path.glob("n*/box.jsonl")}  # sources untouched
+
+
+@pytest.mark.slow
+def test_a_two_node_case_runs_one_launcher_per_node_and_its_record_names_both(slurm_cluster, tmp_path, capsys):
+    results = tmp_path / "results"
+    suite = write_suite(tmp_path, "pair", base={**FAST, "batch_size": 4, "num_devices": 2, "nodes": 2},
+                        timeout_s=240, executor={"startup_s": 60, "partition": "main"})
+    out = _submit(capsys, suite, results)
+    assert "1 case submitted" in out and "(2 node(s), 1 CPU(s)" in out
+    (line,) = wait_for(capsys, suite, results, lambda ls: ls[0].startswith("done"), "the two-node case")
+    assert line.startswith("done (ok)"), line
+    (record,) = records(results)
+    assert record["slurm"]["node_names"] == ["n1", "n2"] and record["config"]["num_nodes"] == 2
+    assert record["config"]["num_devices"] == 2 and record["metrics"]["total_images_per_sec"] > 0
+    job = record["slurm"]["job_id"]
+    logs = sorted((results / ".slurm" / "submitit" / job).glob(f"{job}_*_log.out"))
+    assert [p.name for p in logs] == [f"{job}_0_log.out", f"{job}_1_log.out"]  # one launcher per node
+    assert [f"global_rank={rank}(2)" in p.read_text() for rank, p in enumerate(logs)] == [True, True]
+    host, port = (results / ".slurm" / "nodes" / job / "rendezvous").read_text().split(":")
+    assert host and int(port) > 0  # where the launchers met (c10d, hosted by the first node)

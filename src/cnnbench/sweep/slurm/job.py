@@ -86,6 +86,10 @@ def run_job(spec: JobSpec) -> dict[str, Any]:
         record = refusal_record(spec, section, diff)
         append_record(spec.results_dir, record)
         return {"status": "error", "refused": diff}
+    if (case.config.num_nodes or 1) > 1:
+        from cnnbench.sweep.slurm.multinode import run_nodes
+
+        return run_nodes(spec.suite, spec.results_dir, section, case_fields(spec.suite, section))
     from cnnbench.sweep import runner
     from cnnbench.sweep.outcomes import SweepOptions
     from cnnbench.sweep.progress import PlainReporter
