@@ -39,3 +39,15 @@ def test_figures_within_the_bound_are_left_alone(tmp_path):
     (got,), problems = read_records(tmp_path)
     assert problems == []
     assert {k: got["metrics"][k] for k in metrics} == metrics
+
+
+def test_a_section_whose_null_is_a_nan_is_not_shared_with_one_whose_null_is_null():
+    from cnnbench.results.cache import CachedRecords
+
+    cached = CachedRecords()
+    null, nan = record(learning_rate=None), record(learning_rate=float("nan"))
+    cached.add(null)
+    cached.add(nan)  # the same text as the first (orjson writes NaN as null), not the same values
+    assert cached.refs[0] == [0, -1]
+    (_, back), = [cached.take_records(2, step_times=False)]
+    assert back["config"]["learning_rate"] != back["config"]["learning_rate"]  # still NaN

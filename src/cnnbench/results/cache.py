@@ -183,16 +183,17 @@ class CachedRecords:
             key = orjson.dumps(section)  # equal text: equal values, of equal types (but for null)
         except TypeError:
             return -1
+        index = self._section_index.get(key)
+        if index is not None:  # the same text: the same values, unless this one's null is a NaN
+            return index if index < 0 or section == self.sections[index] else -1
         if b"null" in key and not all(map(_finite, section.values())):
             return -1
-        index = self._section_index.get(key)
-        if index is None:
-            if _SCALARS_ONLY.isdisjoint(map(type, section.values())):
-                index = len(self.sections)
-                self.sections.append(section)
-            else:
-                index = -1
-            self._section_index[key] = index
+        if _SCALARS_ONLY.isdisjoint(map(type, section.values())):
+            index = len(self.sections)
+            self.sections.append(section)
+        else:
+            index = -1
+        self._section_index[key] = index
         return index
 
     def add_problem(self, line: int, raw: bytes) -> None:

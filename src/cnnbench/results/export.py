@@ -81,11 +81,28 @@ def _open_output(output: str, newline: str | None = None) -> TextIO:
     return io.TextIOWrapper(files.open_for_writing(output), encoding="utf-8", newline=newline)
 
 
+_AS_IS = frozenset({str, int, float, type(None)})
+"""Cell types the CSV writer writes as they are (None as an empty cell, a float as its repr)."""
+
+
 def _write_csv(table: FlatTable, out: TextIO) -> None:
+    """Rows in C where it can: each row's values fetched at once, and only the cells that need
+    it (true/false, lists and objects as JSON) converted, found by the row's types, which the
+    rows of one store share."""
     writer = csv.writer(out)
     writer.writerow(table.columns)
+    converted: dict[tuple[type, ...], list[int]] = {}
     for row in table.rows:
-        writer.writerow(["" if row.get(c) is None else _cell(row.get(c)) for c in table.columns])
+        cells = list(map(row.get, table.columns))
+        kinds = tuple(map(type, cells))
+        where = converted.get(kinds)
+        if where is None:
+            if len(converted) > 4096:
+                converted.clear()
+            where = converted[kinds] = [i for i, kind in enumerate(kinds) if kind not in _AS_IS]
+        for i in where:
+            cells[i] = _cell(cells[i])
+        writer.writerow(cells)
 
 
 def _write_json(table: FlatTable, out: TextIO) -> None:

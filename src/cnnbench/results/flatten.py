@@ -44,7 +44,21 @@ _LEAVES = frozenset({str, int, float, bool, type(None), list})
 (a store of 100,000 records has millions of values)."""
 
 
+_NAMES: dict[tuple[str, tuple[Any, ...]], tuple[str, ...]] = {}
+"""Prefixed names of the keys of a mapping of leaves, per prefix and keys (records of one store
+share a handful of key sets: their names are joined once, not once per record)."""
+
+
 def _flatten_into(out: dict[str, Any], prefix: str, value: Mapping[str, Any], sep: str) -> None:
+    if type(value) is dict and _LEAVES.issuperset(map(type, value.values())):  # leaves only: names at once
+        keys = tuple(value)
+        names = _NAMES.get((prefix, keys))
+        if names is None:
+            if len(_NAMES) > 4096:
+                _NAMES.clear()
+            names = _NAMES[prefix, keys] = tuple(f"{prefix}{key}" for key in keys)
+        out.update(zip(names, value.values(), strict=True))
+        return
     for key, item in value.items():
         kind = type(item)
         if kind is dict or (kind not in _LEAVES and isinstance(item, Mapping)):  # an empty one adds no column

@@ -94,7 +94,14 @@ def _metrics_in_range(value: Any) -> bool:
     if kind is float or kind is int:
         return -MAX_FIGURE <= value <= MAX_FIGURE
     if kind is dict:
-        return all(map(_metrics_in_range, value.values()))
+        for item in value.values():  # a loop, not a call per figure: this runs for every line read
+            kind = type(item)
+            if kind is float or kind is int:
+                if not -MAX_FIGURE <= item <= MAX_FIGURE:
+                    return False
+            elif (kind is dict or kind is list) and not _metrics_in_range(item):
+                return False
+        return True
     if kind is list and value:
         try:
             return min(value) >= -MAX_FIGURE and max(value) <= MAX_FIGURE

@@ -13,6 +13,7 @@ summary from the cache equals one computed from the list, to the bit.
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
 from array import array
@@ -81,6 +82,7 @@ def summarize(times: Sequence[Any]) -> StepSummary | None:
 # --- the cache's column: per run with step times, mean, variance, smallest, then its block sums
 
 
+@functools.lru_cache(maxsize=256)
 def column_width(n: int) -> int:
     """How many float64s the summary of ``n`` step times takes in the cache's column."""
     return 3 + block_count(n)
@@ -135,13 +137,10 @@ class StepTimes(list):
     :meth:`from_column` finds it); any change to the list forgets it. Anything that takes a
     list takes it (JSON writers write a list)."""
 
-    __slots__ = ("_summary", "_column", "_at")
-
-    def __init__(self, *args: Any) -> None:
-        super().__init__(*args)
-        self._summary: StepSummary | None = None
-        self._column: Sequence[float] | None = None
-        self._at = 0
+    __slots__ = ("_summary", "_column", "_at")  # unset until known: no __init__ to run per list
+    _summary: StepSummary | None
+    _column: Sequence[float] | None
+    _at: int
 
     @classmethod
     def from_column(cls, times: Any, column: Sequence[float], at: int) -> StepTimes:
@@ -152,17 +151,15 @@ class StepTimes(list):
 
     @property
     def summary(self) -> StepSummary | None:
-        if self._summary is None:
-            if self._column is not None:
-                self._summary = from_column(self._column, self._at, len(self))
-                self._column = None
-            else:
-                self._summary = summarize(self)
-        return self._summary
+        known: StepSummary | None = getattr(self, "_summary", None)
+        if known is None:
+            column = getattr(self, "_column", None)
+            known = from_column(column, self._at, len(self)) if column is not None else summarize(self)
+            self._summary, self._column = known, None
+        return known
 
     def forget(self) -> None:
         self._summary = self._column = None
-
 
 def _forgetting(name: str) -> Any:
     method = getattr(list, name)

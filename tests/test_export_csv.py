@@ -1,0 +1,59 @@
+"""``results export --format csv`` writes each row's values at once and converts only the
+cells that need it, found by the row's types (issue 22 item 3): the CSV is the same, cell for
+cell, as converting every cell, whatever types a column holds from one row to the next."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+from cnnbench.results.export import FlatTable, _write_csv
+from cnnbench.results.flatten import flatten_record
+from cnnbench.results.step_summary import StepTimes
+
+
+def reference(table: FlatTable) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(table.columns)
+    for row in table.rows:
+        cells = []
+        for c in table.columns:
+            v = row.get(c)
+            if v is None:
+                cells.append("")
+            elif isinstance(v, bool):
+                cells.append("true" if v else "false")
+            elif isinstance(v, (list, dict)):
+                cells.append(json.dumps(v, separators=(",", ":")))
+            else:
+                cells.append(v)
+        writer.writerow(cells)
+    return out.getvalue()
+
+
+def test_cells_of_every_type_in_any_order_read_as_converting_each():
+    values = [True, False, 1, 1.5, "x, \"quoted\"", None, [1, 2], {"a": [1]}, StepTimes([0.5, 0.25]), 10**20, ""]
+    rows = []
+    for i in range(60):  # each column meets each type, in rows whose types repeat and differ
+        rows.append({f"c{j}": values[(i * (j + 1) + j) % len(values)] for j in range(6) if (i + j) % 7})
+    rows += [rows[3]] * 3
+    table = FlatTable(rows, [f"c{j}" for j in range(6)] + ["missing"])
+    out = io.StringIO()
+    _write_csv(table, out)
+    assert out.getvalue() == reference(table)
+
+
+def test_flattening_a_record_of_leaves_and_nested_sections():
+    rec = {"status": "ok", "config": {"model": "m", "flags": {"a": 1}, "lr": None},
+           "metrics": {"x": [1.0], "tele": {"gpu": {"w": 3.0}}}, "empty": {}}
+    expected = {"status": "ok", "config.model": "m", "config.flags.a": 1, "config.lr": None, "metrics.x": [1.0],
+                "metrics.tele.gpu.w": 3.0}
+    for _ in range(2):  # the second time from the joined names kept
+        assert flatten_record(rec) == expected
+        assert list(flatten_record(rec)) == list(expected)
+    for rec in ({"config": {"model": "n", "lr": 0.1}}, {"config": {"model": "n", "batch": 2}},
+                {"environment": {"model": "n", "batch": 2}}):  # other keys or another prefix
+        section, = rec
+        assert flatten_record(rec) == {f"{section}.{k}": v for k, v in rec[section].items()}
