@@ -14,8 +14,11 @@ import pytest
 from cnnbench.cli import main
 from cnnbench.config import ConfigError, RunConfig
 from cnnbench.config.training_options import scaled_learning_rate
-from cnnbench.study import StudyError, load_study, shipped_studies
+from cnnbench.report import build_report
+from cnnbench.study import StudyError, load_study, run_study, shipped_studies
+from cnnbench.study.run import report_options
 from cnnbench.sweep.suite import SuiteError, load_suite, parse_suite
+from tests.report_fixtures import record
 
 # --------------------------------------------------------------------------- the learning-rate rule
 
@@ -127,9 +130,13 @@ def test_a_study_file_of_ones_own_runs_and_takes_its_layout(tmp_path):
     assert _shape(table) == (["model"], ["4", "8"])  # rows models, columns batch sizes
     assert [r["model"] for r in table["rows"]] == ["trivial"]
     assert len(_records(tmp_path / "results" / "my-batches-smoke")) == 2
-    # a sweep reads a study file as the suite it is (its full size), and a plain suite still
-    # refuses a key it does not know
+
+
+def test_a_sweep_runs_a_study_file_as_the_suite_it_is(tmp_path, capsys):
+    """Its full size; a plain suite still refuses a key it does not know."""
+    study = _write(tmp_path / "mine.yaml", OWN_STUDY)
     assert main(["sweep", str(study), "--dry-run"]) == 0
+    assert "batch_size=64" in capsys.readouterr().out
     assert len(load_suite(study).cases) == 2
     with pytest.raises(SuiteError, match="unknown key 'layot'"):
         parse_suite({"name": "x", "matrix": {"batch_size": [1]}, "layot": {}})
@@ -144,6 +151,9 @@ def test_a_study_file_without_its_sections_is_refused(tmp_path, capsys):
     bad.write_text(OWN_STUDY.replace("  columns: batch_size", "  colums: batch_size"))
     assert main(["study", str(bad)]) == 2
     assert "layout.colums: not a layout key" in capsys.readouterr().err
+    typo = _write(tmp_path / "typo.yaml", OWN_STUDY.replace("columns: batch_size", "columns: batch_sise"))
+    with pytest.raises(StudyError, match="layout.columns: 'batch_sise' is not a record field"):
+        load_study(str(typo))
     with pytest.raises(StudyError, match="smoke.repeat: not a smoke key"):
         load_study(str(_write(tmp_path / "r.yaml", OWN_STUDY + "  repeat: 2\n")))
 
@@ -219,3 +229,50 @@ def test_train_to_accuracy_smoke_gives_the_training_table_and_records_the_rate(t
         assert rec["config"]["lr_scaling"] == "linear" and rec["config"]["learning_rate"] == pytest.approx(0.05)
         assert rec["metrics"]["learning_rate"] == pytest.approx(0.05 * n)
         assert rec["metrics"]["epochs"][-1]["learning_rate"] == pytest.approx(0.05 * n)  # after the warm-up
+
+
+# --------------------------------------------------------------------------- the layouts on merged records
+
+
+def _location_records(sources: tuple[str | None, ...]) -> list[dict]:
+    rate = {"device": 228.0, "host": 226.0, "loader": 219.0}
+    return [record("resnet50", "dgx1", rate[loc] * n * (1.02 if src else 1.0), num_devices=n, source=src,
+                   synthetic_location=loc)
+            for src in sources for n in (1, 2, 4, 8) for loc in ("device", "host", "loader")]
+
+
+def _layout_shape(name: str, records: list[dict]) -> list[tuple[list[str], list[str], list]]:
+    """(row headers, column labels, row labels) of each throughput table of study ``name``'s report."""
+    rows = load_study(name).layout.rows
+    report = build_report(records, report_options(load_study(name).layout, records))
+    out = []
+    for table in (t for t in report.tables if t.kind == "configuration"):
+        headers, labels = _shape({"columns": table.columns}, len(rows))
+        out.append((headers, labels, [r[0].value if r[0].value is not None else r[0].text for r in table.rows]))
+    return out
+
+
+def test_input_location_columns_are_locations_by_implementation_when_records_hold_two():
+    [(headers, labels, rows)] = _layout_shape("input-location", _location_records((None, "tf_cnn_benchmarks")))
+    assert headers == ["num_devices"] and rows == [1, 2, 4, 8]
+    assert len(labels) == 6 and all(any(loc in label for label in labels) for loc in ("device", "host", "loader"))
+    assert sum("tf_cnn_benchmarks" in label for label in labels) == 3
+    [(headers, labels, rows)] = _layout_shape("input-location", _location_records((None,)))
+    assert labels == ["device", "host", "loader"]  # one implementation: the three locations
+
+
+def test_host_cpus_columns_are_cpus_when_results_of_several_machines_are_merged():
+    records = [record(model, machine, ips, num_devices=4)
+               for machine, scale in (("m-fast", 1.0), ("m-slow", 0.8))
+               for model, ips in (("resnet50", 730.0 * scale), ("vgg16", 377.0 * scale))]
+    [(headers, labels, rows)] = _layout_shape("host-cpus", records)
+    assert headers == ["model"] and sorted(rows) == ["resnet50", "vgg16"]
+    assert labels == ["CPU-X", "CPU-Y"]  # the machines' CPU models (host_cpus holds one value: left out)
+
+
+def test_the_python_api_runs_a_study_by_name():
+    import cnnbench
+
+    assert callable(cnnbench.study) and cnnbench.study.run_study is run_study  # the package, callable
+    with pytest.raises(StudyError, match="no study 'nope'"):
+        cnnbench.study("nope")

@@ -28,6 +28,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from cnnbench.analysis import fields as F
+from cnnbench.config.run_config import RunConfig
 from cnnbench.sweep.suite import (
     STUDY_KEYS,
     TOP_LEVEL_KEYS,
@@ -41,6 +43,7 @@ from cnnbench.sweep.suite import (
 LAYOUT_KEYS = ("title", "rows", "columns", "effects", "baselines", "ignore", "observations")
 DATASET_KEYS = ("kind", "num_classes", "images_per_class", "val_images_per_class", "image_size", "seed")
 SMOKE_KEYS = (*(k for k in TOP_LEVEL_KEYS if k not in ("name",)), "layout", "make_dataset")
+_CONFIG_FIELDS = frozenset(f.name for f in dataclasses.fields(RunConfig))
 DATASET_MARK = "{dataset}"
 """A value in a study that stands for the folder of the data set ``make_dataset`` makes."""
 
@@ -111,10 +114,10 @@ def load_study(name_or_file: str, *, smoke: bool = False, data_root: Path | None
     ``data``). Raises :class:`StudyError` / :class:`SuiteError`, naming the file and the place."""
     path = Path(name_or_file)
     shipped = shipped_studies()
-    if name_or_file in shipped and not path.exists():
+    if name_or_file in shipped and not path.is_file():
         text = (recipes() / f"{name_or_file}.yaml").read_text(encoding="utf-8")
         data, where, source = suite_yaml(text, f"{name_or_file}.yaml"), f"study {name_or_file}", "shipped"
-    elif path.suffix in (".yaml", ".yml") or path.exists():
+    elif path.suffix in (".yaml", ".yml") or path.is_file() or "/" in name_or_file:
         data, where, source = read_suite_data(path), str(path), str(path)
     else:
         raise StudyError(f"no study {name_or_file!r}: the studies are {', '.join(shipped)}, or give a study "
@@ -189,10 +192,25 @@ def _layout(data: Mapping[str, Any], suite: Suite, fail: Any) -> StudyLayout:
             raise fail(f"layout.baselines: {key!r}: give FIELD: VALUE (one value)")
     lists = {k: _names(data[k], k, fail) for k in ("rows", "columns", "effects", "ignore", "observations")
              if data.get(k) is not None}
+    for key, names in lists.items():
+        for name in (names if key != "observations" else ()):
+            _check_field(name, f"layout.{key}", fail)
+    for name in baselines:
+        _check_field(name, "layout.baselines", fail)
     return StudyLayout(title=title, rows=lists.get("rows", ("model",)), columns=lists.get("columns", ("machine",)),
                        effects=lists.get("effects"), ignore=lists.get("ignore", ()),
                        observations=lists.get("observations"),
                        baselines={k: _text(v) for k, v in baselines.items()})
+
+
+def _check_field(name: str, place: str, fail: Any) -> None:
+    """A layout names record fields: an alias (model, machine, cpu, ...), a top-level field, a
+    configuration field (host_cpus) or a dotted name in a record section (environment.gpu_model)."""
+    section, dot, rest = name.partition(".")
+    if name in F.ALIASES or name in F.TOP_LEVEL or name in _CONFIG_FIELDS or (dot and section in F.SECTIONS and rest):
+        return
+    raise fail(f"{place}: {name!r} is not a record field (an alias such as model, machine, cpu, num_devices, "
+               "a configuration field such as host_cpus, or a dotted name such as environment.gpu_model)")
 
 
 def _text(value: Any) -> str:

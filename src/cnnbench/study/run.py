@@ -122,21 +122,25 @@ def study_records(records: Sequence[Mapping[str, Any]], suite_name: str) -> list
 
 
 def report_options(layout: StudyLayout, records: Sequence[Mapping[str, Any]], **more: Any) -> ReportOptions:
-    """The report options of ``layout``; a row or column field that holds one value in every record
-    is left out (one machine, one implementation), as long as one field of each remains."""
-    return ReportOptions(rows=_varying(layout.rows, records), columns=_varying(layout.columns, records),
-                         effects=layout.effects, baselines=dict(layout.baselines), ignore=layout.ignore,
-                         observations=layout.observations, title=layout.title, **more)
+    """The report options of ``layout``. A row, column or effect field that holds one value in every
+    record (one machine, one implementation; none at all, in records imported from elsewhere) is left
+    out, as long as one row and one column field remain."""
+    rows, columns = _varying(layout.rows, records), _varying(layout.columns, records)
+    effects = None if layout.effects is None else _varying(layout.effects, records)
+    return ReportOptions(rows=rows or layout.rows[:1], columns=columns or layout.columns[:1], effects=effects,
+                         baselines={k: v for k, v in layout.baselines.items() if _varying((k,), records)},
+                         ignore=_varying(layout.ignore, records), observations=layout.observations,
+                         title=layout.title, **more)
 
 
-def _varying(names: tuple[str, ...], records: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
+def _varying(names: Sequence[str], records: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
+    """The fields of ``names`` that hold more than one value over ``records``."""
     kept = []
     for name in names:
         try:
             dotted = F.resolve_field(name, records)
         except F.FieldError:
-            kept.append(name)  # the report names the unknown field
-            continue
+            continue  # in no record: one value (none); the study file's names were checked when it was read
         if len({F.hashable(F.get_value(r, dotted)) for r in records}) > 1:
             kept.append(name)
-    return tuple(kept) or names[:1]
+    return tuple(kept)
