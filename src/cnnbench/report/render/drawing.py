@@ -10,14 +10,25 @@ no process can be started, the figures are drawn here, one after the other. The 
 imports matplotlib unless it draws itself. Objects of the parent are frozen out of the garbage
 collector while workers are forked, so that their collections do not copy the parent's memory
 page by page; the workers ignore Ctrl-C, which is the parent's to handle.
+
+A plot whose content did not change since the previous report in the same folder is not drawn
+again: each SVG carries the SHA-256 of what it shows (:func:`figure_key`: the figure's kind,
+name, title and numbers, the drawing code and matplotlib's version) in its metadata, and a file
+that carries the key of the figure to draw is kept as it is. A changed number, title or drawing
+code changes the key, and the plot is drawn again.
 """
 
 from __future__ import annotations
 
+import functools
 import gc
+import hashlib
+import json
 import logging
 import multiprocessing
+import os
 import signal
+import stat
 from collections.abc import Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
@@ -35,10 +46,56 @@ def _cpus() -> int:
     return len(usable_cpus())
 
 
-def _draw(figure: Figure, outdir: Path) -> Path:
+def _draw(figure: Figure, outdir: Path, key: str | None = None) -> Path:
     from cnnbench.report.render.plots import draw
 
-    return draw(figure, outdir)
+    return draw(figure, outdir, key)
+
+
+KEY_MARK = "cnnbench-plot-key:"
+"""What precedes a plot's :func:`figure_key` in its SVG's metadata (``dc:description``)."""
+_HEAD = 4096
+
+
+@functools.cache
+def _code_key() -> bytes:
+    """What a plot's look depends on besides its figure: the drawing modules' source and
+    matplotlib's version (read from its metadata: the parent never imports matplotlib)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from cnnbench.report.render import plot_bandwidth, plot_scaling, plot_style, plot_throughput, plots
+
+    digest = hashlib.sha256()
+    for module in (plots, plot_style, plot_scaling, plot_throughput, plot_bandwidth):
+        digest.update(Path(str(module.__file__)).read_bytes())
+    try:
+        digest.update(version("matplotlib").encode())
+    except PackageNotFoundError:
+        pass
+    return digest.digest()
+
+
+def figure_key(figure: Figure) -> str:
+    """The SHA-256 of what a plot shows: its kind, name, title and data, and the drawing code."""
+    text = json.dumps([figure.kind, figure.name, figure.title, figure.data], sort_keys=True, default=repr,
+                      separators=(",", ":"))
+    return hashlib.sha256(_code_key() + text.encode()).hexdigest()
+
+
+def already_drawn(path: Path, key: str) -> bool:
+    """Does the regular file ``path`` (not a symlink) hold the plot of ``key``?"""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return False
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        return f"{KEY_MARK}{key}".encode() in os.read(fd, _HEAD)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
 
 
 def _start_worker() -> None:
@@ -112,10 +169,14 @@ class Drawing:
         self.figures = list(figures)
         self.outdir = outdir
         self._pool = pool
-        self._futures: list[Future[Path]] = []
-        if pool is not None and pool.pool is not None and self.figures:
+        self._keys = [figure_key(f) for f in self.figures]
+        self.reused = [already_drawn(outdir / f.path, k) for f, k in zip(self.figures, self._keys, strict=True)]
+        """Per figure: its file from an earlier report shows the same (kept, not drawn again)."""
+        self._futures: dict[int, Future[Path]] = {}
+        todo = [i for i, reused in enumerate(self.reused) if not reused]
+        if pool is not None and pool.pool is not None and todo:
             try:
-                self._futures = [pool.pool.submit(_draw, f, outdir) for f in self.figures]
+                self._futures = {i: pool.pool.submit(_draw, self.figures[i], outdir, self._keys[i]) for i in todo}
             except (OSError, RuntimeError, BrokenProcessPool) as exc:  # draw in this one
                 log.debug("plots drawn in this process: %s", exc)
                 self._close()
@@ -123,20 +184,23 @@ class Drawing:
     def _close(self) -> None:
         if self._pool is not None:
             self._pool.close()
-        self._futures = []
+        self._futures = {}
 
     def wait(self) -> list[Path]:
         paths: list[Path] = []
         try:
             for i, fig in enumerate(self.figures):
-                if i < len(self._futures):
+                if self.reused[i]:
+                    paths.append(self.outdir / fig.path)
+                    continue
+                if i in self._futures:
                     try:
                         paths.append(self._futures[i].result())
                         continue
                     except BrokenProcessPool as exc:  # a worker died (out of memory...): draw the rest here
                         log.debug("plot workers stopped (%s); drawing the rest here", exc)
                         self._close()
-                paths.append(_draw(fig, self.outdir))
+                paths.append(_draw(fig, self.outdir, self._keys[i]))
         finally:
             self._close()
         return paths
@@ -147,5 +211,6 @@ def start_drawing(figures: Sequence[Figure], outdir: Path, pool: DrawingPool | N
     started now, see :func:`prepare_drawing`; a pool with no process: drawn here, on
     :meth:`Drawing.wait`). The pool is closed when the drawing ends."""
     if pool is None:
-        pool = prepare_drawing(min(len(figures), _cpus() - 1, MAX_WORKERS) if len(figures) > 1 else 0)
+        todo = sum(not already_drawn(outdir / f.path, figure_key(f)) for f in figures)  # reused ones need none
+        pool = prepare_drawing(min(todo, _cpus() - 1, MAX_WORKERS) if todo > 1 else 0)
     return Drawing(figures, outdir, pool)

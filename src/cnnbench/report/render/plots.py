@@ -34,8 +34,10 @@ from cnnbench.report.render.plot_throughput import _throughput
 log = logging.getLogger(__name__)
 
 
-def draw(figure: Figure, outdir: Path) -> Path:
-    """Draw one figure to ``outdir/plots/<name>.svg``; returns the path."""
+def draw(figure: Figure, outdir: Path, key: str | None = None) -> Path:
+    """Draw one figure to ``outdir/plots/<name>.svg``; returns the path. ``key``: what it shows
+    (:func:`cnnbench.report.render.drawing.figure_key`), written into its metadata so that the
+    next report in this folder can keep the file when its figure has the same key."""
     import matplotlib
 
     path = outdir / figure.path
@@ -46,7 +48,8 @@ def draw(figure: Figure, outdir: Path) -> Path:
 
     # a unique temporary file renamed over the name: a symlink there is replaced, not written through
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": figure.name}), replacing(path) as f:
-        fig.savefig(f, format="svg", metadata={"Date": None})
+        metadata = {"Date": None} if key is None else {"Date": None, "Description": f"cnnbench-plot-key:{key}"}
+        fig.savefig(f, format="svg", metadata=metadata)
     log.debug("wrote %s", path)
     return path
 
