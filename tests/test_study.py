@@ -37,6 +37,9 @@ def test_the_rule_is_a_checked_option():
         RunConfig(lr_scaling="sqrt")
     with pytest.raises(ConfigError, match="lr.scaling"):
         RunConfig(lr_scaling="linear", forward_only=True)
+    with pytest.raises(ConfigError, match="lr.scaling.*independent trains one model per device"):
+        RunConfig(lr_scaling="linear", variable_update="independent")
+    assert RunConfig(lr_scaling="none", variable_update="independent").lr_scaling == "none"
 
 
 # --------------------------------------------------------------------------- the command

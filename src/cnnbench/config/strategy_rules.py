@@ -75,11 +75,18 @@ def _fsdp(config: Any) -> None:
                                          "--variable-update fsdp")
 
 
+def _independent(config: Any) -> None:
+    if getattr(config, "lr_scaling", None) == "linear":
+        raise ConfigError("lr_scaling", "linear follows the global batch, and independent trains one model per "
+                                        "device on its own batch: the batch a model sees does not grow with the "
+                                        "device count (use none)")
+
+
 REPLICATED: Declared[VariableUpdate] = Declared(("replicated",), ("all_reduce", *DDP_OPTIONS), _replicated,
                                                 training_only=DDP_OPTIONS)
 PARAMETER_SERVER: Declared[VariableUpdate] = Declared(("parameter_server",), ("all_reduce", "local_parameter_device"),
                                                       _parameter_server)
-INDEPENDENT: Declared[VariableUpdate] = Declared(("independent",))
+INDEPENDENT: Declared[VariableUpdate] = Declared(("independent",), validate=_independent)
 FSDP: Declared[VariableUpdate] = Declared(("fsdp",), ("all_reduce",), _fsdp)
 
 STRATEGY_RULES: dict[VariableUpdate, Declared[VariableUpdate]] = {
