@@ -283,3 +283,11 @@ def test_cpu_workers_on_one_host_share_its_cores_as_run_gives_them_threads():
     assert predict(fixed, "independent", 2, 1, s).images_per_sec == pytest.approx(2 * fixed.images_per_sec)
     # four single-thread workers on two cores take turns: no faster than two
     assert predict(crowded, "independent", 4, 1, s).images_per_sec == pytest.approx(2 * crowded.images_per_sec)
+
+
+def test_a_cpu_host_stays_as_busy_as_during_the_one_device_run():
+    quiet = base(device="cpu", batch_size=16, host_cpus=2, threads=1, threads_per_worker=1)
+    busy = replace(quiet, busy_cores=1.5)  # half a core left: one worker had it all, two share it
+    s = scenario("loopback")
+    assert predict(quiet, "independent", 2, 1, s).images_per_sec == pytest.approx(2 * quiet.images_per_sec)
+    assert predict(busy, "independent", 2, 1, s).images_per_sec == pytest.approx(busy.images_per_sec)

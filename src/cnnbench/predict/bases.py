@@ -11,7 +11,8 @@ Imported tf_cnn_benchmarks records carry no split and no cost: the split is assu
 (:data:`ASSUMED_SPLIT`), the parameter count comes from the caller's lookup (the torchvision
 model of the same architecture), and their replicated all-reduce starts after the whole
 backward pass (no overlap), in fp16 under mixed precision (tf_cnn_benchmarks'
-``--compact_gradient_transfer``, on by default).
+``--compact_gradient_transfer``, on by default). CPU workers exchange on the cores they compute
+with (Gloo copies and sums on the CPU): no overlap either.
 """
 
 from __future__ import annotations
@@ -110,12 +111,14 @@ def _base(key: tuple[tuple[str, Any], ...], recs: Sequence[Mapping[str, Any]], c
     bucket = get_value(first, "config.bucket_cap_mb")
     return Base(model=model, key=key, batch_size=batch, step_time_s=step, forward_s=f, backward_s=b, optimizer_s=o,
                 split_source=source, gradient_bytes=params * grad_element,
-                parameter_bytes=params * (2 if precision in HALF else 4), device=device, overlap=not imported,
+                parameter_bytes=params * (2 if precision in HALF else 4), device=device,
+                overlap=not imported and device != "cpu",
                 bucket_bytes=float(bucket) * 2**20 if _positive(bucket) else DEFAULT_BUCKET_BYTES,
                 machine=str(values["machine"]), environment=env,
                 input_rate_per_core=_input_rate(first, pipeline),
                 host_cpus=env.get("available_cpus") or env.get("cpu_threads"), threads=_threads(first),
-                threads_per_worker=get_value(first, "config.threads_per_worker"))
+                threads_per_worker=get_value(first, "config.threads_per_worker"),
+                busy_cores=statistics.median(_busy(r) for r in recs) if device == "cpu" else 0.0)
 
 
 def _threads(record: Mapping[str, Any]) -> int | None:
@@ -125,6 +128,11 @@ def _threads(record: Mapping[str, Any]) -> int | None:
         return int(per_device[0])
     threads = get_value(record, "environment.torch_num_threads")
     return int(threads) if _positive(threads) else None
+
+
+def _busy(record: Mapping[str, Any]) -> float:
+    value = get_value(record, "metrics.other_processes_cpu_cores")
+    return float(value) if _positive(value) else 0.0
 
 
 def _params(record: Mapping[str, Any], cost_lookup: CostLookup) -> int | None:

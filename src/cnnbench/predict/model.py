@@ -16,7 +16,8 @@ and the host; :func:`predict` the step at ``n`` devices on ``m`` nodes for one s
 * ``independent``: no exchange at all.
 
 CPU workers on one host share its cores: a node's compute is the one-device figure split
-between its workers. The input pipeline feeds a node at ``per-core rate x host cores``; a step
+between its workers (what other processes used of it during the one-device run stays used).
+The input pipeline feeds a node at ``per-core rate x host cores``; a step
 takes at least the time the node's images take to load. The bound of a point is whichever of
 compute, communication (all of it, overlapped or not) and input is busiest per step.
 """
@@ -33,6 +34,8 @@ from cnnbench.predict.links import Link
 Strategy = Literal["replicated", "parameter_server", "fsdp", "independent"]
 STRATEGIES: tuple[str, ...] = ("replicated", "parameter_server", "fsdp", "independent")
 Bound = Literal["compute", "communication", "input"]
+MIN_FREE_CORES = 0.1
+"""A CPU host is never taken to leave its workers less than this much of a core."""
 DEFAULT_BUCKET_BYTES = 25 * 2**20
 """DDP's default ``bucket_cap_mb`` (25 MiB)."""
 
@@ -67,6 +70,9 @@ class Base:
     """CPU: the torch threads the one-device run computed with (None: all of ``host_cpus``)."""
     threads_per_worker: int | None = None
     """CPU: ``--threads-per-worker`` of the records (None: the host's cores divided among workers)."""
+    busy_cores: float = 0.0
+    """CPU: cores other processes used during the one-device run (``other_processes_cpu_cores``):
+    the host is assumed as busy at every point."""
 
     @property
     def images_per_sec(self) -> float:
@@ -122,9 +128,10 @@ def _core_share(base: Base, per_node: int) -> float:
     if base.device != "cpu":
         return 1.0
     cores = base.host_cpus or base.threads or 1
-    alone = base.threads or cores
+    free = max(cores - base.busy_cores, MIN_FREE_CORES)
+    alone = min(base.threads or cores, free)
     mine = base.threads_per_worker or max(1, cores // per_node)
-    return alone / min(mine, cores / per_node)
+    return alone / min(mine, free / per_node)
 
 
 def _exchange(base: Base, strategy: str, per_node: int, nodes: int, scenario: Scenario,
