@@ -157,6 +157,9 @@ def test_a_study_file_without_its_sections_is_refused(tmp_path, capsys):
     typo = _write(tmp_path / "typo.yaml", OWN_STUDY.replace("columns: batch_size", "columns: batch_sise"))
     with pytest.raises(StudyError, match="layout.columns: 'batch_sise' is not a record field"):
         load_study(str(typo))
+    mark = _write(tmp_path / "mark.yaml", OWN_STUDY.replace("model: resnet50,", "model: resnet50, data_dir: '{dataset}',"))
+    with pytest.raises(StudyError, match="base.data_dir: {dataset} names the data set of make_dataset"):
+        load_study(str(mark))
     with pytest.raises(StudyError, match="smoke.repeat: not a smoke key"):
         load_study(str(_write(tmp_path / "r.yaml", OWN_STUDY + "  repeat: 2\n")))
 
