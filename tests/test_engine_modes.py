@@ -70,8 +70,9 @@ def observe(**changes) -> dict:
     SEEN.clear()
     record = run_benchmark(cfg(**changes))
     assert record.status == "ok", record.error
-    assert len(SEEN) == 4  # 1 warm-up + 3 timed
-    return SEEN[-1]
+    split = record.metrics.get("phase_split_steps") or 0  # training: the forward/backward split's, after
+    assert len(SEEN) == 4 + split  # 1 warm-up + 3 timed (+ the split's steps)
+    return SEEN[3]
 
 
 # --------------------------------------------------------------------------- precision
