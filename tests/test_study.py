@@ -18,7 +18,7 @@ from cnnbench.report import build_report
 from cnnbench.study import StudyError, load_study, run_study, shipped_studies
 from cnnbench.study.run import report_options
 from cnnbench.sweep.suite import SuiteError, load_suite, parse_suite
-from tests.report_fixtures import record
+from tests.report_fixtures import record, training_record
 
 # --------------------------------------------------------------------------- the learning-rate rule
 
@@ -157,7 +157,8 @@ def test_a_study_file_without_its_sections_is_refused(tmp_path, capsys):
     typo = _write(tmp_path / "typo.yaml", OWN_STUDY.replace("columns: batch_size", "columns: batch_sise"))
     with pytest.raises(StudyError, match="layout.columns: 'batch_sise' is not a record field"):
         load_study(str(typo))
-    mark = _write(tmp_path / "mark.yaml", OWN_STUDY.replace("model: resnet50,", "model: resnet50, data_dir: '{dataset}',"))
+    mark = _write(tmp_path / "mark.yaml",
+                  OWN_STUDY.replace("model: resnet50,", "model: resnet50, data_dir: '{dataset}',"))
     with pytest.raises(StudyError, match="base.data_dir: {dataset} names the data set of make_dataset"):
         load_study(str(mark))
     with pytest.raises(StudyError, match="smoke.repeat: not a smoke key"):
@@ -228,6 +229,8 @@ def test_train_to_accuracy_smoke_gives_the_training_table_and_records_the_rate(t
     for wanted in ("Training time", "time per epoch", "Images/sec", "Training accuracy", "Test accuracy",
                    "total over"):
         assert any(wanted in label for label in labels), (wanted, labels)
+    rate = next(r for r in table["rows"] if r[table["columns"][0]].startswith("Learning rate"))
+    assert [rate["CPU (1)"], rate["CPU (2)"]] == pytest.approx([0.05, 0.1])
     # the rule and the rate it gave, in each record: 0.05 per device, linear
     rates = {r["config"]["num_devices"]: r for r in _records(results)}
     assert sorted(rates) == [1, 2]
@@ -282,3 +285,17 @@ def test_the_python_api_runs_a_study_by_name():
     assert callable(cnnbench.study) and cnnbench.study.run_study is run_study  # the package, callable
     with pytest.raises(StudyError, match="no study 'nope'"):
         cnnbench.study("nope")
+
+
+def test_the_training_table_shows_the_rate_the_rule_gave_when_records_hold_it():
+    with_rate = []
+    for n in (1, 2, 4):
+        rec = training_record(n)
+        rec["config"].update(learning_rate=0.0125, lr_scaling="linear")
+        rec["metrics"]["learning_rate"] = 0.0125 * n
+        with_rate.append(rec)
+    [table] = [t for t in build_report(with_rate).tables if t.kind == "training"]
+    assert [c.value for c in table.row("Learning rate at the start (after --lr-scaling)")[1:]] == \
+        pytest.approx([0.0125, 0.025, 0.05])
+    [table] = [t for t in build_report([training_record(n) for n in (1, 2)]).tables if t.kind == "training"]
+    assert not any("Learning rate" in r[0].text for r in table.rows)  # records without it: no row

@@ -20,12 +20,14 @@ from cnnbench.analysis import fields as F
 from cnnbench.analysis.labels import Namer, data_set_note
 from cnnbench.analysis.points import Point, PointSet
 from cnnbench.analysis.repeat_stats import median
-from cnnbench.report.table import Table, label_cell, missing, number
+from cnnbench.report.table import Cell, Table, label_cell, missing, number
 from cnnbench.report.table import failed as failed_cell
 from cnnbench.results.naming import device_word
 from cnnbench.words import plural
 
 MIB = 2**20
+RATE_ROW = "Learning rate at the start (after --lr-scaling)"
+"""Shown when a record holds it (``metrics.learning_rate``): the global batch grows with the devices."""
 MEMORY_ROW = "Maximum device memory per device (MiB)"
 TOTAL_MEMORY_ROW = "Maximum device memory, total over devices (MiB)"
 
@@ -121,6 +123,7 @@ ROWS: list[tuple[str, Callable[[Mapping[str, Any]], float | None], int]] = [
     ("Test accuracy", lambda r: _last(r, "test_accuracy"), 3),
     (MEMORY_ROW, max_memory_mib, 0),
     (TOTAL_MEMORY_ROW, total_memory_mib, 0),
+    (RATE_ROW, lambda r: _num((r.get("metrics") or {}).get("learning_rate")), 4),
 ]
 HOST_MEMORY_ROWS = {MEMORY_ROW: "Maximum host memory per worker, RSS (MiB)",
                     TOTAL_MEMORY_ROW: "Maximum host memory, total over workers, RSS (MiB)"}
@@ -165,6 +168,25 @@ def training_results(points: PointSet) -> list[TrainingResult]:
     return results
 
 
+def _rows(by_n: Mapping[int, list[Mapping[str, Any]]], failed: Mapping[int, list[str]], devices: list[int],
+          cpu: bool) -> list[list[Cell]]:
+    """One row per measure (the learning rate only when a record holds it), a cell per device count."""
+    rows = []
+    for label, fn, digits in ROWS:
+        row = [label_cell(HOST_MEMORY_ROWS.get(label, label) if cpu else label)]
+        for n in devices:
+            xs = [x for x in (fn(r) for r in by_n.get(n, [])) if x is not None]
+            if xs:
+                row.append(number(median(xs), digits))
+            elif failed.get(n):
+                row.append(failed_cell(failed[n][0]))
+            else:
+                row.append(missing())
+        if label != RATE_ROW or any(c.value is not None for c in row[1:]):
+            rows.append(row)
+    return rows
+
+
 def _result(namer: Namer, group: list[Point]) -> TrainingResult:
     first = group[0].values
     word = device_word({"device": first.get("config.device")}).upper()
@@ -179,18 +201,7 @@ def _result(namer: Namer, group: list[Point]) -> TrainingResult:
                 failed[n].append(p.measure.failure_text())
     devices = sorted(set(by_n) | set(failed))
     cpu = first.get("config.device") == "cpu"
-    rows = []
-    for label, fn, digits in ROWS:
-        row = [label_cell(HOST_MEMORY_ROWS.get(label, label) if cpu else label)]
-        for n in devices:
-            xs = [x for x in (fn(r) for r in by_n.get(n, [])) if x is not None]
-            if xs:
-                row.append(number(median(xs), digits))
-            elif failed.get(n):
-                row.append(failed_cell(failed[n][0]))
-            else:
-                row.append(missing())
-        rows.append(row)
+    rows = _rows(by_n, failed, devices, cpu)
     title = (f"Training to accuracy: {first.get(F.MODEL)}, batch {F.text(first.get(F.BATCH))} per device, "
              f"{namer.name(first)}, on {first.get(F.MACHINE)}")
     memory = ("peak resident memory of each worker process (RSS): on a CPU the model lives in host "
