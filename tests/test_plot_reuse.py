@@ -76,3 +76,24 @@ def test_the_key_follows_the_numbers_and_the_title():
     assert drawing.figure_key(fig) == key
     fig.title += " "
     assert drawing.figure_key(fig) != key
+
+
+def test_no_drawing_process_starts_when_every_plot_is_kept(tmp_path):
+    records = scaling_records() + [training_record(n) for n in (1, 2)]
+    out = tmp_path / "out"
+    first = drawing.prepare_drawing(2, reusing=out)  # nothing there yet: started ahead
+    assert first.pool is not None
+    write_report(build_report(records), out, drawing_pool=first)
+    drawn = {p.name: p.read_bytes() for p in (out / "plots").glob("*.svg")}
+    again = drawing.prepare_drawing(2, reusing=out)
+    assert again.pool is None  # not ahead: the plots there may all be kept
+    figures = [f for f in build_report(records).figures if f.drawn]
+    kept = drawing.start_drawing(figures, out, again)
+    assert again.pool is None and all(kept.reused)
+    kept.wait()
+    for p in (out / "plots").glob("*.svg"):
+        p.write_bytes(p.read_bytes().replace(b"cnnbench-plot-key:", b"cnnbench-plot-key:0"))
+    later = drawing.prepare_drawing(2, reusing=out)
+    redraw = drawing.start_drawing(figures, out, later)
+    assert later.pool is not None and not any(redraw.reused)  # started for the figures to draw
+    assert {p.name: p.read_bytes() for p in redraw.wait()} == drawn

@@ -99,11 +99,12 @@ def handle(args: argparse.Namespace) -> int:
     from cnnbench.results.outputs import OutputError
 
     try:
-        check_report_folder(args.output)  # before any work
+        out = check_report_folder(args.output)  # before any work
     except OutputError as exc:
         raise UserError(str(exc)) from None
     # the drawing processes import matplotlib while the records are read and the tables built
-    with prepare_drawing(0 if args.no_plots or not args.max_plots else None) as drawing_pool:
+    # (unless the folder's plots may all be kept: then only once a plot needs drawing)
+    with prepare_drawing(0 if args.no_plots or not args.max_plots else None, reusing=out) as drawing_pool:
         return _report(args, drawing_pool)
 
 

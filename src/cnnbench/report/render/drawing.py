@@ -136,11 +136,20 @@ def _fork_pool(workers: int) -> ProcessPoolExecutor | None:
 
 
 class DrawingPool:
-    """Drawing processes started ahead of the figures (see :func:`prepare_drawing`)."""
+    """Drawing processes started ahead of the figures (see :func:`prepare_drawing`), or, with
+    ``ahead=False``, when the first figure that needs drawing comes (:meth:`start`)."""
 
-    def __init__(self, workers: int) -> None:
+    def __init__(self, workers: int, ahead: bool = True) -> None:
         self.workers = workers
-        self.pool = _fork_pool(workers) if workers > 0 else None
+        self.pool = _fork_pool(workers) if workers > 0 and ahead else None
+        self._later = workers > 0 and not ahead
+
+    def start(self, figures: int) -> None:
+        """Start the processes not started ahead, for ``figures`` figures (one: drawn here)."""
+        if self._later:
+            self._later = False
+            if figures > 1:
+                self.pool = _fork_pool(min(figures, self.workers))
 
     def close(self) -> None:
         if self.pool is not None:
@@ -154,12 +163,21 @@ class DrawingPool:
         self.close()
 
 
-def prepare_drawing(workers: int | None = None) -> DrawingPool:
+def prepare_drawing(workers: int | None = None, reusing: Path | None = None) -> DrawingPool:
     """Start the drawing processes now (``workers``: how many; default: the usable CPUs but one,
     at least one, at most :data:`MAX_WORKERS`; 0: draw in this process). Use it as a context
-    manager, so that the processes end with it."""
+    manager, so that the processes end with it. ``reusing``: the report folder; when it holds
+    plots of an earlier report (which may all be kept), the processes are started only once a
+    figure needs drawing, so that a report of unchanged results never imports matplotlib."""
     n = workers if workers is not None else (min(_cpus() - 1, MAX_WORKERS) if _cpus() > 1 else 0)
-    return DrawingPool(max(0, n))
+    return DrawingPool(max(0, n), ahead=reusing is None or not _has_keyed_plots(reusing))
+
+
+def _has_keyed_plots(outdir: Path) -> bool:
+    try:
+        return any(already_drawn(p, "") for p in (outdir / "plots").glob("*.svg"))
+    except OSError:
+        return False
 
 
 class Drawing:
@@ -174,6 +192,8 @@ class Drawing:
         """Per figure: its file from an earlier report shows the same (kept, not drawn again)."""
         self._futures: dict[int, Future[Path]] = {}
         todo = [i for i, reused in enumerate(self.reused) if not reused]
+        if pool is not None:
+            pool.start(len(todo))
         if pool is not None and pool.pool is not None and todo:
             try:
                 self._futures = {i: pool.pool.submit(_draw, self.figures[i], outdir, self._keys[i]) for i in todo}
