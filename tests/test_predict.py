@@ -184,6 +184,7 @@ def test_predict_on_a_record_made_here_prints_1_to_1024_devices(tmp_path):
     data = json.loads(out.stdout)
     assert [r["devices"] for r in data["rows"]] == POINTS
     assert data["rows"][0]["bound"] == "compute" and data["rows"][0]["measured_images_per_sec"]
+    assert data["rows"][0]["error"] == pytest.approx(0, abs=1e-9)  # one device predicts the record itself
     assert any("forward/backward split measured" in line for line in data["assumptions"])
     table = subprocess.run([sys.executable, "-m", "cnnbench", "predict", str(store), "--strategy", "replicated"],
                            capture_output=True, text=True, timeout=300, check=False, env=_wide())
@@ -279,6 +280,8 @@ def test_cpu_workers_on_one_host_share_its_cores_as_run_gives_them_threads():
     fixed = base(device="cpu", batch_size=16, host_cpus=2, threads=1, threads_per_worker=1)  # each its own core
     crowded = base(device="cpu", batch_size=16, host_cpus=2, threads=1, threads_per_worker=1)
     s = scenario("loopback")
+    for b in (shared, fixed, replace(shared, threads=1), replace(shared, busy_cores=1.5)):
+        assert predict(b, "independent", 1, 1, s).images_per_sec == pytest.approx(b.images_per_sec)  # the base
     assert predict(shared, "independent", 2, 1, s).images_per_sec == pytest.approx(shared.images_per_sec)
     assert predict(fixed, "independent", 2, 1, s).images_per_sec == pytest.approx(2 * fixed.images_per_sec)
     # four single-thread workers on two cores take turns: no faster than two

@@ -123,14 +123,16 @@ def predict(base: Base, strategy: str, devices: int, nodes: int, scenario: Scena
 
 def _core_share(base: Base, per_node: int) -> float:
     """How much longer each worker computes than the one-device run: CPU workers on one host
-    split its cores (``run``'s default: cores / workers threads each; ``--threads-per-worker``: that
-    many, but no more than the worker's share of the cores), at a time proportional to 1 / threads."""
+    split its cores (``run``'s default: the one-device run's threads / workers each;
+    ``--threads-per-worker``: that many; never more than the worker's share of the cores other
+    processes leave), at a time proportional to 1 / threads."""
     if base.device != "cpu":
         return 1.0
     cores = base.host_cpus or base.threads or 1
     free = max(cores - base.busy_cores, MIN_FREE_CORES)
-    alone = min(base.threads or cores, free)
-    mine = base.threads_per_worker or max(1, cores // per_node)
+    threads = base.threads or cores
+    alone = min(threads, free)
+    mine = base.threads_per_worker or max(1, threads // per_node)
     return alone / min(mine, free / per_node)
 
 
