@@ -1,0 +1,173 @@
+"""Reports, store reads and CSV exports of big stores, old code against new, side by side.
+
+Each figure is one fresh process (interpreter start and imports included, as a user waits for
+it), run for the old code (a git worktree of ``--old`` at ``/tmp/cnnbench-old-<rev>``, put first
+on ``PYTHONPATH``) and for this tree's, alternating which goes first from round to round. Wall
+time and CPU time (user + system of the process and of the processes it started: the drawing
+processes) are printed per side and round, with the machine's load average before each round.
+Each side reads its own hard-linked copy of the stores, so that the two never rebuild each
+other's parsed-record cache.
+
+    .venv/bin/python benchmarks/report_store_speed.py --rounds 3
+    .venv/bin/python benchmarks/report_store_speed.py --only report --rounds 2
+
+Stores: 10,000 and 100,000 report records (``report_speed.synthetic_records``: 20 models x 10
+machines, 100 step times each) and 100,000 engine-shaped records (``sweep_overhead.write_store``:
+4 KB each, 100 step times). They are written once into ``--data`` and kept.
+
+This is a benchmark, not a test: it prints figures and asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+
+READ = ("import sys; from cnnbench.results.store import read_records; "
+        "r, _ = read_records(sys.argv[1], step_times=sys.argv[2] == '1'); assert len(r) > 1000")
+
+
+def make_stores(data: Path) -> dict[str, Path]:
+    from report_speed import synthetic_records
+    from sweep_overhead import write_store
+
+    stores = {name: data / name for name in ("report-10k", "report-100k", "engine-100k")}
+    for name, n in (("report-10k", 10_000), ("report-100k", 100_000)):
+        folder = stores[name]
+        if not (folder / "all.jsonl").exists():
+            folder.mkdir(parents=True, exist_ok=True)
+            with open(folder / "all.jsonl.tmp", "w") as f:
+                for r in synthetic_records(n):
+                    f.write(json.dumps(r, separators=(",", ":")) + "\n")
+            os.replace(folder / "all.jsonl.tmp", folder / "all.jsonl")
+    if not any(stores["engine-100k"].glob("*.jsonl")):
+        stores["engine-100k"].mkdir(parents=True, exist_ok=True)
+        write_store(stores["engine-100k"], 100_000)
+    return stores
+
+
+def side_copy(stores: dict[str, Path], where: Path) -> dict[str, Path]:
+    """Hard-linked copies of the stores' files (own folders: own caches)."""
+    out = {}
+    for name, folder in stores.items():
+        dest = where / name
+        dest.mkdir(parents=True, exist_ok=True)
+        for f in folder.glob("*.jsonl"):
+            if not (dest / f.name).exists():
+                os.link(f, dest / f.name)
+        out[name] = dest
+    return out
+
+
+def old_tree(rev: str) -> Path:
+    path = Path(f"/tmp/cnnbench-old-{rev}")
+    if not path.exists():
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(path), rev], check=True,
+                       capture_output=True)
+    return path
+
+
+def timed(cmd: list[str], src: Path, setup=None) -> tuple[float, float]:  # type: ignore[no-untyped-def]
+    """Wall and CPU seconds (user + system, with the processes it started) of one command."""
+    if setup is not None:
+        setup()
+    env = dict(os.environ, PYTHONPATH=str(src))
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def drop_cache(folder: Path) -> None:
+    for c in folder.glob(".*.cache"):
+        c.unlink()
+
+
+def cases(s: dict[str, Path], out: Path, only: set[str]) -> list[tuple[str, list[str], object]]:
+    py = sys.executable
+    cnnbench = [py, "-m", "cnnbench"]
+    r10, r100, e100 = s["report-10k"], s["report-100k"], s["engine-100k"]
+    todo: list[tuple[str, list[str], object]] = []
+    if "report" in only:
+        todo += [
+            ("report 10k, tables only (--no-plots)", [*cnnbench, "report", str(r10), "-o", str(out / "t10"),
+                                                       "--no-plots"], None),
+            ("report 10k, default plots, first", [*cnnbench, "report", str(r10), "-o", str(out / "p10")],
+             lambda: shutil.rmtree(out / "p10", ignore_errors=True)),
+            ("report 10k, default plots, again", [*cnnbench, "report", str(r10), "-o", str(out / "p10")], None),
+            ("report 100k, default plots, first", [*cnnbench, "report", str(r100), "-o", str(out / "p100")],
+             lambda: shutil.rmtree(out / "p100", ignore_errors=True)),
+        ]
+    if "store" in only:
+        todo += [
+            ("read 100k engine records, cold", [py, "-c", READ, str(e100), "1"], lambda: drop_cache(e100)),
+            ("read 100k engine records, warm", [py, "-c", READ, str(e100), "1"], None),
+            ("read 100k, warm, step_times=False", [py, "-c", READ, str(e100), "0"], None),
+        ]
+    if "export" in only:
+        export = [*cnnbench, "results", "export", str(e100), "--format", "csv", "--no-step-times", "-o",
+                  str(out / "e.csv")]
+        todo += [
+            ("export csv --no-step-times 100k, cold", export, lambda: drop_cache(e100)),
+            ("export csv --no-step-times 100k, warm", export, None),
+        ]
+    return todo
+
+
+def _span(xs: list[float]) -> str:
+    return f"{min(xs):.2f}–{max(xs):.2f} s" if len(xs) > 1 else f"{xs[0]:.2f} s" if xs else "—"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--old", default="264d1d6", help="The commit to compare with (default: before issue 22's "
+                    "report and store work).")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--data", type=Path, default=Path(tempfile.gettempdir()) / "cnnbench-bench-stores")
+    ap.add_argument("--only", default="report,store,export", help="Comma-separated: report, store, export.")
+    args = ap.parse_args()
+    only = set(args.only.split(","))
+    stores = make_stores(args.data)
+    sides = {"old": old_tree(args.old) / "src", "new": ROOT / "src"}
+    copies = {side: side_copy(stores, args.data / f"side-{side}") for side in sides}
+    outs = {side: args.data / f"out-{side}" for side in sides}
+    for side in sides:  # warm both sides' caches (and the page cache) once, untimed
+        for folder in copies[side].values():
+            subprocess.run([sys.executable, "-c", READ, str(folder), "1"], check=True,
+                           env=dict(os.environ, PYTHONPATH=str(sides[side])))
+    results: dict[str, dict[str, list[tuple[float, float]]]] = {}
+    for rnd in range(args.rounds):
+        print(f"round {rnd + 1}: load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
+        order = list(sides) if rnd % 2 == 0 else list(reversed(sides))
+        per_side = {side: cases(copies[side], outs[side], only) for side in sides}
+        for i in range(len(per_side["new"])):
+            for side in order:
+                label, cmd, setup = per_side[side][i]
+                wall, cpu = timed(cmd, sides[side], setup)  # type: ignore[arg-type]
+                results.setdefault(label, {}).setdefault(side, []).append((wall, cpu))
+                print(f"  {side:3} {label:<42} wall {wall:6.2f} s  CPU {cpu:6.2f} s", flush=True)
+    print(f"\nload average at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())}; "
+          f"CPUs: {os.cpu_count()}\n")
+    print("| measure | old wall | new wall | old CPU | new CPU |\n|--|--:|--:|--:|--:|")
+    for label, by_side in results.items():
+        cells = [_span([r[k] for r in by_side.get(side, [])]) for k in (0, 1) for side in ("old", "new")]
+        print(f"| {label} | " + " | ".join(cells) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
