@@ -294,3 +294,14 @@ def test_a_cpu_host_stays_as_busy_as_during_the_one_device_run():
     s = scenario("loopback")
     assert predict(quiet, "independent", 2, 1, s).images_per_sec == pytest.approx(2 * quiet.images_per_sec)
     assert predict(busy, "independent", 2, 1, s).images_per_sec == pytest.approx(busy.images_per_sec)
+
+
+def test_tf_names_whose_torchvision_namesake_differs_take_tf_s_own_parameter_count():
+    from cnnbench.predict.bases import TF_PARAMETERS
+
+    tf = _record(1, 500.0, split=False, source="tf_cnn_benchmarks", params=None, model="alexnet")
+    (b,), _ = find_bases([tf], lambda name: 61_100_840)  # torchvision's alexnet: not tf's network
+    assert b.gradient_bytes == TF_PARAMETERS["alexnet"] * 4
+    mine = _record(1, 500.0, params=None, model="alexnet")  # a cnnbench record of alexnet is torchvision's
+    (b,), _ = find_bases([mine], lambda name: 61_100_840)
+    assert b.gradient_bytes == 61_100_840 * 4

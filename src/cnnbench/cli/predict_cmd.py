@@ -138,12 +138,15 @@ def _print_table(result: object) -> None:
 @functools.cache
 def parameter_count(model: str) -> int | None:
     """Parameters of a model name: a tf_cnn_benchmarks name's torchvision model (from the cached
-    table), else a registry model's traced cost (imports torch), else None."""
-    from cnnbench.report.tables.tf_models import tf_cost
+    table; None for a tf name without one), else a registry model's traced cost (imports torch),
+    else None."""
+    from cnnbench.report.tables.tf_models import TF_MODELS, UNMAPPED, tf_cost
 
     found = tf_cost(model)
     if found is not None:
         return int(found[0]["params"])
+    if model in TF_MODELS or model in UNMAPPED:
+        return None
     try:
         from cnnbench.models.cost import model_cost
 

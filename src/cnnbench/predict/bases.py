@@ -8,8 +8,8 @@ measured one). Records with more devices in the same configuration are its measu
 per strategy (``variable_update``) and device/node count.
 
 Imported tf_cnn_benchmarks records carry no split and no cost: the split is assumed
-(:data:`ASSUMED_SPLIT`), the parameter count comes from the caller's lookup (the torchvision
-model of the same architecture), and their replicated all-reduce starts after the whole
+(:data:`ASSUMED_SPLIT`), the parameter count comes from :data:`TF_PARAMETERS` or the caller's
+lookup (the torchvision model of the same architecture), and their replicated all-reduce starts after the whole
 backward pass (no overlap), in fp16 under mixed precision (tf_cnn_benchmarks'
 ``--compact_gradient_transfer``, on by default). CPU workers exchange on the cores they compute
 with (Gloo copies and sums on the CPU): no overlap either.
@@ -35,6 +35,13 @@ ASSUMED_SPLIT = (1.0, 2.0, 0.0)
 forward pass (its two products per layer against the forward's one), the update folded into them."""
 ASSUMED_TEXT = "assumed: backward = 2 x forward (no split recorded)"
 HALF = frozenset({"fp16", "bf16"})
+TF_PARAMETERS = {
+    "alexnet": 61_842_345,
+    "inception4": 42_680_000,
+}
+"""Parameter counts of tf_cnn_benchmarks models whose torchvision namesake differs or is missing:
+alexnet from tf_cnn_benchmarks' layers (convolutions 64-192-384-384-256, fully connected
+4096-4096-1001); inception4 as timm's inception_v4 (42.68 M, the same network)."""
 CostLookup = Callable[[str], int | None]
 """Parameter count of a model name (None: not known)."""
 
@@ -139,7 +146,10 @@ def _params(record: Mapping[str, Any], cost_lookup: CostLookup) -> int | None:
     cost = record.get("model_cost")
     if isinstance(cost, Mapping) and _positive(cost.get("params")):
         return int(cost["params"])
-    return cost_lookup(str(get_value(record, "config.model")))
+    model = str(get_value(record, "config.model"))
+    if (record.get("source") or "cnnbench") != "cnnbench" and model in TF_PARAMETERS:
+        return TF_PARAMETERS[model]
+    return cost_lookup(model)
 
 
 def _split(recs: Sequence[Mapping[str, Any]], step: float) -> tuple[float, float, float, str]:
