@@ -16,12 +16,21 @@ import yaml
 
 from cnnbench import __version__
 from cnnbench.cli import main
-from tests.slurm_cluster import poll
+from tests.slurm_cluster import NODES, poll
 
 FAST = {"model": "trivial", "device": "cpu", "num_batches": 2, "num_warmup_batches": 1, "image_size": 32}
 LONG = {"model": "trivial", "device": "cpu", "num_batches": 10_000_000, "num_warmup_batches": 1, "image_size": 32}
 """A case that runs until something stops it."""
 DEADLINE_S = 300.0
+
+
+@pytest.fixture
+def cluster(slurm_cluster):
+    """The session's cluster, every job cancelled and every node back after the test, whatever it left."""
+    yield slurm_cluster
+    slurm_cluster.cancel_all()
+    for node in NODES:
+        slurm_cluster.resume(node)
 
 
 def write_suite(folder: Path, name: str, **data) -> Path:
@@ -92,7 +101,7 @@ def test_without_slurm_the_tests_skip_with_the_reason_except_in_ci(monkeypatch, 
 
 
 @pytest.mark.slow
-def test_a_suite_submitted_to_slurm_records_every_case_where_its_executor_block_puts_it(slurm_cluster, tmp_path,
+def test_a_suite_submitted_to_slurm_records_every_case_where_its_executor_block_puts_it(cluster, tmp_path,
                                                                                          capsys):
     suite = write_suite(tmp_path, "placed", base=FAST, timeout_s=120,
                         matrix={"batch_size": [2, 4]},
@@ -319,7 +328,7 @@ def _submit(capsys, suite: Path, results: Path, *flags: str) -> str:
 
 
 @pytest.mark.slow
-def test_a_new_submit_runs_only_what_is_not_yet_recorded_ok(slurm_cluster, tmp_path, capsys):
+def test_a_new_submit_runs_only_what_is_not_yet_recorded_ok(cluster, tmp_path, capsys):
     results = tmp_path / "results"
     suite = write_suite(tmp_path, "grow", base=FAST, matrix={"batch_size": [2, 4]}, executor={"time_min": 5})
     assert "2 cases submitted" in _submit(capsys, suite, results)
@@ -332,9 +341,9 @@ def test_a_new_submit_runs_only_what_is_not_yet_recorded_ok(slurm_cluster, tmp_p
 
 
 @pytest.mark.slow
-def test_cancel_cancels_only_the_sweeps_jobs_and_a_new_submit_resumes_what_did_not_finish(slurm_cluster, tmp_path,
+def test_cancel_cancels_only_the_sweeps_jobs_and_a_new_submit_resumes_what_did_not_finish(cluster, tmp_path,
                                                                                         capsys):
-    other = slurm_cluster.run("sbatch", "--parsable", "-p", "second", "-o", "/dev/null", "--wrap",
+    other = cluster.run("sbatch", "--parsable", "-p", "second", "-o", "/dev/null", "--wrap",
                               "sleep 600").stdout.strip()
     results = tmp_path / "results"
     suite = write_suite(tmp_path, "stop", base=FAST, timeout_s=600,  # the base case, then two that run on
@@ -349,21 +358,21 @@ def test_cancel_cancels_only_the_sweeps_jobs_and_a_new_submit_resumes_what_did_n
     assert lines[0].startswith("done (ok)")
     assert lines[1].startswith("done (error)") and "CANCELLED" in lines[1]  # it had started: recorded
     assert lines[2].startswith("never started") and "CANCELLED" in lines[2]  # it had not: shown only
-    assert any(line.startswith(other) for line in slurm_cluster.jobs())  # not the sweep's: untouched
+    assert any(line.startswith(other) for line in cluster.jobs())  # not the sweep's: untouched
     (cancelled,) = [r for r in records(results) if r["status"] != "ok"]
     assert cancelled["config"]["batch_size"] == 4 and "was cancelled" in cancelled["error"]
 
     out = _submit(capsys, suite, results)
     assert "2 cases submitted; left alone: 1 recorded ok" in out
     wait_for(capsys, suite, results, lambda ls: ls[1].startswith(("running", "pending")), "resubmitted")
-    slurm_cluster.run("scancel", other)
+    cluster.run("scancel", other)
     code, out = sweep(capsys, suite, "--cancel", "--results-dir", results)
     assert code == 0 and out.startswith("cancelled 2 jobs:")
-    slurm_cluster.wait_idle()
+    cluster.wait_idle()
 
 
 @pytest.mark.slow
-def test_a_job_past_its_slurm_time_limit_and_one_whose_node_goes_down_are_recorded(slurm_cluster, tmp_path, capsys):
+def test_a_job_past_its_slurm_time_limit_and_one_whose_node_goes_down_are_recorded(cluster, tmp_path, capsys):
     results = tmp_path / "results"
     late = write_suite(tmp_path, "late", base=LONG, timeout_s=600,
                        executor={"time_min": 1, "partition": "main", "slurm_args": {"nodelist": "n1"}})
@@ -371,21 +380,22 @@ def test_a_job_past_its_slurm_time_limit_and_one_whose_node_goes_down_are_record
     _submit(capsys, late, results)
     _submit(capsys, lost, results)
     wait_for(capsys, lost, results, lambda ls: ls[0].startswith("running"), "the case on n2 to run")
-    slurm_cluster.run("scontrol", "update", "nodename=n2", "state=down", "reason=cnnbench-test")
+    cluster.run("scontrol", "update", "nodename=n2", "state=down", "reason=cnnbench-test")
     try:
-        (line,) = wait_for(capsys, lost, results, lambda ls: ls[0].startswith("done"), "n2's case to be recorded")
+        (line,) = wait_for(capsys, lost, results, lambda ls: ls[0].startswith("done"), "n2's case to be recorded",
+                           deadline_s=120)
         assert line.startswith("done (error)") and "NODE_FAIL" in line and "n2" in line
         (line,) = wait_for(capsys, late, results, lambda ls: ls[0].startswith("done"), "the late case to be recorded")
         assert line.startswith("done (timeout)") and "TIMEOUT" in line
     finally:
-        slurm_cluster.resume("n2")
+        cluster.resume("n2")
     got = {r["suite_name"]: r for r in records(results)}
     assert got["late"]["status"] == "timeout" and got["late"]["slurm"]["state"] == "TIMEOUT"
     assert got["late"]["error"].startswith("Slurm job ") and "ran past its Slurm time limit" in got["late"]["error"]
     assert got["late"]["environment"]["hostname"]  # the node's own note: where it ran
     assert got["lost"]["status"] == "error" and got["lost"]["slurm"]["state"] == "NODE_FAIL"
     assert "lost its node" in got["lost"]["error"] and "on n2" in got["lost"]["error"]
-    slurm_cluster.wait_idle()
+    cluster.wait_idle()
 
 
 def test_results_merge_folds_node_local_stores_into_one_each_run_once(tmp_path, capsys):
@@ -417,7 +427,7 @@ def test_results_merge_folds_node_local_stores_into_one_each_run_once(tmp_path, 
 
 
 @pytest.mark.slow
-def test_a_two_node_case_runs_one_launcher_per_node_and_its_record_names_both(slurm_cluster, tmp_path, capsys):
+def test_a_two_node_case_runs_one_launcher_per_node_and_its_record_names_both(cluster, tmp_path, capsys):
     results = tmp_path / "results"
     suite = write_suite(tmp_path, "pair", base={**FAST, "batch_size": 4, "num_devices": 2, "nodes": 2},
                         timeout_s=240, executor={"startup_s": 60, "partition": "main"})
