@@ -148,6 +148,15 @@ def test_a_device_count_that_does_not_divide_over_its_nodes_is_refused_before_an
     assert len(out.strip().splitlines()) == 1 and not (tmp_path / "r").exists()
 
 
+def test_without_slurms_commands_a_submit_says_so_in_one_line_and_submits_nothing(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    suite = write_suite(tmp_path, "nowhere", base=FAST)
+    code, out = sweep(capsys, suite, "--executor", "slurm", "--results-dir", tmp_path / "r")
+    assert code == 2 and out.strip().endswith("--executor slurm: sbatch is not on PATH (run this on a login node of "
+                                              "a Slurm cluster)")
+    assert not (tmp_path / "r" / ".slurm").exists()
+
+
 def test_a_local_sweep_refuses_a_case_over_several_nodes_in_one_line(tmp_path, capsys):
     suite = write_suite(tmp_path, "multi", base=FAST, matrix={"nodes": [1, 2]})
     code, out = sweep(capsys, suite, "--results-dir", tmp_path / "r")

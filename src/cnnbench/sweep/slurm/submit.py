@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -104,6 +105,8 @@ def _need_submitit() -> None:
         import submitit  # noqa: F401
     except ImportError:
         raise SubmitError(f"--executor slurm needs submitit ({INSTALL_HINT})") from None
+    if shutil.which("sbatch") is None:
+        raise SubmitError("--executor slurm: sbatch is not on PATH (run this on a login node of a Slurm cluster)")
 
 
 def _submit_array(request: SlurmRequest, resources: Resources, group: list[Unit]) -> list[JobEntry]:
