@@ -29,6 +29,18 @@ def t_two_sided_p(t: float, df: float) -> float:
     return min(1.0, 2.0 * float(stdtr(df, -abs(t))))
 
 
+def t_two_sided_ps(ts: Sequence[float], dfs: Sequence[float]) -> list[float]:
+    """:func:`t_two_sided_p` of many statistics at once (one call over arrays; the same numbers)."""
+    if not ts:
+        return []
+    import numpy as np
+    from scipy.special import stdtr
+
+    t = np.asarray(ts, dtype=np.float64)
+    p = 2.0 * stdtr(np.asarray(dfs, dtype=np.float64), -np.abs(t))
+    return [1.0 if math.isnan(x) else min(1.0, float(q)) for x, q in zip(ts, p.tolist(), strict=True)]
+
+
 def t_critical(df: float, alpha: float = ALPHA) -> float:
     """The t with ``P(|T| >= t) = alpha`` (e.g. 2.228 for 10 degrees of freedom at 0.05)."""
     from scipy.special import stdtrit
@@ -98,16 +110,10 @@ def ratio_test(num: Sequence[float], den: Sequence[float], alpha: float = ALPHA,
     ``n (1 - r) / (1 + r)`` with ``r`` its lag-1 autocorrelation (the AR(1) effective size).
     ``interval=False`` skips the interval (its bounds are then ``None``).
     """
-    if len(num) < 2 or len(den) < 2:
-        raise ValueError("the test needs two or more values on each side")
-    m1, v1, n1 = _side(num, autocorrelated)
-    m2, v2, n2 = _side(den, autocorrelated)
-    ratio = m1 / m2
-    se2 = v1 + v2
-    if se2 <= 1e-24 * (m1 * m1 + m2 * m2):  # no spread at all: the means are the answer
-        return RatioTest(ratio, 0.0 if m1 != m2 else 1.0, math.inf, ratio, ratio)
-    df = se2 * se2 / (v1 * v1 / (n1 - 1.0) + v2 * v2 / (n2 - 1.0))
-    t = (m1 - m2) / math.sqrt(se2)
+    stats = ratio_statistic(num, den, autocorrelated)
+    if isinstance(stats, RatioTest):
+        return stats
+    ratio, t, df, (m1, v1, m2, v2) = stats
     p = t_two_sided_p(t, df)
     if not interval:
         return RatioTest(ratio, p, df, None, None)
@@ -121,6 +127,23 @@ def ratio_test(num: Sequence[float], den: Sequence[float], alpha: float = ALPHA,
         return RatioTest(ratio, p, df, None, None)
     root = math.sqrt(disc)
     return RatioTest(ratio, p, df, (b - root) / a, (b + root) / a)
+
+
+def ratio_statistic(num: Sequence[float], den: Sequence[float], autocorrelated: bool = False
+                    ) -> RatioTest | tuple[float, float, float, tuple[float, float, float, float]]:
+    """Welch's statistic of :func:`ratio_test`: the ratio of the means, ``t``, the degrees of
+    freedom and each side's mean and variance of the mean; or the whole test when there is no
+    spread at all (the means are the answer)."""
+    if len(num) < 2 or len(den) < 2:
+        raise ValueError("the test needs two or more values on each side")
+    m1, v1, n1 = _side(num, autocorrelated)
+    m2, v2, n2 = _side(den, autocorrelated)
+    ratio = m1 / m2
+    se2 = v1 + v2
+    if se2 <= 1e-24 * (m1 * m1 + m2 * m2):  # no spread at all: the means are the answer
+        return RatioTest(ratio, 0.0 if m1 != m2 else 1.0, math.inf, ratio, ratio)
+    df = se2 * se2 / (v1 * v1 / (n1 - 1.0) + v2 * v2 / (n2 - 1.0))
+    return ratio, (m1 - m2) / math.sqrt(se2), df, (m1, v1, m2, v2)
 
 
 @dataclass(frozen=True)
@@ -179,6 +202,22 @@ def log_ratio_test(num: Sequence[float], den: Sequence[float], alpha: float = AL
     configuration shares the machine's spread, the pooled variance alone would make the test
     exact, and the larger one only makes it more cautious; a pair whose own repeats disagree
     more than the rest keeps its own, larger spread."""
+    stats = log_ratio_statistic(num, den, spread)
+    if isinstance(stats, RatioTest):
+        return stats
+    ratio, t, df, (diff, se) = stats
+    p = t_two_sided_p(t, df)
+    if not interval:
+        return RatioTest(ratio, p, df, None, None)
+    half = t_critical(df, alpha) * se
+    return RatioTest(ratio, p, df, math.exp(diff - half), math.exp(diff + half))
+
+
+def log_ratio_statistic(num: Sequence[float], den: Sequence[float], spread: RepeatSpread | None = None
+                        ) -> RatioTest | tuple[float, float, float, tuple[float, float]]:
+    """Student's statistic of :func:`log_ratio_test`: the ratio of the geometric means, ``t``,
+    the degrees of freedom, the difference of the mean logarithms and its standard error; or
+    the whole test when there is no spread at all (the means are the answer)."""
     if len(num) < 2 or len(den) < 2:
         raise ValueError("the test needs two or more values on each side")
     ln, ld = [math.log(x) for x in num], [math.log(x) for x in den]
@@ -193,8 +232,4 @@ def log_ratio_test(num: Sequence[float], den: Sequence[float], alpha: float = AL
     ratio = math.exp(diff)
     if se <= 1e-12 * max(1.0, abs(diff)):  # no spread at all: the means are the answer
         return RatioTest(ratio, 0.0 if diff else 1.0, df, ratio, ratio)
-    p = t_two_sided_p(diff / se, df)
-    if not interval:
-        return RatioTest(ratio, p, df, None, None)
-    half = t_critical(df, alpha) * se
-    return RatioTest(ratio, p, df, math.exp(diff - half), math.exp(diff + half))
+    return ratio, diff / se, df, (diff, se)

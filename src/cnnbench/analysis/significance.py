@@ -48,7 +48,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from cnnbench.analysis.ratio_tests import ALPHA, RepeatSpread, log_ratio_test, ratio_test
+from cnnbench.analysis.ratio_tests import (
+    ALPHA,
+    RatioTest,
+    RepeatSpread,
+    log_ratio_statistic,
+    log_ratio_test,
+    ratio_statistic,
+    ratio_test,
+    t_two_sided_ps,
+)
 from cnnbench.analysis.samples import RunSample
 
 DEFAULT_NOISE = 0.03
@@ -114,6 +123,46 @@ def compare_runs(base: Sequence[RunSample], cand: Sequence[RunSample], noise: fl
     same_direction = (test.ratio - 1.0) * (ratio - 1.0) > 0
     significant = test.p < alpha and abs(ratio - 1.0) >= noise and same_direction
     return Comparison(ratio, significant, basis, test.p, test.low, test.high, nb, nc)
+
+
+def compare_many(pairs: Sequence[tuple[Sequence[RunSample], Sequence[RunSample], RepeatSpread | None]],
+                 noise: float = DEFAULT_NOISE, alpha: float = ALPHA) -> list[Comparison]:
+    """:func:`compare_runs` without intervals for many ``(base, cand, spread)`` pairs at once
+    (an effect table): each pair's statistic, then every p-value in one call over arrays. The
+    same comparisons, to the bit, as one :func:`compare_runs` call per pair."""
+    out: list[Comparison] = []
+    pending: list[tuple[int, float, str, int, int, float]] = []
+    ts: list[float] = []
+    dfs: list[float] = []
+    for base, cand, spread in pairs:
+        nb, nc = len(base), len(cand)
+        if not nb or not nc:
+            out.append(Comparison(None, False, NONE, n_base=nb, n_cand=nc))
+            continue
+        ratio = _median([r.rate for r in cand]) / _median([r.rate for r in base])
+        basis = _basis(base, cand)
+        if basis == NONE or abs(ratio - 1.0) < noise:  # nothing to test with, or never significant
+            out.append(Comparison(ratio, False, basis, n_base=nb, n_cand=nc))
+            continue
+        stats = log_ratio_statistic([r.rate for r in cand], [r.rate for r in base], spread) if basis == REPEATS \
+            else ratio_statistic([x for r in base for x in r.blocks], [x for r in cand for x in r.blocks], True)
+        if isinstance(stats, RatioTest):  # no spread at all: decided without a p-value to compute
+            out.append(_verdict(ratio, basis, stats.ratio, stats.p, nb, nc, noise, alpha, stats.low, stats.high))
+            continue
+        pending.append((len(out), ratio, basis, nb, nc, stats[0]))
+        ts.append(stats[1])
+        dfs.append(stats[2])
+        out.append(Comparison(None, False, NONE))  # filled in below
+    for (at, ratio, basis, nb, nc, test_ratio), p in zip(pending, t_two_sided_ps(ts, dfs), strict=True):
+        out[at] = _verdict(ratio, basis, test_ratio, p, nb, nc, noise, alpha)
+    return out
+
+
+def _verdict(ratio: float, basis: str, test_ratio: float, p: float, nb: int, nc: int, noise: float, alpha: float,
+             low: float | None = None, high: float | None = None) -> Comparison:
+    same_direction = (test_ratio - 1.0) * (ratio - 1.0) > 0
+    significant = p < alpha and abs(ratio - 1.0) >= noise and same_direction
+    return Comparison(ratio, significant, basis, p, low, high, nb, nc)
 
 
 def _basis(base: Sequence[RunSample], cand: Sequence[RunSample]) -> str:

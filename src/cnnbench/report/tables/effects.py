@@ -3,7 +3,8 @@
 For a field F with values A and B, a *pair* is two points whose identities are equal
 except for F (and the fields the user chose to ignore; see :mod:`cnnbench.analysis.pairing`);
 its ratio is images/sec with A over images/sec with B, and whether that ratio is
-significant comes from :func:`cnnbench.analysis.significance.compare_runs`, the test
+significant comes from :func:`cnnbench.analysis.significance.compare_runs` (all pairs at once:
+:func:`~cnnbench.analysis.significance.compare_many`), the test
 ``cnnbench compare`` uses. When F describes the machine (machine, GPU, CPU), the machine
 label leaves the identity too, so a pair is the same configuration on two machines.
 Tables: one row per device count (or the remaining dimension that varies), one column per
@@ -36,7 +37,7 @@ from cnnbench.analysis.pairing import (
 from cnnbench.analysis.points import ATTRIBUTE_FIELDS, Measure, PointSet, combine, machine_spreads, machines_of
 from cnnbench.analysis.ratio_tests import ALPHA
 from cnnbench.analysis.repeat_stats import median
-from cnnbench.analysis.significance import NONE, Comparison, compare_runs
+from cnnbench.analysis.significance import NONE, Comparison, compare_many
 from cnnbench.config.run_config import dependent_fields
 from cnnbench.report.table import Cell, Table, label_cell, missing, number
 from cnnbench.words import plural
@@ -199,9 +200,9 @@ def _effect(points: PointSet, name: str, a: Any, b: Any, noise: float, ignore: t
         return None
     measures = [(pp.key, combine(pp.a), combine(pp.b)) for pp in pairing.pairs]
     spreads = machine_spreads(m for _, ma, mb in measures for m in (ma, mb))
-    pairs = [Pair(key, key_fields, ma, mb, compare_runs(mb.samples, ma.samples, noise, interval=False,
-                                                        spread=spreads.for_pair(machines_of(ma, mb))))
-             for key, ma, mb in measures]
+    tests = compare_many([(mb.samples, ma.samples, spreads.for_pair(machines_of(ma, mb))) for _, ma, mb in measures],
+                         noise)  # every pair's p-value in one call over arrays
+    pairs = [Pair(key, key_fields, ma, mb, test) for (key, ma, mb), test in zip(measures, tests, strict=True)]
     row, cols = _layout(key_fields, pairs)
     order = {v: i for i, v in enumerate(points.distinct(key_fields[row]))} if row is not None else {}
     table, ratios = _table(name, a, b, pairs, row, cols, noise, order)
