@@ -330,11 +330,13 @@ def slurm_cluster() -> Iterator[SlurmCluster]:
 
 
 if __name__ == "__main__":  # bring a cluster up by hand: python tests/slurm_cluster.py
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # kill PID stops it as Ctrl-C does
     cluster = SlurmCluster()
     try:
         t0 = time.monotonic()
         cluster.start()
-        print(f"up in {time.monotonic() - t0:.1f} s; export SLURM_CONF={cluster.conf}; Ctrl-C stops it")
+        print(f"up in {time.monotonic() - t0:.1f} s; export SLURM_CONF={cluster.conf}; Ctrl-C (or SIGTERM) stops it",
+              flush=True)
         print(cluster.run("sinfo").stdout)
         signal.pause()
     except KeyboardInterrupt:
