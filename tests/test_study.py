@@ -173,18 +173,17 @@ def _write(path: Path, text: str) -> Path:
 # --------------------------------------------------------------------------- each study at its smoke size
 
 
-def _smoke(name: str, tmp_path: Path) -> tuple[Path, Path]:
-    """Run ``cnnbench study NAME --smoke`` from ``tmp_path``; its (results, report) folders."""
-    done = _cnnbench("study", name, "--smoke", "--no-plots", "--plain", cwd=tmp_path)
-    assert done.returncode == 0, done.stdout + done.stderr
-    results, report = tmp_path / "results" / f"{name}-smoke", tmp_path / "report" / f"{name}-smoke"
+def _smoke(name: str, smoke_study) -> tuple[Path, Path]:
+    """``cnnbench study NAME --smoke`` from a folder outside the checkout (the session's run, shared
+    with the browser test: tests/conftest.py); its (results, report) folders, every record ok."""
+    results, report = smoke_study(name)
     assert all(r["status"] == "ok" for r in _records(results)), [r["error"] for r in _records(results)]
     return results, report
 
 
 @pytest.mark.slow
-def test_host_cpus_smoke_gives_models_by_cpus_and_the_cost_table(tmp_path):
-    results, report = _smoke("host-cpus", tmp_path)
+def test_host_cpus_smoke_gives_models_by_cpus_and_the_cost_table(smoke_study):
+    results, report = _smoke("host-cpus", smoke_study)
     [table] = _tables(report, "configuration")
     assert _shape(table) == (["model"], ["1", "2"])  # columns: --host-cpus 1 and 2 on this one machine
     assert sorted(r["model"] for r in table["rows"]) == ["resnet18", "trivial"]
@@ -195,8 +194,8 @@ def test_host_cpus_smoke_gives_models_by_cpus_and_the_cost_table(tmp_path):
 
 
 @pytest.mark.slow
-def test_input_location_smoke_gives_device_counts_by_locations(tmp_path):
-    results, report = _smoke("input-location", tmp_path)
+def test_input_location_smoke_gives_device_counts_by_locations(smoke_study):
+    results, report = _smoke("input-location", smoke_study)
     tables = _tables(report, "configuration")
     assert sorted(t["title"].split("-")[1] for t in tables) == ["parameter_server", "replicated"]
     for table in tables:  # one implementation here: the columns are the three locations
@@ -206,8 +205,8 @@ def test_input_location_smoke_gives_device_counts_by_locations(tmp_path):
 
 
 @pytest.mark.slow
-def test_scaling_smoke_gives_models_by_device_counts_speedup_and_effects(tmp_path):
-    results, report = _smoke("scaling", tmp_path)
+def test_scaling_smoke_gives_models_by_device_counts_speedup_and_effects(smoke_study):
+    results, report = _smoke("scaling", smoke_study)
     tables = _tables(report, "configuration")
     assert sorted(t["title"].split("-")[0] for t in tables) == ["real", "syn"]  # synthetic and real input
     for table in tables:
@@ -221,8 +220,8 @@ def test_scaling_smoke_gives_models_by_device_counts_speedup_and_effects(tmp_pat
 
 
 @pytest.mark.slow
-def test_train_to_accuracy_smoke_gives_the_training_table_and_records_the_rate(tmp_path):
-    results, report = _smoke("train-to-accuracy", tmp_path)
+def test_train_to_accuracy_smoke_gives_the_training_table_and_records_the_rate(smoke_study):
+    results, report = _smoke("train-to-accuracy", smoke_study)
     [table] = _tables(report, "training")
     assert table["columns"][1:] == ["CPU (1)", "CPU (2)"]
     labels = [r[table["columns"][0]] for r in table["rows"]]
