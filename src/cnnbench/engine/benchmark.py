@@ -180,7 +180,8 @@ def _measure(run: ResolvedRun, strategy: ParallelStrategy, hooks: HookSet, emit:
     if cfg.num_epochs is not None:
         metrics.update(epoch_metrics(epochs))
     metrics.update(split)
-    if cfg.learning_rate is not None:  # training: the rate the optimizer started from, after --lr-scaling
+    if cfg.learning_rate is not None and cfg.lr_scaling not in (None, "none"):
+        # training under --lr-scaling: the rate the optimizer started from (the record's config keeps the one given)
         metrics["learning_rate"] = scaled_learning_rate(cfg.learning_rate, cfg.lr_scaling, cfg.num_devices or 1)
     # The closing `total images/sec` block is printed by whoever reports the record
     # (log_format.closing_lines), after its warnings and path: tf_cnn_benchmarks' logs end so.

@@ -26,12 +26,11 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import torch
 
-from cnnbench.data.source import Batch
+from cnnbench.data.source import InputSource
 from cnnbench.engine.backend import phase_timing_syncs
 from cnnbench.engine.step import TrainPhases
 
@@ -45,7 +44,7 @@ def splits_phases(*, training: bool, world_size: int, epochs: bool) -> bool:
     return training and world_size == 1 and not epochs
 
 
-def measure_phase_split(phases: TrainPhases, batches: Iterator[Batch], device: torch.device,
+def measure_phase_split(phases: TrainPhases, batches: InputSource, device: torch.device,
                         steps: int = SPLIT_STEPS) -> dict[str, Any]:
     """Median seconds of each phase over ``steps`` training steps (batches taken untimed)."""
     times: dict[str, list[float]] = {name: [] for name in PHASES}
