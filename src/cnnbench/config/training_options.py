@@ -37,7 +37,7 @@ class TrainingOptions:
         None, "How the learning rate follows the global batch (--batch-size x devices): linear multiplies "
         "--learning-rate by the device count (Goyal et al., 2017; pair it with --num-learning-rate-warmup-epochs), "
         "so --learning-rate is the rate of one device; none keeps it. The record holds the rule (config) and the "
-        "rate the optimizer started from (metrics.learning_rate) [default: none].",
+        "rate the optimizer started from under linear (metrics.learning_rate) [default: none].",
         choices=LR_SCALINGS, depends_on=("forward_only",),
     )
     momentum: float | None = option(
