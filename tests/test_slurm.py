@@ -453,3 +453,47 @@ def test_a_two_node_case_runs_one_launcher_per_node_and_its_record_names_both(cl
     assert [f"global_rank={rank}(2)" in p.read_text() for rank, p in enumerate(logs)] == [True, True]
     host, port = (results / ".slurm" / "nodes" / job / "rendezvous").read_text().split(":")
     assert host and int(port) > 0  # where the launchers met (c10d, hosted by the first node)
+
+
+# -- a study is a suite: submitted the same way, reported once its cases are done ---------------------------------
+
+
+def study(capsys, *args: str) -> tuple[int, str]:
+    """``cnnbench study ...`` in this process; (exit code, what it printed)."""
+    capsys.readouterr()
+    code = main(["study", *map(str, args)])
+    out = capsys.readouterr()
+    return code, out.out + out.err
+
+
+@pytest.mark.slow
+def test_a_study_submitted_to_slurm_is_reported_with_its_layout_once_its_cases_are_done(cluster, tmp_path, capsys):
+    results, report = tmp_path / "results", tmp_path / "report"
+    where = ["--smoke", "--results-dir", results, "-o", report]
+    code, out = study(capsys, "host-cpus", *where, "--executor", "slurm")
+    assert code == 0 and "4 cases submitted" in out, out
+    assert "follow with: cnnbench study host-cpus --smoke --status" in out
+
+    def done() -> bool:
+        code, out = study(capsys, "host-cpus", *where, "--status")
+        assert code == 0, out
+        lines = out.splitlines()[:-1]
+        return len(lines) == 4 and all(x.startswith("done (ok)") for x in lines)
+
+    poll(done, DEADLINE_S, "the study's 4 cases done ok in Slurm")
+    assert not (report / "summary.md").exists()  # nothing reported while it ran
+    code, out = study(capsys, "host-cpus", *where, "--report-only", "--no-plots")
+    assert code == 0, out
+    assert len(records(results)) == 4  # the report ran nothing
+    tables = [json.loads(p.read_text()) for p in sorted((report / "tables").glob("*.json"))]
+    [table] = [t for t in tables if t["kind"] == "configuration"]
+    assert table["columns"] == ["model", "batch", "1", "2"]  # rows of models, columns of --host-cpus
+    assert sorted(r["model"] for r in table["rows"]) == ["resnet18", "trivial"]
+
+
+def test_a_study_report_of_nothing_run_and_report_only_on_slurm_are_one_line_each(tmp_path, capsys):
+    code, out = study(capsys, "host-cpus", "--smoke", "--report-only", "--results-dir", tmp_path / "none",
+                      "-o", tmp_path / "report")
+    assert code == 2 and "no results folder; run the study first" in out and len(out.strip().splitlines()) == 1
+    code, out = study(capsys, "host-cpus", "--smoke", "--report-only", "--executor", "slurm")
+    assert code == 2 and "--report-only runs nothing" in out

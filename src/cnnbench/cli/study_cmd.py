@@ -22,7 +22,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "ok in the results folder are skipped, so an interrupted study continues where it stopped), then its "
         "report, laid out as the study's readers know it (OUTDIR/summary.md, report.html, tables/). A study is "
         "a shipped one (--list) or a study file: a suite file with a layout: section (rows, columns, effects, "
-        "observations) and a smoke: section (a size that runs in minutes on 2 CPU cores, --smoke). Exit "
+        "observations) and a smoke: section (a size that runs in minutes on 2 CPU cores, --smoke). --executor slurm "
+        "submits its cases to Slurm instead, as `cnnbench sweep` does; --report-only then writes the report from "
+        "what they recorded. Exit "
         "status: 0 when every case ran, whatever its status; 2 for a bad study or a case `cnnbench run` would "
         "refuse here; 130/143 when stopped by Ctrl-C/SIGTERM (no report then).",
     )
@@ -43,6 +45,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "on this machine (more devices than it has, a data folder it lacks).")
     p.add_argument("--plain", action="store_true", help="One line per case instead of a progress bar.")
     p.add_argument("--no-plots", action="store_true", help="Draw no plots.")
+    p.add_argument("--report-only", action="store_true",
+                   help="Run nothing: write the report from what the results folder holds (after --executor slurm, "
+                   "once --status shows the cases done).")
+    from cnnbench.cli.sweep_cmd import add_slurm_flags
+
+    add_slurm_flags(p)
     p.set_defaults(handler=handle)
 
 
@@ -62,10 +70,12 @@ def handle(args: argparse.Namespace) -> int:
     request = StudyRequest(study=args.study, smoke=args.smoke, results_dir=args.results_dir, output=args.output,
                            rerun=args.rerun, machine_label=args.machine_label, skip_invalid=args.skip_invalid,
                            max_plots=0 if args.no_plots else 8)
-    run = _run(request, plain=args.plain)
+    if args.executor == "slurm" or args.status or args.cancel:
+        return _on_slurm(request, args)
+    run = _run(request, plain=args.plain, report_only=args.report_only)
     from cnnbench.sweep.progress import summary_lines
 
-    result = run.sweep.result
+    result = run.sweep.result if run.sweep is not None else None
     if result is not None:
         print("\n".join(summary_lines(result, str(run.results_dir))))
         if result.interrupted_by is not None:
@@ -77,19 +87,42 @@ def handle(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run(request: Any, *, plain: bool) -> Any:
+def _on_slurm(request: Any, args: argparse.Namespace) -> int:
+    """The study's sweep submitted to Slurm (or followed, or cancelled) as ``cnnbench sweep --executor slurm``
+    does; its data set is made here first, in the results folder the jobs share."""
+    import shlex
+
+    from cnnbench.cli.sweep_slurm import handle_slurm
+    from cnnbench.study import StudyError, prepare, prepare_data
+
+    if args.report_only:
+        raise UserError("--report-only runs nothing: give it without --executor slurm, --status or --cancel")
+    try:
+        study, results_dir, _ = prepare(request)
+        if not (args.status or args.cancel):
+            prepare_data(study, results_dir, _made)
+    except StudyError as exc:
+        raise UserError(str(exc)) from None
+    args.results_dir = results_dir
+    command = f"cnnbench study {shlex.quote(args.study)}" + (" --smoke" if args.smoke else "")
+    return handle_slurm(args, suite=study.suite, command=command)
+
+
+def _run(request: Any, *, plain: bool, report_only: bool = False) -> Any:
     """:func:`~cnnbench.study.run_study`, its errors as one line each."""
     from cnnbench.config.errors import ConfigError
     from cnnbench.report import ReportError
     from cnnbench.results.files import FileProblem
     from cnnbench.results.outputs import OutputError
-    from cnnbench.study import run_study
+    from cnnbench.study import report_study, run_study
     from cnnbench.sweep.progress import PlainReporter, RichReporter
     from cnnbench.sweep.session import InvalidCases
     from cnnbench.sweep.suite import SuiteError
 
     reporter = PlainReporter() if plain or not sys.stderr.isatty() else RichReporter()
     try:
+        if report_only:
+            return report_study(request)
         return run_study(request, reporter=reporter, on_invalid=_warn_invalid, on_dataset=_made)
     except InvalidCases as exc:
         raise UserError(f"{exc} (--skip-invalid runs the valid cases)") from None

@@ -45,11 +45,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="Warn when the relative stdev of a configuration's repeats in images/sec (sample "
                    "standard deviation over the mean) exceeds PCT percent (default 2; cnnbench report shows "
                    "it as the cell's ±x%% above the same 2%%).")
-    _add_slurm(p)
+    add_slurm_flags(p)
     p.set_defaults(handler=handle)
 
 
-def _add_slurm(p: argparse.ArgumentParser) -> None:
+def add_slurm_flags(p: argparse.ArgumentParser) -> None:
+    """The Slurm flags of ``sweep`` and ``study`` (docs/slurm.md)."""
     g = p.add_argument_group("on a Slurm cluster (docs/slurm.md)")
     g.add_argument("--executor", choices=("local", "slurm"), default="local",
                    help="local: run the cases here, one after another (default); slurm: submit them as Slurm job "

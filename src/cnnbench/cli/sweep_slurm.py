@@ -15,11 +15,13 @@ from cnnbench.cli.common import UserError
 from cnnbench.words import plural
 
 
-def handle_slurm(args: argparse.Namespace) -> int:
+def handle_slurm(args: argparse.Namespace, suite: Any = None, command: str | None = None) -> int:
+    """``args``: sweep's or study's flags; ``suite``: the suite to submit (default: ``args.suite``'s file);
+    ``command``: the command line that names it, for the follow line (default: ``cnnbench sweep SUITE``)."""
     if args.status and args.cancel:
         raise UserError("--status and --cancel: give one of them")
     try:
-        return _handle(args)
+        return _handle(args, suite, command or f"cnnbench sweep {shlex.quote(args.suite)}")
     except UserError:
         raise
     except Exception as exc:
@@ -44,11 +46,11 @@ def _one_line(exc: Exception) -> Exception:
     return exc
 
 
-def _handle(args: argparse.Namespace) -> int:
+def _handle(args: argparse.Namespace, suite: Any, command: str) -> int:
     from cnnbench.sweep.session import load_labelled
     from cnnbench.sweep.slurm.settings import SlurmSettings, slurm_args
 
-    suite = load_labelled(args.suite, args.machine_label)
+    suite = load_labelled(suite if suite is not None else args.suite, args.machine_label)
     if args.status:
         return _status(suite, args)
     if args.cancel:
@@ -58,14 +60,14 @@ def _handle(args: argparse.Namespace) -> int:
                              slurm_args=slurm_args(args.slurm_arg, "--slurm-arg"))
     if args.max_concurrent is not None and args.max_concurrent < 1:
         raise UserError("--max-concurrent: must be 1 or more")
-    return _submit(suite, settings, args)
+    return _submit(suite, settings, args, command)
 
 
-def _submit(suite: Any, settings: Any, args: argparse.Namespace) -> int:
+def _submit(suite: Any, settings: Any, args: argparse.Namespace, command: str) -> int:
     from cnnbench.sweep.slurm.submit import SlurmRequest, plan, submit_sweep
 
     request = SlurmRequest(suite, args.results_dir, settings, rerun=args.rerun)
-    if args.dry_run:
+    if getattr(args, "dry_run", False):
         for i, (unit, resources) in enumerate(plan(request), 1):
             print(f"{i:>4}  {unit.name}  [{resources.describe()}]")
         return 0
@@ -75,7 +77,7 @@ def _submit(suite: Any, settings: Any, args: argparse.Namespace) -> int:
     settled = Counter(u.state if u.state != "done" else "recorded ok" for u in done.units if u.settled())
     left = ", ".join(f"{n} {state}" for state, n in sorted(settled.items()))
     print(f"{plural(len(done.jobs), 'case')} submitted" + (f"; left alone: {left}" if left else ""))
-    follow = f"cnnbench sweep {shlex.quote(args.suite)} --status --results-dir {shlex.quote(str(args.results_dir))}"
+    follow = f"{command} --status --results-dir {shlex.quote(str(args.results_dir))}"
     print(f"follow with: {follow}   (or: squeue --me)")
     return 0
 

@@ -14,7 +14,7 @@ own is written the same way (:mod:`cnnbench.study.recipe`).
 from __future__ import annotations
 
 from cnnbench.study.recipe import Study, StudyError, StudyLayout, load_study, shipped_studies
-from cnnbench.study.run import StudyRequest, StudyRun, run_study
+from cnnbench.study.run import StudyRequest, StudyRun, prepare, prepare_data, report_study, run_study
 
-__all__ = ["Study", "StudyError", "StudyLayout", "StudyRequest", "StudyRun", "load_study", "run_study",
-           "shipped_studies"]
+__all__ = ["Study", "StudyError", "StudyLayout", "StudyRequest", "StudyRun", "load_study", "prepare", "prepare_data",
+           "report_study", "run_study", "shipped_studies"]

@@ -50,7 +50,8 @@ class StudyRun:
     study: Study
     results_dir: Path
     outdir: Path
-    sweep: SweepRun
+    sweep: SweepRun | None
+    """None for a report of what is recorded (:func:`report_study`)."""
     report: Report | None = None
     """None when the sweep was interrupted (no report is written then)."""
     written: Written | None = None
@@ -79,24 +80,42 @@ def run_study(request: StudyRequest, *, reporter: Reporter | None = None,
     take it, and ``ReportError`` for a layout the records cannot take.
     """
     study, results_dir, outdir = prepare(request)
-    if study.dataset is not None:
-        folder = make_dataset(study.dataset, results_dir / "data")
-        if on_dataset is not None:
-            on_dataset(folder)
+    prepare_data(study, results_dir, on_dataset)
     sweep = run_sweep(SweepRequest(suite=study.suite, results_dir=results_dir, rerun=request.rerun,
                                    machine_label=request.machine_label, skip_invalid=request.skip_invalid),
                       reporter=reporter, on_invalid=on_invalid)
     run = StudyRun(study, results_dir, outdir, sweep)
     if sweep.result is not None and sweep.result.interrupted_by is not None:
         return run
+    return _write_report(run, request.max_plots, drawing_pool)
+
+
+def report_study(request: StudyRequest, *, drawing_pool: Any = None) -> StudyRun:
+    """Write the study's report from what its results folder holds, running nothing: for a study whose
+    cases ran elsewhere (``cnnbench study NAME --executor slurm``, then ``--report-only``)."""
+    study, results_dir, outdir = prepare(request)
+    if not results_dir.is_dir():
+        raise StudyError(f"{results_dir}: no results folder; run the study first (its --results-dir)")
+    return _write_report(StudyRun(study, results_dir, outdir, None), request.max_plots, drawing_pool)
+
+
+def prepare_data(study: Study, results_dir: Path, on_dataset: Callable[[Path], None] | None = None) -> None:
+    """Make the study's data set in its results folder, where it has one (once)."""
+    if study.dataset is not None:
+        folder = make_dataset(study.dataset, results_dir / "data")
+        if on_dataset is not None:
+            on_dataset(folder)
+
+
+def _write_report(run: StudyRun, max_plots: int, drawing_pool: Any) -> StudyRun:
     from cnnbench.results.store import read_records
 
-    records, problems = read_records([results_dir])
+    records, problems = read_records([run.results_dir])
     run.problems = [str(p) for p in problems]
-    mine = study_records(records, study.name)
-    run.report = build_report(mine, report_options(study.layout, mine, max_plots=request.max_plots,
+    mine = study_records(records, run.study.name)
+    run.report = build_report(mine, report_options(run.study.layout, mine, max_plots=max_plots,
                                                    problems=run.problems))
-    run.written = write_report(run.report, outdir, plots=request.max_plots > 0, drawing_pool=drawing_pool)
+    run.written = write_report(run.report, run.outdir, plots=max_plots > 0, drawing_pool=drawing_pool)
     return run
 
 
