@@ -114,3 +114,20 @@ def test_the_summary_is_what_the_analysis_computed_before(tmp_path):
     assert summary.relative_stdev == math.sqrt(sum((x - mean) * (x - mean) for x in times) / 99) / mean
     assert summary.block_sums == tuple(sum(times[i:i + 5]) for i in range(0, 100, 5))
     assert summarize([]) is None and summarize(["a", "b"]) is None and summarize([[1.0]]) is None
+
+
+def test_the_column_of_many_runs_of_each_length_equals_their_summaries():
+    from array import array
+
+    from cnnbench.results.step_summary import column_width, from_column, summary_column
+
+    rng = random.Random(3)
+    counts = [100] * 150 + [7] * 70 + [1] * 65 + [0] * 3 + [2] * 80 + [10_000] * 2 + [23] * 64
+    runs = [[rng.lognormvariate(-2.5, 0.5) for _ in range(n)] for n in counts]
+    steps = array("d", [x for run in runs for x in run])
+    column = summary_column(steps, 0, counts, [math.fsum(r) / len(r) if r else math.nan for r in runs])
+    at = 0
+    for run, n in zip(runs, counts, strict=True):
+        assert from_column(column, at, n) == summarize(run)
+        at += column_width(n)
+    assert at == len(column)

@@ -112,15 +112,28 @@ def summary_column(steps: array, start: int, counts: Sequence[int], means: Seque
             block[:, 0] = mean
             if n >= 2:
                 dev = x - mean[:, None]
-                block[:, 1] = np.add.accumulate(dev * dev, axis=1)[:, -1] / (n - 1)
+                np.multiply(dev, dev, out=dev)
+                block[:, 1] = _in_order(dev, np) / (n - 1)
             block[:, 2] = x.min(axis=1)
             size, nblocks = block_size(n), block_count(n)
-            tail = x[:, n - nblocks * size:].reshape(j - i, nblocks, size)
-            block[:, 3:] = np.add.accumulate(tail, axis=2)[:, :, -1]
+            tail = x[:, n - nblocks * size:].reshape((j - i) * nblocks, size)
+            block[:, 3:] = _in_order(tail, np).reshape(j - i, nblocks)
         out.frombytes(block.tobytes())
         at += (j - i) * n
         i = j
     return out
+
+
+def _in_order(x: Any, np: Any) -> Any:
+    """Each row of ``x`` summed left to right, as Python's ``sum`` adds (numpy's ``sum`` adds
+    pairwise, which rounds differently): column after column when there are many rows, else
+    by ``add.accumulate`` (which writes every partial sum)."""
+    if x.shape[0] < 64:
+        return np.add.accumulate(x, axis=1)[:, -1]
+    total = x[:, 0].copy()
+    for k in range(1, x.shape[1]):
+        total += x[:, k]
+    return total
 
 
 def from_column(column: Sequence[float], at: int, n: int) -> StepSummary | None:
