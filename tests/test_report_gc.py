@@ -1,4 +1,5 @@
-"""build_report pauses the cycle collector while it builds, and always leaves it as it found it."""
+"""The report's speed-ups keep behaviour: the cycle collector paused only while a report builds, and
+left as found; per-measure caches (the runs' machines) follow the runs a measure gains."""
 
 from __future__ import annotations
 
@@ -41,3 +42,21 @@ def test_report_built_with_the_collector_enabled_after() -> None:
     report = build_report(scaling_records(), ReportOptions(max_plots=0))
     assert report.tables
     assert gc.isenabled()
+
+
+def test_run_machines_follow_the_runs_a_measure_gains() -> None:
+    from cnnbench.analysis.points import Measure, machines_of, run_machines
+
+    def run(machine: str) -> dict:
+        return {"environment": {"machine": machine}, "metrics": {"total_images_per_sec": 10.0}}
+
+    m = Measure()
+    m.record("ok", 10.0, run("a"))
+    assert run_machines(m) == ["a"]
+    m.record("ok", 11.0, run("b"))
+    assert run_machines(m) == ["a", "b"]
+    other = Measure()
+    other.record("ok", 12.0, run("c"))
+    m.add(other)
+    assert run_machines(m) == ["a", "b", "c"]
+    assert machines_of(m, other) == {"a", "b", "c"}

@@ -51,7 +51,7 @@ _UNSET = object()
 class Measure:
     """Throughputs of ``ok`` repeats and the statuses of all repeats of one cell."""
 
-    __slots__ = ("ips", "statuses", "runs", "_median", "_spread", "_samples", "_ok_samples", "marks")
+    __slots__ = ("ips", "statuses", "runs", "_median", "_spread", "_samples", "_ok_samples", "marks", "_machines")
 
     def __init__(self, ips: list[float] | None = None, statuses: dict[str, int] | None = None,
                  runs: list[Mapping[str, Any]] | None = None) -> None:
@@ -65,6 +65,7 @@ class Measure:
         self._ok_samples: list[RunSample] | None = None
         self.marks: Any = None
         """Set by :func:`cnnbench.analysis.marks.measure_marks` (a cache)."""
+        self._machines: list[Any] | None = None
 
     def __repr__(self) -> str:
         return f"Measure(ips={self.ips!r}, statuses={self.statuses!r})"
@@ -118,7 +119,7 @@ class Measure:
             if run is not None:
                 self.runs.append(run)
             self._median = self._spread = _UNSET
-            self._samples = self._ok_samples = self.marks = None
+            self._samples = self._ok_samples = self.marks = self._machines = None
 
     def add(self, other: Measure) -> None:
         # the samples are kept (the other's computed once, on its own measure, and reused)
@@ -128,12 +129,14 @@ class Measure:
         for s, c in other.statuses.items():
             self.statuses[s] = self.statuses.get(s, 0) + c
         self._median = self._spread = _UNSET
-        self._samples, self._ok_samples, self.marks = samples, None, None
+        self._samples, self._ok_samples, self.marks, self._machines = samples, None, None, None
 
 
 def run_machines(measure: Measure) -> list[Any]:
-    """The machine of each of a measure's runs (in :attr:`Measure.run_samples` order)."""
-    return [F.get_value(r, F.MACHINE) for r in measure.runs]
+    """The machine of each of a measure's runs (in :attr:`Measure.run_samples` order; computed once)."""
+    if measure._machines is None:
+        measure._machines = [F.get_value(r, F.MACHINE) for r in measure.runs]
+    return measure._machines
 
 
 def machines_of(*measures: Measure) -> set[Any]:
