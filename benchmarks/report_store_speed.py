@@ -10,6 +10,7 @@ other's parsed-record cache.
 
     .venv/bin/python benchmarks/report_store_speed.py --rounds 3
     .venv/bin/python benchmarks/report_store_speed.py --only report --rounds 2
+    .venv/bin/python benchmarks/report_store_speed.py --only tables --old c2fcad2 --rounds 6
 
 Stores: 10,000 and 100,000 report records (``report_speed.synthetic_records``: 20 models x 10
 machines, 100 step times each) and 100,000 engine-shaped records (``sweep_overhead.write_store``:
@@ -39,20 +40,24 @@ READ = ("import sys; from cnnbench.results.store import read_records; "
         "r, _ = read_records(sys.argv[1], step_times=sys.argv[2] == '1'); assert len(r) > 1000")
 
 
-def make_stores(data: Path) -> dict[str, Path]:
+def make_stores(data: Path, only: set[str]) -> dict[str, Path]:
+    """The stores the ``only`` cases read (``tables``: the 10,000-record one alone)."""
     from report_speed import synthetic_records
     from sweep_overhead import write_store
 
-    stores = {name: data / name for name in ("report-10k", "report-100k", "engine-100k")}
+    names = ["report-10k"] if only & {"report", "tables"} else []
+    names += ["report-100k"] if "report" in only else []
+    names += ["engine-100k"] if only & {"store", "export"} else []
+    stores = {name: data / name for name in names}
     for name, n in (("report-10k", 10_000), ("report-100k", 100_000)):
-        folder = stores[name]
-        if not (folder / "all.jsonl").exists():
+        folder = stores.get(name)
+        if folder is not None and not (folder / "all.jsonl").exists():
             folder.mkdir(parents=True, exist_ok=True)
             with open(folder / "all.jsonl.tmp", "w") as f:
                 for r in synthetic_records(n):
                     f.write(json.dumps(r, separators=(",", ":")) + "\n")
             os.replace(folder / "all.jsonl.tmp", folder / "all.jsonl")
-    if not any(stores["engine-100k"].glob("*.jsonl")):
+    if "engine-100k" in stores and not any(stores["engine-100k"].glob("*.jsonl")):
         stores["engine-100k"].mkdir(parents=True, exist_ok=True)
         write_store(stores["engine-100k"], 100_000)
     return stores
@@ -100,8 +105,11 @@ def drop_cache(folder: Path) -> None:
 def cases(s: dict[str, Path], out: Path, only: set[str]) -> list[tuple[str, list[str], object]]:
     py = sys.executable
     cnnbench = [py, "-m", "cnnbench"]
-    r10, r100, e100 = s["report-10k"], s["report-100k"], s["engine-100k"]
+    r10, r100, e100 = (s.get(name, Path()) for name in ("report-10k", "report-100k", "engine-100k"))
     todo: list[tuple[str, list[str], object]] = []
+    if "tables" in only and "report" not in only:
+        todo.append(("report 10k, tables only (--no-plots)", [*cnnbench, "report", str(r10), "-o",
+                                                                str(out / "t10"), "--no-plots"], None))
     if "report" in only:
         todo += [
             ("report 10k, tables only (--no-plots)", [*cnnbench, "report", str(r10), "-o", str(out / "t10"),
@@ -138,10 +146,11 @@ def main() -> int:
                     "report and store work).")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--data", type=Path, default=Path(tempfile.gettempdir()) / "cnnbench-bench-stores")
-    ap.add_argument("--only", default="report,store,export", help="Comma-separated: report, store, export.")
+    ap.add_argument("--only", default="report,store,export", help="Comma-separated: report, store, export; or "
+                    "tables (the 10,000-record report without plots alone).")
     args = ap.parse_args()
     only = set(args.only.split(","))
-    stores = make_stores(args.data)
+    stores = make_stores(args.data, only)
     sides = {"old": old_tree(args.old) / "src", "new": ROOT / "src"}
     copies = {side: side_copy(stores, args.data / f"side-{side}") for side in sides}
     outs = {side: args.data / f"out-{side}" for side in sides}
