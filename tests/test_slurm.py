@@ -435,6 +435,20 @@ def test_results_merge_folds_node_local_stores_into_one_each_run_once(tmp_path, 
     assert before == {p: p.read_bytes() for p in tmp_path.glob("n*/box.jsonl")}  # sources untouched
 
 
+def test_merge_keeps_different_records_without_a_run_id_apart_and_each_once(tmp_path, capsys):
+    """Old or hand-written lines carry no run_id: two different ones are both kept, and merging again adds none."""
+    source = tmp_path / "old"
+    source.mkdir()
+    lines = [{"schema_version": 2, "status": "ok", "config": {"model": m}, "environment": {"machine": "q"},
+              "metrics": {"total_images_per_sec": v, "step_times_s": [0.1, 0.2]}} for m, v in (("x", 1.0), ("y", 2.0))]
+    (source / "q.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    into = tmp_path / "into"
+    for expected in ("appended 2 runs", "appended 0 runs"):
+        assert main(["results", "merge", str(source), "--into", str(into)]) == 0
+        assert expected in capsys.readouterr().out
+    assert sorted(r["config"]["model"] for r in records(into)) == ["x", "y"]
+
+
 @pytest.mark.slow
 def test_a_two_node_case_runs_one_launcher_per_node_and_its_record_names_both(cluster, tmp_path, capsys):
     results = tmp_path / "results"

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import logging
 import os
@@ -146,7 +147,7 @@ def append_new_records(results_dir: str | os.PathLike[str], records: Iterable[Ma
     with store_lock(results_dir) if write else contextlib.nullcontext():
         present, result.problems = stored_run_ids(results_dir)
         for record in records:
-            run_id = str(record.get("run_id"))
+            run_id = record_key(record)
             if run_id in present:
                 result.already[run_id] = present[run_id]
                 continue
@@ -204,4 +205,18 @@ def stored_run_ids(results_dir: str | os.PathLike[str]) -> tuple[dict[str, str],
     if not Path(results_dir).is_dir():
         return {}, []
     records, problems = read_records(results_dir, step_times=False)
-    return {str(r["run_id"]): _machine_of(r) for r in records if r.get("run_id")}, problems
+    return {record_key(r): _machine_of(r) for r in records}, problems
+
+
+def record_key(record: Mapping[str, Any]) -> str:
+    """What tells a run apart from every other: its ``run_id``; for a record without one (an old or
+    hand-written line), a digest of its whole content, so that two different such records are both
+    kept and the same one is kept once."""
+    run_id = record.get("run_id")
+    if run_id:
+        return str(run_id)
+    metrics = record.get("metrics")
+    if isinstance(metrics, Mapping) and "step_times_s" in metrics:  # the same whether read with them or not
+        record = {**record, "metrics": {k: v for k, v in metrics.items() if k != "step_times_s"}}
+    text = json.dumps(record, sort_keys=True, separators=(",", ":"), default=str, allow_nan=True)
+    return "content:" + hashlib.sha256(text.encode()).hexdigest()
