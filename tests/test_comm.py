@@ -108,6 +108,17 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, argv, words):
     assert not (tmp_path / "r").exists()
 
 
+def test_nccl_on_a_run_that_resolves_to_the_cpu_is_refused_before_any_worker(tmp_path, capsys):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU: --device auto resolves to cuda, where nccl runs")
+    assert main(["comm", "--backend", "nccl", "--oversubscribe", "--results-dir", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert "nccl needs CUDA devices, and this run is on the CPU" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "r").exists()  # no worker started, no record
+
+
 def test_cuda_without_a_gpu_is_one_line_and_exit_2(tmp_path, capsys):
     import torch
 

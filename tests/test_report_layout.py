@@ -253,3 +253,11 @@ def test_the_python_api_takes_rows_columns_and_observations():
     assert t.columns[2:] == list(LOCATIONS) and all("synthetic_location" in o.text for o in rep.observations)
     with pytest.raises(ReportError, match="both a row"):
         cnnbench.report(_location_records(), rows="num_devices", columns="machine,devices", max_plots=0)
+
+
+def test_rows_that_hold_the_machine_take_models_as_columns_by_default():
+    from cnnbench.report import ReportOptions
+
+    assert ReportOptions(rows="machine,num_devices").columns == ("model",)
+    assert ReportOptions(rows="num_devices").columns == ("machine",)
+    assert ReportOptions().columns == ("machine",) and ReportOptions(rows="machine", columns="gpu").columns == ("gpu",)

@@ -284,7 +284,7 @@ def _compare_frame(result: Any, problems: list[str]) -> pd.DataFrame:
 
 # --- report ---------------------------------------------------------------------------------
 def report(results: Results, output: PathLike | None = None, *, rows: str | Sequence[str] = "model",
-           columns: str | Sequence[str] = "machine", observations: str | Sequence[str] | None = None,
+           columns: str | Sequence[str] | None = None, observations: str | Sequence[str] | None = None,
            effects: Sequence[str] | None = None, baselines: Mapping[str, str] | None = None,
            ignore: Sequence[str] = (), include_warned: bool = False, where: str | Sequence[str] = (),
            title: str = "cnnbench report", noise: float = 0.03, max_plots: int = 8) -> Report:
@@ -316,7 +316,7 @@ def report(results: Results, output: PathLike | None = None, *, rows: str | Sequ
         check_report_folder(output)
     records, problems, _ = _records(results)
     options = ReportOptions(
-        rows=split_fields(rows), columns=split_fields(columns),
+        rows=split_fields(rows), columns=None if columns is None else split_fields(columns),
         observations=None if observations is None else split_fields(observations),
         effects=list(effects) if effects is not None else None, baselines=dict(baselines or {}),
         ignore=list(ignore), include_warned=include_warned, where=[where] if isinstance(where, str) else list(where),

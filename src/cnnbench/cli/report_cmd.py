@@ -36,8 +36,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--rows", default="model", metavar="FIELD[,FIELD...]",
                    help="Row dimension of the per-configuration tables: any field, several joined by commas "
                    "(--rows machine,num_devices: a row per machine and device count; default: model).")
-    p.add_argument("--columns", default="machine", metavar="FIELD[,FIELD...]",
-                   help="Column dimension of the per-configuration tables, as --rows (default: machine). A "
+    p.add_argument("--columns", default=None, metavar="FIELD[,FIELD...]",
+                   help="Column dimension of the per-configuration tables, as --rows (default: machine; model "
+                   "where the rows hold the machine). A "
                    "configuration is what the rows, columns and batch size leave; --rows num_devices --columns "
                    "synthetic_location puts device, host and loader runs in one table.")
     p.add_argument("--observations", default=None, metavar="KIND[,KIND...]",
@@ -124,7 +125,7 @@ def _report(args: argparse.Namespace, drawing_pool: DrawingPool) -> int:
     try:
         options = ReportOptions(
             rows=split_fields(args.rows),
-            columns=split_fields(args.columns),
+            columns=None if args.columns is None else split_fields(args.columns),
             observations=None if args.observations is None else split_fields(args.observations),
             effects=args.effect,
             baselines=parse_baselines(args.baseline),

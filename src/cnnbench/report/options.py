@@ -36,7 +36,8 @@ class ReportOptions:
     (aliases or dotted names; a string is split on commas: ``"machine,num_devices"``)."""
 
     rows: tuple[str, ...] = ("model",)
-    columns: tuple[str, ...] = ("machine",)
+    columns: tuple[str, ...] | None = None
+    """Default: machine, or model where the rows hold the machine (``--rows machine,num_devices``)."""
     observations: tuple[str, ...] | None = None
     """The kinds of observation to make (of :data:`OBSERVATION_KINDS`); ``None``: every kind."""
     effects: Sequence[str] | None = None
@@ -63,6 +64,8 @@ class ReportOptions:
 
     def __post_init__(self) -> None:
         self.rows = _field_names("--rows", self.rows)
+        if self.columns is None:
+            self.columns = ("model",) if {"machine", F.MACHINE} & set(self.rows) else ("machine",)
         self.columns = _field_names("--columns", self.columns)
         if self.observations is not None:
             kinds = split_fields(self.observations)
@@ -84,7 +87,7 @@ def resolve_layout(opts: ReportOptions, selected: list[Mapping[str, Any]]) -> La
     """The rows and columns the flags name (a :class:`~cnnbench.analysis.fields.FieldError` for an
     unknown field, a field named twice, or one that is both a row and a column)."""
     rows = tuple(F.resolve_field(r, selected) for r in opts.rows)
-    columns = tuple(F.resolve_field(c, selected) for c in opts.columns)
+    columns = tuple(F.resolve_field(c, selected) for c in opts.columns or ())
     for flag, names in (("--rows", rows), ("--columns", columns)):
         twice = sorted({F.short_name(f) for f in names if names.count(f) > 1})
         if twice:

@@ -82,6 +82,8 @@ def _check_world(config: CommConfig, kind: str, n: int) -> list[str]:
             raise ConfigError("num_devices", f"{n} GPUs needed, torch sees {torch.cuda.device_count()} "
                                              "(a collective needs 2 ranks or more)")
         return []
+    if config.backend == "nccl":  # --device auto on a machine without a GPU
+        raise ConfigError("backend", "nccl needs CUDA devices, and this run is on the CPU; use gloo")
     from cnnbench.machine.affinity import cpu_count_available
 
     cores = cpu_count_available()
