@@ -305,3 +305,109 @@ def test_tf_names_whose_torchvision_namesake_differs_take_tf_s_own_parameter_cou
     mine = _record(1, 500.0, params=None, model="alexnet")  # a cnnbench record of alexnet is torchvision's
     (b,), _ = find_bases([mine], lambda name: 61_100_840)
     assert b.gradient_bytes == 61_100_840 * 4
+
+
+# --- review fixes (issue 21) ------------------------------------------------------------------------
+
+def _cpu_series(nodes_at_2: int = 1) -> list[dict]:
+    out = []
+    for n, ips in ((1, 100.0), (2, 150.0)):
+        r = _record(n, ips, gpu=None)
+        r["config"]["num_nodes"] = nodes_at_2 if n == 2 else 1
+        r["environment"]["available_cpus"] = 2
+        out.append(r)
+    return out
+
+
+def _predicted_cell(records: list[dict]) -> str:
+    from cnnbench.report import ReportOptions, build_report
+
+    report = build_report(records, ReportOptions(max_plots=0, predict=True))
+    cells = [c.text for t in report.tables if t.id.startswith("scaling-") for row in t.rows for c in row]
+    return next(c for c in cells if "(predicted" in c)
+
+
+def test_report_predicts_cpu_workers_of_one_host_on_that_host():
+    records = _cpu_series()
+    one_host = predict_scaling(records, PredictOptions(devices=(1, 2), strategies=("replicated",),
+                                                       devices_per_node=2), _no_lookup).rows[1]
+    two_hosts = predict_scaling(records, PredictOptions(devices=(1, 2), strategies=("replicated",),
+                                                        devices_per_node=1), _no_lookup).rows[1]
+    assert one_host.efficiency < two_hosts.efficiency  # the two workers share the host's cores
+    assert f"(predicted {one_host.efficiency * 100:.0f}%, " in _predicted_cell(records)
+    # predict's own defaults put them on the one node they ran on, beside the measured figure
+    row = predict_scaling(records, PredictOptions(devices=(1, 2), strategies=("replicated",)), _no_lookup).rows[1]
+    assert (row.nodes, row.measured) == (1, 150.0)
+    apart = _cpu_series(nodes_at_2=2)  # measured on two hosts: one worker a node, as recorded
+    row = predict_scaling(apart, PredictOptions(devices=(1, 2), strategies=("replicated",)), _no_lookup).rows[1]
+    assert (row.nodes, row.measured) == (2, 150.0)
+    from cnnbench.report.tables.predicted import _devices_per_node  # a series' devices per node, as recorded
+
+    assert _devices_per_node(records) == 2 and _devices_per_node(apart) == 1 and _devices_per_node(records[:1]) == 1
+
+
+def test_report_predict_takes_the_links_of_comm_records():
+    records = _cpu_series()
+    fast = [comm(size=1024, busbw=50.0, machine="box"), comm(size=1 << 26, busbw=50.0, machine="box")]
+    with_comm = predict_scaling([*records, *fast], PredictOptions(devices=(1, 2), strategies=("replicated",)),
+                                _no_lookup).rows[1]
+    without = predict_scaling(records, PredictOptions(devices=(1, 2), strategies=("replicated",)), _no_lookup)
+    assert with_comm.efficiency > without.rows[1].efficiency + 0.01
+    assert f"(predicted {with_comm.efficiency * 100:.0f}%, " in _predicted_cell([*records, *fast])
+
+
+@pytest.mark.parametrize("field,values", [("host_cpus", (2, 4)), ("threads_per_worker", (1, 2)),
+                                          ("synthetic_location", ("device", "loader")), ("num_workers", (0, 4))])
+def test_one_device_runs_of_different_host_setups_are_different_bases(field, values):
+    from cnnbench.predict.render import configuration
+
+    records = []
+    for value, ips in zip(values, (100.0, 1000.0), strict=True):
+        r = _record(1, ips, gpu=None)
+        r["config"][field] = value
+        records.append(r)
+    result = predict_scaling(records, PredictOptions(devices=(1,), strategies=("independent",)), _no_lookup)
+    assert sorted(b.images_per_sec for b in result.bases) == pytest.approx([100.0, 1000.0])
+    labels = {configuration(r) for r in result.rows}
+    assert len(labels) == 2 and all(str(v) in " ".join(labels) for v in values)
+
+
+def test_a_figure_alone_keeps_the_measured_link_and_inter_flags_are_named():
+    from cnnbench.predict import LinkChoice
+
+    one = _record(1, 400.0, gpu=None)
+    measured = [comm(size=1024, busbw=0.1, machine="box"), comm(size=1 << 26, busbw=3.0, machine="box")]
+    plain = predict_scaling([one, *measured], PredictOptions(devices=(2,)), _no_lookup).links["box"][0]
+    bw = predict_scaling([one, *measured], PredictOptions(devices=(2,), link=LinkChoice(None, 9.0, None)),
+                         _no_lookup).links["box"][0]
+    lat = predict_scaling([one, *measured], PredictOptions(devices=(2,), link=LinkChoice(None, None, 7.0)),
+                          _no_lookup).links["box"][0]
+    assert (bw.bandwidth_gbps, bw.latency_s) == (9.0, plain.latency_s)  # the comm record's latency kept
+    assert (lat.bandwidth_gbps, lat.latency_s) == (plain.bandwidth_gbps, pytest.approx(7e-6))
+    assert "cnnbench comm" in bw.source and "--bandwidth" in bw.source
+    inter = predict_scaling([one], PredictOptions(devices=(2,), inter_link=LinkChoice(None, 5.0, None)),
+                            _no_lookup).links["box"][1]
+    assert inter.bandwidth_gbps == 5.0 and "--inter-bandwidth" in inter.source and "(--link" not in inter.source
+    named = predict_scaling([one], PredictOptions(devices=(2,), inter_link=LinkChoice("ib", None, 3.0)),
+                            _no_lookup).links["box"][1]
+    assert named.source == "--inter-link --inter-latency"
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+def test_non_finite_link_figures_are_one_line_errors(tmp_path, capsys, value):
+    from tests.report_fixtures import write_store
+
+    write_store(tmp_path / "r", [_record(1, 400.0)])
+    for flag in ("--bandwidth", "--latency", "--inter-bandwidth"):
+        assert main(["predict", str(tmp_path / "r"), f"{flag}={value}"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert flag in err and len(err.splitlines()) == 1
+
+
+def test_the_intra_node_link_comes_from_one_node_comm_records_only():
+    across = comm(size=1 << 27, busbw=0.5, n=4)
+    across["config"]["num_nodes"] = 2
+    link = link_from_comm([comm(size=1024, busbw=0.1, n=2), comm(size=1 << 26, busbw=3.0, n=2), across], "loopback")
+    assert link is not None and link.bandwidth_gbps == pytest.approx(3.0)
+    del across["config"]["num_nodes"]  # no node count: one node
+    assert link_from_comm([across], "loopback") is not None

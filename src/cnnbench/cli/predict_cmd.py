@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import math
 import sys
 
 from cnnbench.cli.common import UserError
@@ -80,8 +81,8 @@ def parse_devices(text: str | None) -> tuple[int, ...] | None:
 
 
 def _positive(value: float | int | None, flag: str) -> None:
-    if value is not None and value <= 0:
-        raise UserError(f"{flag}: must be more than 0, got {value}")
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise UserError(f"{flag}: must be a finite number more than 0, got {value}")
 
 
 def handle(args: argparse.Namespace) -> int:

@@ -2,7 +2,8 @@
 input-pipeline figures.
 
 A configuration is the record's machine, model, precision, per-device batch, image size, data,
-data format, compilation and source; its one-device training records (status ok) are its base
+data format, compilation, source and host setup (host CPUs, threads per worker, where synthetic
+data is made, loader workers); its one-device training records (status ok) are its base
 (the median images/sec over repeats; the forward/backward split's medians where ``run``
 measured one). Records with more devices in the same configuration are its measured points,
 per strategy (``variable_update``) and device/node count.
@@ -28,7 +29,8 @@ from cnnbench.results.query import get_value
 from cnnbench.results.record import record_kind
 
 KEY_FIELDS = ("environment.machine", "config.model", "config.precision", "config.batch_size", "config.image_size",
-              "config.data_name", "config.data_format", "config.compile", "source", "config.device")
+              "config.data_name", "config.data_format", "config.compile", "source", "config.device",
+              "config.host_cpus", "config.threads_per_worker", "config.synthetic_location", "config.num_workers")
 """What makes a configuration (besides the device count and strategy)."""
 ASSUMED_SPLIT = (1.0, 2.0, 0.0)
 """Forward : backward : optimizer when a record has no measured split: backward twice the

@@ -84,13 +84,14 @@ def default_link(kind: str, source: str = "default") -> Link:
     return Link(kind, bandwidth, latency, source)
 
 
-def given_link(kind: str, bandwidth_gbps: float | None, latency_us: float | None) -> Link:
-    """``--link KIND [--bandwidth GB/s] [--latency us]``: the kind's defaults where not given."""
-    link = default_link(kind, "--link")
+def given_link(kind: str, bandwidth_gbps: float | None, latency_us: float | None, prefix: str = "") -> Link:
+    """``--link KIND [--bandwidth GB/s] [--latency us]`` (``prefix`` ``inter-``: ``--inter-link``
+    and its figures): the kind's defaults where not given."""
+    link = default_link(kind, f"--{prefix}link")
     bandwidth = link.bandwidth_gbps if bandwidth_gbps is None else bandwidth_gbps
     latency = link.latency_s if latency_us is None else latency_us * 1e-6
-    given = "--link" + (" --bandwidth" if bandwidth_gbps is not None else "") + (
-        " --latency" if latency_us is not None else "")
+    given = f"--{prefix}link" + (f" --{prefix}bandwidth" if bandwidth_gbps is not None else "") + (
+        f" --{prefix}latency" if latency_us is not None else "")
     return Link(kind, bandwidth, latency, given)
 
 
@@ -142,7 +143,7 @@ def link_from_comm(records: Iterable[Mapping[str, Any]], kind: str) -> Link | No
     """A link measured by ``cnnbench comm``: the all-reduce bus bandwidth at its largest size, and
     the latency from the time at its smallest (a ring of n makes 2(n-1) message steps)."""
     rows = [r for r in records if (r.get("config") or {}).get("collective") == "all_reduce"
-            and r.get("status", "ok") == "ok"]
+            and r.get("status", "ok") == "ok" and int((r.get("config") or {}).get("num_nodes") or 1) == 1]
     rows = [r for r in rows if _num(r["metrics"].get("busbw_gbps")) and _num(r["metrics"].get("time_s"))]
     if not rows:
         return None

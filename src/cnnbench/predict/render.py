@@ -12,6 +12,9 @@ from cnnbench.predict.scaling import PredictResult, Row
 
 COLUMNS = ("model", "configuration", "strategy", "devices", "nodes", "images/sec", "speedup", "efficiency",
            "bound", "measured", "error")
+SETUP_LABELS = (("host_cpus", "host cpus"), ("threads_per_worker", "threads/worker"),
+                ("synthetic_location", "synthetic"), ("num_workers", "loader workers"))
+"""Fields of the configuration that set up the host (shown where recorded)."""
 
 
 def configuration(row: Row) -> str:
@@ -22,6 +25,7 @@ def configuration(row: Row) -> str:
         parts.append(str(key["data_name"]))
     if key.get("source") not in (None, "cnnbench"):
         parts.append(str(key["source"]))
+    parts += [f"{label} {key[name]}" for name, label in SETUP_LABELS if key.get(name) is not None]
     return ", ".join(parts)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from cnnbench.analysis.fields import FieldError, resolve_field
@@ -140,16 +140,26 @@ def machine_links(base: Base, options: PredictOptions, comm: Sequence[Mapping[st
         intra = given_link(options.link.kind, options.link.bandwidth_gbps, options.link.latency_us)
     else:
         mine = [r for r in comm if get_value(r, "environment.machine") == base.machine]
-        intra = link_from_comm(mine, recorded.kind) or recorded
-        if options.link.bandwidth_gbps is not None or options.link.latency_us is not None:
-            intra = given_link(intra.kind, options.link.bandwidth_gbps, options.link.latency_us)
+        intra = _override(link_from_comm(mine, recorded.kind) or recorded, options.link, "")
     inter_kind = options.inter_link.kind or ("ethernet" if base.device == "cpu" else "ib")
-    if options.inter_link.kind is None and options.inter_link.bandwidth_gbps is None \
-            and options.inter_link.latency_us is None:
-        inter = default_link(inter_kind, "default between nodes")
+    if options.inter_link.kind is None:
+        inter = _override(default_link(inter_kind, "default between nodes"), options.inter_link, "inter-")
     else:
-        inter = given_link(inter_kind, options.inter_link.bandwidth_gbps, options.inter_link.latency_us)
+        inter = given_link(inter_kind, options.inter_link.bandwidth_gbps, options.inter_link.latency_us,
+                           prefix="inter-")
     return intra, inter
+
+
+def _override(link: Link, choice: LinkChoice, prefix: str) -> Link:
+    """``link`` with only the figures given on the command line replaced (``--bandwidth`` alone keeps
+    the chosen link's latency, and the other way round)."""
+    if choice.bandwidth_gbps is None and choice.latency_us is None:
+        return link
+    flags = (f" --{prefix}bandwidth" if choice.bandwidth_gbps is not None else "") + (
+        f" --{prefix}latency" if choice.latency_us is not None else "")
+    return replace(link, bandwidth_gbps=link.bandwidth_gbps if choice.bandwidth_gbps is None else choice.bandwidth_gbps,
+                   latency_s=link.latency_s if choice.latency_us is None else choice.latency_us * 1e-6,
+                   source=f"{link.source};{flags}")
 
 
 def _scenario(base: Base, options: PredictOptions, comm: Sequence[Mapping[str, Any]]) -> Scenario:
@@ -173,11 +183,15 @@ def _calibrated(scenario: Scenario, machine: str, bases: Sequence[Base],
     return scenario, fits
 
 
-def points(base: Base, options: PredictOptions) -> list[tuple[int, int]]:
+def points(base: Base, options: PredictOptions, measured: Sequence[Measured] = ()) -> list[tuple[int, int]]:
     """(devices, nodes) of every point: ``--nodes`` for all, else as many nodes of
-    ``--devices-per-node`` (default 8 GPUs, or one CPU host) as the devices need."""
+    ``--devices-per-node`` (default 8 GPUs; for CPUs one host a device, or all devices on one host
+    where the configuration's measured points all ran on one node) as the devices need."""
     out = []
-    per_node = options.devices_per_node or (1 if base.device == "cpu" else GPUS_PER_NODE)
+    mine = [m.nodes for m in measured if m.key == base.key]
+    one_host = base.device == "cpu" and bool(mine) and all(n == 1 for n in mine)
+    per_node = options.devices_per_node or (
+        max(options.devices) if one_host else 1 if base.device == "cpu" else GPUS_PER_NODE)
     for n in options.devices:
         nodes = options.nodes or (1 if n <= per_node else math.ceil(n / per_node))
         if n % nodes == 0:
@@ -190,7 +204,7 @@ def _rows(base: Base, strategy: str, options: PredictOptions, scenario: Scenario
     found = {(m.devices, m.nodes): m.images_per_sec for m in measured if m.key == base.key and m.strategy == strategy}
     one = predict(base, strategy, 1, 1, scenario).images_per_sec
     rows = []
-    for n, nodes in points(base, options):
+    for n, nodes in points(base, options, measured):
         p = predict(base, strategy, n, nodes, scenario)
         speedup = p.images_per_sec / one
         at = base.images_per_sec if n == 1 and nodes == 1 else found.get((n, nodes))

@@ -61,6 +61,7 @@ from cnnbench.report.tables.systems import systems_table
 from cnnbench.report.tables.throughput import Section, configuration_sections
 from cnnbench.report.tables.training import TrainingResult, training_results
 from cnnbench.results.query import parse_where, select
+from cnnbench.results.record import record_kind
 from cnnbench.words import plural
 
 log = logging.getLogger(__name__)
@@ -167,7 +168,8 @@ def _select(records: list[Mapping[str, Any]], opts: ReportOptions) -> list[Mappi
 def _build_parts(points: PointSet, scope: _Scope, opts: ReportOptions, pipelines: list[Table]) -> _Parts:
     cost = cost_table(points)
     sections = configuration_sections(points, scope.layout, opts.repeat_noise)
-    groups = scaling_groups(points, opts.repeat_noise, predict=opts.predict)
+    comm = [r for r in scope.selected if record_kind(r) == "comm"] if opts.predict else []
+    groups = scaling_groups(points, opts.repeat_noise, predict=opts.predict, comm=comm)
     effects, effect_notes, baseline_warnings = _effects(points, scope, opts)
     impls = implementation_tables(points, opts.repeat_noise, opts.noise)
     trainings = training_results(points)

@@ -36,13 +36,22 @@ def predict_series(series: Sequence[Series], comm: Sequence[Any] = ()) -> None:
         strategy = str((runs[0].get("config") or {}).get("variable_update") or "replicated")
         if strategy not in STRATEGIES:
             continue
-        options = PredictOptions(devices=tuple(sorted(s.measures)), strategies=(strategy,))
+        options = PredictOptions(devices=tuple(sorted(s.measures)), strategies=(strategy,),
+                                 devices_per_node=_devices_per_node(runs))
         try:
             result = predict_scaling([*runs, *comm], options, parameter_count)
         except (PredictError, ValueError):
             continue
         for row in result.rows:
             s.predicted[row.devices] = (row.images_per_sec, row.efficiency, row.bound)
+
+
+def _devices_per_node(runs: Sequence[Any]) -> int:
+    """Devices per node as the series' records ran them (``num_devices / num_nodes``; one node
+    unless they say otherwise)."""
+    per_node = [int((r.get("config") or {}).get("num_devices") or 1) // max(1, int(
+        (r.get("config") or {}).get("num_nodes") or 1)) for r in runs]
+    return max(1, *per_node)
 
 
 def predicted_text(s: Series, n: int) -> str:

@@ -12,6 +12,7 @@ not printed), and, over all configurations, a table of the median efficiencies a
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -101,9 +102,11 @@ def _with_warned(cell: Cell, warned: bool) -> Cell:
     return cell._replace(text=f"{cell.text} {WARNED}", marks=WARNED) if warned and cell.is_number else cell
 
 
-def scaling_groups(points: PointSet, noise: float, predict: bool = False) -> list[ScalingGroup]:
+def scaling_groups(points: PointSet, noise: float, predict: bool = False,
+                   comm: Sequence[Mapping[str, Any]] = ()) -> list[ScalingGroup]:
     """Scaling groups for every configuration run at two or more device counts (``predict``: with
-    :mod:`cnnbench.report.tables.predicted`'s prediction beside each series)."""
+    :mod:`cnnbench.report.tables.predicted`'s prediction beside each series, its links from the
+    ``cnnbench comm`` records ``comm`` where they measured the machine)."""
     group_fields = [f for f in points.key_fields if f not in (F.DEVICES, *SERIES_FIELDS)]
     namer = Namer(points, exclude=(F.DEVICES, *SERIES_FIELDS))
     groups = points.group_by(group_fields)
@@ -112,7 +115,7 @@ def scaling_groups(points: PointSet, noise: float, predict: bool = False) -> lis
     for name, group in zip(names, groups.values(), strict=False):
         series = _series(points, group)
         if series and predict:
-            predict_series(series)
+            predict_series(series, comm)
         if series:
             out.append(_build(name, series, noise))
     out.sort(key=lambda g: F.sort_key(g.name))
