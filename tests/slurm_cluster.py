@@ -146,7 +146,8 @@ class SlurmCluster:
     def _spawn(self, name: str, args: Sequence[str]) -> subprocess.Popen[bytes]:
         out = open(self.root / f"{name}.out", "wb")  # noqa: SIM115 - the daemon keeps it
         proc = subprocess.Popen([which(args[0]) or args[0], *args[1:]], env=self.env, stdout=out,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                                preexec_fn=_every_cpu)
         out.close()
         self._daemons.append((name, proc))
         return proc
@@ -343,3 +344,8 @@ if __name__ == "__main__":  # bring a cluster up by hand: python tests/slurm_clu
         pass
     finally:
         cluster.stop()
+
+
+def _every_cpu() -> None:
+    """A daemon (and so every job) may use all of the machine's cores, whatever this process was pinned to."""
+    os.sched_setaffinity(0, range(os.cpu_count() or 1))

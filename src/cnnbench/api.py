@@ -116,11 +116,11 @@ def measure_data(config: DataBenchConfig, *, emit: Callable[[str], None] | None 
     return its record with the store file it was appended to (``append=False``: nothing is
     written, and the path is ``None``). The library call behind ``cnnbench data``."""
     from cnnbench.engine.input_bench import run_data_benchmark
-    from cnnbench.machine.affinity import restrict_host_cpus
+    from cnnbench.machine.affinity import host_cpus_pinned
     from cnnbench.results.store import append_record
 
-    restrict_host_cpus(config.host_cpus)
-    record = run_data_benchmark(config, emit=emit)
+    with host_cpus_pinned(config.host_cpus):
+        record = run_data_benchmark(config, emit=emit)
     if not append:
         return record, None
     return record, append_record(config.results_dir, record.to_dict())

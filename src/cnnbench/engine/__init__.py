@@ -44,20 +44,20 @@ def execute(config: RunConfig, *, emit: Callable[[str], None] | None = None,
     ``own_process``: a run on one device runs in a worker process too, so that this process
     holds no device memory or CUDA context of it afterwards (each point of ``--scaling``).
 
-    With ``--host-cpus N`` this process is first pinned to N cores, for good: the workers and
-    loader processes it starts inherit that (a sweep runs each case in its own process).
+    With ``--host-cpus N`` this process is pinned to N cores while the run lasts: the workers and
+    loader processes it starts inherit that; afterwards its cores and torch threads are as they
+    were (:func:`~cnnbench.machine.affinity.host_cpus_pinned`).
     """
-    from cnnbench.machine.affinity import restrict_host_cpus
+    from cnnbench.machine.affinity import host_cpus_pinned
     from cnnbench.results.store import append_record
 
-    restrict_host_cpus(config.host_cpus)
+    with host_cpus_pinned(config.host_cpus):
+        if config.requested_devices() > 1 or own_process:
+            from cnnbench.engine.multidevice.workers import run_on_workers
 
-    if config.requested_devices() > 1 or own_process:
-        from cnnbench.engine.multidevice.workers import run_on_workers
-
-        record = run_on_workers(config, emit=emit, extra=extra)
-    else:
-        record = run_benchmark(config, emit=emit, extra=extra)
+            record = run_on_workers(config, emit=emit, extra=extra)
+        else:
+            record = run_benchmark(config, emit=emit, extra=extra)
     if not append:
         return record, None
     return record, append_record(config.results_dir, record.to_dict())

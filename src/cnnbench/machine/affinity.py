@@ -10,9 +10,11 @@ No torch here, except to set its thread count when torch is already imported.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
+from collections.abc import Iterator
 
 from cnnbench.errors import ConfigError
 from cnnbench.machine.host import usable_cpus
@@ -62,6 +64,31 @@ def restrict_host_cpus(host_cpus: int | None) -> list[int]:
         torch.set_num_threads(host_cpus)
     log.info("restricted to %d cores: %s", host_cpus, _ranges(chosen))
     return chosen
+
+
+@contextlib.contextmanager
+def host_cpus_pinned(host_cpus: int | None) -> Iterator[list[int]]:
+    """:func:`restrict_host_cpus` for the length of a block, then this process's cores (every thread's)
+    and torch's thread count as they were: a library caller (``cnnbench.run(host_cpus=1)``, a test)
+    is not left pinned to the run's cores. ``None`` changes nothing."""
+    if host_cpus is None:
+        yield available_cpus()
+        return
+    before = available_cpus()
+    torch = sys.modules.get("torch")
+    threads = torch.get_num_threads() if torch is not None else None
+    chosen = restrict_host_cpus(host_cpus)
+    try:
+        yield chosen
+    finally:
+        for thread in [0, *_threads()]:
+            try:
+                os.sched_setaffinity(thread, before)
+            except OSError as exc:  # a thread that ended meanwhile
+                log.debug("affinity of thread %s: %s", thread, exc)
+        torch = sys.modules.get("torch")
+        if torch is not None and threads is not None:
+            torch.set_num_threads(threads)
 
 
 def _threads() -> list[int]:
