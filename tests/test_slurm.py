@@ -488,13 +488,17 @@ def test_a_study_submitted_to_slurm_is_reported_with_its_layout_once_its_cases_a
     assert code == 0 and "4 cases submitted" in out, out
     assert "follow with: cnnbench study host-cpus --smoke --status" in out
 
+    seen: list[str] = []
+
     def done() -> bool:
         code, out = study(capsys, "host-cpus", *where, "--status")
         assert code == 0, out
-        lines = out.splitlines()[:-1]
-        return len(lines) == 4 and all(x.startswith("done (ok)") for x in lines)
+        seen[:] = out.splitlines()[:-1]
+        return len(seen) == 4 and all(x.startswith(("done", "failed")) for x in seen)
 
-    poll(done, DEADLINE_S, "the study's 4 cases done ok in Slurm")
+    poll(done, DEADLINE_S, "the study's 4 cases done in Slurm", lambda: "\n".join(seen))
+    assert all(x.startswith("done (ok)") for x in seen), "\n".join(seen) + "\n" + str(
+        [r.get("error") for r in records(results)])
     assert not (report / "summary.md").exists()  # nothing reported while it ran
     code, out = study(capsys, "host-cpus", *where, "--report-only", "--no-plots")
     assert code == 0, out
