@@ -36,7 +36,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="Device counts to predict [default: 1,2,4,...,1024].")
     group = p.add_mutually_exclusive_group()
     group.add_argument("--devices-per-node", type=int, default=None, metavar="K",
-                       help="Devices in one node; more take more nodes [default: 8 GPUs; CPU workers all on one host where their measured records ran on one node, else one host each].")
+                       help="Devices in one node; more take more nodes [default: 8 GPUs; CPU workers all on one host "
+                       "where their measured records ran on one node, else one host each].")
     group.add_argument("--nodes", type=int, default=None, metavar="M",
                        help="Spread every point over M nodes (device counts M does not divide are left out).")
     p.add_argument("--strategy", default=None, metavar="NAME[,NAME...]",
