@@ -515,3 +515,19 @@ def test_a_study_report_of_nothing_run_and_report_only_on_slurm_are_one_line_eac
     assert code == 2 and "no results folder; run the study first" in out and len(out.strip().splitlines()) == 1
     code, out = study(capsys, "host-cpus", "--smoke", "--report-only", "--executor", "slurm")
     assert code == 2 and "--report-only runs nothing" in out
+
+
+def test_a_special_file_in_the_slurm_folder_is_one_line_never_a_hang(tmp_path):
+    """``<results>/.slurm/jobs.jsonl`` as a FIFO: --status and a submit name it and stop (a reader would block)."""
+    import os
+    import subprocess
+
+    results = tmp_path / "results"
+    (results / ".slurm").mkdir(parents=True)
+    os.mkfifo(results / ".slurm" / "jobs.jsonl")
+    suite = write_suite(tmp_path, "fifo", base=FAST)
+    for flags in (["--status"], ["--executor", "slurm"]):
+        proc = subprocess.run([sys.executable, "-m", "cnnbench", "sweep", str(suite), "--results-dir", str(results),
+                               *flags], capture_output=True, text=True, timeout=120)
+        assert proc.returncode != 0 and "jobs.jsonl" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr

@@ -30,6 +30,7 @@ def handle_slurm(args: argparse.Namespace, suite: Any = None, command: str | Non
 
 def _one_line(exc: Exception) -> Exception:
     from cnnbench.config.errors import ConfigError
+    from cnnbench.results.files import FileProblem
     from cnnbench.results.locking import LockingUnsupported
     from cnnbench.results.outputs import OutputError
     from cnnbench.sweep.slurm.settings import SettingsError
@@ -41,6 +42,8 @@ def _one_line(exc: Exception) -> Exception:
         return UserError.from_config(exc, "sweep")
     if isinstance(exc, (SuiteError, OutputError, SubmitError, SettingsError)):
         return UserError(str(exc))
+    if isinstance(exc, FileProblem):  # a special file or a symlink out of the folder in <results>/.slurm
+        return UserError(f"--results-dir: {exc}", exit_code=1)
     if isinstance(exc, (LockingUnsupported, SlurmUnavailable)):
         return UserError(str(exc), exit_code=1)
     return exc

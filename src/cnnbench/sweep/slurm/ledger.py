@@ -17,6 +17,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from cnnbench.results import files
+
 FOLDER = ".slurm"
 JOBS_FILE = "jobs.jsonl"
 
@@ -56,7 +58,7 @@ def append_jobs(results_dir: str | os.PathLike[str], entries: Iterable[JobEntry]
         return
     folder = slurm_folder(results_dir)
     folder.mkdir(parents=True, exist_ok=True)
-    fd = os.open(folder / JOBS_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = files.open_for_append(folder / JOBS_FILE)  # a regular file only: never blocks on a FIFO put there
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         view = memoryview(lines)
@@ -71,7 +73,8 @@ def read_jobs(results_dir: str | os.PathLike[str], suite: str | None = None) -> 
     """Every entry (of ``suite``), in submission order; a line that cannot be read is passed over."""
     path = slurm_folder(results_dir) / JOBS_FILE
     try:
-        text = path.read_text(encoding="utf-8")
+        with files.open_regular(path) as f:
+            text = f.read().decode("utf-8", errors="replace")
     except FileNotFoundError:
         return []
     out = []
