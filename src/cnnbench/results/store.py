@@ -83,7 +83,7 @@ def append_record(results_dir: str | os.PathLike[str], record: Mapping[str, Any]
     folder = Path(results_dir)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / machine_file_name(_machine_of(record))
-    _append(path, record_line(record))
+    append_lines(path, record_line(record))
     log.debug("appended run %s to %s", record.get("run_id"), path)
     return path
 
@@ -100,12 +100,12 @@ def append_records(results_dir: str | os.PathLike[str], records: Iterable[Mappin
     if by_file:
         folder.mkdir(parents=True, exist_ok=True)
     for path, lines in by_file.items():
-        _append(path, b"".join(lines))
+        append_lines(path, b"".join(lines))
         log.debug("appended %d records to %s", len(lines), path)
     return list(by_file)
 
 
-def _append(path: Path, data: bytes) -> None:
+def append_lines(path: Path, data: bytes) -> None:
     """Append whole lines under the file's exclusive lock, then fsync.
 
     Only to a regular file in the store's folder: a FIFO, a device or a symlink out of the

@@ -10,7 +10,6 @@ shell and never see half a line. The latest line of a case is its job. No torch 
 from __future__ import annotations
 
 import datetime as _dt
-import fcntl
 import json
 import os
 from collections.abc import Iterable
@@ -18,6 +17,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from cnnbench.results import files
+from cnnbench.results.store import append_lines
 
 FOLDER = ".slurm"
 JOBS_FILE = "jobs.jsonl"
@@ -58,15 +58,7 @@ def append_jobs(results_dir: str | os.PathLike[str], entries: Iterable[JobEntry]
         return
     folder = slurm_folder(results_dir)
     folder.mkdir(parents=True, exist_ok=True)
-    fd = files.open_for_append(folder / JOBS_FILE)  # a regular file only: never blocks on a FIFO put there
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        view = memoryview(lines)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    append_lines(folder / JOBS_FILE, lines)  # as the store appends: locked, a regular file only, fsynced
 
 
 def read_jobs(results_dir: str | os.PathLike[str], suite: str | None = None) -> list[JobEntry]:
