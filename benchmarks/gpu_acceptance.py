@@ -192,6 +192,7 @@ class Step:
     stderr: str = ""
     problem: str | None = None  # why an output that exited 0 could not be used
     log: Path | None = None
+    images_per_sec: float | None = None  # the step's figure, where it measures one
 
     @property
     def ok(self) -> bool:
@@ -215,8 +216,11 @@ class Acceptance:
     steps: list[Step] = field(default_factory=list)
     sections: list[tuple[str, list[str]]] = field(default_factory=list)
     records: dict[str, dict[str, Any]] = field(default_factory=dict)
+    after_step: Callable[[], None] | None = None  # called before each step after the first: the summary so far
 
     def run(self, name: str, cmd: list[str], timeout_s: float | None = None) -> Step:
+        if self.after_step is not None and self.steps:  # the steps before this one, their figures parsed
+            self.after_step()
         self.say(f"gpu-check: {name} ...")
         done = self.runner(cmd, timeout_s or self.settings.timeout_s)
         step = Step(name, cmd, done.returncode, done.seconds, done.stdout, done.stderr)
@@ -241,7 +245,9 @@ class Acceptance:
         if record is not None:
             self.records[name] = record
         if record is not None and record.get("status") == "ok":
-            return record_figures(record)
+            figures = record_figures(record)
+            step.images_per_sec = figures["images_per_sec"]
+            return figures
         if step.returncode == 0:
             step.problem = problem or f"the record's status is {record.get('status') if record else None}"
         return None
@@ -251,7 +257,9 @@ class Acceptance:
         if step.returncode != 0:
             return None
         try:
-            return parse_bare_output(step.stdout)
+            figures = parse_bare_output(step.stdout)
+            step.images_per_sec = figures["images_per_sec"]
+            return figures
         except ValueError as exc:
             step.problem = str(exc)
             return None
@@ -604,27 +612,34 @@ def failures_lines(steps: Sequence[Step]) -> list[str]:
 
 
 def steps_lines(steps: Sequence[Step]) -> list[str]:
-    rows = ["| step | exit | seconds | command |", "|--|--|--|--|"]
+    rows = ["| step | exit | seconds | img/s | command |", "|--|--|--|--|--|"]
     for st in steps:
         mark = "" if st.ok else " **(failed)**"
-        rows.append(f"| {st.name}{mark} | {st.returncode} | {st.seconds:.1f} | `{shlex.join(st.cmd)}` |")
+        rows.append(f"| {st.name}{mark} | {st.returncode} | {st.seconds:.1f} | {fmt(st.images_per_sec)} | "
+                    f"`{shlex.join(st.cmd)}` |")
     return rows
 
 
 def render_summary(acc: Acceptance, *, gpus: int, tests_passed: bool | None, gate: Verdict | None,
-                   code: int, elapsed_s: float, started: str) -> str:
+                   code: int | None, elapsed_s: float, started: str) -> str:
+    """The whole summary; ``code`` None while steps are still to come (a summary so far)."""
     s = acc.settings
     env = next((record_figures(r) for r in acc.records.values()), {})
     failed = sum(not st.ok for st in acc.steps)
+    if code is None:
+        verdict = (f"**Unfinished: {len(acc.steps)} step{'s' if len(acc.steps) != 1 else ''} run so far, "
+                   f"{failed} failed; the acceptance is still running or was stopped.**")
+    else:
+        verdict = (f"**Exit {code}: {'accepted' if code == 0 else 'NOT accepted'}.** GPU tests: "
+                   f"{'skipped' if tests_passed is None else ('passed' if tests_passed else 'FAILED')}; harness "
+                   f"gate: {gate.text if gate else 'skipped'}; {failed} step{'s' if failed != 1 else ''} failed "
+                   f"of {len(acc.steps)}.")
     head = [
         f"# GPU acceptance ({started})", "",
         f"{gpus} GPU{'s' if gpus != 1 else ''}: {env.get('gpu_model') or 'model not recorded'}; "
         f"torch {env.get('torch_version') or '?'}, CUDA {env.get('cuda_version') or '?'}. "
         f"Measured: {s.model}, batch {s.batch_size}, {s.precision}, {s.data_format}.", "",
-        f"**Exit {code}: {'accepted' if code == 0 else 'NOT accepted'}.** GPU tests: "
-        f"{'skipped' if tests_passed is None else ('passed' if tests_passed else 'FAILED')}; harness gate: "
-        f"{gate.text if gate else 'skipped'}; {failed} step{'s' if failed != 1 else ''} failed of {len(acc.steps)}. "
-        f"Total time {elapsed_s / 60:.1f} min (aim: under 10 min on one H100).",
+        f"{verdict} Total time {elapsed_s / 60:.1f} min (aim: under 10 min on one H100).",
     ]
     body: list[str] = []
     for title, lines in acc.sections:
@@ -680,13 +695,18 @@ def main(argv: Sequence[str] | None = None, *, gpus: Callable[[], int] = count_g
         say(NO_GPU_LINE)
         return 0
     settings = settings_from(args)
-    acc = Acceptance(settings, runner=runner, say=say)
     started = dt.datetime.now().astimezone().isoformat(timespec="seconds")
     t0 = time.monotonic()
-    tests, gate = accept(acc, n)
-    code = exit_code(tests is not False, gate or Verdict(True, "skipped"))
     summary = Path(args.summary)
     summary.parent.mkdir(parents=True, exist_ok=True)
+
+    def so_far() -> None:  # a stopped acceptance (a lease ending, Ctrl-C) still leaves its figures
+        summary.write_text(render_summary(acc, gpus=n, tests_passed=None, gate=None, code=None,
+                                          elapsed_s=time.monotonic() - t0, started=started))
+
+    acc = Acceptance(settings, runner=runner, say=say, after_step=so_far)
+    tests, gate = accept(acc, n)
+    code = exit_code(tests is not False, gate or Verdict(True, "skipped"))
     summary.write_text(render_summary(acc, gpus=n, tests_passed=tests, gate=gate, code=code,
                                       elapsed_s=time.monotonic() - t0, started=started))
     say(f"gpu-check: exit {code}; summary written to {summary}")
@@ -752,12 +772,15 @@ def bare_loop(args: argparse.Namespace) -> dict[str, Any]:
     """The loop a user writes by hand for this configuration: no hooks, timers or records."""
     import torch
 
+    from cnnbench.config.model_options import replays_cuda_graphs
     from cnnbench.engine.precision import precision_policy
     from cnnbench.models import create_model
 
     device = torch.device(args.device)
     cuda = device.type == "cuda"
     if cuda:
+        if device.index is None:  # set_device refuses a bare "cuda" on some torch releases (2.11)
+            device = torch.device("cuda", torch.cuda.current_device())
         torch.cuda.set_device(device)
         torch.backends.cudnn.benchmark = True
     policy = precision_policy(args.precision)
@@ -775,7 +798,14 @@ def bare_loop(args: argparse.Namespace) -> dict[str, Any]:
     forward = torch.compile(model, mode=args.compile_mode) if args.compile_mode else model
     opt_step = torch.compile(opt.step, mode=args.compile_mode) if args.compile_step else opt.step
 
+    # With CUDA graphs each iteration begins with cudagraph_mark_step_begin(): with optimizer.step
+    # compiled too, torch 2.11 on an H200 otherwise stopped with "accessing tensor output of
+    # CUDAGraphs that has been overwritten by a subsequent run".
+    mark_step = replays_cuda_graphs(args.compile_mode, device.type)
+
     def step() -> None:
+        if mark_step:  # a new iteration: the last one's graph outputs may be overwritten
+            torch.compiler.cudagraph_mark_step_begin()
         opt.zero_grad(set_to_none=True)
         with policy.autocast(device.type):
             loss = torch.nn.functional.cross_entropy(forward(images).float(), labels)

@@ -198,6 +198,26 @@ def test_summary_lists_a_failed_step_with_command_exit_code_and_tail(tmp_path):
     assert "1 step failed" in summary
 
 
+def test_a_stopped_acceptance_leaves_the_summary_of_the_steps_it_finished(tmp_path):
+    """A lease that ends mid-way (the whole command killed) keeps every finished step's figure."""
+    machine = FakeGpuMachine(ours=3000.0, bare=3050.0)
+
+    def stopped_at_the_fourth(cmd, timeout_s):
+        if len(machine.commands) == 3:
+            raise KeyboardInterrupt  # what the end of the lease looks like from inside
+        return machine(cmd, timeout_s)
+
+    summary = tmp_path / "summary.md"
+    with pytest.raises(KeyboardInterrupt):
+        ga.main(["--summary", str(summary), "--work-dir", str(tmp_path / "work"), "--skip", "timm"],
+                gpus=lambda: 1, runner=stopped_at_the_fourth, say=lambda _: None)
+    text = summary.read_text()
+    assert "**Unfinished: 3 steps run so far, 0 failed" in text
+    assert "| cnnbench round 1 | 0 | 20.0 | 3,000.0 |" in text
+    assert "| bare loop round 1 | 0 | 20.0 | 3,050.0 |" in text
+    assert "Exit " not in text
+
+
 def test_a_run_that_exits_0_without_a_record_is_a_failure(tmp_path):
     machine = FakeGpuMachine()
 

@@ -13,6 +13,14 @@ MIN_IMAGE_SIZE = 16
 MAX_IMAGE_SIZE = 8192
 MAX_BATCH_SIZE = 65536
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+CUDA_GRAPH_COMPILE_MODES = ("reduce-overhead", "max-autotune")
+"""torch.compile's modes that capture and replay CUDA graphs (on a CUDA device)."""
+
+
+def replays_cuda_graphs(compile_mode: str | None, device_type: str) -> bool:
+    """Whether a run compiled in ``compile_mode`` replays CUDA graphs: its timed steps then
+    allocate nothing (the graphs' memory pool was filled while they were recorded)."""
+    return device_type == "cuda" and compile_mode in CUDA_GRAPH_COMPILE_MODES
 
 
 @dataclass(frozen=True)

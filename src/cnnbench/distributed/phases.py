@@ -5,7 +5,8 @@ the others for good reasons: ``torch.compile`` takes longer on one rank than ano
 rank 0 alone writes the profiler's trace. :func:`uneven_phase` brackets such a phase:
 
 * inside it, the process group's timeout is raised to ``max(--timeout, PHASE_TIMEOUT_S)``
-  (``dist.set_timeout``), for the collectives the phase's steps make;
+  (:func:`~cnnbench.distributed.torch_compat.set_group_timeout`), for the collectives the
+  phase's steps make;
 * at its end every worker says in the c10d store that it is done and waits there for the
   others (:func:`wait_for_all`), in no collective, so that neither a collective nor NCCL's
   watchdog times out while a worker finishes work the others do not have. A worker that
@@ -23,6 +24,7 @@ from contextlib import contextmanager
 import torch.distributed as dist
 from torch.distributed import Store
 
+from cnnbench.distributed.torch_compat import set_group_timeout
 from cnnbench.distributed.world import World
 
 PHASE_TIMEOUT_S = 1800.0
@@ -75,7 +77,7 @@ def uneven_phase(world: World, phase: str, timeout_s: float) -> Iterator[None]:
         yield
         return
     raised = phase_timeout(timeout_s)
-    dist.set_timeout(datetime.timedelta(seconds=raised))
+    set_group_timeout(datetime.timedelta(seconds=raised))
     yield
     wait_for_all(world, phase, raised)
-    dist.set_timeout(datetime.timedelta(seconds=timeout_s))
+    set_group_timeout(datetime.timedelta(seconds=timeout_s))

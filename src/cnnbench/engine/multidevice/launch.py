@@ -28,6 +28,7 @@ from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, SignalEx
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
+from cnnbench.distributed.torch_compat import supported_fields
 from cnnbench.oom import is_out_of_memory_text
 
 log = logging.getLogger(__name__)
@@ -77,7 +78,7 @@ def launch_workers(fn: Callable[..., Any], args: tuple[Any, ...], *, nprocs: int
             min_nodes=1, max_nodes=1, nproc_per_node=nprocs, run_id=uuid.uuid4().hex,
             rdzv_backend="c10d", rdzv_endpoint="127.0.0.1:0", rdzv_configs={"timeout": max(1, int(timeout_s))},
             max_restarts=0, monitor_interval=0.1, start_method="spawn", logs_specs=logs,
-            shutdown_timeout=SHUTDOWN_GRACE_S,
+            **supported_fields(LaunchConfig, {"shutdown_timeout": SHUTDOWN_GRACE_S}),
         )
         saved = {s: signal.getsignal(s) for s in _SIGNALS}
         loggers = [logging.getLogger(name) for name in _quieted_loggers()]
