@@ -1,7 +1,8 @@
 """The warm-up and the timed loop: run steps, time them, and nothing else.
 
-The timed loop takes the next batch (timed as input wait), runs the step, and marks the
-step's end on the step timer. Every ``display_every`` steps it calls ``on_progress``
+The timed loop takes the next batch (timed as input wait: on CUDA the GPU's, from the
+timer's events, see :mod:`cnnbench.engine.timer`), runs the step, and marks the step's end on
+the step timer. Every ``display_every`` steps it calls ``on_progress``
 (which synchronises to read the loss and prints a line); the time from the moment the
 device (with several workers: every worker) has caught up to the end of the progress line
 is kept out of every step time and out of the wall clock (``progress_time_s`` says how much
@@ -41,7 +42,9 @@ class LoopResult:
     step_times_s: list[float]
     losses: list[float]
     input_wait_s: float
-    """Time spent waiting for the next batch, summed over the steps."""
+    """Time spent waiting for the next batch, summed over the steps: the device's wait where
+    the timer measures it (CUDA events, :meth:`~cnnbench.engine.timer.StepTimer.input_wait`),
+    else the host's."""
     wall_time_s: float
     """The timed span by the wall clock, progress lines excluded."""
     progress_time_s: float
@@ -105,6 +108,7 @@ def timed_loop(
         except StopIteration:
             break
         input_wait += perf_counter() - t_in
+        timer.input_ready()
         outputs.append(step(images, labels))
         images_seen += int(labels.shape[0])
         if after_step is not None:
@@ -127,7 +131,9 @@ def timed_loop(
     if barrier is not None:
         barrier()
     wall = perf_counter() - wall_start - progress_time  # the time of the steps alone
-    return _loop_result(timer.step_times(), outputs, input_wait, wall, progress_time, images_seen)
+    device_wait = timer.input_wait()
+    return _loop_result(timer.step_times(), outputs, input_wait if device_wait is None else device_wait, wall,
+                        progress_time, images_seen)
 
 
 def _loop_result(step_times: list[float], outputs: list[torch.Tensor], input_wait: float, wall: float,
