@@ -261,3 +261,23 @@ def test_rows_that_hold_the_machine_take_models_as_columns_by_default():
     assert ReportOptions(rows="machine,num_devices").columns == ("model",)
     assert ReportOptions(rows="num_devices").columns == ("machine",)
     assert ReportOptions().columns == ("machine",) and ReportOptions(rows="machine", columns="gpu").columns == ("gpu",)
+
+
+def test_effect_columns_name_the_variable_update_not_the_ddp_options_that_come_with_it():
+    """input-location's effect table: replicated runs record their all-reduce, parameter_server
+    runs none; the column says the variable update alone (it listed the DDP details too)."""
+    recs = []
+    for update, reduce in (("replicated", "gloo"), ("parameter_server", None)):
+        for loc in LOCATIONS:
+            for n in (1, 2):
+                recs += [record("trivial", "m-fast", 100.0 * n + LOCATIONS.index(loc) + r, num_devices=n,
+                                device="cpu", synthetic_location=loc, variable_update=update, all_reduce=reduce,
+                                cost=False) for r in range(2)]
+    report = build_report(recs, ReportOptions(rows="num_devices", columns="synthetic_location,variable_update",
+                                              effects=("synthetic_location",),
+                                              baselines={"synthetic_location": "device"}))
+    effect_tables = [t for t in report.tables if t.kind == "effect"]
+    assert effect_tables
+    for t in effect_tables:
+        assert not any("all_reduce" in c or "gloo" in c for c in t.columns), t.columns
+        assert any("parameter_server" in c for c in t.columns) and any("replicated" in c for c in t.columns)

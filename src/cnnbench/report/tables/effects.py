@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cnnbench.analysis import fields as F
+from cnnbench.analysis.labels import followers
 from cnnbench.analysis.marks import NO_SAMPLES, NOT_SIGNIFICANT, combined, legend, measure_marks, symbols_of
 from cnnbench.analysis.pairing import (
     default_baseline,
@@ -204,6 +205,7 @@ def _effect(points: PointSet, name: str, a: Any, b: Any, noise: float, ignore: t
                          noise)  # every pair's p-value in one call over arrays
     pairs = [Pair(key, key_fields, ma, mb, test) for (key, ma, mb), test in zip(measures, tests, strict=True)]
     row, cols = _layout(key_fields, pairs)
+    cols = _without_followers(points, key_fields, row, cols)
     order = {v: i for i, v in enumerate(points.distinct(key_fields[row]))} if row is not None else {}
     table, ratios = _table(name, a, b, pairs, row, cols, noise, order)
     if ignore:
@@ -211,6 +213,19 @@ def _effect(points: PointSet, name: str, a: Any, b: Any, noise: float, ignore: t
         table.notes.append(_ignore_note(pairing.pairs, ignore))
     row_field = key_fields[row] if row is not None else None
     return Effect(name, a, b, pairs, table, noise, row_field, ratios, ignore)
+
+
+def _without_followers(points: PointSet, key_fields: Sequence[str], row: int | None, cols: list[int]) -> list[int]:
+    """The column fields less those that only follow from the other shown fields (replicated's
+    all-reduce, which parameter_server runs do not record): naming those names them."""
+    follow = followers(points)
+    shown = {key_fields[i] for i in cols} | ({key_fields[row]} if row is not None else set())
+
+    def follows_shown(i: int) -> bool:
+        deps = follow.get(key_fields[i])
+        return deps is not None and set(deps) <= shown - {key_fields[i]}
+
+    return [i for i in cols if not follows_shown(i)]
 
 
 def _ignore_note(pairs: Sequence[Any], ignore: tuple[str, ...]) -> str:

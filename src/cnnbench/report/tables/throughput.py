@@ -97,7 +97,7 @@ def _table(points: PointSet, s: Section, noise: float) -> Table:
     cells: dict[tuple[tuple, tuple], list[Point]] = defaultdict(list)
     for p in group:
         cells[(layout.row_key(p.values), layout.column_key(p.values))].append(p)
-    batch_column = F.BATCH not in layout.rows
+    batch_column = F.BATCH not in layout.rows and F.BATCH not in layout.columns  # else each row or column says it
     rows: list[list[Cell]] = []
     for key in row_keys:
         by_col = {c: cells.get((key, c), []) for c in columns}
@@ -152,7 +152,7 @@ def _row(s: Section, key: tuple, by_col: dict[tuple, list[Point]], batch_column:
     layout = s.layout
     row = _label_cells(key)
     batches = {p.values.get(F.BATCH) for ps in by_col.values() for p in ps}
-    varies = batch_column and len(batches) > 1 and F.BATCH not in layout.columns  # batch columns say it already
+    varies = batch_column and len(batches) > 1
     if batch_column:
         row.append(Cell("varies", None) if len(batches) > 1
                    else Cell(F.text(next(iter(batches))), next(iter(batches))))
