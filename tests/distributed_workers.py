@@ -183,8 +183,7 @@ def uneven_run(config_fields: dict[str, Any], slow_s: float) -> dict[str, Any] |
     import datetime
     import time
 
-    import torch.distributed as dist
-
+    from cnnbench.distributed.torch_compat import set_group_timeout
     from cnnbench.engine import benchmark
 
     world = World.from_env()
@@ -192,7 +191,7 @@ def uneven_run(config_fields: dict[str, Any], slow_s: float) -> dict[str, Any] |
 
     def start(world: World, backend: str, device: torch.device, timeout_s: float) -> None:
         join(world, backend, device, 120.0)
-        dist.set_timeout(datetime.timedelta(seconds=timeout_s))
+        set_group_timeout(datetime.timedelta(seconds=timeout_s))
 
     profile = benchmark.profile_steps
 
