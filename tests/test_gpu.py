@@ -36,6 +36,13 @@ def test_precisions(precision):
     assert record.status == "ok", record.error
 
 
+def test_the_input_wait_is_the_gpus_and_near_zero_for_a_resident_batch():
+    """On CUDA the input wait comes from events (the GPU's wait), not from the host's next()."""
+    record = run_benchmark(_cfg(num_batches=20, synthetic_location="device"))
+    assert record.status == "ok", record.error
+    assert 0.0 <= record.metrics["input_wait_fraction"] < 0.05
+
+
 @pytest.mark.parametrize("location", ["device", "host", "loader"])
 def test_synthetic_locations(location):
     assert run_benchmark(_cfg(synthetic_location=location)).status == "ok"

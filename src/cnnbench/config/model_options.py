@@ -18,8 +18,8 @@ CUDA_GRAPH_COMPILE_MODES = ("reduce-overhead", "max-autotune")
 
 
 def replays_cuda_graphs(compile_mode: str | None, device_type: str) -> bool:
-    """Whether a run compiled in ``compile_mode`` replays CUDA graphs: its timed steps then
-    allocate nothing (the graphs' memory pool was filled while they were recorded)."""
+    """Whether a run compiled in ``compile_mode`` asks for CUDA graphs (inductor may still skip
+    them for a graph it cannot capture); its training loop then marks each step's start."""
     return device_type == "cuda" and compile_mode in CUDA_GRAPH_COMPILE_MODES
 
 

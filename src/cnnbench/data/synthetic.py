@@ -61,7 +61,8 @@ def _random_batch(shape: BatchShape, generator: torch.Generator, pin: bool, devi
 
 def fresh_copy(batch: Batch, shift: int, pin: bool = False) -> Batch:
     """A new batch (new memory, pinned when ``pin``) holding ``batch``'s samples rotated by
-    ``shift`` along the batch: each step's batch differs, for the price of one copy."""
+    ``shift`` along the batch, for the price of one copy (consecutive batches differ, but for a
+    batch of one; they repeat every ``batch_size`` steps)."""
     out = []
     for t in batch:
         new = torch.empty(t.shape, dtype=t.dtype, pin_memory=pin)

@@ -1,4 +1,4 @@
-"""What differs between the torch releases cnnbench runs on (``torch>=2.4``), in one place.
+"""What differs between the torch releases cnnbench runs on (``torch>=2.11``), in one place.
 
 Each function picks the newer API where this torch has it and the older one otherwise, so
 that the first GPU machine, whose image may ship an older torch than the one we test with,
@@ -28,6 +28,8 @@ def set_group_timeout(timeout: datetime.timedelta) -> None:
 
 def supported_fields(cls: type, wanted: dict[str, Any]) -> dict[str, Any]:
     """The items of ``wanted`` that the dataclass ``cls`` has a field for (an option newer
-    than this torch is left at the old behaviour instead of failing the run)."""
+    than this torch is left at the old behaviour instead of failing the run: without
+    ``LaunchConfig.shutdown_timeout``, before torch 2.12, stopping the workers after a failure
+    waits up to torch's own 30 s for a worker that ignores SIGTERM, not 5 s)."""
     names = {f.name for f in dataclasses.fields(cls)}
     return {k: v for k, v in wanted.items() if k in names}

@@ -33,7 +33,6 @@ from typing import Any
 import torch
 
 from cnnbench.config import RunConfig
-from cnnbench.config.model_options import replays_cuda_graphs
 from cnnbench.config.training_options import scaled_learning_rate
 from cnnbench.distributed.phases import uneven_phase
 from cnnbench.distributed.process_group import (
@@ -101,8 +100,7 @@ def _run(run: ResolvedRun, emit: Emit, extra: Mapping[str, Any] | None, *, keep_
     run_id = new_run_id()
     environment = capture_environment(run.device, cfg.machine_label)
     strategy = make_strategy(StrategyContext(cfg, run.world, run.device))
-    graphs = cfg.compile and replays_cuda_graphs(cfg.compile_mode, run.device.type)
-    hooks = HookSet([*default_hooks(run.device, run.world, cuda_graphs=graphs), *strategy.measurement_hooks()])
+    hooks = HookSet([*default_hooks(run.device, run.world), *strategy.measurement_hooks()])
     metrics: dict[str, Any] = {}  # what was measured so far (kept when a run fails midway)
     status, error = "ok", None
     try:

@@ -47,12 +47,10 @@ class MeasurementHook(Protocol):
 class PeakMemory:
     """Peak device memory over the timed steps (the allocator's high-water mark, reset at
     ``start``: weights, optimizer state and the steps' activations) and the process's peak
-    resident set (over its whole life: the operating system keeps no resettable peak).
-    ``cuda_graphs``: the run replays CUDA graphs (see :func:`~cnnbench.engine.memory.device_peaks`)."""
+    resident set (over its whole life: the operating system keeps no resettable peak)."""
 
-    def __init__(self, device: torch.device, cuda_graphs: bool = False) -> None:
+    def __init__(self, device: torch.device) -> None:
         self.device = device
-        self.cuda_graphs = cuda_graphs
         self._device_peak: dict[str, int | None] = {}
         self._host_peak: int | None = None
 
@@ -60,7 +58,7 @@ class PeakMemory:
         reset_device_peak(self.device)
 
     def stop(self) -> None:
-        self._device_peak = peak_device_memory(self.device, cuda_graphs=self.cuda_graphs)
+        self._device_peak = peak_device_memory(self.device)
         self._host_peak = peak_host_memory()
 
     def metrics(self) -> Mapping[str, Any]:
@@ -88,7 +86,7 @@ class RunDevice:
 
 
 def default_hooks(device: torch.device, world: World | None = None, *,
-                  interval_s: float = DEFAULT_INTERVAL_S, cuda_graphs: bool = False) -> list[MeasurementHook]:
+                  interval_s: float = DEFAULT_INTERVAL_S) -> list[MeasurementHook]:
     """The hooks every run measures with: peak memory, the busy-machine guard, telemetry and
     (on a GPU) the run's device.
 
@@ -104,7 +102,7 @@ def default_hooks(device: torch.device, world: World | None = None, *,
     roots = [os.getppid()] if several else [os.getpid()]
     sampler = TelemetrySampler(gpus, host_cpus=cpus, interval_s=interval_s)
     guard = BusyMachineGuard(cpus=cpus, run_roots=roots, gpus=gpus, sampler=sampler)
-    hooks: list[MeasurementHook] = [PeakMemory(device, cuda_graphs), guard, sampler]
+    hooks: list[MeasurementHook] = [PeakMemory(device), guard, sampler]
     if device.type == "cuda":
         hooks.append(RunDevice(device))
     return hooks

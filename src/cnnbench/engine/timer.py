@@ -10,8 +10,9 @@ are ``time.perf_counter()`` readings; CPU kernels have finished when the call re
 
 ``input_ready()`` marks the moment the open step's batch has been handed over (its copy to
 the device queued). On CUDA it is one more event, and :meth:`input_wait` sums, over the
-steps, the time from each step's start to it: the time the GPU had nothing to do but wait
-for input (and copy it). The host's own wait for the next batch says little there: the host
+steps, the time from each step's start to it: the GPU's wait for the host to hand the batch
+over, plus the input work queued before the step (its copy; for real data, the conversion and
+normalisation on the GPU). The host's own wait for the next batch says little there: the host
 runs ahead of the GPU, so it also waits while the GPU is still busy with queued steps (on an
 H200 a loader-fed run lost 7.7% of its rate while its host waited 43.9% of the time).
 """
