@@ -768,11 +768,16 @@ def bare_optimizer_text(cuda: bool, *, compiled_step: bool = False) -> str:
     return "torch.optim.SGD(" + ", ".join(f"{k}={v}" for k, v in kw.items()) + ")"
 
 
+def replays_cuda_graphs(compile_mode: str | None, device_type: str) -> bool:
+    """Whether torch.compile in ``compile_mode`` asks for CUDA graphs (inductor may still skip
+    them for a graph it cannot capture); the bare loop then marks each step's start."""
+    return device_type == "cuda" and compile_mode in ("reduce-overhead", "max-autotune")
+
+
 def bare_loop(args: argparse.Namespace) -> dict[str, Any]:
     """The loop a user writes by hand for this configuration: no hooks, timers or records."""
     import torch
 
-    from cnnbench.config.model_options import replays_cuda_graphs
     from cnnbench.engine.precision import precision_policy
     from cnnbench.models import create_model
 

@@ -384,6 +384,14 @@ def test_pytest_summary():
 
 # --- the bare loop ---------------------------------------------------------------------
 
+def test_which_compile_modes_replay_cuda_graphs():
+    """The bare loop marks each step's start in these modes (cudagraph_mark_step_begin)."""
+    assert ga.replays_cuda_graphs("reduce-overhead", "cuda") and ga.replays_cuda_graphs("max-autotune", "cuda")
+    assert not ga.replays_cuda_graphs("max-autotune-no-cudagraphs", "cuda")
+    assert not ga.replays_cuda_graphs("default", "cuda") and not ga.replays_cuda_graphs(None, "cuda")
+    assert not ga.replays_cuda_graphs("reduce-overhead", "cpu")
+
+
 def test_bare_optimizer_is_cnnbench_default_fused_on_cuda():
     import torch
 

@@ -331,17 +331,7 @@ def test_fsdp_inference_runs_under_no_grad_in_a_group_of_one():
         dist.destroy_process_group()
 
 
-
 # --- peak memory under CUDA graphs (seen on an H200: 0.26 GB "peak" for a 13.4 GB run) ---
-
-def test_which_compile_modes_replay_cuda_graphs():
-    from cnnbench.config.model_options import replays_cuda_graphs
-
-    assert replays_cuda_graphs("reduce-overhead", "cuda") and replays_cuda_graphs("max-autotune", "cuda")
-    assert not replays_cuda_graphs("max-autotune-no-cudagraphs", "cuda")
-    assert not replays_cuda_graphs("default", "cuda") and not replays_cuda_graphs(None, "cuda")
-    assert not replays_cuda_graphs("reduce-overhead", "cpu")
-
 
 def test_a_cuda_graph_pool_counts_whole_in_the_peak(monkeypatch):
     """Replays allocate nothing, so the allocated peak sees only the pool's blocks that tensors

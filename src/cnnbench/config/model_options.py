@@ -13,14 +13,6 @@ MIN_IMAGE_SIZE = 16
 MAX_IMAGE_SIZE = 8192
 MAX_BATCH_SIZE = 65536
 COMPILE_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
-CUDA_GRAPH_COMPILE_MODES = ("reduce-overhead", "max-autotune")
-"""torch.compile's modes that capture and replay CUDA graphs (on a CUDA device)."""
-
-
-def replays_cuda_graphs(compile_mode: str | None, device_type: str) -> bool:
-    """Whether a run compiled in ``compile_mode`` asks for CUDA graphs (inductor may still skip
-    them for a graph it cannot capture); its training loop then marks each step's start."""
-    return device_type == "cuda" and compile_mode in CUDA_GRAPH_COMPILE_MODES
 
 
 @dataclass(frozen=True)
