@@ -1,9 +1,10 @@
 """Each run's step-time summary (count, mean, variance, smallest, block sums; issue 22 item 2)
-is computed once, when the parsed-record cache is written, and handed out with the step times:
-it equals, to the bit, the summary computed from the step times themselves; a changed store
-gives the summary of its new step times, never the cached one; a list that is changed after
-the read forgets it; a damaged summary column is not trusted. The significance test's samples
-are the same whether the summaries come from the cache or from the step times."""
+is computed once, when the parsed-record cache is written, and handed out with the step times of
+a lazy read (``step_times="lazy"``, as the report reads): it equals, to the bit, the summary
+computed from the step times themselves; a changed store gives the summary of its new step
+times, never the cached one; a damaged summary column is not trusted. The significance test's
+samples are the same whether the summaries come from the cache or from the step times. A lazy
+read's step times are read-only views that behave as the lists a full read gives."""
 
 from __future__ import annotations
 
@@ -11,8 +12,10 @@ import json
 import math
 import random
 
+from cnnbench.analysis.fields import hashable
 from cnnbench.analysis.samples import run_sample
 from cnnbench.results import cache
+from cnnbench.results.query import value_matches
 from cnnbench.results.record import Record
 from cnnbench.results.step_summary import StepTimes, step_summary, summarize
 from cnnbench.results.store import append_record, read_records
@@ -51,7 +54,7 @@ def test_the_cached_summary_equals_the_one_from_the_step_times(tmp_path):
     expected = [summarize(r["metrics"]["step_times_s"]) for r in written]
     assert expected[3] is None and expected[2].variance is None and expected[5].count == 10_000
     for warm in (False, True):  # the first read writes the cache (and parses), the second reads it
-        records, problems = read_records(tmp_path)
+        records, problems = read_records(tmp_path, step_times="lazy")
         assert problems == [] and cache.cache_path(path).exists()
         lists = [r["metrics"]["step_times_s"] for r in records]
         assert not warm or all(type(t) is StepTimes and t._column is not None for t in lists[:-1])  # the column's
@@ -72,26 +75,43 @@ def test_a_changed_store_gives_the_summary_of_its_new_step_times(tmp_path):
     path.write_text("".join(lines))
     added = rec(999, [0.125, 0.5, 0.25])
     append_record(tmp_path, added)
-    for _ in range(2):
-        records, _ = read_records(tmp_path)
+    for again in (False, True):  # the first read parses the changed file, the second reads its new cache
+        records, _ = read_records(tmp_path, step_times="lazy")
+        assert not again or type(records[0]["metrics"]["step_times_s"]) is StepTimes
         assert step_summary(records[0]["metrics"]["step_times_s"]) == summarize([0.5] * 99 + [0.25])
         assert step_summary(records[-1]["metrics"]["step_times_s"]) == summarize([0.125, 0.5, 0.25])
         assert summaries(records[1:-1]) == [summarize(r["metrics"]["step_times_s"]) for r in written[1:]]
 
 
-def test_a_changed_list_forgets_its_summary(tmp_path):
-    big_store(tmp_path)
-    read_records(tmp_path)
-    records, _ = read_records(tmp_path)
-    times = records[0]["metrics"]["step_times_s"]
-    before = step_summary(times)
-    times[5] = 9.0
-    assert step_summary(times) == summarize(list(times)) != before
-    times.append(0.001)
-    assert step_summary(times).minimum == 0.001 and step_summary(times).count == 101
-    other = records[8]["metrics"]["step_times_s"]  # not yet asked for: forgets the column's too
-    other.sort()
-    assert step_summary(other) == summarize(list(other))
+def test_a_lazy_reads_step_times_behave_as_the_lists_of_a_full_read_and_cannot_be_changed(tmp_path):
+    import numpy as np
+    import pytest
+
+    _, written = big_store(tmp_path)
+    read_records(tmp_path)  # writes the cache
+    lazy, _ = read_records(tmp_path, step_times="lazy")
+    full, _ = read_records(tmp_path)
+    assert lazy == full == written  # a view equals the list it shows (both ways round)
+    times, listed = lazy[0]["metrics"]["step_times_s"], full[0]["metrics"]["step_times_s"]
+    assert type(times) is StepTimes and type(listed) is list and len(times) == len(listed) == 100
+    assert (times[0], times[-1], times[7:9], list(times), times.tolist()) == (
+        listed[0], listed[-1], listed[7:9], listed, listed)
+    assert np.asarray(times).tolist() == listed and np.asarray(times, dtype=np.float32).dtype == np.float32
+    assert times != lazy[1]["metrics"]["step_times_s"] and times == lazy[0]["metrics"]["step_times_s"]
+    assert repr(times) == f"StepTimes({listed!r})"
+    with pytest.raises(IndexError):
+        times[100]
+    with pytest.raises(TypeError):
+        times[5] = 9.0  # type: ignore[index]
+    assert not hasattr(times, "append")
+    listed[5] = 9.0  # a full read's list is the reader's own: its summary is computed from it
+    assert step_summary(listed) == summarize(list(listed)) != step_summary(times)
+    empty = lazy[3]["metrics"]["step_times_s"]
+    assert len(empty) == 0 and list(empty) == [] and step_summary(empty) is None
+    # a report's --where and its grouping by a field take a view as the list it shows
+    shown = lazy[2]["metrics"]["step_times_s"]
+    assert value_matches(shown, json.dumps(shown.tolist(), separators=(",", ":")))
+    assert hashable(shown) == hashable(full[2]["metrics"]["step_times_s"])
 
 
 def test_a_damaged_summary_column_is_not_trusted(tmp_path):
@@ -101,7 +121,7 @@ def test_a_damaged_summary_column_is_not_trusted(tmp_path):
     data = bytearray(where.read_bytes())
     data[-8:] = b"\x00" * 8  # the last block sum of the last run with step times
     where.write_bytes(bytes(data))
-    records, problems = read_records(tmp_path)
+    records, problems = read_records(tmp_path, step_times="lazy")
     assert problems == []
     assert summaries(records) == [summarize(r["metrics"]["step_times_s"]) for r in written]
 

@@ -21,7 +21,7 @@ import os
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeAlias, cast
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, cast
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -128,7 +128,7 @@ def measure_data(config: DataBenchConfig, *, emit: Callable[[str], None] | None 
 
 # --- read -----------------------------------------------------------------------------------
 def read_records(paths: PathLike | Sequence[PathLike], *, where: str | Sequence[str] = (),
-                 step_times: bool = True, on_problem: Callable[[str], None] | None = None,
+                 step_times: bool | Literal["lazy"] = True, on_problem: Callable[[str], None] | None = None,
                  ) -> tuple[list[Mapping[str, Any]], list[str]]:
     """The records of results folders or ``.jsonl`` files that meet every ``where`` condition
     (``"model=resnet*"``, ``"precision!=fp32"``: ``cnnbench results --where``), and the lines
@@ -137,6 +137,11 @@ def read_records(paths: PathLike | Sequence[PathLike], *, where: str | Sequence[
     available), as ``cnnbench results`` reads them; ``on_problem`` is called with each of those
     lines as soon as the files are read (before ``where`` is checked). Raises
     ``FileNotFoundError`` for a path that is not there, ``ValueError`` for a bad condition.
+
+    ``step_times``: ``metrics.step_times_s`` as lists (``True``), left out (``False``), or, on
+    big stores, as read-only :class:`~cnnbench.results.step_summary.StepTimes` views that carry
+    their summaries and make no float per step until asked (``"lazy"``: what the report reads;
+    ``list(view)`` gives the list).
 
     >>> records, problems = read_records("results/", where="model=resnet50")
     """
@@ -195,7 +200,7 @@ def _records(results: Results) -> tuple[list[Mapping[str, Any]], list[str], str 
     """Records from paths or records, the store's problem lines, and the paths' label."""
     if _is_paths(results):
         paths = _paths(cast("PathLike | Sequence[PathLike]", results))
-        records, problems = read_records(paths)
+        records, problems = read_records(paths, step_times="lazy")
         return records, problems, ", ".join(os.fspath(p) for p in paths)
     from cnnbench.results.record import Record
 

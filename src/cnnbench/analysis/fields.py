@@ -19,6 +19,7 @@ from cnnbench.results.query import MACHINE as MACHINE
 from cnnbench.results.query import SOURCE as SOURCE
 from cnnbench.results.query import get_value as get_value
 from cnnbench.results.query import nearest_fields
+from cnnbench.results.step_summary import plain
 from cnnbench.words import natural_key
 
 ALIASES: dict[str, str] = {
@@ -129,6 +130,7 @@ def short_name(field: str) -> str:
 
 def hashable(value: Any) -> Hashable:
     """A hashable stand-in for a record value (lists and objects become JSON text)."""
+    value = plain(value)
     if isinstance(value, (dict, list, tuple)):
         return json.dumps(value, sort_keys=True, default=str)
     return value

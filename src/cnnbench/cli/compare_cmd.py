@@ -60,7 +60,7 @@ def _read(paths: list[str]) -> list:
     from cnnbench.results.store import problem_text, read_records
 
     try:
-        records, problems = read_records(paths)
+        records, problems = read_records(paths, step_times="lazy")
     except FileNotFoundError as exc:
         raise UserError(str(exc)) from None
     for problem in problems:

@@ -103,7 +103,7 @@ def handle(args: argparse.Namespace) -> int:
         inter_link=LinkChoice(args.inter_link, args.inter_bandwidth, args.inter_latency),
         host_cpus=args.host_cpus, input_rate_per_core=args.input_rate, calibrate=args.calibrate, where=args.where)
     try:
-        records, problems = read_records(args.results)
+        records, problems = read_records(args.results, step_times="lazy")
     except FileNotFoundError as exc:
         raise UserError(str(exc)) from None
     for problem in problems:

@@ -117,7 +117,7 @@ def _report(args: argparse.Namespace, drawing_pool: DrawingPool) -> int:
     from cnnbench.words import plural
 
     try:
-        records, problems = read_records(args.results)  # step times: the significance test and the spread marks
+        records, problems = read_records(args.results, step_times="lazy")  # the significance test, the spread marks
     except FileNotFoundError as exc:
         raise UserError(str(exc)) from None
     for problem in problems:

@@ -42,7 +42,7 @@ def make_report(
 
     from cnnbench.results.store import read_records
 
-    records, problems = read_records(list(results))  # step times feed the significance test
+    records, problems = read_records(list(results), step_times="lazy")  # step times feed the significance test
     opts = options or ReportOptions()
     if problems:
         opts = replace(opts, problems=[*opts.problems, *map(str, problems)])

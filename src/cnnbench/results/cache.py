@@ -43,7 +43,7 @@ import time
 from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Literal
 
 import orjson
 
@@ -62,6 +62,10 @@ _CHUNK = 1 << 22
 _SECTIONS = ("config", "environment")
 _STEPS = "step_times_s"
 _HEADER = struct.Struct("<I")
+
+StepTimesMode = bool | Literal["lazy"]
+"""How a read hands out ``metrics.step_times_s``: lists (``True``), left out (``False``), or
+read-only views of the cache's column that carry their summaries (``"lazy"``)."""
 
 
 def cache_path(path: Path) -> Path:
@@ -199,40 +203,36 @@ class CachedRecords:
     def add_problem(self, line: int, raw: bytes) -> None:
         self.problems.append(ProblemLine(len(self.rows), line, bytes(raw)))
 
-    def take_records(self, count: int, *, step_times: bool) -> list[dict[str, Any]]:
+    def take_records(self, count: int, *, step_times: StepTimesMode) -> list[dict[str, Any]]:
         """The first ``count`` records, made whole (each its own objects: callers may change
-        them); without ``metrics.step_times_s`` when ``step_times`` is false. Consumes them:
-        call after :func:`write`."""
+        them); ``metrics.step_times_s`` as lists (``True``), as :class:`~cnnbench.results.
+        step_summary.StepTimes` views of :attr:`steps` (``"lazy"``) or left out (``False``).
+        Consumes them: call after :func:`write`."""
         rows = self.rows[:count]
         sections = self.sections
-        configs, environments = self.refs
-        if step_times:
-            if self.steps is None or self.summaries is None:
-                raise ValueError("step times were not read")
-            self.complete_summaries()
-            counts = self.step_counts[:count]
-            needed = sum(c for c in counts if c > 0)
-            flat = (self.steps if needed == len(self.steps) else self.steps[:needed]).tolist()
-            at = pos = 0
-            column, width, attached = self.summaries, summary.column_width, summary.StepTimes.from_column
-            for row, config, environment, steps in zip(rows, configs, environments, counts, strict=False):
-                if config >= 0:
-                    row["config"] = sections[config].copy()
-                if environment >= 0:
-                    row["environment"] = sections[environment].copy()
-                if steps >= 0:
-                    row["metrics"][_STEPS] = attached(flat[at:at + steps], column, pos)
-                    at += steps
-                    pos += width(steps)
-        else:
-            for row, config, environment in zip(rows, configs, environments, strict=False):
-                if config >= 0:
-                    row["config"] = sections[config].copy()
-                if environment >= 0:
-                    row["environment"] = sections[environment].copy()
+        for row, config, environment in zip(rows, *self.refs, strict=False):
+            if config >= 0:
+                row["config"] = sections[config].copy()
+            if environment >= 0:
+                row["environment"] = sections[environment].copy()
+        if not step_times:
+            for row in rows:
                 metrics = row.get("metrics")
                 if type(metrics) is dict:
                     metrics.pop(_STEPS, None)
+            return rows
+        if self.steps is None or self.summaries is None:
+            raise ValueError("step times were not read")
+        self.complete_summaries()
+        steps, column, width = self.steps, self.summaries, summary.column_width
+        flat: Any = steps if step_times == "lazy" else steps.tolist()
+        at = pos = 0
+        for row, n in zip(rows, self.step_counts[:count], strict=False):
+            if n >= 0:
+                row["metrics"][_STEPS] = (summary.StepTimes(steps, at, n, column, pos) if step_times == "lazy"
+                                          else flat[at:at + n])
+                at += n
+                pos += width(n)
         return rows
 
     def complete_summaries(self) -> None:
@@ -282,7 +282,8 @@ def _head_hash(f: BinaryIO, size: int) -> str:
     return hashlib.sha256(f.read(min(size, _HEAD_BYTES))).hexdigest()
 
 
-def load(path: Path, f: BinaryIO, st: os.stat_result, *, step_times: bool) -> tuple[CachedRecords | None, bool]:
+def load(path: Path, f: BinaryIO, st: os.stat_result, *,
+         step_times: StepTimesMode) -> tuple[CachedRecords | None, bool]:
     """The valid cache of ``path`` (open as ``f``, with stat ``st``), if any, and whether it
     needs rewriting even without new lines (the file was touched or copied, not changed).
     Without ``step_times`` they are not read, unless the cache will be written again.
@@ -328,11 +329,13 @@ def load(path: Path, f: BinaryIO, st: os.stat_result, *, step_times: bool) -> tu
 
 
 def _read_column(c: BinaryIO, header: dict[str, Any], name: str) -> array:
-    data = c.read(header[f"{name}_size"])
-    if hashlib.sha256(data).hexdigest() != header[name]:
-        raise ValueError(f"damaged (checksum of the {name})")
+    size = header[f"{name}_size"]
+    if type(size) is not int or size % 8:
+        raise ValueError(f"damaged (size of the {name})")
     column = array("d")
-    column.frombytes(data)
+    column.fromfile(c, size // 8)  # straight into the array (EOFError when short)
+    if hashlib.sha256(column).hexdigest() != header[name]:
+        raise ValueError(f"damaged (checksum of the {name})")
     return column
 
 

@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from cnnbench.results.step_summary import plain
+
 _TRUE = ("true", "yes", "1", "on")
 _FALSE = ("false", "no", "0", "off")
 _NULL = ("", "null", "none", "—")
@@ -110,7 +112,7 @@ def value_matches(actual: Any, wanted: str) -> bool:
             return False
     if isinstance(actual, str):
         return fnmatch.fnmatchcase(actual.lower(), w)
-    return json.dumps(actual, separators=(",", ":")).lower() == w
+    return json.dumps(plain(actual), separators=(",", ":")).lower() == w
 
 
 def select(records: Iterable[Mapping[str, Any]], conditions: Sequence[Condition]) -> list[Mapping[str, Any]]:

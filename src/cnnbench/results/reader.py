@@ -17,6 +17,7 @@ import orjson
 
 from cnnbench.results import cache, files
 from cnnbench.results import lines as store_lines
+from cnnbench.results.cache import StepTimesMode
 from cnnbench.results.lines import StoreProblem
 
 log = logging.getLogger("cnnbench.results.store")  # the name its messages have always had
@@ -52,7 +53,7 @@ def iter_store_files(paths: Iterable[str | os.PathLike[str]] | str | os.PathLike
 def read_records(
     paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[str],
     *,
-    step_times: bool = True,
+    step_times: StepTimesMode = True,
 ) -> tuple[list[dict[str, Any]], list[StoreProblem]]:
     """All records under ``paths``, upgraded to the current schema, plus one problem per
     line that could not be used (truncated, malformed, not UTF-8, nested too deeply, not an
@@ -61,7 +62,10 @@ def read_records(
     Problems are never fatal and the files are never modified; they are returned, not
     printed or logged as warnings (the caller reports each once). With
     ``step_times=False`` each record's ``metrics.step_times_s`` is left out (and not
-    parsed: several times faster).
+    parsed: several times faster). With ``step_times="lazy"`` the step times of records a
+    cache holds are read-only :class:`~cnnbench.results.step_summary.StepTimes` views that
+    carry their summaries (no float made per step: for readers that only analyse them, as
+    the report does); other records keep their lists.
     """
     reader = StoreReader(paths, step_times=step_times)
     return reader.read()
@@ -77,7 +81,7 @@ class StoreReader:
     """
 
     def __init__(self, paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[str], *,
-                 step_times: bool = True) -> None:
+                 step_times: StepTimesMode = True) -> None:
         self.paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
         self.step_times = step_times
         self._positions: dict[Path, tuple[int, int]] = {}
@@ -111,13 +115,14 @@ class StoreReader:
             return []
 
 
-def _parser(step_times: bool) -> Any:
+def _parser(step_times: StepTimesMode) -> Any:
     """How this reader parses a line: every field, or without ``metrics.step_times_s``."""
     return store_lines.loads if step_times else store_lines.loads_without_step_times
 
 
-def _read_file(path: Path, records: list[dict[str, Any]], problems: list[StoreProblem], *, step_times: bool,
-               start: int = 0, first_line: int = 1, partial_is_problem: bool = True) -> tuple[int, int]:
+def _read_file(path: Path, records: list[dict[str, Any]], problems: list[StoreProblem], *,
+               step_times: StepTimesMode, start: int = 0, first_line: int = 1,
+               partial_is_problem: bool = True) -> tuple[int, int]:
     """Read ``path`` from byte ``start`` (line ``first_line``); returns where to go on from.
 
     A whole file of :data:`cache.MIN_BYTES` or more is read through its cache (when that
@@ -162,7 +167,7 @@ def _read_file(path: Path, records: list[dict[str, Any]], problems: list[StorePr
 
 
 def _read_through_cache(path: Path, f: BinaryIO, st: os.stat_result, records: list[dict[str, Any]],
-                        problems: list[StoreProblem], *, step_times: bool) -> tuple[int, int]:
+                        problems: list[StoreProblem], *, step_times: StepTimesMode) -> tuple[int, int]:
     """Read a whole file: the lines its cache covers from the cache, the others parsed (and
     added to the cache, which is then rewritten). Same records and problems as a plain read."""
     cached, rewrite = cache.load(path, f, st, step_times=step_times)

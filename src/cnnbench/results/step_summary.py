@@ -2,10 +2,10 @@
 blocks of consecutive steps (the batch means the significance test takes its samples from).
 
 These are facts of one record, so they live here, in ``results``: the parsed-record cache
-(:mod:`cnnbench.results.cache`) keeps them beside the step times, and a cached read hands each
-record's ``metrics.step_times_s`` out as a :class:`StepTimes` list that carries its summary.
-:func:`step_summary` gives the summary of any list (computed when it has none, or after the list
-was changed). The analysis layer (``cnnbench.analysis.samples``) reads them; nothing here
+(:mod:`cnnbench.results.cache`) keeps them beside the step times, and a lazy cached read
+(``step_times="lazy"``) hands each record's ``metrics.step_times_s`` out as a :class:`StepTimes`
+view that carries its summary. :func:`step_summary` gives the summary of any list (computed) or
+view (read). The analysis layer (``cnnbench.analysis.samples``) reads them; nothing here
 imports it. Every figure is computed exactly as the analysis always did (``math.fsum`` for the
 mean, then the squares of the deviations added in order; block sums added in order), so a
 summary from the cache equals one computed from the list, to the bit.
@@ -17,7 +17,7 @@ import functools
 import math
 import operator
 from array import array
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -145,54 +145,78 @@ def from_column(column: Sequence[float], at: int, n: int) -> StepSummary | None:
                        tuple(column[at + 3:at + column_width(n)]))
 
 
-class StepTimes(list):
-    """A list of step times that knows its :class:`StepSummary` (read from the cache, where
-    :meth:`from_column` finds it); any change to the list forgets it. Anything that takes a
-    list takes it (JSON writers write a list)."""
+class StepTimes(Sequence[float]):
+    """A run's step times as a read-only view of the cache's column of float64s, made without a
+    Python float per step (a lazy read of 100,000 runs of 100 steps would make ten million),
+    knowing its :class:`StepSummary` (read from the cache, where :func:`from_column` finds it).
 
-    __slots__ = ("_summary", "_column", "_at")  # unset until known: no __init__ to run per list
-    _summary: StepSummary | None
-    _column: Sequence[float] | None
-    _at: int
+    A :class:`~collections.abc.Sequence` of floats, not a list: ``len``, indexing, iteration,
+    ``==`` with a list, ``numpy.asarray`` and :meth:`tolist` work; it cannot be changed.
+    ``read_records(step_times="lazy")`` hands these out (the report, compare, predict and study
+    read so); records read with ``step_times=True`` hold plain lists, for writing anywhere."""
 
-    @classmethod
-    def from_column(cls, times: Any, column: Sequence[float], at: int) -> StepTimes:
-        """``times`` (an iterable of floats) whose summary is at ``at`` in ``column``."""
-        made = cls(times)
-        made._column, made._at = column, at
-        return made
+    __slots__ = ("_steps", "_start", "_n", "_column", "_at", "_summary")
+
+    def __init__(self, steps: array, start: int, n: int, column: Sequence[float], at: int) -> None:
+        self._steps, self._start, self._n = steps, start, n
+        self._column: Sequence[float] | None = column
+        self._at = at
+        self._summary: StepSummary | None = None
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return self.tolist()[index]
+        i = operator.index(index)
+        if i < 0:
+            i += self._n
+        if not 0 <= i < self._n:
+            raise IndexError("step index out of range")
+        return self._steps[self._start + i]
+
+    def _array(self) -> array:
+        return self._steps[self._start:self._start + self._n]
+
+    def __iter__(self) -> Iterator[float]:
+        return iter(self._array())
+
+    def tolist(self) -> list[float]:
+        """The step times as a new list."""
+        return self._array().tolist()
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
+        import numpy as np
+
+        return np.frombuffer(self._array(), dtype=np.float64).astype(dtype or np.float64, copy=False)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, StepTimes):
+            return self._array() == other._array()
+        return self.tolist() == other if isinstance(other, list) else NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"StepTimes({self.tolist()!r})"
 
     @property
     def summary(self) -> StepSummary | None:
-        known: StepSummary | None = getattr(self, "_summary", None)
-        if known is None:
-            column = getattr(self, "_column", None)
-            known = from_column(column, self._at, len(self)) if column is not None else summarize(self)
-            self._summary, self._column = known, None
-        return known
-
-    def forget(self) -> None:
-        self._summary = self._column = None
-
-def _forgetting(name: str) -> Any:
-    method = getattr(list, name)
-
-    def changed(self: StepTimes, *args: Any, **kwargs: Any) -> Any:
-        self.forget()
-        return method(self, *args, **kwargs)
-
-    changed.__name__ = name
-    return changed
+        if self._summary is None and self._column is not None:
+            self._summary = from_column(self._column, self._at, self._n)
+            self._column = None
+        return self._summary
 
 
-for _name in ("__setitem__", "__delitem__", "__iadd__", "__imul__", "append", "extend", "insert", "pop", "remove",
-              "clear", "sort", "reverse"):
-    setattr(StepTimes, _name, _forgetting(_name))
+def plain(value: Any) -> Any:
+    """``value``, but a :class:`StepTimes` view as the list it shows (for JSON text)."""
+    return value.tolist() if type(value) is StepTimes else value
 
 
 def step_summary(times: Any) -> StepSummary | None:
-    """The summary of ``metrics.step_times_s``: the one a cached read attached, else computed
-    (and kept on a :class:`StepTimes`). ``None`` when it is no non-empty list of numbers."""
+    """The summary of ``metrics.step_times_s``: a :class:`StepTimes`' own (read from the cache),
+    else computed from the list. ``None`` when it is no non-empty list of numbers."""
     if type(times) is StepTimes:
         return times.summary
     if not isinstance(times, list):

@@ -110,7 +110,7 @@ def prepare_data(study: Study, results_dir: Path, on_dataset: Callable[[Path], N
 def _write_report(run: StudyRun, max_plots: int, drawing_pool: Any) -> StudyRun:
     from cnnbench.results.store import read_records
 
-    records, problems = read_records([run.results_dir])
+    records, problems = read_records([run.results_dir], step_times="lazy")
     run.problems = [str(p) for p in problems]
     mine = study_records(records, run.study.name)
     run.report = build_report(mine, report_options(run.study.layout, mine, max_plots=max_plots,
