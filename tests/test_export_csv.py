@@ -56,3 +56,32 @@ def test_flattening_a_record_of_leaves_and_nested_sections():
                 {"environment": {"model": "n", "batch": 2}}):  # other keys or another prefix
         section, = rec
         assert flatten_record(rec) == {f"{section}.{k}": v for k, v in rec[section].items()}
+
+
+def test_a_record_flattened_by_its_shape_equals_the_walk_of_it():
+    """Records whose sections are dicts of leaves are flattened at once from their shape's
+    names; the row (keys, order, values) is the one the value-by-value walk gives, and any
+    other record takes the walk."""
+    from types import MappingProxyType
+
+    from cnnbench.results import flatten
+
+    def walked(rec, sep="."):
+        out = {}
+        flatten._flatten_into(out, "", rec, sep)
+        return out
+
+    records = [
+        {"status": "ok", "config": {"model": "m", "batch_size": 8}, "metrics": {"x": [1.0], "y": None}},
+        {"config": {}, "status": "ok", "metrics": {"x": 1.5, "warnings": ["busy"]}, "repeat": 2},
+        {"config.model": "dotted", "config": {"model": "nested"}},  # the later name wins, as in the walk
+        {"config": {"model": "n", "flags": {"a": 1}}, "status": "error"},  # nested deeper: walked
+        {"config": MappingProxyType({"model": "p"}), "status": "ok"},  # not a dict: walked
+        {"status": "ok", "metrics": {"x": 1.5, "warnings": ["busy"]}, "repeat": 2, "config": {}},  # other order
+    ]
+    for rec in records * 2:  # the second time from the names kept
+        for sep in (".", "/"):
+            got = flatten.flatten_record(rec, sep)
+            assert got == walked(rec, sep) and list(got) == list(walked(rec, sep))
+    assert flatten._flatten_planned(records[0], ".") is not None
+    assert flatten._flatten_planned(records[3], ".") is None and flatten._flatten_planned(records[4], ".") is None

@@ -8,7 +8,7 @@ import gc
 import pytest
 
 from cnnbench.report import NoMatchingRecords, ReportOptions, build_report
-from cnnbench.report.gc_pause import collector_paused
+from cnnbench.results.gc_pause import collector_paused
 from tests.report_fixtures import scaling_records
 
 

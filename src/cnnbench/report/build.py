@@ -28,7 +28,6 @@ from cnnbench.report.document import (
 )
 from cnnbench.report.fastest import fastest_observations
 from cnnbench.report.figures import scaling_figure, throughput_figure
-from cnnbench.report.gc_pause import collector_paused
 from cnnbench.report.layout import Layout
 from cnnbench.report.observations import (
     ALL_WARNED,
@@ -60,6 +59,7 @@ from cnnbench.report.tables.scaling import ScalingGroup, overview, scaling_group
 from cnnbench.report.tables.systems import systems_table
 from cnnbench.report.tables.throughput import Section, configuration_sections
 from cnnbench.report.tables.training import TrainingResult, training_results
+from cnnbench.results.gc_pause import collector_paused
 from cnnbench.results.query import parse_where, select
 from cnnbench.results.record import record_kind
 from cnnbench.words import plural
@@ -110,7 +110,7 @@ class _Parts:
 
 def build_report(records: Sequence[Mapping[str, Any]], options: ReportOptions | None = None) -> Report:
     """The report for ``records`` (raises :class:`ReportError` / :class:`NoMatchingRecords`)."""
-    with collector_paused():  # about half the CPU time otherwise (cnnbench.report.gc_pause)
+    with collector_paused():  # about half the CPU time otherwise (cnnbench.results.gc_pause)
         return _build_report(records, options or ReportOptions())
 
 

@@ -16,6 +16,7 @@ from typing import Any, Literal, TextIO
 
 from cnnbench.results import files
 from cnnbench.results.flatten import flatten_record, ordered_columns
+from cnnbench.results.gc_pause import collector_paused
 from cnnbench.words import natural_key
 
 ExportFormat = Literal["csv", "json", "parquet"]
@@ -34,7 +35,8 @@ class FlatTable:
 
 
 def flat_table(records: Sequence[Mapping[str, Any]]) -> FlatTable:
-    rows = [flatten_record(r) for r in records]
+    with collector_paused():  # a dict per record, kept to the end: nothing for the collector to find
+        rows = [flatten_record(r) for r in records]
     return FlatTable(rows, ordered_columns(rows))
 
 

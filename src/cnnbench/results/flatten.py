@@ -34,6 +34,9 @@ LEADING_COLUMNS = (
 
 def flatten_record(record: Mapping[str, Any], sep: str = SEP) -> dict[str, Any]:
     """One flat row: nested mappings joined with ``sep``; other values as they are."""
+    planned = _flatten_planned(record, sep) if type(record) is dict else None
+    if planned is not None:
+        return planned
     out: dict[str, Any] = {}
     _flatten_into(out, "", record, sep)
     return out
@@ -44,9 +47,43 @@ _LEAVES = frozenset({str, int, float, bool, type(None), list})
 (a store of 100,000 records has millions of values)."""
 
 
-_NAMES: dict[tuple[str, tuple[Any, ...]], tuple[str, ...]] = {}
-"""Prefixed names of the keys of a mapping of leaves, per prefix and keys (records of one store
-share a handful of key sets: their names are joined once, not once per record)."""
+_NAMES: dict[tuple[Any, ...], tuple[str, ...]] = {}
+"""Flat names per shape (a prefix or separator, and keys), joined once: the records of one store
+share a handful of shapes, so their names are not joined once per record."""
+
+
+def _flatten_planned(record: dict[str, Any], sep: str) -> dict[str, Any] | None:
+    """:func:`flatten_record` of a record whose sections are dicts of leaves (every record
+    cnnbench writes), made at once from its shape's names; ``None`` for any other record."""
+    shape: list[tuple[Any, ...] | None] = []
+    values: list[Any] = []
+    for item in record.values():
+        kind = type(item)
+        if kind is dict:
+            if not _LEAVES.issuperset(map(type, item.values())):
+                return None
+            shape.append(tuple(item))
+            values.extend(item.values())
+        elif kind in _LEAVES:
+            shape.append(None)
+            values.append(item)
+        else:
+            return None
+    key = (sep, tuple(record), tuple(shape))
+    names = _NAMES.get(key)
+    if names is None:
+        joined: list[str] = []
+        for top, subs in zip(record, shape, strict=True):
+            joined.extend([top] if subs is None else [f"{top}{sep}{sub}" for sub in subs])
+        names = _remember(key, tuple(joined))
+    return dict(zip(names, values, strict=True))
+
+
+def _remember(key: tuple[Any, ...], names: tuple[str, ...]) -> tuple[str, ...]:
+    if len(_NAMES) > 4096:
+        _NAMES.clear()
+    _NAMES[key] = names
+    return names
 
 
 def _flatten_into(out: dict[str, Any], prefix: str, value: Mapping[str, Any], sep: str) -> None:
@@ -54,9 +91,7 @@ def _flatten_into(out: dict[str, Any], prefix: str, value: Mapping[str, Any], se
         keys = tuple(value)
         names = _NAMES.get((prefix, keys))
         if names is None:
-            if len(_NAMES) > 4096:
-                _NAMES.clear()
-            names = _NAMES[prefix, keys] = tuple(f"{prefix}{key}" for key in keys)
+            names = _remember((prefix, keys), tuple(f"{prefix}{key}" for key in keys))
         out.update(zip(names, value.values(), strict=True))
         return
     for key, item in value.items():

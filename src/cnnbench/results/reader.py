@@ -5,7 +5,6 @@
 
 from __future__ import annotations
 
-import gc
 import logging
 import os
 from collections.abc import Iterable
@@ -18,6 +17,7 @@ import orjson
 from cnnbench.results import cache, files
 from cnnbench.results import lines as store_lines
 from cnnbench.results.cache import StepTimesMode
+from cnnbench.results.gc_pause import collector_paused
 from cnnbench.results.lines import StoreProblem
 
 log = logging.getLogger("cnnbench.results.store")  # the name its messages have always had
@@ -93,16 +93,11 @@ class StoreReader:
         records: list[dict[str, Any]] = []
         problems: list[StoreProblem] = []
         files = iter_store_files(self.paths) if self._first else self._files()
-        gc_was_enabled = gc.isenabled()
-        gc.disable()  # a load makes millions of containers and no cycles; collections only cost time
-        try:
+        with collector_paused():  # a load makes millions of containers and no cycles
             for path in files:
                 start, line = self._positions.get(path, (0, 1))
                 self._positions[path] = _read_file(path, records, problems, step_times=self.step_times,
                                                    start=start, first_line=line, partial_is_problem=self._first)
-        finally:
-            if gc_was_enabled:
-                gc.enable()
         self._first = False
         for p in problems:
             log.debug("skipped %s", p)
