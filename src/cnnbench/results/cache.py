@@ -224,10 +224,13 @@ class CachedRecords:
         if self.steps is None or self.summaries is None:
             raise ValueError("step times were not read")
         self.complete_summaries()
-        steps, column, width = self.steps, self.summaries, summary.column_width
-        flat: Any = steps if step_times == "lazy" else steps.tolist()
+        steps, column, width, counts = self.steps, self.summaries, summary.column_width, self.step_counts[:count]
+        flat: Any = steps
+        if step_times != "lazy":  # the floats of these records only (lines added since follow them)
+            needed = sum(n for n in counts if n > 0)
+            flat = (steps if needed == len(steps) else steps[:needed]).tolist()
         at = pos = 0
-        for row, n in zip(rows, self.step_counts[:count], strict=False):
+        for row, n in zip(rows, counts, strict=False):
             if n >= 0:
                 row["metrics"][_STEPS] = (summary.StepTimes(steps, at, n, column, pos) if step_times == "lazy"
                                           else flat[at:at + n])
