@@ -197,32 +197,39 @@ def _read_through_cache(path: Path, f: BinaryIO, st: os.stat_result, records: li
 
 @dataclass
 class _NewLines:
-    lines: list[bytes]
-    """The whole lines the cache did not cover."""
+    lines: int
+    """How many whole lines the cache did not cover."""
     records: list[dict[str, Any]]
     """Their records that went into the cache."""
 
 
 def _add_new_lines(cached: cache.CachedRecords, data: bytes, whole: int) -> _NewLines:
-    """Parse the whole lines of ``data`` (those before byte ``whole``) into the cache."""
+    """Parse the whole lines of ``data`` (those before byte ``whole``) into the cache.
+
+    One line at a time, not split all at once: each line's bytes are freed once it is parsed,
+    so a cold read of a big file does not first copy all of it into a list of lines."""
     new: list[dict[str, Any]] = []
-    pieces = data[:whole].split(b"\n")[:-1]
-    for index, raw in enumerate(pieces):
+    find, start, index = data.find, 0, 0
+    while start < whole:
+        end = find(b"\n", start, whole)
+        raw = data[start:end]
+        start = end + 1
+        index += 1
         if not raw or raw.isspace():
             continue
         # the cache keeps step times, and only what orjson reads (so writes back unchanged); a
         # line that needs the standard library's parser is kept as a line and read at each load
         rec, why = store_lines.parse_line(raw, orjson.loads, truncated=False)
         if rec is None or why is not None:  # kept with a notice: read again each time, to say so
-            cached.add_problem(cached.next_line + index, raw)
+            cached.add_problem(cached.next_line + index - 1, raw)
         else:
             cached.add(rec)
             new.append(rec)
     if cached.digest is not None:
         cached.digest.update(memoryview(data)[:whole])
     cached.end += whole
-    cached.next_line += len(pieces)
-    return _NewLines(pieces, new)
+    cached.next_line += index
+    return _NewLines(index, new)
 
 
 def _problem_lines_again(path: Path, cached: cache.CachedRecords, out: list[dict[str, Any]],
