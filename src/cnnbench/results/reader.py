@@ -8,7 +8,6 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -164,24 +163,20 @@ def _read_file(path: Path, records: list[dict[str, Any]], problems: list[StorePr
 def _read_through_cache(path: Path, f: BinaryIO, st: os.stat_result, records: list[dict[str, Any]],
                         problems: list[StoreProblem], *, step_times: StepTimesMode) -> tuple[int, int]:
     """Read a whole file: the lines its cache covers from the cache, the others parsed (and
-    added to the cache, which is then rewritten). Same records and problems as a plain read."""
+    added to the cache, which is then rewritten). Same records and problems as a plain read.
+
+    Every record comes out of the cache, the new ones too: a parsed record is dropped once the
+    cache holds it, so its step times' floats are freed line by line (a lazy first read of
+    100,000 runs does not keep ten million of them), and a first read gives what later ones do."""
     cached, rewrite = cache.load(path, f, st, step_times=step_times)
     if cached is None:
         cached = cache.CachedRecords()
-    known = len(cached.rows)
     f.seek(cached.end)
     data = f.read()
     whole = data.rfind(b"\n") + 1  # what follows the last newline is partial (being written, or cut)
-    new = _add_new_lines(cached, data, whole)
-    if new.lines or rewrite:
+    if _add_new_lines(cached, data, whole) or rewrite:
         cache.write(path, f, st, cached)
-    out = cached.take_records(known, step_times=step_times)
-    if not step_times:
-        for record in new.records:
-            metrics = record.get("metrics")
-            if isinstance(metrics, dict):
-                metrics.pop("step_times_s", None)
-    out.extend(new.records)
+    out = cached.take_records(len(cached.rows), step_times=step_times)
     parse = _parser(step_times)
     problems.extend(_problem_lines_again(path, cached, out, parse))
     partial = data[whole:]
@@ -195,20 +190,12 @@ def _read_through_cache(path: Path, f: BinaryIO, st: os.stat_result, records: li
     return cached.end + len(partial), cached.next_line
 
 
-@dataclass
-class _NewLines:
-    lines: int
-    """How many whole lines the cache did not cover."""
-    records: list[dict[str, Any]]
-    """Their records that went into the cache."""
-
-
-def _add_new_lines(cached: cache.CachedRecords, data: bytes, whole: int) -> _NewLines:
-    """Parse the whole lines of ``data`` (those before byte ``whole``) into the cache.
+def _add_new_lines(cached: cache.CachedRecords, data: bytes, whole: int) -> int:
+    """Parse the whole lines of ``data`` (those before byte ``whole``) into the cache; returns
+    how many there were.
 
     One line at a time, not split all at once: each line's bytes are freed once it is parsed,
     so a cold read of a big file does not first copy all of it into a list of lines."""
-    new: list[dict[str, Any]] = []
     find, start, index = data.find, 0, 0
     while start < whole:
         end = find(b"\n", start, whole)
@@ -224,12 +211,11 @@ def _add_new_lines(cached: cache.CachedRecords, data: bytes, whole: int) -> _New
             cached.add_problem(cached.next_line + index - 1, raw)
         else:
             cached.add(rec)
-            new.append(rec)
     if cached.digest is not None:
         cached.digest.update(memoryview(data)[:whole])
     cached.end += whole
     cached.next_line += index
-    return _NewLines(index, new)
+    return index
 
 
 def _problem_lines_again(path: Path, cached: cache.CachedRecords, out: list[dict[str, Any]],
