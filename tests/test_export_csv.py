@@ -78,6 +78,7 @@ def test_a_record_flattened_by_its_shape_equals_the_walk_of_it():
         {"config": {"model": "n", "flags": {"a": 1}}, "status": "error"},  # nested deeper: walked
         {"config": MappingProxyType({"model": "p"}), "status": "ok"},  # not a dict: walked
         {"status": "ok", "metrics": {"x": 1.5, "warnings": ["busy"]}, "repeat": 2, "config": {}},  # other order
+        {1: "x", "1": "y"}, {True: {"a": 0}}, {"s": {1: 0}}, {"s": {True: 0}},  # keys not from JSON: walked
     ]
     for rec in records * 2:  # the second time from the names kept
         for sep in (".", "/"):

@@ -8,8 +8,10 @@ read's step times are read-only views that behave as the lists a full read gives
 
 from __future__ import annotations
 
+import copy
 import json
 import math
+import pickle
 import random
 
 from cnnbench.analysis.fields import hashable
@@ -97,6 +99,13 @@ def test_a_lazy_reads_step_times_behave_as_the_lists_of_a_full_read_and_cannot_b
     assert (times[0], times[-1], times[7:9], list(times), times.tolist()) == (
         listed[0], listed[-1], listed[7:9], listed, listed)
     assert np.asarray(times).tolist() == listed and np.asarray(times, dtype=np.float32).dtype == np.float32
+    shared = np.asarray(times, copy=False)  # the column itself, read-only: no view can change the store
+    assert not shared.flags.writeable and shared.tolist() == listed
+    with pytest.raises(ValueError):
+        np.asarray(times, dtype=np.float32, copy=False)
+    assert np.array(times, copy=True).flags.writeable
+    assert pickle.loads(pickle.dumps(times)) == listed and len(pickle.dumps(times)) < 2_000  # not the column
+    assert copy.deepcopy(times) is times and copy.copy(times) is times
     assert times != lazy[1]["metrics"]["step_times_s"] and times == lazy[0]["metrics"]["step_times_s"]
     assert repr(times) == f"StepTimes({listed!r})"
     with pytest.raises(IndexError):

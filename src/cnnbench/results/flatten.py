@@ -47,6 +47,8 @@ _LEAVES = frozenset({str, int, float, bool, type(None), list})
 (a store of 100,000 records has millions of values)."""
 
 
+_TEXT = frozenset({str})
+
 _NAMES: dict[tuple[Any, ...], tuple[str, ...]] = {}
 """Flat names per shape (a prefix or separator, and keys), joined once: the records of one store
 share a handful of shapes, so their names are not joined once per record."""
@@ -55,12 +57,14 @@ share a handful of shapes, so their names are not joined once per record."""
 def _flatten_planned(record: dict[str, Any], sep: str) -> dict[str, Any] | None:
     """:func:`flatten_record` of a record whose sections are dicts of leaves (every record
     cnnbench writes), made at once from its shape's names; ``None`` for any other record."""
+    if not _TEXT.issuperset(map(type, record)):
+        return None  # keys other than text (not from JSON): the walk names them
     shape: list[tuple[Any, ...] | None] = []
     values: list[Any] = []
     for item in record.values():
         kind = type(item)
         if kind is dict:
-            if not _LEAVES.issuperset(map(type, item.values())):
+            if not (_LEAVES.issuperset(map(type, item.values())) and _TEXT.issuperset(map(type, item))):
                 return None
             shape.append(tuple(item))
             values.extend(item.values())

@@ -186,10 +186,27 @@ class StepTimes(Sequence[float]):
         """The step times as a new list."""
         return self._array().tolist()
 
-    def __array__(self, dtype: Any = None, copy: Any = None) -> Any:
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> Any:
+        """A read-only numpy view of the column (numpy 2's protocol: a copy when ``copy`` is
+        true or another ``dtype`` is asked for, which ``copy=False`` refuses)."""
         import numpy as np
 
-        return np.frombuffer(self._array(), dtype=np.float64).astype(dtype or np.float64, copy=False)
+        view = np.frombuffer(self._steps, dtype=np.float64, count=self._n, offset=self._start * 8)
+        view.flags.writeable = False  # the store's column, shared by every run's view
+        if copy or (dtype is not None and np.dtype(dtype) != view.dtype):
+            if copy is False:
+                raise ValueError("StepTimes: this dtype needs a copy")
+            return view.astype(dtype or np.float64)
+        return view
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (list, (self.tolist(),))  # pickled (to another process) as the list it shows, not the column
+
+    def __copy__(self) -> StepTimes:
+        return self  # it cannot be changed
+
+    def __deepcopy__(self, memo: Any) -> StepTimes:
+        return self
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, StepTimes):
