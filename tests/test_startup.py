@@ -24,7 +24,7 @@ with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.St
         main(argv)
     except SystemExit:
         pass
-print(sorted(m for m in ("torch", "torchvision", "matplotlib") if m in sys.modules))
+print(sorted(m for m in ("torch", "torchvision", "matplotlib", "numpy") if m in sys.modules))
 """
 
 
@@ -50,3 +50,5 @@ def test_reading_commands_never_import_torch(argv, store, tmp_path):
     assert "torch" not in imported, f"cnnbench {' '.join(argv)} imported {imported}"
     if argv[0] in ("--help", "run", "results", "compare"):
         assert "matplotlib" not in imported  # plots load it, nothing else
+    if argv[0] in ("--help", "run") or argv[:2] == ["results", "list"]:
+        assert "numpy" not in imported  # building the command line needs none (make-dataset's choices included)

@@ -4,6 +4,7 @@ for the report and ``cnnbench compare``). The one place for each; no torch here.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from typing import Any
@@ -52,7 +53,14 @@ def natural_key(value: Any) -> tuple[Any, ...]:
         return (0, int(value))
     if isinstance(value, (int, float)):
         return (1, float(value))
-    parts = _DIGITS.split(str(value).lower())
+    return _text_key(str(value))
+
+
+@functools.lru_cache(maxsize=4096)
+def _text_key(text: str) -> tuple[Any, ...]:
+    """:func:`natural_key` of a text, kept: the texts sorted (model names, machines) repeat
+    across the records of a store (listing 100,000 runs keyed each one's model anew)."""
+    parts = _DIGITS.split(text.lower())
     return (2, tuple((0, int(p)) if p.isdigit() else (1, p) for p in parts if p))
 
 

@@ -16,7 +16,8 @@ from cnnbench.words import plural
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from cnnbench.data.generate import FORMATS, KINDS
+    from cnnbench.data.layouts import GENERATED_FORMATS as FORMATS
+    from cnnbench.data.layouts import GENERATED_KINDS as KINDS
 
     p = sub.add_parser(
         "make-dataset",

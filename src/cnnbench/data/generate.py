@@ -49,9 +49,9 @@ from cnnbench.data.layouts import (
     TRAIN_SPLIT,
     VAL_SPLIT,
 )
+from cnnbench.data.layouts import GENERATED_FORMATS as FORMATS
+from cnnbench.data.layouts import GENERATED_KINDS as KINDS
 
-KINDS = ("imagefolder", "cifar10", "cifar100")
-FORMATS = ("jpeg", "png")
 SHAPES = ("disc", "square", "triangle", "cross", "ring", "diamond", "bar", "star")
 CIFAR_CLASSES = {"cifar10": 10, "cifar100": 100}
 CIFAR_SIZE = 32

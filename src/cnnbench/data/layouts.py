@@ -18,6 +18,11 @@ import os
 from pathlib import Path
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png")
+GENERATED_KINDS = ("imagefolder", "cifar10", "cifar100")
+"""The layouts ``cnnbench make-dataset`` writes (:mod:`cnnbench.data.generate`)."""
+GENERATED_FORMATS = ("jpeg", "png")
+"""The image formats it writes for ``imagefolder``. Named here, where nothing imports numpy, so
+that building the command line does not."""
 TRAIN_SPLIT, VAL_SPLIT = "train", "val"
 CIFAR10_TRAIN = tuple(f"data_batch_{i}" for i in range(1, 6))
 CIFAR10_TEST = "test_batch"
