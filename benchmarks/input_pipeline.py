@@ -555,7 +555,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--batches", type=int, default=15, help="Timed batches per pipeline measurement.")
-    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--warmup", type=int, default=8, help="Untimed batches first, every side alike: enough for "
+                    "each of 2 loader processes to make its reused batch buffers (steady state) [default: 8].")
     ap.add_argument("--per-image", type=int, default=200, help="Files for the per-image comparisons (0: skip).")
     ap.add_argument("--data", help="Use (or write) the image folder here instead of a temporary one.")
     ap.add_argument("--photo-size", default="500x375", help="Size of the JPEGs written, WIDTHxHEIGHT.")
