@@ -112,15 +112,23 @@ def test_the_warm_read_comes_from_the_cache(store, monkeypatch):
     assert len(records) == 12 - 1
 
 
-def test_records_from_the_cache_are_independent_objects(store):
-    read_records(store.parent)
-    records, _ = read_records(store.parent)
+@pytest.mark.parametrize("first", [True, False], ids=["cold", "warm"])
+def test_records_from_the_cache_are_independent_objects(store, first):
+    if not first:
+        read_records(store.parent)
+    records, _ = read_records(store.parent)  # the first read's records come from the cache too
+    assert cache.cache_path(store).is_file()
     records[0]["config"]["model"] = "changed"
     records[0]["environment"]["machine"] = "changed"
     records[0]["metrics"]["step_times_s"].append(9.0)
     assert records[1]["config"]["model"] == "resnet1" and records[1]["environment"]["machine"] == "box"
     again, _ = read_records(store.parent)
     assert again[0]["config"]["model"] == "resnet0" and len(again[0]["metrics"]["step_times_s"]) == 4
+
+
+def test_a_read_mode_other_than_true_false_or_lazy_is_refused(store):
+    with pytest.raises(ValueError, match="step_times"):
+        read_records(store.parent, step_times="Lazy")  # type: ignore[arg-type]
 
 
 def test_appended_records_are_read_and_the_cache_grows(store, monkeypatch):

@@ -35,3 +35,14 @@ def test_counts_in_run_headers_and_report_columns_read_with_the_plural():
     assert threads_text(1, 1, 2) == "1 per worker (1 core split among 2 workers on this node)"
     assert [loaders_text(n) for n in (1, 2)] == ["1 loader process", "2 loader processes"]
     assert [device_column(n) for n in (1, 8)] == ["1 device", "8 devices"]
+
+
+def test_natural_key_keeps_the_keys_of_texts_only():
+    from cnnbench import words
+
+    words._kept_text_key.cache_clear()
+    assert natural_key("resnet50") == natural_key("resnet50") == words._text_key("resnet50")
+    assert words._kept_text_key.cache_info().currsize == 1
+    assert natural_key([0.5] * 1000) == words._text_key(str([0.5] * 1000))  # a list: keyed, not kept
+    assert natural_key({"a": 1}) == words._text_key("{'a': 1}")
+    assert words._kept_text_key.cache_info().currsize == 1

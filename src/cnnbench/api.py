@@ -21,7 +21,7 @@ import os
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypeAlias, cast
+from typing import TYPE_CHECKING, Any, TypeAlias, cast
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from cnnbench.config import RunConfig
     from cnnbench.config.data_bench import DataBenchConfig
     from cnnbench.report.document import Report
+    from cnnbench.results.cache import StepTimesMode
     from cnnbench.results.record import Record
     from cnnbench.study import StudyRun
 
@@ -128,7 +129,7 @@ def measure_data(config: DataBenchConfig, *, emit: Callable[[str], None] | None 
 
 # --- read -----------------------------------------------------------------------------------
 def read_records(paths: PathLike | Sequence[PathLike], *, where: str | Sequence[str] = (),
-                 step_times: bool | Literal["lazy"] = True, on_problem: Callable[[str], None] | None = None,
+                 step_times: StepTimesMode = True, on_problem: Callable[[str], None] | None = None,
                  ) -> tuple[list[Mapping[str, Any]], list[str]]:
     """The records of results folders or ``.jsonl`` files that meet every ``where`` condition
     (``"model=resnet*"``, ``"precision!=fp32"``: ``cnnbench results --where``), and the lines

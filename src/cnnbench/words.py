@@ -53,15 +53,18 @@ def natural_key(value: Any) -> tuple[Any, ...]:
         return (0, int(value))
     if isinstance(value, (int, float)):
         return (1, float(value))
-    return _text_key(str(value))
+    return _kept_text_key(value) if type(value) is str else _text_key(str(value))
 
 
-@functools.lru_cache(maxsize=4096)
 def _text_key(text: str) -> tuple[Any, ...]:
-    """:func:`natural_key` of a text, kept: the texts sorted (model names, machines) repeat
-    across the records of a store (listing 100,000 runs keyed each one's model anew)."""
     parts = _DIGITS.split(text.lower())
     return (2, tuple((0, int(p)) if p.isdigit() else (1, p) for p in parts if p))
+
+
+_kept_text_key = functools.lru_cache(maxsize=4096)(_text_key)
+""":func:`_text_key` of a text, kept: the texts sorted (model names, machines) repeat across the
+records of a store (listing 100,000 runs keyed each one's model anew). Other values (lists,
+objects) are keyed each time, never kept."""
 
 
 _SPECIAL = re.compile(r"[\\`*\[\]|#~$_]|<(?=[A-Za-z/!?])|&(?=[A-Za-z0-9#])")

@@ -1,8 +1,8 @@
 """What the significance test reads from one run (:class:`RunSample`): its images/sec, the
 relative stdev of its step times and their block means (from the summary of
-``metrics.step_times_s``, :mod:`cnnbench.results.step_summary`, which a cached read of the store
-brings computed; or from the progress lines of an imported tf_cnn_benchmarks log). No torch,
-no numpy.
+``metrics.step_times_s``, :mod:`cnnbench.results.step_summary`, which a lazy cached read of the
+store, ``step_times="lazy"``, brings computed, and which is computed from a list otherwise; or from
+the progress lines of an imported tf_cnn_benchmarks log). No torch, no numpy.
 """
 
 from __future__ import annotations

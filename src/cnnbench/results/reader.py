@@ -81,6 +81,8 @@ class StoreReader:
 
     def __init__(self, paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[str], *,
                  step_times: StepTimesMode = True) -> None:
+        if step_times not in (True, False, "lazy"):
+            raise ValueError(f"step_times: True, False or 'lazy', not {step_times!r}")
         self.paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
         self.step_times = step_times
         self._positions: dict[Path, tuple[int, int]] = {}

@@ -218,6 +218,9 @@ class StepTimes(Sequence[float]):
     def __repr__(self) -> str:
         return f"StepTimes({self.tolist()!r})"
 
+    def __str__(self) -> str:
+        return str(self.tolist())  # as a label or a cell shows it: the list's text
+
     @property
     def summary(self) -> StepSummary | None:
         if self._summary is None and self._column is not None:
