@@ -49,5 +49,5 @@ def test_a_section_whose_null_is_a_nan_is_not_shared_with_one_whose_null_is_null
     cached.add(null)
     cached.add(nan)  # the same text as the first (orjson writes NaN as null), not the same values
     assert cached.refs[0] == [0, -1]
-    (_, back), = [cached.take_records(2, step_times=False)]
+    (_, back), = [cached.take_records(step_times=False)]
     assert back["config"]["learning_rate"] != back["config"]["learning_rate"]  # still NaN

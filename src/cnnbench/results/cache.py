@@ -203,14 +203,13 @@ class CachedRecords:
     def add_problem(self, line: int, raw: bytes) -> None:
         self.problems.append(ProblemLine(len(self.rows), line, bytes(raw)))
 
-    def take_records(self, count: int, *, step_times: StepTimesMode) -> list[dict[str, Any]]:
-        """The first ``count`` records, made whole (each its own objects: callers may change
-        them); ``metrics.step_times_s`` as lists (``True``), as :class:`~cnnbench.results.
+    def take_records(self, *, step_times: StepTimesMode) -> list[dict[str, Any]]:
+        """Every record, made whole (each its own objects: callers may change them);
+        ``metrics.step_times_s`` as lists (``True``), as :class:`~cnnbench.results.
         step_summary.StepTimes` views of :attr:`steps` (``"lazy"``) or left out (``False``).
         Consumes them: call after :func:`write`."""
-        rows = self.rows[:count]
-        sections = self.sections
-        for row, config, environment in zip(rows, *self.refs, strict=False):
+        rows, sections = self.rows, self.sections
+        for row, config, environment in zip(rows, *self.refs, strict=True):
             if config >= 0:
                 row["config"] = sections[config].copy()
             if environment >= 0:
@@ -224,16 +223,13 @@ class CachedRecords:
         if self.steps is None or self.summaries is None:
             raise ValueError("step times were not read")
         self.complete_summaries()
-        steps, column, width, counts = self.steps, self.summaries, summary.column_width, self.step_counts[:count]
-        flat: Any = steps
-        if step_times != "lazy":  # the floats of these records only (lines added since follow them)
-            needed = sum(n for n in counts if n > 0)
-            flat = (steps if needed == len(steps) else steps[:needed]).tolist()
+        steps, column, width = self.steps, self.summaries, summary.column_width
+        lazy = step_times == "lazy"
+        flat: Any = steps if lazy else steps.tolist()
         at = pos = 0
-        for row, n in zip(rows, counts, strict=False):
+        for row, n in zip(rows, self.step_counts, strict=True):
             if n >= 0:
-                row["metrics"][_STEPS] = (summary.StepTimes(steps, at, n, column, pos) if step_times == "lazy"
-                                          else flat[at:at + n])
+                row["metrics"][_STEPS] = summary.StepTimes(steps, at, n, column, pos) if lazy else flat[at:at + n]
                 at += n
                 pos += width(n)
         return rows

@@ -178,7 +178,7 @@ def _read_through_cache(path: Path, f: BinaryIO, st: os.stat_result, records: li
     whole = data.rfind(b"\n") + 1  # what follows the last newline is partial (being written, or cut)
     if _add_new_lines(cached, data, whole) or rewrite:
         cache.write(path, f, st, cached)
-    out = cached.take_records(len(cached.rows), step_times=step_times)
+    out = cached.take_records(step_times=step_times)
     parse = _parser(step_times)
     problems.extend(_problem_lines_again(path, cached, out, parse))
     partial = data[whole:]
