@@ -250,6 +250,15 @@ def test_compiling_the_optimizer_step_that_does_not_help_is_said(tmp_path):
     assert "it does not help" in summary and "keep it" not in summary
 
 
+@pytest.mark.parametrize(("ratio", "verdict"), [
+    (1.001, "no difference beyond 1% (one run each): nothing to choose"),  # the H100's 5,772.5 / 5,768.8
+    (0.995, "no difference beyond 1% (one run each): nothing to choose"),
+    (1.01, "it helps: keep it"), (0.99, "it does not help"),
+])
+def test_a_compiled_step_within_noise_of_the_model_alone_is_not_called_a_help(ratio, verdict):
+    assert ga.step_compile_verdict(ratio) == verdict
+
+
 # --- timm ------------------------------------------------------------------------------
 
 def test_timm_absent_gives_one_skipped_line(tmp_path, monkeypatch):
