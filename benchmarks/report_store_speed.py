@@ -12,6 +12,10 @@ other's parsed-record cache.
     .venv/bin/python benchmarks/report_store_speed.py --only report --rounds 2
     .venv/bin/python benchmarks/report_store_speed.py --only tables --old c2fcad2 --rounds 6
 
+"again": the same report into the same folder. Since ``cnnbench report`` keeps a report of
+unchanged results (:mod:`cnnbench.report.reuse`), "again" writes nothing on the new side;
+"again, --rebuild" makes it anyway (plots of unchanged data still kept), as the old code did.
+
 Stores: 10,000 and 100,000 report records (``report_speed.synthetic_records``: 20 models x 10
 machines, 100 step times each) and 100,000 engine-shaped records (``sweep_overhead.write_store``:
 4 KB each, 100 step times). They are written once into ``--data`` and kept.
@@ -105,7 +109,13 @@ def drop_cache(folder: Path) -> None:
         c.unlink()
 
 
-def cases(s: dict[str, Path], out: Path, only: set[str]) -> list[tuple[str, list[str], object]]:
+def rebuild_flag(src: Path) -> list[str]:
+    """``--rebuild`` where the code has it (code before it made every report again anyway)."""
+    return ["--rebuild"] if "--rebuild" in (src / "cnnbench" / "cli" / "report_cmd.py").read_text() else []
+
+
+def cases(s: dict[str, Path], out: Path, only: set[str], rebuild: list[str] | None = None,
+          ) -> list[tuple[str, list[str], object]]:
     py = sys.executable
     cnnbench = [py, "-m", "cnnbench"]
     r10, r100, e100 = (s.get(name, Path()) for name in ("report-10k", "report-100k", "engine-100k"))
@@ -120,6 +130,8 @@ def cases(s: dict[str, Path], out: Path, only: set[str]) -> list[tuple[str, list
             ("report 10k, default plots, first", [*cnnbench, "report", str(r10), "-o", str(out / "p10")],
              lambda: shutil.rmtree(out / "p10", ignore_errors=True)),
             ("report 10k, default plots, again", [*cnnbench, "report", str(r10), "-o", str(out / "p10")], None),
+            ("report 10k, default plots, again, --rebuild",
+             [*cnnbench, "report", str(r10), "-o", str(out / "p10"), *(rebuild or [])], None),
             ("report 100k, default plots, first", [*cnnbench, "report", str(r100), "-o", str(out / "p100")],
              lambda: shutil.rmtree(out / "p100", ignore_errors=True)),
         ]
@@ -166,7 +178,7 @@ def main() -> int:
     for rnd in range(args.rounds):
         print(f"round {rnd + 1}: load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
         order = list(sides) if rnd % 2 == 0 else list(reversed(sides))
-        per_side = {side: cases(copies[side], outs[side], only) for side in sides}
+        per_side = {side: cases(copies[side], outs[side], only, rebuild_flag(sides[side])) for side in sides}
         for i in range(len(per_side["new"])):
             for side in order:
                 label, cmd, setup = per_side[side][i]

@@ -14,6 +14,7 @@ from cnnbench.cli.common import UserError
 
 if TYPE_CHECKING:
     from cnnbench.report.render.drawing import DrawingPool
+    from cnnbench.report.reuse import Said
 
 OBSERVATION_KINDS = ("scaling", "effects", "fastest", "implementations", "failures")
 """As :data:`cnnbench.report.options.OBSERVATION_KINDS` (not imported: the report package is heavy to load)."""
@@ -67,6 +68,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-plots", type=int, default=8, metavar="N",
                    help="Draw at most N plots (default 8: scaling first, then training curves, then throughput).")
     p.add_argument("--no-plots", action="store_true", help="Draw no plots (same as --max-plots 0).")
+    p.add_argument("--rebuild", action="store_true",
+                   help="Make the report even when OUTDIR already holds it: by default a report of unchanged "
+                   "results files, with the same options and the same cnnbench, is not made again.")
     p.set_defaults(handler=handle)
 
 
@@ -92,26 +96,50 @@ def parse_baselines(items: list[str]) -> dict[str, str]:
 
 
 def handle(args: argparse.Namespace) -> int:
-    from cnnbench.report.render.drawing import prepare_drawing
-
     if args.max_plots < 0:
         raise UserError(f"--max-plots: must be >= 0, got {args.max_plots}")
-    from cnnbench.report.output import check_report_folder
+    from cnnbench.report.folder import check_report_folder
+    from cnnbench.report.reuse import inputs_key, up_to_date
     from cnnbench.results.outputs import OutputError
 
     try:
         out = check_report_folder(args.output)  # before any work
+        key = inputs_key(args.results, report_options(args))
     except OutputError as exc:
         raise UserError(str(exc)) from None
+    except FileNotFoundError as exc:
+        raise UserError(str(exc)) from None
+    said = None if args.rebuild else up_to_date(out, key)
+    if said is not None:
+        for line in said.warnings:
+            print(line, file=sys.stderr)
+        print(f"up to date, not written again (the same results files, options and cnnbench; --rebuild makes it "
+              f"again): {said.done}")
+        for line in said.more:
+            print(line)
+        return 0
+    from cnnbench.report.render.drawing import prepare_drawing
+
     # the drawing processes import matplotlib while the records are read and the tables built
     # (unless the folder's plots may all be kept: then only once a plot needs drawing)
     with prepare_drawing(0 if args.no_plots or not args.max_plots else None, reusing=out) as drawing_pool:
-        return _report(args, drawing_pool)
+        said = _report(args, drawing_pool)
+    from cnnbench.report.reuse import remember
+
+    remember(out, key, said)
+    return 0
 
 
-def _report(args: argparse.Namespace, drawing_pool: DrawingPool) -> int:
+def report_options(args: argparse.Namespace) -> dict[str, object]:
+    """The options a report is made with: every flag but the folder, ``--rebuild`` and ``-v``."""
+    return {name: value for name, value in sorted(vars(args).items())
+            if name not in ("handler", "output", "rebuild", "verbose") and not callable(value)}
+
+
+def _report(args: argparse.Namespace, drawing_pool: DrawingPool) -> Said:
     from cnnbench.report import NoMatchingRecords, ReportError, ReportOptions, build_report, write_report
     from cnnbench.report.layout import split_fields
+    from cnnbench.report.reuse import Said
     from cnnbench.results.outputs import OutputError
     from cnnbench.results.store import StoreNotice, problem_text, read_records
     from cnnbench.words import plural
@@ -120,8 +148,9 @@ def _report(args: argparse.Namespace, drawing_pool: DrawingPool) -> int:
         records, problems = read_records(args.results, step_times="lazy")  # the significance test, the spread marks
     except FileNotFoundError as exc:
         raise UserError(str(exc)) from None
-    for problem in problems:
-        print(f"warning: {problem_text(problem)}", file=sys.stderr)
+    warnings = [f"warning: {problem_text(problem)}" for problem in problems]
+    for line in warnings:
+        print(line, file=sys.stderr)
     try:
         options = ReportOptions(
             rows=split_fields(args.rows),
@@ -144,18 +173,23 @@ def _report(args: argparse.Namespace, drawing_pool: DrawingPool) -> int:
     except ReportError as exc:
         raise UserError(str(exc)) from None
     for line in report.warnings:
-        print(f"warning: {line}", file=sys.stderr)
+        warnings.append(f"warning: {line}")
+        print(warnings[-1], file=sys.stderr)
     try:
         written = write_report(report, args.output, drawing_pool=drawing_pool)
     except OutputError as exc:
         raise UserError(str(exc)) from None
-    print(f"wrote {written.summary} and {written.html.name}: {plural(len(written.tables) // 2, 'table')} "
-          f"(csv+json in {written.outdir / 'tables'}), {plural(len(written.plots), 'plot')}, "
-          f"from {plural(report.n_records, 'result')}")
+    done = (f"{written.summary} and {written.html.name}: {plural(len(written.tables) // 2, 'table')} "
+            f"(csv+json in {written.outdir / 'tables'}), {plural(len(written.plots), 'plot')}, "
+            f"from {plural(report.n_records, 'result')}")
+    more = []
     skipped = sum(not isinstance(p, StoreNotice) for p in problems)
     if skipped:
-        print(f"skipped {plural(skipped, 'unreadable line')}; listed at the end of the report")
+        more.append(f"skipped {plural(skipped, 'unreadable line')}; listed at the end of the report")
     if len(problems) > skipped:
-        print(f"{plural(len(problems) - skipped, 'record')} with figures shown as not available; listed at the end "
-              "of the report")
-    return 0
+        more.append(f"{plural(len(problems) - skipped, 'record')} with figures shown as not available; listed at "
+                    "the end of the report")
+    print(f"wrote {done}")
+    for line in more:
+        print(line)
+    return Said(done, tuple(more), tuple(warnings))

@@ -11,13 +11,36 @@ matplotlib is imported only to draw plots.
 
 from __future__ import annotations
 
+import importlib
 import os
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
-from cnnbench.report.build import NoMatchingRecords, ReportError, ReportOptions, build_report
-from cnnbench.report.document import Report
-from cnnbench.report.options import OBSERVATION_KINDS
-from cnnbench.report.output import Written, write_report
+if TYPE_CHECKING:
+    from cnnbench.report.build import NoMatchingRecords, ReportError, ReportOptions, build_report
+    from cnnbench.report.document import Report
+    from cnnbench.report.options import OBSERVATION_KINDS
+    from cnnbench.report.output import Written, write_report
+
+_HOMES = {
+    "NoMatchingRecords": "build", "ReportError": "build", "ReportOptions": "build", "build_report": "build",
+    "Report": "document", "OBSERVATION_KINDS": "options", "Written": "output", "write_report": "output",
+}
+"""Where each public name lives: loaded on first use, so that the light modules of this
+package (``folder``, ``reuse``) load without the tables and the rendering."""
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_HOMES})
 
 __all__ = [
     "OBSERVATION_KINDS",
@@ -40,6 +63,8 @@ def make_report(
     """Read records from results folders/files, build the report and write it to ``outdir``."""
     from dataclasses import replace
 
+    from cnnbench.report.build import ReportOptions, build_report
+    from cnnbench.report.output import write_report
     from cnnbench.results.store import read_records
 
     records, problems = read_records(list(results), step_times="lazy")  # step times feed the significance test
