@@ -52,3 +52,25 @@ def test_reading_commands_never_import_torch(argv, store, tmp_path):
         assert "matplotlib" not in imported  # plots load it, nothing else
     if argv[0] in ("--help", "run") or argv[:2] == ["results", "list"]:
         assert "numpy" not in imported  # building the command line needs none (make-dataset's choices included)
+
+
+UP_TO_DATE_PROBE = """
+import sys
+from cnnbench.cli import main
+main(sys.argv[1:])
+heavy = ("numpy", "scipy", "matplotlib", "cnnbench.report.build", "cnnbench.report.output", "cnnbench.analysis")
+print(sorted(m for m in heavy if m in sys.modules))
+"""
+
+
+def test_a_report_that_is_up_to_date_loads_no_tables_numpy_or_matplotlib(store, tmp_path):
+    """The second report of an unchanged store only checks that it is up to date (report/reuse.py)."""
+    argv = ["report", str(store), "-o", str(tmp_path / "report")]
+    said = []
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-c", UP_TO_DATE_PROBE, *argv], capture_output=True, text=True,
+                              timeout=300)
+        assert done.returncode == 0, done.stderr
+        said.append(done.stdout.strip().splitlines())
+    assert said[0][0].startswith("wrote ") and "cnnbench.report.build" in said[0][-1]
+    assert said[1][0].startswith("up to date") and said[1][-1] == "[]"
