@@ -32,7 +32,7 @@ def commands(store: Path, out: Path) -> dict[str, list[str]]:
         "cnnbench --help": [*cli, "--help"],
         "cnnbench run --help": [*cli, "run", "--help"],
         "cnnbench results list": [*cli, "results", "list", str(store), "--limit", "1"],
-        "cnnbench report --no-plots": [*cli, "report", str(store), "-o", str(out), "--no-plots"],
+        "cnnbench report --no-plots": [*cli, "report", str(store), "-o", str(out), "--no-plots", "--rebuild"],
         "cnnbench models --list": [*cli, "models", "--list"],
     }
 

@@ -13,6 +13,9 @@ from typing import TYPE_CHECKING
 from cnnbench.cli.common import UserError
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from cnnbench.report.output import Written
     from cnnbench.report.render.drawing import DrawingPool
     from cnnbench.report.reuse import Said
 
@@ -109,12 +112,12 @@ def handle(args: argparse.Namespace) -> int:
         raise UserError(str(exc)) from None
     except FileNotFoundError as exc:
         raise UserError(str(exc)) from None
-    said = None if args.rebuild else up_to_date(out, key)
+    said = None if args.rebuild or key is None else up_to_date(out, key)
     if said is not None:
         for line in said.warnings:
             print(line, file=sys.stderr)
         print(f"up to date, not written again (the same results files, options and cnnbench; --rebuild makes it "
-              f"again): {said.done}")
+              f"again): {_done(out, said)}")
         for line in said.more:
             print(line)
         return 0
@@ -123,11 +126,21 @@ def handle(args: argparse.Namespace) -> int:
     # the drawing processes import matplotlib while the records are read and the tables built
     # (unless the folder's plots may all be kept: then only once a plot needs drawing)
     with prepare_drawing(0 if args.no_plots or not args.max_plots else None, reusing=out) as drawing_pool:
-        said = _report(args, drawing_pool)
-    from cnnbench.report.reuse import remember
+        said, written = _report(args, drawing_pool)
+    if key is not None:
+        from cnnbench.report.reuse import remember
 
-    remember(out, key, said)
+        remember(out, key, said, written.outputs)
     return 0
+
+
+def _done(out: Path, said: Said) -> str:
+    """What a report holds, in a few words."""
+    from cnnbench.report.folder import HTML, SUMMARY
+    from cnnbench.words import plural
+
+    return (f"{out / SUMMARY} and {HTML}: {plural(said.tables, 'table')} (csv+json in {out / 'tables'}), "
+            f"{plural(said.plots, 'plot')}, from {plural(said.results, 'result')}")
 
 
 def report_options(args: argparse.Namespace) -> dict[str, object]:
@@ -136,7 +149,7 @@ def report_options(args: argparse.Namespace) -> dict[str, object]:
             if name not in ("handler", "output", "rebuild", "verbose") and not callable(value)}
 
 
-def _report(args: argparse.Namespace, drawing_pool: DrawingPool) -> Said:
+def _report(args: argparse.Namespace, drawing_pool: DrawingPool) -> tuple[Said, Written]:
     from cnnbench.report import NoMatchingRecords, ReportError, ReportOptions, build_report, write_report
     from cnnbench.report.layout import split_fields
     from cnnbench.report.reuse import Said
@@ -179,9 +192,6 @@ def _report(args: argparse.Namespace, drawing_pool: DrawingPool) -> Said:
         written = write_report(report, args.output, drawing_pool=drawing_pool)
     except OutputError as exc:
         raise UserError(str(exc)) from None
-    done = (f"{written.summary} and {written.html.name}: {plural(len(written.tables) // 2, 'table')} "
-            f"(csv+json in {written.outdir / 'tables'}), {plural(len(written.plots), 'plot')}, "
-            f"from {plural(report.n_records, 'result')}")
     more = []
     skipped = sum(not isinstance(p, StoreNotice) for p in problems)
     if skipped:
@@ -189,7 +199,8 @@ def _report(args: argparse.Namespace, drawing_pool: DrawingPool) -> Said:
     if len(problems) > skipped:
         more.append(f"{plural(len(problems) - skipped, 'record')} with figures shown as not available; listed at "
                     "the end of the report")
-    print(f"wrote {done}")
+    said = Said(len(written.tables) // 2, len(written.plots), report.n_records, tuple(more), tuple(warnings))
+    print(f"wrote {_done(written.outdir, said)}")
     for line in more:
         print(line)
-    return Said(done, tuple(more), tuple(warnings))
+    return said, written

@@ -12,28 +12,34 @@ matplotlib is imported only to draw plots.
 from __future__ import annotations
 
 import importlib
-import os
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from cnnbench.report.build import NoMatchingRecords, ReportError, ReportOptions, build_report
     from cnnbench.report.document import Report
+    from cnnbench.report.make import make_report
     from cnnbench.report.options import OBSERVATION_KINDS
     from cnnbench.report.output import Written, write_report
 
 _HOMES = {
     "NoMatchingRecords": "build", "ReportError": "build", "ReportOptions": "build", "build_report": "build",
     "Report": "document", "OBSERVATION_KINDS": "options", "Written": "output", "write_report": "output",
+    "make_report": "make",
 }
 """Where each public name lives: loaded on first use, so that the light modules of this
 package (``folder``, ``reuse``) load without the tables and the rendering."""
 
 
 def __getattr__(name: str) -> Any:
+    """A public name, or a submodule (``cnnbench.report.output``), loaded on first use."""
     home = _HOMES.get(name)
     if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        try:
+            return importlib.import_module(f"{__name__}.{name}")  # the import sets it here too
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__name__}.{name}":
+                raise
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
     value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
     globals()[name] = value
     return value
@@ -53,23 +59,3 @@ __all__ = [
     "make_report",
     "write_report",
 ]
-
-
-def make_report(
-    results: Sequence[str | os.PathLike[str]],
-    outdir: str | os.PathLike[str],
-    options: ReportOptions | None = None,
-) -> tuple[Report, Written]:
-    """Read records from results folders/files, build the report and write it to ``outdir``."""
-    from dataclasses import replace
-
-    from cnnbench.report.build import ReportOptions, build_report
-    from cnnbench.report.output import write_report
-    from cnnbench.results.store import read_records
-
-    records, problems = read_records(list(results), step_times="lazy")  # step times feed the significance test
-    opts = options or ReportOptions()
-    if problems:
-        opts = replace(opts, problems=[*opts.problems, *map(str, problems)])
-    report = build_report(records, opts)
-    return report, write_report(report, outdir)

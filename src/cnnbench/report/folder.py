@@ -77,7 +77,7 @@ def read_manifest(out: Path) -> dict[str, Any]:
     """The manifest in ``out`` as written, or ``{}`` (none, unreadable, not an object)."""
     try:
         data = json.loads(files.read_regular(out / MANIFEST, MAX_MANIFEST_BYTES).decode("utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # RecursionError: nested too deeply
         return {}
     return data if isinstance(data, dict) else {}
 

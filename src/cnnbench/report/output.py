@@ -56,6 +56,9 @@ class Written:
     html: Path
     tables: list[Path] = field(default_factory=list)
     plots: list[Path] = field(default_factory=list)
+    outputs: dict[str, str] = field(default_factory=dict)
+    """The SHA-256 of each file written (by name in the folder, as the manifest lists them);
+    empty when one could not be read back."""
 
 
 def write_report(report: Report, outdir: str | os.PathLike[str], plots: bool = True,
@@ -102,6 +105,10 @@ def write_report(report: Report, outdir: str | os.PathLike[str], plots: bool = T
             (out / name).unlink()
         except FileNotFoundError:
             pass
-    write_manifest(out, planned, outputs=digests)
+    if all(digests.values()):
+        written.outputs = {name: digest for name, digest in digests.items() if digest}
+        write_manifest(out, planned, outputs=written.outputs)
+    else:  # a plot could not be read back: the list alone (such a report is never taken as up to date)
+        write_manifest(out, planned)
     log.info("wrote %s (%d tables, %d plots)", out, len(report.tables), len(written.plots))
     return written
