@@ -21,6 +21,10 @@ Stores: 10,000 and 100,000 report records (``report_speed.synthetic_records``: 2
 machines, 100 step times each) and 100,000 engine-shaped records (``sweep_overhead.write_store``:
 4 KB each, 100 step times). They are written once into ``--data`` and kept.
 
+Both sides' modules are compiled first (``compileall``), as an installed package's are: where
+``PYTHONDONTWRITEBYTECODE`` is set (this development machine sets it), each process would
+otherwise compile every cnnbench module it imports from source (``startup.py --from-source``).
+
 This is a benchmark, not a test: it prints figures and asserts nothing.
 """
 
@@ -170,6 +174,8 @@ def main() -> int:
     only = set(args.only.split(","))
     stores = make_stores(args.data, only)
     sides = {"old": old_tree(args.old) / "src", "new": ROOT / "src"}
+    for src in sides.values():  # as installed: cnnbench's modules compiled once, not in every process
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(src)], check=True)
     copies = {side: side_copy(stores, args.data / f"side-{side}") for side in sides}
     outs = {side: args.data / f"out-{side}" for side in sides}
     for side in sides:  # warm both sides' caches (and the page cache) once, untimed

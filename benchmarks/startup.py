@@ -8,12 +8,18 @@ children); a bare ``python -c pass`` gives the interpreter's own floor. The read
 run against a store imported from the tf_cnn_benchmarks fixtures (120 records). Prints a
 markdown table of medians and ranges. CPU time varies much less than wall time on a shared
 machine, so it is the figure to compare.
+
+cnnbench's modules are compiled first (``compileall``), as an installed package's are: where
+``PYTHONDONTWRITEBYTECODE`` is set (this development machine sets it), an editable checkout
+would otherwise compile every module it imports from source in every process.
+``--from-source`` leaves them uncompiled (and removes compiled ones), to time that case.
 """
 
 from __future__ import annotations
 
 import argparse
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -48,10 +54,22 @@ def timed(argv: list[str]) -> tuple[float, float]:
     return wall, cpu
 
 
+def compiled(src: Path, keep: bool) -> None:
+    """Compile the modules under ``src`` as an install does (``keep``), or remove what is compiled."""
+    if keep:
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(src)], check=True)
+    else:
+        for cache in src.rglob("__pycache__"):
+            shutil.rmtree(cache)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--from-source", action="store_true",
+                        help="Time cnnbench's modules compiled from source in every process (no __pycache__).")
     args = parser.parse_args()
+    compiled(ROOT / "src", not args.from_source)
     with tempfile.TemporaryDirectory() as tmp:
         store, out = Path(tmp) / "store", Path(tmp) / "report"
         subprocess.run([sys.executable, "-m", "cnnbench", "import", "tf-cnn-benchmarks", str(FIXTURES),
