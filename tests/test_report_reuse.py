@@ -244,3 +244,21 @@ def test_a_manifest_nested_too_deeply_is_no_manifest(store, tmp_path, capsys):
     assert main(["report", str(store), "-o", str(out)]) == 2  # one line, no traceback: its files are not the report's
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "was not written by a report" in err
+
+
+def test_a_manifest_that_cannot_be_written_at_the_end_leaves_the_report_made(store, tmp_path, capsys, monkeypatch):
+    from cnnbench.report import folder
+
+    out = tmp_path / "report"
+    real = folder.write_text
+
+    def full_at_the_key(path, text):
+        if path.name == folder.MANIFEST and '"inputs"' in text:
+            raise OSError(28, "No space left on device")
+        return real(path, text)
+
+    monkeypatch.setattr(folder, "write_text", full_at_the_key)
+    assert report(store, out, capsys)[0].startswith("wrote ")
+    monkeypatch.undo()
+    assert report(store, out, capsys)[0].startswith("wrote ")  # not kept as up to date: made again
+    assert report(store, out, capsys)[0].startswith("up to date")

@@ -123,14 +123,17 @@ def remember(out: Path, key: str, said: Said, outputs: Mapping[str, str]) -> boo
     """Mark the report just written in ``out`` (whose files have the digests ``outputs``) as
     the report of ``key``, keeping what was said of it. Nothing happens, and False is returned,
     when the folder's manifest lists other files or digests (another report was written there
-    meanwhile) or none."""
+    meanwhile) or none, or when it cannot be written (the report stands; the next one is made again)."""
     manifest = read_manifest(out)
     written = listed_files(manifest)
     if not outputs or manifest.get("outputs") != dict(outputs) or set(outputs) != written:
         return False
-    write_manifest(out, written, outputs=dict(outputs), inputs=key,
-                   said={"tables": said.tables, "plots": said.plots, "results": said.results,
-                         "more": list(said.more), "warnings": list(said.warnings)})
+    try:
+        write_manifest(out, written, outputs=dict(outputs), inputs=key,
+                       said={"tables": said.tables, "plots": said.plots, "results": said.results,
+                             "more": list(said.more), "warnings": list(said.warnings)})
+    except OSError:
+        return False
     return True
 
 
