@@ -126,6 +126,29 @@ def test_records_from_the_cache_are_independent_objects(store, first):
     assert again[0]["config"]["model"] == "resnet0" and len(again[0]["metrics"]["step_times_s"]) == 4
 
 
+@pytest.mark.parametrize("first", [True, False], ids=["cold", "warm"])
+def test_a_lazy_read_shares_equal_sections_among_its_records_only(store, first):
+    """A lazy read is for reading: records with equal ``config`` share one dict (no copy per
+    record); a section seen once, one with nested values, and the next read's are their own."""
+    with store.open("a") as f:
+        f.write(json.dumps(rec(6)) + "\n")  # the config and environment of rec(0)
+    if not first:
+        read_records(store.parent)
+    records, _ = read_records(store.parent, step_times="lazy")
+    r0, r6 = records[0], records[-1]
+    assert r0["config"] == r6["config"] and r0["config"] is r6["config"]
+    assert r0["environment"] is r6["environment"] and r0["metrics"] is not r6["metrics"]
+    assert r0["config"] is not records[1]["config"]  # another config
+    nested = next(r for r in records if r["config"].get("gpu_indices"))
+    assert all(nested["config"] is not r["config"] for r in records if r is not nested)
+    again, _ = read_records(store.parent, step_times="lazy")
+    assert again[0]["config"] == r0["config"] and again[0]["config"] is not r0["config"]
+    for mode in (True, False):
+        plain, _ = read_records(store.parent, step_times=mode)
+        assert plain[0]["config"] == plain[-1]["config"] and plain[0]["config"] is not plain[-1]["config"]
+        assert plain[0]["environment"] is not plain[-1]["environment"]
+
+
 def test_a_read_mode_other_than_true_false_or_lazy_is_refused(store):
     with pytest.raises(ValueError, match="step_times"):
         read_records(store.parent, step_times="Lazy")  # type: ignore[arg-type]

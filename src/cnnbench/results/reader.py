@@ -1,6 +1,7 @@
 """Reading the results store: every ``*.jsonl`` file of a folder, each line checked
 (:mod:`cnnbench.results.lines`); a big file through its parsed-record cache
-(:mod:`cnnbench.results.cache`); later reads take only the lines appended since
+(:mod:`cnnbench.results.cache`), its many new lines parsed in parts at once
+(:mod:`cnnbench.results.parallel_parse`); later reads take only the lines appended since
 (:class:`StoreReader`). See :mod:`cnnbench.results.store` for the store as a whole."""
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any, BinaryIO
 
 import orjson
 
-from cnnbench.results import cache, files
+from cnnbench.results import cache, files, parallel_parse
 from cnnbench.results import lines as store_lines
 from cnnbench.results.cache import StepTimesMode
 from cnnbench.results.gc_pause import collector_paused
@@ -64,7 +65,8 @@ def read_records(
     parsed: several times faster). With ``step_times="lazy"`` the step times of records a
     cache holds are read-only :class:`~cnnbench.results.step_summary.StepTimes` views that
     carry their summaries (no float made per step: for readers that only analyse them, as
-    the report does); other records keep their lists.
+    the report does), and records with equal ``config`` (or ``environment``) sections share
+    one dict; other records keep their lists, and their own objects.
     """
     reader = StoreReader(paths, step_times=step_times)
     return reader.read()
@@ -176,7 +178,7 @@ def _read_through_cache(path: Path, f: BinaryIO, st: os.stat_result, records: li
     f.seek(cached.end)
     data = f.read()
     whole = data.rfind(b"\n") + 1  # what follows the last newline is partial (being written, or cut)
-    if _add_new_lines(cached, data, whole) or rewrite:
+    if parallel_parse.add_lines(cached, data, whole, _add_new_lines) or rewrite:
         cache.write(path, f, st, cached)
     out = cached.take_records(step_times=step_times)
     parse = _parser(step_times)
@@ -192,13 +194,13 @@ def _read_through_cache(path: Path, f: BinaryIO, st: os.stat_result, records: li
     return cached.end + len(partial), cached.next_line
 
 
-def _add_new_lines(cached: cache.CachedRecords, data: bytes, whole: int) -> int:
-    """Parse the whole lines of ``data`` (those before byte ``whole``) into the cache; returns
-    how many there were.
+def _add_new_lines(cached: cache.CachedRecords, data: bytes, whole: int, begin: int = 0) -> int:
+    """Parse the whole lines of ``data[begin:whole]`` into the cache; returns how many there
+    were (:data:`~cnnbench.results.parallel_parse.PartParser`).
 
     One line at a time, not split all at once: each line's bytes are freed once it is parsed,
     so a cold read of a big file does not first copy all of it into a list of lines."""
-    find, start, index = data.find, 0, 0
+    find, start, index = data.find, begin, 0
     while start < whole:
         end = find(b"\n", start, whole)
         raw = data[start:end]
@@ -214,8 +216,8 @@ def _add_new_lines(cached: cache.CachedRecords, data: bytes, whole: int) -> int:
         else:
             cached.add(rec)
     if cached.digest is not None:
-        cached.digest.update(memoryview(data)[:whole])
-    cached.end += whole
+        cached.digest.update(memoryview(data)[begin:whole])
+    cached.end += whole - begin
     cached.next_line += index
     return index
 

@@ -1,0 +1,203 @@
+"""A big file's new lines parsed in several processes at once: the cold read of a big store.
+
+A first read of a results file (or the first after an upgrade of cnnbench, whose cache is
+then another's) parses every line: orjson, the migrations, the record contract, the cache's
+columns. That is about 50 µs a line in Python, 5 s for 100,000 engine records on one core.
+Where there are many new lines (at least two parts of :data:`PART_BYTES`) and the process may
+use more than one CPU, they are split at line ends into up to one part per CPU
+(:data:`MAX_PARTS` at most). This process parses the first part; forked copies of it parse
+the others each into the cache's form (:class:`~cnnbench.results.cache.CachedRecords`) and
+send it back through a pipe in the cache's own formats (JSON and raw float64s, checked as a
+cache file is). The parts are joined in file order, so the records, problems and cache are
+those of one process's parse.
+
+Forked, not spawned: a child sees the bytes this process read (nothing read twice, nothing
+the file gained meanwhile) and starts in milliseconds. So only on Linux, and only in a
+process without other Python threads (a fork copies one thread; another's locks could stay
+held in the child). A child is killed with its parent (:func:`~cnnbench.lifetime.
+die_with_parent`) and killed if this process stops waiting for it. A part whose child could
+not start, failed, died or sent something that does not fit is parsed here instead, as it
+would have been without this module. No torch here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import struct
+import sys
+import threading
+from array import array
+from collections.abc import Callable
+from typing import NoReturn
+
+from cnnbench.lifetime import die_with_parent
+from cnnbench.results import cache, cache_shape
+
+PART_BYTES = 16 << 20
+"""Smallest part worth a process of its own (about 4,000 engine records)."""
+MAX_PARTS = 8
+
+PartParser = Callable[[cache.CachedRecords, bytes, int, int], int]
+"""``parse(cached, data, end, begin)``: add the whole lines of ``data[begin:end]`` to ``cached``
+(and to its digest, when it has one); returns how many lines there were."""
+
+_SIZES = struct.Struct("<QQQ")
+log = logging.getLogger("cnnbench.results.store")
+
+
+def usable_cpus() -> int:
+    """How many CPUs this process may run on (its affinity: a Slurm job's, a ``taskset``'s)."""
+    from cnnbench.machine.host import usable_cpus as cpus
+
+    return len(cpus())
+
+
+def plan(data: bytes, whole: int) -> list[int]:
+    """Where the parts of ``data[:whole]`` begin, then ``whole``: ``[0, whole]`` for one part."""
+    if whole < 2 * PART_BYTES or not sys.platform.startswith("linux") or threading.active_count() > 1:
+        return [0, whole]
+    parts = min(usable_cpus(), MAX_PARTS, whole // PART_BYTES)
+    if parts < 2:
+        return [0, whole]
+    bounds = [0]
+    for k in range(1, parts):
+        cut = data.find(b"\n", max(whole * k // parts, bounds[-1]), whole)
+        if cut < 0 or cut + 1 >= whole:
+            break
+        bounds.append(cut + 1)
+    return [*bounds, whole]
+
+
+def add_lines(cached: cache.CachedRecords, data: bytes, whole: int, parse: PartParser) -> int:
+    """Add the whole lines of ``data[:whole]`` to ``cached``, in parts at once where it pays;
+    returns how many lines there were."""
+    bounds = plan(data, whole)
+    if len(bounds) < 3 or cached.steps is None or cached.summaries is None:
+        return parse(cached, data, whole, 0)
+    children: list[tuple[int, int] | None] = []  # None: not started, or received (reaped)
+    try:
+        for begin, end in zip(bounds[1:-1], bounds[2:], strict=True):
+            children.append(_start(parse, data, begin, end, [c[1] for c in children if c]))
+        lines = parse(cached, data, bounds[1], 0)
+        for k, (begin, end) in enumerate(zip(bounds[1:-1], bounds[2:], strict=True)):
+            child = children[k]
+            part = _receive(child) if child else None
+            children[k] = None
+            if part is None:
+                log.debug("lines %d..%d parsed by the reader: their process failed", begin, end)
+            lines += _join(cached, part, data, begin, end) if part else parse(cached, data, end, begin)
+        return lines
+    finally:
+        _stop(children)
+
+
+def _start(parse: PartParser, data: bytes, begin: int, end: int, others: list[int]) -> tuple[int, int] | None:
+    """A child parsing ``data[begin:end]`` (pid, the pipe's end to read), or None."""
+    try:
+        r, w = os.pipe()
+    except OSError:
+        return None
+    parent = os.getpid()
+    try:
+        pid = os.fork()
+    except OSError:  # no memory, no process left: parsed here instead
+        os.close(r)
+        os.close(w)
+        return None
+    if pid == 0:
+        _child(parse, data, begin, end, w, [r, *others], parent)
+    os.close(w)
+    return pid, r
+
+
+def _child(parse: PartParser, data: bytes, begin: int, end: int, w: int, close: list[int], parent: int) -> NoReturn:
+    code = 1
+    try:
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # not the parent's handlers: just end
+            signal.signal(sig, signal.SIG_DFL)
+        for fd in close:
+            os.close(fd)
+        die_with_parent(parent)
+        part = cache.CachedRecords(digest=None)
+        parse(part, data, end, begin)
+        part.complete_summaries()
+        body = part._rows_payload()
+        assert part.steps is not None and part.summaries is not None
+        with open(w, "wb") as out:
+            out.write(_SIZES.pack(len(body), len(part.steps) * 8, len(part.summaries) * 8))
+            out.write(body)
+            out.write(part.steps.tobytes())
+            out.write(part.summaries.tobytes())
+        code = 0
+    finally:
+        os._exit(code)  # nothing of the parent's (buffers, exit handlers) runs here
+
+
+def _receive(child: tuple[int, int]) -> cache.CachedRecords | None:
+    """What a child sent, checked, once it has ended well; None when it did not. Reaps it."""
+    pid, r = child
+    with open(r, "rb", closefd=False) as f:
+        payload = f.read()
+    _, status = os.waitpid(pid, 0)
+    os.close(r)
+    return _part(payload) if os.waitstatus_to_exitcode(status) == 0 else None
+
+
+def _part(payload: bytes) -> cache.CachedRecords | None:
+    """The part a child sent, when it fits together (as a cache file must)."""
+    if len(payload) < _SIZES.size:
+        return None
+    rows_size, steps_size, summaries_size = _SIZES.unpack_from(payload)
+    if _SIZES.size + rows_size + steps_size + summaries_size != len(payload) or steps_size % 8 or summaries_size % 8:
+        return None
+    try:
+        part = cache.CachedRecords._from_payload(payload[_SIZES.size:_SIZES.size + rows_size])
+        part.steps, part.summaries = array("d"), array("d")
+        at = _SIZES.size + rows_size
+        part.steps.frombytes(payload[at:at + steps_size])
+        part.summaries.frombytes(payload[at + steps_size:])
+        cache_shape.check_columns(part)
+    except Exception:  # does not fit: parsed here instead
+        return None
+    return part
+
+
+def _join(cached: cache.CachedRecords, part: cache.CachedRecords, data: bytes, begin: int, end: int) -> int:
+    """Add ``part``, the lines ``data[begin:end]`` right after those of ``cached``, parsed
+    apart; returns how many lines it had."""
+    assert cached.steps is not None and cached.summaries is not None and part.steps is not None
+    cached.complete_summaries()
+    rows, first_line = len(cached.rows), cached.next_line
+    shared = [cached._share(section) for section in part.sections]
+    for name, refs, theirs in zip(("config", "environment"), cached.refs, part.refs, strict=True):
+        for row, ref in zip(part.rows, theirs, strict=True):
+            index = shared[ref] if ref >= 0 else -1
+            if ref >= 0 and index < 0:  # not shared here: kept in its row, its own object
+                row[name] = dict(part.sections[ref])
+            refs.append(index)
+    cached.rows.extend(part.rows)
+    cached.step_counts.extend(part.step_counts)
+    cached.steps.extend(part.steps)
+    cached.summaries.extend(part.summaries or ())
+    cached.problems.extend(cache.ProblemLine(p.position + rows, p.line + first_line - 1, p.raw) for p in part.problems)
+    if cached.digest is not None:
+        cached.digest.update(memoryview(data)[begin:end])
+    cached.end += part.end
+    cached.next_line += part.next_line - 1
+    return part.next_line - 1
+
+
+def _stop(children: list[tuple[int, int] | None]) -> None:
+    """Kill and reap the children not received (this process stopped waiting: an error, ^C)."""
+    for child in children:
+        if child is not None:
+            pid, r = child
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+            with contextlib.suppress(OSError):
+                os.close(r)

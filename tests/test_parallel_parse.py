@@ -1,0 +1,144 @@
+"""A big file's new lines parsed in forked processes at once (a cold read of a big store): the
+same records, problems and cache, byte for byte, as one process's parse; a part whose child
+fails or sends nothing usable is parsed by the reader itself; no child is left behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+
+import psutil
+import pytest
+
+from cnnbench.results import cache, parallel_parse
+from cnnbench.results.store import read_records
+from tests.test_store_cache import odd_lines, rec, same
+
+
+@pytest.fixture
+def big(tmp_path, monkeypatch):
+    """A store of many lines of every kind (records, problems, notices, shared and unshared
+    sections), read through its cache, that splits into 4 parts (one parsed here, 3 forked)."""
+    monkeypatch.setattr(cache, "MIN_BYTES", 0)
+    monkeypatch.setattr(parallel_parse, "PART_BYTES", 4096)
+    monkeypatch.setattr(parallel_parse, "usable_cpus", lambda: 4)
+    lines = [json.dumps(rec(i)) for i in range(60)] + odd_lines() * 4 + [json.dumps(rec(i)) for i in range(60, 90)]
+    folder = tmp_path / "results"
+    folder.mkdir()
+    path = folder / "box.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    assert len(parallel_parse.plan(path.read_bytes(), path.stat().st_size)) == 5
+    return path
+
+
+@pytest.fixture
+def forks(monkeypatch):
+    """The children the reader forked (their pids), counted in this process."""
+    started: list[int] = []
+    real = os.fork
+
+    def fork() -> int:
+        pid = real()
+        if pid:
+            started.append(pid)
+        return pid
+
+    monkeypatch.setattr(parallel_parse.os, "fork", fork)
+    return started
+
+
+def one_process_read(path, monkeypatch, **kw):
+    with monkeypatch.context() as m:
+        m.setattr(parallel_parse, "MAX_PARTS", 1)
+        return read_records(path.parent, **kw)
+
+
+def no_children_left() -> bool:
+    return not psutil.Process().children(recursive=True)
+
+
+@pytest.mark.parametrize("step_times", [True, False, "lazy"])
+def test_parts_parsed_at_once_give_what_one_process_gives(big, monkeypatch, forks, step_times):
+    expected = one_process_read(big, monkeypatch, step_times=step_times)
+    assert not forks and expected[1]
+    written_alone = cache.cache_path(big).read_bytes()
+    cache.cache_path(big).unlink()
+    got = read_records(big.parent, step_times=step_times)
+    assert len(forks) == 3 and no_children_left()
+    assert same(got, expected)
+    assert cache.cache_path(big).read_bytes() == written_alone
+    again = read_records(big.parent, step_times=step_times)  # from the cache the parts made
+    assert len(forks) == 3 and same(again, expected)
+
+
+def test_lines_appended_to_a_cached_file_are_parsed_in_parts_and_joined(big, tmp_path, monkeypatch, forks):
+    """Parts joined after records already cached: sections shared with theirs, positions and
+    line numbers after theirs."""
+    head = big.read_text().splitlines(keepends=True)
+    big.write_text("".join(head[:20]))
+    read_records(big.parent)
+    assert not forks  # too few lines for parts
+    big.write_text("".join(head))
+    got = read_records(big.parent, step_times=True)
+    assert len(forks) == 3
+    assert same(got, one_process_read(big, monkeypatch, step_times=True))
+    assert same(read_records(big.parent, step_times=True), got)
+
+
+@pytest.mark.parametrize("failure", ["child dies", "does not fit"])
+def test_a_part_whose_child_fails_is_parsed_here(big, monkeypatch, forks, failure):
+    if failure == "child dies":
+        monkeypatch.setattr(parallel_parse, "_child", lambda *args: os._exit(3))
+    else:
+        real = parallel_parse._part
+        calls: list[int] = []
+        monkeypatch.setattr(parallel_parse, "_part",
+                            lambda payload: None if not calls and not calls.append(1) else real(payload))
+    expected = one_process_read(big, monkeypatch, step_times=True)
+    cache.cache_path(big).unlink()
+    got = read_records(big.parent, step_times=True)
+    assert len(forks) == 3 and no_children_left()
+    assert same(got, expected)
+
+
+def test_children_are_stopped_when_the_reader_stops_waiting(big, monkeypatch, forks):
+    """^C while the children still parse: each is killed and reaped, none parses on alone."""
+    monkeypatch.setattr(parallel_parse, "_child", lambda *args: (time.sleep(600), os._exit(0)))
+
+    def interrupted(child):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(parallel_parse, "_receive", interrupted)
+    rescued: list[int] = []
+
+    def rescue(signum, frame):  # had the reader waited for them instead: freed after 2 minutes
+        for pid in forks:
+            os.kill(pid, signal.SIGKILL)
+            rescued.append(pid)
+
+    previous = signal.signal(signal.SIGALRM, rescue)
+    signal.alarm(120)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            read_records(big.parent)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    assert len(forks) == 3 and not rescued and no_children_left()
+    assert not cache.cache_path(big).exists()
+
+
+def test_no_fork_beside_another_thread(big, monkeypatch, forks):
+    """A fork copies only the calling thread: with others alive, one process parses."""
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        records, _ = read_records(big.parent)
+    finally:
+        stop.set()
+        other.join()
+    assert not forks and len(records) == len(one_process_read(big, monkeypatch)[0])
