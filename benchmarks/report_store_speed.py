@@ -147,6 +147,7 @@ def cases(s: dict[str, Path], out: Path, only: set[str], rebuild: list[str] | No
             ("read 100k engine records, warm", [py, "-c", READ, str(e100), "1"], None),
             ("read 100k, warm, step_times=False", [py, "-c", READ, str(e100), "0"], None),
             ("read 100k, warm, as the report reads", [py, "-c", READ, str(e100), "lazy"], None),
+            ("read 100k, cold, as the report reads", [py, "-c", READ, str(e100), "lazy"], lambda: drop_cache(e100)),
         ]
     if "export" in only:
         export = [*cnnbench, "results", "export", str(e100), "--format", "csv", "--no-step-times", "-o",

@@ -86,3 +86,26 @@ def test_a_record_flattened_by_its_shape_equals_the_walk_of_it():
             assert got == walked(rec, sep) and list(got) == list(walked(rec, sep))
     assert flatten._flatten_planned(records[0], ".") is not None
     assert flatten._flatten_planned(records[3], ".") is None and flatten._flatten_planned(records[4], ".") is None
+
+
+def test_records_sharing_sections_flatten_as_each_alone():
+    """Sections records share (a lazy or ``shared`` read's) are taken apart once; every row is
+    still the one its record gives alone, whatever the sharing, the order or a nested section."""
+    from cnnbench.results.flatten import flatten_records
+
+    config = {"model": "m", "batch_size": 8}
+    env = {"machine": "box", "cores": 2}
+    nested = {"model": "n", "flags": {"a": 1}}
+    records = []
+    for i in range(12):
+        records.append({"status": "ok", "config": config if i % 3 else dict(config, batch_size=i),
+                        "environment": env, "metrics": {"x": float(i), "steps": [0.1] * (i % 2)}})
+    records[5] = {"config": nested, "status": "error", "environment": env}
+    records[7] = {"environment": env, "status": "ok", "config": config}  # another order of keys
+    records.append(records[1])  # the same record twice
+    rows = flatten_records(records)
+    for sep in (".", "/"):
+        again = flatten_records(records, sep)
+        for rec, row in zip(records, again, strict=True):
+            assert row == flatten_record(rec, sep) and list(row) == list(flatten_record(rec, sep))
+    assert rows == [flatten_record(r) for r in records]

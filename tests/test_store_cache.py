@@ -127,7 +127,7 @@ def test_records_from_the_cache_are_independent_objects(store, first):
 
 
 @pytest.mark.parametrize("first", [True, False], ids=["cold", "warm"])
-def test_a_lazy_read_shares_equal_sections_among_its_records_only(store, first):
+def test_a_lazy_or_shared_read_shares_equal_sections_among_its_records_only(store, first):
     """A lazy read is for reading: records with equal ``config`` share one dict (no copy per
     record); a section seen once, one with nested values, and the next read's are their own."""
     with store.open("a") as f:
@@ -147,6 +147,9 @@ def test_a_lazy_read_shares_equal_sections_among_its_records_only(store, first):
         plain, _ = read_records(store.parent, step_times=mode)
         assert plain[0]["config"] == plain[-1]["config"] and plain[0]["config"] is not plain[-1]["config"]
         assert plain[0]["environment"] is not plain[-1]["environment"]
+        shared, _ = read_records(store.parent, step_times=mode, shared=True)  # asked for: an export's read
+        assert shared[0]["config"] is shared[-1]["config"] and shared[0]["environment"] is shared[-1]["environment"]
+        assert same((shared, []), (plain, []))
 
 
 def test_a_read_mode_other_than_true_false_or_lazy_is_refused(store):

@@ -130,7 +130,7 @@ def measure_data(config: DataBenchConfig, *, emit: Callable[[str], None] | None 
 # --- read -----------------------------------------------------------------------------------
 def read_records(paths: PathLike | Sequence[PathLike], *, where: str | Sequence[str] = (),
                  step_times: StepTimesMode = True, on_problem: Callable[[str], None] | None = None,
-                 ) -> tuple[list[Mapping[str, Any]], list[str]]:
+                 shared: bool = False) -> tuple[list[Mapping[str, Any]], list[str]]:
     """The records of results folders or ``.jsonl`` files that meet every ``where`` condition
     (``"model=resnet*"``, ``"precision!=fp32"``: ``cnnbench results --where``), and the lines
     that could not be used (``file:line: why``; a
@@ -144,7 +144,8 @@ def read_records(paths: PathLike | Sequence[PathLike], *, where: str | Sequence[
     their summaries and make no float per step until asked (``"lazy"``: what the report reads;
     ``list(view)`` gives the list). A lazy read's records are for reading: those with equal
     ``config`` (or ``environment``) share one dict; with ``True`` or ``False`` each record has
-    its own objects, to change.
+    its own objects, to change, unless ``shared=True`` (faster and smaller on a big store, for
+    a reader that changes no record).
 
     >>> records, problems = read_records("results/", where="model=resnet50")
     """
@@ -152,7 +153,7 @@ def read_records(paths: PathLike | Sequence[PathLike], *, where: str | Sequence[
     from cnnbench.results.query import parse_where, select
     from cnnbench.results.store import read_records as read_store
 
-    records, problems = read_store(_paths(paths), step_times=step_times)
+    records, problems = read_store(_paths(paths), step_times=step_times, shared=shared)
     if on_problem is not None:
         for problem in problems:
             on_problem(problem)

@@ -76,7 +76,8 @@ def _add_where(p: argparse.ArgumentParser) -> None:
 
 
 def _load(paths: Sequence[str], where: Sequence[str], step_times: bool) -> tuple[list[Mapping[str, Any]], int]:
-    """The matching records (:func:`cnnbench.api.read_records`), and how many lines were skipped."""
+    """The matching records (:func:`cnnbench.api.read_records`; equal sections shared: these
+    commands change no record), and how many lines were skipped."""
     from cnnbench.api import read_records
     from cnnbench.results.store import problem_text
 
@@ -84,7 +85,7 @@ def _load(paths: Sequence[str], where: Sequence[str], step_times: bool) -> tuple
         print(f"warning: {problem_text(problem)}", file=sys.stderr)
 
     try:
-        records, problems = read_records(list(paths), where=where, step_times=step_times, on_problem=warn)
+        records, problems = read_records(list(paths), where=where, step_times=step_times, on_problem=warn, shared=True)
     except FileNotFoundError as exc:
         raise UserError(str(exc)) from None
     except ValueError as exc:  # a malformed --where, or a FieldError naming the nearest fields

@@ -203,22 +203,22 @@ class CachedRecords:
     def add_problem(self, line: int, raw: bytes) -> None:
         self.problems.append(ProblemLine(len(self.rows), line, bytes(raw)))
 
-    def take_records(self, *, step_times: StepTimesMode) -> list[dict[str, Any]]:
+    def take_records(self, *, step_times: StepTimesMode, shared: bool = False) -> list[dict[str, Any]]:
         """Every record, made whole; ``metrics.step_times_s`` as lists (``True``), as
         :class:`~cnnbench.results.step_summary.StepTimes` views of :attr:`steps` (``"lazy"``)
         or left out (``False``). Consumes them: call after :func:`write`.
 
-        With lists or without step times, each record has its own objects (callers may change
-        them). A lazy read is for reading: the records whose ``config`` (or ``environment``)
-        is stored once here share that one dict, as their step times share the column (a
-        copy per record was a fifth of a warm read of 100,000 runs, and 170 MB)."""
+        Each record has its own objects (callers may change them), but with ``shared`` (a
+        lazy read is for reading, as are an export's): then the records whose ``config`` (or
+        ``environment``) is stored once here share that one dict, as their lazy step times
+        share the column (a copy per record was a fifth of a warm read of 100,000 runs, and
+        170 MB)."""
         rows, sections = self.rows, self.sections
-        share = step_times == "lazy"
         for row, config, environment in zip(rows, *self.refs, strict=True):
             if config >= 0:
-                row["config"] = sections[config] if share else sections[config].copy()
+                row["config"] = sections[config] if shared else sections[config].copy()
             if environment >= 0:
-                row["environment"] = sections[environment] if share else sections[environment].copy()
+                row["environment"] = sections[environment] if shared else sections[environment].copy()
         if not step_times:
             for row in rows:
                 metrics = row.get("metrics")

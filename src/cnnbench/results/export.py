@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, TextIO
 
 from cnnbench.results import files
-from cnnbench.results.flatten import flatten_record, ordered_columns
+from cnnbench.results.flatten import flatten_records, ordered_columns
 from cnnbench.results.gc_pause import collector_paused
 from cnnbench.words import natural_key
 
@@ -36,7 +36,7 @@ class FlatTable:
 
 def flat_table(records: Sequence[Mapping[str, Any]]) -> FlatTable:
     with collector_paused():  # a dict per record, kept to the end: nothing for the collector to find
-        rows = [flatten_record(r) for r in records]
+        rows = flatten_records(records)
     return FlatTable(rows, ordered_columns(rows))
 
 

@@ -54,20 +54,38 @@ _NAMES: dict[tuple[Any, ...], tuple[str, ...]] = {}
 share a handful of shapes, so their names are not joined once per record."""
 
 
-def _flatten_planned(record: dict[str, Any], sep: str) -> dict[str, Any] | None:
+def flatten_records(records: Iterable[Mapping[str, Any]], sep: str = SEP) -> list[dict[str, Any]]:
+    """:func:`flatten_record` of each record; a ``config`` or ``environment`` dict that records
+    share (a lazy read's: :func:`~cnnbench.results.reader.read_records`) is taken apart once."""
+    seen: dict[int, tuple[tuple[str, ...], tuple[Any, ...]]] = {}  # the records keep their ids alive
+    out = []
+    for record in records:
+        planned = _flatten_planned(record, sep, seen) if type(record) is dict else None
+        out.append(planned if planned is not None else flatten_record(record, sep))
+    return out
+
+
+_SHARED = frozenset({"config", "environment"})
+"""The sections a lazy read shares among records."""
+
+
+def _flatten_planned(record: dict[str, Any], sep: str,
+                     seen: dict[int, tuple[tuple[str, ...], tuple[Any, ...]]] | None = None) -> dict[str, Any] | None:
     """:func:`flatten_record` of a record whose sections are dicts of leaves (every record
-    cnnbench writes), made at once from its shape's names; ``None`` for any other record."""
+    cnnbench writes), made at once from its shape's names; ``None`` for any other record.
+    ``seen``: the keys and values of the shared sections met so far, by ``id``."""
     if not _TEXT.issuperset(map(type, record)):
         return None  # keys other than text (not from JSON): the walk names them
     shape: list[tuple[Any, ...] | None] = []
     values: list[Any] = []
-    for item in record.values():
+    for top, item in record.items():
         kind = type(item)
         if kind is dict:
-            if not (_LEAVES.issuperset(map(type, item.values())) and _TEXT.issuperset(map(type, item))):
+            known = _taken_apart(item, seen if seen is not None and top in _SHARED else None)
+            if known is None:
                 return None
-            shape.append(tuple(item))
-            values.extend(item.values())
+            shape.append(known[0])
+            values.extend(known[1])
         elif kind in _LEAVES:
             shape.append(None)
             values.append(item)
@@ -81,6 +99,23 @@ def _flatten_planned(record: dict[str, Any], sep: str) -> dict[str, Any] | None:
             joined.extend([top] if subs is None else [f"{top}{sep}{sub}" for sub in subs])
         names = _remember(key, tuple(joined))
     return dict(zip(names, values, strict=True))
+
+
+def _taken_apart(section: dict[str, Any], seen: dict[int, Any] | None) -> tuple[tuple[str, ...], Any] | None:
+    """The keys and values of a dict of leaves under text keys (None for another dict). With
+    ``seen``, kept from the second time the same dict is met (a section a read shares), so
+    that one not shared costs a note of its ``id`` only."""
+    known = seen.get(id(section), False) if seen is not None else False
+    if known:
+        return known  # type: ignore[no-any-return]
+    if not (_LEAVES.issuperset(map(type, section.values())) and _TEXT.issuperset(map(type, section))):
+        return None
+    if seen is None or known is False:
+        if seen is not None:
+            seen[id(section)] = None  # met once
+        return tuple(section), section.values()
+    parts = seen[id(section)] = (tuple(section), tuple(section.values()))
+    return parts
 
 
 def _remember(key: tuple[Any, ...], names: tuple[str, ...]) -> tuple[str, ...]:

@@ -54,6 +54,7 @@ def read_records(
     paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[str],
     *,
     step_times: StepTimesMode = True,
+    shared: bool = False,
 ) -> tuple[list[dict[str, Any]], list[StoreProblem]]:
     """All records under ``paths``, upgraded to the current schema, plus one problem per
     line that could not be used (truncated, malformed, not UTF-8, nested too deeply, not an
@@ -66,9 +67,10 @@ def read_records(
     cache holds are read-only :class:`~cnnbench.results.step_summary.StepTimes` views that
     carry their summaries (no float made per step: for readers that only analyse them, as
     the report does), and records with equal ``config`` (or ``environment``) sections share
-    one dict; other records keep their lists, and their own objects.
+    one dict; other records keep their lists, and their own objects. ``shared=True`` shares
+    such sections in every mode (for readers that change no record: an export).
     """
-    reader = StoreReader(paths, step_times=step_times)
+    reader = StoreReader(paths, step_times=step_times, shared=shared)
     return reader.read()
 
 
@@ -82,11 +84,12 @@ class StoreReader:
     """
 
     def __init__(self, paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[str], *,
-                 step_times: StepTimesMode = True) -> None:
+                 step_times: StepTimesMode = True, shared: bool = False) -> None:
         if step_times not in (True, False, "lazy"):
             raise ValueError(f"step_times: True, False or 'lazy', not {step_times!r}")
         self.paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
         self.step_times = step_times
+        self.shared = shared or step_times == "lazy"
         self._positions: dict[Path, tuple[int, int]] = {}
         """Per file: the byte offset read up to and the number of the next line."""
         self._first = True
@@ -100,7 +103,8 @@ class StoreReader:
             for path in files:
                 start, line = self._positions.get(path, (0, 1))
                 self._positions[path] = _read_file(path, records, problems, step_times=self.step_times,
-                                                   start=start, first_line=line, partial_is_problem=self._first)
+                                                   shared=self.shared, start=start, first_line=line,
+                                                   partial_is_problem=self._first)
         self._first = False
         for p in problems:
             log.debug("skipped %s", p)
@@ -119,7 +123,7 @@ def _parser(step_times: StepTimesMode) -> Any:
 
 
 def _read_file(path: Path, records: list[dict[str, Any]], problems: list[StoreProblem], *,
-               step_times: StepTimesMode, start: int = 0, first_line: int = 1,
+               step_times: StepTimesMode, shared: bool = False, start: int = 0, first_line: int = 1,
                partial_is_problem: bool = True) -> tuple[int, int]:
     """Read ``path`` from byte ``start`` (line ``first_line``); returns where to go on from.
 
@@ -129,7 +133,7 @@ def _read_file(path: Path, records: list[dict[str, Any]], problems: list[StorePr
         with files.open_regular(path) as f:  # a FIFO or a device is refused, never waited on
             st = os.fstat(f.fileno())
             if start == 0 and partial_is_problem and cache.worth_it(path, st.st_size):
-                return _read_through_cache(path, f, st, records, problems, step_times=step_times)
+                return _read_through_cache(path, f, st, records, problems, step_times=step_times, shared=shared)
             f.seek(start)
             data = f.read()
     except IsADirectoryError:
@@ -165,7 +169,8 @@ def _read_file(path: Path, records: list[dict[str, Any]], problems: list[StorePr
 
 
 def _read_through_cache(path: Path, f: BinaryIO, st: os.stat_result, records: list[dict[str, Any]],
-                        problems: list[StoreProblem], *, step_times: StepTimesMode) -> tuple[int, int]:
+                        problems: list[StoreProblem], *, step_times: StepTimesMode,
+                        shared: bool = False) -> tuple[int, int]:
     """Read a whole file: the lines its cache covers from the cache, the others parsed (and
     added to the cache, which is then rewritten). Same records and problems as a plain read.
 
@@ -180,7 +185,7 @@ def _read_through_cache(path: Path, f: BinaryIO, st: os.stat_result, records: li
     whole = data.rfind(b"\n") + 1  # what follows the last newline is partial (being written, or cut)
     if parallel_parse.add_lines(cached, data, whole, _add_new_lines) or rewrite:
         cache.write(path, f, st, cached)
-    out = cached.take_records(step_times=step_times)
+    out = cached.take_records(step_times=step_times, shared=shared)
     parse = _parser(step_times)
     problems.extend(_problem_lines_again(path, cached, out, parse))
     partial = data[whole:]
