@@ -109,3 +109,16 @@ def test_records_sharing_sections_flatten_as_each_alone():
         for rec, row in zip(records, again, strict=True):
             assert row == flatten_record(rec, sep) and list(row) == list(flatten_record(rec, sep))
     assert rows == [flatten_record(r) for r in records]
+
+
+def test_sections_made_and_dropped_one_after_another_are_never_taken_for_each_other(monkeypatch):
+    """A generator's records are gone once flattened, and a new section may then have a freed
+    one's ``id``: it is still read for itself (here every section has the same ``id``)."""
+    from cnnbench.results import flatten
+
+    monkeypatch.setattr(flatten, "id", lambda obj: 1, raising=False)
+    fresh = ({"config": {"model": f"m{i}", "batch_size": i}} for i in range(20))
+    shared = {"model": "s", "batch_size": 0}
+    again = [{"config": shared}] * 3
+    expected = [{"config.model": f"m{i}", "config.batch_size": i} for i in range(20)]
+    assert flatten.flatten_records([*fresh, *again]) == expected + [{"config.model": "s", "config.batch_size": 0}] * 3

@@ -57,7 +57,7 @@ share a handful of shapes, so their names are not joined once per record."""
 def flatten_records(records: Iterable[Mapping[str, Any]], sep: str = SEP) -> list[dict[str, Any]]:
     """:func:`flatten_record` of each record; a ``config`` or ``environment`` dict that records
     share (a lazy read's: :func:`~cnnbench.results.reader.read_records`) is taken apart once."""
-    seen: dict[int, tuple[tuple[str, ...], tuple[Any, ...]]] = {}  # the records keep their ids alive
+    seen: _Seen = {}
     out = []
     for record in records:
         planned = _flatten_planned(record, sep, seen) if type(record) is dict else None
@@ -70,7 +70,7 @@ _SHARED = frozenset({"config", "environment"})
 
 
 def _flatten_planned(record: dict[str, Any], sep: str,
-                     seen: dict[int, tuple[tuple[str, ...], tuple[Any, ...]]] | None = None) -> dict[str, Any] | None:
+                     seen: _Seen | None = None) -> dict[str, Any] | None:
     """:func:`flatten_record` of a record whose sections are dicts of leaves (every record
     cnnbench writes), made at once from its shape's names; ``None`` for any other record.
     ``seen``: the keys and values of the shared sections met so far, by ``id``."""
@@ -101,20 +101,27 @@ def _flatten_planned(record: dict[str, Any], sep: str,
     return dict(zip(names, values, strict=True))
 
 
-def _taken_apart(section: dict[str, Any], seen: dict[int, Any] | None) -> tuple[tuple[str, ...], Any] | None:
+_Parts = tuple[tuple[str, ...], Iterable[Any]]
+_Seen = dict[int, tuple[dict[str, Any], _Parts | None]]
+"""Sections met, by ``id``, each kept alive with its keys and values once met twice."""
+
+
+def _taken_apart(section: dict[str, Any], seen: _Seen | None) -> _Parts | None:
     """The keys and values of a dict of leaves under text keys (None for another dict). With
     ``seen``, kept from the second time the same dict is met (a section a read shares), so
-    that one not shared costs a note of its ``id`` only."""
-    known = seen.get(id(section), False) if seen is not None else False
-    if known:
-        return known  # type: ignore[no-any-return]
+    that one not shared costs a note of it only."""
+    met = seen.get(id(section)) if seen is not None else None
+    if met is not None and met[0] is section and met[1] is not None:
+        return met[1]
     if not (_LEAVES.issuperset(map(type, section.values())) and _TEXT.issuperset(map(type, section))):
         return None
-    if seen is None or known is False:
-        if seen is not None:
-            seen[id(section)] = None  # met once
+    if seen is None:
         return tuple(section), section.values()
-    parts = seen[id(section)] = (tuple(section), tuple(section.values()))
+    if met is None or met[0] is not section:
+        seen[id(section)] = (section, None)  # met once (and kept: its id is not another's later)
+        return tuple(section), section.values()
+    parts = (tuple(section), tuple(section.values()))
+    seen[id(section)] = (section, parts)
     return parts
 
 
@@ -171,6 +178,6 @@ def records_frame(records: Iterable[Mapping[str, Any]], columns: Sequence[str] |
     """A pandas DataFrame with one row per record and dotted column names."""
     import pandas as pd
 
-    rows = [flatten_record(r) for r in records]
+    rows = flatten_records(records)
     cols = list(columns) if columns is not None else ordered_columns(rows)
     return pd.DataFrame.from_records(rows, columns=cols)
