@@ -24,7 +24,7 @@ def big(tmp_path, monkeypatch):
     sections), read through its cache, that splits into 4 parts (one parsed here, 3 forked)."""
     monkeypatch.setattr(cache, "MIN_BYTES", 0)
     monkeypatch.setattr(parallel_parse, "PART_BYTES", 4096)
-    monkeypatch.setattr(parallel_parse, "usable_cpus", lambda: 4)
+    monkeypatch.setattr(parallel_parse, "free_cpus", lambda: 4)
     lines = [json.dumps(rec(i)) for i in range(60)] + odd_lines() * 4 + [json.dumps(rec(i)) for i in range(60, 90)]
     folder = tmp_path / "results"
     folder.mkdir()
@@ -142,3 +142,14 @@ def test_no_fork_beside_another_thread(big, monkeypatch, forks):
         stop.set()
         other.join()
     assert not forks and len(records) == len(one_process_read(big, monkeypatch)[0])
+
+
+@pytest.mark.parametrize(("load", "free"), [(0.0, 4), (1.4, 4), (3.0, 2), (4.0, 1), (6.0, 1), (16.0, 1)])
+def test_parts_are_as_many_as_free_cpus(monkeypatch, load, free):
+    """On a loaded machine more processes would only share the same CPUs: the load average
+    (over the machine's CPUs, less the reader's own 1) holds them back, as ``make -l`` does;
+    one part when all are busy."""
+    monkeypatch.setattr("cnnbench.machine.host.usable_cpus", lambda: [0, 1, 2, 3])
+    monkeypatch.setattr(parallel_parse.os, "cpu_count", lambda: 4)
+    monkeypatch.setattr(parallel_parse.os, "getloadavg", lambda: (load, 0.0, 0.0))
+    assert parallel_parse.free_cpus() == free

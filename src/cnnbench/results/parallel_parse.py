@@ -3,9 +3,9 @@
 A first read of a results file (or the first after an upgrade of cnnbench, whose cache is
 then another's) parses every line: orjson, the migrations, the record contract, the cache's
 columns. That is about 50 µs a line in Python, 5 s for 100,000 engine records on one core.
-Where there are many new lines (at least two parts of :data:`PART_BYTES`) and the process may
-use more than one CPU, they are split at line ends into up to one part per CPU
-(:data:`MAX_PARTS` at most). This process parses the first part; forked copies of it parse
+Where there are many new lines (at least two parts of :data:`PART_BYTES`) and more than one
+of the CPUs the process may use is free (:func:`free_cpus`), they are split at line ends into
+up to one part per free CPU (:data:`MAX_PARTS` at most). This process parses the first part; forked copies of it parse
 the others each into the cache's form (:class:`~cnnbench.results.cache.CachedRecords`) and
 send it back through a pipe in the cache's own formats (JSON and raw float64s, checked as a
 cache file is). The parts are joined in file order, so the records, problems and cache are
@@ -48,18 +48,27 @@ _SIZES = struct.Struct("<QQQ")
 log = logging.getLogger("cnnbench.results.store")
 
 
-def usable_cpus() -> int:
-    """How many CPUs this process may run on (its affinity: a Slurm job's, a ``taskset``'s)."""
+def free_cpus() -> int:
+    """How many of the CPUs this process may run on (its affinity: a Slurm job's, a
+    ``taskset``'s) are free: their number scaled by the share of the machine's CPUs that the
+    1-minute load average, less this process's own 1, leaves idle. As ``make -l`` holds back
+    on a loaded machine, where more processes would only share the same CPUs at some cost.
+    At least 1."""
     from cnnbench.machine.host import usable_cpus as cpus
 
-    return len(cpus())
+    usable = len(cpus())
+    try:
+        busy = max(0.0, os.getloadavg()[0] - 1.0) / (os.cpu_count() or usable)
+    except OSError:  # pragma: no cover - no load average
+        busy = 0.0
+    return max(1, round(usable * (1.0 - min(busy, 1.0))))
 
 
 def plan(data: bytes, whole: int) -> list[int]:
     """Where the parts of ``data[:whole]`` begin, then ``whole``: ``[0, whole]`` for one part."""
     if whole < 2 * PART_BYTES or not sys.platform.startswith("linux") or threading.active_count() > 1:
         return [0, whole]
-    parts = min(usable_cpus(), MAX_PARTS, whole // PART_BYTES)
+    parts = min(free_cpus(), MAX_PARTS, whole // PART_BYTES)
     if parts < 2:
         return [0, whole]
     bounds = [0]
