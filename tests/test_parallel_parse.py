@@ -10,7 +10,6 @@ import signal
 import threading
 import time
 
-import psutil
 import pytest
 
 from cnnbench.results import cache, parallel_parse
@@ -56,8 +55,15 @@ def one_process_read(path, monkeypatch, **kw):
         return read_records(path.parent, **kw)
 
 
-def no_children_left() -> bool:
-    return not psutil.Process().children(recursive=True)
+def reaped(pids: list[int]) -> bool:
+    """Every one of these children has been reaped by the reader (none running, none a zombie)."""
+    for pid in pids:
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            continue
+        return False
+    return True
 
 
 @pytest.mark.parametrize("step_times", [True, False, "lazy"])
@@ -67,7 +73,7 @@ def test_parts_parsed_at_once_give_what_one_process_gives(big, monkeypatch, fork
     written_alone = cache.cache_path(big).read_bytes()
     cache.cache_path(big).unlink()
     got = read_records(big.parent, step_times=step_times)
-    assert len(forks) == 3 and no_children_left()
+    assert len(forks) == 3 and reaped(forks)
     assert same(got, expected)
     assert cache.cache_path(big).read_bytes() == written_alone
     again = read_records(big.parent, step_times=step_times)  # from the cache the parts made
@@ -100,7 +106,7 @@ def test_a_part_whose_child_fails_is_parsed_here(big, monkeypatch, forks, failur
     expected = one_process_read(big, monkeypatch, step_times=True)
     cache.cache_path(big).unlink()
     got = read_records(big.parent, step_times=True)
-    assert len(forks) == 3 and no_children_left()
+    assert len(forks) == 3 and reaped(forks)
     assert same(got, expected)
 
 
@@ -127,8 +133,55 @@ def test_children_are_stopped_when_the_reader_stops_waiting(big, monkeypatch, fo
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
-    assert len(forks) == 3 and not rescued and no_children_left()
+    assert len(forks) == 3 and not rescued and reaped(forks)
     assert not cache.cache_path(big).exists()
+
+
+def test_a_received_child_is_never_killed_again(big, monkeypatch, forks):
+    """^C while a child's part is checked: that child, already reaped, is not killed again (its
+    pid may be another process's by then), nor its pipe closed twice; the others are stopped."""
+    killed: list[int] = []
+    real_kill = os.kill
+    monkeypatch.setattr(parallel_parse.os, "kill", lambda pid, sig: killed.append(pid) or real_kill(pid, sig))
+    opened: set[int] = set()  # the pipes' ends the reader holds
+    twice: list[int] = []
+    real_pipe, real_close = os.pipe, os.close
+
+    def pipe():
+        r, w = real_pipe()
+        opened.update((r, w))
+        return r, w
+
+    def close(fd):
+        if fd in opened:
+            opened.discard(fd)
+        else:
+            twice.append(fd)
+        real_close(fd)
+
+    monkeypatch.setattr(parallel_parse.os, "pipe", pipe)
+    monkeypatch.setattr(parallel_parse.os, "close", close)
+
+    def interrupted(payload):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(parallel_parse, "_part", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        read_records(big.parent)
+    assert len(forks) == 3 and forks[0] not in killed and reaped(forks)
+    assert not opened and not twice  # every end closed, none twice
+
+
+def test_children_others_reap_leave_one_process_parsing(big, monkeypatch, forks):
+    """With SIGCHLD ignored (or handled) children vanish unseen: one process parses."""
+    expected = one_process_read(big, monkeypatch)
+    cache.cache_path(big).unlink()
+    previous = signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    try:
+        got = read_records(big.parent)
+    finally:
+        signal.signal(signal.SIGCHLD, previous)
+    assert not forks and same(got, expected)
 
 
 def test_no_fork_beside_another_thread(big, monkeypatch, forks):

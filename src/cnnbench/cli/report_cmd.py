@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cnnbench.cli.common import UserError
 
@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from cnnbench.report.output import Written
     from cnnbench.report.render.drawing import DrawingPool
     from cnnbench.report.reuse import Said
+    from cnnbench.results.lines import StoreProblem
 
 OBSERVATION_KINDS = ("scaling", "effects", "fastest", "implementations", "failures")
 """As :data:`cnnbench.report.options.OBSERVATION_KINDS` (not imported: the report package is heavy to load)."""
@@ -123,10 +124,12 @@ def handle(args: argparse.Namespace) -> int:
         return 0
     from cnnbench.report.render.drawing import prepare_drawing
 
-    # the drawing processes import matplotlib while the records are read and the tables built
-    # (unless the folder's plots may all be kept: then only once a plot needs drawing)
+    records, problems = _read(args.results)
+    # the drawing processes import matplotlib while the tables are built (unless the folder's
+    # plots may all be kept: then only once a plot needs drawing); started after the read, as
+    # their pool's threads would keep a cold read of a big store from parsing in parts at once
     with prepare_drawing(0 if args.no_plots or not args.max_plots else None, reusing=out) as drawing_pool:
-        said, written = _report(args, drawing_pool)
+        said, written = _report(args, records, problems, drawing_pool)
     if key is not None:
         from cnnbench.report.reuse import remember
 
@@ -149,18 +152,24 @@ def report_options(args: argparse.Namespace) -> dict[str, object]:
             if name not in ("handler", "output", "rebuild", "verbose") and not callable(value)}
 
 
-def _report(args: argparse.Namespace, drawing_pool: DrawingPool) -> tuple[Said, Written]:
+def _read(results: list[str]) -> tuple[list[dict[str, Any]], list[StoreProblem]]:
+    from cnnbench.results.store import read_records
+
+    try:
+        return read_records(results, step_times="lazy")  # the significance test, the spread marks
+    except FileNotFoundError as exc:
+        raise UserError(str(exc)) from None
+
+
+def _report(args: argparse.Namespace, records: list[dict[str, Any]], problems: list[StoreProblem],
+            drawing_pool: DrawingPool) -> tuple[Said, Written]:
     from cnnbench.report import NoMatchingRecords, ReportError, ReportOptions, build_report, write_report
     from cnnbench.report.layout import split_fields
     from cnnbench.report.reuse import Said
     from cnnbench.results.outputs import OutputError
-    from cnnbench.results.store import StoreNotice, problem_text, read_records
+    from cnnbench.results.store import StoreNotice, problem_text
     from cnnbench.words import plural
 
-    try:
-        records, problems = read_records(args.results, step_times="lazy")  # the significance test, the spread marks
-    except FileNotFoundError as exc:
-        raise UserError(str(exc)) from None
     warnings = [f"warning: {problem_text(problem)}" for problem in problems]
     for line in warnings:
         print(line, file=sys.stderr)

@@ -12,12 +12,16 @@ cache file is). The parts are joined in file order, so the records, problems and
 those of one process's parse.
 
 Forked, not spawned: a child sees the bytes this process read (nothing read twice, nothing
-the file gained meanwhile) and starts in milliseconds. So only on Linux, and only in a
-process without other Python threads (a fork copies one thread; another's locks could stay
-held in the child). A child is killed with its parent (:func:`~cnnbench.lifetime.
-die_with_parent`) and killed if this process stops waiting for it. A part whose child could
-not start, failed, died or sent something that does not fit is parsed here instead, as it
-would have been without this module. No torch here.
+the file gained meanwhile) and starts in milliseconds. So only on Linux, only in a process
+without other Python threads (a fork copies one thread; another's locks could stay held in
+the child; threads of native libraries, which hold none of the locks a child here takes, are
+not counted), and only where this process reaps its own children (SIGCHLD not ignored or
+handled). A child is killed with its parent (:func:`~cnnbench.lifetime.die_with_parent`), and
+killed and reaped if this process stops waiting for it (^C is held back for the moments a
+child is started or reaped and noted). A part whose child could not start, failed, died or
+sent something that does not fit is parsed here instead, as it would have been without this
+module. Children that finish first wait, holding their part, until the parts before theirs are
+joined. No torch here.
 """
 
 from __future__ import annotations
@@ -30,7 +34,8 @@ import struct
 import sys
 import threading
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import NoReturn
 
 from cnnbench.lifetime import die_with_parent
@@ -66,7 +71,8 @@ def free_cpus() -> int:
 
 def plan(data: bytes, whole: int) -> list[int]:
     """Where the parts of ``data[:whole]`` begin, then ``whole``: ``[0, whole]`` for one part."""
-    if whole < 2 * PART_BYTES or not sys.platform.startswith("linux") or threading.active_count() > 1:
+    if (whole < 2 * PART_BYTES or not sys.platform.startswith("linux") or threading.active_count() > 1
+            or signal.getsignal(signal.SIGCHLD) not in (signal.SIG_DFL, None)):  # children reaped by another
         return [0, whole]
     parts = min(free_cpus(), MAX_PARTS, whole // PART_BYTES)
     if parts < 2:
@@ -86,15 +92,14 @@ def add_lines(cached: cache.CachedRecords, data: bytes, whole: int, parse: PartP
     bounds = plan(data, whole)
     if len(bounds) < 3 or cached.steps is None or cached.summaries is None:
         return parse(cached, data, whole, 0)
-    children: list[tuple[int, int] | None] = []  # None: not started, or received (reaped)
+    log.debug("parsing %d bytes of lines in %d parts at once", whole, len(bounds) - 1)
+    children: list[_Child | None] = []  # per part after the first; None: not started
     try:
         for begin, end in zip(bounds[1:-1], bounds[2:], strict=True):
-            children.append(_start(parse, data, begin, end, [c[1] for c in children if c]))
+            _start(children, parse, data, begin, end)
         lines = parse(cached, data, bounds[1], 0)
-        for k, (begin, end) in enumerate(zip(bounds[1:-1], bounds[2:], strict=True)):
-            child = children[k]
+        for child, begin, end in zip(children, bounds[1:-1], bounds[2:], strict=True):
             part = _receive(child) if child else None
-            children[k] = None
             if part is None:
                 log.debug("lines %d..%d parsed by the reader: their process failed", begin, end)
             lines += _join(cached, part, data, begin, end) if part else parse(cached, data, end, begin)
@@ -103,30 +108,60 @@ def add_lines(cached: cache.CachedRecords, data: bytes, whole: int, parse: PartP
         _stop(children)
 
 
-def _start(parse: PartParser, data: bytes, begin: int, end: int, others: list[int]) -> tuple[int, int] | None:
-    """A child parsing ``data[begin:end]`` (pid, the pipe's end to read), or None."""
+@dataclass
+class _Child:
+    """A child parsing a part: its pid, and the end of its pipe this process reads."""
+
+    pid: int
+    fd: int
+    """-1 once closed."""
+    reaped: bool = False
+
+
+_HELD = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP})
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[set[int | signal.Signals]]:
+    """^C (and SIGTERM, SIGHUP) held back until the block ends, so that it never falls between
+    starting or reaping a child and noting it (a child left running, a pid killed after another
+    process got it); yields the mask to restore."""
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD)
     try:
-        r, w = os.pipe()
-    except OSError:
-        return None
-    parent = os.getpid()
-    try:
-        pid = os.fork()
-    except OSError:  # no memory, no process left: parsed here instead
-        os.close(r)
+        yield previous
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def _start(children: list[_Child | None], parse: PartParser, data: bytes, begin: int, end: int) -> None:
+    """Add a child parsing ``data[begin:end]`` to ``children`` (None where none could start)."""
+    with _signals_held() as mask:
+        try:
+            r, w = os.pipe()
+        except OSError:
+            children.append(None)
+            return
+        parent = os.getpid()
+        try:
+            pid = os.fork()
+        except OSError:  # no memory, no process left: parsed here instead
+            os.close(r)
+            os.close(w)
+            children.append(None)
+            return
+        if pid == 0:
+            _child(parse, data, begin, end, w, [r, *(c.fd for c in children if c)], parent, mask)
         os.close(w)
-        return None
-    if pid == 0:
-        _child(parse, data, begin, end, w, [r, *others], parent)
-    os.close(w)
-    return pid, r
+        children.append(_Child(pid, r))
 
 
-def _child(parse: PartParser, data: bytes, begin: int, end: int, w: int, close: list[int], parent: int) -> NoReturn:
+def _child(parse: PartParser, data: bytes, begin: int, end: int, w: int, close: list[int], parent: int,
+           mask: set[int | signal.Signals]) -> NoReturn:
     code = 1
     try:
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):  # not the parent's handlers: just end
+        for sig in _HELD:  # not the parent's handlers: just end
             signal.signal(sig, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         for fd in close:
             os.close(fd)
         die_with_parent(parent)
@@ -145,14 +180,20 @@ def _child(parse: PartParser, data: bytes, begin: int, end: int, w: int, close: 
         os._exit(code)  # nothing of the parent's (buffers, exit handlers) runs here
 
 
-def _receive(child: tuple[int, int]) -> cache.CachedRecords | None:
+def _receive(child: _Child) -> cache.CachedRecords | None:
     """What a child sent, checked, once it has ended well; None when it did not. Reaps it."""
-    pid, r = child
-    with open(r, "rb", closefd=False) as f:
+    with open(child.fd, "rb", closefd=False) as f:
         payload = f.read()
-    _, status = os.waitpid(pid, 0)
-    os.close(r)
-    return _part(payload) if os.waitstatus_to_exitcode(status) == 0 else None
+    with _signals_held():
+        try:
+            _, status = os.waitpid(child.pid, 0)
+            ended_well = os.waitstatus_to_exitcode(status) == 0
+        except ChildProcessError:  # reaped by another (SIGCHLD ignored, a handler): how it ended is not known
+            ended_well = False
+        child.reaped = True
+        os.close(child.fd)
+        child.fd = -1
+    return _part(payload) if ended_well else None
 
 
 def _part(payload: bytes) -> cache.CachedRecords | None:
@@ -199,14 +240,17 @@ def _join(cached: cache.CachedRecords, part: cache.CachedRecords, data: bytes, b
     return part.next_line - 1
 
 
-def _stop(children: list[tuple[int, int] | None]) -> None:
-    """Kill and reap the children not received (this process stopped waiting: an error, ^C)."""
-    for child in children:
-        if child is not None:
-            pid, r = child
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, 0)
-            with contextlib.suppress(OSError):
-                os.close(r)
+def _stop(children: list[_Child | None]) -> None:
+    """Kill and reap the children not received, close what is open (this process stopped
+    waiting: an error, ^C)."""
+    with _signals_held():
+        for child in children:
+            if child is not None and not child.reaped:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(child.pid, signal.SIGKILL)
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(child.pid, 0)
+                child.reaped = True
+            if child is not None and child.fd >= 0:
+                os.close(child.fd)
+                child.fd = -1
