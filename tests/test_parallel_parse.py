@@ -94,10 +94,14 @@ def test_lines_appended_to_a_cached_file_are_parsed_in_parts_and_joined(big, tmp
     assert same(read_records(big.parent, step_times=True), got)
 
 
-@pytest.mark.parametrize("failure", ["child dies", "does not fit"])
+@pytest.mark.parametrize("failure", ["child dies", "does not fit", "other lines"])
 def test_a_part_whose_child_fails_is_parsed_here(big, monkeypatch, forks, failure):
     if failure == "child dies":
         monkeypatch.setattr(parallel_parse, "_child", lambda *args: os._exit(3))
+    elif failure == "other lines":  # a part of all but its last line, well formed
+        real_child = parallel_parse._child
+        monkeypatch.setattr(parallel_parse, "_child", lambda parse, data, begin, end, *rest: real_child(
+            parse, data, begin, data.rfind(b"\n", begin, end - 1) + 1, *rest))
     else:
         real = parallel_parse._part
         calls: list[int] = []

@@ -100,6 +100,8 @@ def add_lines(cached: cache.CachedRecords, data: bytes, whole: int, parse: PartP
         lines = parse(cached, data, bounds[1], 0)
         for child, begin, end in zip(children, bounds[1:-1], bounds[2:], strict=True):
             part = _receive(child) if child else None
+            if part is not None and part.end != end - begin:  # not the lines it was given
+                part = None
             if part is None:
                 log.debug("lines %d..%d parsed by the reader: their process failed", begin, end)
             lines += _join(cached, part, data, begin, end) if part else parse(cached, data, end, begin)
