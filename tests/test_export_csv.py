@@ -122,3 +122,16 @@ def test_sections_made_and_dropped_one_after_another_are_never_taken_for_each_ot
     again = [{"config": shared}] * 3
     expected = [{"config.model": f"m{i}", "config.batch_size": i} for i in range(20)]
     assert flatten.flatten_records([*fresh, *again]) == expected + [{"config.model": "s", "config.batch_size": 0}] * 3
+
+
+def test_a_section_changed_between_records_of_a_generator_is_read_as_it_is_then():
+    from cnnbench.results.flatten import flatten_records, records_frame
+
+    def made_in_turn():
+        config = {"model": "a"}
+        for model in "abc":
+            config["model"] = model
+            yield {"config": config}
+
+    assert [r["config.model"] for r in flatten_records(made_in_turn())] == ["a", "b", "c"]
+    assert list(records_frame(made_in_turn())["config.model"]) == ["a", "b", "c"]

@@ -201,12 +201,34 @@ def test_no_fork_beside_another_thread(big, monkeypatch, forks):
     assert not forks and len(records) == len(one_process_read(big, monkeypatch)[0])
 
 
-@pytest.mark.parametrize(("load", "free"), [(0.0, 4), (1.4, 4), (3.0, 2), (4.0, 1), (6.0, 1), (16.0, 1)])
-def test_parts_are_as_many_as_free_cpus(monkeypatch, load, free):
-    """On a loaded machine more processes would only share the same CPUs: the load average
-    (over the machine's CPUs, less the reader's own 1) holds them back, as ``make -l`` does;
-    one part when all are busy."""
-    monkeypatch.setattr("cnnbench.machine.host.usable_cpus", lambda: [0, 1, 2, 3])
-    monkeypatch.setattr(parallel_parse.os, "cpu_count", lambda: 4)
+@pytest.mark.parametrize(("usable", "machine", "load", "free"), [
+    (4, 4, 0.0, 4), (4, 4, 1.4, 4), (4, 4, 3.0, 2), (4, 4, 4.0, 1), (4, 4, 16.0, 1),
+    (8, 64, 57.0, 8), (8, 64, 62.0, 3), (8, 64, 80.0, 1), (2, None, 0.5, 2)])
+def test_parts_are_as_many_as_free_cpus(monkeypatch, usable, machine, load, free):
+    """On a loaded machine more processes would only share the same CPUs: the CPUs the load
+    average shows busy (beside the reader's own 1) are held back, as ``make -l`` does; a job's
+    own CPUs (its affinity) count while the rest of the machine has room for the load."""
+    monkeypatch.setattr("cnnbench.machine.host.usable_cpus", lambda: list(range(usable)))
+    monkeypatch.setattr(parallel_parse.os, "cpu_count", lambda: machine)
     monkeypatch.setattr(parallel_parse.os, "getloadavg", lambda: (load, 0.0, 0.0))
     assert parallel_parse.free_cpus() == free
+
+
+def test_a_signal_arriving_as_signals_are_held_back_leaves_the_mask_as_it_was(monkeypatch):
+    """CPython delivers a pending ^C right after changing the mask: the block's own ^C must not
+    leave ^C, SIGTERM and SIGHUP blocked for good (a notebook's kernel that caught it)."""
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    real = signal.pthread_sigmask
+    calls: list[int] = []
+
+    def mask(how, sigs):
+        old = real(how, sigs)
+        calls.append(how)
+        if how == signal.SIG_BLOCK and sigs:  # as if ^C came just then
+            raise KeyboardInterrupt
+        return old
+
+    monkeypatch.setattr(parallel_parse.signal, "pthread_sigmask", mask)
+    with pytest.raises(KeyboardInterrupt), parallel_parse._signals_held():
+        pass
+    assert real(signal.SIG_BLOCK, []) == before and signal.SIG_SETMASK in calls

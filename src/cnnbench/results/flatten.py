@@ -55,9 +55,12 @@ share a handful of shapes, so their names are not joined once per record."""
 
 
 def flatten_records(records: Iterable[Mapping[str, Any]], sep: str = SEP) -> list[dict[str, Any]]:
-    """:func:`flatten_record` of each record; a ``config`` or ``environment`` dict that records
-    share (a lazy read's: :func:`~cnnbench.results.reader.read_records`) is taken apart once."""
-    seen: _Seen = {}
+    """:func:`flatten_record` of each record; in a list (or another sequence) of records, a
+    ``config`` or ``environment`` dict that records share (a lazy or shared read's:
+    :func:`~cnnbench.results.reader.read_records`) is taken apart once. (Records made one after
+    another, from a generator, may reuse one dict and change it in between: each is taken
+    apart.)"""
+    seen: _Seen | None = {} if isinstance(records, Sequence) else None
     out = []
     for record in records:
         planned = _flatten_planned(record, sep, seen) if type(record) is dict else None

@@ -55,18 +55,17 @@ log = logging.getLogger("cnnbench.results.store")
 
 def free_cpus() -> int:
     """How many of the CPUs this process may run on (its affinity: a Slurm job's, a
-    ``taskset``'s) are free: their number scaled by the share of the machine's CPUs that the
-    1-minute load average, less this process's own 1, leaves idle. As ``make -l`` holds back
-    on a loaded machine, where more processes would only share the same CPUs at some cost.
-    At least 1."""
+    ``taskset``'s) are free: at most the machine's CPUs less those the 1-minute load average
+    shows busy beside this process, as ``make -l`` holds back on a loaded machine, where more
+    processes would only share the same CPUs at some cost. At least 1."""
     from cnnbench.machine.host import usable_cpus as cpus
 
     usable = len(cpus())
     try:
-        busy = max(0.0, os.getloadavg()[0] - 1.0) / (os.cpu_count() or usable)
+        busy = max(0.0, os.getloadavg()[0] - 1.0)
     except OSError:  # pragma: no cover - no load average
         busy = 0.0
-    return max(1, round(usable * (1.0 - min(busy, 1.0))))
+    return max(1, min(usable, round((os.cpu_count() or usable) - busy)))
 
 
 def plan(data: bytes, whole: int) -> list[int]:
@@ -128,8 +127,9 @@ def _signals_held() -> Iterator[set[int | signal.Signals]]:
     """^C (and SIGTERM, SIGHUP) held back until the block ends, so that it never falls between
     starting or reaping a child and noting it (a child left running, a pid killed after another
     process got it); yields the mask to restore."""
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, _HELD)
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, [])  # a ^C raised here changed nothing
     try:
+        signal.pthread_sigmask(signal.SIG_BLOCK, _HELD)  # one raised here: blocked, then restored below
         yield previous
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
@@ -161,8 +161,9 @@ def _child(parse: PartParser, data: bytes, begin: int, end: int, w: int, close: 
            mask: set[int | signal.Signals]) -> NoReturn:
     code = 1
     try:
-        for sig in _HELD:  # not the parent's handlers: just end
-            signal.signal(sig, signal.SIG_DFL)
+        for sig in _HELD:  # not the parent's handlers: just end (or ignore it, as the parent did)
+            if signal.getsignal(sig) != signal.SIG_IGN:
+                signal.signal(sig, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         for fd in close:
             os.close(fd)
