@@ -32,8 +32,14 @@ def big(tmp_path, monkeypatch):
     folder.mkdir()
     path = folder / "box.jsonl"
     path.write_text("\n".join(lines) + "\n")
-    assert len(parallel_parse.plan(path.read_bytes(), path.stat().st_size)) == 5
-    return path
+    # a torch DataLoader with workers (another test's) leaves its SIGCHLD handler in the process
+    previous = signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    try:
+        assert len(parallel_parse.plan(path.read_bytes(), path.stat().st_size)) == 5
+        yield path
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGCHLD, previous)
 
 
 @pytest.fixture
