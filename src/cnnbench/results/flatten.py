@@ -64,7 +64,10 @@ def flatten_records(records: Iterable[Mapping[str, Any]], sep: str = SEP) -> lis
     out = []
     for record in records:
         planned = _flatten_planned(record, sep, seen) if type(record) is dict else None
-        out.append(planned if planned is not None else flatten_record(record, sep))
+        if planned is None:  # not planned twice: walked
+            planned = {}
+            _flatten_into(planned, "", record, sep)
+        out.append(planned)
     return out
 
 
