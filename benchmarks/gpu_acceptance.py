@@ -14,11 +14,14 @@ On a machine with one or more NVIDIA GPUs it runs, each step as a subprocess of 
 3. the same configuration through timm's ``benchmark.py`` (``--timm-benchmark`` or
    ``$TIMM_BENCHMARK``; one "skipped" line without it);
 4. the three ``--synthetic-location`` choices;
-5. ``--compile`` (default mode) and ``--compile-mode reduce-overhead`` (CUDA graphs), and in
+5. real JPEGs (``cnnbench make-dataset``, 500×375 px) decoded and augmented by the default
+   loader processes: the pipeline alone into the GPU (``cnnbench data``) and resnet50 fed by it,
+   against its synthetic rate;
+6. ``--compile`` (default mode) and ``--compile-mode reduce-overhead`` (CUDA graphs), and in
    the bare loop reduce-overhead on the model alone against the model plus a compiled
    ``optimizer.step``;
-6. DDP over NCCL under ``torchrun --nproc-per-node <every local GPU>``;
-7. telemetry (power, clocks, images per joule) from the records, and ``cnnbench sysinfo``.
+7. DDP over NCCL under ``torchrun --nproc-per-node <every local GPU>``;
+8. telemetry (power, clocks, images per joule) from the records, and ``cnnbench sysinfo``.
 
 It writes one markdown summary with every figure and every failure (each step's command,
 exit code and the tail of its output; full logs beside it), and exits 1 if a GPU test fails
@@ -56,7 +59,8 @@ DEFAULT_SUMMARY = "out/gpu-acceptance.md"
 DEFAULT_WORK_DIR = "out/gpu-acceptance"
 TAIL_LINES = 25
 NO_GPU_LINE = "gpu-check: no NVIDIA GPU on this machine (torch sees no CUDA device): nothing to accept."
-SECTIONS = ("tests", "bare", "timm", "locations", "compile", "ddp", "sysinfo")
+SECTIONS = ("tests", "bare", "timm", "locations", "jpeg", "compile", "ddp", "sysinfo")
+
 TIMM_PRECISION = {  # cnnbench --precision -> timm benchmark.py flags
     "fp32": ["--precision", "float32"],
     "amp_fp16": ["--amp", "--amp-dtype", "float16"],
@@ -67,6 +71,22 @@ TIMM_PRECISION = {  # cnnbench --precision -> timm benchmark.py flags
 
 
 # --- settings and commands ------------------------------------------------------------
+
+@dataclass(frozen=True)
+class JpegData:
+    """The real-data step's JPEGs: ``classes`` x ``per_class`` photo-sized files written by
+    ``cnnbench make-dataset``, each class folder linked ``copies`` times (10,000 training images
+    that cost what 10,000 do: a loader reads and decodes every file it is handed)."""
+
+    classes: int = 10
+    per_class: int = 100
+    copies: int = 10
+    size: str = "500x375"
+    quality: int = 90
+
+
+JPEG_DATA = JpegData()
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -137,6 +157,43 @@ def timm_command(s: Settings, script: str) -> list[str]:
     if s.data_format == "NHWC":
         cmd.append("--channels-last")
     return cmd
+
+
+def make_jpegs_command(s: Settings, folder: Path) -> list[str]:
+    d = JPEG_DATA
+    return [s.cnnbench_exe(), "make-dataset", "imagefolder", str(folder), "--num-classes", str(d.classes),
+            "--images-per-class", str(d.per_class), "--image-size", d.size, "--quality", str(d.quality)]
+
+
+def jpeg_run_command(s: Settings, results_dir: Path, data: Path) -> list[str]:
+    """resnet50 fed from JPEG files, augmented as for training, by the default loader processes."""
+    return [s.cnnbench_exe(), "run", *measured_flags(s, s.short_steps), "--data-dir", str(data), "--distortions",
+            "--results-dir", str(results_dir)]
+
+
+def jpeg_pipeline_command(s: Settings, results_dir: Path, data: Path) -> list[str]:
+    """The same input pipeline alone, its batches into the GPU (``cnnbench data``)."""
+    return [s.cnnbench_exe(), "data", "--data-dir", str(data), "--distortions", "--device", "cuda",
+            "--batch-size", str(s.batch_size), "--image-size", str(s.image_size),
+            "--num-warmup-batches", "10", "--num-batches", str(s.short_steps), "--results-dir", str(results_dir)]
+
+
+def link_copies(train: Path, copies: int) -> int:
+    """Each class folder under ``train`` ``copies`` times in all (``<class>_copy<k>``, files hard
+    linked, else copied); the number of training files then."""
+    classes = sorted(p for p in train.iterdir() if p.is_dir())
+    for folder in classes:
+        for k in range(2, copies + 1):
+            twin = folder.with_name(f"{folder.name}_copy{k}")
+            twin.mkdir(exist_ok=True)
+            for f in folder.iterdir():
+                target = twin / f.name
+                if not target.exists():
+                    try:
+                        os.link(f, target)
+                    except OSError:
+                        shutil.copyfile(f, target)
+    return sum(1 for p in train.rglob("*") if p.is_file())
 
 
 def tests_command(s: Settings) -> list[str]:
@@ -315,6 +372,9 @@ def record_figures(record: Mapping[str, Any]) -> dict[str, Any]:
         "per_device_images_per_sec": m.get("per_device_images_per_sec"),
         "compile_time_s": m.get("compile_time_s"),
         "input_wait_fraction": m.get("input_wait_fraction"),
+        "num_workers": (record.get("config") or {}).get("num_workers"),
+        "images_per_sec_per_worker": m.get("images_per_sec_per_worker"),
+        "host_cpu_percent": (m.get("host_telemetry") or {}).get("cpu_percent_mean"),
         "energy_j": m.get("energy_j"),
         "images_per_joule": m.get("images_per_joule"),
         "throttled": m.get("throttled"),
@@ -503,7 +563,7 @@ def timm_lines(acc: Acceptance, ours: float | None) -> list[str]:
             "after every step."]
 
 
-def locations_section(acc: Acceptance) -> None:
+def locations_section(acc: Acceptance) -> float | None:
     s = acc.settings
     rows = ["| --synthetic-location | img/s | vs device | input wait |", "|--|--|--|--|"]
     figs: dict[str, dict[str, Any] | None] = {}
@@ -518,6 +578,46 @@ def locations_section(acc: Acceptance) -> None:
         rows.append(f"| {where} | {fmt(rate(fig))} | {ratio_text(rate(fig), base)} | "
                     f"{'—' if wait is None else f'{wait:.1%}'} |")
     acc.section("Synthetic input location", rows)
+    return base
+
+
+def jpeg_section(acc: Acceptance, synthetic: float | None) -> None:
+    """resnet50 fed from JPEG files against its synthetic rate, and the input pipeline alone."""
+    s = acc.settings
+    data = s.work_dir / "jpegs"
+    if data.exists():
+        shutil.rmtree(data)
+    step = acc.run("make JPEGs", make_jpegs_command(s, data))
+    if step.returncode != 0:
+        acc.section("Real JPEGs", ["`cnnbench make-dataset` failed (see Failures): no real-data figures."])
+        return
+    try:
+        files = link_copies(data / "train", JPEG_DATA.copies)
+    except OSError as exc:
+        step.problem = f"could not copy the class folders: {exc}"
+        acc.section("Real JPEGs", ["The class folders could not be copied (see Failures): no real-data figures."])
+        return
+    pipe = acc.cnnbench("JPEG pipeline alone", lambda d: jpeg_pipeline_command(s, d, data))
+    train = acc.cnnbench(f"{s.model} on JPEGs", lambda d: jpeg_run_command(s, d, data))
+    rows = ["| run | loader processes | img/s | vs synthetic | input wait | host CPU |", "|--|--|--|--|--|--|"]
+    for label, fig, base in (("`cnnbench data --device cuda` (the pipeline alone)", pipe, None),
+                             (f"`cnnbench run` {s.model} on the JPEGs", train, synthetic)):
+        wait = None if fig is None else fig.get("input_wait_fraction")
+        cpu = None if fig is None else fig.get("host_cpu_percent")
+        rows.append(f"| {label} | {fmt(None if fig is None else fig.get('num_workers'))} | {fmt(rate(fig))} | "
+                    f"{ratio_text(rate(fig), base) if base else '—'} | {'—' if wait is None else f'{wait:.1%}'} | "
+                    f"{'—' if cpu is None else f'{cpu:.0f}%'} |")
+    d = JPEG_DATA
+    rows += ["", f"{files:,} training JPEGs of {d.size} px at quality {d.quality} ({d.classes} classes of "
+             f"{d.per_class} written by `cnnbench make-dataset`, each class folder linked {d.copies} times; read "
+             f"from the page cache), `--distortions` "
+             f"(random resized crop, flip, colour jitter), cnnbench's default loader processes; the synthetic rate "
+             f"is the synthetic-on-the-device figure ({fmt(synthetic)} img/s)."]
+    per = None if pipe is None else pipe.get("images_per_sec_per_worker")
+    if rate(pipe) is not None and rate(train) is not None:
+        rows.append(f"The pipeline alone makes {rate(pipe) / rate(train):.2f}× what {s.model} consumed"
+                    + (f" ({fmt(per)} img/s per loader process)." if per is not None else "."))
+    acc.section("Real JPEGs", rows)
 
 
 def compile_section(acc: Acceptance, eager: float | None) -> float | None:
@@ -678,8 +778,11 @@ def accept(acc: Acceptance, gpus: int) -> tuple[bool | None, Verdict | None]:
     gate, ours = harness_section(acc) if "bare" not in skip else (None, None)
     if "timm" not in skip:
         acc.section("timm benchmark.py", timm_lines(acc, ours))
+    synthetic = ours
     if "locations" not in skip:
-        locations_section(acc)
+        synthetic = locations_section(acc) or ours
+    if "jpeg" not in skip:
+        jpeg_section(acc, synthetic)
     compiled = None
     if "compile" not in skip:
         compiled = compile_section(acc, ours)

@@ -85,6 +85,12 @@ class FakeGpuMachine:
         for word, (rc, err) in self.fail.items():
             if word in cmd:
                 return ga.Completed(rc, "", err, 1.0)
+        if "make-dataset" in cmd:  # two classes of three files (link_copies makes the rest)
+            for c in ("circle", "square"):
+                (Path(cmd[3]) / "train" / c).mkdir(parents=True)
+                for i in range(3):
+                    (Path(cmd[3]) / "train" / c / f"{i}.jpg").write_bytes(b"jpeg")
+            return ga.Completed(0, "wrote", "", 5.0)
         if "pytest" in cmd:
             out = "12 passed in 80.1s" if self.tests_rc == 0 else "1 failed, 11 passed in 80.1s"
             return ga.Completed(self.tests_rc, out, "", 80.0)
@@ -93,7 +99,9 @@ class FakeGpuMachine:
             return ga.Completed(0, "noise\n" + json.dumps({"images_per_sec": r, "compile_time_s": None}), "", 20.0)
         if "--results-dir" in cmd:
             n = int(_arg(cmd, "--nproc-per-node")) if "--nproc-per-node" in cmd else 1
-            rate = self.ours * n
+            rate = self.ours * n * (0.97 if "--data-dir" in cmd and "run" in cmd else 1.0)
+            if "data" in cmd:  # cnnbench data: the pipeline alone
+                rate = 7000.0
             append_record(_arg(cmd, "--results-dir"), _record(rate, per_device=[self.ours] * n))
             return ga.Completed(0, f"total images/sec: {rate}", "", 20.0)
         if "sysinfo" in cmd:
@@ -178,7 +186,7 @@ def test_a_failed_gpu_test_fails_the_machine(tmp_path):
 
 def test_cnnbench_and_bare_alternate_which_goes_first(tmp_path):
     machine = FakeGpuMachine()
-    _accept(tmp_path, machine, "--rounds", "3", "--skip", "tests,timm,locations,compile,ddp,sysinfo")
+    _accept(tmp_path, machine, "--rounds", "3", "--skip", "tests,timm,locations,jpeg,compile,ddp,sysinfo")
     order = ["bare" if "bare" in c else "cnnbench" for c in machine.commands]
     assert order == ["cnnbench", "bare", "bare", "cnnbench", "cnnbench", "bare"]
 
@@ -243,6 +251,46 @@ def test_summary_has_every_figure(tmp_path):
                  "at the power cap (cnnbench round 1, cnnbench round 2", "NVIDIA H100 80GB HBM3",
                  "eager: 3,000.0 img/s, aim > 3,000: not met"):
         assert text in summary, text
+
+
+def test_real_jpegs_feed_the_model_and_the_pipeline_alone(tmp_path):
+    machine = FakeGpuMachine(ours=3000.0)
+    _, summary, _ = _accept(tmp_path, machine, "--skip", "tests,bare,timm,compile,ddp,sysinfo")
+    joined = [" ".join(c) for c in machine.commands]
+    data = str(tmp_path / "work" / "jpegs")
+    made = [c for c in machine.commands if "make-dataset" in c]
+    assert len(made) == 1 and _arg(made[0], "--image-size") == "500x375" and made[0][3] == data
+    run = next(c for c in machine.commands if "--data-dir" in c and "run" in c)
+    pipe = next(c for c in machine.commands if "--data-dir" in c and "data" in c)
+    for cmd in (run, pipe):
+        assert _arg(cmd, "--data-dir") == data and "--distortions" in cmd
+        assert "--num-workers" not in cmd  # the loaders users get by default
+    assert _arg(pipe, "--device") == "cuda" and _arg(run, "--model") == "resnet50"
+    assert joined.index(" ".join(made[0])) < joined.index(" ".join(pipe)) < joined.index(" ".join(run))
+    section = summary.split("## Real JPEGs", 1)[1].split("\n## ", 1)[0]
+    assert "| `cnnbench run` resnet50 on the JPEGs | — | 2,910.0 | 0.970 |" in section  # against synthetic device
+    assert "| `cnnbench data --device cuda` (the pipeline alone) | — | 7,000.0 | — |" in section
+    assert "60 training JPEGs" in section  # 2 classes x 3 files, each class 10 times
+    assert "The pipeline alone makes 2.41× what resnet50 consumed" in section
+
+
+def test_jpegs_that_cannot_be_made_give_no_real_data_runs(tmp_path):
+    machine = FakeGpuMachine(fail={"make-dataset": (1, "No space left on device")})
+    _, summary, _ = _accept(tmp_path, machine, "--skip", "tests,bare,timm,compile,ddp,sysinfo")
+    assert not any("--data-dir" in c for c in machine.commands)
+    assert "`cnnbench make-dataset` failed (see Failures)" in summary
+    assert "### make JPEGs (exit 1)" in summary and "No space left on device" in summary
+
+
+def test_link_copies_links_each_class_folder(tmp_path):
+    for c in ("a", "b"):
+        (tmp_path / c).mkdir()
+        for i in range(4):
+            (tmp_path / c / f"{i}.jpg").write_bytes(bytes([i]) * 10)
+    assert ga.link_copies(tmp_path, 3) == 24
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "a_copy2", "a_copy3", "b", "b_copy2", "b_copy3"]
+    assert (tmp_path / "b_copy3" / "2.jpg").read_bytes() == bytes([2]) * 10
+    assert (tmp_path / "b_copy3" / "2.jpg").stat().st_ino == (tmp_path / "b" / "2.jpg").stat().st_ino
 
 
 def test_compiling_the_optimizer_step_that_does_not_help_is_said(tmp_path):
@@ -343,6 +391,7 @@ def test_every_step_runs_the_variant_it_names(tmp_path):
     assert any(c.endswith("pytest tests/test_gpu.py -q -rs -p no:cacheprovider") for c in joined)
     for where in ("device", "host", "loader"):
         assert any(f"--synthetic-location {where}" in c for c in joined)
+    assert any(" make-dataset " in c for c in joined) and sum("--data-dir" in c for c in joined) == 2
     assert sum(c.endswith("--compile") for c in joined) == 1
     assert sum("--compile-mode reduce-overhead" in c and " run " in c for c in joined) == 1
     bare_compiled = [c for c in joined if " bare " in c and "--compile-mode reduce-overhead" in c]
