@@ -1,11 +1,24 @@
-"""The effect tables test all their pairs at once (issue 22 item 2): every p-value in one call
-over arrays. The comparisons are the same, to the bit, as testing each pair on its own."""
+"""The effect tables test all their pairs at once (issue 22 item 2): every pair's step blocks in
+one pass over arrays, every p-value in one call, each measure's share of the pooled run-to-run
+spread computed once. The comparisons are the same, to the bit, as testing each pair on its own."""
 
 from __future__ import annotations
 
 import random
 
-from cnnbench.analysis.ratio_tests import RepeatSpread, t_two_sided_p, t_two_sided_ps
+import pytest
+
+from cnnbench.analysis.points import Measure, machine_spreads
+from cnnbench.analysis.ratio_tests import (
+    MachineSpreads,
+    RepeatSpread,
+    group_spread,
+    lag1_autocorrelation,
+    repeat_spread,
+    sides,
+    t_two_sided_p,
+    t_two_sided_ps,
+)
 from cnnbench.analysis.samples import RunSample
 from cnnbench.analysis.significance import compare_many, compare_runs
 
@@ -43,3 +56,60 @@ def test_p_values_over_arrays_equal_one_by_one():
     dfs = [1.0, 2.5, 10.0, 3.0, 4.0, 1e6, 7.0]
     assert t_two_sided_ps(ts, dfs) == [t_two_sided_p(t, df) for t, df in zip(ts, dfs, strict=True)]
     assert t_two_sided_ps([], []) == []
+
+
+def _side_one_by_one(xs, autocorrelated):
+    """The side as the test computed it before it ran over arrays (one sample, plain Python)."""
+    n = len(xs)
+    mean = sum(xs) / n
+    var = sum((x - mean) ** 2 for x in xs) / (n - 1)
+    n_eff = float(n)
+    if autocorrelated:
+        r = lag1_autocorrelation(xs)
+        n_eff = max(2.0, n * (1.0 - r) / (1.0 + r))
+    return mean, var / n_eff, n_eff
+
+
+def test_each_samples_side_is_the_same_alone_or_among_many():
+    rng = random.Random(7)
+    samples = [[rng.lognormvariate(-2.3, 0.1) + (0.01 * i if trend else 0.0) for i in range(n)]
+               for n, trend in ((rng.choice([2, 3, 4, 5, 10, 27]), rng.random() < 0.3) for _ in range(300))]
+    samples += [[0.1] * 12, [0.2, 0.2], [1.0, 2.0, 1.0, 2.0, 1.0, 2.0]]  # no spread; two values; anticorrelated
+    for autocorrelated in (True, False):
+        together = sides(samples, autocorrelated)
+        assert together == [sides([x], autocorrelated)[0] for x in samples]  # to the bit
+        for got, xs in zip(together, samples, strict=True):
+            assert got == pytest.approx(_side_one_by_one(xs, autocorrelated), rel=1e-12, abs=1e-300)
+    assert sides([], True) == []
+
+
+def test_machine_spreads_from_each_measures_share_equal_pooling_the_runs():
+    rng = random.Random(3)
+    groups = []
+    for _ in range(200):
+        n = rng.choice([0, 1, 2, 3])
+        machines = [rng.choice(["a", "b"]) if rng.random() < 0.2 else "a" for _ in range(n)]
+        groups.append(([RunSample(100.0 * rng.lognormvariate(0, 0.03)) for _ in range(n)], machines))
+    at_once = MachineSpreads(groups)
+    from_parts = MachineSpreads(parts=[(set(m), group_spread(s)) for s, m in groups])
+    for machines in (["a"], ["b"], ["a", "a"], ["a", "b"]):
+        assert at_once.for_pair(machines) == from_parts.for_pair(machines)
+    assert at_once.for_pair(["a"]) == repeat_spread(s for s, m in groups if set(m) == {"a"})
+    assert at_once.for_pair(["a", "b"]) is None
+
+
+def test_a_measures_share_of_the_spread_follows_its_runs():
+    def run(rate, machine="a"):
+        return {"status": "ok", "metrics": {"total_images_per_sec": rate}, "environment": {"machine": machine}}
+
+    m = Measure()
+    for rate in (100.0, 102.0):
+        m.record("ok", rate, run(rate))
+    first = machine_spreads([m]).for_pair(["a"])
+    assert first == repeat_spread([m.samples])
+    m.record("ok", 90.0, run(90.0))  # a third repeat
+    assert machine_spreads([m]).for_pair(["a"]) == repeat_spread([m.samples]) != first
+    other = Measure()
+    other.record("ok", 95.0, run(95.0, "b"))
+    m.add(other)  # now across two machines: in no machine's pool
+    assert machine_spreads([m]).for_pair(["a"]) is None

@@ -19,7 +19,7 @@ from operator import itemgetter
 from typing import Any
 
 from cnnbench.analysis import fields as F
-from cnnbench.analysis.ratio_tests import MachineSpreads
+from cnnbench.analysis.ratio_tests import GroupSpread, MachineSpreads, group_spread
 from cnnbench.analysis.repeat_stats import median, relative_stdev
 from cnnbench.analysis.samples import RunSample, run_sample
 from cnnbench.config.run_config import config_fields, identity_fields
@@ -51,7 +51,8 @@ _UNSET = object()
 class Measure:
     """Throughputs of ``ok`` repeats and the statuses of all repeats of one cell."""
 
-    __slots__ = ("ips", "statuses", "runs", "_median", "_spread", "_samples", "_ok_samples", "marks", "_machines")
+    __slots__ = ("ips", "statuses", "runs", "_median", "_spread", "_samples", "_ok_samples", "marks", "_machines",
+                 "_spread_part")
 
     def __init__(self, ips: list[float] | None = None, statuses: dict[str, int] | None = None,
                  runs: list[Mapping[str, Any]] | None = None) -> None:
@@ -66,6 +67,7 @@ class Measure:
         self.marks: Any = None
         """Set by :func:`cnnbench.analysis.marks.measure_marks` (a cache)."""
         self._machines: list[Any] | None = None
+        self._spread_part: tuple[set[Any], GroupSpread | None] | None = None
 
     def __repr__(self) -> str:
         return f"Measure(ips={self.ips!r}, statuses={self.statuses!r})"
@@ -119,7 +121,7 @@ class Measure:
             if run is not None:
                 self.runs.append(run)
             self._median = self._spread = _UNSET
-            self._samples = self._ok_samples = self.marks = self._machines = None
+            self._samples = self._ok_samples = self.marks = self._machines = self._spread_part = None
 
     def add(self, other: Measure) -> None:
         # the samples are kept (the other's computed once, on its own measure, and reused)
@@ -130,6 +132,7 @@ class Measure:
             self.statuses[s] = self.statuses.get(s, 0) + c
         self._median = self._spread = _UNSET
         self._samples, self._ok_samples, self.marks, self._machines = samples, None, None, None
+        self._spread_part = None
 
 
 def run_machines(measure: Measure) -> list[Any]:
@@ -146,10 +149,18 @@ def machines_of(*measures: Measure) -> set[Any]:
 
 def machine_spreads(measures: Iterable[Measure]) -> MachineSpreads:
     """The run-to-run spread pooled per machine over these measures' groups of repeats."""
-    return MachineSpreads((
-        [s for s in m.run_samples if s is not None],
-        [machine for machine, s in zip(run_machines(m), m.run_samples, strict=True) if s is not None])
-        for m in measures)
+    return MachineSpreads(parts=(spread_part(m) for m in measures))
+
+
+def spread_part(measure: Measure) -> tuple[set[Any], GroupSpread | None]:
+    """The machines of a measure's runs with a sample, and their share of a pooled spread
+    (computed once per measure)."""
+    if measure._spread_part is None:
+        samples = measure.run_samples
+        measure._spread_part = (
+            {machine for machine, s in zip(run_machines(measure), samples, strict=True) if s is not None},
+            group_spread([s for s in samples if s is not None]))
+    return measure._spread_part
 
 
 def combine(points: Sequence[Point]) -> Measure:

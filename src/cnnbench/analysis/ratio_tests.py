@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -63,27 +64,50 @@ def lag1_autocorrelation(xs: Sequence[float]) -> float:
     """The lag-1 autocorrelation of a series, corrected for its small-sample bias
     (Kendall's ``(n r + 1) / (n - 3)``, as the plain estimate is biased towards -1/n) and
     kept in ``[0, 0.9]``; 0 for fewer than 5 values."""
-    n = len(xs)
-    if n < 5:
+    if len(xs) < 5:
         return 0.0
-    mean = sum(xs) / n
-    dev = [x - mean for x in xs]
-    den = sum(d * d for d in dev)
-    if den <= 0.0:
-        return 0.0
-    r = sum(a * b for a, b in zip(dev, dev[1:], strict=False)) / den
-    r = (n * r + 1.0) / (n - 3.0)
-    return max(0.0, min(r, MAX_AUTOCORRELATION))
+    return float(_moments([xs], autocorrelated=True)[3][0])
 
 
-def _side(xs: Sequence[float], autocorrelated: bool) -> tuple[float, float, float]:
-    """Mean, variance of the mean and effective sample size of one side."""
-    mean, var = _mean_var(xs)
-    n_eff = float(len(xs))
+Side = tuple[float, float, float]
+"""One side of Welch's test: its mean, the variance of that mean and its effective sample size."""
+
+
+def sides(samples: Sequence[Sequence[float]], autocorrelated: bool) -> list[Side]:
+    """The :data:`Side` of each sample (two or more values each), all in one pass over arrays.
+    Each sum runs over its own sample's values in order, so a sample's side is the same, to the
+    bit, alone or among many. ``autocorrelated``: the effective sample size is
+    ``n (1 - r) / (1 + r)``, at least 2, with ``r`` of :func:`lag1_autocorrelation`."""
+    if not samples:
+        return []
+    mean, ss, n, r = _moments(samples, autocorrelated)
+    n_eff = (n * (1.0 - r) / (1.0 + r)).clip(min=2.0) if autocorrelated else n
+    var_of_mean = ss / (n - 1.0) / n_eff
+    return list(zip(mean.tolist(), var_of_mean.tolist(), n_eff.tolist(), strict=True))
+
+
+def _moments(samples: Sequence[Sequence[float]], autocorrelated: bool) -> tuple[Any, Any, Any, Any]:
+    """Each sample's mean, sum of squared deviations, size and (``autocorrelated``, else 0) the
+    bias-corrected lag-1 autocorrelation of :func:`lag1_autocorrelation`, as numpy arrays."""
+    import numpy as np
+
+    sizes = np.fromiter((len(x) for x in samples), dtype=np.intp, count=len(samples))
+    flat = np.fromiter(chain.from_iterable(samples), dtype=np.float64, count=int(sizes.sum()))
+    starts = np.zeros(len(samples), dtype=np.intp)
+    np.cumsum(sizes[:-1], out=starts[1:])
+    n = sizes.astype(np.float64)
+    mean = np.add.reduceat(flat, starts) / n
+    dev = flat - np.repeat(mean, sizes)
+    ss = np.add.reduceat(dev * dev, starts)
+    r = np.zeros_like(n)
     if autocorrelated:
-        r = lag1_autocorrelation(xs)
-        n_eff = max(2.0, n_eff * (1.0 - r) / (1.0 + r))
-    return mean, var / n_eff, n_eff
+        lagged = np.zeros_like(flat)
+        lagged[:-1] = dev[:-1] * dev[1:]
+        lagged[starts[1:] - 1] = 0.0  # a sample's last value has no successor within it
+        with np.errstate(divide="ignore", invalid="ignore"):
+            r = np.clip((n * (np.add.reduceat(lagged, starts) / ss) + 1.0) / (n - 3.0), 0.0, MAX_AUTOCORRELATION)
+        r[(n < 5) | ~(ss > 0.0)] = 0.0
+    return mean, ss, n, r
 
 
 @dataclass(frozen=True)
@@ -136,8 +160,12 @@ def ratio_statistic(num: Sequence[float], den: Sequence[float], autocorrelated: 
     spread at all (the means are the answer)."""
     if len(num) < 2 or len(den) < 2:
         raise ValueError("the test needs two or more values on each side")
-    m1, v1, n1 = _side(num, autocorrelated)
-    m2, v2, n2 = _side(den, autocorrelated)
+    return welch_statistic(*sides([num, den], autocorrelated))
+
+
+def welch_statistic(num: Side, den: Side) -> RatioTest | tuple[float, float, float, tuple[float, float, float, float]]:
+    """:func:`ratio_statistic` from the two :data:`Side` s."""
+    (m1, v1, n1), (m2, v2, n2) = num, den
     ratio = m1 / m2
     se2 = v1 + v2
     if se2 <= 1e-24 * (m1 * m1 + m2 * m2):  # no spread at all: the means are the answer
@@ -159,14 +187,30 @@ class RepeatSpread:
 def repeat_spread(groups: Iterable[Sequence[RunSample]]) -> RepeatSpread | None:
     """The pooled spread of the groups of repeats (one group: the runs of one configuration)
     that have two or more runs; ``None`` when none has."""
+    return pooled_spread(group_spread(g) for g in groups)
+
+
+GroupSpread = tuple[float, int]
+"""One group's share of a pooled spread: the sum of squared deviations of its runs'
+``ln(images/sec)`` from their mean, and its degrees of freedom (runs less one)."""
+
+
+def group_spread(group: Sequence[RunSample]) -> GroupSpread | None:
+    """The :data:`GroupSpread` of one group of repeats (``None`` with fewer than two runs)."""
+    if len(group) < 2:
+        return None
+    logs = [math.log(r.rate) for r in group]
+    mean = sum(logs) / len(logs)
+    return sum((x - mean) ** 2 for x in logs), len(logs) - 1
+
+
+def pooled_spread(parts: Iterable[GroupSpread | None]) -> RepeatSpread | None:
+    """The spread pooled over the groups' shares, in their order (``None``: no group had one)."""
     ss, df = 0.0, 0
-    for group in groups:
-        if len(group) < 2:
-            continue
-        logs = [math.log(r.rate) for r in group]
-        mean = sum(logs) / len(logs)
-        ss += sum((x - mean) ** 2 for x in logs)
-        df += len(logs) - 1
+    for part in parts:
+        if part is not None:
+            ss += part[0]
+            df += part[1]
     return RepeatSpread(ss / df, df) if df else None
 
 
@@ -176,14 +220,15 @@ class MachineSpreads:
     spread for a pair whose runs all come from one machine, ``None`` for a pair across
     machines (whose test then rests on its own repeats)."""
 
-    def __init__(self, groups: Iterable[tuple[Sequence[RunSample], Sequence[Any]]]) -> None:
-        """``groups``: each group's samples and the machine of each of its runs."""
-        by_machine: dict[Any, list[Sequence[RunSample]]] = {}
-        for samples, machines in groups:
-            where = set(machines)
+    def __init__(self, groups: Iterable[tuple[Sequence[RunSample], Sequence[Any]]] = (), *,
+                 parts: Iterable[tuple[set[Any], GroupSpread | None]] = ()) -> None:
+        """``groups``: each group's samples and the machine of each of its runs; or ``parts``:
+        each group's machines and :data:`GroupSpread`, computed once (the same spreads)."""
+        by_machine: dict[Any, list[GroupSpread | None]] = {}
+        for where, part in chain(((set(machines), group_spread(samples)) for samples, machines in groups), parts):
             if len(where) == 1:
-                by_machine.setdefault(where.pop(), []).append(samples)
-        self._spreads = {m: repeat_spread(g) for m, g in by_machine.items()}
+                by_machine.setdefault(next(iter(where)), []).append(part)
+        self._spreads = {m: pooled_spread(g) for m, g in by_machine.items()}
 
     def for_pair(self, machines: Iterable[Any]) -> RepeatSpread | None:
         where = set(machines)

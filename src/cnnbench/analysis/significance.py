@@ -47,6 +47,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from cnnbench.analysis.ratio_tests import (
     ALPHA,
@@ -54,9 +55,10 @@ from cnnbench.analysis.ratio_tests import (
     RepeatSpread,
     log_ratio_statistic,
     log_ratio_test,
-    ratio_statistic,
     ratio_test,
+    sides,
     t_two_sided_ps,
+    welch_statistic,
 )
 from cnnbench.analysis.samples import RunSample
 
@@ -128,34 +130,45 @@ def compare_runs(base: Sequence[RunSample], cand: Sequence[RunSample], noise: fl
 def compare_many(pairs: Sequence[tuple[Sequence[RunSample], Sequence[RunSample], RepeatSpread | None]],
                  noise: float = DEFAULT_NOISE, alpha: float = ALPHA) -> list[Comparison]:
     """:func:`compare_runs` without intervals for many ``(base, cand, spread)`` pairs at once
-    (an effect table): each pair's statistic, then every p-value in one call over arrays. The
-    same comparisons, to the bit, as one :func:`compare_runs` call per pair."""
-    out: list[Comparison] = []
-    pending: list[tuple[int, float, str, int, int, float]] = []
-    ts: list[float] = []
-    dfs: list[float] = []
-    for base, cand, spread in pairs:
-        nb, nc = len(base), len(cand)
-        if not nb or not nc:
-            out.append(Comparison(None, False, NONE, n_base=nb, n_cand=nc))
+    (an effect table): the step blocks of every pair in one pass over arrays, each pair's
+    statistic, then every p-value in one call. The same comparisons, to the bit, as one
+    :func:`compare_runs` call per pair."""
+    out = [_untested(base, cand) for base, cand, _ in pairs]
+    tested: list[tuple[int, float, Any]] = []  # where, ratio, statistic (None: from the step blocks)
+    blocks: list[list[float]] = []  # the sides of the pairs tested on step blocks: base, candidate, base, ...
+    for at, ((base, cand, spread), c) in enumerate(zip(pairs, out, strict=True)):
+        if c.ratio is None or c.basis == NONE or abs(c.ratio - 1.0) < noise:  # nothing to test, or never significant
             continue
-        ratio = _median([r.rate for r in cand]) / _median([r.rate for r in base])
-        basis = _basis(base, cand)
-        if basis == NONE or abs(ratio - 1.0) < noise:  # nothing to test with, or never significant
-            out.append(Comparison(ratio, False, basis, n_base=nb, n_cand=nc))
-            continue
-        stats = log_ratio_statistic([r.rate for r in cand], [r.rate for r in base], spread) if basis == REPEATS \
-            else ratio_statistic([x for r in base for x in r.blocks], [x for r in cand for x in r.blocks], True)
+        if c.basis == REPEATS:
+            tested.append((at, c.ratio, log_ratio_statistic([r.rate for r in cand], [r.rate for r in base], spread)))
+        else:
+            tested.append((at, c.ratio, None))
+            blocks += [[x for r in base for x in r.blocks], [x for r in cand for x in r.blocks]]
+    side = iter(sides(blocks, autocorrelated=True))
+    pending = []
+    for at, ratio, stats in tested:
+        c = out[at]
+        if stats is None:
+            stats = welch_statistic(next(side), next(side))
         if isinstance(stats, RatioTest):  # no spread at all: decided without a p-value to compute
-            out.append(_verdict(ratio, basis, stats.ratio, stats.p, nb, nc, noise, alpha, stats.low, stats.high))
-            continue
-        pending.append((len(out), ratio, basis, nb, nc, stats[0]))
-        ts.append(stats[1])
-        dfs.append(stats[2])
-        out.append(Comparison(None, False, NONE))  # filled in below
-    for (at, ratio, basis, nb, nc, test_ratio), p in zip(pending, t_two_sided_ps(ts, dfs), strict=True):
-        out[at] = _verdict(ratio, basis, test_ratio, p, nb, nc, noise, alpha)
+            out[at] = _verdict(ratio, c.basis, stats.ratio, stats.p, c.n_base, c.n_cand, noise, alpha,
+                               stats.low, stats.high)
+        else:
+            pending.append((at, ratio, stats))
+    ps = t_two_sided_ps([stats[1] for *_, stats in pending], [stats[2] for *_, stats in pending])
+    for (at, ratio, stats), p in zip(pending, ps, strict=True):
+        c = out[at]
+        out[at] = _verdict(ratio, c.basis, stats[0], p, c.n_base, c.n_cand, noise, alpha)
     return out
+
+
+def _untested(base: Sequence[RunSample], cand: Sequence[RunSample]) -> Comparison:
+    """The ratio and the basis of a pair, not (yet) called significant."""
+    nb, nc = len(base), len(cand)
+    if not nb or not nc:
+        return Comparison(None, False, NONE, n_base=nb, n_cand=nc)
+    ratio = _median([r.rate for r in cand]) / _median([r.rate for r in base])
+    return Comparison(ratio, False, _basis(base, cand), n_base=nb, n_cand=nc)
 
 
 def _verdict(ratio: float, basis: str, test_ratio: float, p: float, nb: int, nc: int, noise: float, alpha: float,
