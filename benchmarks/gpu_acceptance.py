@@ -178,22 +178,35 @@ def jpeg_pipeline_command(s: Settings, results_dir: Path, data: Path) -> list[st
             "--num-warmup-batches", "10", "--num-batches", str(s.short_steps), "--results-dir", str(results_dir)]
 
 
-def link_copies(train: Path, copies: int) -> int:
-    """Each class folder under ``train`` ``copies`` times in all (``<class>_copy<k>``, files hard
-    linked, else copied); the number of training files then."""
+@dataclass(frozen=True)
+class Copies:
+    """What :func:`link_copies` made: the training files in all, and how many of the copies
+    are real copies (where the file system refused a hard link)."""
+
+    files: int
+    copied: int
+
+
+def link_copies(train: Path, copies: int) -> Copies:
+    """Each class folder of a fresh ``train`` folder ``copies`` times in all, the original
+    included (``<class>_copy<k>``, files hard linked, else copied); then every file is read
+    once, so that the runs read them from the page cache."""
     classes = sorted(p for p in train.iterdir() if p.is_dir())
+    copied = 0
     for folder in classes:
         for k in range(2, copies + 1):
             twin = folder.with_name(f"{folder.name}_copy{k}")
-            twin.mkdir(exist_ok=True)
+            twin.mkdir()
             for f in folder.iterdir():
-                target = twin / f.name
-                if not target.exists():
-                    try:
-                        os.link(f, target)
-                    except OSError:
-                        shutil.copyfile(f, target)
-    return sum(1 for p in train.rglob("*") if p.is_file())
+                try:
+                    os.link(f, twin / f.name)
+                except OSError:
+                    shutil.copyfile(f, twin / f.name)
+                    copied += 1
+    files = [p for p in train.rglob("*") if p.is_file()]
+    for f in files:
+        f.read_bytes()
+    return Copies(len(files), copied)
 
 
 def tests_command(s: Settings) -> list[str]:
@@ -581,18 +594,25 @@ def locations_section(acc: Acceptance) -> float | None:
     return base
 
 
-def jpeg_section(acc: Acceptance, synthetic: float | None) -> None:
-    """resnet50 fed from JPEG files against its synthetic rate, and the input pipeline alone."""
+def jpeg_section(acc: Acceptance, synthetic: float | None, synthetic_label: str) -> None:
+    """resnet50 fed from JPEG files against its synthetic rate (``synthetic``, which
+    ``synthetic_label`` names), and the input pipeline alone. The JPEGs are removed after."""
+    data = acc.settings.work_dir / "jpegs"
+    try:
+        shutil.rmtree(data, ignore_errors=True)
+        _jpeg_runs(acc, data, synthetic, synthetic_label)
+    finally:
+        shutil.rmtree(data, ignore_errors=True)
+
+
+def _jpeg_runs(acc: Acceptance, data: Path, synthetic: float | None, synthetic_label: str) -> None:
     s = acc.settings
-    data = s.work_dir / "jpegs"
-    if data.exists():
-        shutil.rmtree(data)
     step = acc.run("make JPEGs", make_jpegs_command(s, data))
     if step.returncode != 0:
         acc.section("Real JPEGs", ["`cnnbench make-dataset` failed (see Failures): no real-data figures."])
         return
     try:
-        files = link_copies(data / "train", JPEG_DATA.copies)
+        made = link_copies(data / "train", JPEG_DATA.copies)
     except OSError as exc:
         step.problem = f"could not copy the class folders: {exc}"
         acc.section("Real JPEGs", ["The class folders could not be copied (see Failures): no real-data figures."])
@@ -608,14 +628,16 @@ def jpeg_section(acc: Acceptance, synthetic: float | None) -> None:
                     f"{ratio_text(rate(fig), base) if base else '—'} | {'—' if wait is None else f'{wait:.1%}'} | "
                     f"{'—' if cpu is None else f'{cpu:.0f}%'} |")
     d = JPEG_DATA
-    rows += ["", f"{files:,} training JPEGs of {d.size} px at quality {d.quality} ({d.classes} classes of "
-             f"{d.per_class} written by `cnnbench make-dataset`, each class folder linked {d.copies} times; read "
-             f"from the page cache), `--distortions` "
-             f"(random resized crop, flip, colour jitter), cnnbench's default loader processes; the synthetic rate "
-             f"is the synthetic-on-the-device figure ({fmt(synthetic)} img/s)."]
+    how = "hard linked" if not made.copied else f"hard linked ({made.copied:,} files copied: no hard links there)"
+    rows += ["", f"{made.files:,} training JPEGs of {d.size} px at quality {d.quality}: {d.classes} classes of "
+             f"{d.per_class} written by `cnnbench make-dataset`, each class folder {d.copies} times over, {how}, "
+             f"every file read once before the runs (so from the page cache). `--distortions` (random resized crop, "
+             f"flip, colour jitter), cnnbench's default loader processes. The synthetic rate is {synthetic_label} "
+             f"({fmt(synthetic)} img/s)."]
     per = None if pipe is None else pipe.get("images_per_sec_per_worker")
-    if rate(pipe) is not None and rate(train) is not None:
-        rows.append(f"The pipeline alone makes {rate(pipe) / rate(train):.2f}× what {s.model} consumed"
+    made_rate, used_rate = rate(pipe), rate(train)
+    if made_rate is not None and used_rate is not None:
+        rows.append(f"The pipeline alone makes {made_rate / used_rate:.2f}× what {s.model} consumed"
                     + (f" ({fmt(per)} img/s per loader process)." if per is not None else "."))
     acc.section("Real JPEGs", rows)
 
@@ -778,17 +800,17 @@ def accept(acc: Acceptance, gpus: int) -> tuple[bool | None, Verdict | None]:
     gate, ours = harness_section(acc) if "bare" not in skip else (None, None)
     if "timm" not in skip:
         acc.section("timm benchmark.py", timm_lines(acc, ours))
-    synthetic = ours
-    if "locations" not in skip:
-        synthetic = locations_section(acc) or ours
+    device = locations_section(acc) if "locations" not in skip else None
     if "jpeg" not in skip:
-        jpeg_section(acc, synthetic)
+        jpeg_section(acc, device or ours, "the synthetic-on-the-device run's" if device is not None
+                     else "the cnnbench rounds' median (synthetic input on the device)")
     compiled = None
     if "compile" not in skip:
         compiled = compile_section(acc, ours)
     if "ddp" not in skip:
         ddp_section(acc, gpus, ours)
-    figs = {name: record_figures(r) for name, r in acc.records.items() if r.get("status") == "ok"}
+    figs = {name: record_figures(r) for name, r in acc.records.items()
+            if r.get("status") == "ok" and (r.get("config") or {}).get("mode") != "data"}  # not the pipeline alone
     gpu_model = next((f["gpu_model"] for f in figs.values() if f.get("gpu_model")), None)
     acc.section("Throughput aims (issue 18)", goal_lines(gpu_model, ours, compiled))
     acc.section("Telemetry (from the records)", telemetry_lines(figs))

@@ -58,29 +58,48 @@ def test_p_values_over_arrays_equal_one_by_one():
     assert t_two_sided_ps([], []) == []
 
 
+def _lag1_one_by_one(xs):
+    """The lag-1 autocorrelation as it was computed before it ran over arrays (plain Python)."""
+    n = len(xs)
+    if n < 5:
+        return 0.0
+    mean = sum(xs) / n
+    dev = [x - mean for x in xs]
+    den = sum(d * d for d in dev)
+    if den <= 0.0:
+        return 0.0
+    r = sum(a * b for a, b in zip(dev, dev[1:], strict=False)) / den
+    r = (n * r + 1.0) / (n - 3.0)
+    return max(0.0, min(r, 0.9))
+
+
 def _side_one_by_one(xs, autocorrelated):
-    """The side as the test computed it before it ran over arrays (one sample, plain Python)."""
+    """A side as it was computed before it ran over arrays (one sample, plain Python)."""
     n = len(xs)
     mean = sum(xs) / n
     var = sum((x - mean) ** 2 for x in xs) / (n - 1)
     n_eff = float(n)
     if autocorrelated:
-        r = lag1_autocorrelation(xs)
-        n_eff = max(2.0, n * (1.0 - r) / (1.0 + r))
+        r = _lag1_one_by_one(xs)
+        n_eff = max(2.0, n_eff * (1.0 - r) / (1.0 + r))
     return mean, var / n_eff, n_eff
 
 
-def test_each_samples_side_is_the_same_alone_or_among_many():
+def test_each_samples_side_is_the_same_alone_among_many_or_value_by_value():
     rng = random.Random(7)
+    sizes = [2, 3, 4, 5, 10, 27, 129, 454, 9000]
     samples = [[rng.lognormvariate(-2.3, 0.1) + (0.01 * i if trend else 0.0) for i in range(n)]
-               for n, trend in ((rng.choice([2, 3, 4, 5, 10, 27]), rng.random() < 0.3) for _ in range(300))]
+               for n, trend in ((rng.choice(sizes), rng.random() < 0.3) for _ in range(300))]
+    samples += [[rng.lognormvariate(-7.0, 0.05) for _ in range(rng.randint(2, 40))] for _ in range(3000)]  # blocks
     samples += [[0.1] * 12, [0.2, 0.2], [1.0, 2.0, 1.0, 2.0, 1.0, 2.0]]  # no spread; two values; anticorrelated
     for autocorrelated in (True, False):
         together = sides(samples, autocorrelated)
         assert together == [sides([x], autocorrelated)[0] for x in samples]  # to the bit
-        for got, xs in zip(together, samples, strict=True):
-            assert got == pytest.approx(_side_one_by_one(xs, autocorrelated), rel=1e-12, abs=1e-300)
+        assert together == [_side_one_by_one(x, autocorrelated) for x in samples]  # to the bit, as before
+    assert [lag1_autocorrelation(x) for x in samples] == [_lag1_one_by_one(x) for x in samples]
     assert sides([], True) == []
+    with pytest.raises(ValueError, match="two or more"):
+        sides([[1.0, 2.0], [3.0]], True)
 
 
 def test_machine_spreads_from_each_measures_share_equal_pooling_the_runs():

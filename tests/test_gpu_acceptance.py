@@ -100,9 +100,14 @@ class FakeGpuMachine:
         if "--results-dir" in cmd:
             n = int(_arg(cmd, "--nproc-per-node")) if "--nproc-per-node" in cmd else 1
             rate = self.ours * n * (0.97 if "--data-dir" in cmd and "run" in cmd else 1.0)
+            record = _record(rate, per_device=[self.ours] * n)
+            if "--data-dir" in cmd:  # real JPEGs: cnnbench's default loaders, the host's CPU
+                record["config"] = {"num_workers": 15}
+                record["metrics"]["host_telemetry"] = {"cpu_percent_mean": 68.3}
             if "data" in cmd:  # cnnbench data: the pipeline alone
-                rate = 7000.0
-            append_record(_arg(cmd, "--results-dir"), _record(rate, per_device=[self.ours] * n))
+                record["config"]["mode"] = "data"
+                record["metrics"].update(total_images_per_sec=7000.0, images_per_sec_per_worker=466.7)
+            append_record(_arg(cmd, "--results-dir"), record)
             return ga.Completed(0, f"total images/sec: {rate}", "", 20.0)
         if "sysinfo" in cmd:
             return ga.Completed(0, "GPU 0  NVIDIA H100 80GB HBM3", "", 1.0)
@@ -268,10 +273,14 @@ def test_real_jpegs_feed_the_model_and_the_pipeline_alone(tmp_path):
     assert _arg(pipe, "--device") == "cuda" and _arg(run, "--model") == "resnet50"
     assert joined.index(" ".join(made[0])) < joined.index(" ".join(pipe)) < joined.index(" ".join(run))
     section = summary.split("## Real JPEGs", 1)[1].split("\n## ", 1)[0]
-    assert "| `cnnbench run` resnet50 on the JPEGs | — | 2,910.0 | 0.970 |" in section  # against synthetic device
-    assert "| `cnnbench data --device cuda` (the pipeline alone) | — | 7,000.0 | — |" in section
-    assert "60 training JPEGs" in section  # 2 classes x 3 files, each class 10 times
-    assert "The pipeline alone makes 2.41× what resnet50 consumed" in section
+    assert "| `cnnbench run` resnet50 on the JPEGs | 15 | 2,910.0 | 0.970 | 1.0% | 68% |" in section
+    assert "| `cnnbench data --device cuda` (the pipeline alone) | 15 | 7,000.0 | — | 1.0% | 68% |" in section
+    assert "60 training JPEGs" in section and "hard linked, every file read once" in section  # 2 x 3 files, 10 times
+    assert "The synthetic rate is the synthetic-on-the-device run's (3,000.0 img/s)" in section
+    assert "The pipeline alone makes 2.41× what resnet50 consumed (466.7 img/s per loader process)" in section
+    telemetry = summary.split("## Telemetry", 1)[1].split("\n## ", 1)[0]
+    assert "| resnet50 on JPEGs |" in telemetry and "JPEG pipeline alone" not in telemetry  # no model, no training
+    assert not (tmp_path / "work" / "jpegs").exists()  # removed after the runs
 
 
 def test_jpegs_that_cannot_be_made_give_no_real_data_runs(tmp_path):
@@ -282,12 +291,40 @@ def test_jpegs_that_cannot_be_made_give_no_real_data_runs(tmp_path):
     assert "### make JPEGs (exit 1)" in summary and "No space left on device" in summary
 
 
+def test_jpegs_against_the_rounds_median_where_no_location_ran(tmp_path):
+    _, summary, _ = _accept(tmp_path, FakeGpuMachine(ours=3000.0), "--skip", "tests,timm,locations,compile,ddp,sysinfo")
+    assert ("The synthetic rate is the cnnbench rounds' median (synthetic input on the device) (3,000.0 img/s)"
+            in summary)
+
+
+def test_a_failed_pipeline_alone_still_runs_the_model_on_the_jpegs(tmp_path):
+    machine = FakeGpuMachine(fail={"data": (1, "RuntimeError: DataLoader worker (pid 12) is killed by signal")})
+    _, summary, _ = _accept(tmp_path, machine, "--skip", "tests,bare,timm,compile,ddp,sysinfo")
+    assert "| `cnnbench data --device cuda` (the pipeline alone) | — | — | — | — | — |" in summary
+    assert "| `cnnbench run` resnet50 on the JPEGs | 15 | 2,910.0 | 0.970 |" in summary
+    assert "### JPEG pipeline alone (exit 1)" in summary and "killed by signal" in summary
+    assert "The pipeline alone makes" not in summary
+
+
+def test_link_copies_copies_where_hard_links_are_refused(tmp_path, monkeypatch):
+    for c in ("a", "b"):
+        (tmp_path / c).mkdir()
+        (tmp_path / c / "0.jpg").write_bytes(b"x")
+
+    def refused(src, dst):
+        raise OSError(18, "Invalid cross-device link")
+
+    monkeypatch.setattr(ga.os, "link", refused)
+    assert ga.link_copies(tmp_path, 3) == ga.Copies(files=6, copied=4)
+    assert (tmp_path / "b_copy3" / "0.jpg").read_bytes() == b"x"
+
+
 def test_link_copies_links_each_class_folder(tmp_path):
     for c in ("a", "b"):
         (tmp_path / c).mkdir()
         for i in range(4):
             (tmp_path / c / f"{i}.jpg").write_bytes(bytes([i]) * 10)
-    assert ga.link_copies(tmp_path, 3) == 24
+    assert ga.link_copies(tmp_path, 3) == ga.Copies(files=24, copied=0)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "a_copy2", "a_copy3", "b", "b_copy2", "b_copy3"]
     assert (tmp_path / "b_copy3" / "2.jpg").read_bytes() == bytes([2]) * 10
     assert (tmp_path / "b_copy3" / "2.jpg").stat().st_ino == (tmp_path / "b" / "2.jpg").stat().st_ino

@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import chain
 from typing import TYPE_CHECKING, Any
@@ -66,7 +66,8 @@ def lag1_autocorrelation(xs: Sequence[float]) -> float:
     kept in ``[0, 0.9]``; 0 for fewer than 5 values."""
     if len(xs) < 5:
         return 0.0
-    return float(_moments([xs], autocorrelated=True)[3][0])
+    ((_, (_, _, _, r)),) = _moments([xs], autocorrelated=True)
+    return float(r[0])
 
 
 Side = tuple[float, float, float]
@@ -74,40 +75,45 @@ Side = tuple[float, float, float]
 
 
 def sides(samples: Sequence[Sequence[float]], autocorrelated: bool) -> list[Side]:
-    """The :data:`Side` of each sample (two or more values each), all in one pass over arrays.
-    Each sum runs over its own sample's values in order, so a sample's side is the same, to the
-    bit, alone or among many. ``autocorrelated``: the effective sample size is
+    """The :data:`Side` of each sample (two or more values each), over arrays: the samples of
+    one length as the rows of one array. Every sum adds its own sample's values one after the
+    other, as Python's ``sum`` does, so a side is the same to the bit alone, among many, or
+    computed value by value. ``autocorrelated``: the effective sample size is
     ``n (1 - r) / (1 + r)``, at least 2, with ``r`` of :func:`lag1_autocorrelation`."""
-    if not samples:
-        return []
-    mean, ss, n, r = _moments(samples, autocorrelated)
-    n_eff = (n * (1.0 - r) / (1.0 + r)).clip(min=2.0) if autocorrelated else n
-    var_of_mean = ss / (n - 1.0) / n_eff
-    return list(zip(mean.tolist(), var_of_mean.tolist(), n_eff.tolist(), strict=True))
+    if any(len(x) < 2 for x in samples):
+        raise ValueError("a side needs two or more values")
+    out: list[Side] = [(0.0, 0.0, 0.0)] * len(samples)
+    for at, (mean, ss, n, r) in _moments(samples, autocorrelated):
+        n_eff = (n * (1.0 - r) / (1.0 + r)).clip(min=2.0) if autocorrelated else n
+        for i, side in zip(at, zip(mean.tolist(), (ss / (n - 1.0) / n_eff).tolist(), n_eff.tolist(),
+                                   strict=True), strict=True):
+            out[i] = side
+    return out
 
 
-def _moments(samples: Sequence[Sequence[float]], autocorrelated: bool) -> tuple[Any, Any, Any, Any]:
-    """Each sample's mean, sum of squared deviations, size and (``autocorrelated``, else 0) the
-    bias-corrected lag-1 autocorrelation of :func:`lag1_autocorrelation`, as numpy arrays."""
+def _moments(samples: Sequence[Sequence[float]], autocorrelated: bool) -> Iterator[tuple[list[int], Any]]:
+    """For each length of sample: where its samples are, and their means, sums of squared
+    deviations, sizes and (``autocorrelated``, else 0) bias-corrected lag-1 autocorrelations of
+    :func:`lag1_autocorrelation`, as numpy arrays. Sums run along each row in order (``cumsum``)."""
     import numpy as np
 
-    sizes = np.fromiter((len(x) for x in samples), dtype=np.intp, count=len(samples))
-    flat = np.fromiter(chain.from_iterable(samples), dtype=np.float64, count=int(sizes.sum()))
-    starts = np.zeros(len(samples), dtype=np.intp)
-    np.cumsum(sizes[:-1], out=starts[1:])
-    n = sizes.astype(np.float64)
-    mean = np.add.reduceat(flat, starts) / n
-    dev = flat - np.repeat(mean, sizes)
-    ss = np.add.reduceat(dev * dev, starts)
-    r = np.zeros_like(n)
-    if autocorrelated:
-        lagged = np.zeros_like(flat)
-        lagged[:-1] = dev[:-1] * dev[1:]
-        lagged[starts[1:] - 1] = 0.0  # a sample's last value has no successor within it
-        with np.errstate(divide="ignore", invalid="ignore"):
-            r = np.clip((n * (np.add.reduceat(lagged, starts) / ss) + 1.0) / (n - 3.0), 0.0, MAX_AUTOCORRELATION)
-        r[(n < 5) | ~(ss > 0.0)] = 0.0
-    return mean, ss, n, r
+    by_size: dict[int, list[int]] = {}
+    for i, sample in enumerate(samples):
+        by_size.setdefault(len(sample), []).append(i)
+    for size, at in by_size.items():
+        values = np.array([samples[i] for i in at], dtype=np.float64).reshape(len(at), size)
+        n = np.full(len(at), float(size))
+        mean = values.cumsum(axis=1)[:, -1] / n
+        dev = values - mean[:, None]
+        ss = np.float_power(dev, 2.0).cumsum(axis=1)[:, -1]  # C's pow, as Python's ** (not dev * dev)
+        r = np.zeros_like(n)
+        if autocorrelated and size >= 5:
+            den = (dev * dev).cumsum(axis=1)[:, -1]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                lag = (dev[:, :-1] * dev[:, 1:]).cumsum(axis=1)[:, -1] / den
+                r = np.clip((n * lag + 1.0) / (n - 3.0), 0.0, MAX_AUTOCORRELATION)
+            r[~(den > 0.0) | np.isnan(r)] = 0.0
+        yield at, (mean, ss, n, r)
 
 
 @dataclass(frozen=True)
