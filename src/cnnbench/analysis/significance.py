@@ -135,7 +135,7 @@ def compare_many(pairs: Sequence[tuple[Sequence[RunSample], Sequence[RunSample],
     :func:`compare_runs` call per pair."""
     out = [_untested(base, cand) for base, cand, _ in pairs]
     tested: list[tuple[int, float, Any]] = []  # where, ratio, statistic (None: from the step blocks)
-    blocks: list[list[float]] = []  # the sides of the pairs tested on step blocks: base, candidate, base, ...
+    blocks: list[Sequence[float]] = []  # the sides of the pairs tested on step blocks: base, candidate, base, ...
     for at, ((base, cand, spread), c) in enumerate(zip(pairs, out, strict=True)):
         if c.ratio is None or c.basis == NONE or abs(c.ratio - 1.0) < noise:  # nothing to test, or never significant
             continue
@@ -143,7 +143,7 @@ def compare_many(pairs: Sequence[tuple[Sequence[RunSample], Sequence[RunSample],
             tested.append((at, c.ratio, log_ratio_statistic([r.rate for r in cand], [r.rate for r in base], spread)))
         else:
             tested.append((at, c.ratio, None))
-            blocks += [[x for r in base for x in r.blocks], [x for r in cand for x in r.blocks]]
+            blocks += [_all_blocks(base), _all_blocks(cand)]
     side = iter(sides(blocks, autocorrelated=True))
     pending = []
     for at, ratio, stats in tested:
@@ -160,6 +160,11 @@ def compare_many(pairs: Sequence[tuple[Sequence[RunSample], Sequence[RunSample],
         c = out[at]
         out[at] = _verdict(ratio, c.basis, stats[0], p, c.n_base, c.n_cand, noise, alpha)
     return out
+
+
+def _all_blocks(runs: Sequence[RunSample]) -> Sequence[float]:
+    """The block means of every run of a side, in order (one run's own tuple, not a copy)."""
+    return runs[0].blocks if len(runs) == 1 else [x for r in runs for x in r.blocks]
 
 
 def _untested(base: Sequence[RunSample], cand: Sequence[RunSample]) -> Comparison:
