@@ -60,7 +60,6 @@ DEFAULT_WORK_DIR = "out/gpu-acceptance"
 TAIL_LINES = 25
 NO_GPU_LINE = "gpu-check: no NVIDIA GPU on this machine (torch sees no CUDA device): nothing to accept."
 SECTIONS = ("tests", "bare", "timm", "locations", "jpeg", "compile", "ddp", "sysinfo")
-
 TIMM_PRECISION = {  # cnnbench --precision -> timm benchmark.py flags
     "fp32": ["--precision", "float32"],
     "amp_fp16": ["--amp", "--amp-dtype", "float16"],

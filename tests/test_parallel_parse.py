@@ -219,7 +219,7 @@ def test_parts_are_as_many_as_free_cpus(monkeypatch, usable, machine, load, free
     own CPUs (its affinity) count while the rest of the machine has room for the load."""
     monkeypatch.setattr("cnnbench.machine.host.usable_cpus", lambda: list(range(usable)))
     monkeypatch.setattr(parallel_parse.os, "cpu_count", lambda: machine)
-    monkeypatch.setattr(parallel_parse.os, "getloadavg", lambda: (load, 0.0, 0.0))
+    monkeypatch.setattr("cnnbench.machine.host.load_average", lambda: [load, 0.0, 0.0])
     assert parallel_parse.free_cpus() == free
 
 

@@ -4,10 +4,10 @@ A store file's records, once read, checked and upgraded, are kept in a hidden fi
 it (``.<name>.jsonl.cache``) in a form that loads several times faster than the JSON:
 ``config`` and ``environment`` objects (the same for most runs of a machine) are stored
 once and copied per record (or shared by the records, for readers that change none), and the
-raw step times of all records are one column of
-float64s, beside a column of each run's step-time summary (count, mean, variance, blocks:
-:mod:`cnnbench.results.step_summary`, computed once when the cache is written and handed out
-with the step times). Only files of :data:`MIN_BYTES` or more get one.
+raw step times of all records are one column of float64s, beside a column of each run's
+step-time summary (count, mean, variance, blocks: :mod:`cnnbench.results.step_summary`,
+computed once when the cache is written and handed out with the step times). Only files of
+:data:`MIN_BYTES` or more get one.
 
 The cache covers the file's first ``end`` bytes (whole lines). It is used only while that
 prefix is unchanged: when the file's size, modification and change times and inode are

@@ -5,8 +5,8 @@ then another's) parses every line: orjson, the migrations, the record contract, 
 columns. That is about 50 µs a line in Python, 5 s for 100,000 engine records on one core.
 Where there are many new lines (at least two parts of :data:`PART_BYTES`) and more than one
 of the CPUs the process may use is free (:func:`free_cpus`), they are split at line ends into
-up to one part per free CPU (:data:`MAX_PARTS` at most). This process parses the first part; forked copies of it parse
-the others each into the cache's form (:class:`~cnnbench.results.cache.CachedRecords`) and
+up to one part per free CPU (:data:`MAX_PARTS` at most). This process parses the first part;
+forked copies of it parse the others each into the cache's form (:class:`~cnnbench.results.cache.CachedRecords`) and
 send it back through a pipe in the cache's own formats (JSON and raw float64s, checked as a
 cache file is). The parts are joined in file order, so the records, problems and cache are
 those of one process's parse.
@@ -58,13 +58,12 @@ def free_cpus() -> int:
     ``taskset``'s) are free: at most the machine's CPUs less those the 1-minute load average
     shows busy beside this process, as ``make -l`` holds back on a loaded machine, where more
     processes would only share the same CPUs at some cost. At least 1."""
+    from cnnbench.machine.host import load_average
     from cnnbench.machine.host import usable_cpus as cpus
 
     usable = len(cpus())
-    try:
-        busy = max(0.0, os.getloadavg()[0] - 1.0)
-    except OSError:  # pragma: no cover - no load average
-        busy = 0.0
+    load = load_average()
+    busy = max(0.0, load[0] - 1.0) if load else 0.0
     return max(1, min(usable, round((os.cpu_count() or usable) - busy)))
 
 
