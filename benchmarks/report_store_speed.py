@@ -59,7 +59,7 @@ def make_stores(data: Path, only: set[str]) -> dict[str, Path]:
 
     names = ["report-10k"] if only & {"report", "tables"} else []
     names += ["report-100k"] if "report" in only else []
-    names += ["engine-100k"] if only & {"store", "export"} else []
+    names += ["engine-100k"] if only & {"store", "export", "cold"} else []
     stores = {name: data / name for name in names}
     for name, n in (("report-10k", 10_000), ("report-100k", 100_000)):
         folder = stores.get(name)
@@ -141,6 +141,11 @@ def cases(s: dict[str, Path], out: Path, only: set[str], rebuild: list[str] | No
             ("report 100k, default plots, first", [*cnnbench, "report", str(r100), "-o", str(out / "p100")],
              lambda: shutil.rmtree(out / "p100", ignore_errors=True)),
         ]
+    if "cold" in only and "store" not in only:
+        todo += [
+            ("read 100k engine records, cold", [py, "-c", READ, str(e100), "1"], lambda: drop_cache(e100)),
+            ("read 100k, cold, as the report reads", [py, "-c", READ, str(e100), "lazy"], lambda: drop_cache(e100)),
+        ]
     if "store" in only:
         todo += [
             ("read 100k engine records, cold", [py, "-c", READ, str(e100), "1"], lambda: drop_cache(e100)),
@@ -170,7 +175,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--data", type=Path, default=Path(tempfile.gettempdir()) / "cnnbench-bench-stores")
     ap.add_argument("--only", default="report,store,export", help="Comma-separated: report, store, export; or "
-                    "tables (the 10,000-record report without plots alone).")
+                    "tables (the 10,000-record report without plots alone), cold (the store's two cold reads alone).")
     args = ap.parse_args()
     only = set(args.only.split(","))
     stores = make_stores(args.data, only)

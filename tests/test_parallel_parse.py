@@ -103,7 +103,7 @@ def test_lines_appended_to_a_cached_file_are_parsed_in_parts_and_joined(big, tmp
     assert same(read_records(big.parent, step_times=True), got)
 
 
-@pytest.mark.parametrize("failure", ["child dies", "does not fit", "other lines"])
+@pytest.mark.parametrize("failure", ["child dies", "does not fit", "other lines", "sizes disagree"])
 def test_a_part_whose_child_fails_is_parsed_here(big, monkeypatch, forks, failure):
     if failure == "child dies":
         monkeypatch.setattr(parallel_parse, "_child", lambda *args: os._exit(3))
@@ -111,16 +111,23 @@ def test_a_part_whose_child_fails_is_parsed_here(big, monkeypatch, forks, failur
         real_child = parallel_parse._child
         monkeypatch.setattr(parallel_parse, "_child", lambda parse, data, begin, end, *rest: real_child(
             parse, data, begin, data.rfind(b"\n", begin, end - 1) + 1, *rest))
+    elif failure == "sizes disagree":  # the memory file holds other than the pipe says
+        real_part = parallel_parse._part
+        monkeypatch.setattr(parallel_parse, "_part",
+                            lambda fd, rows, steps, means: real_part(fd, rows, steps + 8, means))
     else:
         real = parallel_parse._part
         calls: list[int] = []
         monkeypatch.setattr(parallel_parse, "_part",
-                            lambda payload: None if not calls and not calls.append(1) else real(payload))
+                            lambda *part: None if not calls and not calls.append(1) else real(*part))
     expected = one_process_read(big, monkeypatch, step_times=True)
+    written_alone = cache.cache_path(big).read_bytes()
     cache.cache_path(big).unlink()
     got = read_records(big.parent, step_times=True)
     assert len(forks) == 3 and reaped(forks)
     assert same(got, expected)
+    # the same cache: the failed part's bytes hashed once, its summaries made here
+    assert cache.cache_path(big).read_bytes() == written_alone
 
 
 def test_children_are_stopped_when_the_reader_stops_waiting(big, monkeypatch, forks):
@@ -152,18 +159,24 @@ def test_children_are_stopped_when_the_reader_stops_waiting(big, monkeypatch, fo
 
 def test_a_received_child_is_never_killed_again(big, monkeypatch, forks):
     """^C while a child's part is checked: that child, already reaped, is not killed again (its
-    pid may be another process's by then), nor its pipe closed twice; the others are stopped."""
+    pid may be another process's by then), nor its pipe or memory file closed twice; the others
+    are stopped."""
     killed: list[int] = []
     real_kill = os.kill
     monkeypatch.setattr(parallel_parse.os, "kill", lambda pid, sig: killed.append(pid) or real_kill(pid, sig))
-    opened: set[int] = set()  # the pipes' ends the reader holds
+    opened: set[int] = set()  # the pipes' ends and memory files the reader holds
     twice: list[int] = []
-    real_pipe, real_close = os.pipe, os.close
+    real_pipe, real_memfd, real_close = os.pipe, os.memfd_create, os.close
 
     def pipe():
         r, w = real_pipe()
         opened.update((r, w))
         return r, w
+
+    def memfd_create(*args):
+        fd = real_memfd(*args)
+        opened.add(fd)
+        return fd
 
     def close(fd):
         if fd in opened:
@@ -173,9 +186,10 @@ def test_a_received_child_is_never_killed_again(big, monkeypatch, forks):
         real_close(fd)
 
     monkeypatch.setattr(parallel_parse.os, "pipe", pipe)
+    monkeypatch.setattr(parallel_parse.os, "memfd_create", memfd_create)
     monkeypatch.setattr(parallel_parse.os, "close", close)
 
-    def interrupted(payload):
+    def interrupted(*part):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(parallel_parse, "_part", interrupted)

@@ -44,7 +44,10 @@ def _problems_fit(cached: CachedRecords, n: int) -> bool:
 
 
 def check_columns(cached: CachedRecords) -> None:
-    counts = cached.step_counts
-    if len(cached.steps or ()) != sum(n for n in counts if n > 0) or len(cached.summaries or ()) != sum(
-            summary.column_width(n) for n in counts if n >= 0):
+    """Raise an error unless the step-time column holds every record's step times, and the
+    summaries column the summaries of all of them but the last ``len(cached.means)``."""
+    with_steps = [n for n in cached.step_counts if n >= 0]
+    summed = with_steps[:len(with_steps) - len(cached.means)]
+    if (len(cached.means) > len(with_steps) or len(cached.steps or ()) != sum(with_steps)
+            or len(cached.summaries or ()) != sum(map(summary.column_width, summed))):
         raise ValueError("the step times or their summaries do not fit the records")

@@ -6,10 +6,12 @@ columns. That is about 50 µs a line in Python, 5 s for 100,000 engine records o
 Where there are many new lines (at least two parts of :data:`PART_BYTES`) and more than one
 of the CPUs the process may use is free (:func:`free_cpus`), they are split at line ends into
 up to one part per free CPU (:data:`MAX_PARTS` at most). This process parses the first part;
-forked copies of it parse the others each into the cache's form (:class:`~cnnbench.results.cache.CachedRecords`) and
-send it back through a pipe in the cache's own formats (JSON and raw float64s, checked as a
-cache file is). The parts are joined in file order, so the records, problems and cache are
-those of one process's parse.
+forked copies of it parse the others each into the cache's form (:class:`~cnnbench.results.cache.CachedRecords`),
+write it into a memory file (``memfd``: no pipe to wait on) in the cache's own formats (JSON
+and raw float64s, checked as a cache file is) and send its sizes through a pipe. While they
+finish, this process sums up its own part's step times and hashes the other parts' bytes; it
+sums up theirs once joined (so a child never imports numpy). The parts are joined in file
+order, so the records, problems and cache are those of one process's parse.
 
 Forked, not spawned: a child sees the bytes this process read (nothing read twice, nothing
 the file gained meanwhile) and starts in milliseconds. So only on Linux, only in a process
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import mmap
 import os
 import signal
 import struct
@@ -44,6 +47,10 @@ from cnnbench.results import cache, cache_shape
 PART_BYTES = 16 << 20
 """Smallest part worth a process of its own (about 4,000 engine records)."""
 MAX_PARTS = 8
+FIRST_SHARE = 0.9
+"""The first part's size against each other's: this process parses it, and then hashes the
+others' bytes, sums up its step times and takes the others' parts in, while their children
+only write theirs out."""
 
 PartParser = Callable[[cache.CachedRecords, bytes, int, int], int]
 """``parse(cached, data, end, begin)``: add the whole lines of ``data[begin:end]`` to ``cached``
@@ -77,7 +84,8 @@ def plan(data: bytes, whole: int) -> list[int]:
         return [0, whole]
     bounds = [0]
     for k in range(1, parts):
-        cut = data.find(b"\n", max(whole * k // parts, bounds[-1]), whole)
+        share = (FIRST_SHARE + k - 1) / (FIRST_SHARE + parts - 1)
+        cut = data.find(b"\n", max(int(whole * share), bounds[-1]), whole)
         if cut < 0 or cut + 1 >= whole:
             break
         bounds.append(cut + 1)
@@ -92,19 +100,27 @@ def add_lines(cached: cache.CachedRecords, data: bytes, whole: int, parse: PartP
         return parse(cached, data, whole, 0)
     log.debug("parsing %d bytes of lines in %d parts at once", whole, len(bounds) - 1)
     children: list[_Child | None] = []  # per part after the first; None: not started
+    digest = cached.digest
     try:
         for begin, end in zip(bounds[1:-1], bounds[2:], strict=True):
             _start(children, parse, data, begin, end)
         lines = parse(cached, data, bounds[1], 0)
+        # while the children finish: this part's summaries, and the other parts' bytes hashed in
+        # order (a part parsed here after all must then not hash them again)
+        cached.complete_summaries()
+        if digest is not None:
+            digest.update(memoryview(data)[bounds[1]:whole])
+        cached.digest = None
         for child, begin, end in zip(children, bounds[1:-1], bounds[2:], strict=True):
             part = _receive(child) if child else None
             if part is not None and part.end != end - begin:  # not the lines it was given
                 part = None
             if part is None:
                 log.debug("lines %d..%d parsed by the reader: their process failed", begin, end)
-            lines += _join(cached, part, data, begin, end) if part else parse(cached, data, end, begin)
+            lines += _join(cached, part) if part else parse(cached, data, end, begin)
         return lines
     finally:
+        cached.digest = digest
         _stop(children)
 
 
@@ -114,7 +130,9 @@ class _Child:
 
     pid: int
     fd: int
-    """-1 once closed."""
+    """The pipe it ends by writing the sizes of its part (-1 once closed)."""
+    part_fd: int
+    """The memory file (``memfd``) it writes its part into (-1 once closed)."""
     reaped: bool = False
 
 
@@ -137,27 +155,35 @@ def _signals_held() -> Iterator[set[int | signal.Signals]]:
 def _start(children: list[_Child | None], parse: PartParser, data: bytes, begin: int, end: int) -> None:
     """Add a child parsing ``data[begin:end]`` to ``children`` (None where none could start)."""
     with _signals_held() as mask:
+        opened: list[int] = []
         try:
-            r, w = os.pipe()
-        except OSError:
+            opened.extend(os.pipe())
+            opened.append(os.memfd_create("cnnbench-part", os.MFD_CLOEXEC))
+        except OSError:  # out of file descriptors, no memory files: parsed here instead
+            for fd in opened:
+                os.close(fd)
             children.append(None)
             return
+        r, w, part_fd = opened
         parent = os.getpid()
         try:
             pid = os.fork()
         except OSError:  # no memory, no process left: parsed here instead
-            os.close(r)
-            os.close(w)
+            for fd in opened:
+                os.close(fd)
             children.append(None)
             return
         if pid == 0:
-            _child(parse, data, begin, end, w, [r, *(c.fd for c in children if c)], parent, mask)
+            others = [fd for c in children if c for fd in (c.fd, c.part_fd)]
+            _child(parse, data, begin, end, w, part_fd, [r, *others], parent, mask)
         os.close(w)
-        children.append(_Child(pid, r))
+        children.append(_Child(pid, r, part_fd))
 
 
-def _child(parse: PartParser, data: bytes, begin: int, end: int, w: int, close: list[int], parent: int,
-           mask: set[int | signal.Signals]) -> NoReturn:
+def _child(parse: PartParser, data: bytes, begin: int, end: int, w: int, part_fd: int, close: list[int],
+           parent: int, mask: set[int | signal.Signals]) -> NoReturn:
+    """Parse the part into a memory file, then say how big its pieces are through the pipe
+    (the parent reads the pipe to its end, so a child that died sends nothing)."""
     code = 1
     try:
         for sig in _HELD:  # not the parent's handlers: just end (or ignore it, as the parent did)
@@ -169,14 +195,15 @@ def _child(parse: PartParser, data: bytes, begin: int, end: int, w: int, close: 
         die_with_parent(parent)
         part = cache.CachedRecords(digest=None)
         parse(part, data, end, begin)
-        part.complete_summaries()
         body = part._rows_payload()
-        assert part.steps is not None and part.summaries is not None
-        with open(w, "wb") as out:
-            out.write(_SIZES.pack(len(body), len(part.steps) * 8, len(part.summaries) * 8))
+        assert part.steps is not None and not part.summaries  # its summaries are left to the parent
+        means = array("d", part.means)
+        with open(part_fd, "wb") as out:
             out.write(body)
-            out.write(part.steps.tobytes())
-            out.write(part.summaries.tobytes())
+            out.write(memoryview(part.steps).cast("B"))
+            out.write(means.tobytes())
+        with open(w, "wb") as out:
+            out.write(_SIZES.pack(len(body), len(part.steps) * 8, len(means) * 8))
         code = 0
     finally:
         os._exit(code)  # nothing of the parent's (buffers, exit handlers) runs here
@@ -185,7 +212,7 @@ def _child(parse: PartParser, data: bytes, begin: int, end: int, w: int, close: 
 def _receive(child: _Child) -> cache.CachedRecords | None:
     """What a child sent, checked, once it has ended well; None when it did not. Reaps it."""
     with open(child.fd, "rb", closefd=False) as f:
-        payload = f.read()
+        sizes = f.read()
     with _signals_held():
         try:
             _, status = os.waitpid(child.pid, 0)
@@ -195,33 +222,39 @@ def _receive(child: _Child) -> cache.CachedRecords | None:
         child.reaped = True
         os.close(child.fd)
         child.fd = -1
-    return _part(payload) if ended_well else None
+    try:
+        return _part(child.part_fd, *_SIZES.unpack(sizes)) if ended_well and len(sizes) == _SIZES.size else None
+    finally:
+        with _signals_held():
+            os.close(child.part_fd)  # its memory is freed
+            child.part_fd = -1
 
 
-def _part(payload: bytes) -> cache.CachedRecords | None:
-    """The part a child sent, when it fits together (as a cache file must)."""
-    if len(payload) < _SIZES.size:
-        return None
-    rows_size, steps_size, summaries_size = _SIZES.unpack_from(payload)
-    if _SIZES.size + rows_size + steps_size + summaries_size != len(payload) or steps_size % 8 or summaries_size % 8:
+def _part(part_fd: int, rows_size: int, steps_size: int, means_size: int) -> cache.CachedRecords | None:
+    """The part a child wrote into its memory file, when it fits together (as a cache file must)."""
+    if os.fstat(part_fd).st_size != rows_size + steps_size + means_size or steps_size % 8 or means_size % 8:
         return None
     try:
-        part = cache.CachedRecords._from_payload(payload[_SIZES.size:_SIZES.size + rows_size])
-        part.steps, part.summaries = array("d"), array("d")
-        at = _SIZES.size + rows_size
-        part.steps.frombytes(payload[at:at + steps_size])
-        part.summaries.frombytes(payload[at + steps_size:])
+        with mmap.mmap(part_fd, 0, prot=mmap.PROT_READ) as mapped:
+            view = memoryview(mapped)
+            try:
+                part = cache.CachedRecords._from_payload(view[:rows_size])
+                part.steps, part.summaries, means = array("d"), array("d"), array("d")
+                part.steps.frombytes(view[rows_size:rows_size + steps_size])
+                means.frombytes(view[rows_size + steps_size:])
+            finally:
+                view.release()
+        part.means = means.tolist()
         cache_shape.check_columns(part)
     except Exception:  # does not fit: parsed here instead
         return None
     return part
 
 
-def _join(cached: cache.CachedRecords, part: cache.CachedRecords, data: bytes, begin: int, end: int) -> int:
-    """Add ``part``, the lines ``data[begin:end]`` right after those of ``cached``, parsed
-    apart; returns how many lines it had."""
+def _join(cached: cache.CachedRecords, part: cache.CachedRecords) -> int:
+    """Add ``part``, the lines right after those of ``cached``, parsed apart (the caller hashes
+    their bytes); returns how many lines it had."""
     assert cached.steps is not None and cached.summaries is not None and part.steps is not None
-    cached.complete_summaries()
     rows, first_line = len(cached.rows), cached.next_line
     shared = [cached._share(section) for section in part.sections]
     for name, refs, theirs in zip(("config", "environment"), cached.refs, part.refs, strict=True):
@@ -233,10 +266,9 @@ def _join(cached: cache.CachedRecords, part: cache.CachedRecords, data: bytes, b
     cached.rows.extend(part.rows)
     cached.step_counts.extend(part.step_counts)
     cached.steps.extend(part.steps)
-    cached.summaries.extend(part.summaries or ())
+    cached.summaries.extend(part.summaries or ())  # none: the part's summaries are all still to make
+    cached.means.extend(part.means)
     cached.problems.extend(cache.ProblemLine(p.position + rows, p.line + first_line - 1, p.raw) for p in part.problems)
-    if cached.digest is not None:
-        cached.digest.update(memoryview(data)[begin:end])
     cached.end += part.end
     cached.next_line += part.next_line - 1
     return part.next_line - 1
@@ -256,3 +288,6 @@ def _stop(children: list[_Child | None]) -> None:
             if child is not None and child.fd >= 0:
                 os.close(child.fd)
                 child.fd = -1
+            if child is not None and child.part_fd >= 0:
+                os.close(child.part_fd)
+                child.part_fd = -1
