@@ -29,9 +29,9 @@
    jitter; float batches normalised in the loader processes, as on a CPU device) against
    ``ImageFolder`` + the torchvision transform above + ``DataLoader`` with the same batch
    size, processes and prefetch; and cnnbench's loader as a GPU run uses it (uint8 batches;
-   the float work then runs on the GPU). Each cnnbench side twice: as shipped (each loader
-   process reuses its shared-memory batch buffers, :mod:`cnnbench.data.buffers`) and with
-   ``BUFFER_SLOTS = 0`` (a new shared-memory buffer for every batch, as before the reuse of 2026-11-25).
+   the float work then runs on the GPU). The float side twice: as shipped (each image's colour
+   map writes straight into its float32 batch slot) and ``before`` (into a temporary image,
+   then copied into the slot, as before 2026-11-26).
    Prints images/sec, per loader process and per core, the ratios to torchvision's, and the
    CPU time (user + system of the main process and its loader processes over the timed
    batches) per image.
@@ -69,7 +69,6 @@ from torchvision import datasets
 from torchvision.transforms import v2
 
 from cnnbench.config.data_bench import DataBenchConfig
-from cnnbench.data import buffers
 from cnnbench.data.catalog import open_data_set
 from cnnbench.data.decode import Box, decode_for_crop, default_jpeg_decoder
 from cnnbench.data.generate import make_data_set, parse_size
@@ -415,14 +414,16 @@ Pipeline = Callable[[Path, int, int, int, int], tuple[float, float]]
 """``(root, workers, batch, batches, warmup) -> (images/sec, CPU seconds per image)``."""
 
 
-def fresh_buffers(pipeline: Pipeline) -> Pipeline:
-    """``pipeline`` with a new shared-memory buffer for every batch (no reuse: cnnbench before 2026-11-25)."""
+def copied_normalise(pipeline: Pipeline) -> Pipeline:
+    """``pipeline`` with each image normalised into a temporary float image and then copied into
+    its batch slot (cnnbench before 2026-11-26, later; now the map writes into a float32 NCHW
+    slot itself). The loader processes are forked, so they inherit the setting."""
     def run(root: Path, workers: int, batch: int, batches: int, warmup: int) -> tuple[float, float]:
-        slots, buffers.BUFFER_SLOTS = buffers.BUFFER_SLOTS, 0
+        Normalize.straight_into_slots = False
         try:
             return pipeline(root, workers, batch, batches, warmup)
         finally:
-            buffers.BUFFER_SLOTS = slots
+            Normalize.straight_into_slots = True
     return run
 
 
@@ -488,8 +489,8 @@ def _forever(loader: DataLoader):
 
 
 SIDES: list[tuple[str, Pipeline]] = [
-    ("cnnbench", ours), ("cnnbench new", fresh_buffers(ours)), ("torchvision", plain_torchvision),
-    ("uint8 out", ours_uint8), ("uint8 new", fresh_buffers(ours_uint8)),
+    ("cnnbench", ours), ("cnnbench before", copied_normalise(ours)), ("torchvision", plain_torchvision),
+    ("uint8 out", ours_uint8),
 ]
 
 
@@ -520,7 +521,7 @@ def bench_pipelines(root: Path, workers: list[int], rounds: int, batch: int, bat
                   f"{cpu * 1e3:>13.2f} {shown[1]:>10}")
     print("cnnbench = `cnnbench data --distortions` on the CPU (float batches, normalised and jittered in the "
           "loader processes); uint8 out = its loader as a GPU run uses it (the float work then runs on the GPU); "
-          "'new': the same with a new shared-memory buffer for every batch (BUFFER_SLOTS = 0, as before the reuse); "
+          "'cnnbench before': each image normalised into a temporary, then copied into its slot (before 2026-11-26); "
           "torchvision = ImageFolder + v2 with the same colour jitter. Ratio: per round, over torchvision's of "
           "that round (CPU ratio: torchvision's CPU time per image over this side's).")
 

@@ -385,6 +385,25 @@ def test_colour_jitter_is_brightness_contrast_saturation_on_the_device_and_in_th
     assert torch.allclose(one_by_one, want, atol=1e-4)
 
 
+@pytest.mark.parametrize("jittered", [True, False])
+def test_an_image_normalised_straight_into_its_batch_slot_has_the_values_of_one_copied_there(jittered):
+    """A CPU run's float32 NCHW slot is written by the map itself, without a temporary; every
+    value is that of the image mapped apart and copied in (a channels-last or bf16 slot)."""
+    images = torch.randint(0, 256, (3, 3, 16, 12), dtype=torch.uint8)
+    factors = [(1.3, 0.7, 1.2), (0.6, 1.4, 0.6), (1.0, 1.0, 0.0)]
+    norm = Normalize(CPU, torch.float32, channels_last=False)
+    straight = torch.full((3, 3, 16, 12), float("nan"))
+    copied = torch.full((3, 3, 16, 12), float("nan")).contiguous(memory_format=torch.channels_last)
+    halves = torch.zeros((3, 3, 16, 12), dtype=torch.bfloat16)
+    for i in range(3):
+        jitter = factors[i] if jittered else None
+        norm.image_into(images[i], straight[i], jitter)
+        norm.image_into(images[i], copied[i], jitter)
+        norm.image_into(images[i], halves[i], jitter)
+    assert torch.equal(straight, copied)
+    assert torch.equal(halves, straight.to(torch.bfloat16))
+
+
 # --------------------------------------------------------------------------- sharding
 
 

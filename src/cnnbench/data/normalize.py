@@ -33,6 +33,10 @@ _GRAY = (0.299, 0.587, 0.114)  # ITU-R 601 luma, as torchvision's rgb_to_graysca
 class Normalize:
     """uint8 images (and jitter factors) → normalised images in the model's dtype and layout."""
 
+    straight_into_slots = True
+    """Write an image's map straight into a float32 contiguous batch slot (False: through a
+    temporary image and a copy, as every other slot; ``benchmarks/input_pipeline.py`` compares)."""
+
     def __init__(self, device: torch.device, dtype: torch.dtype, channels_last: bool) -> None:
         self.device = device
         self.dtype = dtype
@@ -68,9 +72,13 @@ class Normalize:
         """Normalise one ``3 × H × W`` uint8 image into ``out`` (a slot of a batch in the model's dtype).
 
         The same map as :meth:`batch`, its 3 × 3 matrix computed in plain Python: for one image,
-        a dozen tiny tensor operations would cost more than the pixels.
+        a dozen tiny tensor operations would cost more than the pixels. Where ``out`` is float32
+        and contiguous (a CPU run's NCHW batch), the map writes straight into it: the same values,
+        without an image-sized temporary and its copy.
         """
         x = image.reshape(3, -1).float()
+        straight = self.straight_into_slots and out.dtype == torch.float32 and out.is_contiguous()
+        dest = out.view(3, -1) if straight else None
         if jitter is not None:
             b, c, s = jitter
             means = x.mean(dim=1).tolist()
@@ -78,10 +86,15 @@ class Normalize:
             matrix = [[b * c / 255.0 / sd * (s * (r == k) + (1 - s) * _GRAY[k]) for k in range(3)]
                       for r, sd in enumerate(IMAGENET_STD)]
             bias = [((1 - c) * b * mean_gray - mu) / sd for mu, sd in zip(IMAGENET_MEAN, IMAGENET_STD, strict=True)]
-            x = self._clamp(torch.addmm(torch.tensor(bias).view(3, 1), torch.tensor(matrix), x), x.dim() - 2)
+            shift, weights = torch.tensor(bias).view(3, 1), torch.tensor(matrix)
+            mapped = torch.addmm(shift, weights, x) if dest is None else torch.addmm(shift, weights, x, out=dest)
+            x = self._clamp(mapped, 0)
+        elif dest is not None:
+            x = torch.mul(x, self.scale, out=dest).sub_(self.shift)
         else:
             x = x.mul_(self.scale).sub_(self.shift)
-        out.copy_(x.view(image.shape))
+        if dest is None:
+            out.copy_(x.view(image.shape))
 
     def _clamp(self, x: torch.Tensor, channel_dim: int) -> torch.Tensor:
         """Clamp each channel to the normalised values of 0 and 1 (one scalar clamp per channel:
