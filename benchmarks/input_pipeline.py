@@ -72,7 +72,7 @@ from cnnbench.config.data_bench import DataBenchConfig
 from cnnbench.data.catalog import open_data_set
 from cnnbench.data.decode import Box, decode_for_crop, default_jpeg_decoder
 from cnnbench.data.generate import make_data_set, parse_size
-from cnnbench.data.loader import BatchLoader
+from cnnbench.data.loader import BatchLoader, loader_start_method
 from cnnbench.data.normalize import IMAGENET_MEAN, IMAGENET_STD, Normalize
 from cnnbench.data.preprocess import JITTER, Preprocessing
 from cnnbench.data.sharding import ShardPlan
@@ -417,13 +417,16 @@ Pipeline = Callable[[Path, int, int, int, int], tuple[float, float]]
 def copied_normalise(pipeline: Pipeline) -> Pipeline:
     """``pipeline`` with each image normalised into a temporary float image and then copied into
     its batch slot (cnnbench before 2026-11-26, later; now the map writes into a float32 NCHW
-    slot itself). The loader processes are forked, so they inherit the setting."""
+    slot itself). cnnbench forks its loader processes wherever there is fork
+    (:func:`~cnnbench.data.loader.loader_start_method`), so they inherit the setting."""
     def run(root: Path, workers: int, batch: int, batches: int, warmup: int) -> tuple[float, float]:
-        Normalize.straight_into_slots = False
+        if workers and loader_start_method() != "fork":
+            raise RuntimeError("the 'before' side needs forked loader processes (they inherit its setting)")
+        previous, Normalize.straight_into_slots = Normalize.straight_into_slots, False
         try:
             return pipeline(root, workers, batch, batches, warmup)
         finally:
-            Normalize.straight_into_slots = True
+            Normalize.straight_into_slots = previous
     return run
 
 

@@ -402,6 +402,8 @@ def test_an_image_normalised_straight_into_its_batch_slot_has_the_values_of_one_
         norm.image_into(images[i], halves[i], jitter)
     assert torch.equal(straight, copied)
     assert torch.equal(halves, straight.to(torch.bfloat16))
+    with pytest.raises(RuntimeError):  # a slot of another shape is refused, never half written
+        norm.image_into(images[0], torch.empty((3, 32, 24)), factors[0] if jittered else None)
 
 
 # --------------------------------------------------------------------------- sharding

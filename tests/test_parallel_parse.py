@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from cnnbench.results import cache, parallel_parse
+from cnnbench.results import cache, cache_shape, parallel_parse
 from cnnbench.results.store import read_records
 from tests.test_store_cache import odd_lines, rec, same
 
@@ -209,6 +209,28 @@ def test_children_others_reap_leave_one_process_parsing(big, monkeypatch, forks)
     finally:
         signal.signal(signal.SIGCHLD, previous)
     assert not forks and same(got, expected)
+
+
+def test_a_python_without_memory_files_parses_in_one_process(big, monkeypatch, forks):
+    """``os.memfd_create`` is missing where Python was built against a glibc before 2.27: the
+    store is read as one process reads it, without error."""
+    expected = one_process_read(big, monkeypatch)
+    cache.cache_path(big).unlink()
+    monkeypatch.delattr(parallel_parse.os, "memfd_create")
+    assert same(read_records(big.parent), expected)
+    assert not forks
+
+
+def test_a_part_being_checked_is_not_lost_to_an_interrupt(big, monkeypatch, forks):
+    """^C while a child's part is taken in is the reader's ^C (not turned into a part that does
+    not fit, then parsed here); every child is reaped."""
+    def interrupted(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cache_shape, "check_shape", interrupted)  # as the part is read
+    with pytest.raises(KeyboardInterrupt):
+        read_records(big.parent)
+    assert len(forks) == 3 and reaped(forks)
 
 
 def test_no_fork_beside_another_thread(big, monkeypatch, forks):

@@ -77,7 +77,8 @@ class Normalize:
         without an image-sized temporary and its copy.
         """
         x = image.reshape(3, -1).float()
-        straight = self.straight_into_slots and out.dtype == torch.float32 and out.is_contiguous()
+        straight = (self.straight_into_slots and out.dtype == torch.float32 and out.is_contiguous()
+                    and out.shape == image.shape)
         dest = out.view(3, -1) if straight else None
         if jitter is not None:
             b, c, s = jitter

@@ -14,7 +14,8 @@ sums up theirs once joined (so a child never imports numpy). The parts are joine
 order, so the records, problems and cache are those of one process's parse.
 
 Forked, not spawned: a child sees the bytes this process read (nothing read twice, nothing
-the file gained meanwhile) and starts in milliseconds. So only on Linux, only in a process
+the file gained meanwhile) and starts in milliseconds. So only on Linux (with
+``os.memfd_create``, which a Python built against a glibc before 2.27 lacks), only in a process
 without other Python threads (a fork copies one thread; another's locks could stay held in
 the child; threads of native libraries, which hold none of the locks a child here takes, are
 not counted), and only where this process reaps its own children (SIGCHLD not ignored or
@@ -22,15 +23,14 @@ handled). A child is killed with its parent (:func:`~cnnbench.lifetime.die_with_
 killed and reaped if this process stops waiting for it (^C is held back for the moments a
 child is started or reaped and noted). A part whose child could not start, failed, died or
 sent something that does not fit is parsed here instead, as it would have been without this
-module. Children that finish first wait, holding their part, until the parts before theirs are
-joined. No torch here.
+module. A child exits once its part is written; its memory file holds the part until this
+process takes it in. No torch here.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import mmap
 import os
 import signal
 import struct
@@ -77,6 +77,7 @@ def free_cpus() -> int:
 def plan(data: bytes, whole: int) -> list[int]:
     """Where the parts of ``data[:whole]`` begin, then ``whole``: ``[0, whole]`` for one part."""
     if (whole < 2 * PART_BYTES or not sys.platform.startswith("linux") or threading.active_count() > 1
+            or not hasattr(os, "memfd_create")  # a Python built against a glibc before 2.27
             or signal.getsignal(signal.SIGCHLD) not in (signal.SIG_DFL, None)):  # children reaped by another
         return [0, whole]
     parts = min(free_cpus(), MAX_PARTS, whole // PART_BYTES)
@@ -235,16 +236,14 @@ def _part(part_fd: int, rows_size: int, steps_size: int, means_size: int) -> cac
     if os.fstat(part_fd).st_size != rows_size + steps_size + means_size or steps_size % 8 or means_size % 8:
         return None
     try:
-        with mmap.mmap(part_fd, 0, prot=mmap.PROT_READ) as mapped:
-            view = memoryview(mapped)
-            try:
-                part = cache.CachedRecords._from_payload(view[:rows_size])
-                part.steps, part.summaries, means = array("d"), array("d"), array("d")
-                part.steps.frombytes(view[rows_size:rows_size + steps_size])
-                means.frombytes(view[rows_size + steps_size:])
-            finally:
-                view.release()
-        part.means = means.tolist()
+        with open(part_fd, "rb", closefd=False) as f:
+            f.seek(0)  # the child's writes moved the offset both share
+            body = f.read(rows_size)
+            steps, means = array("d"), array("d")
+            steps.fromfile(f, steps_size // 8)  # straight into the arrays (EOFError when short)
+            means.fromfile(f, means_size // 8)
+        part = cache.CachedRecords._from_payload(body)
+        part.steps, part.summaries, part.means = steps, array("d"), means.tolist()
         cache_shape.check_columns(part)
     except Exception:  # does not fit: parsed here instead
         return None
