@@ -254,6 +254,7 @@ def _join(cached: cache.CachedRecords, part: cache.CachedRecords) -> int:
     """Add ``part``, the lines right after those of ``cached``, parsed apart (the caller hashes
     their bytes); returns how many lines it had."""
     assert cached.steps is not None and cached.summaries is not None and part.steps is not None
+    assert not part.summaries  # a child sends its means, never summaries
     rows, first_line = len(cached.rows), cached.next_line
     shared = [cached._share(section) for section in part.sections]
     for name, refs, theirs in zip(("config", "environment"), cached.refs, part.refs, strict=True):
@@ -265,8 +266,7 @@ def _join(cached: cache.CachedRecords, part: cache.CachedRecords) -> int:
     cached.rows.extend(part.rows)
     cached.step_counts.extend(part.step_counts)
     cached.steps.extend(part.steps)
-    cached.summaries.extend(part.summaries or ())  # none: the part's summaries are all still to make
-    cached.means.extend(part.means)
+    cached.means.extend(part.means)  # its summaries are made with those of the records before
     cached.problems.extend(cache.ProblemLine(p.position + rows, p.line + first_line - 1, p.raw) for p in part.problems)
     cached.end += part.end
     cached.next_line += part.next_line - 1
