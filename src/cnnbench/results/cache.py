@@ -115,6 +115,11 @@ class ProblemLine:
 
 
 _SCALARS_ONLY = frozenset({dict, list})
+
+
+def _finite(value: Any) -> bool:
+    """False for a float NaN or infinity (anything else: True)."""
+    return type(value) is not float or math.isfinite(value)
 _FLOATS = frozenset({float})
 
 
@@ -149,8 +154,7 @@ class CachedRecords:
     _section_index: dict[bytes, int] = field(default_factory=dict, repr=False)
 
     def add(self, record: dict[str, Any]) -> None:
-        """Add a checked, current record that orjson read (so it holds no NaN or infinity:
-        :meth:`_share` relies on it); it is not changed, and may keep its own objects."""
+        """Add a checked, current record (not changed; it may keep its own objects)."""
         row = dict(record)
         config_refs, environment_refs = self.refs
         index = self._share(row.get("config"))
@@ -175,26 +179,26 @@ class CachedRecords:
 
     def _share(self, section: Any) -> int:
         """The index in :attr:`sections` of an object equal to ``section`` (added if new), or
-        -1 when it is kept in its row: no object, one with nested values (records must not
-        share those), or an integer beyond 64 bits.
-
-        Sections hold no NaN or infinity, which orjson would write as null: a record
-        :meth:`add` is given was read by orjson, which reads none, and checked by
-        :func:`~cnnbench.results.lines.parse_line`, which replaces any by null; a part's or a
-        cache's sections were read by orjson. So equal text is equal values, of equal types,
-        and no value is compared again."""
+        -1 when it is kept in its row: no object, or one with nested values (records must
+        not share those), an integer beyond 64 bits, or a NaN or infinity (orjson writes
+        those as null, so their text is not theirs alone)."""
         if type(section) is not dict:
             return -1
         try:
-            key = orjson.dumps(section)
+            key = orjson.dumps(section)  # equal text: equal values, of equal types (but for null)
         except TypeError:
             return -1
         index = self._section_index.get(key)
-        if index is None:
-            index = len(self.sections) if _SCALARS_ONLY.isdisjoint(map(type, section.values())) else -1
-            if index >= 0:
-                self.sections.append(section)
-            self._section_index[key] = index
+        if index is not None:  # the same text: the same values, unless this one's null is a NaN
+            return index if index < 0 or section == self.sections[index] else -1
+        if b"null" in key and not all(map(_finite, section.values())):
+            return -1
+        if _SCALARS_ONLY.isdisjoint(map(type, section.values())):
+            index = len(self.sections)
+            self.sections.append(section)
+        else:
+            index = -1
+        self._section_index[key] = index
         return index
 
     def add_problem(self, line: int, raw: bytes) -> None:
