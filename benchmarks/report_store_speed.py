@@ -141,18 +141,18 @@ def cases(s: dict[str, Path], out: Path, only: set[str], rebuild: list[str] | No
             ("report 100k, default plots, first", [*cnnbench, "report", str(r100), "-o", str(out / "p100")],
              lambda: shutil.rmtree(out / "p100", ignore_errors=True)),
         ]
+    cold_lists = ("read 100k engine records, cold", [py, "-c", READ, str(e100), "1"], lambda: drop_cache(e100))
+    cold_lazy = ("read 100k, cold, as the report reads", [py, "-c", READ, str(e100), "lazy"],
+                 lambda: drop_cache(e100))
     if "cold" in only and "store" not in only:
-        todo += [
-            ("read 100k engine records, cold", [py, "-c", READ, str(e100), "1"], lambda: drop_cache(e100)),
-            ("read 100k, cold, as the report reads", [py, "-c", READ, str(e100), "lazy"], lambda: drop_cache(e100)),
-        ]
+        todo += [cold_lists, cold_lazy]
     if "store" in only:
         todo += [
-            ("read 100k engine records, cold", [py, "-c", READ, str(e100), "1"], lambda: drop_cache(e100)),
+            cold_lists,
             ("read 100k engine records, warm", [py, "-c", READ, str(e100), "1"], None),
             ("read 100k, warm, step_times=False", [py, "-c", READ, str(e100), "0"], None),
             ("read 100k, warm, as the report reads", [py, "-c", READ, str(e100), "lazy"], None),
-            ("read 100k, cold, as the report reads", [py, "-c", READ, str(e100), "lazy"], lambda: drop_cache(e100)),
+            cold_lazy,
         ]
     if "export" in only:
         export = [*cnnbench, "results", "export", str(e100), "--format", "csv", "--no-step-times", "-o",
