@@ -13,20 +13,22 @@ On a machine with one or more NVIDIA GPUs it runs, each step as a subprocess of 
    and swapping which goes first each round;
 3. the same configuration through timm's ``benchmark.py`` (``--timm-benchmark`` or
    ``$TIMM_BENCHMARK``; one "skipped" line without it);
-4. the three ``--synthetic-location`` choices;
+4. the three ``--synthetic-location`` choices (the device's figure is the median round of 2);
 5. real JPEGs (``cnnbench make-dataset``, 500×375 px) decoded and augmented by the default
    loader processes: the pipeline alone into the GPU (``cnnbench data``) and resnet50 fed by it,
    against its synthetic rate;
-6. ``--compile`` (default mode) and ``--compile-mode reduce-overhead`` (CUDA graphs), and in
-   the bare loop reduce-overhead on the model alone against the model plus a compiled
-   ``optimizer.step``;
+6. ``--compile`` (default mode) and ``--compile-mode reduce-overhead`` (CUDA graphs), and the
+   bare loop with the model compiled under reduce-overhead (``--compile-step`` adds the bare
+   loop with ``optimizer.step`` compiled too, about 45 s more);
 7. DDP over NCCL under ``torchrun --nproc-per-node <every local GPU>``;
 8. telemetry (power, clocks, images per joule) from the records, and ``cnnbench sysinfo``.
 
 It writes one markdown summary with every figure and every failure (each step's command,
 exit code and the tail of its output; full logs beside it), and exits 1 if a GPU test fails
 or if cnnbench's median rate falls below ``GATE`` of the bare loop's, else 0. On a machine
-without an NVIDIA GPU it prints one line and exits 0.
+without an NVIDIA GPU it prints one line and exits 0. Ctrl-C, SIGTERM or SIGHUP stops the step
+under way with every process it started, writes the summary of the finished steps, says so in
+one line and exits 128 + the signal's number.
 
 ``gpu_acceptance.py bare ...`` is the bare loop itself (one JSON line on stdout).
 """
@@ -34,6 +36,7 @@ without an NVIDIA GPU it prints one line and exits 0.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
 import os
@@ -43,8 +46,9 @@ import signal
 import statistics
 import subprocess
 import sys
+import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -107,6 +111,7 @@ class Settings:
     timm_benchmark: str | None = None
     work_dir: Path = Path(DEFAULT_WORK_DIR)
     skip: frozenset[str] = frozenset()
+    compile_step: bool = False  # also the bare loop with optimizer.step compiled (reduce-overhead)
 
     def cnnbench_exe(self) -> str:
         """The venv's ``cnnbench`` (beside this interpreter), else the one on PATH."""
@@ -209,7 +214,7 @@ def link_copies(train: Path, copies: int) -> Copies:
 
 
 def tests_command(s: Settings) -> list[str]:
-    return [s.python, "-m", "pytest", "tests/test_gpu.py", "-q", "-rs", "-p", "no:cacheprovider"]
+    return [s.python, "-m", "pytest", "tests/test_gpu.py", "-q", "-rs", "-p", "no:cacheprovider", "--durations=8"]
 
 
 # --- running commands -----------------------------------------------------------------
@@ -227,7 +232,9 @@ Runner = Callable[[Sequence[str], float], Completed]
 
 def run_command(cmd: Sequence[str], timeout_s: float) -> Completed:
     """Run ``cmd`` in the repository in a session of its own; past ``timeout_s`` the whole
-    session (torchrun's workers too) is stopped and the exit code is 124."""
+    session (torchrun's workers too) is stopped and the exit code is 124. A Ctrl-C or a stop
+    signal meanwhile stops the session too before it goes on up: being a session of its own,
+    the step would not get the terminal's Ctrl-C and would run on, holding the GPU."""
     t0 = time.monotonic()
     proc = subprocess.Popen(list(cmd), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)
@@ -235,19 +242,57 @@ def run_command(cmd: Sequence[str], timeout_s: float) -> Completed:
         out, err = proc.communicate(timeout=timeout_s)
         code = proc.returncode
     except subprocess.TimeoutExpired:
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            try:
-                os.killpg(proc.pid, sig)
-                out, err = proc.communicate(timeout=15)
-                break
-            except ProcessLookupError:
-                out, err = proc.communicate()
-                break
-            except subprocess.TimeoutExpired:
-                continue
+        out, err = stop_session(proc)
         code = 124
-        err = (err or "") + f"\ngpu-check: stopped after {timeout_s:.0f} s"
+        err += f"\ngpu-check: stopped after {timeout_s:.0f} s"
+    except BaseException:
+        stop_session(proc)
+        raise
     return Completed(code, out or "", err or "", time.monotonic() - t0)
+
+
+def stop_session(proc: subprocess.Popen[str]) -> tuple[str, str]:
+    """SIGTERM to every process of ``proc``'s session, SIGKILL 15 s later if any is left; what
+    ``proc`` printed."""
+    out = err = None
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+            out, err = proc.communicate(timeout=15)
+            break
+        except ProcessLookupError:
+            out, err = proc.communicate()
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    return out or "", err or ""
+
+
+class Stopped(Exception):
+    """A stop signal (SIGTERM, SIGHUP) arrived: the acceptance ends where it is."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def stop_signals_raise() -> Iterator[None]:
+    """SIGTERM and SIGHUP raise :class:`Stopped` in the main thread for the duration (a lease
+    that ends, ``timeout``), as Ctrl-C raises KeyboardInterrupt; the old handlers come back."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, _frame: object) -> None:
+        raise Stopped(signum)
+
+    old = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
 
 
 @dataclass
@@ -287,12 +332,15 @@ class Acceptance:
     sections: list[tuple[str, list[str]]] = field(default_factory=list)
     records: dict[str, dict[str, Any]] = field(default_factory=dict)
     after_step: Callable[[], None] | None = None  # called before each step after the first: the summary so far
+    current: str | None = None  # the step under way, if any
 
     def run(self, name: str, cmd: list[str], timeout_s: float | None = None) -> Step:
         if self.after_step is not None and self.steps:  # the steps before this one, their figures parsed
             self.after_step()
         self.say(f"gpu-check: {name} ...")
+        self.current = name
         done = self.runner(cmd, timeout_s or self.settings.timeout_s)
+        self.current = None
         step = Step(name, cmd, done.returncode, done.seconds, done.stdout, done.stderr)
         step.log = write_log(self.settings.work_dir / "logs", len(self.steps) + 1, step)
         self.steps.append(step)
@@ -575,11 +623,29 @@ def timm_lines(acc: Acceptance, ours: float | None) -> list[str]:
             "after every step."]
 
 
-def locations_section(acc: Acceptance) -> float | None:
+def median_round(acc: Acceptance) -> tuple[str, dict[str, Any]] | None:
+    """The cnnbench round of the harness section whose rate is the rounds' median (the lower
+    middle one of an even count): its name and figures; None where no round gave a record."""
+    rounds = sorted(((record_figures(r)["images_per_sec"], name) for name, r in acc.records.items()
+                     if name.startswith("cnnbench round ") and r.get("status") == "ok"))
+    if not rounds:
+        return None
+    _, name = rounds[(len(rounds) - 1) // 2]
+    return name, record_figures(acc.records[name])
+
+
+def locations_section(acc: Acceptance, device_round: tuple[str, dict[str, Any]] | None) -> float | None:
+    """The three ``--synthetic-location`` choices against the device; ``device_round`` (a
+    harness round, synthetic on the device already) stands for the device where given."""
     s = acc.settings
     rows = ["| --synthetic-location | img/s | vs device | input wait |", "|--|--|--|--|"]
     figs: dict[str, dict[str, Any] | None] = {}
+    if device_round is not None:
+        figs["device"] = device_round[1]
     for where in ("device", "host", "loader"):
+        if where in figs:
+            continue
+
         def cmd(folder: Path, where: str = where) -> list[str]:
             return cnnbench_command(s, folder, steps=s.short_steps, location=where)
 
@@ -589,6 +655,9 @@ def locations_section(acc: Acceptance) -> float | None:
         wait = None if fig is None else fig.get("input_wait_fraction")
         rows.append(f"| {where} | {fmt(rate(fig))} | {ratio_text(rate(fig), base)} | "
                     f"{'—' if wait is None else f'{wait:.1%}'} |")
+    if device_round is not None:
+        rows += ["", f"The device row is {device_round[0]} (the rounds' median, {s.steps} timed steps); host and "
+                 f"loader ran {s.short_steps}."]
     acc.section("Synthetic input location", rows)
     return base
 
@@ -642,8 +711,9 @@ def _jpeg_runs(acc: Acceptance, data: Path, synthetic: float | None, synthetic_l
 
 
 def compile_section(acc: Acceptance, eager: float | None) -> float | None:
-    """cnnbench compiled both ways, and the bare loop with and without a compiled optimizer
-    step under reduce-overhead; returns cnnbench's best compiled rate."""
+    """cnnbench compiled both ways and the bare loop with the model compiled under
+    reduce-overhead (with ``--compile-step``, also with optimizer.step compiled); returns
+    cnnbench's best compiled rate."""
     s = acc.settings
     runs: list[tuple[str, dict[str, Any] | None]] = [
         ("cnnbench --compile (default mode)", acc.cnnbench(
@@ -653,26 +723,33 @@ def compile_section(acc: Acceptance, eager: float | None) -> float | None:
             lambda d: cnnbench_command(s, d, steps=s.short_steps, extra=["--compile-mode", "reduce-overhead"]))),
         ("bare, model compiled (reduce-overhead)", acc.bare(
             "bare compile reduce-overhead", steps=s.short_steps, compile_mode="reduce-overhead")),
-        ("bare, model and optimizer.step compiled (reduce-overhead)", acc.bare(
-            "bare compile reduce-overhead + step", steps=s.short_steps, compile_mode="reduce-overhead",
-            compile_step=True)),
     ]
+    if s.compile_step:
+        runs.append(("bare, model and optimizer.step compiled (reduce-overhead)", acc.bare(
+            "bare compile reduce-overhead + step", steps=s.short_steps, compile_mode="reduce-overhead",
+            compile_step=True)))
     rows = ["| variant | img/s | vs eager cnnbench | compile time (s) |", "|--|--|--|--|"]
     for label, fig in runs:
         rows.append(f"| {label} | {fmt(rate(fig))} | {ratio_text(rate(fig), eager)} | "
                     f"{fmt(None if fig is None else fig.get('compile_time_s'))} |")
-    model_only, with_step = rate(runs[2][1]), rate(runs[3][1])
-    if model_only is not None and with_step is not None:
-        rows += ["", f"Compiling optimizer.step too: {fmt(with_step)} img/s against {fmt(model_only)} img/s with the "
-                 f"model alone ({with_step / model_only:.3f}): {step_compile_verdict(with_step / model_only)}."]
-    else:
-        rows += ["", "Compiling optimizer.step too: no comparison (a bare compiled run failed; see Failures)."]
-    rows.append(f"The compiled step uses {bare_optimizer_text(True, compiled_step=True)}; the other bare runs "
-                f"{bare_optimizer_text(True)}.")
+    model_only = rate(runs[2][1])
+    rows += ["", *step_compile_lines(s, model_only, rate(runs[3][1]) if s.compile_step else None)]
     rows.append(f"cnnbench / bare under reduce-overhead (model compiled): {ratio_text(rate(runs[1][1]), model_only)}.")
     acc.section("torch.compile", rows)
     compiled = [r for r in (rate(runs[0][1]), rate(runs[1][1])) if r is not None]
     return max(compiled) if compiled else None
+
+
+def step_compile_lines(s: Settings, model_only: float | None, with_step: float | None) -> list[str]:
+    """What compiling optimizer.step too did, where ``--compile-step`` measured it."""
+    if not s.compile_step:
+        return ["Compiling optimizer.step too: not measured (`--compile-step` adds it)."]
+    if model_only is None or with_step is None:
+        return ["Compiling optimizer.step too: no comparison (a bare compiled run failed; see Failures)."]
+    return [f"Compiling optimizer.step too: {fmt(with_step)} img/s against {fmt(model_only)} img/s with the model "
+            f"alone ({with_step / model_only:.3f}): {step_compile_verdict(with_step / model_only)}.",
+            f"The compiled step uses {bare_optimizer_text(True, compiled_step=True)}; the other bare runs "
+            f"{bare_optimizer_text(True)}."]
 
 
 def ddp_section(acc: Acceptance, gpus: int, single: float | None) -> None:
@@ -752,12 +829,17 @@ def steps_lines(steps: Sequence[Step]) -> list[str]:
 
 
 def render_summary(acc: Acceptance, *, gpus: int, tests_passed: bool | None, gate: Verdict | None,
-                   code: int | None, elapsed_s: float, started: str) -> str:
-    """The whole summary; ``code`` None while steps are still to come (a summary so far)."""
+                   code: int | None, elapsed_s: float, started: str, stopped: str | None = None) -> str:
+    """The whole summary; ``code`` None while steps are still to come (a summary so far), or
+    when the signal ``stopped`` names ended the acceptance."""
     s = acc.settings
     env = next((record_figures(r) for r in acc.records.values()), {})
     failed = sum(not st.ok for st in acc.steps)
-    if code is None:
+    if stopped is not None:
+        during = f" during {acc.current}" if acc.current else ""
+        verdict = (f"**Stopped by {stopped}{during}, after {len(acc.steps)} finished "
+                   f"step{'s' if len(acc.steps) != 1 else ''} ({failed} failed): not accepted.**")
+    elif code is None:
         verdict = (f"**Unfinished: {len(acc.steps)} step{'s' if len(acc.steps) != 1 else ''} run so far, "
                    f"{failed} failed; the acceptance is still running or was stopped.**")
     else:
@@ -799,10 +881,11 @@ def accept(acc: Acceptance, gpus: int) -> tuple[bool | None, Verdict | None]:
     gate, ours = harness_section(acc) if "bare" not in skip else (None, None)
     if "timm" not in skip:
         acc.section("timm benchmark.py", timm_lines(acc, ours))
-    device = locations_section(acc) if "locations" not in skip else None
+    device_round = median_round(acc)
+    device = locations_section(acc, device_round) if "locations" not in skip else None
     if "jpeg" not in skip:
-        jpeg_section(acc, device or ours, "the synthetic-on-the-device run's" if device is not None
-                     else "the cnnbench rounds' median (synthetic input on the device)")
+        jpeg_section(acc, device or ours, "the synthetic-on-the-device run's" if device is not None and
+                     device_round is None else "the cnnbench rounds' median (synthetic input on the device)")
     compiled = None
     if "compile" not in skip:
         compiled = compile_section(acc, ours)
@@ -839,7 +922,18 @@ def main(argv: Sequence[str] | None = None, *, gpus: Callable[[], int] = count_g
                                           elapsed_s=time.monotonic() - t0, started=started))
 
     acc = Acceptance(settings, runner=runner, say=say, after_step=so_far)
-    tests, gate = accept(acc, n)
+    try:
+        with stop_signals_raise():
+            tests, gate = accept(acc, n)
+    except (KeyboardInterrupt, Stopped) as exc:  # the step under way was stopped by run_command
+        signum = exc.signum if isinstance(exc, Stopped) else signal.SIGINT
+        name = signal.Signals(signum).name
+        summary.write_text(render_summary(acc, gpus=n, tests_passed=None, gate=None, code=None,
+                                          elapsed_s=time.monotonic() - t0, started=started, stopped=name))
+        during = f" during {acc.current}" if acc.current else ""
+        say(f"gpu-check: stopped by {name}{during}; the figures of the {len(acc.steps)} finished steps are in "
+            f"{summary}")
+        return 128 + signum
     code = exit_code(tests is not False, gate or Verdict(True, "skipped"))
     summary.write_text(render_summary(acc, gpus=n, tests_passed=tests, gate=gate, code=code,
                                       elapsed_s=time.monotonic() - t0, started=started))
@@ -854,7 +948,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
         raise SystemExit(f"gpu-check: --skip: unknown section(s) {', '.join(sorted(unknown))}; "
                          f"choose from {', '.join(SECTIONS)}")
     return Settings(warmup=args.warmup, steps=args.steps, short_steps=args.short_steps, rounds=args.rounds,
-                    timm_benchmark=args.timm_benchmark or None, work_dir=Path(args.work_dir), skip=skip)
+                    timm_benchmark=args.timm_benchmark or None, work_dir=Path(args.work_dir), skip=skip,
+                    compile_step=args.compile_step)
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -868,6 +963,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--steps", type=int, default=Settings.steps, help="timed steps of the cnnbench / bare rounds")
     p.add_argument("--short-steps", type=int, default=Settings.short_steps, help="timed steps of the other runs")
     p.add_argument("--skip", default="", help=f"comma-separated sections to leave out: {','.join(SECTIONS)}")
+    p.add_argument("--compile-step", action="store_true",
+                   help="also time the bare loop with optimizer.step compiled under reduce-overhead against the "
+                        "model compiled alone (about 45 s more on one H100)")
     sub = p.add_subparsers(dest="command")
     b = sub.add_parser("bare", help="the bare PyTorch loop alone (prints one JSON line)")
     b.add_argument("--model", default=Settings.model)

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -212,23 +215,85 @@ def test_summary_lists_a_failed_step_with_command_exit_code_and_tail(tmp_path):
 
 
 def test_a_stopped_acceptance_leaves_the_summary_of_the_steps_it_finished(tmp_path):
-    """A lease that ends mid-way (the whole command killed) keeps every finished step's figure."""
+    """Ctrl-C mid-way keeps every finished step's figure, says so in one line, and exits 130."""
     machine = FakeGpuMachine(ours=3000.0, bare=3050.0)
 
     def stopped_at_the_fourth(cmd, timeout_s):
         if len(machine.commands) == 3:
-            raise KeyboardInterrupt  # what the end of the lease looks like from inside
+            raise KeyboardInterrupt  # Ctrl-C while the fourth step runs
         return machine(cmd, timeout_s)
 
-    summary = tmp_path / "summary.md"
-    with pytest.raises(KeyboardInterrupt):
-        ga.main(["--summary", str(summary), "--work-dir", str(tmp_path / "work"), "--skip", "timm"],
-                gpus=lambda: 1, runner=stopped_at_the_fourth, say=lambda _: None)
-    text = summary.read_text()
-    assert "**Unfinished: 3 steps run so far, 0 failed" in text
+    code, text, said = _accept(tmp_path, stopped_at_the_fourth, "--skip", "timm")
+    assert code == 130
+    assert "**Stopped by SIGINT during bare loop round 2, after 3 finished steps (0 failed): not accepted.**" in text
     assert "| cnnbench round 1 | 0 | 20.0 | 3,000.0 |" in text
     assert "| bare loop round 1 | 0 | 20.0 | 3,050.0 |" in text
     assert "Exit " not in text
+    assert said[-1].startswith("gpu-check: stopped by SIGINT during bare loop round 2; the figures of the 3 "
+                               "finished steps are in ")
+
+
+def test_a_stop_signal_ends_the_acceptance_as_ctrl_c_does(tmp_path):
+    """SIGTERM (a lease that ends, ``timeout``) mid-way: the same summary, exit 143, and the
+    signal's old handler back afterwards."""
+    machine = FakeGpuMachine()
+    before = signal.getsignal(signal.SIGTERM)
+
+    def terminated_at_the_second(cmd, timeout_s):
+        if len(machine.commands) == 1:
+            os.kill(os.getpid(), signal.SIGTERM)
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:  # the handler raises at the next bytecode
+                time.sleep(0.01)
+            raise AssertionError("SIGTERM did not stop the acceptance")
+        return machine(cmd, timeout_s)
+
+    code, text, said = _accept(tmp_path, terminated_at_the_second, "--skip", "tests,timm")
+    assert code == 143
+    assert "**Stopped by SIGTERM during bare loop round 1, after 1 finished step (0 failed)" in text
+    assert "| cnnbench round 1 | 0 |" in text
+    assert said[-1].startswith("gpu-check: stopped by SIGTERM during bare loop round 1")
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
+def _alive(pid: int) -> bool:
+    """A process that exists and is not a zombie (an unreaped process has exited)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state not in ("Z", "X")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_ctrl_c_stops_the_step_under_way_and_leaves_no_process(tmp_path):
+    """A step runs in a session of its own, so the terminal's Ctrl-C reaches only the
+    acceptance: its run_command must stop the step before going up, or the step runs on."""
+    pid_file = tmp_path / "step.pid"
+    step = f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(300)"
+    driver = tmp_path / "driver.py"
+    driver.write_text("import importlib.util, sys\n"
+                      f"spec = importlib.util.spec_from_file_location('gpu_acceptance', {str(SCRIPT)!r})\n"
+                      "ga = sys.modules['gpu_acceptance'] = importlib.util.module_from_spec(spec)\n"
+                      "spec.loader.exec_module(ga)\n"
+                      f"ga.run_command([sys.executable, '-c', {step!r}], 600)\n")
+    proc = subprocess.Popen([sys.executable, str(driver)], stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not (pid_file.exists() and pid_file.read_text()) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert proc.poll() is None, proc.communicate()[1]
+    child = int(pid_file.read_text())
+    try:
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+        assert "KeyboardInterrupt" in err  # run_command lets it go on up, to main
+        deadline = time.monotonic() + 60
+        while _alive(child) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _alive(child), "the step outlived the acceptance"
+    finally:
+        if _alive(child):
+            os.kill(child, signal.SIGKILL)
 
 
 def test_a_run_that_exits_0_without_a_record_is_a_failure(tmp_path):
@@ -245,7 +310,7 @@ def test_a_run_that_exits_0_without_a_record_is_a_failure(tmp_path):
 
 def test_summary_has_every_figure(tmp_path):
     machine = FakeGpuMachine(ours=3000.0, bare=3030.0, bare_step=3200.0)
-    _, summary, _ = _accept(tmp_path, machine, "--timm-benchmark", "/timm/benchmark.py", gpus=2)
+    _, summary, _ = _accept(tmp_path, machine, "--timm-benchmark", "/timm/benchmark.py", "--compile-step", gpus=2)
     for text in ("3,000.0", "3,030.0", "0.990",  # harness, bare, ratio
                  "timm 2,801.5 img/s", "cnnbench / timm = 1.071",
                  "| device | 3,000.0 | 1.000 |", "| host |", "| loader |",
@@ -291,6 +356,27 @@ def test_jpegs_that_cannot_be_made_give_no_real_data_runs(tmp_path):
     assert "### make JPEGs (exit 1)" in summary and "No space left on device" in summary
 
 
+def test_the_device_location_is_the_median_round_where_the_rounds_ran(tmp_path):
+    """The rounds are synthetic on the device already: the locations table takes the median one
+    (not another run), with its input wait, and says so."""
+    rates = iter([3000.0, 2900.0, 3100.0])
+    machine = FakeGpuMachine()
+
+    def rounds_differ(cmd, timeout_s):
+        if " run " in f" {' '.join(cmd)} " and "--num-batches" in cmd and _arg(cmd, "--num-batches") == "100":
+            machine.ours = next(rates)
+        elif "--synthetic-location" in cmd:
+            machine.ours = 2800.0
+        return machine(cmd, timeout_s)
+
+    _, summary, _ = _accept(tmp_path, rounds_differ, "--skip", "tests,timm,jpeg,compile,ddp,sysinfo")
+    assert not any("--synthetic-location" in c and _arg(c, "--synthetic-location") == "device"
+                   and _arg(c, "--num-batches") == "50" for c in machine.commands)
+    section = summary.split("## Synthetic input location", 1)[1].split("##", 1)[0]
+    assert "| device | 3,000.0 | 1.000 | 1.0% |" in section and "| host | 2,800.0 | 0.933 |" in section
+    assert "The device row is cnnbench round 1 (the rounds' median, 100 timed steps)" in section
+
+
 def test_jpegs_against_the_rounds_median_where_no_location_ran(tmp_path):
     _, summary, _ = _accept(tmp_path, FakeGpuMachine(ours=3000.0), "--skip", "tests,timm,locations,compile,ddp,sysinfo")
     assert ("The synthetic rate is the cnnbench rounds' median (synthetic input on the device) (3,000.0 img/s)"
@@ -331,8 +417,17 @@ def test_link_copies_links_each_class_folder(tmp_path):
 
 
 def test_compiling_the_optimizer_step_that_does_not_help_is_said(tmp_path):
-    _, summary, _ = _accept(tmp_path, FakeGpuMachine(bare=3000.0, bare_step=2900.0), "--skip", "tests,ddp")
+    _, summary, _ = _accept(tmp_path, FakeGpuMachine(bare=3000.0, bare_step=2900.0), "--skip", "tests,ddp",
+                            "--compile-step")
     assert "it does not help" in summary and "keep it" not in summary
+
+
+def test_the_compiled_optimizer_step_is_timed_only_when_asked(tmp_path):
+    machine = FakeGpuMachine()
+    _, summary, _ = _accept(tmp_path, machine, "--skip", "tests,timm,locations,jpeg,ddp,sysinfo")
+    assert not any("--compile-step" in c for c in machine.commands)
+    assert "Compiling optimizer.step too: not measured (`--compile-step` adds it)." in summary
+    assert "bare, model and optimizer.step compiled" not in summary
 
 
 @pytest.mark.parametrize(("ratio", "verdict"), [
@@ -423,11 +518,13 @@ def test_timm_command_matches_the_configuration():
 
 def test_every_step_runs_the_variant_it_names(tmp_path):
     machine = FakeGpuMachine()
-    _accept(tmp_path, machine, "--rounds", "1", "--timm-benchmark", "/t/benchmark.py", gpus=4)
+    _accept(tmp_path, machine, "--rounds", "1", "--timm-benchmark", "/t/benchmark.py", "--compile-step", gpus=4)
     joined = [" ".join(c) for c in machine.commands]
-    assert any(c.endswith("pytest tests/test_gpu.py -q -rs -p no:cacheprovider") for c in joined)
-    for where in ("device", "host", "loader"):
-        assert any(f"--synthetic-location {where}" in c for c in joined)
+    assert any(c.endswith("pytest tests/test_gpu.py -q -rs -p no:cacheprovider --durations=8") for c in joined)
+    located = [c for c in joined if " run " in c and "--synthetic-location" in c and "--compile" not in c
+               and "torch.distributed.run" not in c]
+    assert [c.split("--synthetic-location ")[1].split()[0] for c in located] == ["device", "host", "loader"]
+    assert "--num-batches 100" in located[0]  # the round; no location run of its own for the device
     assert any(" make-dataset " in c for c in joined) and sum("--data-dir" in c for c in joined) == 2
     assert sum(c.endswith("--compile") for c in joined) == 1
     assert sum("--compile-mode reduce-overhead" in c and " run " in c for c in joined) == 1
