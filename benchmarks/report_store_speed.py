@@ -59,7 +59,7 @@ def make_stores(data: Path, only: set[str]) -> dict[str, Path]:
 
     names = ["report-10k"] if only & {"report", "tables"} else []
     names += ["report-100k"] if "report" in only else []
-    names += ["engine-100k"] if only & {"store", "export", "cold"} else []
+    names += ["engine-100k"] if only & {"store", "export", "cold", "list"} else []
     stores = {name: data / name for name in names}
     for name, n in (("report-10k", 10_000), ("report-100k", 100_000)):
         folder = stores.get(name)
@@ -154,6 +154,12 @@ def cases(s: dict[str, Path], out: Path, only: set[str], rebuild: list[str] | No
             ("read 100k, warm, as the report reads", [py, "-c", READ, str(e100), "lazy"], None),
             cold_lazy,
         ]
+    if "list" in only:
+        listing = [*cnnbench, "results", "list", "--limit", "1", str(e100)]
+        todo += [
+            ("results list --limit 1 100k, cold", listing, lambda: drop_cache(e100)),
+            ("results list --limit 1 100k, warm", listing, None),
+        ]
     if "export" in only:
         export = [*cnnbench, "results", "export", str(e100), "--format", "csv", "--no-step-times", "-o",
                   str(out / "e.csv")]
@@ -175,7 +181,8 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--data", type=Path, default=Path(tempfile.gettempdir()) / "cnnbench-bench-stores")
     ap.add_argument("--only", default="report,store,export", help="Comma-separated: report, store, export; or "
-                    "tables (the 10,000-record report without plots alone), cold (the store's two cold reads alone).")
+                    "tables (the 10,000-record report without plots alone), cold (the store's two cold reads "
+                    "alone), list (results list --limit 1 of the 100,000 engine records, cold and warm).")
     args = ap.parse_args()
     only = set(args.only.split(","))
     stores = make_stores(args.data, only)

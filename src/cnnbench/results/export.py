@@ -64,8 +64,12 @@ def list_order(record: Mapping[str, Any]) -> tuple[Any, ...]:
 
 
 def newest(records: Sequence[Mapping[str, Any]], limit: int) -> tuple[list[Mapping[str, Any]], int]:
-    """The newest ``limit`` runs (all with 0), oldest first, and how many there are in all."""
-    ordered = sorted(records, key=list_order)
+    """The newest ``limit`` runs (all with 0), oldest first, and how many there are in all.
+
+    The collector is paused: a key per record after a read of 100,000 made it trace every
+    record again (0.32 against 0.14 s)."""
+    with collector_paused():
+        ordered = sorted(records, key=list_order)
     return (ordered[-limit:] if limit > 0 else ordered), len(ordered)
 
 
