@@ -60,3 +60,23 @@ def test_run_machines_follow_the_runs_a_measure_gains() -> None:
     m.add(other)
     assert run_machines(m) == ["a", "b", "c"]
     assert machines_of(m, other) == {"a", "b", "c"}
+
+
+def test_results_list_sorts_with_the_collector_paused() -> None:
+    """``results list`` keys every record it read: with the collector running, those keys set off
+    traces of all the records (``newest``)."""
+    from cnnbench.results.export import newest
+
+    seen: list[bool] = []
+
+    class Watched(dict):
+        def get(self, key, default=None):  # type: ignore[no-untyped-def]
+            seen.append(gc.isenabled())
+            return super().get(key, default)
+
+    records = [Watched(started_at=f"2026-01-0{day}T00:00:00", config={"model": "resnet50", "batch_size": 32})
+               for day in (3, 1, 2)]
+    shown, total = newest(records, 2)
+    assert [r["started_at"][:10] for r in shown] == ["2026-01-02", "2026-01-03"] and total == 3
+    assert seen and not any(seen)
+    assert gc.isenabled()
