@@ -230,69 +230,136 @@ class Completed:
 Runner = Callable[[Sequence[str], float], Completed]
 
 
-def run_command(cmd: Sequence[str], timeout_s: float) -> Completed:
-    """Run ``cmd`` in the repository in a session of its own; past ``timeout_s`` the whole
-    session (torchrun's workers too) is stopped and the exit code is 124. A Ctrl-C or a stop
-    signal meanwhile stops the session too before it goes on up: being a session of its own,
-    the step would not get the terminal's Ctrl-C and would run on, holding the GPU."""
+STOP_GRACE_S = 15.0
+"""How long a stopped step's processes have between SIGTERM and SIGKILL."""
+
+
+def run_command(cmd: Sequence[str], timeout_s: float, grace_s: float = STOP_GRACE_S) -> Completed:
+    """Run ``cmd`` in the repository in a session of its own; past ``timeout_s`` the step and
+    every process it started are stopped (:func:`stop_session`) and the exit code is 124. A
+    Ctrl-C or a stop signal meanwhile stops them too before it goes on up: being a session of
+    its own, the step would not get the terminal's Ctrl-C and would run on, holding the GPU.
+    Under :func:`stop_signals`, a signal that comes while the step is being started is held
+    until it can be stopped."""
     t0 = time.monotonic()
-    proc = subprocess.Popen(list(cmd), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+    proc: subprocess.Popen[str] | None = None
     try:
+        with _signals_held():
+            proc = subprocess.Popen(list(cmd), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                    start_new_session=True)
         out, err = proc.communicate(timeout=timeout_s)
         code = proc.returncode
     except subprocess.TimeoutExpired:
-        out, err = stop_session(proc)
+        assert proc is not None  # only communicate times out
+        out, err = stop_session(proc, grace_s)
         code = 124
         err += f"\ngpu-check: stopped after {timeout_s:.0f} s"
     except BaseException:
-        stop_session(proc)
+        if proc is not None:
+            stop_session(proc, grace_s)
         raise
     return Completed(code, out or "", err or "", time.monotonic() - t0)
 
 
-def stop_session(proc: subprocess.Popen[str]) -> tuple[str, str]:
-    """SIGTERM to every process of ``proc``'s session, SIGKILL 15 s later if any is left; what
-    ``proc`` printed."""
-    out = err = None
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(proc.pid, sig)
-            out, err = proc.communicate(timeout=15)
-            break
-        except ProcessLookupError:
-            out, err = proc.communicate()
-            break
-        except subprocess.TimeoutExpired:
-            continue
+def stop_session(proc: subprocess.Popen[str], grace_s: float = STOP_GRACE_S) -> tuple[str, str]:
+    """Stop the step ``proc`` and every process it started: SIGTERM to its session and to each
+    of its descendants (torchrun starts each worker in a session of its own), then SIGKILL to
+    whatever is left after ``grace_s``, or at once if another signal cuts the wait short;
+    returns what ``proc`` printed."""
+    tree = _descendants(proc.pid)  # before anything dies: a dead parent's children are no longer found
+    out = err = ""
+    done = False
+    try:
+        _send(proc.pid, tree, signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            out, err = proc.communicate(timeout=grace_s)
+            done = True
+    finally:
+        _send(proc.pid, tree + _descendants(proc.pid), signal.SIGKILL)
+    if not done:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            out, err = proc.communicate(timeout=grace_s)
     return out or "", err or ""
 
 
-class Stopped(Exception):
-    """A stop signal (SIGTERM, SIGHUP) arrived: the acceptance ends where it is."""
+def _descendants(pid: int) -> list[Any]:
+    """``pid``'s children, theirs and so on, as :class:`psutil.Process` objects."""
+    import psutil
+
+    try:
+        return list(psutil.Process(pid).children(recursive=True))
+    except psutil.Error:
+        return []
+
+
+def _send(session: int, processes: Sequence[Any], sig: int) -> None:
+    """``sig`` to the process group ``session`` and to each of ``processes`` still running
+    (psutil checks that a pid was not reused)."""
+    import psutil
+
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(session, sig)
+    for p in processes:
+        with contextlib.suppress(psutil.Error):
+            p.send_signal(sig)
+
+
+class Stopped(BaseException):
+    """A stop signal (SIGTERM, SIGHUP) arrived: the acceptance ends where it is (a
+    BaseException, like KeyboardInterrupt, so that no ``except Exception`` swallows it)."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(signal.Signals(signum).name)
         self.signum = signum
 
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_held: list[int] | None = None
+"""Signals that came while :func:`_signals_held` held them (None: not holding)."""
+
+
+def _stop_exception(signum: int) -> BaseException:
+    return KeyboardInterrupt() if signum == signal.SIGINT else Stopped(signum)
+
+
+def _on_stop_signal(signum: int, _frame: object) -> None:
+    if _held is not None:
+        _held.append(signum)
+        return
+    raise _stop_exception(signum)
+
+
 @contextlib.contextmanager
-def stop_signals_raise() -> Iterator[None]:
-    """SIGTERM and SIGHUP raise :class:`Stopped` in the main thread for the duration (a lease
-    that ends, ``timeout``), as Ctrl-C raises KeyboardInterrupt; the old handlers come back."""
+def stop_signals() -> Iterator[None]:
+    """For the duration, in the main thread: Ctrl-C raises KeyboardInterrupt, SIGTERM and
+    SIGHUP (a lease that ends, ``timeout``) raise :class:`Stopped`; a signal ignored when it
+    begins (``nohup``) stays ignored. The old handlers come back at the end."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-
-    def stop(signum: int, _frame: object) -> None:
-        raise Stopped(signum)
-
-    old = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    old = {sig: signal.signal(sig, _on_stop_signal) for sig in STOP_SIGNALS
+           if signal.getsignal(sig) is not signal.SIG_IGN}
     try:
         yield
     finally:
         for sig, handler in old.items():
-            signal.signal(sig, handler)
+            if handler is not None:
+                signal.signal(sig, handler)
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """A stop signal that comes inside the block is raised at its end (where
+    :func:`stop_signals` handles it): a step's process exists before ``Popen`` returns it, and
+    only once it is returned can it be stopped."""
+    global _held
+    _held = []
+    try:
+        yield
+    finally:
+        held, _held = _held, None
+        if held:
+            raise _stop_exception(held[0])
 
 
 @dataclass
@@ -624,13 +691,14 @@ def timm_lines(acc: Acceptance, ours: float | None) -> list[str]:
 
 
 def median_round(acc: Acceptance) -> tuple[str, dict[str, Any]] | None:
-    """The cnnbench round of the harness section whose rate is the rounds' median (the lower
-    middle one of an even count): its name and figures; None where no round gave a record."""
+    """The cnnbench round of the harness section whose rate is the rounds' median: its name and
+    figures; None where no round gave a record, or an even number did (their median is no one
+    round's)."""
     rounds = sorted(((record_figures(r)["images_per_sec"], name) for name, r in acc.records.items()
                      if name.startswith("cnnbench round ") and r.get("status") == "ok"))
-    if not rounds:
+    if len(rounds) % 2 == 0:
         return None
-    _, name = rounds[(len(rounds) - 1) // 2]
+    _, name = rounds[len(rounds) // 2]
     return name, record_figures(acc.records[name])
 
 
@@ -923,8 +991,11 @@ def main(argv: Sequence[str] | None = None, *, gpus: Callable[[], int] = count_g
 
     acc = Acceptance(settings, runner=runner, say=say, after_step=so_far)
     try:
-        with stop_signals_raise():
+        with stop_signals():
             tests, gate = accept(acc, n)
+            code = exit_code(tests is not False, gate or Verdict(True, "skipped"))
+            summary.write_text(render_summary(acc, gpus=n, tests_passed=tests, gate=gate, code=code,
+                                              elapsed_s=time.monotonic() - t0, started=started))
     except (KeyboardInterrupt, Stopped) as exc:  # the step under way was stopped by run_command
         signum = exc.signum if isinstance(exc, Stopped) else signal.SIGINT
         name = signal.Signals(signum).name
@@ -934,9 +1005,6 @@ def main(argv: Sequence[str] | None = None, *, gpus: Callable[[], int] = count_g
         say(f"gpu-check: stopped by {name}{during}; the figures of the {len(acc.steps)} finished steps are in "
             f"{summary}")
         return 128 + signum
-    code = exit_code(tests is not False, gate or Verdict(True, "skipped"))
-    summary.write_text(render_summary(acc, gpus=n, tests_passed=tests, gate=gate, code=code,
-                                      elapsed_s=time.monotonic() - t0, started=started))
     say(f"gpu-check: exit {code}; summary written to {summary}")
     return code
 

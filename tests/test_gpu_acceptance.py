@@ -265,35 +265,138 @@ def _alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
-def test_ctrl_c_stops_the_step_under_way_and_leaves_no_process(tmp_path):
-    """A step runs in a session of its own, so the terminal's Ctrl-C reaches only the
-    acceptance: its run_command must stop the step before going up, or the step runs on."""
-    pid_file = tmp_path / "step.pid"
-    step = f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(300)"
+def _wait_for(condition, what: str, timeout_s: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"gave up waiting for {what}"
+        time.sleep(0.05)
+
+
+def _pid_in(path: Path) -> int | None:
+    text = path.read_text() if path.exists() else ""
+    return int(text) if text.strip() else None
+
+
+def _driver(tmp_path: Path, step: str, *, grace_s: float = 15.0, handled: bool = False) -> subprocess.Popen:
+    """A process that runs ``step`` (Python code) as the acceptance runs a step, under the
+    acceptance's signal handling where ``handled``."""
     driver = tmp_path / "driver.py"
+    call = f"ga.run_command([sys.executable, '-c', {step!r}], 600, grace_s={grace_s})"
     driver.write_text("import importlib.util, sys\n"
                       f"spec = importlib.util.spec_from_file_location('gpu_acceptance', {str(SCRIPT)!r})\n"
                       "ga = sys.modules['gpu_acceptance'] = importlib.util.module_from_spec(spec)\n"
                       "spec.loader.exec_module(ga)\n"
-                      f"ga.run_command([sys.executable, '-c', {step!r}], 600)\n")
-    proc = subprocess.Popen([sys.executable, str(driver)], stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 120
-    while not (pid_file.exists() and pid_file.read_text()) and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.05)
+                      + (f"with ga.stop_signals():\n    {call}\n" if handled else f"{call}\n"))
+    return subprocess.Popen([sys.executable, str(driver)], stderr=subprocess.PIPE, text=True)
+
+
+def _stubborn(pid_file: Path, *, own_session: bool = False, term_file: Path | None = None) -> str:
+    """Python code of a step that writes its pid, notes SIGTERM (in ``term_file``) but goes on,
+    and sleeps; with ``own_session``, the step starts such a process in a session of its own
+    (as torchrun starts its workers) and waits for it."""
+    worker = ("import os, signal, time\n"
+              f"signal.signal(signal.SIGTERM, lambda *_: open({str(term_file)!r}, 'w').write('TERM'))\n"
+              if term_file else "import os, signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\n")
+    worker += f"open({str(pid_file)!r}, 'w').write(str(os.getpid()))\ntime.sleep(300)\n"
+    if not own_session:
+        return worker
+    return ("import subprocess, sys\n"
+            f"subprocess.Popen([sys.executable, '-c', {worker!r}], start_new_session=True).wait()\n")
+
+
+@pytest.fixture
+def reaper():
+    """Pids to SIGKILL after the test, whatever happened."""
+    pids: list[int] = []
+    yield pids
+    for pid in pids:
+        if _alive(pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_ctrl_c_stops_the_step_under_way_and_leaves_no_process(tmp_path, reaper):
+    """A step runs in a session of its own, so the terminal's Ctrl-C reaches only the
+    acceptance: its run_command must stop the step before going up, or the step runs on."""
+    pid_file = tmp_path / "step.pid"
+    proc = _driver(tmp_path, f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); "
+                             "time.sleep(300)")
+    _wait_for(lambda: _pid_in(pid_file) is not None or proc.poll() is not None, "the step")
     assert proc.poll() is None, proc.communicate()[1]
-    child = int(pid_file.read_text())
+    reaper.append(child := _pid_in(pid_file))
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert "KeyboardInterrupt" in err  # run_command lets it go on up, to main
+    _wait_for(lambda: not _alive(child), "the step to end (it outlived the acceptance)", 60)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_stopped_step_takes_the_processes_it_started_in_sessions_of_their_own(tmp_path, reaper):
+    """torchrun starts each worker in a session of its own: stopping the step's session does not
+    reach them, so they are stopped one by one, and killed when they ignore SIGTERM."""
+    pid_file = tmp_path / "worker.pid"
+    proc = _driver(tmp_path, _stubborn(pid_file, own_session=True), grace_s=1, handled=True)
+    _wait_for(lambda: _pid_in(pid_file) is not None or proc.poll() is not None, "the worker")
+    assert proc.poll() is None, proc.communicate()[1]
+    reaper.append(worker := _pid_in(pid_file))
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=120)
+    _wait_for(lambda: not _alive(worker), "the worker to end (it outlived the acceptance)", 60)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_second_signal_while_a_step_is_stopped_kills_it_at_once(tmp_path, reaper):
+    """Ctrl-C, and again while the step has its grace after SIGTERM: the step is killed then,
+    not left with only the SIGTERM it ignores."""
+    pid_file, term_file = tmp_path / "step.pid", tmp_path / "step.term"
+    proc = _driver(tmp_path, _stubborn(pid_file, term_file=term_file), grace_s=600, handled=True)
+    _wait_for(lambda: _pid_in(pid_file) is not None or proc.poll() is not None, "the step")
+    assert proc.poll() is None, proc.communicate()[1]
+    reaper.append(step := _pid_in(pid_file))
+    proc.send_signal(signal.SIGINT)
+    _wait_for(term_file.exists, "the step's SIGTERM")
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=120)
+    _wait_for(lambda: not _alive(step), "the step to end (only its SIGTERM, which it ignores, was sent)", 60)
+
+
+def test_a_signal_while_a_step_starts_is_held_until_the_step_can_be_stopped(monkeypatch):
+    """The step's process exists before Popen returns it: a stop signal in that moment must not
+    leave it running unseen."""
+    real_popen = subprocess.Popen
+    started: list[subprocess.Popen] = []
+
+    def popen_then_signal(*args, **kwargs):
+        p = real_popen(*args, **kwargs)
+        started.append(p)
+        os.kill(os.getpid(), signal.SIGTERM)
+        deadline = time.monotonic() + 0.5
+        while time.monotonic() < deadline:  # where the handler would raise, were the signal not held
+            time.sleep(0.01)
+        return p
+
+    monkeypatch.setattr(ga.subprocess, "Popen", popen_then_signal)
     try:
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=120)
-        assert "KeyboardInterrupt" in err  # run_command lets it go on up, to main
-        deadline = time.monotonic() + 60
-        while _alive(child) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not _alive(child), "the step outlived the acceptance"
+        with pytest.raises(ga.Stopped), ga.stop_signals():
+            ga.run_command([sys.executable, "-c", "import time; time.sleep(300)"], 600, grace_s=5)
+        assert started and started[0].poll() is not None, "the step outlived the acceptance"
     finally:
-        if _alive(child):
-            os.kill(child, signal.SIGKILL)
+        for p in started:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+def test_signals_that_are_ignored_stay_ignored():
+    """``nohup make gpu-check &``: SIGHUP is ignored on purpose, so a logout must not stop it."""
+    old = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        with ga.stop_signals():
+            assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+            assert signal.getsignal(signal.SIGTERM) is ga._on_stop_signal
+        assert signal.getsignal(signal.SIGHUP) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGHUP, old)
 
 
 def test_a_run_that_exits_0_without_a_record_is_a_failure(tmp_path):
@@ -375,6 +478,27 @@ def test_the_device_location_is_the_median_round_where_the_rounds_ran(tmp_path):
     section = summary.split("## Synthetic input location", 1)[1].split("##", 1)[0]
     assert "| device | 3,000.0 | 1.000 | 1.0% |" in section and "| host | 2,800.0 | 0.933 |" in section
     assert "The device row is cnnbench round 1 (the rounds' median, 100 timed steps)" in section
+
+
+def test_with_an_even_number_of_rounds_the_device_location_runs_on_its_own(tmp_path):
+    """Two rounds' median is no one round's: the device gets a run of its own, and the JPEGs are
+    compared with that run, as the summary says."""
+    rates = iter([3000.0, 2800.0])
+    machine = FakeGpuMachine()
+
+    def rounds_differ(cmd, timeout_s):
+        if "--num-batches" in cmd and _arg(cmd, "--num-batches") == "100" and "--synthetic-location" in cmd:
+            machine.ours = next(rates)
+        elif "--synthetic-location" in cmd:
+            machine.ours = 2950.0
+        return machine(cmd, timeout_s)
+
+    _, summary, _ = _accept(tmp_path, rounds_differ, "--rounds", "2", "--skip", "tests,timm,compile,ddp,sysinfo")
+    assert any("--synthetic-location" in c and _arg(c, "--synthetic-location") == "device"
+               and _arg(c, "--num-batches") == "50" for c in machine.commands)
+    assert "Median cnnbench 2,900.0" in summary
+    assert "| device | 2,950.0 | 1.000 |" in summary and "The device row is" not in summary
+    assert "The synthetic rate is the synthetic-on-the-device run's (2,950.0 img/s)" in summary
 
 
 def test_jpegs_against_the_rounds_median_where_no_location_ran(tmp_path):
