@@ -53,6 +53,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 REPO = Path(__file__).resolve().parent.parent
 GATE = 0.97  # cnnbench / bare below this fails the machine (room for noise)
 GOAL = 0.99  # what the harness aims for
@@ -265,40 +267,91 @@ def stop_session(proc: subprocess.Popen[str], grace_s: float = STOP_GRACE_S) -> 
     """Stop the step ``proc`` and every process it started: SIGTERM to its session and to each
     of its descendants (torchrun starts each worker in a session of its own), then SIGKILL to
     whatever is left after ``grace_s``, or at once if another signal cuts the wait short;
-    returns what ``proc`` printed."""
-    tree = _descendants(proc.pid)  # before anything dies: a dead parent's children are no longer found
+    returns what ``proc`` printed. Under :func:`stop_signals`, stop signals are held back while
+    it finds and signals the processes (a Ctrl-C held down would otherwise cut that short, and
+    the step run on; a signal mask would not do: it holds back only this thread's); once
+    the acceptance is a subreaper (:func:`become_subreaper`), the processes orphaned meanwhile
+    (a worker started as its launcher died) are its children, and are killed too."""
+    tree: list[psutil.Process] = []
     out = err = ""
     done = False
     try:
-        _send(proc.pid, tree, signal.SIGTERM)
+        with _signals_held():
+            tree = _descendants(proc.pid)  # before anything dies: a dead parent's children are no longer found
+            _send(proc.pid, tree, signal.SIGTERM)
         with contextlib.suppress(subprocess.TimeoutExpired):
             out, err = proc.communicate(timeout=grace_s)
             done = True
     finally:
-        _send(proc.pid, tree + _descendants(proc.pid), signal.SIGKILL)
+        with _signals_held():
+            unreaped = proc.returncode is None  # once reaped, its pid may be another process's
+            late = (_descendants(proc.pid) if unreaped else []) + _orphans_taken_in(proc.pid)
+            _send(proc.pid if unreaped else None, tree + late, signal.SIGKILL)
     if not done:
-        with contextlib.suppress(subprocess.TimeoutExpired):
+        try:
             out, err = proc.communicate(timeout=grace_s)
+        except subprocess.TimeoutExpired as exc:  # a process out of reach holds the pipes: keep what came
+            out, err = _text(exc.output), _text(exc.stderr)
     return out or "", err or ""
 
 
-def _descendants(pid: int) -> list[Any]:
-    """``pid``'s children, theirs and so on, as :class:`psutil.Process` objects."""
-    import psutil
+def _text(data: str | bytes | None) -> str:
+    return data.decode(errors="replace") if isinstance(data, bytes) else data or ""
 
+
+def _descendants(pid: int) -> list[psutil.Process]:
+    """``pid``'s children, theirs and so on."""
     try:
         return list(psutil.Process(pid).children(recursive=True))
     except psutil.Error:
         return []
 
 
-def _send(session: int, processes: Sequence[Any], sig: int) -> None:
-    """``sig`` to the process group ``session`` and to each of ``processes`` still running
-    (psutil checks that a pid was not reused)."""
-    import psutil
+_subreaper = False
+"""Whether this process takes in the orphans of its descendants (:func:`become_subreaper`)."""
 
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(session, sig)
+
+def become_subreaper() -> bool:
+    """Make this process the one that a descendant's orphans are handed to (Linux
+    ``PR_SET_CHILD_SUBREAPER``), so that a step's worker whose launcher died is still found
+    below this process; True when it could."""
+    global _subreaper
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+
+        _subreaper = ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        _subreaper = False
+    return _subreaper
+
+
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def _orphans_taken_in(step: int) -> list[psutil.Process]:
+    """The processes below this one other than the step ``step`` and its tree: orphans of the
+    step taken in as a subreaper (the acceptance runs one step at a time). None otherwise."""
+    if not _subreaper:
+        return []
+    try:
+        children = psutil.Process().children()
+    except psutil.Error:
+        return []
+    out: list[psutil.Process] = []
+    for child in children:
+        if child.pid != step:
+            out += [child, *_descendants(child.pid)]
+    return out
+
+
+def _send(session: int | None, processes: Sequence[psutil.Process], sig: int) -> None:
+    """``sig`` to the process group ``session`` (if any) and to each of ``processes`` still
+    running (psutil checks that a pid was not reused)."""
+    if session is not None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(session, sig)
     for p in processes:
         with contextlib.suppress(psutil.Error):
             p.send_signal(sig)
@@ -351,13 +404,14 @@ def stop_signals() -> Iterator[None]:
 def _signals_held() -> Iterator[None]:
     """A stop signal that comes inside the block is raised at its end (where
     :func:`stop_signals` handles it): a step's process exists before ``Popen`` returns it, and
-    only once it is returned can it be stopped."""
+    only once it is returned can it be stopped; a stopped step's processes are found and
+    signalled whole."""
     global _held
-    _held = []
+    outer, _held = _held, []
     try:
         yield
     finally:
-        held, _held = _held, None
+        held, _held = _held, outer
         if held:
             raise _stop_exception(held[0])
 
@@ -1143,4 +1197,5 @@ def bare_loop(args: argparse.Namespace) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
+    become_subreaper()  # the acceptance's own process only: a subreaper takes in every orphan below it
     raise SystemExit(main())

@@ -360,6 +360,75 @@ def test_a_second_signal_while_a_step_is_stopped_kills_it_at_once(tmp_path, reap
     _wait_for(lambda: not _alive(step), "the step to end (only its SIGTERM, which it ignores, was sent)", 60)
 
 
+def test_signals_while_a_step_is_being_stopped_wait_until_it_is_signalled(tmp_path, monkeypatch, reaper):
+    """Ctrl-C held down: a signal while the stop finds and signals the step's processes must not
+    cut that short, or the step (here one that ignores SIGTERM) runs on."""
+    real_descendants = ga._descendants
+
+    def descendants_with_ctrl_c(pid):
+        os.kill(os.getpid(), signal.SIGINT)
+        deadline = time.monotonic() + 0.3
+        while time.monotonic() < deadline:  # where the handler would raise, were signals not held back
+            time.sleep(0.01)
+        return real_descendants(pid)
+
+    monkeypatch.setattr(ga, "_descendants", descendants_with_ctrl_c)
+    pid_file = tmp_path / "step.pid"
+    with pytest.raises(KeyboardInterrupt), ga.stop_signals():
+        ga.run_command([sys.executable, "-c", _stubborn(pid_file)], 5, grace_s=600)
+    if (step := _pid_in(pid_file)) is not None:  # else it never started: nothing to stop
+        reaper.append(step)
+        _wait_for(lambda: not _alive(step), "the step to end (it outlived the acceptance)", 60)
+
+
+def test_a_step_that_ended_is_not_signalled_by_its_old_pid(monkeypatch):
+    """Once the step is reaped its pid may be another process's: no SIGKILL to that group."""
+    real_killpg = os.killpg
+    sent: list[int] = []
+
+    def recorded_killpg(pgid, sig):
+        sent.append(sig)
+        real_killpg(pgid, sig)
+
+    monkeypatch.setattr(ga.os, "killpg", recorded_killpg)
+    done = ga.run_command([sys.executable, "-c", "import time; time.sleep(300)"], 2, grace_s=60)
+    assert done.returncode == 124
+    assert sent == [signal.SIGTERM]  # it ended on SIGTERM and was reaped: nothing more
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="a subreaper is Linux's")
+def test_a_worker_started_as_its_launcher_is_stopped_is_taken_in_and_killed(tmp_path, reaper):
+    """A launcher that starts a worker in a session of its own as it dies (torchrun stopped while
+    it starts its workers): the worker is orphaned after the stop looked for processes, so only
+    a subreaper still finds it below the acceptance."""
+    ready, worker_pid = tmp_path / "ready", tmp_path / "worker.pid"
+    worker = "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\ntime.sleep(300)\n"
+    launcher = ("import os, signal, subprocess, sys, time\n"
+                "def stop(*_):\n"
+                f"    p = subprocess.Popen([sys.executable, '-c', {worker!r}], start_new_session=True)\n"
+                f"    open({str(worker_pid)!r}, 'w').write(str(p.pid))\n"
+                "    os._exit(0)\n"
+                "signal.signal(signal.SIGTERM, stop)\n"
+                f"open({str(ready)!r}, 'w').write('ready')\n"
+                "time.sleep(300)\n")
+    driver = tmp_path / "driver.py"
+    driver.write_text("import importlib.util, sys\n"
+                      f"spec = importlib.util.spec_from_file_location('gpu_acceptance', {str(SCRIPT)!r})\n"
+                      "ga = sys.modules['gpu_acceptance'] = importlib.util.module_from_spec(spec)\n"
+                      "spec.loader.exec_module(ga)\n"
+                      "assert ga.become_subreaper()\n"
+                      "with ga.stop_signals():\n"
+                      f"    ga.run_command([sys.executable, '-c', {launcher!r}], 600, grace_s=2)\n")
+    proc = subprocess.Popen([sys.executable, str(driver)], stderr=subprocess.PIPE, text=True)
+    _wait_for(lambda: ready.exists() or proc.poll() is not None, "the launcher")
+    assert proc.poll() is None, proc.communicate()[1]
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=120)
+    assert (worker := _pid_in(worker_pid)) is not None, "the launcher started no worker"
+    reaper.append(worker)
+    _wait_for(lambda: not _alive(worker), "the worker to end (it outlived the acceptance)", 60)
+
+
 def test_a_signal_while_a_step_starts_is_held_until_the_step_can_be_stopped(monkeypatch):
     """The step's process exists before Popen returns it: a stop signal in that moment must not
     leave it running unseen."""
