@@ -13,7 +13,8 @@ On a machine with one or more NVIDIA GPUs it runs, each step as a subprocess of 
    and swapping which goes first each round;
 3. the same configuration through timm's ``benchmark.py`` (``--timm-benchmark`` or
    ``$TIMM_BENCHMARK``; one "skipped" line without it);
-4. the three ``--synthetic-location`` choices (the device's figure is the median round of 2);
+4. the three ``--synthetic-location`` choices (the device's figure is step 2's median round
+   where there is one: an odd number of rounds);
 5. real JPEGs (``cnnbench make-dataset``, 500×375 px) decoded and augmented by the default
    loader processes: the pipeline alone into the GPU (``cnnbench data``) and resnet50 fed by it,
    against its synthetic rate;
@@ -309,6 +310,7 @@ def _descendants(pid: int) -> list[psutil.Process]:
 
 _subreaper = False
 """Whether this process takes in the orphans of its descendants (:func:`become_subreaper`)."""
+PR_SET_CHILD_SUBREAPER = 36
 
 
 def become_subreaper() -> bool:
@@ -325,9 +327,6 @@ def become_subreaper() -> bool:
     except (OSError, AttributeError):
         _subreaper = False
     return _subreaper
-
-
-PR_SET_CHILD_SUBREAPER = 36
 
 
 def _orphans_taken_in(step: int) -> list[psutil.Process]:
