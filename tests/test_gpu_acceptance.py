@@ -277,16 +277,17 @@ def _pid_in(path: Path) -> int | None:
     return int(text) if text.strip() else None
 
 
-def _driver(tmp_path: Path, step: str, *, grace_s: float = 15.0, handled: bool = False) -> subprocess.Popen:
-    """A process that runs ``step`` (Python code) as the acceptance runs a step, under the
-    acceptance's signal handling where ``handled``."""
+def _driver(tmp_path: Path, step: str, *, grace_s: float = 15.0) -> subprocess.Popen:
+    """A process that runs ``step`` (Python code) as the acceptance runs a step, under its signal
+    handling (a Ctrl-C while the step starts is held: without, a loaded machine can deliver it
+    inside Popen, and the step is lost, as ``test_a_signal_while_a_step_starts...`` shows)."""
     driver = tmp_path / "driver.py"
     call = f"ga.run_command([sys.executable, '-c', {step!r}], 600, grace_s={grace_s})"
     driver.write_text("import importlib.util, sys\n"
                       f"spec = importlib.util.spec_from_file_location('gpu_acceptance', {str(SCRIPT)!r})\n"
                       "ga = sys.modules['gpu_acceptance'] = importlib.util.module_from_spec(spec)\n"
                       "spec.loader.exec_module(ga)\n"
-                      + (f"with ga.stop_signals():\n    {call}\n" if handled else f"{call}\n"))
+                      + f"with ga.stop_signals():\n    {call}\n")
     return subprocess.Popen([sys.executable, str(driver)], stderr=subprocess.PIPE, text=True)
 
 
@@ -335,7 +336,7 @@ def test_a_stopped_step_takes_the_processes_it_started_in_sessions_of_their_own(
     """torchrun starts each worker in a session of its own: stopping the step's session does not
     reach them, so they are stopped one by one, and killed when they ignore SIGTERM."""
     pid_file = tmp_path / "worker.pid"
-    proc = _driver(tmp_path, _stubborn(pid_file, own_session=True), grace_s=1, handled=True)
+    proc = _driver(tmp_path, _stubborn(pid_file, own_session=True), grace_s=1)
     _wait_for(lambda: _pid_in(pid_file) is not None or proc.poll() is not None, "the worker")
     assert proc.poll() is None, proc.communicate()[1]
     reaper.append(worker := _pid_in(pid_file))
@@ -349,7 +350,7 @@ def test_a_second_signal_while_a_step_is_stopped_kills_it_at_once(tmp_path, reap
     """Ctrl-C, and again while the step has its grace after SIGTERM: the step is killed then,
     not left with only the SIGTERM it ignores."""
     pid_file, term_file = tmp_path / "step.pid", tmp_path / "step.term"
-    proc = _driver(tmp_path, _stubborn(pid_file, term_file=term_file), grace_s=600, handled=True)
+    proc = _driver(tmp_path, _stubborn(pid_file, term_file=term_file), grace_s=600)
     _wait_for(lambda: _pid_in(pid_file) is not None or proc.poll() is not None, "the step")
     assert proc.poll() is None, proc.communicate()[1]
     reaper.append(step := _pid_in(pid_file))
