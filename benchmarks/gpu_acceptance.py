@@ -301,31 +301,24 @@ def _text(data: str | bytes | None) -> str:
 
 
 def _descendants(pid: int) -> list[psutil.Process]:
-    """``pid``'s children, theirs and so on."""
-    try:
-        return list(psutil.Process(pid).children(recursive=True))
-    except psutil.Error:
-        return []
+    """The processes below ``pid``, alive (not ``pid``'s own: its group is signalled, and
+    torchrun, given SIGTERM twice, would cut short its own stop of its workers)."""
+    from cnnbench.machine.host import process_tree
+
+    return [p for p in process_tree([pid]) if p.pid != pid]
 
 
 _subreaper = False
 """Whether this process takes in the orphans of its descendants (:func:`become_subreaper`)."""
-PR_SET_CHILD_SUBREAPER = 36
 
 
 def become_subreaper() -> bool:
-    """Make this process the one that a descendant's orphans are handed to (Linux
-    ``PR_SET_CHILD_SUBREAPER``), so that a step's worker whose launcher died is still found
-    below this process; True when it could."""
+    """Make this process the one that a descendant's orphans are handed to, so that a step's
+    worker whose launcher died is still found below this process; True when it could."""
     global _subreaper
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        import ctypes
+    from cnnbench.lifetime import become_subreaper as ask
 
-        _subreaper = ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
-    except (OSError, AttributeError):
-        _subreaper = False
+    _subreaper = ask()
     return _subreaper
 
 
@@ -338,19 +331,17 @@ def _orphans_taken_in(step: int) -> list[psutil.Process]:
         children = psutil.Process().children()
     except psutil.Error:
         return []
-    out: list[psutil.Process] = []
-    for child in children:
-        if child.pid != step:
-            out += [child, *_descendants(child.pid)]
-    return out
+    from cnnbench.machine.host import process_tree
+
+    return process_tree([child.pid for child in children if child.pid != step])
 
 
 def _send(session: int | None, processes: Sequence[psutil.Process], sig: int) -> None:
     """``sig`` to the process group ``session`` (if any) and to each of ``processes`` still
     running (psutil checks that a pid was not reused)."""
-    if session is not None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(session, sig)
+    from cnnbench.sweep.waiting import kill_group
+
+    kill_group(session, sig, leader_alive=False)
     for p in processes:
         with contextlib.suppress(psutil.Error):
             p.send_signal(sig)

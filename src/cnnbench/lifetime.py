@@ -13,6 +13,10 @@ dies (``prctl(PR_SET_PDEATHSIG)``); two details make it reliable:
   the child then checks that its parent is still the one that started it, and leaves at
   once if not.
 
+A process that stops a tree of its own (``benchmarks/gpu_acceptance.py``) can also ask to be
+handed the orphans below it (``prctl(PR_SET_CHILD_SUBREAPER)``, :func:`become_subreaper`), so
+that a process whose parent died while it was being stopped is still found below it.
+
 Other systems have no such request: there, this does nothing.
 """
 
@@ -23,6 +27,19 @@ import signal
 import sys
 
 PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def _prctl(option: int, arg: int) -> bool:
+    """``prctl(option, arg)`` on Linux; True when it succeeded."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+
+        return bool(ctypes.CDLL(None, use_errno=True).prctl(option, arg, 0, 0, 0) == 0)
+    except (OSError, AttributeError):  # pragma: no cover - no prctl
+        return False
 
 
 def die_with_parent(expected_parent: int | None = None) -> bool:
@@ -32,15 +49,7 @@ def die_with_parent(expected_parent: int | None = None) -> bool:
     longer that process (it died before the request was made), this process exits at once
     with status 1, as it would have been killed a moment later.
     """
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
-            return False
-    except (OSError, AttributeError):  # pragma: no cover - no prctl
+    if not _prctl(PR_SET_PDEATHSIG, signal.SIGKILL):
         return False
     if expected_parent is not None and os.getppid() != expected_parent:
         os._exit(1)  # orphaned already: nobody is left to use what this process would do
@@ -51,3 +60,9 @@ def loader_worker_init(parent: int, worker_id: int) -> None:
     """DataLoader ``worker_init_fn``: a loader process dies with the process that forked it
     (bind ``parent`` with :func:`functools.partial` to that process's pid)."""
     die_with_parent(parent)
+
+
+def become_subreaper() -> bool:
+    """Ask the kernel to hand this process the orphans of its descendants (instead of init);
+    True when it could."""
+    return _prctl(PR_SET_CHILD_SUBREAPER, 1)
