@@ -59,7 +59,7 @@ def make_stores(data: Path, only: set[str]) -> dict[str, Path]:
 
     names = ["report-10k"] if only & {"report", "tables"} else []
     names += ["report-100k"] if "report" in only else []
-    names += ["engine-100k"] if only & {"store", "export", "cold", "list"} else []
+    names += ["engine-100k"] if only & {"store", "export", "cold", "list", "warm"} else []
     stores = {name: data / name for name in names}
     for name, n in (("report-10k", 10_000), ("report-100k", 100_000)):
         folder = stores.get(name)
@@ -154,6 +154,13 @@ def cases(s: dict[str, Path], out: Path, only: set[str], rebuild: list[str] | No
             ("read 100k, warm, as the report reads", [py, "-c", READ, str(e100), "lazy"], None),
             cold_lazy,
         ]
+    if "warm" in only and "store" not in only:
+        todo += [
+            ("read 100k engine records, warm", [py, "-c", READ, str(e100), "1"], None),
+            ("read 100k, warm, as the report reads", [py, "-c", READ, str(e100), "lazy"], None),
+            ("read 100k, warm, as the report reads, records freed before exit",
+             [py, "-c", READ + "; del r", str(e100), "lazy"], None),
+        ]
     if "list" in only:
         listing = [*cnnbench, "results", "list", "--limit", "1", str(e100)]
         todo += [
@@ -182,7 +189,9 @@ def main() -> int:
     ap.add_argument("--data", type=Path, default=Path(tempfile.gettempdir()) / "cnnbench-bench-stores")
     ap.add_argument("--only", default="report,store,export", help="Comma-separated: report, store, export; or "
                     "tables (the 10,000-record report without plots alone), cold (the store's two cold reads "
-                    "alone), list (results list --limit 1 of the 100,000 engine records, cold and warm).")
+                    "alone), warm (the store's warm reads alone: step times as lists, as the report reads, and "
+                    "so with the records freed before the interpreter exits), list (results list --limit 1 of the "
+                    "100,000 engine records, cold and warm).")
     args = ap.parse_args()
     only = set(args.only.split(","))
     stores = make_stores(args.data, only)

@@ -6,8 +6,9 @@ it (``.<name>.jsonl.cache``) in a form that loads several times faster than the 
 once and copied per record (or shared by the records, for readers that change none), and the
 raw step times of all records are one column of float64s, beside a column of each run's
 step-time summary (count, mean, variance, blocks: :mod:`cnnbench.results.step_summary`,
-computed once when the cache is written and handed out with the step times). Only files of
-:data:`MIN_BYTES` or more get one.
+computed once when the cache is written and handed out with the step times; a lazy read
+that writes nothing leaves the raw column in the file until asked for,
+:mod:`cnnbench.results.cache_columns`). Only files of :data:`MIN_BYTES` or more get one.
 
 The cache covers the file's first ``end`` bytes (whole lines). It is used only while that
 prefix is unchanged: when the file's size, modification and change times and inode are
@@ -50,6 +51,7 @@ import orjson
 
 from cnnbench.results import cache_shape, files
 from cnnbench.results import step_summary as summary
+from cnnbench.results.cache_columns import DeferredColumn, defer_column, read_column
 
 log = logging.getLogger(__name__)
 
@@ -140,8 +142,10 @@ class CachedRecords:
     """Per name of :data:`_SECTIONS`, per record: the index in :attr:`sections` (-1: kept in the row)."""
     step_counts: list[int] = field(default_factory=list)
     """Per record, how many step times it has in :attr:`steps` (-1: none there; kept in the row)."""
-    steps: array | None = field(default_factory=lambda: array("d"))
-    """Every record's step times, in order (None until read: a reader without step times skips them)."""
+    steps: array | DeferredColumn | None = field(default_factory=lambda: array("d"))
+    """Every record's step times, in order (None until read: a reader without step times skips
+    them; a :class:`~cnnbench.results.cache_columns.DeferredColumn` where a lazy read left
+    them in the file: :meth:`step_column` reads it)."""
     summaries: array | None = field(default_factory=lambda: array("d"))
     """The step-time summaries (:func:`~cnnbench.results.step_summary.summary_column`) of the
     records with step times here, but for the last ``len(means)`` (read with :attr:`steps`)."""
@@ -171,11 +175,21 @@ class CachedRecords:
             metrics = row["metrics"] = dict(metrics)  # type: ignore[arg-type]
             metrics[_STEPS] = None
             self.step_counts.append(len(times))
-            self.steps.extend(times)
+            self.step_column().extend(times)
             self.means.append(math.fsum(times) / len(times) if times else math.nan)
         else:
             self.step_counts.append(-1)
         self.rows.append(row)
+
+    def step_column(self) -> array:
+        """:attr:`steps`, read from the file first where a lazy read left them there (a
+        :class:`~cnnbench.results.cache_columns.ColumnChanged` if the file no longer holds them)."""
+        steps = self.steps
+        if steps is None:
+            raise ValueError("step times were not read")
+        if not isinstance(steps, array):
+            steps = self.steps = steps.values()
+        return steps
 
     def _share(self, section: Any) -> int:
         """The index in :attr:`sections` of an object equal to ``section`` (added if new), or
@@ -229,8 +243,9 @@ class CachedRecords:
         if self.steps is None or self.summaries is None:
             raise ValueError("step times were not read")
         self.complete_summaries()
-        steps, column, width = self.steps, self.summaries, summary.column_width
         lazy = step_times == "lazy"
+        steps: Any = self.steps if lazy else self.step_column()
+        column, width = self.summaries, summary.column_width
         flat: Any = steps if lazy else steps.tolist()
         at = pos = 0
         for row, n in zip(rows, self.step_counts, strict=True):
@@ -244,8 +259,9 @@ class CachedRecords:
         """Add the summaries of the records added since to :attr:`summaries`."""
         if self.means and self.steps is not None and self.summaries is not None:
             counts = [c for c in self.step_counts if c >= 0][-len(self.means):]
-            start = len(self.steps) - sum(counts)
-            self.summaries.extend(summary.summary_column(self.steps, start, counts, self.means))
+            steps = self.step_column()
+            start = len(steps) - sum(counts)
+            self.summaries.extend(summary.summary_column(steps, start, counts, self.means))
             self.means = []
 
     def _rows_payload(self) -> bytes:
@@ -321,9 +337,13 @@ def load(path: Path, f: BinaryIO, st: os.stat_result, *,
             if cached.end != end:
                 raise ValueError("header and records disagree")
             cached.digest = digest
-            if step_times or touched or st.st_size > end:  # wanted, or needed to write the cache again
-                cached.steps = _read_column(c, header, "steps")
-                cached.summaries = _read_column(c, header, "summaries")
+            if step_times == "lazy" and not touched and st.st_size == end:  # summaries now, values if asked
+                cached.steps = defer_column(c, header, where)
+                cached.summaries = read_column(c, header, "summaries")
+                cache_shape.check_columns(cached)
+            elif step_times or touched or st.st_size > end:  # wanted, or needed to write the cache again
+                cached.steps = read_column(c, header, "steps")
+                cached.summaries = read_column(c, header, "summaries")
                 cache_shape.check_columns(cached)
             return cached, touched
     except FileNotFoundError:
@@ -331,17 +351,6 @@ def load(path: Path, f: BinaryIO, st: os.stat_result, *,
     except Exception as exc:  # a cache is disposable: whatever is wrong with it, rebuild it
         log.debug("ignoring cache %s (%s: %s); rebuilding", where, type(exc).__name__, exc)
         return None, True
-
-
-def _read_column(c: BinaryIO, header: dict[str, Any], name: str) -> array:
-    size = header[f"{name}_size"]
-    if type(size) is not int or size % 8:
-        raise ValueError(f"damaged (size of the {name})")
-    column = array("d")
-    column.fromfile(c, size // 8)  # straight into the array (EOFError when short)
-    if hashlib.sha256(column).hexdigest() != header[name]:
-        raise ValueError(f"damaged (checksum of the {name})")
-    return column
 
 
 ABANDONED_S = 3600.0
@@ -369,7 +378,7 @@ def write(path: Path, f: BinaryIO, st: os.stat_result, cached: CachedRecords) ->
             raise ValueError("its step times were not read")
         cached.complete_summaries()
         body = cached._rows_payload()
-        steps, summaries = cached.steps.tobytes(), cached.summaries.tobytes()
+        steps, summaries = cached.step_column().tobytes(), cached.summaries.tobytes()
         header = orjson.dumps({
             "code": code_key(), "end": cached.end, "stat": _stat_key(st), "head": _head_hash(f, cached.end),
             "prefix": (cached.digest or _hash_prefix(f, cached.end)).hexdigest(),

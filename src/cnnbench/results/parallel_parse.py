@@ -201,7 +201,7 @@ def _child(parse: PartParser, data: bytes, begin: int, end: int, w: int, part_fd
         means = array("d", part.means)
         with open(part_fd, "wb") as out:
             out.write(body)
-            out.write(memoryview(part.steps).cast("B"))
+            out.write(memoryview(part.step_column()).cast("B"))
             out.write(means.tobytes())
         with open(w, "wb") as out:
             out.write(_SIZES.pack(len(body), len(part.steps) * 8, len(means) * 8))
@@ -265,7 +265,7 @@ def _join(cached: cache.CachedRecords, part: cache.CachedRecords) -> int:
             refs.append(index)
     cached.rows.extend(part.rows)
     cached.step_counts.extend(part.step_counts)
-    cached.steps.extend(part.steps)
+    cached.step_column().extend(part.step_column())
     cached.means.extend(part.means)  # its summaries are made with those of the records before
     cached.problems.extend(cache.ProblemLine(p.position + rows, p.line + first_line - 1, p.raw) for p in part.problems)
     cached.end += part.end

@@ -178,11 +178,19 @@ def _read_through_cache(path: Path, f: BinaryIO, st: os.stat_result, records: li
     cache holds it, so its step times' floats are freed line by line (a lazy first read of
     100,000 runs does not keep ten million of them), and a first read gives what later ones do."""
     cached, rewrite = cache.load(path, f, st, step_times=step_times)
-    if cached is None:
-        cached = cache.CachedRecords()
-    f.seek(cached.end)
+    f.seek(cached.end if cached is not None else 0)
     data = f.read()
     whole = data.rfind(b"\n") + 1  # what follows the last newline is partial (being written, or cut)
+    if cached is not None and whole and cached.steps is not None:
+        try:  # lines added since the stat (the cache is written again): its step times too
+            cached.step_column()
+        except OSError:  # the cache was overwritten in place just now: read the file afresh
+            cached = None
+            f.seek(0)
+            data = f.read()
+            whole = data.rfind(b"\n") + 1
+    if cached is None:
+        cached = cache.CachedRecords()
     if parallel_parse.add_lines(cached, data, whole, _add_new_lines) or rewrite:
         cache.write(path, f, st, cached)
     out = cached.take_records(step_times=step_times, shared=shared)

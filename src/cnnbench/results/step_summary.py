@@ -19,7 +19,10 @@ import operator
 from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from cnnbench.results.cache_columns import DeferredColumn
 
 MIN_BLOCKS = 10
 """Fewest blocks a run's steps are cut into (when it has that many steps)."""
@@ -157,7 +160,7 @@ class StepTimes(Sequence[float]):
 
     __slots__ = ("_steps", "_start", "_n", "_column", "_at", "_summary")
 
-    def __init__(self, steps: array, start: int, n: int, column: Sequence[float], at: int) -> None:
+    def __init__(self, steps: array | DeferredColumn, start: int, n: int, column: Sequence[float], at: int) -> None:
         self._steps, self._start, self._n = steps, start, n
         self._column: Sequence[float] | None = column
         self._at = at
@@ -174,10 +177,18 @@ class StepTimes(Sequence[float]):
             i += self._n
         if not 0 <= i < self._n:
             raise IndexError("step index out of range")
-        return self._steps[self._start + i]
+        return self._column_values()[self._start + i]
+
+    def _column_values(self) -> array:
+        """The whole column (read from the cache file the first time, where a lazy read left it:
+        :class:`~cnnbench.results.cache_columns.ColumnChanged` if the file no longer holds it)."""
+        steps = self._steps
+        if not isinstance(steps, array):
+            steps = self._steps = steps.values()
+        return steps
 
     def _array(self) -> array:
-        return self._steps[self._start:self._start + self._n]
+        return self._column_values()[self._start:self._start + self._n]
 
     def __iter__(self) -> Iterator[float]:
         return iter(self._array())
@@ -191,7 +202,7 @@ class StepTimes(Sequence[float]):
         true or another ``dtype`` is asked for, which ``copy=False`` refuses)."""
         import numpy as np
 
-        view = np.frombuffer(self._steps, dtype=np.float64, count=self._n, offset=self._start * 8)
+        view = np.frombuffer(self._column_values(), dtype=np.float64, count=self._n, offset=self._start * 8)
         view.flags.writeable = False  # the store's column, shared by every run's view
         if copy or (dtype is not None and np.dtype(dtype) != view.dtype):
             if copy is False:

@@ -1,0 +1,187 @@
+"""A lazy read of a cached store leaves the raw step times in the cache file until a run's
+values are asked for: the summaries come at once, the values when asked (equal to a plain
+read's), from the file as it was at the read, whatever replaced or removed it since; a file
+overwritten in place raises a clear error instead of giving other values."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import struct
+
+import pytest
+
+from cnnbench.results import cache, cache_columns
+from cnnbench.results.cache_columns import ColumnChanged
+from cnnbench.results.record import Record
+from cnnbench.results.step_summary import StepTimes, step_summary
+from cnnbench.results.store import append_record, read_records
+
+
+def rec(i: int) -> dict:
+    return Record(
+        config={"model": f"resnet{i % 3}", "batch_size": 8, "precision": "fp32"},
+        environment={"machine": "box", "hostname": "h"},
+        metrics={"total_images_per_sec": 100.0 + i, "step_times_s": [0.01 * (k + 1) + i / 7 for k in range(12)]},
+        extra={"case_name": f"c{i}"},
+    ).to_dict()
+
+
+@pytest.fixture
+def store(tmp_path, monkeypatch):
+    monkeypatch.setattr(cache, "MIN_BYTES", 0)
+    folder = tmp_path / "results"
+    folder.mkdir()
+    path = folder / "box.jsonl"
+    path.write_text("".join(json.dumps(rec(i)) + "\n" for i in range(40)))
+    read_records(folder)  # writes the cache
+    assert cache.cache_path(path).exists()
+    return path
+
+
+@pytest.fixture
+def column_reads(monkeypatch):
+    """The names of the columns read from cache files, in order."""
+    names: list[str] = []
+    read = cache_columns.read_column
+
+    def spy(c, header, name):
+        names.append(name)
+        return read(c, header, name)
+
+    monkeypatch.setattr(cache, "read_column", spy)
+    monkeypatch.setattr(cache_columns, "read_column", spy)
+    return names
+
+
+def values(records: list[dict]) -> list[list[float]]:
+    return [r["metrics"]["step_times_s"].tolist() for r in records]
+
+
+def test_a_lazy_read_gives_summaries_now_and_the_values_from_the_file_when_asked(store, column_reads):
+    lists, _ = read_records(store.parent, step_times=True)
+    assert column_reads == ["steps", "summaries"]
+    column_reads.clear()
+    lazy, _ = read_records(store.parent, step_times="lazy")
+    assert column_reads == ["summaries"]  # the 8 bytes a step stay in the file
+    times = [r["metrics"]["step_times_s"] for r in lazy]
+    assert all(type(t) is StepTimes for t in times)
+    assert [step_summary(t) for t in times] == [step_summary(r["metrics"]["step_times_s"]) for r in lists]
+    assert values(lazy) == [r["metrics"]["step_times_s"] for r in lists]  # read now, equal to the bit
+    assert times[3][5] == lists[3]["metrics"]["step_times_s"][5] and list(times[-1]) == lists[-1]["metrics"][
+        "step_times_s"]
+    assert times[0] == lists[0]["metrics"]["step_times_s"]
+
+
+def test_the_values_are_those_of_the_read_though_the_cache_was_replaced_or_removed(store):
+    lazy, _ = read_records(store.parent, step_times="lazy")
+    expected, _ = read_records(store.parent, step_times=True)
+    where = cache.cache_path(store)
+    append_record(store.parent, rec(99))  # then a read rewrites the cache (a new file renamed over it)
+    inode = where.stat().st_ino
+    read_records(store.parent, step_times=True)
+    assert where.stat().st_ino != inode
+    lazy_too, _ = read_records(store.parent, step_times="lazy")
+    where.unlink()
+    assert values(lazy) == [r["metrics"]["step_times_s"] for r in expected]
+    assert values(lazy_too) == [r["metrics"]["step_times_s"] for r in expected] + [rec(99)["metrics"]["step_times_s"]]
+
+
+def test_a_cache_overwritten_in_place_since_the_read_gives_an_error_not_other_values(store, tmp_path):
+    where = cache.cache_path(store)
+    lazy, _ = read_records(store.parent, step_times="lazy")
+    other = tmp_path / "other"
+    other.mkdir()
+    shutil.copy(store, other / store.name)
+    with (other / store.name).open("a") as f:
+        f.write(json.dumps(rec(0)).replace("0.01", "0.02") + "\n")
+    read_records(other)
+    summaries = [step_summary(r["metrics"]["step_times_s"]) for r in lazy]
+    shutil.copyfile(cache.cache_path(other / store.name), where)  # as cp does: the same file, truncated
+    with pytest.raises(ColumnChanged, match=f"{where}: changed since its records were read"):
+        lazy[0]["metrics"]["step_times_s"].tolist()
+    with pytest.raises(ColumnChanged, match="changed since"):  # every view of the column, every time, as first
+        list(lazy[1]["metrics"]["step_times_s"])
+    assert [step_summary(r["metrics"]["step_times_s"]) for r in lazy] == summaries
+    with where.open("r+b") as f:
+        f.truncate(100)
+    again, _ = read_records(store.parent, step_times="lazy")  # a damaged cache is rebuilt
+    assert len(again) == 40 and values(again)[0] == rec(0)["metrics"]["step_times_s"]
+
+
+def test_a_cut_short_cache_is_named_as_such(store):
+    where = cache.cache_path(store)
+    lazy, _ = read_records(store.parent, step_times="lazy")
+    with where.open("r+b") as f:
+        f.truncate(200)
+    with pytest.raises(ColumnChanged, match="cut short since its records were read"):
+        lazy[0]["metrics"]["step_times_s"].tolist()
+
+
+def test_the_descriptor_is_closed_once_read_or_once_the_records_are_freed(store):
+    def open_fds() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    if not os.path.isdir("/proc/self/fd"):
+        pytest.skip("needs /proc/self/fd to count open descriptors")
+    before = open_fds()
+    lazy, _ = read_records(store.parent, step_times="lazy")
+    assert open_fds() == before + 1
+    values(lazy)
+    assert open_fds() == before
+    lazy, _ = read_records(store.parent, step_times="lazy")
+    assert open_fds() == before + 1
+    del lazy
+    assert open_fds() == before
+
+
+def test_without_a_descriptor_to_spare_the_column_is_read_at_once(store, column_reads, monkeypatch):
+    class NoDescriptor(cache_columns.DeferredColumn):
+        def __init__(self, *args, **kwargs) -> None:
+            raise OSError(24, "Too many open files")  # as os.dup at the limit
+
+    monkeypatch.setattr(cache_columns, "DeferredColumn", NoDescriptor)
+    lazy, _ = read_records(store.parent, step_times="lazy")
+    assert column_reads == ["steps", "summaries"]
+    assert values(lazy)[7] == rec(7)["metrics"]["step_times_s"]
+
+
+def test_lines_added_after_a_lazy_load_are_read_with_the_column(store, monkeypatch):
+    """The file grew between the cache's load and the read of the new lines: the cache is
+    written again, whole, with the step times it left in the file."""
+    load = cache.load
+
+    def load_then_append(path, f, st, *, step_times):
+        loaded = load(path, f, st, step_times=step_times)
+        with path.open("a") as out:
+            out.write(json.dumps(rec(40)) + "\n")
+        return loaded
+
+    monkeypatch.setattr(cache, "load", load_then_append)
+    lazy, _ = read_records(store.parent, step_times="lazy")
+    monkeypatch.setattr(cache, "load", load)
+    expected = [rec(i)["metrics"]["step_times_s"] for i in range(41)]
+    assert values(lazy) == expected
+    again, _ = read_records(store.parent, step_times=True)
+    assert [r["metrics"]["step_times_s"] for r in again] == expected
+
+
+def test_a_cache_overwritten_in_place_as_new_lines_are_read_is_read_afresh(store, monkeypatch):
+    load = cache.load
+    where = cache.cache_path(store)
+
+    def load_then_change(path, f, st, *, step_times):
+        loaded = load(path, f, st, step_times=step_times)
+        data = where.read_bytes()
+        at = data.index(struct.pack("<d", rec(0)["metrics"]["step_times_s"][0]))  # the column's first value
+        where.write_bytes(data[:at] + bytes([data[at] ^ 1]) + data[at + 1:])  # in place: one bit of it
+        with path.open("a") as out:
+            out.write(json.dumps(rec(40)) + "\n")
+        return loaded
+
+    monkeypatch.setattr(cache, "load", load_then_change)
+    lazy, problems = read_records(store.parent, step_times="lazy")
+    monkeypatch.setattr(cache, "load", load)
+    assert problems == []
+    assert values(lazy) == [rec(i)["metrics"]["step_times_s"] for i in range(41)]
