@@ -128,7 +128,7 @@ def test_the_descriptor_is_closed_once_read_or_once_the_records_are_freed(store)
     before = open_fds()
     lazy, _ = read_records(store.parent, step_times="lazy")
     assert open_fds() == before + 1
-    values(lazy)
+    assert lazy[0]["metrics"]["step_times_s"].tolist() == rec(0)["metrics"]["step_times_s"]  # one view: all read
     assert open_fds() == before
     lazy, _ = read_records(store.parent, step_times="lazy")
     assert open_fds() == before + 1
@@ -185,3 +185,75 @@ def test_a_cache_overwritten_in_place_as_new_lines_are_read_is_read_afresh(store
     monkeypatch.setattr(cache, "load", load)
     assert problems == []
     assert values(lazy) == [rec(i)["metrics"]["step_times_s"] for i in range(41)]
+
+
+def step_column_bytes(path) -> int:
+    """Where the cache of ``path`` holds the first run's first step time."""
+    return cache.cache_path(path).read_bytes().index(struct.pack("<d", rec(0)["metrics"]["step_times_s"][0]))
+
+
+def test_a_column_damaged_in_the_file_already_is_said_so_and_the_cache_made_again(store):
+    where = cache.cache_path(store)
+    data = bytearray(where.read_bytes())
+    data[step_column_bytes(store) + 3] ^= 1
+    where.write_bytes(bytes(data))
+    lazy, _ = read_records(store.parent, step_times="lazy")
+    with pytest.raises(ColumnChanged, match=f"{where}: damaged .* removed, so that the next read makes it again"):
+        lazy[0]["metrics"]["step_times_s"].tolist()
+    assert not where.exists()
+    again, _ = read_records(store.parent, step_times="lazy")
+    assert values(again) == [rec(i)["metrics"]["step_times_s"] for i in range(40)]
+
+
+def test_each_access_after_a_failure_raises_a_new_error_not_one_that_grows(store):
+    where = cache.cache_path(store)
+    lazy, _ = read_records(store.parent, step_times="lazy")
+    with where.open("r+b") as f:
+        f.truncate(200)
+    errors = []
+    for r in lazy:
+        with pytest.raises(ColumnChanged) as caught:
+            r["metrics"]["step_times_s"].tolist()
+        errors.append(caught.value)
+    assert len({id(e) for e in errors}) == len(errors)
+    assert {str(e) for e in errors} == {f"{where}: cut short since its records were read, so their step times "
+                                        f"are gone; read the store again"}
+    depth = 0
+    tb = errors[-1].__traceback__
+    while tb is not None:
+        depth, tb = depth + 1, tb.tb_next
+    assert depth < 10
+
+
+def test_an_interrupted_first_read_of_the_column_can_be_tried_again(store, monkeypatch):
+    lazy, _ = read_records(store.parent, step_times="lazy")
+    pread = os.pread
+    calls = []
+
+    def interrupted(fd, n, offset):
+        calls.append(offset)
+        if len(calls) == 1:
+            raise KeyboardInterrupt
+        return pread(fd, n, offset)
+
+    monkeypatch.setattr(cache_columns.os, "pread", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        lazy[0]["metrics"]["step_times_s"].tolist()
+    assert values(lazy) == [rec(i)["metrics"]["step_times_s"] for i in range(40)]
+
+
+def test_beyond_the_most_descriptors_held_open_a_lazy_read_reads_its_column_at_once(tmp_path, monkeypatch,
+                                                                                     column_reads):
+    monkeypatch.setattr(cache, "MIN_BYTES", 0)
+    monkeypatch.setattr(cache_columns, "MAX_OPEN", 2)
+    folder = tmp_path / "results"
+    folder.mkdir()
+    for machine in "abc":
+        (folder / f"{machine}.jsonl").write_text("".join(json.dumps(rec(i)) + "\n" for i in range(10)))
+    read_records(folder)
+    column_reads.clear()
+    lazy, _ = read_records(folder, step_times="lazy")
+    assert column_reads == ["summaries", "summaries", "steps", "summaries"]  # the third file's at once
+    assert len(cache_columns._OPEN) == 2
+    assert values(lazy) == [rec(i)["metrics"]["step_times_s"] for i in range(10)] * 3
+    assert not cache_columns._OPEN

@@ -13,8 +13,11 @@ file position shared with anyone), so a cache that was replaced (rewritten by an
 which renames a new file over it) or removed since still gives the values it held when the
 records were read. A cache file overwritten in place meanwhile (a copy written over it) no
 longer holds them: asking for the values then raises :class:`ColumnChanged`, naming the file,
-and the summaries, read at the load, stay as they were. The descriptor is closed once the
-column is read, or when the last view of it is freed. No torch here.
+and the summaries, read at the load, stay as they were. A column that was damaged in the file
+already (unchanged since the read, but not matching its checksum) raises it too, and the cache
+is removed, so that the next read makes it again. The descriptor is closed once the column is
+read (or found gone), or when the last view of it is freed; at most :data:`MAX_OPEN` are open at
+once, and a lazy read beyond them reads its column at once. No torch here.
 """
 
 from __future__ import annotations
@@ -28,26 +31,41 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 _CHUNK = 1 << 26
+MAX_OPEN = 64
+"""Most descriptors the deferred columns of a process keep open at once; a lazy read beyond
+them reads its column at once (a store of many files, several reads kept in a notebook), so
+that the process keeps descriptors to spare under its limit (256 by default on macOS)."""
+_OPEN: set[int] = set()
+"""The descriptors open for deferred columns now."""
 
 
 class ColumnChanged(OSError):
     """The cache file no longer holds the step times it held when the records were read."""
 
 
+def _close(fd: int) -> None:
+    _OPEN.discard(fd)
+    os.close(fd)
+
+
 class DeferredColumn:
     """``count`` float64s at byte ``offset`` of an open cache file, read on :meth:`values`."""
 
-    __slots__ = ("__weakref__", "_close", "_count", "_digest", "_failure", "_fd", "_lock", "_offset", "_path",
-                 "_values")
+    __slots__ = ("__weakref__", "_closer", "_count", "_digest", "_failure", "_fd", "_identity", "_lock", "_offset",
+                 "_path", "_values")
 
     def __init__(self, fd: int, offset: int, count: int, digest: str, path: Path) -> None:
         """``fd``: the cache file, open (a copy of the descriptor is kept; raises
-        :class:`OSError` when none can be made)."""
+        :class:`OSError` when none can be made, or :data:`MAX_OPEN` are open already)."""
+        if len(_OPEN) >= MAX_OPEN:
+            raise OSError(f"{MAX_OPEN} cache files are held open for their step times already")
+        self._identity = _identity(os.fstat(fd))
         self._fd = os.dup(fd)
-        self._close = weakref.finalize(self, os.close, self._fd)
+        _OPEN.add(self._fd)
+        self._closer = weakref.finalize(self, _close, self._fd)
         self._offset, self._count, self._digest, self._path = offset, count, digest, path
         self._values: array | None = None
-        self._failure: ColumnChanged | None = None
+        self._failure: str | None = None
         self._lock = threading.Lock()  # one reader of the descriptor, which is closed after it
 
     def __len__(self) -> int:
@@ -56,26 +74,41 @@ class DeferredColumn:
     def values(self) -> array:
         """The column, read and checked the first time (:class:`ColumnChanged` if it cannot be)."""
         with self._lock:
+            if self._values is None and self._failure is None:
+                if not self._closer.alive:  # closed at the interpreter's exit
+                    raise ColumnChanged(f"{self._path}: closed before its step times were read")
+                try:
+                    self._values = self._checked()
+                except ColumnChanged as exc:  # for good (an interrupt leaves it to try again)
+                    self._failure = str(exc)
+                    self._closer()
+                else:
+                    self._closer()
             if self._values is None:
-                if self._failure is None:
-                    try:
-                        self._values = self._checked()
-                    except ColumnChanged as exc:
-                        self._failure = exc
-                    finally:
-                        self._close()
-                if self._failure is not None:
-                    raise self._failure
-            return self._values  # type: ignore[return-value]
+                raise ColumnChanged(self._failure)  # a new one each time: no traceback that grows
+            return self._values
 
     def _checked(self) -> array:
         data = self._read()
-        if hashlib.sha256(data).hexdigest() != self._digest:
-            raise ColumnChanged(f"{self._path}: changed since its records were read, so their step times "
-                                f"are gone; read the store again")
-        column = array("d")
-        column.frombytes(data)
-        return column
+        if hashlib.sha256(data).hexdigest() == self._digest:
+            column = array("d")
+            column.frombytes(data)
+            return column
+        if _identity(os.fstat(self._fd)) == self._identity:  # as it was at the read: damaged there already
+            self._remove()
+            raise ColumnChanged(f"{self._path}: damaged (its step times do not match their checksum): removed, "
+                                f"so that the next read makes it again; read the store again")
+        raise ColumnChanged(f"{self._path}: changed since its records were read, so their step times "
+                            f"are gone; read the store again")
+
+    def _remove(self) -> None:
+        """Remove the damaged cache, where its path still names this file (a cache is disposable)."""
+        try:
+            st = os.stat(self._path, follow_symlinks=False)
+            if (st.st_ino, st.st_dev) == self._identity[:2]:
+                os.unlink(self._path)
+        except OSError:
+            pass
 
     def _read(self) -> bytes:
         size = self._count * 8
@@ -88,12 +121,17 @@ class DeferredColumn:
                     break
                 parts.append(part)
                 got += len(part)
-        except OSError as exc:
+        except OSError as exc:  # ESTALE: a network file system's cache rewritten by another machine
             raise ColumnChanged(f"{self._path}: cannot read the step times of its records ({exc})") from exc
         if got != size:
             raise ColumnChanged(f"{self._path}: cut short since its records were read, so their step times "
                                 f"are gone; read the store again")
         return b"".join(parts)
+
+
+def _identity(st: os.stat_result) -> tuple[int, ...]:
+    """What tells a file and its content apart: inode, device, size, modification and change times."""
+    return st.st_ino, st.st_dev, st.st_size, st.st_mtime_ns, st.st_ctime_ns
 
 
 def column_size(header: dict[str, Any], name: str) -> int:
