@@ -257,3 +257,88 @@ def test_beyond_the_most_descriptors_held_open_a_lazy_read_reads_its_column_at_o
     assert len(cache_columns._OPEN) == 2
     assert values(lazy) == [rec(i)["metrics"]["step_times_s"] for i in range(10)] * 3
     assert not cache_columns._OPEN
+
+
+def damage_column(path) -> None:
+    where = cache.cache_path(path)
+    data = bytearray(where.read_bytes())
+    data[step_column_bytes(path) + 3] ^= 1
+    where.write_bytes(bytes(data))
+
+
+def test_a_damaged_cache_reached_by_a_link_is_unlinked_and_made_again(store):
+    where = cache.cache_path(store)
+    target = store.parent / "elsewhere.cache"
+    where.rename(target)
+    where.symlink_to(target.name)
+    damage_column(store)
+    lazy, _ = read_records(store.parent, step_times="lazy")
+    with pytest.raises(ColumnChanged, match="damaged .* removed, so that the next read makes it again"):
+        lazy[0]["metrics"]["step_times_s"].tolist()
+    assert not where.is_symlink() and not where.exists()
+    again, _ = read_records(store.parent, step_times="lazy")
+    assert values(again) == [rec(i)["metrics"]["step_times_s"] for i in range(40)]
+
+
+def test_a_damaged_cache_that_cannot_be_removed_is_not_used_again(store, monkeypatch, column_reads):
+    damage_column(store)
+    lazy, _ = read_records(store.parent, step_times="lazy")
+
+    def refused(path, *args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(path))
+
+    with monkeypatch.context() as m:
+        m.setattr(cache_columns.os, "unlink", refused)
+        with pytest.raises(ColumnChanged, match="damaged .* not removable, so this process reads the store without"):
+            lazy[0]["metrics"]["step_times_s"].tolist()
+    assert cache.cache_path(store).exists()
+    column_reads.clear()
+    again, problems = read_records(store.parent, step_times="lazy")
+    assert column_reads == ["steps"] and problems == []  # read at once, found damaged, the file read instead
+    assert values(again) == [rec(i)["metrics"]["step_times_s"] for i in range(40)]
+
+
+def test_a_cache_copied_over_while_it_is_loaded_is_changed_not_damaged(tmp_path, monkeypatch):
+    """A small cache (read whole into the reader's buffer at its opening, the summaries too)
+    overwritten in place after its opening, before its column is deferred."""
+    monkeypatch.setattr(cache, "MIN_BYTES", 0)
+    stores = []
+    for name, first in (("results", 0), ("other", 1)):
+        (tmp_path / name).mkdir()
+        stores.append(tmp_path / name / "box.jsonl")
+        stores[-1].write_text("".join(json.dumps(rec(i + first)) + "\n" for i in range(2)))
+        read_records(stores[-1].parent)
+    store, other = stores
+    where = cache.cache_path(store)
+    assert where.stat().st_size < 8192
+    copy = cache.cache_path(other).read_bytes()
+    from_payload = cache.CachedRecords._from_payload
+
+    def then_copied_over(body):
+        loaded = from_payload(body)
+        with where.open("r+b") as f:  # as cp does, between the cache's opening and its column
+            f.truncate(0)
+            f.write(copy)
+        return loaded
+
+    with monkeypatch.context() as m:
+        m.setattr(cache.CachedRecords, "_from_payload", staticmethod(then_copied_over))
+        lazy, _ = read_records(store.parent, step_times="lazy")
+    assert type(lazy[0]["metrics"]["step_times_s"]._steps) is cache_columns.DeferredColumn
+    with pytest.raises(ColumnChanged, match="changed since its records were read"):
+        lazy[0]["metrics"]["step_times_s"].tolist()
+    assert where.read_bytes() == copy  # not taken for damaged, not removed
+
+
+def test_a_cache_that_cannot_be_checked_says_so(store, monkeypatch):
+    lazy, _ = read_records(store.parent, step_times="lazy")
+    damage_column(store)
+
+    def stale(fd):
+        raise OSError(116, "Stale file handle")
+
+    with monkeypatch.context() as m:
+        m.setattr(cache_columns.os, "fstat", stale)
+        with pytest.raises(ColumnChanged, match="cannot check the step times of its records"):
+            lazy[0]["metrics"]["step_times_s"].tolist()
+    assert not lazy[0]["metrics"]["step_times_s"]._steps._closer.alive  # found gone for good: its descriptor closed

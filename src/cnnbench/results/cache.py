@@ -314,6 +314,7 @@ def load(path: Path, f: BinaryIO, st: os.stat_result, *,
     where = cache_path(path)
     try:
         with files.open_regular(where) as c:  # never a FIFO or a device
+            opened = os.fstat(c.fileno())  # before a byte is read: what a deferred column was read from
             if c.read(len(_MAGIC)) != _MAGIC:
                 raise ValueError("not a cnnbench cache")
             (header_size,) = _HEADER.unpack(c.read(_HEADER.size))
@@ -338,7 +339,7 @@ def load(path: Path, f: BinaryIO, st: os.stat_result, *,
                 raise ValueError("header and records disagree")
             cached.digest = digest
             if step_times == "lazy" and not touched and st.st_size == end:  # summaries now, values if asked
-                cached.steps = defer_column(c, header, where)
+                cached.steps = defer_column(c, header, where, opened)
                 cached.summaries = read_column(c, header, "summaries")
                 cache_shape.check_columns(cached)
             elif step_times or touched or st.st_size > end:  # wanted, or needed to write the cache again

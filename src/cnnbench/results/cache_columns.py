@@ -14,8 +14,9 @@ which renames a new file over it) or removed since still gives the values it hel
 records were read. A cache file overwritten in place meanwhile (a copy written over it) no
 longer holds them: asking for the values then raises :class:`ColumnChanged`, naming the file,
 and the summaries, read at the load, stay as they were. A column that was damaged in the file
-already (unchanged since the read, but not matching its checksum) raises it too, and the cache
-is removed, so that the next read makes it again. The descriptor is closed once the column is
+already (unchanged since it was opened, but not matching its checksum) raises it too, and the
+cache is removed, so that the next read makes it again (one that cannot be removed is not
+deferred again in this process: the load then finds it damaged and reads the store without it). The descriptor is closed once the column is
 read (or found gone), or when the last view of it is freed; at most :data:`MAX_OPEN` are open at
 once, and a lazy read beyond them reads its column at once. No torch here.
 """
@@ -37,6 +38,10 @@ them reads its column at once (a store of many files, several reads kept in a no
 that the process keeps descriptors to spare under its limit (256 by default on macOS)."""
 _OPEN: set[int] = set()
 """The descriptors open for deferred columns now."""
+_DAMAGED: set[tuple[int, ...]] = set()
+"""The :func:`identity` of cache files found damaged that could not be removed: their columns
+are read at once from then on (so the cache is found damaged at the load, and not used)."""
+_LOCK = threading.Lock()
 
 
 class ColumnChanged(OSError):
@@ -54,15 +59,17 @@ class DeferredColumn:
     __slots__ = ("__weakref__", "_closer", "_count", "_digest", "_failure", "_fd", "_identity", "_lock", "_offset",
                  "_path", "_values")
 
-    def __init__(self, fd: int, offset: int, count: int, digest: str, path: Path) -> None:
-        """``fd``: the cache file, open (a copy of the descriptor is kept; raises
-        :class:`OSError` when none can be made, or :data:`MAX_OPEN` are open already)."""
-        if len(_OPEN) >= MAX_OPEN:
-            raise OSError(f"{MAX_OPEN} cache files are held open for their step times already")
-        self._identity = _identity(os.fstat(fd))
-        self._fd = os.dup(fd)
-        _OPEN.add(self._fd)
-        self._closer = weakref.finalize(self, _close, self._fd)
+    def __init__(self, fd: int, offset: int, count: int, digest: str, path: Path, opened: os.stat_result) -> None:
+        """``fd``: the cache file, open, with ``opened`` its stat taken when it was opened (a
+        copy of the descriptor is kept; raises :class:`OSError` when none can be made, or
+        :data:`MAX_OPEN` are open already)."""
+        self._identity = identity(opened)
+        with _LOCK:
+            if len(_OPEN) >= MAX_OPEN:
+                raise OSError(f"{MAX_OPEN} cache files are held open for their step times already")
+            self._fd = os.dup(fd)
+            _OPEN.add(self._fd)
+            self._closer = weakref.finalize(self, _close, self._fd)
         self._offset, self._count, self._digest, self._path = offset, count, digest, path
         self._values: array | None = None
         self._failure: str | None = None
@@ -94,21 +101,32 @@ class DeferredColumn:
             column = array("d")
             column.frombytes(data)
             return column
-        if _identity(os.fstat(self._fd)) == self._identity:  # as it was at the read: damaged there already
-            self._remove()
-            raise ColumnChanged(f"{self._path}: damaged (its step times do not match their checksum): removed, "
-                                f"so that the next read makes it again; read the store again")
-        raise ColumnChanged(f"{self._path}: changed since its records were read, so their step times "
-                            f"are gone; read the store again")
-
-    def _remove(self) -> None:
-        """Remove the damaged cache, where its path still names this file (a cache is disposable)."""
         try:
-            st = os.stat(self._path, follow_symlinks=False)
+            now = identity(os.fstat(self._fd))
+        except OSError as exc:  # ESTALE
+            raise ColumnChanged(f"{self._path}: cannot check the step times of its records ({exc})") from exc
+        if now != self._identity:
+            raise ColumnChanged(f"{self._path}: changed since its records were read, so their step times "
+                                f"are gone; read the store again")
+        if self._remove():  # as it was when opened: damaged there already
+            done = "removed, so that the next read makes it again"
+        else:
+            _DAMAGED.add(self._identity)
+            done = "not removable, so this process reads the store without it from now on"
+        raise ColumnChanged(f"{self._path}: damaged (its step times do not match their checksum): {done}; "
+                            f"read the store again")
+
+    def _remove(self) -> bool:
+        """Remove the damaged cache (a link to it: the link), where its path still names this
+        file (a cache is disposable); whether it was removed."""
+        try:
+            st = os.stat(self._path)
             if (st.st_ino, st.st_dev) == self._identity[:2]:
                 os.unlink(self._path)
+                return True
         except OSError:
             pass
+        return False
 
     def _read(self) -> bytes:
         size = self._count * 8
@@ -129,7 +147,7 @@ class DeferredColumn:
         return b"".join(parts)
 
 
-def _identity(st: os.stat_result) -> tuple[int, ...]:
+def identity(st: os.stat_result) -> tuple[int, ...]:
     """What tells a file and its content apart: inode, device, size, modification and change times."""
     return st.st_ino, st.st_dev, st.st_size, st.st_mtime_ns, st.st_ctime_ns
 
@@ -142,14 +160,17 @@ def column_size(header: dict[str, Any], name: str) -> int:
     return size
 
 
-def defer_column(c: BinaryIO, header: dict[str, Any], where: Path) -> DeferredColumn | array:
-    """The step-time column at ``c``'s position, left in the file until asked for (read now
-    where no descriptor can be kept); ``c`` is moved past it."""
+def defer_column(c: BinaryIO, header: dict[str, Any], where: Path, opened: os.stat_result) -> DeferredColumn | array:
+    """The step-time column at ``c``'s position (the cache ``where``, ``opened`` its stat when
+    opened), left in the file until asked for; read now where no descriptor can be kept, or
+    where this file was found damaged before. ``c`` is moved past it."""
     size = column_size(header, "steps")
     if type(header["steps"]) is not str:
         raise ValueError("damaged (checksum of the steps)")
+    if identity(opened) in _DAMAGED:
+        return read_column(c, header, "steps")
     try:
-        deferred = DeferredColumn(c.fileno(), c.tell(), size // 8, header["steps"], where)
+        deferred = DeferredColumn(c.fileno(), c.tell(), size // 8, header["steps"], where, opened)
     except OSError:  # no descriptor to spare: read it now
         return read_column(c, header, "steps")
     c.seek(size, os.SEEK_CUR)
