@@ -28,16 +28,20 @@ def rec(i: int) -> dict:
     ).to_dict()
 
 
+def cached_store(path, runs: range) -> None:
+    """A results file of ``rec(i)`` for each of ``runs`` at ``path``, and its cache (a cache for
+    every size: the caller sets ``cache.MIN_BYTES`` to 0)."""
+    path.parent.mkdir(exist_ok=True)
+    path.write_text("".join(json.dumps(rec(i)) + "\n" for i in runs))
+    read_records(path)
+    assert cache.cache_path(path).exists()
+
+
 @pytest.fixture
 def store(tmp_path, monkeypatch):
     monkeypatch.setattr(cache, "MIN_BYTES", 0)
-    folder = tmp_path / "results"
-    folder.mkdir()
-    path = folder / "box.jsonl"
-    path.write_text("".join(json.dumps(rec(i)) + "\n" for i in range(40)))
-    read_records(folder)  # writes the cache
-    assert cache.cache_path(path).exists()
-    return path
+    cached_store(tmp_path / "results" / "box.jsonl", range(40))
+    return tmp_path / "results" / "box.jsonl"
 
 
 @pytest.fixture
@@ -147,56 +151,21 @@ def test_without_a_descriptor_to_spare_the_column_is_read_at_once(store, column_
     assert values(lazy)[7] == rec(7)["metrics"]["step_times_s"]
 
 
-def test_lines_added_after_a_lazy_load_are_read_with_the_column(store, monkeypatch):
-    """The file grew between the cache's load and the read of the new lines: the cache is
-    written again, whole, with the step times it left in the file."""
-    load = cache.load
-
-    def load_then_append(path, f, st, *, step_times):
-        loaded = load(path, f, st, step_times=step_times)
-        with path.open("a") as out:
-            out.write(json.dumps(rec(40)) + "\n")
-        return loaded
-
-    monkeypatch.setattr(cache, "load", load_then_append)
-    lazy, _ = read_records(store.parent, step_times="lazy")
-    monkeypatch.setattr(cache, "load", load)
-    expected = [rec(i)["metrics"]["step_times_s"] for i in range(41)]
-    assert values(lazy) == expected
-    again, _ = read_records(store.parent, step_times=True)
-    assert [r["metrics"]["step_times_s"] for r in again] == expected
-
-
-def test_a_cache_overwritten_in_place_as_new_lines_are_read_is_read_afresh(store, monkeypatch):
-    load = cache.load
-    where = cache.cache_path(store)
-
-    def load_then_change(path, f, st, *, step_times):
-        loaded = load(path, f, st, step_times=step_times)
-        data = where.read_bytes()
-        at = data.index(struct.pack("<d", rec(0)["metrics"]["step_times_s"][0]))  # the column's first value
-        where.write_bytes(data[:at] + bytes([data[at] ^ 1]) + data[at + 1:])  # in place: one bit of it
-        with path.open("a") as out:
-            out.write(json.dumps(rec(40)) + "\n")
-        return loaded
-
-    monkeypatch.setattr(cache, "load", load_then_change)
-    lazy, problems = read_records(store.parent, step_times="lazy")
-    monkeypatch.setattr(cache, "load", load)
-    assert problems == []
-    assert values(lazy) == [rec(i)["metrics"]["step_times_s"] for i in range(41)]
-
-
 def step_column_bytes(path) -> int:
     """Where the cache of ``path`` holds the first run's first step time."""
     return cache.cache_path(path).read_bytes().index(struct.pack("<d", rec(0)["metrics"]["step_times_s"][0]))
 
 
+def damage_column(path) -> None:
+    where = cache.cache_path(path)
+    data = bytearray(where.read_bytes())
+    data[step_column_bytes(path) + 3] ^= 1
+    where.write_bytes(bytes(data))
+
+
 def test_a_column_damaged_in_the_file_already_is_said_so_and_the_cache_made_again(store):
     where = cache.cache_path(store)
-    data = bytearray(where.read_bytes())
-    data[step_column_bytes(store) + 3] ^= 1
-    where.write_bytes(bytes(data))
+    damage_column(store)
     lazy, _ = read_records(store.parent, step_times="lazy")
     with pytest.raises(ColumnChanged, match=f"{where}: damaged .* removed, so that the next read makes it again"):
         lazy[0]["metrics"]["step_times_s"].tolist()
@@ -247,10 +216,8 @@ def test_beyond_the_most_descriptors_held_open_a_lazy_read_reads_its_column_at_o
     monkeypatch.setattr(cache, "MIN_BYTES", 0)
     monkeypatch.setattr(cache_columns, "MAX_OPEN", 2)
     folder = tmp_path / "results"
-    folder.mkdir()
     for machine in "abc":
-        (folder / f"{machine}.jsonl").write_text("".join(json.dumps(rec(i)) + "\n" for i in range(10)))
-    read_records(folder)
+        cached_store(folder / f"{machine}.jsonl", range(10))
     column_reads.clear()
     lazy, _ = read_records(folder, step_times="lazy")
     assert column_reads == ["summaries", "summaries", "steps", "summaries"]  # the third file's at once
@@ -259,11 +226,44 @@ def test_beyond_the_most_descriptors_held_open_a_lazy_read_reads_its_column_at_o
     assert not cache_columns._OPEN
 
 
-def damage_column(path) -> None:
-    where = cache.cache_path(path)
-    data = bytearray(where.read_bytes())
-    data[step_column_bytes(path) + 3] ^= 1
-    where.write_bytes(bytes(data))
+def reading_with(monkeypatch, after_load, folder, **kwargs):
+    """``read_records(folder, **kwargs)``, with ``after_load(path)`` run between a file's cache's
+    load and the read of the lines after it."""
+    load = cache.load
+
+    def load_then(path, f, st, *, step_times):
+        loaded = load(path, f, st, step_times=step_times)
+        after_load(path)
+        return loaded
+
+    with monkeypatch.context() as m:
+        m.setattr(cache, "load", load_then)
+        return read_records(folder, **kwargs)
+
+
+def append_one(path) -> None:
+    with path.open("a") as out:
+        out.write(json.dumps(rec(40)) + "\n")
+
+
+def test_lines_added_after_a_lazy_load_are_read_with_the_column(store, monkeypatch):
+    """The file grew between the cache's load and the read of the new lines: the cache is
+    written again, whole, with the step times it left in the file."""
+    lazy, _ = reading_with(monkeypatch, append_one, store.parent, step_times="lazy")
+    expected = [rec(i)["metrics"]["step_times_s"] for i in range(41)]
+    assert values(lazy) == expected
+    again, _ = read_records(store.parent, step_times=True)
+    assert [r["metrics"]["step_times_s"] for r in again] == expected
+
+
+def test_a_cache_overwritten_in_place_as_new_lines_are_read_is_read_afresh(store, monkeypatch):
+    def damaged_then_appended(path) -> None:
+        damage_column(path)  # in place: one bit of its column
+        append_one(path)
+
+    lazy, problems = reading_with(monkeypatch, damaged_then_appended, store.parent, step_times="lazy")
+    assert problems == []
+    assert values(lazy) == [rec(i)["metrics"]["step_times_s"] for i in range(41)]
 
 
 def test_a_damaged_cache_reached_by_a_link_is_unlinked_and_made_again(store):
@@ -302,13 +302,9 @@ def test_a_cache_copied_over_while_it_is_loaded_is_changed_not_damaged(tmp_path,
     """A small cache (read whole into the reader's buffer at its opening, the summaries too)
     overwritten in place after its opening, before its column is deferred."""
     monkeypatch.setattr(cache, "MIN_BYTES", 0)
-    stores = []
-    for name, first in (("results", 0), ("other", 1)):
-        (tmp_path / name).mkdir()
-        stores.append(tmp_path / name / "box.jsonl")
-        stores[-1].write_text("".join(json.dumps(rec(i + first)) + "\n" for i in range(2)))
-        read_records(stores[-1].parent)
-    store, other = stores
+    store, other = tmp_path / "results" / "box.jsonl", tmp_path / "other" / "box.jsonl"
+    cached_store(store, range(2))
+    cached_store(other, range(1, 3))
     where = cache.cache_path(store)
     assert where.stat().st_size < 8192
     copy = cache.cache_path(other).read_bytes()
