@@ -16,9 +16,10 @@ longer holds them: asking for the values then raises :class:`ColumnChanged`, nam
 and the summaries, read at the load, stay as they were. A column that was damaged in the file
 already (unchanged since it was opened, but not matching its checksum) raises it too, and the
 cache is removed, so that the next read makes it again (one that cannot be removed is not
-deferred again in this process: the load then finds it damaged and reads the store without it). The descriptor is closed once the column is
-read (or found gone), or when the last view of it is freed; at most :data:`MAX_OPEN` are open at
-once, and a lazy read beyond them reads its column at once. No torch here.
+deferred again in this process: the load then finds it damaged and reads the store without
+it). The descriptor is closed once the column is read (or found gone), or when the last view
+of it is freed; at most :data:`MAX_OPEN` are open at once, and a lazy read beyond them reads
+its column at once. No torch here.
 """
 
 from __future__ import annotations
