@@ -338,12 +338,9 @@ def load(path: Path, f: BinaryIO, st: os.stat_result, *,
             if cached.end != end:
                 raise ValueError("header and records disagree")
             cached.digest = digest
-            if step_times == "lazy" and not touched and st.st_size == end:  # summaries now, values if asked
-                cached.steps = defer_column(c, header, where, opened)
-                cached.summaries = read_column(c, header, "summaries")
-                cache_shape.check_columns(cached)
-            elif step_times or touched or st.st_size > end:  # wanted, or needed to write the cache again
-                cached.steps = read_column(c, header, "steps")
+            if step_times or touched or st.st_size > end:  # wanted, or needed to write the cache again
+                lazily = step_times == "lazy" and not touched and st.st_size == end  # nothing to write: values if asked
+                cached.steps = defer_column(c, header, where, opened) if lazily else read_column(c, header, "steps")
                 cached.summaries = read_column(c, header, "summaries")
                 cache_shape.check_columns(cached)
             return cached, touched

@@ -87,11 +87,9 @@ class DeferredColumn:
                     raise ColumnChanged(f"{self._path}: closed before its step times were read")
                 try:
                     self._values = self._checked()
-                except ColumnChanged as exc:  # for good (an interrupt leaves it to try again)
+                except ColumnChanged as exc:  # for good (an interrupt skips the close: tried again)
                     self._failure = str(exc)
-                    self._closer()
-                else:
-                    self._closer()
+                self._closer()
             if self._values is None:
                 raise ColumnChanged(self._failure)  # a new one each time: no traceback that grows
             return self._values
