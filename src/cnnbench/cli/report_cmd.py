@@ -129,7 +129,7 @@ def handle(args: argparse.Namespace) -> int:
     # plots may all be kept: then only once a plot needs drawing); started after the read, as
     # their pool's threads would keep a cold read of a big store from parsing in parts at once
     with prepare_drawing(0 if args.no_plots or not args.max_plots else None, reusing=out) as drawing_pool:
-        said, written = _report(args, records, problems, drawing_pool)
+        said, written = _report(args, out, records, problems, drawing_pool)
     if key is not None:
         from cnnbench.report.reuse import remember
 
@@ -161,7 +161,7 @@ def _read(results: list[str]) -> tuple[list[dict[str, Any]], list[StoreProblem]]
         raise UserError(str(exc)) from None
 
 
-def _report(args: argparse.Namespace, records: list[dict[str, Any]], problems: list[StoreProblem],
+def _report(args: argparse.Namespace, out: Path, records: list[dict[str, Any]], problems: list[StoreProblem],
             drawing_pool: DrawingPool) -> tuple[Said, Written]:
     from cnnbench.report import NoMatchingRecords, ReportError, ReportOptions, build_report, write_report
     from cnnbench.report.layout import split_fields
@@ -189,7 +189,8 @@ def _report(args: argparse.Namespace, records: list[dict[str, Any]], problems: l
             predict=args.predict,
             problems=[str(p) for p in problems],
         )
-        report = build_report(records, options)
+        # the plots known early are drawn while the effect tables and the observations are made
+        report = build_report(records, options, on_figures=lambda figures: drawing_pool.draw_ahead(figures, out))
     except NoMatchingRecords as exc:
         raise UserError(f"{exc}; nothing written", exit_code=1) from None
     except ReportError as exc:
@@ -198,7 +199,7 @@ def _report(args: argparse.Namespace, records: list[dict[str, Any]], problems: l
         warnings.append(f"warning: {line}")
         print(warnings[-1], file=sys.stderr)
     try:
-        written = write_report(report, args.output, drawing_pool=drawing_pool)
+        written = write_report(report, out, drawing_pool=drawing_pool)
     except OutputError as exc:
         raise UserError(str(exc)) from None
     more = []

@@ -7,13 +7,11 @@
 from __future__ import annotations
 
 import logging
-from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from cnnbench.analysis import fields as F
-from cnnbench.analysis.labels import common_fields
 from cnnbench.analysis.marks import MARKS_HEADING, combined, marks_section
 from cnnbench.analysis.points import PointSet, build_points
 from cnnbench.report.document import (
@@ -26,8 +24,9 @@ from cnnbench.report.document import (
     TableBlock,
     set_anchors,
 )
+from cnnbench.report.facts import facts
 from cnnbench.report.fastest import fastest_observations
-from cnnbench.report.figures import scaling_figure, throughput_figure
+from cnnbench.report.figures import budgeted, figures_ahead, scaling_figure, throughput_figure, training_figure
 from cnnbench.report.layout import Layout
 from cnnbench.report.observations import (
     ALL_WARNED,
@@ -62,7 +61,6 @@ from cnnbench.report.tables.training import TrainingResult, training_results
 from cnnbench.results.gc_pause import collector_paused
 from cnnbench.results.query import parse_where, select
 from cnnbench.results.record import record_kind
-from cnnbench.words import plural
 
 log = logging.getLogger(__name__)
 
@@ -101,20 +99,38 @@ class _Parts:
 
     def tables(self) -> list[Table]:
         """All tables, in the order their ids are made unique."""
-        out: list[Table] = [t for t in (self.systems, self.glance, self.cost) if t] + [s.table for s in self.sections]
-        for g in self.groups:
-            out += [g.summary, g.table]
-        return (out + [e.table for e in self.effects] + self.impls + [r.table for r in self.trainings]
+        return (_leading_tables(self.systems, self.glance, self.cost, self.sections, self.groups)
+                + [e.table for e in self.effects] + self.impls + [r.table for r in self.trainings]
                 + self.pipelines + self.energies)
 
 
-def build_report(records: Sequence[Mapping[str, Any]], options: ReportOptions | None = None) -> Report:
-    """The report for ``records`` (raises :class:`ReportError` / :class:`NoMatchingRecords`)."""
+def _leading_tables(systems: Table | None, glance: Table | None, cost: Table | None, sections: list[Section],
+                    groups: list[ScalingGroup]) -> list[Table]:
+    """The tables that come first where ids are made unique: their ids are final once these exist."""
+    out: list[Table] = [t for t in (systems, glance, cost) if t] + [s.table for s in sections]
+    for g in groups:
+        out += [g.summary, g.table]
+    return out
+
+
+FiguresHook = Callable[[list[Figure]], object]
+"""Called with figures of the report before the rest of it is built (see :func:`build_report`)."""
+
+
+def build_report(records: Sequence[Mapping[str, Any]], options: ReportOptions | None = None,
+                 on_figures: FiguresHook | None = None) -> Report:
+    """The report for ``records`` (raises :class:`ReportError` / :class:`NoMatchingRecords`).
+
+    ``on_figures``: called once, as soon as the scaling, training and throughput tables are built
+    and before the effect tables and the observations (most of the rest of the time), with the
+    figures of those kinds that the report will draw, as it will hold them (a training figure's
+    name may still change), so that a caller can start drawing them meanwhile
+    (:meth:`cnnbench.report.render.drawing.DrawingPool.draw_ahead`)."""
     with collector_paused():  # about half the CPU time otherwise (cnnbench.results.gc_pause)
-        return _build_report(records, options or ReportOptions())
+        return _build_report(records, options or ReportOptions(), on_figures)
 
 
-def _build_report(records: Sequence[Mapping[str, Any]], opts: ReportOptions) -> Report:
+def _build_report(records: Sequence[Mapping[str, Any]], opts: ReportOptions, on_figures: FiguresHook | None) -> Report:
     records = list(records)
     if not records:
         raise NoMatchingRecords("no records to report")
@@ -125,7 +141,7 @@ def _build_report(records: Sequence[Mapping[str, Any]], opts: ReportOptions) -> 
     points = build_points([r for r in selected if not is_pipeline_record(r)],
                           [*layout.rows, *layout.columns, *(scope.effect_fields or []), *scope.baselines])
     log.info("%d of %d records selected, %d points", len(selected), len(records), len(points.points))
-    parts = _build_parts(points, scope, opts, pipelines)
+    parts = _build_parts(points, scope, opts, pipelines, on_figures)
     all_tables = parts.tables()
     unique_ids(all_tables)
     report = Report(opts.title, tables=all_tables, observations=_observations(parts, layout, opts),
@@ -165,19 +181,23 @@ def _select(records: list[Mapping[str, Any]], opts: ReportOptions) -> list[Mappi
     return selected
 
 
-def _build_parts(points: PointSet, scope: _Scope, opts: ReportOptions, pipelines: list[Table]) -> _Parts:
+def _build_parts(points: PointSet, scope: _Scope, opts: ReportOptions, pipelines: list[Table],
+                 on_figures: FiguresHook | None) -> _Parts:
     cost = cost_table(points)
     sections = configuration_sections(points, scope.layout, opts.repeat_noise)
     comm = [r for r in scope.selected if record_kind(r) == "comm"] if opts.predict else []
     groups = scaling_groups(points, opts.repeat_noise, predict=opts.predict, comm=comm)
+    trainings = training_results(points)
+    systems, glance = systems_table(scope.selected), overview(groups)
+    if on_figures is not None:  # the ids of these tables made unique now: they are final
+        unique_ids(_leading_tables(systems, glance, cost, sections, groups))
+        on_figures(figures_ahead(sections, groups, trainings, opts.max_plots))
     effects, effect_notes, baseline_warnings = _effects(points, scope, opts)
     impls = implementation_tables(points, opts.repeat_noise, opts.noise)
-    trainings = training_results(points)
     energies = energy_tables(sections)
     return _Parts(pipelines=pipelines, cost=cost, sections=sections, groups=groups, effects=effects,
                   effect_notes=effect_notes, baseline_warnings=baseline_warnings, impls=impls,
-                  trainings=trainings, energies=energies, systems=systems_table(scope.selected),
-                  glance=overview(groups))
+                  trainings=trainings, energies=energies, systems=systems, glance=glance)
 
 
 def _effects(points: PointSet, scope: _Scope, opts: ReportOptions) -> tuple[list[Effect], list[str], list[str]]:
@@ -231,64 +251,13 @@ def _unused_baselines(baselines: Mapping[str, str], names: Sequence[str], effect
     return lines
 
 
-def _listed(values: list[Any], most: int = 6) -> str:
-    shown = ", ".join(F.text(v) for v in values[:most])
-    return shown + (f" and {len(values) - most} more" if len(values) > most else "")
-
-
-def _facts(records: list, scope: _Scope, opts: ReportOptions, points: PointSet) -> list[str]:
-    """What was run: results, machines, models, configurations, device counts."""
-    selected = scope.selected
-    lines = [_what_was_run(selected, points)]
-    if opts.where:
-        lines.append(f"Selected with --where {' '.join(opts.where)}: {len(selected):,} of {len(records):,} results.")
-    constant = common_fields(points)
-    if constant:
-        lines.append("Common to all results: " + ", ".join(_common_label(f, points.distinct(f)[0]) for f in constant)
-                     + ".")
-    layout = scope.layout
-    by = (layout.column_name if layout.is_default
-          else f"{layout.row_name} (rows) and {layout.column_name} (columns)")
-    lines.append(f"Tables by {by}; images/sec are medians of repeats over all devices.")
-    return lines
-
-
-def _what_was_run(selected: list, points: PointSet) -> str:
-    statuses = Counter(str(r.get("status") or "ok") for r in selected)
-    failed = ", ".join(f"{n} {s}" for s, n in statuses.most_common() if s != "ok")
-    machines = sorted(points.distinct(F.MACHINE), key=F.sort_key)
-    what = f"{plural(len(selected), 'result')} ({statuses.get('ok', 0):,} ok{', ' + failed if failed else ''})"
-    if not points.points:  # cnnbench data or comm records alone: their machines
-        machines = sorted({F.hashable(F.get_value(r, F.MACHINE)) for r in selected}, key=F.sort_key)
-        return what + f", on {plural(len(machines), 'machine')}: {_listed(machines)}."
-    models = sorted((m for m in points.distinct(F.MODEL) if m is not None), key=F.sort_key)
-    config_fields = [f for f in points.key_fields if f not in (F.MODEL, F.BATCH, F.MACHINE, F.DEVICES)]
-    n_configs = len(points.group_by(config_fields))
-    devices = sorted({int(d) for d in points.distinct(F.DEVICES) if isinstance(d, (int, float))})
-    return what + (f" of {plural(len(models), 'model')} in {plural(n_configs, 'configuration')}"
-                   + (f" at {_device_range(devices)}" if devices else "")
-                   + f", on {plural(len(machines), 'machine')}: {_listed(machines)}.")
-
-
-def _device_range(devices: list[int]) -> str:
-    if len(devices) == 1:
-        return plural(devices[0], "device")
-    return f"{', '.join(map(str, devices[:-1]))} and {devices[-1]} devices"
-
-
-def _common_label(field: str, value: Any) -> str:
-    if field in (F.MACHINE, F.SOURCE):
-        return f"{F.short_name(field)} {value}"
-    return F.label(field, value)
-
-
 def _assemble(report: Report, opts: ReportOptions, records: list, scope: _Scope, points: PointSet,
               parts: _Parts) -> None:
     """The report's order: what was run and what it shows, the contents, the systems, then the
     sections, scaling first (its summary is what most readers look for)."""
     b = report.blocks
     b.append(Heading(opts.title, 1))
-    b += [Paragraph(line) for line in _facts(records, scope, opts, points)]
+    b += [Paragraph(line) for line in facts(records, scope.selected, opts.where, scope.layout, points)]
     b.append(Heading("Observations"))
     fallback = not opts.include_warned and all_warned(parts.sections)
     if fallback:
@@ -369,18 +338,17 @@ def _training_blocks(report: Report, parts: _Parts) -> None:
     b.append(Heading("Training to accuracy"))
     for r in parts.trainings:
         b += [Heading(r.table.title.split(": ", 1)[-1], 3), TableBlock(r.table)]
-        if r.curves:
-            fig = Figure("training", f"training-{r.table.id[len('training-'):]}", r.table.title, {"curves": r.curves})
+        fig = training_figure(r)
+        if fig:
             b.append(fig)
             report.figures.append(fig)
 
 
 def _budget_plots(report: Report, max_plots: int) -> None:
     """Draw at most ``max_plots`` figures: scaling first, then training curves, then throughput, then bandwidth."""
-    order = {"scaling": 0, "training": 1, "throughput": 2, "bandwidth": 3}
-    ranked = sorted(report.figures, key=lambda f: order[f.kind])
-    for i, fig in enumerate(ranked):
-        fig.drawn = i < max_plots
+    drawn = {id(f) for f in budgeted(report.figures, max_plots)}
+    for fig in report.figures:
+        fig.drawn = id(fig) in drawn
     skipped = sum(1 for f in report.figures if not f.drawn)
     at = next(i for i, b in enumerate(report.blocks) if isinstance(b, Heading) and b.text == "Observations")
     if skipped and max_plots == 0:

@@ -5,12 +5,34 @@ Pure computation from the tables and their points; render/plots.py draws them.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from cnnbench.analysis import fields as F
 from cnnbench.report.document import Figure
 from cnnbench.report.tables.scaling import ScalingGroup
 from cnnbench.report.tables.throughput import Section
+from cnnbench.report.tables.training import TrainingResult
+
+PLOT_ORDER = {"scaling": 0, "training": 1, "throughput": 2, "bandwidth": 3}
+"""The order in which a plot budget (``--max-plots``) takes the kinds of figure."""
+
+
+def budgeted(figures: Sequence[Figure], max_plots: int) -> list[Figure]:
+    """The figures a budget of ``max_plots`` draws: scaling first, then training curves, then
+    throughput, then bandwidth, each kind in the report's order."""
+    return sorted(figures, key=lambda f: PLOT_ORDER[f.kind])[:max(0, max_plots)]
+
+
+def figures_ahead(sections: Sequence[Section], groups: Sequence[ScalingGroup], trainings: Sequence[TrainingResult],
+                  max_plots: int) -> list[Figure]:
+    """The figures of ``groups``, ``trainings`` and ``sections`` that a report with these tables
+    draws, made before its other tables (to be drawn meanwhile): every kind but bandwidth, which
+    comes last in the budget, so that the budget takes the same of these either way. They are
+    the report's own where their tables' ids are final (see :func:`cnnbench.report.build_report`)."""
+    made = ([scaling_figure(g) for g in groups] + [f for f in map(training_figure, trainings) if f]
+            + [f for f in map(throughput_figure, sections) if f])
+    return budgeted(made, max_plots)
 
 
 def throughput_figure(s: Section) -> Figure | None:
@@ -65,3 +87,10 @@ def _speedup_ranges(s: Any) -> list[tuple[int, float, float]]:
     if not base:
         return []
     return [(n, min(m.ips) / base, max(m.ips) / base) for n, m in sorted(s.measures.items()) if len(m.ips) > 1]
+
+
+def training_figure(r: TrainingResult) -> Figure | None:
+    """The accuracy curves of a training table (``None`` without curves)."""
+    if not r.curves:
+        return None
+    return Figure("training", f"training-{r.table.id[len('training-'):]}", r.table.title, {"curves": r.curves})

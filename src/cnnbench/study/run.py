@@ -113,8 +113,9 @@ def _write_report(run: StudyRun, max_plots: int, drawing_pool: Any) -> StudyRun:
     records, problems = read_records([run.results_dir], step_times="lazy")
     run.problems = [str(p) for p in problems]
     mine = study_records(records, run.study.name)
+    ahead = None if drawing_pool is None else lambda figures: drawing_pool.draw_ahead(figures, run.outdir)
     run.report = build_report(mine, report_options(run.study.layout, mine, max_plots=max_plots,
-                                                   problems=run.problems))
+                                                   problems=run.problems), on_figures=ahead)
     run.written = write_report(run.report, run.outdir, plots=max_plots > 0, drawing_pool=drawing_pool)
     return run
 

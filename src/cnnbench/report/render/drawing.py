@@ -4,8 +4,12 @@ matplotlib takes much of a report's time: importing it (about half a second) and
 per figure. :func:`prepare_drawing` starts the drawing processes before the records are read
 (up to the usable CPUs but one, at least one, at most :data:`MAX_WORKERS`); each imports
 matplotlib at once, so the import overlaps reading the records and building the tables.
-:func:`start_drawing` then hands them the figures and returns at once, and the tables are
-written meanwhile; :meth:`Drawing.wait` collects the plot paths. With one usable CPU, or when
+:meth:`DrawingPool.draw_ahead` hands them the figures a report knows early (its scaling,
+training and throughput plots: ``build_report``'s ``on_figures``), which they draw into memory
+while the rest of the report is built. :func:`start_drawing` then hands them the figures not
+drawn yet and returns at once, and the tables are written meanwhile; :meth:`Drawing.wait`
+writes the plots drawn ahead (those whose figure is still the same, by :func:`figure_key`) and
+collects the plot paths. With one usable CPU, or when
 no process can be started, the figures are drawn here, one after the other. The parent never
 imports matplotlib unless it draws itself. Objects of the parent are frozen out of the garbage
 collector while workers are forked, so that their collections do not copy the parent's memory
@@ -30,12 +34,13 @@ import os
 import signal
 import stat
 from collections.abc import Sequence
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import CancelledError, Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
 from cnnbench.machine.host import usable_cpus
 from cnnbench.report.document import Figure
+from cnnbench.results.files import write_replacing
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +55,12 @@ def _draw(figure: Figure, outdir: Path, key: str | None = None) -> Path:
     from cnnbench.report.render.plots import draw
 
     return draw(figure, outdir, key)
+
+
+def _render(figure: Figure, key: str) -> bytes:
+    from cnnbench.report.render.plots import render
+
+    return render(figure, key)
 
 
 KEY_MARK = "cnnbench-plot-key:"
@@ -143,6 +154,8 @@ class DrawingPool:
         self.workers = workers
         self.pool = _fork_pool(workers) if workers > 0 and ahead else None
         self._later = workers > 0 and not ahead
+        self.ahead: dict[str, Future[bytes]] = {}
+        """The SVGs being drawn ahead, by :func:`figure_key`."""
 
     def start(self, figures: int) -> None:
         """Start the processes not started ahead, for ``figures`` figures (one: drawn here)."""
@@ -151,10 +164,32 @@ class DrawingPool:
             if figures > 1:
                 self.pool = _fork_pool(min(figures, self.workers))
 
+    def draw_ahead(self, figures: Sequence[Figure], outdir: Path) -> None:
+        """Start drawing ``figures``, the report's to be written into ``outdir``, into memory now
+        (each unless ``outdir`` holds its plot already); :func:`start_drawing` takes those whose
+        figure is the same then. Nothing is drawn ahead without processes (or for one figure,
+        where they would be started for it: it is drawn here, later)."""
+        todo = {}
+        for f in figures:
+            key = figure_key(f)
+            if key not in self.ahead and not already_drawn(outdir / f.path, key):
+                todo[key] = f
+        if self._later and len(todo) < 2:
+            return
+        self.start(len(todo))
+        try:
+            for key, f in todo.items():
+                if self.pool is not None:
+                    self.ahead[key] = self.pool.submit(_render, f, key)
+        except (OSError, RuntimeError, BrokenProcessPool) as exc:  # drawn later, here
+            log.debug("plots drawn in this process: %s", exc)
+            self.close()
+
     def close(self) -> None:
         if self.pool is not None:
             self.pool.shutdown(wait=True, cancel_futures=True)
             self.pool = None
+        self.ahead = {}
 
     def __enter__(self) -> DrawingPool:
         return self
@@ -190,8 +225,12 @@ class Drawing:
         self._keys = [figure_key(f) for f in self.figures]
         self.reused = [already_drawn(outdir / f.path, k) for f, k in zip(self.figures, self._keys, strict=True)]
         """Per figure: its file from an earlier report shows the same (kept, not drawn again)."""
+        ahead = pool.ahead if pool is not None else {}
+        self._ahead: dict[int, Future[bytes]] = {i: ahead[k] for i, k in enumerate(self._keys)
+                                                 if k in ahead and not self.reused[i]}
+        """Per figure: its SVG drawn ahead (:meth:`DrawingPool.draw_ahead`), to be written here."""
         self._futures: dict[int, Future[Path]] = {}
-        todo = [i for i, reused in enumerate(self.reused) if not reused]
+        todo = [i for i, reused in enumerate(self.reused) if not reused and i not in self._ahead]
         if pool is not None:
             pool.start(len(todo))
         if pool is not None and pool.pool is not None and todo:
@@ -205,6 +244,7 @@ class Drawing:
         if self._pool is not None:
             self._pool.close()
         self._futures = {}
+        self._ahead = {}
 
     def wait(self) -> list[Path]:
         paths: list[Path] = []
@@ -213,17 +253,27 @@ class Drawing:
                 if self.reused[i]:
                     paths.append(self.outdir / fig.path)
                     continue
-                if i in self._futures:
-                    try:
+                try:
+                    if i in self._ahead:
+                        paths.append(self._write(fig, self._ahead[i].result()))
+                        continue
+                    if i in self._futures:
                         paths.append(self._futures[i].result())
                         continue
-                    except BrokenProcessPool as exc:  # a worker died (out of memory...): draw the rest here
-                        log.debug("plot workers stopped (%s); drawing the rest here", exc)
-                        self._close()
+                except (BrokenProcessPool, CancelledError) as exc:  # a worker died (out of memory...)
+                    log.debug("plot workers stopped (%s); drawing the rest here", exc)
+                    self._close()
                 paths.append(_draw(fig, self.outdir, self._keys[i]))
         finally:
             self._close()
         return paths
+
+    def _write(self, figure: Figure, svg: bytes) -> Path:
+        """Write a plot drawn ahead (as :func:`cnnbench.report.render.plots.draw` writes one)."""
+        path = self.outdir / figure.path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_replacing(path, svg)
+        return path
 
 
 def start_drawing(figures: Sequence[Figure], outdir: Path, pool: DrawingPool | None = None) -> Drawing:

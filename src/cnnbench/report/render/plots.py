@@ -38,20 +38,29 @@ def draw(figure: Figure, outdir: Path, key: str | None = None) -> Path:
     """Draw one figure to ``outdir/plots/<name>.svg``; returns the path. ``key``: what it shows
     (:func:`cnnbench.report.render.drawing.figure_key`), written into its metadata so that the
     next report in this folder can keep the file when its figure has the same key."""
-    import matplotlib
+    from cnnbench.results.files import write_replacing
 
     path = outdir / figure.path
     path.parent.mkdir(parents=True, exist_ok=True)
-    kinds = {"scaling": _scaling, "throughput": _throughput, "training": _training, "bandwidth": _bandwidth}
-    fig = kinds[figure.kind](figure)
-    from cnnbench.results.files import replacing
-
     # a unique temporary file renamed over the name: a symlink there is replaced, not written through
-    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": figure.name}), replacing(path) as f:
-        metadata = {"Date": None} if key is None else {"Date": None, "Description": f"cnnbench-plot-key:{key}"}
-        fig.savefig(f, format="svg", metadata=metadata)
+    write_replacing(path, render(figure, key))
     log.debug("wrote %s", path)
     return path
+
+
+def render(figure: Figure, key: str | None = None) -> bytes:
+    """One figure's SVG, as :func:`draw` writes it (``key``: see there)."""
+    import io
+
+    import matplotlib
+
+    kinds = {"scaling": _scaling, "throughput": _throughput, "training": _training, "bandwidth": _bandwidth}
+    fig = kinds[figure.kind](figure)
+    out = io.BytesIO()
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": figure.name}):
+        metadata = {"Date": None} if key is None else {"Date": None, "Description": f"cnnbench-plot-key:{key}"}
+        fig.savefig(out, format="svg", metadata=metadata)
+    return out.getvalue()
 
 
 def _training(figure: Figure) -> Any:

@@ -1,0 +1,119 @@
+"""Plots drawn ahead (issue 22 item 2): the report hands the figures it knows early (scaling,
+training, throughput) to the drawing processes before it builds the effect tables and the
+observations; they draw them into memory meanwhile, and the report writes those whose figure
+is still the same, byte for byte as drawn at the end, never drawing one twice."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+import cnnbench.report.build as build
+from cnnbench.report import ReportOptions, build_report, write_report
+from cnnbench.report.render import drawing
+from tests.report_fixtures import scaling_records, training_record
+
+EARLY_KINDS = ("scaling", "training", "throughput")
+
+
+def records() -> list[dict]:
+    return scaling_records() + [training_record(n) for n in (1, 2)]
+
+
+def early(recs: list[dict], options: ReportOptions | None = None):
+    """The report, the figures its hook got, and what happened in which order."""
+    seen: list[list] = []
+    order: list[str] = []
+    compute = build.compute_effects
+
+    def effects(*args, **kwargs):
+        order.append("effects")
+        return compute(*args, **kwargs)
+
+    build.compute_effects = effects
+    try:
+        report = build_report(recs, options, on_figures=lambda figs: (order.append("figures"), seen.append(figs)))
+    finally:
+        build.compute_effects = compute
+    assert len(seen) == 1
+    return report, seen[0], order
+
+
+def as_drawn(fig) -> tuple:
+    return fig.kind, fig.name, fig.title, drawing.figure_key(fig)
+
+
+def test_the_figures_known_early_are_the_reports_own_before_the_effect_tables():
+    report, figures, order = early(records())
+    assert order == ["figures", "effects"]
+    kinds = {f.kind for f in figures}
+    assert {"scaling", "training", "throughput"} <= kinds
+    drawn = [f for f in report.figures if f.drawn and f.kind in EARLY_KINDS]
+    assert sorted(map(as_drawn, figures)) == sorted(map(as_drawn, drawn))
+    # the report is the one made without the hook
+    plain = build_report(records())
+    assert [as_drawn(f) for f in plain.figures] == [as_drawn(f) for f in report.figures]
+    assert [t.id for t in plain.tables] == [t.id for t in report.tables]
+
+
+@pytest.mark.parametrize("most", [0, 1, 3])
+def test_the_figures_known_early_keep_to_the_plot_budget(most):
+    report, figures, _ = early(records(), ReportOptions(max_plots=most))
+    drawn = [f for f in report.figures if f.drawn]
+    assert len(drawn) == min(most, len(report.figures))
+    assert sorted(map(as_drawn, figures)) == sorted(as_drawn(f) for f in drawn if f.kind in EARLY_KINDS)
+
+
+def test_plots_drawn_ahead_are_written_as_drawn_here_and_not_drawn_again(tmp_path, monkeypatch):
+    here = write_report(build_report(records()), tmp_path / "here", drawing_pool=drawing.prepare_drawing(0))
+
+    def never(*args, **kwargs):
+        raise AssertionError("drawn again")
+
+    monkeypatch.setattr(drawing, "_draw", never)  # here and in the processes forked below
+    out = tmp_path / "out"
+    with drawing.prepare_drawing(2) as pool:
+        assert pool.pool is not None
+        report = build_report(records(), on_figures=lambda figs: pool.draw_ahead(figs, out))
+        assert len(pool.ahead) == sum(f.drawn for f in report.figures) >= 3  # every plot here is known early
+        written = write_report(report, out, drawing_pool=pool)
+        assert pool.pool is None and not pool.ahead  # closed with the drawing
+    assert [p.name for p in written.plots] == [p.name for p in here.plots]
+    assert [p.read_bytes() for p in written.plots] == [p.read_bytes() for p in here.plots]
+    assert not [p for p in (out / "plots").iterdir() if p.name.startswith(".")]  # no temporary file left
+
+
+def test_a_figure_changed_since_it_was_drawn_ahead_is_drawn_as_it_is_now(tmp_path):
+    figures = [f for f in build_report(records()).figures if f.drawn]
+    here = drawing.start_drawing(figures, tmp_path / "here", drawing.prepare_drawing(0)).wait()
+    stale = build_report(records()).figures
+    stale[0].title += " (before)"
+    with drawing.prepare_drawing(2) as pool:
+        pool.draw_ahead([f for f in stale if f.drawn], tmp_path / "out")
+        paths = drawing.start_drawing(figures, tmp_path / "out", pool).wait()
+    assert [p.read_bytes() for p in paths] == [p.read_bytes() for p in here]
+    assert f"cnnbench-plot-key:{drawing.figure_key(figures[0])}".encode() in paths[0].read_bytes()
+
+
+def die(*args: object) -> None:
+    os._exit(9)
+
+
+def test_plots_whose_drawing_process_died_are_drawn_here(tmp_path, monkeypatch):
+    figures = [f for f in build_report(records()).figures if f.drawn]
+    here = drawing.start_drawing(figures, tmp_path / "here", drawing.prepare_drawing(0)).wait()
+    monkeypatch.setattr(drawing, "_render", die)  # in the forked processes
+    with drawing.prepare_drawing(2) as pool:
+        pool.draw_ahead(figures, tmp_path / "out")
+        paths = drawing.start_drawing(figures, tmp_path / "out", pool).wait()
+    assert [p.read_bytes() for p in paths] == [p.read_bytes() for p in here]
+
+
+def test_plots_already_in_the_folder_are_not_drawn_ahead(tmp_path):
+    figures = [f for f in build_report(records()).figures if f.drawn]
+    drawing.start_drawing(figures, tmp_path, drawing.prepare_drawing(0)).wait()
+    again = drawing.prepare_drawing(2, reusing=tmp_path)
+    again.draw_ahead(figures, tmp_path)
+    assert again.pool is None and not again.ahead  # no process started for plots that are kept
+    assert all(drawing.start_drawing(figures, tmp_path, again).reused)
