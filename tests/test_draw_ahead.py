@@ -117,3 +117,25 @@ def test_plots_already_in_the_folder_are_not_drawn_ahead(tmp_path):
     again.draw_ahead(figures, tmp_path)
     assert again.pool is None and not again.ahead  # no process started for plots that are kept
     assert all(drawing.start_drawing(figures, tmp_path, again).reused)
+
+
+def test_drawing_processes_started_for_the_plots_drawn_ahead_are_as_many_as_ahead(tmp_path, monkeypatch):
+    figures = [f for f in build_report(records()).figures if f.drawn]
+    drawing.start_drawing(figures, tmp_path, drawing.prepare_drawing(0)).wait()
+    monkeypatch.setattr(drawing, "_cpus", lambda: 5)
+    ahead = drawing.prepare_drawing(reusing=tmp_path)  # plots there: started when one needs drawing
+    assert ahead.pool is None and ahead.workers == 4
+    changed = build_report(records()).figures[:2]
+    for f in changed:
+        f.title += " (changed)"
+    with ahead:
+        ahead.draw_ahead(changed, tmp_path)
+        assert ahead.pool is not None and ahead.processes == 4  # not 2: the report may draw more
+
+
+def test_training_plots_whose_tables_share_an_id_are_final_when_drawn_ahead():
+    recs = records() + [training_record(n, machine=m) for n in (1, 2) for m in ("m fast", "m:fast")]
+    report, figures, _ = early(recs)
+    drawn = [f for f in report.figures if f.drawn and f.kind in EARLY_KINDS]
+    assert [f.name for f in drawn if f.kind == "training" and f.name.endswith("-2")]  # made unique
+    assert sorted(map(as_drawn, figures)) == sorted(map(as_drawn, drawn))

@@ -191,6 +191,7 @@ def _build_parts(points: PointSet, scope: _Scope, opts: ReportOptions, pipelines
     systems, glance = systems_table(scope.selected), overview(groups)
     if on_figures is not None:  # the ids of these tables made unique now: they are final
         unique_ids(_leading_tables(systems, glance, cost, sections, groups))
+        unique_ids([r.table for r in trainings])  # no other table's id starts with "training-"
         on_figures(figures_ahead(sections, groups, trainings, opts.max_plots))
     effects, effect_notes, baseline_warnings = _effects(points, scope, opts)
     impls = implementation_tables(points, opts.repeat_noise, opts.noise)

@@ -153,6 +153,8 @@ class DrawingPool:
     def __init__(self, workers: int, ahead: bool = True) -> None:
         self.workers = workers
         self.pool = _fork_pool(workers) if workers > 0 and ahead else None
+        self.processes = workers if self.pool is not None else 0
+        """How many processes were started."""
         self._later = workers > 0 and not ahead
         self.ahead: dict[str, Future[bytes]] = {}
         """The SVGs being drawn ahead, by :func:`figure_key`."""
@@ -163,6 +165,7 @@ class DrawingPool:
             self._later = False
             if figures > 1:
                 self.pool = _fork_pool(min(figures, self.workers))
+                self.processes = min(figures, self.workers) if self.pool is not None else 0
 
     def draw_ahead(self, figures: Sequence[Figure], outdir: Path) -> None:
         """Start drawing ``figures``, the report's to be written into ``outdir``, into memory now
@@ -176,7 +179,7 @@ class DrawingPool:
                 todo[key] = f
         if self._later and len(todo) < 2:
             return
-        self.start(len(todo))
+        self.start(max(len(todo), self.workers))  # as many as ahead: more figures may come
         try:
             for key, f in todo.items():
                 if self.pool is not None:
