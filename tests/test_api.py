@@ -187,3 +187,23 @@ def test_report_returns_the_report_and_writes_only_with_an_output(tmp_path, monk
     assert {t.id for t in written.tables} == {t.id for t in rep.tables}
     out = capfd.readouterr()
     assert (out.out, out.err) == ("", "")
+
+
+def test_report_with_an_output_draws_its_plots_ahead_as_cnnbench_report_does(tmp_path, monkeypatch):
+    from cnnbench.report import write_report
+    from cnnbench.report.render import drawing
+    from tests.report_fixtures import scaling_records
+
+    store = write_store(tmp_path / "r", scaling_records())
+    here = write_report(cnnbench.report(store), tmp_path / "here", drawing_pool=drawing.prepare_drawing(0))
+    assert len(here.plots) >= 2
+
+    def never(*args, **kwargs):
+        raise AssertionError("drawn at the end")
+
+    monkeypatch.setattr(drawing, "_cpus", lambda: 3)
+    monkeypatch.setattr(drawing, "_draw", never)  # here and in the drawing processes
+    cnnbench.report(store, output=tmp_path / "out")
+    assert sorted(p.name for p in (tmp_path / "out" / "plots").iterdir()) == sorted(p.name for p in here.plots)
+    for p in here.plots:
+        assert (tmp_path / "out" / "plots" / p.name).read_bytes() == p.read_bytes()

@@ -323,8 +323,7 @@ def report(results: Results, output: PathLike | None = None, *, rows: str | Sequ
 
     if max_plots < 0:
         raise ValueError(f"max_plots: must be >= 0, got {max_plots}")
-    if output is not None:
-        check_report_folder(output)
+    out = None if output is None else check_report_folder(output)
     records, problems, _ = _records(results)
     options = ReportOptions(
         rows=split_fields(rows), columns=None if columns is None else split_fields(columns),
@@ -333,9 +332,14 @@ def report(results: Results, output: PathLike | None = None, *, rows: str | Sequ
         ignore=list(ignore), include_warned=include_warned, where=[where] if isinstance(where, str) else list(where),
         title=title, noise=noise, max_plots=max_plots, problems=problems,
     )
-    built = build_report(records, options)
-    if output is not None:
-        write_report(built, output, plots=max_plots > 0)
+    if out is None:
+        return build_report(records, options)
+    from cnnbench.report.render.drawing import prepare_drawing
+
+    # as cnnbench report draws: the plots known early drawn while the rest is built
+    with prepare_drawing(None if max_plots else 0, reusing=out) as pool:
+        built = build_report(records, options, on_figures=lambda figures: pool.draw_ahead(figures, out))
+        write_report(built, out, plots=max_plots > 0, drawing_pool=pool)
     return built
 
 
