@@ -40,7 +40,6 @@ from pathlib import Path
 
 from cnnbench.machine.host import usable_cpus
 from cnnbench.report.document import Figure
-from cnnbench.results.files import write_replacing
 
 log = logging.getLogger(__name__)
 
@@ -180,10 +179,11 @@ class DrawingPool:
         if self._later and len(todo) < 2:
             return
         self.start(max(len(todo), self.workers))  # as many as ahead: more figures may come
+        if self.pool is None:
+            return
         try:
             for key, f in todo.items():
-                if self.pool is not None:
-                    self.ahead[key] = self.pool.submit(_render, f, key)
+                self.ahead[key] = self.pool.submit(_render, f, key)
         except (OSError, RuntimeError, BrokenProcessPool) as exc:  # drawn later, here
             log.debug("plots drawn in this process: %s", exc)
             self.close()
@@ -258,7 +258,9 @@ class Drawing:
                     continue
                 try:
                     if i in self._ahead:
-                        paths.append(self._write(fig, self._ahead[i].result()))
+                        from cnnbench.report.render.plots import save
+
+                        paths.append(save(fig, self.outdir, self._ahead[i].result()))
                         continue
                     if i in self._futures:
                         paths.append(self._futures[i].result())
@@ -270,13 +272,6 @@ class Drawing:
         finally:
             self._close()
         return paths
-
-    def _write(self, figure: Figure, svg: bytes) -> Path:
-        """Write a plot drawn ahead (as :func:`cnnbench.report.render.plots.draw` writes one)."""
-        path = self.outdir / figure.path
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_replacing(path, svg)
-        return path
 
 
 def start_drawing(figures: Sequence[Figure], outdir: Path, pool: DrawingPool | None = None) -> Drawing:

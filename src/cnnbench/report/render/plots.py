@@ -38,12 +38,17 @@ def draw(figure: Figure, outdir: Path, key: str | None = None) -> Path:
     """Draw one figure to ``outdir/plots/<name>.svg``; returns the path. ``key``: what it shows
     (:func:`cnnbench.report.render.drawing.figure_key`), written into its metadata so that the
     next report in this folder can keep the file when its figure has the same key."""
+    return save(figure, outdir, render(figure, key))
+
+
+def save(figure: Figure, outdir: Path, svg: bytes) -> Path:
+    """Write a figure's SVG (:func:`render`) to ``outdir/plots/<name>.svg``; returns the path."""
     from cnnbench.results.files import write_replacing
 
     path = outdir / figure.path
     path.parent.mkdir(parents=True, exist_ok=True)
     # a unique temporary file renamed over the name: a symlink there is replaced, not written through
-    write_replacing(path, render(figure, key))
+    write_replacing(path, svg)
     log.debug("wrote %s", path)
     return path
 
