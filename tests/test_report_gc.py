@@ -38,6 +38,29 @@ def test_collector_left_disabled_when_it_was() -> None:
         gc.enable()
 
 
+def test_what_the_block_made_is_not_traced_by_the_next_young_collection() -> None:
+    """The block's objects join the oldest generation as it ends, so the first allocation after
+    it does not trace them all (a read of 100,000 records: 0.14 s of about 1 s); a cycle made and
+    dropped in the block is still collected, and objects the caller froze stay frozen."""
+    gc.collect()
+    with collector_paused():
+        kept = [[i] for i in range(20_000)]  # 20,001 containers, far over the young threshold
+        cycle: list = []
+        cycle.append(cycle)
+        del cycle
+    assert gc.get_count()[0] < gc.get_threshold()[0]  # no young collection owed
+    assert gc.is_tracked(kept[0]) and any(x is kept[0] for x in gc.get_objects(generation=2))
+    assert gc.collect() >= 1  # the dropped cycle: found and freed
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        with collector_paused():
+            more = [[i] for i in range(1_000)]
+        assert gc.get_freeze_count() == frozen and more  # the caller's freeze left alone
+    finally:
+        gc.unfreeze()
+
+
 def test_report_built_with_the_collector_enabled_after() -> None:
     report = build_report(scaling_records(), ReportOptions(max_plots=0))
     assert report.tables
