@@ -103,3 +103,24 @@ def test_results_list_sorts_with_the_collector_paused() -> None:
     assert [r["started_at"][:10] for r in shown] == ["2026-01-02", "2026-01-03"] and total == 3
     assert seen and not any(seen)
     assert gc.isenabled()
+
+
+def test_results_list_shows_the_runs_a_full_sort_would() -> None:
+    """``newest`` with a limit sorts only the runs of the newest minutes: the runs shown and their
+    order are those of sorting every run (ties within a minute, natural order of models, runs
+    without a start time, limits below, at and over the number of runs)."""
+    import random
+
+    from cnnbench.results.export import list_order, newest
+
+    rng = random.Random(7)
+    records = [{"started_at": rng.choice([None, "", "2026-01-02T10:00:05", "2026-01-02T10:00:40",
+                                          "2026-01-02T10:01:00", "2026-01-03T09:59:59", "2026-01-03T10:00"]),
+                "config": {"model": rng.choice(["resnet50", "resnet101", "vgg16", None]),
+                           "batch_size": rng.choice([32, 64, "128", None])}, "n": i}
+               for i in range(300)]
+    everything = sorted(records, key=list_order)
+    for limit in (1, 2, 5, 17, 40, 80, 150, 299, 300, 301, 0):
+        shown, total = newest(records, limit)
+        assert total == 300
+        assert [r["n"] for r in shown] == [r["n"] for r in (everything[-limit:] if limit else everything)], limit

@@ -7,6 +7,7 @@ and Parquet. No torch here.
 from __future__ import annotations
 
 import csv
+import heapq
 import io
 import json
 import sys
@@ -66,11 +67,21 @@ def list_order(record: Mapping[str, Any]) -> tuple[Any, ...]:
 def newest(records: Sequence[Mapping[str, Any]], limit: int) -> tuple[list[Mapping[str, Any]], int]:
     """The newest ``limit`` runs (all with 0), oldest first, and how many there are in all.
 
-    The collector is paused: a key per record after a read of 100,000 made it trace every
-    record again (0.32 against 0.14 s)."""
+    With a limit, only the runs of the newest minutes that hold ``limit`` runs are keyed in full
+    and sorted (the minute comes first in :func:`list_order`, and a stable sort of those keeps
+    their order among equals): the same runs as sorting them all, without a natural-order key
+    per run (0.2 s of ``results list`` over 100,000 runs). The collector is paused: a key per
+    record after a read of 100,000 made it trace every record again (0.32 against 0.14 s)."""
     with collector_paused():
+        if 0 < limit < len(records):
+            minutes = [str(r.get("started_at") or "")[:16] for r in records]
+            last = heapq.nlargest(limit, minutes)[-1]  # the oldest minute the newest runs can be of
+            records = [r for r, minute in zip(records, minutes, strict=True) if minute >= last]
+            total = len(minutes)
+        else:
+            total = len(records)
         ordered = sorted(records, key=list_order)
-    return (ordered[-limit:] if limit > 0 else ordered), len(ordered)
+    return (ordered[-limit:] if limit > 0 else ordered), total
 
 
 def _cell(value: Any) -> Any:
