@@ -25,17 +25,21 @@ def early(recs: list[dict], options: ReportOptions | None = None):
     """The report, the figures its hook got, and what happened in which order."""
     seen: list[list] = []
     order: list[str] = []
-    compute = build.compute_effects
+    compute, sections = build.compute_effects, build.configuration_sections
 
     def effects(*args, **kwargs):
         order.append("effects")
         return compute(*args, **kwargs)
 
-    build.compute_effects = effects
+    def throughput(*args, **kwargs):
+        order.append("throughput")
+        return sections(*args, **kwargs)
+
+    build.compute_effects, build.configuration_sections = effects, throughput
     try:
         report = build_report(recs, options, on_figures=lambda figs: (order.append("figures"), seen.append(figs)))
     finally:
-        build.compute_effects = compute
+        build.compute_effects, build.configuration_sections = compute, sections
     assert len(seen) == 1
     return report, seen[0], order
 
@@ -46,7 +50,7 @@ def as_drawn(fig) -> tuple:
 
 def test_the_figures_known_early_are_the_reports_own_before_the_effect_tables():
     report, figures, order = early(records())
-    assert order == ["figures", "effects"]
+    assert order == ["throughput", "figures", "effects"]
     kinds = {f.kind for f in figures}
     assert {"scaling", "training", "throughput"} <= kinds
     drawn = [f for f in report.figures if f.drawn and f.kind in EARLY_KINDS]
@@ -55,6 +59,25 @@ def test_the_figures_known_early_are_the_reports_own_before_the_effect_tables():
     plain = build_report(records())
     assert [as_drawn(f) for f in plain.figures] == [as_drawn(f) for f in report.figures]
     assert [t.id for t in plain.tables] == [t.id for t in report.tables]
+
+
+@pytest.mark.parametrize("most", [1, 3])
+def test_scaling_plots_that_spend_the_budget_are_handed_over_before_the_throughput_tables(most):
+    """Throughput plots come last in the budget: where scaling and training plots spend it, the
+    figures are known, and handed over, before the throughput tables are built; the ids stay
+    those of the report made without the hook, also where two scaling tables' would collide
+    (``rep/x`` and ``rep x`` make the same file name: the second is ``...-2``, and so its plot)."""
+    recs = records() + [dict(r, config={**r["config"], "variable_update": v})
+                        for v in ("rep/x", "rep x") for r in scaling_records()]
+    report, figures, order = early(recs, ReportOptions(max_plots=most))
+    assert order == ["figures", "throughput", "effects"]
+    drawn = [f for f in report.figures if f.drawn]
+    assert len(figures) == most and {f.kind for f in figures} <= {"scaling", "training"}
+    assert sorted(map(as_drawn, figures)) == sorted(map(as_drawn, drawn))
+    plain = build_report(recs, ReportOptions(max_plots=most))
+    assert [t.id for t in plain.tables] == [t.id for t in report.tables]
+    assert any(f.name.endswith("-2") for f in figures) == (most == 3)
+    assert [as_drawn(f) for f in plain.figures] == [as_drawn(f) for f in report.figures]
 
 
 @pytest.mark.parametrize("most", [0, 1, 3])

@@ -121,11 +121,12 @@ def build_report(records: Sequence[Mapping[str, Any]], options: ReportOptions | 
                  on_figures: FiguresHook | None = None) -> Report:
     """The report for ``records`` (raises :class:`ReportError` / :class:`NoMatchingRecords`).
 
-    ``on_figures``: called once, as soon as the scaling, training and throughput tables are built
-    and before the effect tables and the observations (most of the rest of the time), with the
-    figures of those kinds that the report will draw, as it will hold them (a training figure's
-    name may still change), so that a caller can start drawing them meanwhile
-    (:meth:`cnnbench.report.render.drawing.DrawingPool.draw_ahead`)."""
+    ``on_figures``: called once, with the scaling, training and throughput figures that the
+    report will draw, as it will hold them (a training figure's name may still change), so that a
+    caller can start drawing them meanwhile (:meth:`cnnbench.report.render.drawing.DrawingPool.draw_ahead`):
+    as soon as the scaling and training tables are built where their plots spend the plot budget
+    (``max_plots``; throughput plots come after them in it), else once the throughput tables are
+    built too; either way before the effect tables and the observations (most of the rest of the time)."""
     with collector_paused():  # about half the CPU time otherwise (cnnbench.results.gc_pause)
         return _build_report(records, options or ReportOptions(), on_figures)
 
@@ -184,14 +185,21 @@ def _select(records: list[Mapping[str, Any]], opts: ReportOptions) -> list[Mappi
 def _build_parts(points: PointSet, scope: _Scope, opts: ReportOptions, pipelines: list[Table],
                  on_figures: FiguresHook | None) -> _Parts:
     cost = cost_table(points)
-    sections = configuration_sections(points, scope.layout, opts.repeat_noise)
     comm = [r for r in scope.selected if record_kind(r) == "comm"] if opts.predict else []
     groups = scaling_groups(points, opts.repeat_noise, predict=opts.predict, comm=comm)
     trainings = training_results(points)
     systems, glance = systems_table(scope.selected), overview(groups)
-    if on_figures is not None:  # the ids of these tables made unique now: they are final
-        unique_ids(_leading_tables(systems, glance, cost, sections, groups))
+    if on_figures is not None:  # the ids of these tables made unique now: they are final (those of
+        # the throughput tables, which come between, all start with "throughput-")
+        unique_ids(_leading_tables(systems, glance, cost, [], groups))
         unique_ids([r.table for r in trainings])  # no other table's id starts with "training-"
+        early = figures_ahead([], groups, trainings, opts.max_plots)
+        if len(early) >= opts.max_plots:  # the budget is spent before the throughput plots: drawn now
+            on_figures(early)
+            on_figures = None
+    sections = configuration_sections(points, scope.layout, opts.repeat_noise)
+    if on_figures is not None:
+        unique_ids(_leading_tables(systems, glance, cost, sections, groups))
         on_figures(figures_ahead(sections, groups, trainings, opts.max_plots))
     effects, effect_notes, baseline_warnings = _effects(points, scope, opts)
     impls = implementation_tables(points, opts.repeat_noise, opts.noise)
