@@ -36,7 +36,7 @@ from cnnbench.report.folder import (
     write_manifest,
     write_text,
 )
-from cnnbench.report.render.csv_json import table_csv, table_json
+from cnnbench.report.render.csv_json import table_texts
 from cnnbench.report.render.drawing import DrawingPool, start_drawing
 from cnnbench.report.render.html import render_html
 from cnnbench.report.render.markdown import render_markdown
@@ -92,7 +92,7 @@ def write_report(report: Report, outdir: str | os.PathLike[str], plots: bool = T
     written = Written(out, out / SUMMARY, out / HTML)
     digests: dict[str, str | None] = {}
     for tid, t in tables.items():
-        for suffix, text in ((".csv", table_csv(t)), (".json", table_json(t))):
+        for suffix, text in zip((".csv", ".json"), table_texts(t), strict=True):
             path = tables_dir / f"{tid}{suffix}"
             digests[f"tables/{path.name}"] = write_text(path, text)
             written.tables.append(path)

@@ -46,28 +46,44 @@ def _columns(table: Table, spread: list[int]) -> list[str]:
     return [name for i, c in enumerate(table.columns) for name in ((c, f"{c} {SPREAD_NAME}") if i in spread else (c,))]
 
 
+def _values(table: Table, spread: list[int]) -> list[list[Any]]:
+    """Each row's values as written (a float to 6 decimals), each spread after its cell's."""
+    return [_with_spread([round(v, 6) if v.__class__ is float else v for v in (c.value for c in row)], row, spread)
+            for row in table.rows]
+
+
 def table_csv(table: Table) -> str:
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    spread = _spread_columns(table)
-    w.writerow(_columns(table, spread))
-    for row in table.rows:
-        values = [None if c.value is None else _plain(c.value) for c in row]
-        w.writerow(["" if v is None else v for v in _with_spread(values, row, spread)])
-    return buf.getvalue()
+    return table_texts(table)[0]
 
 
 def table_json(table: Table) -> str:
     """The table as JSON: one row (and its display text) per line, so it diffs and greps well.
     ``columns`` are the keys of each row (``<column> relative stdev`` included), ``text_columns`` the
     display columns that each ``text`` row lists in order."""
-    dumps = json.JSONEncoder(ensure_ascii=False, allow_nan=False, default=str, separators=(", ", ": ")).encode
+    return table_texts(table)[1]
+
+
+def table_texts(table: Table) -> tuple[str, str]:
+    """:func:`table_csv` and :func:`table_json` of ``table``, its values worked out once for both."""
     spread = _spread_columns(table)
     columns = _columns(table, spread)
+    values = _values(table, spread)
+    return _csv(columns, values), _json(table, columns, values)
+
+
+def _csv(columns: list[str], values: list[list[Any]]) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(columns)
+    w.writerows(["" if v is None else v for v in row] for row in values)
+    return buf.getvalue()
+
+
+def _json(table: Table, columns: list[str], values: list[list[Any]]) -> str:
+    dumps = json.JSONEncoder(ensure_ascii=False, allow_nan=False, default=str, separators=(", ", ": ")).encode
     head = {"id": table.id, "title": table.title, "kind": table.kind, "columns": columns,
             "text_columns": table.columns, "notes": table.notes}
-    rows = [dumps(dict(zip(columns, _with_spread([_plain(c.value) for c in row], row, spread), strict=False)))
-            for row in table.rows]
+    rows = [dumps(dict(zip(columns, row, strict=False))) for row in values]
     text = [dumps([c.text for c in row]) for row in table.rows]
     body = dumps(head)[:-1]
     return (body + ',\n "rows": [\n  ' + ",\n  ".join(rows) + '\n ],\n "text": [\n  '
