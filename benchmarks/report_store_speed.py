@@ -57,7 +57,7 @@ def make_stores(data: Path, only: set[str]) -> dict[str, Path]:
     from report_speed import synthetic_records
     from sweep_overhead import write_store
 
-    names = ["report-10k"] if only & {"report", "tables"} else []
+    names = ["report-10k"] if only & {"report", "tables", "plots"} else []
     names += ["report-100k"] if "report" in only else []
     names += ["engine-100k"] if only & {"store", "export", "cold", "list", "warm"} else []
     stores = {name: data / name for name in names}
@@ -129,6 +129,9 @@ def cases(s: dict[str, Path], out: Path, only: set[str], rebuild: list[str] | No
         todo.append(("report 10k, tables only (--no-plots)", [*cnnbench, "report", str(r10), "-o",
                                                                 str(out / "t10"), "--no-plots", *(rebuild or [])],
                      None))
+    if "plots" in only and "report" not in only:
+        todo.append(("report 10k, default plots, first", [*cnnbench, "report", str(r10), "-o", str(out / "p10")],
+                     lambda: shutil.rmtree(out / "p10", ignore_errors=True)))
     if "report" in only:
         todo += [
             ("report 10k, tables only (--no-plots)", [*cnnbench, "report", str(r10), "-o", str(out / "t10"),
@@ -188,7 +191,8 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--data", type=Path, default=Path(tempfile.gettempdir()) / "cnnbench-bench-stores")
     ap.add_argument("--only", default="report,store,export", help="Comma-separated: report, store, export; or "
-                    "tables (the 10,000-record report without plots alone), cold (the store's two cold reads "
+                    "tables (the 10,000-record report without plots alone), plots (the 10,000-record report with the "
+                    "default plots, first in its folder, alone), cold (the store's two cold reads "
                     "alone), warm (the store's warm reads alone: step times as lists, as the report reads, and "
                     "so with the records freed before the interpreter exits), list (results list --limit 1 of the "
                     "100,000 engine records, cold and warm).")
