@@ -53,7 +53,7 @@ before issue 22's lazy read takes any true value as ``1``: lists, as its report 
 
 
 def make_stores(data: Path, only: set[str]) -> dict[str, Path]:
-    """The stores the ``only`` cases read (``tables``: the 10,000-record one alone)."""
+    """The stores the ``only`` cases read (``tables``, ``plots``: the 10,000-record one alone)."""
     from report_speed import synthetic_records
     from sweep_overhead import write_store
 

@@ -162,3 +162,21 @@ def test_training_plots_whose_tables_share_an_id_are_final_when_drawn_ahead():
     drawn = [f for f in report.figures if f.drawn and f.kind in EARLY_KINDS]
     assert [f.name for f in drawn if f.kind == "training" and f.name.endswith("-2")]  # made unique
     assert sorted(map(as_drawn, figures)) == sorted(map(as_drawn, drawn))
+
+
+def test_drawing_processes_started_while_a_report_is_built_collect_their_cycles():
+    """A pool started inside the report's build (where the folder's plots may all be kept, the
+    processes start only when a figure needs drawing: ``draw_ahead``) is forked while the
+    collector is paused; its processes collect again, or each figure's cycles stay."""
+    import gc
+
+    from cnnbench.results.gc_pause import collector_paused
+
+    with collector_paused():
+        pool = drawing._fork_pool(1)
+    if pool is None:
+        pytest.skip("no drawing process can be started here")
+    try:
+        assert pool.submit(gc.isenabled).result(timeout=120) is True
+    finally:
+        pool.shutdown(wait=True)

@@ -53,14 +53,16 @@ def _values(table: Table, spread: list[int]) -> list[list[Any]]:
 
 
 def table_csv(table: Table) -> str:
-    return table_texts(table)[0]
+    spread = _spread_columns(table)
+    return _csv(_columns(table, spread), _values(table, spread))
 
 
 def table_json(table: Table) -> str:
     """The table as JSON: one row (and its display text) per line, so it diffs and greps well.
     ``columns`` are the keys of each row (``<column> relative stdev`` included), ``text_columns`` the
     display columns that each ``text`` row lists in order."""
-    return table_texts(table)[1]
+    spread = _spread_columns(table)
+    return _json(table, _columns(table, spread), _values(table, spread))
 
 
 def table_texts(table: Table) -> tuple[str, str]:

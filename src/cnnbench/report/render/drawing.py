@@ -110,8 +110,11 @@ def already_drawn(path: Path, key: str) -> bool:
 
 def _start_worker() -> None:
     """A drawing process's start: Ctrl-C is the parent's to handle (no traceback per worker),
-    and what drawing needs is imported before there is a figure."""
+    the cycle collector runs (matplotlib's figures are cycles; a pool started while a report
+    is built, its collector paused, would inherit it paused), and what drawing needs is imported
+    before there is a figure."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    gc.enable()
     import matplotlib.backends.backend_agg
     import matplotlib.backends.backend_svg
     import matplotlib.figure  # noqa: F401
