@@ -52,21 +52,11 @@ def _values(table: Table, spread: list[int]) -> list[list[Any]]:
             for row in table.rows]
 
 
-def table_csv(table: Table) -> str:
-    spread = _spread_columns(table)
-    return _csv(_columns(table, spread), _values(table, spread))
-
-
-def table_json(table: Table) -> str:
-    """The table as JSON: one row (and its display text) per line, so it diffs and greps well.
-    ``columns`` are the keys of each row (``<column> relative stdev`` included), ``text_columns`` the
-    display columns that each ``text`` row lists in order."""
-    spread = _spread_columns(table)
-    return _json(table, _columns(table, spread), _values(table, spread))
-
-
 def table_texts(table: Table) -> tuple[str, str]:
-    """:func:`table_csv` and :func:`table_json` of ``table``, its values worked out once for both."""
+    """The table's CSV and its JSON, its values worked out once for both. The JSON has one row
+    (and its display text) per line, so it diffs and greps well: ``columns`` are the keys of each
+    row (``<column> relative stdev`` included), ``text_columns`` the display columns that each
+    ``text`` row lists in order."""
     spread = _spread_columns(table)
     columns = _columns(table, spread)
     values = _values(table, spread)
