@@ -180,3 +180,19 @@ def test_drawing_processes_started_while_a_report_is_built_collect_their_cycles(
         assert pool.submit(gc.isenabled).result(timeout=120) is True
     finally:
         pool.shutdown(wait=True)
+
+
+def test_starting_drawing_processes_leaves_a_callers_freeze_alone():
+    """A caller that froze its objects (as a server does before it forks) keeps them frozen:
+    the pool's own freeze and unfreeze are for a heap where nothing is frozen yet."""
+    import gc
+
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        pool = drawing._fork_pool(1)
+        if pool is not None:
+            pool.shutdown(wait=True)
+        assert frozen and gc.get_freeze_count() > frozen // 2  # (a few frozen objects die meanwhile)
+    finally:
+        gc.unfreeze()

@@ -129,10 +129,14 @@ def _ready() -> None:
 def _fork_pool(workers: int) -> ProcessPoolExecutor | None:
     """A pool of ``workers`` forked processes, started now (``None`` when none can be started).
     The parent's objects are frozen out of the garbage collector while the processes fork (at
-    the first task), so that the children's collections do not copy its memory page by page."""
+    the first task), so that the children's collections do not copy its memory page by page;
+    not where objects are frozen already (a caller's own ``gc.freeze()``, or CPython 3.12's
+    objects of its own), whose freeze ``gc.unfreeze()`` would undo."""
     methods = multiprocessing.get_all_start_methods()
     context = multiprocessing.get_context("fork" if "fork" in methods else None)
-    gc.freeze()
+    ours = not gc.get_freeze_count()
+    if ours:
+        gc.freeze()
     pool = None
     try:
         pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_start_worker)
@@ -145,7 +149,8 @@ def _fork_pool(workers: int) -> ProcessPoolExecutor | None:
             pool.shutdown(wait=True, cancel_futures=True)
         return None
     finally:
-        gc.unfreeze()
+        if ours:
+            gc.unfreeze()
 
 
 class DrawingPool:
