@@ -5,6 +5,7 @@ fails or sends nothing usable is parsed by the reader itself; no child is left b
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import threading
@@ -35,7 +36,8 @@ def big(tmp_path, monkeypatch):
     # a torch DataLoader with workers (another test's) leaves its SIGCHLD handler in the process
     previous = signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     try:
-        assert len(parallel_parse.plan(path.read_bytes(), path.stat().st_size)) == 5
+        with path.open("rb") as f:
+            assert len(parallel_parse.plan(f.fileno(), 0, path.stat().st_size)) == 5
         yield path
     finally:
         if previous is not None:
@@ -76,12 +78,14 @@ def reaped(pids: list[int]) -> bool:
 
 
 @pytest.mark.parametrize("step_times", [True, False, "lazy"])
-def test_parts_parsed_at_once_give_what_one_process_gives(big, monkeypatch, forks, step_times):
+def test_parts_parsed_at_once_give_what_one_process_gives(big, monkeypatch, forks, step_times, caplog):
     expected = one_process_read(big, monkeypatch, step_times=step_times)
     assert not forks and expected[1]
     written_alone = cache.cache_path(big).read_bytes()
     cache.cache_path(big).unlink()
-    got = read_records(big.parent, step_times=step_times)
+    with caplog.at_level(logging.DEBUG, logger="cnnbench.results.store"):
+        got = read_records(big.parent, step_times=step_times)
+    assert "in 4 parts at once" in caplog.text and "process failed" not in caplog.text  # each child's part used
     assert len(forks) == 3 and reaped(forks)
     assert same(got, expected)
     assert cache.cache_path(big).read_bytes() == written_alone
@@ -103,14 +107,35 @@ def test_lines_appended_to_a_cached_file_are_parsed_in_parts_and_joined(big, tmp
     assert same(read_records(big.parent, step_times=True), got)
 
 
+def test_a_file_cut_as_its_parts_are_read_is_read_again_at_once(big, monkeypatch, forks):
+    """A file found shorter than its parts were planned (cut, or rewritten in place, as they were
+    read) is read afresh, at once: the records and problems of the file as it is then."""
+    real_start = parallel_parse._start
+    size = big.stat().st_size
+
+    def cut_then_start(*args):
+        if not forks:  # before the first child: it and the others find their parts short
+            os.truncate(big, size * 3 // 5 + 7)
+        real_start(*args)
+
+    monkeypatch.setattr(parallel_parse, "_start", cut_then_start)
+    got = read_records(big.parent, step_times=True)
+    assert len(forks) == 3 and reaped(forks)
+    monkeypatch.undo()
+    cache.cache_path(big).unlink()
+    expected = read_records(big.parent, step_times=True)
+    assert big.stat().st_size < size and same(got, expected)
+    assert any("truncated line" in p for p in got[1])  # the cut line, read as the last
+
+
 @pytest.mark.parametrize("failure", ["child dies", "does not fit", "other lines", "sizes disagree"])
 def test_a_part_whose_child_fails_is_parsed_here(big, monkeypatch, forks, failure):
     if failure == "child dies":
         monkeypatch.setattr(parallel_parse, "_child", lambda *args: os._exit(3))
     elif failure == "other lines":  # a part of all but its last line, well formed
         real_child = parallel_parse._child
-        monkeypatch.setattr(parallel_parse, "_child", lambda parse, data, begin, end, *rest: real_child(
-            parse, data, begin, data.rfind(b"\n", begin, end - 1) + 1, *rest))
+        monkeypatch.setattr(parallel_parse, "_child", lambda parse, fd, begin, end, *rest: real_child(
+            parse, fd, begin, begin + os.pread(fd, end - begin, begin).rfind(b"\n", 0, end - begin - 1) + 1, *rest))
     elif failure == "sizes disagree":  # the memory file holds other than the pipe says
         real_part = parallel_parse._part
         monkeypatch.setattr(parallel_parse, "_part",

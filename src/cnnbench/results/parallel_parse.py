@@ -13,9 +13,15 @@ finish, this process sums up its own part's step times and hashes the other part
 sums up theirs once joined (so a child never imports numpy). The parts are joined in file
 order, so the records, problems and cache are those of one process's parse.
 
-Forked, not spawned: a child sees the bytes this process read (nothing read twice, nothing
-the file gained meanwhile) and starts in milliseconds. So only on Linux (with
-``os.memfd_create``, which a Python built against a glibc before 2.27 lacks), only in a process
+Each process reads its own part's bytes (``pread``, up to the line end planned: nothing the
+file gained since), so no process waits for the whole file to be read first, and this one
+never holds the other parts' bytes (it reads them again, a piece at a time, from the page cache
+to hash them). A file found shorter than planned as its parts are read (cut, or rewritten in
+place) raises :class:`~cnnbench.results.file_ranges.FileShrank`: the reader then reads it afresh, at once.
+
+Forked, not spawned: a child starts in milliseconds, with the parser this process has
+imported. So only on Linux (with ``os.memfd_create``, which a Python built against a glibc
+before 2.27 lacks), only in a process
 without other Python threads (a fork copies one thread; another's locks could stay held in
 the child; threads of native libraries, which hold none of the locks a child here takes, are
 not counted), and only where this process reaps its own children (SIGCHLD not ignored or
@@ -38,11 +44,11 @@ import sys
 import threading
 from array import array
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import NoReturn
+from dataclasses import dataclass, field
+from typing import BinaryIO, NoReturn
 
 from cnnbench.lifetime import die_with_parent
-from cnnbench.results import cache, cache_shape
+from cnnbench.results import cache, cache_shape, file_ranges
 
 PART_BYTES = 16 << 20
 """Smallest part worth a process of its own (about 4,000 engine records)."""
@@ -74,52 +80,94 @@ def free_cpus() -> int:
     return max(1, min(usable, round((os.cpu_count() or usable) - busy)))
 
 
-def plan(data: bytes, whole: int) -> list[int]:
-    """Where the parts of ``data[:whole]`` begin, then ``whole``: ``[0, whole]`` for one part."""
-    if (whole < 2 * PART_BYTES or not sys.platform.startswith("linux") or threading.active_count() > 1
+@dataclass
+class NewLines:
+    """What a file holds from byte ``begin`` on, as found now: whole lines up to ``whole``, then
+    ``partial`` (a last line being written, or cut). Their bytes are in ``data`` where they were
+    read at once; where they are to be parsed in parts at once, each part's process reads its
+    own: ``data`` is None and ``bounds`` are where the parts begin, then ``whole``."""
+
+    fd: int
+    begin: int
+    whole: int
+    partial: bytes
+    data: bytes | None = None
+    bounds: list[int] = field(default_factory=list)
+
+
+def new_lines(f: BinaryIO, begin: int, *, parts: bool = True) -> NewLines:
+    """The lines of ``f`` from byte ``begin`` to its end, planned in parts where they pay
+    (``parts``), else read at once."""
+    fd = f.fileno()
+    size = os.fstat(fd).st_size
+    if parts and size - begin >= 2 * PART_BYTES:
+        try:
+            whole = file_ranges.last_line_end(fd, begin, size)
+            bounds = plan(fd, begin, whole)
+            if len(bounds) > 2:
+                return NewLines(fd, begin, whole, os.pread(fd, size - whole, whole), None, bounds)
+        except file_ranges.FileShrank:  # cut meanwhile: read as it is now
+            pass
+    f.seek(begin)
+    data = f.read()
+    whole = data.rfind(b"\n") + 1  # what follows the last newline is partial (being written, or cut)
+    return NewLines(fd, begin, begin + whole, data[whole:], data)
+
+
+def plan(fd: int, begin: int, whole: int) -> list[int]:
+    """Where the parts of the file's bytes ``begin:whole`` (whole lines) begin, then ``whole``:
+    ``[begin, whole]`` for one part."""
+    if (whole - begin < 2 * PART_BYTES or not sys.platform.startswith("linux") or threading.active_count() > 1
             or not hasattr(os, "memfd_create")  # a Python built against a glibc before 2.27
             or signal.getsignal(signal.SIGCHLD) not in (signal.SIG_DFL, None)):  # children reaped by another
-        return [0, whole]
-    parts = min(free_cpus(), MAX_PARTS, whole // PART_BYTES)
+        return [begin, whole]
+    parts = min(free_cpus(), MAX_PARTS, (whole - begin) // PART_BYTES)
     if parts < 2:
-        return [0, whole]
-    bounds = [0]
+        return [begin, whole]
+    bounds = [begin]
     for k in range(1, parts):
         share = (FIRST_SHARE + k - 1) / (FIRST_SHARE + parts - 1)
-        cut = data.find(b"\n", max(int(whole * share), bounds[-1]), whole)
-        if cut < 0 or cut + 1 >= whole:
+        cut = file_ranges.line_end_after(fd, max(begin + int((whole - begin) * share), bounds[-1]), whole)
+        if cut < 0 or cut >= whole:
             break
-        bounds.append(cut + 1)
+        bounds.append(cut)
     return [*bounds, whole]
 
 
-def add_lines(cached: cache.CachedRecords, data: bytes, whole: int, parse: PartParser) -> int:
-    """Add the whole lines of ``data[:whole]`` to ``cached``, in parts at once where it pays;
-    returns how many lines there were."""
-    bounds = plan(data, whole)
-    if len(bounds) < 3 or cached.steps is None or cached.summaries is None:
-        return parse(cached, data, whole, 0)
-    log.debug("parsing %d bytes of lines in %d parts at once", whole, len(bounds) - 1)
+def add_lines(cached: cache.CachedRecords, lines: NewLines, parse: PartParser) -> int:
+    """Add the whole lines of ``lines`` to ``cached``, in parts at once where they were planned
+    so; returns how many lines there were (:class:`~cnnbench.results.file_ranges.FileShrank`
+    if the file was cut meanwhile)."""
+    if lines.data is not None:
+        return parse(cached, lines.data, lines.whole - lines.begin, 0)
+    bounds, fd = lines.bounds, lines.fd
+    if cached.steps is None or cached.summaries is None:
+        data = file_ranges.read_range(fd, lines.begin, lines.whole)
+        return parse(cached, data, len(data), 0)
+    log.debug("parsing %d bytes of lines in %d parts at once", lines.whole - lines.begin, len(bounds) - 1)
     children: list[_Child | None] = []  # per part after the first; None: not started
     digest = cached.digest
     try:
         for begin, end in zip(bounds[1:-1], bounds[2:], strict=True):
-            _start(children, parse, data, begin, end)
-        lines = parse(cached, data, bounds[1], 0)
+            _start(children, parse, fd, begin, end)
+        own = file_ranges.read_range(fd, bounds[0], bounds[1])
+        count = parse(cached, own, len(own), 0)
+        del own
         # while the children finish: this part's summaries, and the other parts' bytes hashed in
         # order (a part parsed here after all must then not hash them again)
         cached.complete_summaries()
-        if digest is not None:
-            digest.update(memoryview(data)[bounds[1]:whole])
         cached.digest = None
+        if digest is not None:
+            file_ranges.hash_range(digest, fd, bounds[1], lines.whole)
         for child, begin, end in zip(children, bounds[1:-1], bounds[2:], strict=True):
             part = _receive(child) if child else None
             if part is not None and part.end != end - begin:  # not the lines it was given
                 part = None
             if part is None:
                 log.debug("lines %d..%d parsed by the reader: their process failed", begin, end)
-            lines += _join(cached, part) if part else parse(cached, data, end, begin)
-        return lines
+                data = file_ranges.read_range(fd, begin, end)
+            count += _join(cached, part) if part else parse(cached, data, len(data), 0)
+        return count
     finally:
         cached.digest = digest
         _stop(children)
@@ -153,8 +201,8 @@ def _signals_held() -> Iterator[set[int | signal.Signals]]:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
-def _start(children: list[_Child | None], parse: PartParser, data: bytes, begin: int, end: int) -> None:
-    """Add a child parsing ``data[begin:end]`` to ``children`` (None where none could start)."""
+def _start(children: list[_Child | None], parse: PartParser, fd: int, begin: int, end: int) -> None:
+    """Add a child parsing the file's bytes ``begin:end`` to ``children`` (None where none could start)."""
     with _signals_held() as mask:
         opened: list[int] = []
         try:
@@ -176,26 +224,28 @@ def _start(children: list[_Child | None], parse: PartParser, data: bytes, begin:
             return
         if pid == 0:
             others = [fd for c in children if c for fd in (c.fd, c.part_fd)]
-            _child(parse, data, begin, end, w, part_fd, [r, *others], parent, mask)
+            _child(parse, fd, begin, end, w, part_fd, [r, *others], parent, mask)
         os.close(w)
         children.append(_Child(pid, r, part_fd))
 
 
-def _child(parse: PartParser, data: bytes, begin: int, end: int, w: int, part_fd: int, close: list[int],
+def _child(parse: PartParser, fd: int, begin: int, end: int, w: int, part_fd: int, close: list[int],
            parent: int, mask: set[int | signal.Signals]) -> NoReturn:
-    """Parse the part into a memory file, then say how big its pieces are through the pipe
-    (the parent reads the pipe to its end, so a child that died sends nothing)."""
+    """Read the part and parse it into a memory file, then say how big its pieces are through the
+    pipe (the parent reads the pipe to its end, so a child that died sends nothing)."""
     code = 1
     try:
         for sig in _HELD:  # not the parent's handlers: just end (or ignore it, as the parent did)
             if signal.getsignal(sig) != signal.SIG_IGN:
                 signal.signal(sig, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-        for fd in close:
-            os.close(fd)
+        for other in close:
+            os.close(other)
         die_with_parent(parent)
         part = cache.CachedRecords(digest=None)
-        parse(part, data, end, begin)
+        data = file_ranges.read_range(fd, begin, end)
+        parse(part, data, len(data), 0)
+        del data
         body = part._rows_payload()
         assert part.steps is not None and not part.summaries  # its summaries are left to the parent
         means = array("d", part.means)

@@ -14,7 +14,7 @@ from typing import Any, BinaryIO
 
 import orjson
 
-from cnnbench.results import cache, files, parallel_parse
+from cnnbench.results import cache, file_ranges, files, parallel_parse
 from cnnbench.results import lines as store_lines
 from cnnbench.results.cache import StepTimesMode
 from cnnbench.results.gc_pause import collector_paused
@@ -178,25 +178,28 @@ def _read_through_cache(path: Path, f: BinaryIO, st: os.stat_result, records: li
     cache holds it, so its step times' floats are freed line by line (a lazy first read of
     100,000 runs does not keep ten million of them), and a first read gives what later ones do."""
     cached, rewrite = cache.load(path, f, st, step_times=step_times)
-    f.seek(cached.end if cached is not None else 0)
-    data = f.read()
-    whole = data.rfind(b"\n") + 1  # what follows the last newline is partial (being written, or cut)
-    if cached is not None and whole and cached.steps is not None:
+    lines = parallel_parse.new_lines(f, cached.end if cached is not None else 0)
+    if cached is not None and lines.whole > lines.begin and cached.steps is not None:
         try:  # lines added since the stat (the cache is written again): its step times too
             cached.step_column()
         except OSError:  # the cache was overwritten in place just now: read the file afresh
             cached = None
-            f.seek(0)
-            data = f.read()
-            whole = data.rfind(b"\n") + 1
+            lines = parallel_parse.new_lines(f, 0)
     if cached is None:
         cached = cache.CachedRecords()
-    if parallel_parse.add_lines(cached, data, whole, _add_new_lines) or rewrite:
+    try:
+        added = parallel_parse.add_lines(cached, lines, _add_new_lines)
+    except file_ranges.FileShrank as exc:  # cut or rewritten as its parts were read: afresh, at once
+        log.debug("%s changed as it was read (%s); reading it again", path, exc)
+        cached, rewrite = cache.CachedRecords(), True
+        lines = parallel_parse.new_lines(f, 0, parts=False)
+        added = parallel_parse.add_lines(cached, lines, _add_new_lines)
+    if added or rewrite:
         cache.write(path, f, st, cached)
     out = cached.take_records(step_times=step_times, shared=shared)
     parse = _parser(step_times)
     problems.extend(_problem_lines_again(path, cached, out, parse))
-    partial = data[whole:]
+    partial = lines.partial
     if partial and not partial.isspace():
         rec, why = store_lines.parse_line(partial, parse, truncated=True)
         if rec is not None:

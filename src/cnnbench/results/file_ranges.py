@@ -1,0 +1,66 @@
+"""Byte ranges of a results file read at their offsets (``pread``), without moving its position or
+reading the rest: where a line ends, a range's bytes, a range hashed a piece at a time. What
+:mod:`cnnbench.results.parallel_parse` plans its parts with, and each part's process reads. No torch here."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+
+class FileShrank(OSError):
+    """The file held fewer bytes, as its parts were read, than when they were planned (cut, or
+    rewritten in place, meanwhile): read it afresh, at once."""
+
+
+_WINDOW = 1 << 16
+"""Bytes read at a time to find a line's end."""
+_HASH_CHUNK = 1 << 22
+
+
+def read_range(fd: int, begin: int, end: int) -> bytes:
+    """The file's bytes ``begin:end`` (:class:`FileShrank` if it ends before)."""
+    data = os.pread(fd, end - begin, begin)
+    if len(data) < end - begin:  # Linux reads at most 2 GiB at once: the rest after it
+        pieces, got = [data], len(data)
+        while got < end - begin:
+            more = os.pread(fd, end - begin - got, begin + got)
+            if not more:
+                raise FileShrank(f"the file ended at byte {begin + got}, before byte {end}")
+            pieces.append(more)
+            got += len(more)
+        data = b"".join(pieces)
+    return data
+
+
+def line_end_after(fd: int, pos: int, whole: int) -> int:
+    """Where the line that holds byte ``pos`` ends (after its newline), or -1: none before ``whole``."""
+    while pos < whole:
+        chunk = read_range(fd, pos, min(whole, pos + _WINDOW))
+        found = chunk.find(b"\n")
+        if found >= 0:
+            return pos + found + 1
+        pos += len(chunk)
+    return -1
+
+
+def last_line_end(fd: int, begin: int, end: int) -> int:
+    """Where the last whole line of the bytes ``begin:end`` ends (``begin``: none)."""
+    while end > begin:
+        start = max(begin, end - _WINDOW)
+        found = read_range(fd, start, end).rfind(b"\n")
+        if found >= 0:
+            return start + found + 1
+        end = start
+    return begin
+
+
+def hash_range(digest: Any, fd: int, begin: int, end: int) -> None:
+    """Add the file's bytes ``begin:end`` to ``digest``, a piece at a time into one buffer."""
+    buffer = memoryview(bytearray(min(_HASH_CHUNK, end - begin)))
+    while begin < end:
+        got = os.preadv(fd, [buffer[:min(len(buffer), end - begin)]], begin)
+        if got <= 0:
+            raise FileShrank(f"the file ended at byte {begin}, before byte {end}")
+        digest.update(buffer[:got])
+        begin += got
