@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from cnnbench.results import cache, cache_shape, parallel_parse
+from cnnbench.results import cache, cache_shape, file_ranges, parallel_parse
 from cnnbench.results.store import read_records
 from tests.test_store_cache import odd_lines, rec, same
 
@@ -61,8 +61,9 @@ def forks(monkeypatch):
 
 
 def one_process_read(path, monkeypatch, **kw):
+    """The file read as a small one is: at once, by one process."""
     with monkeypatch.context() as m:
-        m.setattr(parallel_parse, "MAX_PARTS", 1)
+        m.setattr(parallel_parse, "PART_BYTES", 1 << 40)
         return read_records(path.parent, **kw)
 
 
@@ -91,6 +92,22 @@ def test_parts_parsed_at_once_give_what_one_process_gives(big, monkeypatch, fork
     assert cache.cache_path(big).read_bytes() == written_alone
     again = read_records(big.parent, step_times=step_times)  # from the cache the parts made
     assert len(forks) == 3 and same(again, expected)
+
+
+@pytest.mark.parametrize("piece", [1000, 100])  # lines of a few hundred bytes: several a piece; longer than one
+@pytest.mark.parametrize("parts", [1, 4])
+def test_lines_read_a_piece_at_a_time_give_what_one_read_gives(big, monkeypatch, forks, piece, parts):
+    """Many lines are read a piece at a time (by one process, or by each part's): the records,
+    problems and cache of the file read at once."""
+    expected = one_process_read(big, monkeypatch, step_times=True)
+    written_at_once = cache.cache_path(big).read_bytes()
+    cache.cache_path(big).unlink()
+    monkeypatch.setattr(file_ranges, "PIECE_BYTES", piece)
+    monkeypatch.setattr(parallel_parse, "MAX_PARTS", parts)
+    got = read_records(big.parent, step_times=True)
+    assert len(forks) == parts - 1 and reaped(forks)
+    assert same(got, expected)
+    assert cache.cache_path(big).read_bytes() == written_at_once
 
 
 def test_lines_appended_to_a_cached_file_are_parsed_in_parts_and_joined(big, tmp_path, monkeypatch, forks):
@@ -302,3 +319,17 @@ def test_a_signal_arriving_as_signals_are_held_back_leaves_the_mask_as_it_was(mo
     with pytest.raises(KeyboardInterrupt), parallel_parse._signals_held():
         pass
     assert real(signal.SIG_BLOCK, []) == before and signal.SIG_SETMASK in calls
+
+
+@pytest.mark.parametrize("piece", [7, 64, 1 << 20])
+def test_line_pieces_are_whole_lines_in_order(tmp_path, monkeypatch, piece):
+    """Pieces end at line ends (a line longer than a piece is read to its end), and together
+    are the range's bytes, once each."""
+    lines = [b"x" * n + b"\n" for n in (0, 3, 200, 5, 64, 63, 1)]
+    path = tmp_path / "f"
+    path.write_bytes(b"head\n" + b"".join(lines) + b"tail")
+    monkeypatch.setattr(file_ranges, "PIECE_BYTES", piece)
+    with path.open("rb") as f:
+        pieces = list(file_ranges.line_pieces(f.fileno(), 5, 5 + len(b"".join(lines))))
+    assert all(whole and data[:whole].endswith(b"\n") for data, whole in pieces)
+    assert b"".join(data[:whole] for data, whole in pieces) == b"".join(lines)

@@ -5,6 +5,7 @@ reading the rest: where a line ends, a range's bytes, a range hashed a piece at 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from typing import Any
 
 
@@ -16,6 +17,11 @@ class FileShrank(OSError):
 _WINDOW = 1 << 16
 """Bytes read at a time to find a line's end."""
 _HASH_CHUNK = 1 << 22
+PIECE_BYTES = 16 << 20
+"""About how many bytes of lines :func:`line_pieces` reads at a time: under glibc's largest
+threshold for giving memory back (32 MiB), so that each piece reuses the last one's memory.
+Reading a part whole (200 MB) took 0.12–0.49 s, a piece at a time 0.04–0.05 s (on a virtual
+machine, where each page of memory new to the process costs a fault)."""
 
 
 def read_range(fd: int, begin: int, end: int) -> bytes:
@@ -64,3 +70,18 @@ def hash_range(digest: Any, fd: int, begin: int, end: int) -> None:
             raise FileShrank(f"the file ended at byte {begin}, before byte {end}")
         digest.update(buffer[:got])
         begin += got
+
+
+def line_pieces(fd: int, begin: int, end: int) -> Iterator[tuple[bytes, int]]:
+    """The file's bytes ``begin:end`` (whole lines) a piece of about :data:`PIECE_BYTES` at a
+    time: ``(data, whole)``, where ``data[:whole]`` are whole lines (a line longer than a piece
+    is read to its end)."""
+    while begin < end:
+        data = read_range(fd, begin, min(end, begin + PIECE_BYTES))
+        whole = len(data) if begin + len(data) == end else data.rfind(b"\n") + 1
+        if not whole:  # no line ends in the piece: read to the end of its line
+            stop = line_end_after(fd, begin + len(data), end)
+            data = read_range(fd, begin, stop if stop > 0 else end)
+            whole = len(data)
+        yield data, whole
+        begin += whole

@@ -14,10 +14,12 @@ sums up theirs once joined (so a child never imports numpy). The parts are joine
 order, so the records, problems and cache are those of one process's parse.
 
 Each process reads its own part's bytes (``pread``, up to the line end planned: nothing the
-file gained since), so no process waits for the whole file to be read first, and this one
-never holds the other parts' bytes (it reads them again, a piece at a time, from the page cache
-to hash them). A file found shorter than planned as its parts are read (cut, or rewritten in
-place) raises :class:`~cnnbench.results.file_ranges.FileShrank`: the reader then reads it afresh, at once.
+file gained since), a piece of lines at a time (:func:`~cnnbench.results.file_ranges.line_pieces`),
+so no process waits for the whole file to be read first, none holds more than a piece of it, and
+this one never holds the other parts' bytes (it reads them again, from the page cache, to hash
+them). Many lines in one part (no CPU free) are read a piece at a time too. A file found
+shorter than planned as its parts are read (cut, or rewritten in place) raises
+:class:`~cnnbench.results.file_ranges.FileShrank`: the reader then reads it afresh, at once.
 
 Forked, not spawned: a child starts in milliseconds, with the parser this process has
 imported. So only on Linux (with ``os.memfd_create``, which a Python built against a glibc
@@ -84,8 +86,8 @@ def free_cpus() -> int:
 class NewLines:
     """What a file holds from byte ``begin`` on, as found now: whole lines up to ``whole``, then
     ``partial`` (a last line being written, or cut). Their bytes are in ``data`` where they were
-    read at once; where they are to be parsed in parts at once, each part's process reads its
-    own: ``data`` is None and ``bounds`` are where the parts begin, then ``whole``."""
+    read at once; else (``data`` None) they are read a piece at a time, by each part's process
+    its own: ``bounds`` are where the parts begin, then ``whole``."""
 
     fd: int
     begin: int
@@ -96,16 +98,15 @@ class NewLines:
 
 
 def new_lines(f: BinaryIO, begin: int, *, parts: bool = True) -> NewLines:
-    """The lines of ``f`` from byte ``begin`` to its end, planned in parts where they pay
-    (``parts``), else read at once."""
+    """The lines of ``f`` from byte ``begin`` to its end: many, planned to be read a piece at a
+    time, in parts at once where they pay (``parts``); else read at once."""
     fd = f.fileno()
     size = os.fstat(fd).st_size
     if parts and size - begin >= 2 * PART_BYTES:
         try:
             whole = file_ranges.last_line_end(fd, begin, size)
             bounds = plan(fd, begin, whole)
-            if len(bounds) > 2:
-                return NewLines(fd, begin, whole, os.pread(fd, size - whole, whole), None, bounds)
+            return NewLines(fd, begin, whole, os.pread(fd, size - whole, whole), None, bounds)
         except file_ranges.FileShrank:  # cut meanwhile: read as it is now
             pass
     f.seek(begin)
@@ -141,18 +142,15 @@ def add_lines(cached: cache.CachedRecords, lines: NewLines, parse: PartParser) -
     if lines.data is not None:
         return parse(cached, lines.data, lines.whole - lines.begin, 0)
     bounds, fd = lines.bounds, lines.fd
-    if cached.steps is None or cached.summaries is None:
-        data = file_ranges.read_range(fd, lines.begin, lines.whole)
-        return parse(cached, data, len(data), 0)
+    if len(bounds) < 3 or cached.steps is None or cached.summaries is None:
+        return _parse_range(cached, parse, fd, lines.begin, lines.whole)
     log.debug("parsing %d bytes of lines in %d parts at once", lines.whole - lines.begin, len(bounds) - 1)
     children: list[_Child | None] = []  # per part after the first; None: not started
     digest = cached.digest
     try:
         for begin, end in zip(bounds[1:-1], bounds[2:], strict=True):
             _start(children, parse, fd, begin, end)
-        own = file_ranges.read_range(fd, bounds[0], bounds[1])
-        count = parse(cached, own, len(own), 0)
-        del own
+        count = _parse_range(cached, parse, fd, bounds[0], bounds[1])
         # while the children finish: this part's summaries, and the other parts' bytes hashed in
         # order (a part parsed here after all must then not hash them again)
         cached.complete_summaries()
@@ -165,12 +163,17 @@ def add_lines(cached: cache.CachedRecords, lines: NewLines, parse: PartParser) -
                 part = None
             if part is None:
                 log.debug("lines %d..%d parsed by the reader: their process failed", begin, end)
-                data = file_ranges.read_range(fd, begin, end)
-            count += _join(cached, part) if part else parse(cached, data, len(data), 0)
+            count += _join(cached, part) if part else _parse_range(cached, parse, fd, begin, end)
         return count
     finally:
         cached.digest = digest
         _stop(children)
+
+
+def _parse_range(cached: cache.CachedRecords, parse: PartParser, fd: int, begin: int, end: int) -> int:
+    """Parse the file's lines ``begin:end`` into ``cached`` a piece at a time (so the same memory
+    holds each piece in turn: no new pages per byte read); returns how many there were."""
+    return sum(parse(cached, data, whole, 0) for data, whole in file_ranges.line_pieces(fd, begin, end))
 
 
 @dataclass
@@ -243,9 +246,7 @@ def _child(parse: PartParser, fd: int, begin: int, end: int, w: int, part_fd: in
             os.close(other)
         die_with_parent(parent)
         part = cache.CachedRecords(digest=None)
-        data = file_ranges.read_range(fd, begin, end)
-        parse(part, data, len(data), 0)
-        del data
+        _parse_range(part, parse, fd, begin, end)
         body = part._rows_payload()
         assert part.steps is not None and not part.summaries  # its summaries are left to the parent
         means = array("d", part.means)
