@@ -4,7 +4,8 @@ Each figure is one fresh process (interpreter start and imports included, as a u
 it), run for the old code (a git worktree of ``--old`` at ``/tmp/cnnbench-old-<rev>``, put first
 on ``PYTHONPATH``) and for this tree's, alternating which goes first from round to round. Wall
 time and CPU time (user + system of the process and of the processes it started: the drawing
-processes) are printed per side and round, with the machine's load average before each round.
+processes) are printed per side and round, with the machine's load average before each round,
+and the peak memory (the largest resident set of the process and of those it started).
 Each side reads its own hard-linked copy of the stores, so that the two never rebuild each
 other's parsed-record cache.
 
@@ -33,7 +34,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -96,17 +96,22 @@ def old_tree(rev: str) -> Path:
     return path
 
 
-def timed(cmd: list[str], src: Path, setup=None) -> tuple[float, float]:  # type: ignore[no-untyped-def]
-    """Wall and CPU seconds (user + system, with the processes it started) of one command."""
+def timed(cmd: list[str], src: Path, setup=None) -> tuple[float, float, float]:  # type: ignore[no-untyped-def]
+    """Wall and CPU seconds (user + system, with the processes it started) of one command, and
+    its peak memory in MB (the largest resident set of it and of the processes it waited for)."""
     if setup is not None:
         setup()
     env = dict(os.environ, PYTHONPATH=str(src))
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t0 = time.perf_counter()
-    subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    wall = time.perf_counter() - t0
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    with tempfile.TemporaryFile() as err:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - t0
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        if proc.returncode:
+            err.seek(0)
+            raise subprocess.CalledProcessError(proc.returncode, cmd, stderr=err.read())
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
 
 
 def drop_cache(folder: Path) -> None:
@@ -218,15 +223,16 @@ def main() -> int:
         for i in range(len(per_side["new"])):
             for side in order:
                 label, cmd, setup = per_side[side][i]
-                wall, cpu = timed(cmd, sides[side], setup)  # type: ignore[arg-type]
-                results.setdefault(label, {}).setdefault(side, []).append((wall, cpu))
-                print(f"  {side:3} {label:<42} wall {wall:6.2f} s  CPU {cpu:6.2f} s", flush=True)
+                wall, cpu, peak = timed(cmd, sides[side], setup)  # type: ignore[arg-type]
+                results.setdefault(label, {}).setdefault(side, []).append((wall, cpu, peak))
+                print(f"  {side:3} {label:<42} wall {wall:6.2f} s  CPU {cpu:6.2f} s  peak {peak:5.0f} MB", flush=True)
     print(f"\nload average at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())}; "
           f"CPUs: {os.cpu_count()}\n")
-    print("| measure | old wall | new wall | old CPU | new CPU |\n|--|--:|--:|--:|--:|")
+    print("| measure | old wall | new wall | old CPU | new CPU | old peak | new peak |\n|--|--:|--:|--:|--:|--:|--:|")
     for label, by_side in results.items():
         cells = [_span([r[k] for r in by_side.get(side, [])]) for k in (0, 1) for side in ("old", "new")]
-        print(f"| {label} | " + " | ".join(cells) + " |")
+        peaks = [f"{max(r[2] for r in by_side[side]):,.0f} MB" if by_side.get(side) else "" for side in ("old", "new")]
+        print(f"| {label} | " + " | ".join(cells + peaks) + " |")
     return 0
 
 
