@@ -94,6 +94,70 @@ def test_parts_parsed_at_once_give_what_one_process_gives(big, monkeypatch, fork
     assert len(forks) == 3 and same(again, expected)
 
 
+@pytest.fixture
+def no_hang():
+    """Fails a test (instead of leaving it running) whose read does not end within 2 minutes."""
+    def stuck(signum, frame):
+        raise TimeoutError("the read did not end")
+
+    previous = signal.signal(signal.SIGALRM, stuck)
+    signal.alarm(120)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, previous)
+
+
+def written_over(path, shift: bool):
+    """Write ``path`` over in place, the same size: each line one byte later (``shift``: the
+    planned line ends no longer end lines), or one figure of its last record changed."""
+    data = path.read_bytes()
+    if shift:
+        new = b" " + data[:-1]
+    else:
+        at = data.rindex(b'"total_images_per_sec": ') + len(b'"total_images_per_sec": ')
+        new = data[:at] + (b"7" if data[at:at + 1] != b"7" else b"8") + data[at + 1:]
+    with path.open("r+b") as f:  # the same file (inode), as a copy onto it or an edit writes it
+        f.write(new)
+
+
+@pytest.mark.parametrize("when", ["before the parts are read", "after the parts are read"])
+def test_a_file_written_over_as_its_parts_are_read_is_read_again_at_once(big, monkeypatch, forks, no_hang, when):
+    """Written over in place, the same size: after the plan (the planned ends no longer end lines:
+    no part parses half a line, none loops), or after the children parsed their parts and before
+    this process hashes them (a part with other bytes than its child parsed). Either way the file
+    is read afresh, and the cache holds its hash with its records, so that the next read
+    gives the file as it is."""
+    if when == "before the parts are read":
+        real_start = parallel_parse._start
+
+        def over_then_start(*args):
+            if not forks:
+                written_over(big, shift=True)
+            real_start(*args)
+
+        monkeypatch.setattr(parallel_parse, "_start", over_then_start)
+    else:
+        real_hash = file_ranges.hash_range
+        calls: list[int] = []
+
+        def over_then_hash(*args):
+            if not calls:
+                for pid in forks:  # each child has parsed and sent its part
+                    os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
+                written_over(big, shift=False)
+            calls.append(1)
+            return real_hash(*args)
+
+        monkeypatch.setattr(file_ranges, "hash_range", over_then_hash)
+    got = read_records(big.parent, step_times=True)
+    assert len(forks) == 3 and reaped(forks)
+    again = read_records(big.parent, step_times=True)  # from the cache this read wrote
+    monkeypatch.undo()
+    cache.cache_path(big).unlink()
+    expected = read_records(big.parent, step_times=True)
+    assert same(got, expected) and same(again, expected)
+
+
 @pytest.mark.parametrize("piece", [1000, 100])  # lines of a few hundred bytes: several a piece; longer than one
 @pytest.mark.parametrize("parts", [1, 4])
 def test_lines_read_a_piece_at_a_time_give_what_one_read_gives(big, monkeypatch, forks, piece, parts):

@@ -1,17 +1,23 @@
 """Byte ranges of a results file read at their offsets (``pread``), without moving its position or
 reading the rest: where a line ends, a range's bytes, a range hashed a piece at a time. What
-:mod:`cnnbench.results.parallel_parse` plans its parts with, and each part's process reads. No torch here."""
+:mod:`cnnbench.results.parallel_parse` plans its parts with, and each part's process reads.
+
+Reading a file in ranges at different moments, instead of at once, sees a file changed in place
+meanwhile (cut, or written over: a copy onto it, an edit) as bytes that no longer fit: a range
+that ends before its end or not at a line's end, or (checked by the caller with :func:`checksum`)
+other bytes than another process read there. Each raises :class:`FileChanged`. No torch here."""
 
 from __future__ import annotations
 
 import os
+import zlib
 from collections.abc import Iterator
 from typing import Any
 
 
-class FileShrank(OSError):
-    """The file held fewer bytes, as its parts were read, than when they were planned (cut, or
-    rewritten in place, meanwhile): read it afresh, at once."""
+class FileChanged(OSError):
+    """The file's bytes changed as its lines were read in ranges (cut, or written over in place,
+    meanwhile): read it afresh, at once."""
 
 
 _WINDOW = 1 << 16
@@ -25,14 +31,14 @@ machine, where each page of memory new to the process costs a fault)."""
 
 
 def read_range(fd: int, begin: int, end: int) -> bytes:
-    """The file's bytes ``begin:end`` (:class:`FileShrank` if it ends before)."""
+    """The file's bytes ``begin:end`` (:class:`FileChanged` if it ends before)."""
     data = os.pread(fd, end - begin, begin)
     if len(data) < end - begin:  # Linux reads at most 2 GiB at once: the rest after it
         pieces, got = [data], len(data)
         while got < end - begin:
             more = os.pread(fd, end - begin - got, begin + got)
             if not more:
-                raise FileShrank(f"the file ended at byte {begin + got}, before byte {end}")
+                raise FileChanged(f"the file ended at byte {begin + got}, before byte {end}")
             pieces.append(more)
             got += len(more)
         data = b"".join(pieces)
@@ -61,27 +67,42 @@ def last_line_end(fd: int, begin: int, end: int) -> int:
     return begin
 
 
-def hash_range(digest: Any, fd: int, begin: int, end: int) -> None:
-    """Add the file's bytes ``begin:end`` to ``digest``, a piece at a time into one buffer."""
+def hash_range(digest: Any, fd: int, begin: int, end: int) -> int:
+    """Add the file's bytes ``begin:end`` to ``digest`` (when not None), a piece at a time into
+    one buffer; returns their :func:`checksum`."""
     buffer = memoryview(bytearray(min(_HASH_CHUNK, end - begin)))
+    crc = 0
     while begin < end:
         got = os.preadv(fd, [buffer[:min(len(buffer), end - begin)]], begin)
         if got <= 0:
-            raise FileShrank(f"the file ended at byte {begin}, before byte {end}")
-        digest.update(buffer[:got])
+            raise FileChanged(f"the file ended at byte {begin}, before byte {end}")
+        if digest is not None:
+            digest.update(buffer[:got])
+        crc = zlib.crc32(buffer[:got], crc)
         begin += got
+    return crc
+
+
+def checksum(data: bytes | memoryview, crc: int = 0) -> int:
+    """A CRC-32 of bytes, continued from ``crc``: whether two processes read the same bytes."""
+    return zlib.crc32(data, crc)
 
 
 def line_pieces(fd: int, begin: int, end: int) -> Iterator[tuple[bytes, int]]:
-    """The file's bytes ``begin:end`` (whole lines) a piece of about :data:`PIECE_BYTES` at a
-    time: ``(data, whole)``, where ``data[:whole]`` are whole lines (a line longer than a piece
-    is read to its end)."""
+    """The file's bytes ``begin:end`` (whole lines: ``end`` follows a newline) a piece of about
+    :data:`PIECE_BYTES` at a time: ``(data, whole)``, where ``data[:whole]`` are whole lines (a
+    line longer than a piece is read to its end). :class:`FileChanged` where no newline ends the
+    range any more."""
     while begin < end:
         data = read_range(fd, begin, min(end, begin + PIECE_BYTES))
         whole = len(data) if begin + len(data) == end else data.rfind(b"\n") + 1
         if not whole:  # no line ends in the piece: read to the end of its line
             stop = line_end_after(fd, begin + len(data), end)
-            data = read_range(fd, begin, stop if stop > 0 else end)
+            if stop < 0:
+                raise FileChanged(f"no line ends between bytes {begin} and {end} any more")
+            data = read_range(fd, begin, stop)
             whole = len(data)
+        if data[whole - 1] != 10:  # b"\n"
+            raise FileChanged(f"byte {begin + whole - 1} no longer ends a line")
         yield data, whole
         begin += whole

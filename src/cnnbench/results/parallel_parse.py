@@ -17,9 +17,12 @@ Each process reads its own part's bytes (``pread``, up to the line end planned: 
 file gained since), a piece of lines at a time (:func:`~cnnbench.results.file_ranges.line_pieces`),
 so no process waits for the whole file to be read first, none holds more than a piece of it, and
 this one never holds the other parts' bytes (it reads them again, from the page cache, to hash
-them). Many lines in one part (no CPU free) are read a piece at a time too. A file found
-shorter than planned as its parts are read (cut, or rewritten in place) raises
-:class:`~cnnbench.results.file_ranges.FileShrank`: the reader then reads it afresh, at once.
+them, into one buffer). Many lines in one part (no CPU free) are read a piece at a time too.
+A file changed in place as its parts are read (cut, or written over) is found so: a part that
+no longer ends where planned, or whose bytes, as its child parsed them, have another checksum
+than those this process hashed (each child sends the CRC-32 of what it parsed); that raises
+:class:`~cnnbench.results.file_ranges.FileChanged`, and the reader reads the file afresh, at
+once. So the cache never holds a hash of other bytes than its records were parsed from.
 
 Forked, not spawned: a child starts in milliseconds, with the parser this process has
 imported. So only on Linux (with ``os.memfd_create``, which a Python built against a glibc
@@ -64,7 +67,7 @@ PartParser = Callable[[cache.CachedRecords, bytes, int, int], int]
 """``parse(cached, data, end, begin)``: add the whole lines of ``data[begin:end]`` to ``cached``
 (and to its digest, when it has one); returns how many lines there were."""
 
-_SIZES = struct.Struct("<QQQ")
+_SIZES = struct.Struct("<QQQQ")
 log = logging.getLogger("cnnbench.results.store")
 
 
@@ -98,8 +101,9 @@ class NewLines:
 
 
 def new_lines(f: BinaryIO, begin: int, *, parts: bool = True) -> NewLines:
-    """The lines of ``f`` from byte ``begin`` to its end: many, planned to be read a piece at a
-    time, in parts at once where they pay (``parts``); else read at once."""
+    """The lines of ``f`` from byte ``begin`` to its end: where many (and ``parts``), planned to be
+    read a piece at a time, in parts at once where they pay; else (or with ``parts=False``) read
+    at once."""
     fd = f.fileno()
     size = os.fstat(fd).st_size
     if parts and size - begin >= 2 * PART_BYTES:
@@ -107,7 +111,7 @@ def new_lines(f: BinaryIO, begin: int, *, parts: bool = True) -> NewLines:
             whole = file_ranges.last_line_end(fd, begin, size)
             bounds = plan(fd, begin, whole)
             return NewLines(fd, begin, whole, os.pread(fd, size - whole, whole), None, bounds)
-        except file_ranges.FileShrank:  # cut meanwhile: read as it is now
+        except file_ranges.FileChanged:  # cut meanwhile: read as it is now
             pass
     f.seek(begin)
     data = f.read()
@@ -137,43 +141,54 @@ def plan(fd: int, begin: int, whole: int) -> list[int]:
 
 def add_lines(cached: cache.CachedRecords, lines: NewLines, parse: PartParser) -> int:
     """Add the whole lines of ``lines`` to ``cached``, in parts at once where they were planned
-    so; returns how many lines there were (:class:`~cnnbench.results.file_ranges.FileShrank`
+    so; returns how many lines there were (:class:`~cnnbench.results.file_ranges.FileChanged`
     if the file was cut meanwhile)."""
     if lines.data is not None:
         return parse(cached, lines.data, lines.whole - lines.begin, 0)
     bounds, fd = lines.bounds, lines.fd
     if len(bounds) < 3 or cached.steps is None or cached.summaries is None:
-        return _parse_range(cached, parse, fd, lines.begin, lines.whole)
+        return _parse_range(cached, parse, fd, lines.begin, lines.whole)[0]
     log.debug("parsing %d bytes of lines in %d parts at once", lines.whole - lines.begin, len(bounds) - 1)
     children: list[_Child | None] = []  # per part after the first; None: not started
     digest = cached.digest
     try:
         for begin, end in zip(bounds[1:-1], bounds[2:], strict=True):
             _start(children, parse, fd, begin, end)
-        count = _parse_range(cached, parse, fd, bounds[0], bounds[1])
+        count = _parse_range(cached, parse, fd, bounds[0], bounds[1])[0]
         # while the children finish: this part's summaries, and the other parts' bytes hashed in
-        # order (a part parsed here after all must then not hash them again)
+        # order (a part parsed here after all must then not hash them again), each part's checksum
+        # to compare with what its child, or this process, parsed
         cached.complete_summaries()
         cached.digest = None
-        if digest is not None:
-            file_ranges.hash_range(digest, fd, bounds[1], lines.whole)
-        for child, begin, end in zip(children, bounds[1:-1], bounds[2:], strict=True):
-            part = _receive(child) if child else None
+        sums = [file_ranges.hash_range(digest, fd, begin, end)
+                for begin, end in zip(bounds[1:-1], bounds[2:], strict=True)]
+        for child, begin, end, expected in zip(children, bounds[1:-1], bounds[2:], sums, strict=True):
+            part, crc = _receive(child) if child else (None, 0)
             if part is not None and part.end != end - begin:  # not the lines it was given
                 part = None
+            lines_here = 0
             if part is None:
                 log.debug("lines %d..%d parsed by the reader: their process failed", begin, end)
-            count += _join(cached, part) if part else _parse_range(cached, parse, fd, begin, end)
+                lines_here, crc = _parse_range(cached, parse, fd, begin, end)
+            if crc != expected:
+                raise file_ranges.FileChanged(f"bytes {begin}..{end} changed as they were read")
+            count += _join(cached, part) if part else lines_here
         return count
     finally:
         cached.digest = digest
         _stop(children)
 
 
-def _parse_range(cached: cache.CachedRecords, parse: PartParser, fd: int, begin: int, end: int) -> int:
+def _parse_range(cached: cache.CachedRecords, parse: PartParser, fd: int, begin: int,
+                 end: int) -> tuple[int, int]:
     """Parse the file's lines ``begin:end`` into ``cached`` a piece at a time (so the same memory
-    holds each piece in turn: no new pages per byte read); returns how many there were."""
-    return sum(parse(cached, data, whole, 0) for data, whole in file_ranges.line_pieces(fd, begin, end))
+    holds each piece in turn: no new pages per byte read); returns how many lines there were and
+    the checksum of their bytes."""
+    count = crc = 0
+    for data, whole in file_ranges.line_pieces(fd, begin, end):
+        count += parse(cached, data, whole, 0)
+        crc = file_ranges.checksum(memoryview(data)[:whole], crc)
+    return count, crc
 
 
 @dataclass
@@ -212,8 +227,8 @@ def _start(children: list[_Child | None], parse: PartParser, fd: int, begin: int
             opened.extend(os.pipe())
             opened.append(os.memfd_create("cnnbench-part", os.MFD_CLOEXEC))
         except OSError:  # out of file descriptors, no memory files: parsed here instead
-            for fd in opened:
-                os.close(fd)
+            for opened_fd in opened:
+                os.close(opened_fd)
             children.append(None)
             return
         r, w, part_fd = opened
@@ -221,12 +236,12 @@ def _start(children: list[_Child | None], parse: PartParser, fd: int, begin: int
         try:
             pid = os.fork()
         except OSError:  # no memory, no process left: parsed here instead
-            for fd in opened:
-                os.close(fd)
+            for opened_fd in opened:
+                os.close(opened_fd)
             children.append(None)
             return
         if pid == 0:
-            others = [fd for c in children if c for fd in (c.fd, c.part_fd)]
+            others = [other for c in children if c for other in (c.fd, c.part_fd)]
             _child(parse, fd, begin, end, w, part_fd, [r, *others], parent, mask)
         os.close(w)
         children.append(_Child(pid, r, part_fd))
@@ -246,7 +261,7 @@ def _child(parse: PartParser, fd: int, begin: int, end: int, w: int, part_fd: in
             os.close(other)
         die_with_parent(parent)
         part = cache.CachedRecords(digest=None)
-        _parse_range(part, parse, fd, begin, end)
+        _, crc = _parse_range(part, parse, fd, begin, end)
         body = part._rows_payload()
         assert part.steps is not None and not part.summaries  # its summaries are left to the parent
         means = array("d", part.means)
@@ -255,14 +270,15 @@ def _child(parse: PartParser, fd: int, begin: int, end: int, w: int, part_fd: in
             out.write(memoryview(part.step_column()).cast("B"))
             out.write(means.tobytes())
         with open(w, "wb") as out:
-            out.write(_SIZES.pack(len(body), len(part.steps) * 8, len(means) * 8))
+            out.write(_SIZES.pack(len(body), len(part.steps) * 8, len(means) * 8, crc))
         code = 0
     finally:
         os._exit(code)  # nothing of the parent's (buffers, exit handlers) runs here
 
 
-def _receive(child: _Child) -> cache.CachedRecords | None:
-    """What a child sent, checked, once it has ended well; None when it did not. Reaps it."""
+def _receive(child: _Child) -> tuple[cache.CachedRecords | None, int]:
+    """What a child sent, checked, once it has ended well (None when it did not), and the checksum
+    of the bytes it parsed. Reaps it."""
     with open(child.fd, "rb", closefd=False) as f:
         sizes = f.read()
     with _signals_held():
@@ -275,7 +291,10 @@ def _receive(child: _Child) -> cache.CachedRecords | None:
         os.close(child.fd)
         child.fd = -1
     try:
-        return _part(child.part_fd, *_SIZES.unpack(sizes)) if ended_well and len(sizes) == _SIZES.size else None
+        if not ended_well or len(sizes) != _SIZES.size:
+            return None, 0
+        rows_size, steps_size, means_size, crc = _SIZES.unpack(sizes)
+        return _part(child.part_fd, rows_size, steps_size, means_size), crc
     finally:
         with _signals_held():
             os.close(child.part_fd)  # its memory is freed

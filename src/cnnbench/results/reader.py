@@ -189,7 +189,7 @@ def _read_through_cache(path: Path, f: BinaryIO, st: os.stat_result, records: li
         cached = cache.CachedRecords()
     try:
         added = parallel_parse.add_lines(cached, lines, _add_new_lines)
-    except file_ranges.FileShrank as exc:  # cut or rewritten as its parts were read: afresh, at once
+    except file_ranges.FileChanged as exc:  # cut or written over as its parts were read: afresh, at once
         log.debug("%s changed as it was read (%s); reading it again", path, exc)
         cached, rewrite = cache.CachedRecords(), True
         lines = parallel_parse.new_lines(f, 0, parts=False)
@@ -219,6 +219,8 @@ def _add_new_lines(cached: cache.CachedRecords, data: bytes, whole: int, begin: 
     find, start, index = data.find, begin, 0
     while start < whole:
         end = find(b"\n", start, whole)
+        if end < 0:  # whole lines are asked for; a last line without its newline is taken to the end
+            end = whole
         raw = data[start:end]
         start = end + 1
         index += 1
