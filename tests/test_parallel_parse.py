@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from cnnbench.results import cache, cache_shape, file_ranges, parallel_parse
+from cnnbench.results import cache, cache_shape, file_ranges, parallel_parse, reader
 from cnnbench.results.store import read_records
 from tests.test_store_cache import odd_lines, rec, same
 
@@ -97,8 +97,8 @@ def test_parts_parsed_at_once_give_what_one_process_gives(big, monkeypatch, fork
 @pytest.fixture
 def no_hang():
     """Fails a test (instead of leaving it running) whose read does not end within 2 minutes."""
-    def stuck(signum, frame):
-        raise TimeoutError("the read did not end")
+    def stuck(signum, frame):  # not an OSError, which the reader would take for a file it cannot read
+        pytest.fail("the read did not end")
 
     previous = signal.signal(signal.SIGALRM, stuck)
     signal.alarm(120)
@@ -156,6 +156,68 @@ def test_a_file_written_over_as_its_parts_are_read_is_read_again_at_once(big, mo
     cache.cache_path(big).unlink()
     expected = read_records(big.parent, step_times=True)
     assert same(got, expected) and same(again, expected)
+
+
+def test_a_failed_childs_part_parsed_here_is_checked_against_what_was_hashed(big, monkeypatch, forks):
+    """A part whose child failed is parsed here after its bytes were hashed: written over in
+    between, it is found so, and the file is read afresh."""
+    monkeypatch.setattr(parallel_parse, "_child", lambda *args: os._exit(3))
+    real_hash = file_ranges.hash_range
+    calls: list[int] = []
+
+    def hash_then_write_over(*args):
+        crc = real_hash(*args)
+        calls.append(1)
+        if len(calls) == 3:  # the last part hashed; none parsed yet
+            written_over(big, shift=False)
+        return crc
+
+    monkeypatch.setattr(file_ranges, "hash_range", hash_then_write_over)
+    got = read_records(big.parent, step_times=True)
+    again = read_records(big.parent, step_times=True)
+    assert len(forks) == 3 and reaped(forks)
+    monkeypatch.undo()
+    cache.cache_path(big).unlink()
+    expected = read_records(big.parent, step_times=True)
+    assert same(got, expected) and same(again, expected)
+
+
+def test_lines_appended_after_the_open_are_hashed_as_they_were_parsed(big, monkeypatch, forks):
+    """A cached file that grows after it was opened (its stat still the cache's): the covered lines
+    are checked against the cache's hash, and the new ones hashed as parsed, so that a figure
+    written over before the cache is written is seen by the next read (the cache is not made of
+    the old bytes with the new bytes' hash)."""
+    head = big.read_bytes()
+    cut = head.index(b"\n", len(head) // 2) + 1
+    big.write_bytes(head[:cut])
+    read_records(big.parent)  # cached: the first half
+    real_new, real_write = parallel_parse.new_lines, cache.write
+
+    def append_then(f, begin, **kw):
+        if begin:  # the cache loaded, its stat matching: the rest appended now
+            with big.open("ab") as out:
+                out.write(head[cut:])
+        return real_new(f, begin, **kw)
+
+    def write_over_then_write(*args):
+        written_over(big, shift=False)  # a figure of the last line, parsed by now
+        return real_write(*args)
+
+    monkeypatch.setattr(parallel_parse, "new_lines", append_then)
+    monkeypatch.setattr(cache, "write", write_over_then_write)
+    read_records(big.parent, step_times=True)
+    monkeypatch.setattr(parallel_parse, "new_lines", real_new)
+    monkeypatch.setattr(cache, "write", real_write)
+    again = read_records(big.parent, step_times=True)
+    monkeypatch.undo()
+    cache.cache_path(big).unlink()
+    assert same(again, read_records(big.parent, step_times=True))
+
+
+def test_a_last_line_without_its_newline_does_not_loop_the_parser(no_hang):
+    """Lines asked for whole that end without a newline (never by the readers: a safety net)."""
+    cached = cache.CachedRecords()
+    assert reader._add_new_lines(cached, b'{"a":1}\nxyz', 11) == 2
 
 
 @pytest.mark.parametrize("piece", [1000, 100])  # lines of a few hundred bytes: several a piece; longer than one

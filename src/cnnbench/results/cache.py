@@ -155,6 +155,8 @@ class CachedRecords:
     digest: Any = field(default_factory=hashlib.sha256, repr=False)
     """A running SHA-256 of the covered bytes, when known (whoever extends :attr:`end` updates
     it); None: :func:`write` hashes them from the file."""
+    prefix: str = field(default="", repr=False)
+    """The SHA-256 of the covered bytes that the cache file records (set by :func:`load`)."""
     _section_index: dict[bytes, int] = field(default_factory=dict, repr=False)
 
     def add(self, record: dict[str, Any]) -> None:
@@ -337,7 +339,7 @@ def load(path: Path, f: BinaryIO, st: os.stat_result, *,
             cached = CachedRecords._from_payload(body)
             if cached.end != end:
                 raise ValueError("header and records disagree")
-            cached.digest = digest
+            cached.digest, cached.prefix = digest, header["prefix"]
             if step_times or touched or st.st_size > end:  # wanted, or needed to write the cache again
                 lazily = step_times == "lazy" and not touched and st.st_size == end  # nothing to write: values if asked
                 cached.steps = defer_column(c, header, where, opened) if lazily else read_column(c, header, "steps")

@@ -185,6 +185,11 @@ def _read_through_cache(path: Path, f: BinaryIO, st: os.stat_result, records: li
         except OSError:  # the cache was overwritten in place just now: read the file afresh
             cached = None
             lines = parallel_parse.new_lines(f, 0)
+    if cached is not None and cached.digest is None and lines.whole > lines.begin:
+        cached.digest = _verified_prefix(f, cached)  # the file grew after it was opened
+        if cached.digest is None:  # and its covered lines changed: read afresh
+            cached = None
+            lines = parallel_parse.new_lines(f, 0)
     if cached is None:
         cached = cache.CachedRecords()
     try:
@@ -208,6 +213,15 @@ def _read_through_cache(path: Path, f: BinaryIO, st: os.stat_result, records: li
             problems.append(store_lines.problem(f"{path}:{cached.next_line}: {why}", kept=rec is not None))
     records.extend(out)
     return cached.end + len(partial), cached.next_line
+
+
+def _verified_prefix(f: BinaryIO, cached: cache.CachedRecords) -> Any:
+    """A running SHA-256 of the lines ``cached`` covers, read now, when they are still those it
+    was made from (the hash its file records), else None. The lines appended since are added to
+    it as they are parsed, so the cache written then records the hash of the bytes its records
+    came from (not of the file as it is when written, which may have changed meanwhile)."""
+    digest = cache._hash_prefix(f, cached.end)
+    return digest if digest.hexdigest() == cached.prefix else None
 
 
 def _add_new_lines(cached: cache.CachedRecords, data: bytes, whole: int, begin: int = 0) -> int:
