@@ -111,7 +111,7 @@ def new_lines(f: BinaryIO, begin: int, *, parts: bool = True) -> NewLines:
             whole = file_ranges.last_line_end(fd, begin, size)
             bounds = plan(fd, begin, whole)
             return NewLines(fd, begin, whole, os.pread(fd, size - whole, whole), None, bounds)
-        except file_ranges.FileChanged:  # cut meanwhile: read as it is now
+        except file_ranges.FileChanged:  # cut or written over meanwhile: read as it is now
             pass
     f.seek(begin)
     data = f.read()
@@ -142,7 +142,7 @@ def plan(fd: int, begin: int, whole: int) -> list[int]:
 def add_lines(cached: cache.CachedRecords, lines: NewLines, parse: PartParser) -> int:
     """Add the whole lines of ``lines`` to ``cached``, in parts at once where they were planned
     so; returns how many lines there were (:class:`~cnnbench.results.file_ranges.FileChanged`
-    if the file was cut meanwhile)."""
+    if the file was cut or written over meanwhile)."""
     if lines.data is not None:
         return parse(cached, lines.data, lines.whole - lines.begin, 0)
     bounds, fd = lines.bounds, lines.fd
