@@ -87,6 +87,7 @@ def test_parts_parsed_at_once_give_what_one_process_gives(big, monkeypatch, fork
     with caplog.at_level(logging.DEBUG, logger="cnnbench.results.store"):
         got = read_records(big.parent, step_times=step_times)
     assert "in 4 parts at once" in caplog.text and "process failed" not in caplog.text  # each child's part used
+    assert "changed as it was read" not in caplog.text  # and found to be the bytes the reader hashed
     assert len(forks) == 3 and reaped(forks)
     assert same(got, expected)
     assert cache.cache_path(big).read_bytes() == written_alone

@@ -78,7 +78,7 @@ def hash_range(digest: Any, fd: int, begin: int, end: int) -> int:
             raise FileChanged(f"the file ended at byte {begin}, before byte {end}")
         if digest is not None:
             digest.update(buffer[:got])
-        crc = zlib.crc32(buffer[:got], crc)
+        crc = checksum(buffer[:got], crc)
         begin += got
     return crc
 

@@ -147,14 +147,14 @@ def add_lines(cached: cache.CachedRecords, lines: NewLines, parse: PartParser) -
         return parse(cached, lines.data, lines.whole - lines.begin, 0)
     bounds, fd = lines.bounds, lines.fd
     if len(bounds) < 3 or cached.steps is None or cached.summaries is None:
-        return _parse_range(cached, parse, fd, lines.begin, lines.whole)[0]
+        return _parse_range(cached, parse, fd, lines.begin, lines.whole, checked=False)[0]
     log.debug("parsing %d bytes of lines in %d parts at once", lines.whole - lines.begin, len(bounds) - 1)
     children: list[_Child | None] = []  # per part after the first; None: not started
     digest = cached.digest
     try:
         for begin, end in zip(bounds[1:-1], bounds[2:], strict=True):
             _start(children, parse, fd, begin, end)
-        count = _parse_range(cached, parse, fd, bounds[0], bounds[1])[0]
+        count = _parse_range(cached, parse, fd, bounds[0], bounds[1], checked=False)[0]  # hashed as parsed
         # while the children finish: this part's summaries, and the other parts' bytes hashed in
         # order (a part parsed here after all must then not hash them again), each part's checksum
         # to compare with what its child, or this process, parsed
@@ -179,15 +179,16 @@ def add_lines(cached: cache.CachedRecords, lines: NewLines, parse: PartParser) -
         _stop(children)
 
 
-def _parse_range(cached: cache.CachedRecords, parse: PartParser, fd: int, begin: int,
-                 end: int) -> tuple[int, int]:
+def _parse_range(cached: cache.CachedRecords, parse: PartParser, fd: int, begin: int, end: int, *,
+                 checked: bool = True) -> tuple[int, int]:
     """Parse the file's lines ``begin:end`` into ``cached`` a piece at a time (so the same memory
     holds each piece in turn: no new pages per byte read); returns how many lines there were and
-    the checksum of their bytes."""
+    the checksum of their bytes (0 unless ``checked``: a part hashed as it is parsed needs none)."""
     count = crc = 0
     for data, whole in file_ranges.line_pieces(fd, begin, end):
         count += parse(cached, data, whole, 0)
-        crc = file_ranges.checksum(memoryview(data)[:whole], crc)
+        if checked:
+            crc = file_ranges.checksum(memoryview(data)[:whole], crc)
     return count, crc
 
 
