@@ -38,9 +38,11 @@ which excludes 1 exactly when the test rejects: for repeats, that of the ratio o
 means; for steps, Fieller's interval for the ratio of the two means.
 
 The tests themselves (and Student's t distribution, from scipy) are in
-:mod:`cnnbench.analysis.ratio_tests`; what is read from each run (its images/sec, block means
-and the coefficient of variation of its step times, which reports mark when it is over 10%) is
-in :mod:`cnnbench.analysis.samples`. No torch.
+:mod:`cnnbench.analysis.ratio_tests`; a table of its critical values that gives most verdicts
+without scipy, for callers that need no p-value (the report), in
+:mod:`cnnbench.analysis.t_table`; what is read from each run (its images/sec, block means and
+the coefficient of variation of its step times, which reports mark when it is over 10%) is in
+:mod:`cnnbench.analysis.samples`. No torch.
 """
 
 from __future__ import annotations
@@ -55,12 +57,15 @@ from cnnbench.analysis.ratio_tests import (
     RepeatSpread,
     log_ratio_statistic,
     log_ratio_test,
+    ratio_statistic,
     ratio_test,
     sides,
+    t_two_sided_p,
     t_two_sided_ps,
     welch_statistic,
 )
 from cnnbench.analysis.samples import RunSample
+from cnnbench.analysis.t_table import below_level
 
 DEFAULT_NOISE = 0.03
 """The smallest relative difference ever called significant."""
@@ -102,11 +107,13 @@ def _median(xs: Sequence[float]) -> float:
 
 
 def compare_runs(base: Sequence[RunSample], cand: Sequence[RunSample], noise: float = DEFAULT_NOISE,
-                 alpha: float = ALPHA, interval: bool = True, spread: RepeatSpread | None = None) -> Comparison:
+                 alpha: float = ALPHA, interval: bool = True, spread: RepeatSpread | None = None,
+                 p_value: bool = True) -> Comparison:
     """Is the candidate's images/sec different from the baseline's? (see the module docstring;
     ``interval=False``: no interval of the ratio, for callers that only need the verdict;
     ``spread``: the run-to-run spread pooled over the pairs being compared on the same machine, see
-    :func:`log_ratio_test`)."""
+    :func:`log_ratio_test`; ``p_value=False`` with ``interval=False``: the p-value only where a
+    table of Student's critical values cannot give the verdict, as in :func:`compare_many`)."""
     nb, nc = len(base), len(cand)
     if not nb or not nc:
         return Comparison(None, False, NONE, n_base=nb, n_cand=nc)
@@ -116,6 +123,14 @@ def compare_runs(base: Sequence[RunSample], cand: Sequence[RunSample], noise: fl
         return Comparison(ratio, False, NONE, n_base=nb, n_cand=nc)
     if not interval and abs(ratio - 1.0) < noise:  # never significant: spare the test
         return Comparison(ratio, False, basis, n_base=nb, n_cand=nc)
+    if not interval and not p_value:
+        stats: Any = (log_ratio_statistic([r.rate for r in cand], [r.rate for r in base], spread) if basis == REPEATS
+                      else ratio_statistic(_all_blocks(base), _all_blocks(cand), autocorrelated=True))
+        decided = _decided(ratio, basis, stats, nb, nc, noise, alpha, p_values=False)
+        if decided is not None:
+            return decided
+        test_ratio, t, df, _ = stats
+        return _verdict(ratio, basis, test_ratio, t_two_sided_p(t, df), nb, nc, noise, alpha)
     if basis == REPEATS:
         test = log_ratio_test([r.rate for r in cand], [r.rate for r in base], alpha, interval, spread)
     else:
@@ -128,11 +143,16 @@ def compare_runs(base: Sequence[RunSample], cand: Sequence[RunSample], noise: fl
 
 
 def compare_many(pairs: Sequence[tuple[Sequence[RunSample], Sequence[RunSample], RepeatSpread | None]],
-                 noise: float = DEFAULT_NOISE, alpha: float = ALPHA) -> list[Comparison]:
+                 noise: float = DEFAULT_NOISE, alpha: float = ALPHA, p_values: bool = True) -> list[Comparison]:
     """:func:`compare_runs` without intervals for many ``(base, cand, spread)`` pairs at once
     (an effect table): the step blocks of every pair in one pass over arrays, each pair's
     statistic, then every p-value in one call. The same comparisons, to the bit, as one
-    :func:`compare_runs` call per pair."""
+    :func:`compare_runs` call per pair.
+
+    ``p_values=False`` (a caller that shows verdicts only): a statistic that a table of Student's
+    critical values decides (:func:`cnnbench.analysis.t_table.below_level`) gets its verdict
+    without its p-value (``p`` None), so that scipy is imported only for those it cannot; the
+    verdicts are the same."""
     out = [_untested(base, cand) for base, cand, _ in pairs]
     tested: list[tuple[int, float, Any]] = []  # where, ratio, statistic (None: from the step blocks)
     blocks: list[Sequence[float]] = []  # the sides of the pairs tested on step blocks: base, candidate, base, ...
@@ -150,16 +170,27 @@ def compare_many(pairs: Sequence[tuple[Sequence[RunSample], Sequence[RunSample],
         c = out[at]
         if stats is None:
             stats = welch_statistic(next(side), next(side))
-        if isinstance(stats, RatioTest):  # no spread at all: decided without a p-value to compute
-            out[at] = _verdict(ratio, c.basis, stats.ratio, stats.p, c.n_base, c.n_cand, noise, alpha,
-                               stats.low, stats.high)
-        else:
+        decided = _decided(ratio, c.basis, stats, c.n_base, c.n_cand, noise, alpha, p_values)
+        if decided is None:
             pending.append((at, ratio, stats))
+        else:
+            out[at] = decided
     ps = t_two_sided_ps([stats[1] for *_, stats in pending], [stats[2] for *_, stats in pending])
     for (at, ratio, stats), p in zip(pending, ps, strict=True):
         c = out[at]
         out[at] = _verdict(ratio, c.basis, stats[0], p, c.n_base, c.n_cand, noise, alpha)
     return out
+
+
+def _decided(ratio: float, basis: str, stats: Any, nb: int, nc: int, noise: float, alpha: float,
+             p_values: bool) -> Comparison | None:
+    """The comparison of a tested pair from its statistic where no p-value needs computing: no
+    spread at all (the whole test, ``stats`` a :class:`RatioTest`), or (without ``p_values``) a
+    statistic that :func:`cnnbench.analysis.t_table.below_level` decides; else None."""
+    if isinstance(stats, RatioTest):
+        return _verdict(ratio, basis, stats.ratio, stats.p, nb, nc, noise, alpha, stats.low, stats.high)
+    below = None if p_values else below_level(stats[1], stats[2], alpha)
+    return None if below is None else _verdict(ratio, basis, stats[0], None, nb, nc, noise, alpha, below=below)
 
 
 def _all_blocks(runs: Sequence[RunSample]) -> Sequence[float]:
@@ -176,10 +207,14 @@ def _untested(base: Sequence[RunSample], cand: Sequence[RunSample]) -> Compariso
     return Comparison(ratio, False, _basis(base, cand), n_base=nb, n_cand=nc)
 
 
-def _verdict(ratio: float, basis: str, test_ratio: float, p: float, nb: int, nc: int, noise: float, alpha: float,
-             low: float | None = None, high: float | None = None) -> Comparison:
+def _verdict(ratio: float, basis: str, test_ratio: float, p: float | None, nb: int, nc: int, noise: float,
+             alpha: float, low: float | None = None, high: float | None = None, below: bool | None = None
+             ) -> Comparison:
+    """The comparison of a tested pair: ``below``, whether its p-value is below ``alpha``, when
+    known without ``p`` (None: ``p < alpha``)."""
     same_direction = (test_ratio - 1.0) * (ratio - 1.0) > 0
-    significant = p < alpha and abs(ratio - 1.0) >= noise and same_direction
+    below = (p is not None and p < alpha) if below is None else below
+    significant = below and abs(ratio - 1.0) >= noise and same_direction
     return Comparison(ratio, significant, basis, p, low, high, nb, nc)
 
 

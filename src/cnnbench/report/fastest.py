@@ -26,7 +26,7 @@ def _clear_winner(s: Section, label: str, cells: list[tuple[str, Cell]], noise: 
     others = [s.measures.get((label, c)) for c, _ in cells if c != col]
     if best is None or any(m is None for m in others):
         return False
-    return all(compare_runs(m.samples, best.samples, noise, interval=False).significant
+    return all(compare_runs(m.samples, best.samples, noise, interval=False, p_value=False).significant
                for m in others if m is not None)
 
 
