@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 from scipy.special import stdtr, stdtrit
 
 from cnnbench.analysis import significance, t_table
@@ -62,6 +63,10 @@ def test_what_the_table_leaves_to_the_exact_p_value():
     assert t_table.below_level(math.nan, 10.0, 0.05) is None
     assert t_table.below_level(3.0, math.nan, 0.05) is None
     assert t_table.below_level(float(exact_t_star(np.array(12.3))), 12.3, 0.05) is None  # right at t*
+    assert t_table.below_level(3.0, 10.0, np.float32(0.05)) is None  # its p-value would compare in float32
+    assert t_table.below_level(3.0, 10.0, np.float64(0.05)) is True
+    with pytest.raises(ValueError, match="starts at 1"):
+        t_table.critical_bounds(0.99)
     assert t_table.below_level(math.inf, 3.0, 0.05) is True
     assert t_table.below_level(-2.5, 1e6, 0.05) is True and t_table.below_level(1.9, math.inf, 0.05) is False
 

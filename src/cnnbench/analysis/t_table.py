@@ -2,18 +2,19 @@
 
 An effect table tests thousands of pairs and shows each one's verdict, never its p-value: is
 P(|T| >= |t|) below 0.05, that is, is ``|t|`` above the critical value ``t*(df)``? Importing
-``scipy.special`` for the exact p-values costs 0.12-0.2 s, a quarter of a report of a few hundred
-records (``benchmarks/README.md``). So this module holds ``t*(df)`` at :data:`NODES` degrees of
-freedom (:data:`CRITICAL`: ``scipy.special.stdtrit(df, 0.975)``, checked against it by
-``tests/test_t_table.py``) and bounds ``t*`` between them, as a printed t-table is read, but in
-the safe direction: ``t*`` falls and is convex in ``df``, so between two nodes it lies below the
-chord joining them and above the lines through the neighbouring nodes, extended; beyond the
-last node it is convex in ``1 / df``, so it lies below the chord to the normal's ``z`` (infinite
-``df``) and above the tangent there, ``z + (z^3 + z) / (4 df)``. A statistic outside those bounds
-by more than :data:`MARGIN` is decided here; one inside them (a few in a thousand: close to the
-critical value and at few degrees of freedom), another level, or fewer than one degree of freedom
-are left to the exact p-value (:func:`~cnnbench.analysis.ratio_tests.t_two_sided_ps`). The
-verdicts are the exact test's. No numpy, no scipy, no torch here.
+``scipy.special`` for the exact p-values costs 0.12-0.2 s in process; a report of 300 records
+took 0.54 s with it and 0.31 s without (``benchmarks/README.md``). So this module holds ``t*``
+at :data:`NODES` degrees of freedom (:data:`CRITICAL`: ``scipy.special.stdtrit(df, 0.975)``,
+checked against it by ``tests/test_t_table.py``) and bounds it between them, as a printed
+t-table is read, but in the safe direction: ``t*`` falls and is convex in ``df``, so between
+two nodes it lies below the chord joining them and above the lines through the neighbouring
+nodes, extended; beyond the last node it is convex in ``1 / df``, so it lies below the chord to
+the normal's ``z`` (infinite ``df``) and above the tangent there, ``z + (z^3 + z) / (4 df)``.
+A statistic outside those bounds by more than :data:`MARGIN` is decided here; one inside them
+(close to the critical value, mostly at few degrees of freedom), another level, or fewer than
+one degree of freedom are left to the exact p-value
+(:func:`~cnnbench.analysis.ratio_tests.t_two_sided_ps`). The verdicts are the exact test's. No
+numpy, no scipy, no torch here.
 """
 
 from __future__ import annotations
@@ -67,8 +68,8 @@ def below_level(t: float, df: float, alpha: float) -> bool | None:
     """Is Student's two-sided p-value of ``t`` at ``df`` degrees of freedom below ``alpha``?
     None where the table cannot tell (another level, ``df`` below 1 or NaN, ``t`` NaN or within
     :data:`MARGIN` of the bounds of ``t*``): then the exact p-value decides."""
-    if alpha != LEVEL or not df >= 1.0 or math.isnan(t):
-        return None
+    if not isinstance(alpha, float) or alpha != LEVEL or not df >= 1.0 or math.isnan(t):
+        return None  # (a float32 alpha would compare the exact p-value in float32)
     low, high = critical_bounds(df)
     size = abs(t)
     if size > high + MARGIN:
@@ -80,6 +81,8 @@ def below_level(t: float, df: float, alpha: float) -> bool | None:
 
 def critical_bounds(df: float) -> tuple[float, float]:
     """A lower and an upper bound of ``t*(df)`` (``df`` >= 1; infinite: ``z`` and ``z``)."""
+    if not df >= NODES[0]:
+        raise ValueError(f"the table starts at {NODES[0]:g} degree of freedom, not {df}")
     last = NODES[-1]
     if df >= last:
         return _Z + _TANGENT / df, _Z + (CRITICAL[-1] - _Z) * last / df
