@@ -132,3 +132,34 @@ def test_a_measures_share_of_the_spread_follows_its_runs():
     other.record("ok", 95.0, run(95.0, "b"))
     m.add(other)  # now across two machines: in no machine's pool
     assert machine_spreads([m]).for_pair(["a"]) is None
+
+
+def test_a_few_values_in_plain_python_equal_the_arrays_on_odd_input(monkeypatch):
+    """Up to ``PLAIN_VALUES`` values, the sides are added in plain Python: the same floats as over
+    arrays even where a square overflows (numpy gives inf; Python's ``**`` raises), or the values
+    are ints, bools or float32 (the arrays take them as float64)."""
+    import math
+    import struct
+
+    import numpy as np
+
+    from cnnbench.analysis import ratio_tests
+
+    odd = [[1e200, 1.0], [1.4e154, -1.4e154, 0.0, 0.0, 0.0], [1.2e154, -1.2e154, 1.0, 2.0, 3.0, 4.0], [2**53, 1, 1],
+           [True, True, False, True, False], np.array([0.1, 0.2, 0.7], dtype=np.float32), (0.5, 0.25, 0.125),
+           [-0.0, -0.0, -0.0], [1.0, math.inf, 2.0, 3.0, 4.0], [1.5e154] + [0.0] * 4000]  # one square overflows
+
+    def bits(sides_: list) -> list:
+        return [struct.pack("<3d", *side) for side in sides_]
+
+    for autocorrelated in (True, False):
+        plain = [sides([x], autocorrelated)[0] for x in odd]
+        lags = [lag1_autocorrelation(x) for x in odd]
+        monkeypatch.setattr(ratio_tests, "PLAIN_VALUES", -1)
+        with np.errstate(all="ignore"):
+            arrays = [sides([x], autocorrelated)[0] for x in odd]
+            lags_arrays = [lag1_autocorrelation(x) for x in odd]
+        monkeypatch.undo()
+        assert bits(plain) == bits(arrays)
+        assert all(type(v) is float for side in plain for v in side)
+        assert struct.pack(f"<{len(odd)}d", *lags) == struct.pack(f"<{len(odd)}d", *lags_arrays)

@@ -78,8 +78,8 @@ Side = tuple[float, float, float]
 
 PLAIN_VALUES = 4096
 """Up to this many values in all, :func:`sides` adds them in plain Python, the same to the bit:
-quicker than setting up arrays for a pair of runs, and a small report then never imports numpy
-(0.1 s of a 0.3 s report of a few hundred records)."""
+quicker than setting up arrays for a pair of runs, and a small report then imports numpy only
+if a p-value must be computed (0.1 s of a 0.3 s report of a few hundred records)."""
 
 
 def sides(samples: Sequence[Sequence[float]], autocorrelated: bool) -> list[Side]:
@@ -111,16 +111,22 @@ def _plain_side(xs: Sequence[float], autocorrelated: bool) -> Side:
 
 def _plain_moments(xs: Sequence[float], autocorrelated: bool) -> tuple[float, float, float, float]:
     """:func:`_moments` of one sample (two or more values) in plain Python, the same to the bit:
-    each sum from the first value on, left to right; the squares of ``ss`` by C's ``pow``."""
+    the values as float64 first; each sum from the first value on, left to right; the squares of
+    ``ss`` by C's ``pow`` (infinite past the largest float, where Python's ``**`` raises)."""
+    xs = [float(x) for x in xs]
     n = float(len(xs))
     total = xs[0]
     for x in xs[1:]:
         total += x
     mean = total / n
     dev = [x - mean for x in xs]
-    ss = dev[0] ** 2.0
-    for d in dev[1:]:
-        ss += d**2.0
+    try:
+        squares = [d**2.0 for d in dev]
+    except OverflowError:  # a deviation beyond 1.3e154: its square one by one
+        squares = [_square(d) for d in dev]
+    ss = squares[0]
+    for sq in squares[1:]:
+        ss += sq
     if not autocorrelated or len(xs) < 5:
         return mean, ss, n, 0.0
     den, lag = dev[0] * dev[0], dev[0] * dev[1]
@@ -132,6 +138,14 @@ def _plain_moments(xs: Sequence[float], autocorrelated: bool) -> tuple[float, fl
         return mean, ss, n, 0.0
     r = min(max((n * (lag / den) + 1.0) / (n - 3.0), 0.0), MAX_AUTOCORRELATION)
     return mean, ss, n, 0.0 if math.isnan(r) else r
+
+
+def _square(d: float) -> float:
+    """``d ** 2.0``, infinite where it overflows (as C's ``pow``)."""
+    try:
+        return d**2.0
+    except OverflowError:
+        return math.inf
 
 
 def _moments(samples: Sequence[Sequence[float]], autocorrelated: bool) -> Iterator[tuple[list[int], Any]]:
