@@ -13,9 +13,14 @@ This script measures, on the same store as ``report_store_speed.py`` (made there
   every reader of cnnbench takes them); and a columnar cache of that table (Arrow IPC, memory
   mapped) read back whole as records, against cnnbench's warm read (lazy, as the report reads);
 - **this machine's new memory**: the same bytes written into a new file, then again after it was
-  removed (its pages just freed), and read into new memory against into one reused buffer.
+  removed (its pages just freed), and read into new memory against into one reused buffer;
+- **writing a cache-sized file in calls of each size** (``--only writes``): 160 MiB into a new
+  file in one ``write`` call, in calls of 2 MiB, of 1 MiB (``files.WRITE_PIECE``, what cnnbench's
+  writers hand the system at a time) and of 256 KiB, the sizes alternating from round to round
+  and every file kept until the end (a removal frees pages the next write would reuse).
 
     .venv/bin/python benchmarks/read_floor.py --rounds 3
+    .venv/bin/python benchmarks/read_floor.py --only writes --rounds 5
 
 This is a benchmark, not a test: it prints figures and asserts nothing.
 """
@@ -103,11 +108,51 @@ def new_memory(size: int, where: Path) -> dict[str, float]:
     return out
 
 
+WRITE_CALLS = {"one call": 0, "2 MiB calls": 2 << 20, "1 MiB calls": 1 << 20, "256 KiB calls": 256 << 10}
+
+
+def writes_per_call_size(where: Path, rounds: int, size: int = 160 << 20) -> dict[str, list[float]]:
+    """Seconds to write ``size`` bytes into a new file, per size of ``write`` call, ``rounds`` each
+    (the order turned each round; every file kept until all are written)."""
+    block = memoryview(os.urandom(1 << 20) * (size >> 20))
+    out: dict[str, list[float]] = {label: [] for label in WRITE_CALLS}
+    written: list[Path] = []
+    try:
+        for rnd in range(rounds):
+            labels = list(WRITE_CALLS)
+            for label in labels[rnd % len(labels):] + labels[:rnd % len(labels)]:
+                step = WRITE_CALLS[label] or size
+                path = where / f"calls-{rnd}-{step}.bin"
+                written.append(path)
+                t0 = time.perf_counter()
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+                try:
+                    for at in range(0, size, step):
+                        os.write(fd, block[at:at + step])
+                finally:
+                    os.close(fd)
+                out[label].append(time.perf_counter() - t0)
+    finally:
+        for path in written:
+            path.unlink(missing_ok=True)
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--data", type=Path, default=Path(tempfile.gettempdir()) / "cnnbench-bench-stores")
+    ap.add_argument("--only", choices=["all", "writes"], default="all",
+                    help="writes: only the writes of a new 160 MiB file per size of write call")
     args = ap.parse_args()
+    if args.only == "writes":
+        args.data.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=args.data) as tmp:
+            print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}; {os.uname().sysname} "
+                  f"{os.uname().release}", flush=True)
+            for label, seconds in writes_per_call_size(Path(tmp), args.rounds).items():
+                print(f"| 160 MiB into a new file, {label} | {' '.join(f'{x:.3f}' for x in seconds)} s |")
+        return 0
     from report_store_speed import READ, make_stores, timed
 
     store = make_stores(args.data, {"cold"})["engine-100k"]

@@ -378,7 +378,7 @@ def write(path: Path, f: BinaryIO, st: os.stat_result, cached: CachedRecords) ->
             raise ValueError("its step times were not read")
         cached.complete_summaries()
         body = cached._rows_payload()
-        steps, summaries = cached.step_column().tobytes(), cached.summaries.tobytes()
+        steps, summaries = memoryview(cached.step_column()).cast("B"), memoryview(cached.summaries).cast("B")
         header = orjson.dumps({
             "code": code_key(), "end": cached.end, "stat": _stat_key(st), "head": _head_hash(f, cached.end),
             "prefix": (cached.digest or _hash_prefix(f, cached.end)).hexdigest(),
