@@ -133,3 +133,27 @@ def test_set_cannot_break_the_record_contract(tmp_path, capsys):
         err = capsys.readouterr().err
         assert word in err and "--set" in err and len(err.strip().splitlines()) == 1, err
     assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("depth, ok", [(16, True), (17, False)])
+def test_a_record_nested_deeper_than_the_contract_allows_is_a_problem(depth, ok):
+    """A record is 1 deep, its ``extra`` field's lists each one more: 16 levels are fine, 17
+    are a problem line, whether or not brackets in its text (those of strings too) are few."""
+    from cnnbench.results.lines import loads, parse_line
+    from cnnbench.results.record import MAX_DEPTH
+
+    nested: object = 1
+    for _ in range(depth - 1):  # the record itself is the first level
+        nested = [nested]
+    for noise in ("", "{[" * 20):  # brackets in a string: counted, never trusted to be shallow
+        raw = json.dumps({**good(), "extra": nested, "note": noise}).encode()
+        rec, why = parse_line(raw, loads, truncated=False)
+        assert (rec is not None, why) == ((True, None) if ok else (False, f"nested more than {MAX_DEPTH} levels deep"))
+
+
+def test_brackets_are_counted_up_to_the_limit_exactly():
+    from cnnbench.results.lines import _brackets_at_most
+
+    for text in (b"", b"{", b"[" * 16, b"{" * 8 + b"x[" * 8, b"{" * 17, b'"[["' * 9, b"{}" * 16 + b"[]"):
+        for limit in (0, 1, 15, 16, 17):
+            assert _brackets_at_most(text, limit) == (text.count(b"{") + text.count(b"[") <= limit), (text, limit)

@@ -271,7 +271,7 @@ class CachedRecords:
                              [[p.position, p.line, base64.b64encode(p.raw).decode()] for p in self.problems]])
 
     @classmethod
-    def _from_payload(cls, body: bytes) -> CachedRecords:
+    def _from_payload(cls, body: bytes | memoryview) -> CachedRecords:
         end, next_line, sections, rows, refs, counts, problems = orjson.loads(body)
         if not all(type(part) is list for part in (sections, rows, refs, problems)):
             raise ValueError("parts of the cache do not fit together")

@@ -58,7 +58,7 @@ def parse_line(raw: bytes, parse: Any, *, truncated: bool) -> tuple[dict[str, An
     try:
         rec = migrate(rec)
         # fewer brackets in the text than the depth allowed: no need to walk the record for it
-        check_record(rec, shallow=raw.count(b"{") + raw.count(b"[") <= MAX_DEPTH)
+        check_record(rec, shallow=_brackets_at_most(raw, MAX_DEPTH))
     except RecordError as exc:
         return None, str(exc)
     if _FALLBACKS[0] != fallbacks or not _metrics_in_range(rec.get("metrics")):
@@ -66,6 +66,21 @@ def parse_line(raw: bytes, parse: Any, *, truncated: bool) -> tuple[dict[str, An
         if dropped:
             return rec, "; ".join(dropped) + ": shown as not available"
     return rec, None
+
+
+def _brackets_at_most(raw: bytes, limit: int) -> bool:
+    """Whether ``raw`` holds at most ``limit`` opening brackets (``{`` and ``[``, in strings too):
+    then what it holds cannot nest deeper. Found one by one (``find``: ``memchr``), stopping past
+    the limit: several times quicker than ``count`` (a byte at a time) for a record's few."""
+    found = 0
+    for bracket in (b"{", b"["):
+        at = raw.find(bracket)
+        while at >= 0:
+            found += 1
+            if found > limit:
+                return False
+            at = raw.find(bracket, at + 1)
+    return True
 
 
 def loads(raw: bytes) -> Any:

@@ -7,11 +7,12 @@ Where there are many new lines (at least two parts of :data:`PART_BYTES`) and mo
 of the CPUs the process may use is free (:func:`free_cpus`), they are split at line ends into
 up to one part per free CPU (:data:`MAX_PARTS` at most). This process parses the first part;
 forked copies of it parse the others each into the cache's form (:class:`~cnnbench.results.cache.CachedRecords`),
-write it into a memory file (``memfd``: no pipe to wait on) in the cache's own formats (JSON
-and raw float64s, checked as a cache file is) and send its sizes through a pipe. While they
-finish, this process sums up its own part's step times and hashes the other parts' bytes; it
-sums up theirs once joined (so a child never imports numpy). The parts are joined in file
-order, so the records, problems and cache are those of one process's parse.
+sum up its step times (numpy, imported here once before they are forked) and write it into a
+memory file (``memfd``: no pipe to wait on) in the cache's own formats (JSON and raw float64s,
+checked as a cache file is) and send its sizes through a pipe. While they finish, this process
+sums up its own part's step times and hashes the other parts' bytes; it maps each child's memory
+file to read its part (no copy of its JSON). The parts are joined in file order, so the records,
+problems and cache are those of one process's parse.
 
 Each process reads its own part's bytes (``pread``, up to the line end planned: nothing the
 file gained since), a piece of lines at a time (:func:`~cnnbench.results.file_ranges.line_pieces`),
@@ -42,6 +43,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import mmap
 import os
 import signal
 import struct
@@ -54,6 +56,7 @@ from typing import BinaryIO, NoReturn
 
 from cnnbench.lifetime import die_with_parent
 from cnnbench.results import cache, cache_shape, file_ranges
+from cnnbench.results import step_summary as summary
 
 PART_BYTES = 16 << 20
 """Smallest part worth a process of its own (about 4,000 engine records)."""
@@ -151,6 +154,7 @@ def add_lines(cached: cache.CachedRecords, lines: NewLines, parse: PartParser) -
     log.debug("parsing %d bytes of lines in %d parts at once", lines.whole - lines.begin, len(bounds) - 1)
     children: list[_Child | None] = []  # per part after the first; None: not started
     digest = cached.digest
+    summary.load_numpy()  # once, before the children are forked: each sums up its own part
     try:
         for begin, end in zip(bounds[1:-1], bounds[2:], strict=True):
             _start(children, parse, fd, begin, end)
@@ -263,15 +267,15 @@ def _child(parse: PartParser, fd: int, begin: int, end: int, w: int, part_fd: in
         die_with_parent(parent)
         part = cache.CachedRecords(digest=None)
         _, crc = _parse_range(part, parse, fd, begin, end)
+        part.complete_summaries()
         body = part._rows_payload()
-        assert part.steps is not None and not part.summaries  # its summaries are left to the parent
-        means = array("d", part.means)
+        assert part.steps is not None and part.summaries is not None and not part.means
         with open(part_fd, "wb") as out:
             out.write(body)
             out.write(memoryview(part.step_column()).cast("B"))
-            out.write(means.tobytes())
+            out.write(memoryview(part.summaries).cast("B"))
         with open(w, "wb") as out:
-            out.write(_SIZES.pack(len(body), len(part.steps) * 8, len(means) * 8, crc))
+            out.write(_SIZES.pack(len(body), len(part.steps) * 8, len(part.summaries) * 8, crc))
         code = 0
     finally:
         os._exit(code)  # nothing of the parent's (buffers, exit handlers) runs here
@@ -294,27 +298,30 @@ def _receive(child: _Child) -> tuple[cache.CachedRecords | None, int]:
     try:
         if not ended_well or len(sizes) != _SIZES.size:
             return None, 0
-        rows_size, steps_size, means_size, crc = _SIZES.unpack(sizes)
-        return _part(child.part_fd, rows_size, steps_size, means_size), crc
+        rows_size, steps_size, summaries_size, crc = _SIZES.unpack(sizes)
+        return _part(child.part_fd, rows_size, steps_size, summaries_size), crc
     finally:
         with _signals_held():
             os.close(child.part_fd)  # its memory is freed
             child.part_fd = -1
 
 
-def _part(part_fd: int, rows_size: int, steps_size: int, means_size: int) -> cache.CachedRecords | None:
-    """The part a child wrote into its memory file, when it fits together (as a cache file must)."""
-    if os.fstat(part_fd).st_size != rows_size + steps_size + means_size or steps_size % 8 or means_size % 8:
+def _part(part_fd: int, rows_size: int, steps_size: int, summaries_size: int) -> cache.CachedRecords | None:
+    """The part a child wrote into its memory file, when it fits together (as a cache file must):
+    its JSON read where it lies (the file mapped), its columns copied out."""
+    size = rows_size + steps_size + summaries_size
+    if not rows_size or os.fstat(part_fd).st_size != size or steps_size % 8 or summaries_size % 8:
         return None
     try:
-        with open(part_fd, "rb", closefd=False) as f:
-            f.seek(0)  # the child's writes moved the offset both share
-            body = f.read(rows_size)
-            steps, means = array("d"), array("d")
-            steps.fromfile(f, steps_size // 8)  # straight into the arrays (EOFError when short)
-            means.fromfile(f, means_size // 8)
-        part = cache.CachedRecords._from_payload(body)
-        part.steps, part.summaries, part.means = steps, array("d"), means.tolist()
+        steps, summaries = array("d"), array("d")
+        with mmap.mmap(part_fd, size, prot=mmap.PROT_READ) as mapped, memoryview(mapped) as view:
+            body, its_steps, its_summaries = (view[:rows_size], view[rows_size:rows_size + steps_size],
+                                              view[rows_size + steps_size:])
+            with body, its_steps, its_summaries:  # each released even when an error's traceback holds it
+                part = cache.CachedRecords._from_payload(body)
+                steps.frombytes(its_steps)
+                summaries.frombytes(its_summaries)
+        part.steps, part.summaries = steps, summaries
         cache_shape.check_columns(part)
     except Exception:  # does not fit: parsed here instead
         return None
@@ -322,10 +329,11 @@ def _part(part_fd: int, rows_size: int, steps_size: int, means_size: int) -> cac
 
 
 def _join(cached: cache.CachedRecords, part: cache.CachedRecords) -> int:
-    """Add ``part``, the lines right after those of ``cached``, parsed apart (the caller hashes
-    their bytes); returns how many lines it had."""
-    assert cached.steps is not None and cached.summaries is not None and part.steps is not None
-    assert not part.summaries  # a child sends its means, never summaries
+    """Add ``part``, the lines right after those of ``cached``, parsed apart with their summaries
+    (the caller hashes their bytes); returns how many lines it had."""
+    assert cached.steps is not None and cached.summaries is not None
+    assert part.steps is not None and part.summaries is not None and not part.means
+    cached.complete_summaries()  # those of lines parsed here before (a part whose child failed)
     rows, first_line = len(cached.rows), cached.next_line
     shared = [cached._share(section) for section in part.sections]
     for name, refs, theirs in zip(("config", "environment"), cached.refs, part.refs, strict=True):
@@ -337,7 +345,7 @@ def _join(cached: cache.CachedRecords, part: cache.CachedRecords) -> int:
     cached.rows.extend(part.rows)
     cached.step_counts.extend(part.step_counts)
     cached.step_column().extend(part.step_column())
-    cached.means.extend(part.means)  # its summaries are made with those of the records before
+    cached.summaries.extend(part.summaries)
     cached.problems.extend(cache.ProblemLine(p.position + rows, p.line + first_line - 1, p.raw) for p in part.problems)
     cached.end += part.end
     cached.next_line += part.next_line - 1
