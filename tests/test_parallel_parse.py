@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from cnnbench.results import cache, cache_shape, file_ranges, parallel_parse, reader
+from cnnbench.results import cache, cache_body, cache_shape, file_ranges, parallel_parse, reader
 from cnnbench.results.store import read_records
 from tests.test_store_cache import odd_lines, rec, same
 
@@ -93,6 +93,41 @@ def test_parts_parsed_at_once_give_what_one_process_gives(big, monkeypatch, fork
     assert cache.cache_path(big).read_bytes() == written_alone
     again = read_records(big.parent, step_times=step_times)  # from the cache the parts made
     assert len(forks) == 3 and same(again, expected)
+
+
+def test_the_childrens_rows_are_written_as_their_processes_wrote_them(big, monkeypatch, forks):
+    """The reader dumps only its own part's rows into the cache; each forked part's go in as the
+    JSON text its process wrote (the cache is byte for byte one process's: above)."""
+    seen: list[tuple[int, list]] = []
+    real = cache_body.rows_pieces
+    monkeypatch.setattr(cache_body, "rows_pieces", lambda rows, texts: seen.append((len(rows), list(texts)))
+                        or real(rows, texts))
+    records, _ = read_records(big.parent)
+    assert len(forks) == 3 and len(seen) == 1
+    rows, texts = seen[0]
+    assert len(texts) == 3 and [first for first, _, _ in texts] == sorted(first for first, _, _ in texts)
+    assert texts[0][0] > 0 and texts[-1][0] + texts[-1][1] == rows  # all but the first part's rows
+    assert all(a[0] + a[1] == b[0] for a, b in zip(texts, texts[1:], strict=False))
+
+
+def test_rows_changed_as_their_part_is_joined_are_dumped_again(big, monkeypatch, forks):
+    """A part's section the reader does not share (kept in each of its rows) changes those rows:
+    their text from the child is no longer theirs, and is not written."""
+    expected = one_process_read(big, monkeypatch, step_times=True)
+    cache.cache_path(big).unlink()
+    real_join = parallel_parse._join
+
+    def join_unshared(cached, part):  # as if this process could share none of its sections
+        cached._share = lambda section: -1
+        try:
+            return real_join(cached, part)
+        finally:
+            del cached._share
+
+    monkeypatch.setattr(parallel_parse, "_join", join_unshared)
+    got = read_records(big.parent, step_times=True)
+    assert len(forks) == 3 and same(got, expected)
+    assert same(read_records(big.parent, step_times=True), expected)  # from the cache written so
 
 
 @pytest.fixture
@@ -283,7 +318,7 @@ def test_a_part_whose_child_fails_is_parsed_here(big, monkeypatch, forks, failur
     elif failure == "sizes disagree":  # the memory file holds other than the pipe says
         real_part = parallel_parse._part
         monkeypatch.setattr(parallel_parse, "_part",
-                            lambda fd, rows, steps, means: real_part(fd, rows, steps + 8, means))
+                            lambda fd, body, steps, summaries, rows: real_part(fd, body, steps + 8, summaries, rows))
     else:
         real = parallel_parse._part
         calls: list[int] = []

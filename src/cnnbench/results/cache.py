@@ -49,7 +49,7 @@ from typing import Any, BinaryIO, Literal
 
 import orjson
 
-from cnnbench.results import cache_shape, files
+from cnnbench.results import cache_body, cache_shape, files
 from cnnbench.results import step_summary as summary
 from cnnbench.results.cache_columns import DeferredColumn, defer_column, read_column
 
@@ -155,6 +155,8 @@ class CachedRecords:
     digest: Any = field(default_factory=hashlib.sha256, repr=False)
     """A running SHA-256 of the covered bytes, when known (whoever extends :attr:`end` updates
     it); None: :func:`write` hashes them from the file."""
+    row_texts: list[cache_body.RowText] = field(default_factory=list, repr=False)
+    """JSON texts of consecutive rows as they are (a forked part's): written, not dumped again."""
     prefix: str = field(default="", repr=False)
     """The SHA-256 of the covered bytes that the cache file records (set by :func:`load`)."""
     _section_index: dict[bytes, int] = field(default_factory=dict, repr=False)
@@ -231,6 +233,7 @@ class CachedRecords:
         share the column (a copy per record was a fifth of a warm read of 100,000 runs, and
         170 MB)."""
         rows, sections = self.rows, self.sections
+        self.row_texts = []  # the rows change now
         for row, config, environment in zip(rows, *self.refs, strict=True):
             if config >= 0:
                 row["config"] = sections[config] if shared else sections[config].copy()
@@ -265,10 +268,6 @@ class CachedRecords:
             start = len(steps) - sum(counts)
             self.summaries.extend(summary.summary_column(steps, start, counts, self.means))
             self.means = []
-
-    def _rows_payload(self) -> bytes:
-        return orjson.dumps([self.end, self.next_line, self.sections, self.rows, list(self.refs), self.step_counts,
-                             [[p.position, p.line, base64.b64encode(p.raw).decode()] for p in self.problems]])
 
     @classmethod
     def _from_payload(cls, body: bytes | memoryview) -> CachedRecords:
@@ -377,18 +376,22 @@ def write(path: Path, f: BinaryIO, st: os.stat_result, cached: CachedRecords) ->
         if cached.steps is None or cached.summaries is None:
             raise ValueError("its step times were not read")
         cached.complete_summaries()
-        body = cached._rows_payload()
+        body, _ = cache_body.pieces(cached)
+        body_hash = hashlib.sha256()
+        for piece in body:
+            body_hash.update(piece)
         steps, summaries = memoryview(cached.step_column()).cast("B"), memoryview(cached.summaries).cast("B")
         header = orjson.dumps({
             "code": code_key(), "end": cached.end, "stat": _stat_key(st), "head": _head_hash(f, cached.end),
             "prefix": (cached.digest or _hash_prefix(f, cached.end)).hexdigest(),
-            "rows_size": len(body), "rows": hashlib.sha256(body).hexdigest(),
+            "rows_size": sum(map(len, body)), "rows": body_hash.hexdigest(),
             "steps_size": len(steps), "steps": hashlib.sha256(steps).hexdigest(),
             "summaries_size": len(summaries), "summaries": hashlib.sha256(summaries).hexdigest(),
         })
         with files.replacing(where) as out:  # .<cache name>.<random>.tmp, then renamed over it
             out.write(_MAGIC + _HEADER.pack(len(header)) + header)
-            out.write(body)
+            for piece in body:
+                out.write(piece)
             out.write(steps)
             out.write(summaries)
         log.debug("wrote cache %s (%d records, %d bytes covered)", where, len(cached.rows), cached.end)

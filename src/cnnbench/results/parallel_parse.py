@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 from typing import BinaryIO, NoReturn
 
 from cnnbench.lifetime import die_with_parent
-from cnnbench.results import cache, cache_shape, file_ranges
+from cnnbench.results import cache, cache_body, cache_shape, file_ranges
 from cnnbench.results import step_summary as summary
 
 PART_BYTES = 16 << 20
@@ -70,7 +70,9 @@ PartParser = Callable[[cache.CachedRecords, bytes, int, int], int]
 """``parse(cached, data, end, begin)``: add the whole lines of ``data[begin:end]`` to ``cached``
 (and to its digest, when it has one); returns how many lines there were."""
 
-_SIZES = struct.Struct("<QQQQ")
+_SIZES = struct.Struct("<QQQQQQ")
+"""What a child sends through its pipe: the sizes of its rows' JSON, step times and summaries in
+its memory file, where the array of rows lies in that JSON (offset, length), its checksum."""
 log = logging.getLogger("cnnbench.results.store")
 
 
@@ -268,14 +270,16 @@ def _child(parse: PartParser, fd: int, begin: int, end: int, w: int, part_fd: in
         part = cache.CachedRecords(digest=None)
         _, crc = _parse_range(part, parse, fd, begin, end)
         part.complete_summaries()
-        body = part._rows_payload()
+        body, (rows_at, rows_size) = cache_body.pieces(part)
         assert part.steps is not None and part.summaries is not None and not part.means
         with open(part_fd, "wb") as out:
-            out.write(body)
+            for piece in body:
+                out.write(piece)
             out.write(memoryview(part.step_column()).cast("B"))
             out.write(memoryview(part.summaries).cast("B"))
         with open(w, "wb") as out:
-            out.write(_SIZES.pack(len(body), len(part.steps) * 8, len(part.summaries) * 8, crc))
+            out.write(_SIZES.pack(sum(map(len, body)), len(part.steps) * 8, len(part.summaries) * 8, rows_at, rows_size,
+                                  crc))
         code = 0
     finally:
         os._exit(code)  # nothing of the parent's (buffers, exit handlers) runs here
@@ -298,30 +302,37 @@ def _receive(child: _Child) -> tuple[cache.CachedRecords | None, int]:
     try:
         if not ended_well or len(sizes) != _SIZES.size:
             return None, 0
-        rows_size, steps_size, summaries_size, crc = _SIZES.unpack(sizes)
-        return _part(child.part_fd, rows_size, steps_size, summaries_size), crc
+        body_size, steps_size, summaries_size, rows_at, rows_size, crc = _SIZES.unpack(sizes)
+        return _part(child.part_fd, body_size, steps_size, summaries_size, (rows_at, rows_size)), crc
     finally:
         with _signals_held():
             os.close(child.part_fd)  # its memory is freed
             child.part_fd = -1
 
 
-def _part(part_fd: int, rows_size: int, steps_size: int, summaries_size: int) -> cache.CachedRecords | None:
+def _part(part_fd: int, body_size: int, steps_size: int, summaries_size: int,
+          rows: tuple[int, int]) -> cache.CachedRecords | None:
     """The part a child wrote into its memory file, when it fits together (as a cache file must):
-    its JSON read where it lies (the file mapped), its columns copied out."""
-    size = rows_size + steps_size + summaries_size
-    if not rows_size or os.fstat(part_fd).st_size != size or steps_size % 8 or summaries_size % 8:
+    its JSON read where it lies (the file mapped), its columns and its rows' JSON text (``rows``:
+    where that lies in its JSON) copied out."""
+    size = body_size + steps_size + summaries_size
+    rows_at, rows_size = rows
+    if (not body_size or os.fstat(part_fd).st_size != size or steps_size % 8 or summaries_size % 8
+            or rows_size < 2 or rows_at + rows_size > body_size):
         return None
     try:
         steps, summaries = array("d"), array("d")
         with mmap.mmap(part_fd, size, prot=mmap.PROT_READ) as mapped, memoryview(mapped) as view:
-            body, its_steps, its_summaries = (view[:rows_size], view[rows_size:rows_size + steps_size],
-                                              view[rows_size + steps_size:])
+            body, its_steps, its_summaries = (view[:body_size], view[body_size:body_size + steps_size],
+                                              view[body_size + steps_size:])
             with body, its_steps, its_summaries:  # each released even when an error's traceback holds it
                 part = cache.CachedRecords._from_payload(body)
                 steps.frombytes(its_steps)
                 summaries.frombytes(its_summaries)
-        part.steps, part.summaries = steps, summaries
+                text = bytes(body[rows_at:rows_at + rows_size])
+        if text[:1] != b"[" or text[-1:] != b"]":
+            return None
+        part.steps, part.summaries, part.row_texts = steps, summaries, [(0, len(part.rows), text)]
         cache_shape.check_columns(part)
     except Exception:  # does not fit: parsed here instead
         return None
@@ -336,12 +347,16 @@ def _join(cached: cache.CachedRecords, part: cache.CachedRecords) -> int:
     cached.complete_summaries()  # those of lines parsed here before (a part whose child failed)
     rows, first_line = len(cached.rows), cached.next_line
     shared = [cached._share(section) for section in part.sections]
+    changed = False
     for name, refs, theirs in zip(("config", "environment"), cached.refs, part.refs, strict=True):
         for row, ref in zip(part.rows, theirs, strict=True):
             index = shared[ref] if ref >= 0 else -1
             if ref >= 0 and index < 0:  # not shared here: kept in its row, its own object
                 row[name] = dict(part.sections[ref])
+                changed = True
             refs.append(index)
+    if not changed:  # its rows' JSON text is theirs still: written as it is
+        cached.row_texts.extend((first + rows, count, text) for first, count, text in part.row_texts)
     cached.rows.extend(part.rows)
     cached.step_counts.extend(part.step_counts)
     cached.step_column().extend(part.step_column())
