@@ -15,8 +15,8 @@ This script measures, on the same store as ``report_store_speed.py`` (made there
 - **this machine's new memory**: the same bytes written into a new file, then again after it was
   removed (its pages just freed), and read into new memory against into one reused buffer;
 - **writing a cache-sized file in calls of each size** (``--only writes``): 160 MiB into a new
-  file in one ``write`` call, in calls of 2 MiB, of 1 MiB (``files.WRITE_PIECE``, what cnnbench's
-  writers hand the system at a time) and of 256 KiB, the sizes alternating from round to round
+  file in one ``write`` call, in calls of 2 MiB, of 2044 KiB, of 1 MiB (``files.WRITE_PIECE``, what
+  cnnbench's writers hand the system at a time) and of 256 KiB, the sizes alternating from round to round
   and every file kept until the end (a removal frees pages the next write would reuse).
 
     .venv/bin/python benchmarks/read_floor.py --rounds 3
@@ -108,7 +108,8 @@ def new_memory(size: int, where: Path) -> dict[str, float]:
     return out
 
 
-WRITE_CALLS = {"one call": 0, "2 MiB calls": 2 << 20, "1 MiB calls": 1 << 20, "256 KiB calls": 256 << 10}
+WRITE_CALLS = {"one call": 0, "2 MiB calls": 2 << 20, "2044 KiB calls": 2044 << 10, "1 MiB calls": 1 << 20,
+               "256 KiB calls": 256 << 10}
 
 
 def writes_per_call_size(where: Path, rounds: int, size: int = 160 << 20) -> dict[str, list[float]]:

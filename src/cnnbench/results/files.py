@@ -192,11 +192,11 @@ def open_for_append(path: Path, folder: Path | None = None) -> int:
 
 
 WRITE_PIECE = 1 << 20
-"""Most bytes handed to one ``write`` call. Linux 6.16 and later cache an ext4 file's pages in
-folios as large as each write (up to 2 MiB), and a machine whose memory is fragmented makes
-those by compaction: on this project's virtual machine (Linux 6.18, ext4) writing a new
-168 MB file took 0.39–0.51 s in writes of 2 MiB or more and 0.05–0.08 s in writes of 1 MiB
-or less (``benchmarks/README.md``)."""
+"""Most bytes handed to one ``write`` call. On this project's virtual machine (Linux 6.18, ext4)
+writing a new 160 MiB file took 0.29–0.42 s in calls of 2 MiB (the size of a huge page) or more,
+and 0.04–0.06 s in calls of 2044 KiB or less (``benchmarks/read_floor.py --only writes``); since
+Linux 6.16 ext4 caches a file's pages in folios as large as each write, and a 2 MiB one is most
+likely what costs there. Calls of 1 MiB cost no more than of 256 KiB here."""
 
 
 class PieceWriter(io.BufferedWriter):
