@@ -70,3 +70,24 @@ def test_a_cache_and_a_file_written_whole_are_written_in_pieces(tmp_path, monkey
     assert (tmp_path / "whole.bin").read_bytes() == b"z" * 5000
     assert max(_RecordingFile.sizes) <= 1024
     assert read_records(store)[0] == records  # the cache written in pieces reads back whole
+
+
+def test_appended_lines_go_to_the_system_in_pieces(tmp_path, monkeypatch):
+    """Records appended at once (an import) are written under the file's lock a piece at a
+    time: the lines are whole and in order, each ``write`` call at most a piece."""
+    from cnnbench.results.store import append_records
+
+    monkeypatch.setattr(files, "WRITE_PIECE", 1024)
+    sizes: list[int] = []
+    real = os.write
+
+    def write(fd, data):
+        sizes.append(len(data))
+        return real(fd, data)
+
+    monkeypatch.setattr(os, "write", write)
+    append_records(tmp_path, [rec(i) for i in range(30)])
+    monkeypatch.setattr(os, "write", real)
+    records, problems = read_records(tmp_path)
+    assert not problems and [r["case_name"] for r in records] == [f"c{i}" for i in range(30)]
+    assert sum(sizes) > 4 * 1024 and max(sizes) <= 1024

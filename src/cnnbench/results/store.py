@@ -116,8 +116,8 @@ def append_lines(path: Path, data: bytes) -> None:
         fcntl.flock(fd, fcntl.LOCK_EX)
         _ensure_line_start(fd, path)
         view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
+        while view:  # under the lock, so in pieces (files.WRITE_PIECE) as every big write
+            view = view[os.write(fd, view[:files.WRITE_PIECE]):]
         os.fsync(fd)
     finally:
         os.close(fd)
