@@ -155,5 +155,5 @@ def test_brackets_are_counted_up_to_the_limit_exactly():
     from cnnbench.results.lines import _brackets_at_most
 
     for text in (b"", b"{", b"[" * 16, b"{" * 8 + b"x[" * 8, b"{" * 17, b'"[["' * 9, b"{}" * 16 + b"[]"):
-        for limit in (0, 1, 15, 16, 17):
+        for limit in (-1, 0, 1, 15, 16, 17):
             assert _brackets_at_most(text, limit) == (text.count(b"{") + text.count(b"[") <= limit), (text, limit)

@@ -91,3 +91,20 @@ def test_appended_lines_go_to_the_system_in_pieces(tmp_path, monkeypatch):
     records, problems = read_records(tmp_path)
     assert not problems and [r["case_name"] for r in records] == [f"c{i}" for i in range(30)]
     assert sum(sizes) > 4 * 1024 and max(sizes) <= 1024
+
+
+def test_a_buffer_is_free_again_after_a_failed_write(monkeypatch):
+    """A write that fails (a full disk) leaves the caller's buffer as a plain file would: free to
+    change size while the error is held."""
+    class Full(_Recording):
+        def write(self, b) -> int:  # type: ignore[override]
+            raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(files, "WRITE_PIECE", 4096)
+    data = bytearray(10_000)
+    try:
+        files.PieceWriter(Full()).write(data)
+    except OSError as exc:
+        held = exc
+    data.extend(b"more")  # BufferError while a view of it were still exported
+    assert held.errno == 28 and len(data) == 10_004

@@ -207,12 +207,13 @@ class PieceWriter(io.BufferedWriter):
         super().__init__(raw, buffer_size=min(io.DEFAULT_BUFFER_SIZE, WRITE_PIECE))
 
     def write(self, data: Any) -> int:
-        view = memoryview(data).cast("B")
-        if len(view) <= WRITE_PIECE:
-            return super().write(view)
-        for at in range(0, len(view), WRITE_PIECE):
-            super().write(view[at:at + WRITE_PIECE])
-        return len(view)
+        with memoryview(data) as given, given.cast("B") as view:  # released even on an error
+            if len(view) <= WRITE_PIECE:
+                return super().write(view)
+            for at in range(0, len(view), WRITE_PIECE):
+                with view[at:at + WRITE_PIECE] as piece:
+                    super().write(piece)
+            return len(view)
 
 
 def _writer(fd: int) -> BinaryIO:

@@ -72,6 +72,8 @@ def _brackets_at_most(raw: bytes, limit: int) -> bool:
     """Whether ``raw`` holds at most ``limit`` opening brackets (``{`` and ``[``, in strings too):
     then what it holds cannot nest deeper. Found one by one (``find``: ``memchr``), stopping past
     the limit: several times quicker than ``count`` (a byte at a time) for a record's few."""
+    if limit < 0:
+        return False
     found = 0
     for bracket in (b"{", b"["):
         at = raw.find(bracket)
