@@ -54,6 +54,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO, NoReturn
 
+import orjson
+
 from cnnbench.lifetime import die_with_parent
 from cnnbench.results import cache, cache_body, cache_shape, file_ranges
 from cnnbench.results import step_summary as summary
@@ -160,10 +162,12 @@ def add_lines(cached: cache.CachedRecords, lines: NewLines, parse: PartParser) -
     try:
         for begin, end in zip(bounds[1:-1], bounds[2:], strict=True):
             _start(children, parse, fd, begin, end)
+        first = len(cached.rows)
         count = _parse_range(cached, parse, fd, bounds[0], bounds[1], checked=False)[0]  # hashed as parsed
-        # while the children finish: this part's summaries, and the other parts' bytes hashed in
-        # order (a part parsed here after all must then not hash them again), each part's checksum
-        # to compare with what its child, or this process, parsed
+        # while the children finish: this part's rows as the cache's JSON and its summaries, and
+        # the other parts' bytes hashed in order (a part parsed here after all must then not hash
+        # them again), each part's checksum to compare with what its child, or this process, parsed
+        cached.row_texts.append((first, len(cached.rows) - first, orjson.dumps(cached.rows[first:])))
         cached.complete_summaries()
         cached.digest = None
         sums = [file_ranges.hash_range(digest, fd, begin, end)
