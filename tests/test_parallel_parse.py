@@ -130,6 +130,24 @@ def test_rows_changed_as_their_part_is_joined_are_dumped_again(big, monkeypatch,
     assert same(read_records(big.parent, step_times=True), expected)  # from the cache written so
 
 
+def test_rows_no_cache_can_hold_are_read_and_no_cache_is_written(big, monkeypatch, forks):
+    """A row orjson cannot write (an integer beyond 64 bits, as a migration could make): the read
+    still gives every record, in parts or not, and no cache is written."""
+    real = reader.store_lines.migrate
+
+    def odd(record):
+        record = real(record)
+        record["odd"] = 2**70  # orjson refuses it
+        return record
+
+    monkeypatch.setattr(reader.store_lines, "migrate", odd)
+    expected = one_process_read(big, monkeypatch, step_times=True)
+    assert not cache.cache_path(big).exists() and expected[0]
+    got = read_records(big.parent, step_times=True)
+    assert len(forks) == 3 and reaped(forks) and same(got, expected)
+    assert not cache.cache_path(big).exists()
+
+
 @pytest.fixture
 def no_hang():
     """Fails a test (instead of leaving it running) whose read does not end within 2 minutes."""

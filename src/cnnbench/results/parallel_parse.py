@@ -167,7 +167,8 @@ def add_lines(cached: cache.CachedRecords, lines: NewLines, parse: PartParser) -
         # while the children finish: this part's rows as the cache's JSON and its summaries, and
         # the other parts' bytes hashed in order (a part parsed here after all must then not hash
         # them again), each part's checksum to compare with what its child, or this process, parsed
-        cached.row_texts.append((first, len(cached.rows) - first, orjson.dumps(cached.rows[first:])))
+        with contextlib.suppress(TypeError):  # a row orjson cannot write: the cache is skipped, as before
+            cached.row_texts.append((first, len(cached.rows) - first, orjson.dumps(cached.rows[first:])))
         cached.complete_summaries()
         cached.digest = None
         sums = [file_ranges.hash_range(digest, fd, begin, end)
