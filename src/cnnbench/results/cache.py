@@ -13,10 +13,10 @@ that writes nothing leaves the raw column in the file until asked for,
 The cache covers the file's first ``end`` bytes (whole lines). It is used only while that
 prefix is unchanged: when the file's size, modification and change times and inode are
 those seen when the cache was written, and its first 64 KiB hash as recorded; otherwise
-the whole prefix is hashed again (SHA-256) and must match, or the cache is rebuilt. Lines
-appended since are parsed as usual and the cache is rewritten to cover them. A cache
-written by another cnnbench (other record contract, migrations or run options) is never
-used. A cache that cannot be read, is damaged (its body has a SHA-256) or has an
+the whole prefix is hashed again (CRC-32: :mod:`cnnbench.results.crc`) and must match, or the
+cache is rebuilt. Lines appended since are parsed as usual and the cache is rewritten to cover
+them. A cache written by another cnnbench (other record contract, migrations or run options) is never
+used. A cache that cannot be read, is damaged (each of its sections has a CRC-32) or has an
 unexpected shape is ignored and rebuilt; where none can be written (a read-only folder)
 none is built, and one that cannot be written after all (a full disk) is skipped; a
 temporary file left by a writer that died is removed after an hour.
@@ -52,6 +52,7 @@ import orjson
 from cnnbench.results import cache_body, cache_shape, files
 from cnnbench.results import step_summary as summary
 from cnnbench.results.cache_columns import DeferredColumn, defer_column, read_column
+from cnnbench.results.crc import Crc32, hexdigest
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +60,7 @@ MIN_BYTES = 1 << 20
 """Smallest results file that gets a cache (below this, parsing is as quick as loading one)."""
 
 _MAGIC = b"CNNBENCH-RECORD-CACHE\n"
-_FORMAT = 3
+_FORMAT = 4
 _HEAD_BYTES = 1 << 16
 _CHUNK = 1 << 22
 _SECTIONS = ("config", "environment")
@@ -152,13 +153,13 @@ class CachedRecords:
     means: list[float] = field(default_factory=list)
     """The means of the step times of the records added since :attr:`summaries` was made."""
     problems: list[ProblemLine] = field(default_factory=list)
-    digest: Any = field(default_factory=hashlib.sha256, repr=False)
-    """A running SHA-256 of the covered bytes, when known (whoever extends :attr:`end` updates
+    digest: Crc32 | None = field(default_factory=Crc32, repr=False)
+    """A running CRC-32 of the covered bytes, when known (whoever extends :attr:`end` updates
     it); None: :func:`write` hashes them from the file."""
     row_texts: list[cache_body.RowText] = field(default_factory=list, repr=False)
     """JSON texts of consecutive rows as they are (a forked part's): written, not dumped again."""
     prefix: str = field(default="", repr=False)
-    """The SHA-256 of the covered bytes that the cache file records (set by :func:`load`)."""
+    """The CRC-32 of the covered bytes that the cache file records (set by :func:`load`)."""
     _section_index: dict[bytes, int] = field(default_factory=dict, repr=False)
 
     def add(self, record: dict[str, Any]) -> None:
@@ -285,10 +286,10 @@ class CachedRecords:
         return cached
 
 
-def _hash_prefix(f: BinaryIO, size: int) -> Any:
-    """A running SHA-256 of the first ``size`` bytes of ``f`` (``hexdigest()`` gives it)."""
+def _hash_prefix(f: BinaryIO, size: int) -> Crc32:
+    """A running CRC-32 of the first ``size`` bytes of ``f`` (``hexdigest()`` gives it)."""
     f.seek(0)
-    digest = hashlib.sha256()
+    digest = Crc32()
     left = size
     while left > 0:
         chunk = f.read(min(_CHUNK, left))
@@ -301,7 +302,7 @@ def _hash_prefix(f: BinaryIO, size: int) -> Any:
 
 def _head_hash(f: BinaryIO, size: int) -> str:
     f.seek(0)
-    return hashlib.sha256(f.read(min(size, _HEAD_BYTES))).hexdigest()
+    return hexdigest(f.read(min(size, _HEAD_BYTES)))
 
 
 def load(path: Path, f: BinaryIO, st: os.stat_result, *,
@@ -333,7 +334,7 @@ def load(path: Path, f: BinaryIO, st: os.stat_result, *,
                 log.debug("cache %s is stale (the covered lines changed); rebuilding", where)
                 return None, True
             body = c.read(header["rows_size"])
-            if hashlib.sha256(body).hexdigest() != header["rows"]:
+            if hexdigest(body) != header["rows"]:
                 raise ValueError("damaged (checksum of the records)")
             cached = CachedRecords._from_payload(body)
             if cached.end != end:
@@ -377,7 +378,7 @@ def write(path: Path, f: BinaryIO, st: os.stat_result, cached: CachedRecords) ->
             raise ValueError("its step times were not read")
         cached.complete_summaries()
         body, _ = cache_body.pieces(cached)
-        body_hash = hashlib.sha256()
+        body_hash = Crc32()
         for piece in body:
             body_hash.update(piece)
         steps, summaries = memoryview(cached.step_column()).cast("B"), memoryview(cached.summaries).cast("B")
@@ -385,8 +386,8 @@ def write(path: Path, f: BinaryIO, st: os.stat_result, cached: CachedRecords) ->
             "code": code_key(), "end": cached.end, "stat": _stat_key(st), "head": _head_hash(f, cached.end),
             "prefix": (cached.digest or _hash_prefix(f, cached.end)).hexdigest(),
             "rows_size": sum(map(len, body)), "rows": body_hash.hexdigest(),
-            "steps_size": len(steps), "steps": hashlib.sha256(steps).hexdigest(),
-            "summaries_size": len(summaries), "summaries": hashlib.sha256(summaries).hexdigest(),
+            "steps_size": len(steps), "steps": hexdigest(steps),
+            "summaries_size": len(summaries), "summaries": hexdigest(summaries),
         })
         with files.replacing(where) as out:  # .<cache name>.<random>.tmp, then renamed over it
             out.write(_MAGIC + _HEADER.pack(len(header)) + header)

@@ -5,7 +5,7 @@ A lazy read (``read_records(step_times="lazy")``: the report, compare, predict, 
 out each run's step times as a :class:`~cnnbench.results.step_summary.StepTimes` view that
 carries its summary, and those readers use only the summary. So a lazy read of a cache that
 needs no rewriting leaves the column of raw step times (8 bytes a step: 80 MB for 100,000 runs
-of 100 steps) in the cache file, and reads it, checked against its SHA-256, when a view's
+of 100 steps) in the cache file, and reads it, checked against its CRC-32, when a view's
 values are first asked for (``tolist``, indexing, ``numpy.asarray``).
 
 The column is read through a descriptor of the cache file opened at the load (``pread``: no
@@ -24,13 +24,14 @@ its column at once. No torch here.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import threading
 import weakref
 from array import array
 from pathlib import Path
 from typing import Any, BinaryIO
+
+from cnnbench.results.crc import hexdigest
 
 _CHUNK = 1 << 26
 MAX_OPEN = 64
@@ -96,7 +97,7 @@ class DeferredColumn:
 
     def _checked(self) -> array:
         data = self._read()
-        if hashlib.sha256(data).hexdigest() == self._digest:
+        if hexdigest(data) == self._digest:
             column = array("d")
             column.frombytes(data)
             return column
@@ -177,10 +178,10 @@ def defer_column(c: BinaryIO, header: dict[str, Any], where: Path, opened: os.st
 
 
 def read_column(c: BinaryIO, header: dict[str, Any], name: str) -> array:
-    """Column ``name`` at ``c``'s position, read now and checked against the header's SHA-256."""
+    """Column ``name`` at ``c``'s position, read now and checked against the header's CRC-32."""
     size = column_size(header, name)
     column = array("d")
     column.fromfile(c, size // 8)  # straight into the array (EOFError when short)
-    if hashlib.sha256(column).hexdigest() != header[name]:
+    if hexdigest(column) != header[name]:
         raise ValueError(f"damaged (checksum of the {name})")
     return column

@@ -10,7 +10,8 @@ forked copies of it parse the others each into the cache's form (:class:`~cnnben
 sum up its step times (numpy, imported here once before they are forked) and write it into a
 memory file (``memfd``: no pipe to wait on) in the cache's own formats (JSON and raw float64s,
 checked as a cache file is) and send its sizes through a pipe. While they finish, this process
-sums up its own part's step times and hashes the other parts' bytes; it maps each child's memory
+sums up its own part's step times and reads the other parts' bytes for their CRC-32 (which also
+extends the cache's, :func:`~cnnbench.results.crc.combine`); it maps each child's memory
 file to read its part (no copy of its JSON). The parts are joined in file order, so the records,
 problems and cache are those of one process's parse.
 
@@ -63,10 +64,11 @@ from cnnbench.results import step_summary as summary
 PART_BYTES = 16 << 20
 """Smallest part worth a process of its own (about 4,000 engine records)."""
 MAX_PARTS = 8
-FIRST_SHARE = 0.9
-"""The first part's size against each other's: this process parses it, and then hashes the
-others' bytes, sums up its step times and takes the others' parts in, while their children
-only write theirs out."""
+FIRST_SHARE = 1.0
+"""The first part's size against each other's: this process parses it, and then reads the others'
+bytes for their CRC-32, sums up its step times and takes the others' parts in, while their
+children dump their rows and write them out. Even parts were quickest once the cache's hash
+became a CRC-32 (0.9, 1.0, 1.1 measured: ``benchmarks/README.md``)."""
 
 PartParser = Callable[[cache.CachedRecords, bytes, int, int], int]
 """``parse(cached, data, end, begin)``: add the whole lines of ``data[begin:end]`` to ``cached``
@@ -165,14 +167,13 @@ def add_lines(cached: cache.CachedRecords, lines: NewLines, parse: PartParser) -
         first = len(cached.rows)
         count = _parse_range(cached, parse, fd, bounds[0], bounds[1], checked=False)[0]  # hashed as parsed
         # while the children finish: this part's rows as the cache's JSON and its summaries, and
-        # the other parts' bytes hashed in order (a part parsed here after all must then not hash
-        # them again), each part's checksum to compare with what its child, or this process, parsed
+        # each other part's CRC-32, read again here, to compare with what its child (or this
+        # process) parsed, and then to add to the cache's digest (a part parsed here is not hashed)
         with contextlib.suppress(TypeError):  # a row orjson cannot write: the cache is skipped, as before
             cached.row_texts.append((first, len(cached.rows) - first, orjson.dumps(cached.rows[first:])))
         cached.complete_summaries()
         cached.digest = None
-        sums = [file_ranges.hash_range(digest, fd, begin, end)
-                for begin, end in zip(bounds[1:-1], bounds[2:], strict=True)]
+        sums = [file_ranges.hash_range(fd, begin, end) for begin, end in zip(bounds[1:-1], bounds[2:], strict=True)]
         for child, begin, end, expected in zip(children, bounds[1:-1], bounds[2:], sums, strict=True):
             part, crc = _receive(child) if child else (None, 0)
             if part is not None and part.end != end - begin:  # not the lines it was given
@@ -184,6 +185,9 @@ def add_lines(cached: cache.CachedRecords, lines: NewLines, parse: PartParser) -
             if crc != expected:
                 raise file_ranges.FileChanged(f"bytes {begin}..{end} changed as they were read")
             count += _join(cached, part) if part else lines_here
+        if digest is not None:  # the CRC-32 of the lines covered, from each part's own
+            for crc, begin, end in zip(sums, bounds[1:-1], bounds[2:], strict=True):
+                digest.extend(crc, end - begin)
         return count
     finally:
         cached.digest = digest

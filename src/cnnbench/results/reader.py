@@ -17,6 +17,7 @@ import orjson
 from cnnbench.results import cache, file_ranges, files, parallel_parse
 from cnnbench.results import lines as store_lines
 from cnnbench.results.cache import StepTimesMode
+from cnnbench.results.crc import Crc32
 from cnnbench.results.gc_pause import collector_paused
 from cnnbench.results.lines import StoreProblem
 
@@ -215,8 +216,8 @@ def _read_through_cache(path: Path, f: BinaryIO, st: os.stat_result, records: li
     return cached.end + len(partial), cached.next_line
 
 
-def _verified_prefix(f: BinaryIO, cached: cache.CachedRecords) -> Any:
-    """A running SHA-256 of the lines ``cached`` covers, read now, when they are still those it
+def _verified_prefix(f: BinaryIO, cached: cache.CachedRecords) -> Crc32 | None:
+    """A running CRC-32 of the lines ``cached`` covers, read now, when they are still those it
     was made from (the hash its file records), else None. The lines appended since are added to
     it as they are parsed, so the cache written then records the hash of the bytes its records
     came from (not of the file as it is when written, which may have changed meanwhile)."""

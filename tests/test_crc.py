@@ -1,0 +1,41 @@
+"""The cache's CRC-32 (issue 22): two ranges' checksums make the checksum of both, as zlib's
+``crc32_combine`` does, so a cold read in parts reads each part's bytes once."""
+
+from __future__ import annotations
+
+import random
+import zlib
+
+import pytest
+
+from cnnbench.results.crc import Crc32, combine, hexdigest
+
+
+@pytest.mark.parametrize("first", [0, 1, 7, 4096, 100_003])
+@pytest.mark.parametrize("second", [0, 1, 2, 8, 65_537])
+def test_two_ranges_checksums_make_the_checksum_of_both(first, second):
+    rng = random.Random(first * 7 + second)
+    a, b = rng.randbytes(first), rng.randbytes(second)
+    assert combine(zlib.crc32(a), zlib.crc32(b), len(b)) == zlib.crc32(a + b)
+
+
+def test_a_long_range_is_combined_without_reading_it():
+    """A length beyond 32 bits (x's powers are taken from a table of 32 that repeats): combining
+    with a checksum of 0 applies the shift of the length alone, and two halves shift as the
+    whole does."""
+    half = 3 << 31
+    twice = Crc32(b"head")
+    twice.extend(0, half)
+    twice.extend(0, half)
+    once = Crc32(b"head")
+    once.extend(0, 2 * half)
+    assert twice.value == once.value != zlib.crc32(b"head")
+
+
+def test_a_running_crc_reads_as_hashlib_does():
+    digest = Crc32()
+    digest.update(b"abc")
+    digest.update(memoryview(b"def"))
+    assert digest.hexdigest() == f"{zlib.crc32(b'abcdef'):08x}" == hexdigest(b"abcdef")
+    digest.extend(zlib.crc32(b"ghi"), 3)
+    assert digest.value == zlib.crc32(b"abcdefghi")
