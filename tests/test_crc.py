@@ -39,3 +39,45 @@ def test_a_running_crc_reads_as_hashlib_does():
     assert digest.hexdigest() == f"{zlib.crc32(b'abcdef'):08x}" == hexdigest(b"abcdef")
     digest.extend(zlib.crc32(b"ghi"), 3)
     assert digest.value == zlib.crc32(b"abcdefghi")
+
+
+def _matrix_combine(crc1: int, crc2: int, length2: int) -> int:
+    """zlib's older ``crc32_combine`` (1.2.11), by 32x32 matrices over GF(2): another way to the
+    same answer, to check :func:`combine` at lengths too long to hash here."""
+    def times(matrix: list[int], vector: int) -> int:
+        out, row = 0, 0
+        while vector:
+            if vector & 1:
+                out ^= matrix[row]
+            vector >>= 1
+            row += 1
+        return out
+
+    def square(matrix: list[int]) -> list[int]:
+        return [times(matrix, matrix[n]) for n in range(32)]
+
+    if length2 <= 0:
+        return crc1
+    odd = [0xEDB88320] + [1 << n for n in range(31)]  # one zero bit
+    even = square(odd)  # two
+    odd = square(even)  # four
+    while True:
+        even = square(odd)
+        if length2 & 1:
+            crc1 = times(even, crc1)
+        length2 >>= 1
+        if not length2:
+            break
+        odd = square(even)
+        if length2 & 1:
+            crc1 = times(odd, crc1)
+        length2 >>= 1
+        if not length2:
+            break
+    return crc1 ^ crc2
+
+
+@pytest.mark.parametrize("length", [1, 255, (1 << 31) - 1, 1 << 32, (1 << 32) + 12_345, 3 << 31, (1 << 40) + 7])
+def test_long_ranges_combine_as_zlibs_matrix_method_does(length):
+    crc1, crc2 = zlib.crc32(b"the covered lines"), zlib.crc32(b"a part")
+    assert combine(crc1, crc2, length) == _matrix_combine(crc1, crc2, length)

@@ -168,7 +168,7 @@ def add_lines(cached: cache.CachedRecords, lines: NewLines, parse: PartParser) -
         count = _parse_range(cached, parse, fd, bounds[0], bounds[1], checked=False)[0]  # hashed as parsed
         # while the children finish: this part's rows as the cache's JSON and its summaries, and
         # each other part's CRC-32, read again here, to compare with what its child (or this
-        # process) parsed, and then to add to the cache's digest (a part parsed here is not hashed)
+        # process, where the child failed) parsed, and then to add to the cache's digest
         with contextlib.suppress(TypeError):  # a row orjson cannot write: the cache is skipped, as before
             cached.row_texts.append((first, len(cached.rows) - first, orjson.dumps(cached.rows[first:])))
         cached.complete_summaries()
