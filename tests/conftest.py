@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import getpass
 import os
+import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -20,6 +23,23 @@ def _has_cuda() -> bool:
 
 
 requires_cuda = pytest.mark.skipif(not _has_cuda(), reason="needs a CUDA GPU (none on this machine)")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _temporary_files_in_the_sessions_folder(tmp_path_factory):
+    """The temporary files of this process and of every process a test starts (``TMPDIR``) go to
+    a folder of the session's, which pytest removes with its old sessions, not to the machine's
+    /tmp: a run a test kills on purpose (SIGKILL) cannot remove its own, nor can torch's elastic
+    agent the error files of a worker a test makes fail."""
+    folder = tmp_path_factory.mktemp("tmp")
+    with pytest.MonkeyPatch.context() as patch:
+        if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:  # torch.compile's cache stays where torch
+            # keeps it by default, for later sessions too
+            user = re.sub(r'[\\/:*?"<>|]', "_", getpass.getuser())
+            patch.setenv("TORCHINDUCTOR_CACHE_DIR", os.path.join(tempfile.gettempdir(), f"torchinductor_{user}"))
+        patch.setenv("TMPDIR", str(folder))
+        patch.setattr(tempfile, "tempdir", None)  # gettempdir() reads TMPDIR again
+        yield folder
 
 
 @pytest.fixture
