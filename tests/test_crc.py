@@ -42,8 +42,9 @@ def test_a_running_crc_reads_as_hashlib_does():
 
 
 def _matrix_combine(crc1: int, crc2: int, length2: int) -> int:
-    """zlib's older ``crc32_combine`` (1.2.11), by 32x32 matrices over GF(2): another way to the
-    same answer, to check :func:`combine` at lengths too long to hash here."""
+    """The CRC-32 combination by 32x32 matrices over GF(2), as zlib's older ``crc32_combine``
+    (1.2.11) works: another way to the same answer, to check :func:`combine` at lengths too long
+    to hash here."""
     def times(matrix: list[int], vector: int) -> int:
         out, row = 0, 0
         while vector:
@@ -58,22 +59,14 @@ def _matrix_combine(crc1: int, crc2: int, length2: int) -> int:
 
     if length2 <= 0:
         return crc1
-    odd = [0xEDB88320] + [1 << n for n in range(31)]  # one zero bit
-    even = square(odd)  # two
-    odd = square(even)  # four
-    while True:
-        even = square(odd)
+    operator = [0xEDB88320] + [1 << n for n in range(31)]  # one zero bit
+    for _ in range(3):  # two, four, eight zero bits: one zero byte
+        operator = square(operator)
+    while length2:  # length2's bits: 1, 2, 4, ... zero bytes
         if length2 & 1:
-            crc1 = times(even, crc1)
+            crc1 = times(operator, crc1)
         length2 >>= 1
-        if not length2:
-            break
-        odd = square(even)
-        if length2 & 1:
-            crc1 = times(odd, crc1)
-        length2 >>= 1
-        if not length2:
-            break
+        operator = square(operator)
     return crc1 ^ crc2
 
 
@@ -81,3 +74,8 @@ def _matrix_combine(crc1: int, crc2: int, length2: int) -> int:
 def test_long_ranges_combine_as_zlibs_matrix_method_does(length):
     crc1, crc2 = zlib.crc32(b"the covered lines"), zlib.crc32(b"a part")
     assert combine(crc1, crc2, length) == _matrix_combine(crc1, crc2, length)
+
+
+def test_the_matrix_method_itself_gives_zlibs_crc():
+    a, b = b"the covered lines\n" * 10, bytes(range(256)) * 4
+    assert _matrix_combine(zlib.crc32(a), zlib.crc32(b), len(b)) == zlib.crc32(a + b)
