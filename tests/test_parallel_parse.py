@@ -471,14 +471,52 @@ def test_no_fork_beside_another_thread(big, monkeypatch, forks):
 @pytest.mark.parametrize(("usable", "machine", "load", "free"), [
     (4, 4, 0.0, 4), (4, 4, 1.4, 4), (4, 4, 3.0, 2), (4, 4, 4.0, 1), (4, 4, 16.0, 1),
     (8, 64, 57.0, 8), (8, 64, 62.0, 3), (8, 64, 80.0, 1), (2, None, 0.5, 2)])
-def test_parts_are_as_many_as_free_cpus(monkeypatch, usable, machine, load, free):
+@pytest.mark.parametrize("running", [None, 1000])
+def test_parts_are_as_many_as_free_cpus(monkeypatch, usable, machine, load, free, running):
     """On a loaded machine more processes would only share the same CPUs: the CPUs the load
     average shows busy (beside the reader's own 1) are held back, as ``make -l`` does; a job's
-    own CPUs (its affinity) count while the rest of the machine has room for the load."""
+    own CPUs (its affinity) count while the rest of the machine has room for the load. (With
+    more threads running now than the load average counts, or no count of them, the load
+    average decides.)"""
     monkeypatch.setattr("cnnbench.machine.host.usable_cpus", lambda: list(range(usable)))
     monkeypatch.setattr(parallel_parse.os, "cpu_count", lambda: machine)
     monkeypatch.setattr("cnnbench.machine.host.load_average", lambda: [load, 0.0, 0.0])
+    monkeypatch.setattr("cnnbench.machine.host.running_now", lambda **_: running)
     assert parallel_parse.free_cpus() == free
+
+
+@pytest.mark.parametrize(("load", "running", "free"), [
+    (1.6, 1, 2), (1.6, 2, 1), (3.0, 1, 2), (3.0, 3, 1), (0.2, 3, 2)])
+def test_a_machine_busy_a_moment_ago_but_idle_now_reads_as_free(monkeypatch, load, running, free):
+    """The load average decays over a minute: right after a sweep on 2 CPUs it still shows one
+    busy, while only the reader runs. The threads running at this instant (the reader's
+    included) then bound what counts as busy; a thread running now while the load average is
+    low (a passing command) does not hold a CPU back."""
+    monkeypatch.setattr("cnnbench.machine.host.usable_cpus", lambda: [0, 1])
+    monkeypatch.setattr(parallel_parse.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr("cnnbench.machine.host.load_average", lambda: [load, 0.0, 0.0])
+    monkeypatch.setattr("cnnbench.machine.host.running_now", lambda **_: running)
+    assert parallel_parse.free_cpus() == free
+
+
+def test_the_threads_running_now_are_the_most_of_several_readings(monkeypatch):
+    """A busy process that waits at one instant (a burst of work, then a wait) is counted where
+    another reading finds it running."""
+    import io
+
+    from cnnbench.machine import host
+
+    lines = iter([b"1.50 1.20 1.00 1/80 4242\n", b"1.50 1.20 1.00 3/80 4242\n", b"1.50 1.20 1.00 2/80 4242\n"])
+    monkeypatch.setattr(host, "open", lambda *args: io.BytesIO(next(lines)), raising=False)
+    monkeypatch.setattr(host.time, "sleep", lambda seconds: None)
+    assert host.running_now(readings=3) == 3
+
+
+def test_the_threads_running_now_are_read_from_the_system():
+    from cnnbench.machine.host import running_now
+
+    now = running_now()
+    assert now is None if not os.path.exists("/proc/loadavg") else now >= 1  # this test's own thread runs
 
 
 def test_a_signal_arriving_as_signals_are_held_back_leaves_the_mask_as_it_was(monkeypatch):

@@ -17,6 +17,7 @@ import glob
 import logging
 import os
 import re
+import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -196,3 +197,21 @@ def load_average() -> list[float] | None:
         return [round(x, 2) for x in psutil.getloadavg()]
     except (AttributeError, OSError):  # pragma: no cover - platforms without one
         return None
+
+
+def running_now(readings: int = 1, interval_s: float = 0.002) -> int | None:
+    """How many threads of the machine are running or ready to run, the caller's included: the
+    most of ``readings`` readings ``interval_s`` apart (of the fourth field of Linux's
+    ``/proc/loadavg``, ``running/all``), as a process that works in bursts may be waiting at
+    one instant; None elsewhere."""
+    most = None
+    for reading in range(readings):
+        if reading:
+            time.sleep(interval_s)
+        try:
+            with open("/proc/loadavg", "rb") as f:
+                now = int(f.read().split()[3].split(b"/")[0])
+        except (OSError, ValueError, IndexError):
+            return None
+        most = now if most is None else max(most, now)
+    return most

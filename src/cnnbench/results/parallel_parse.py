@@ -84,13 +84,19 @@ def free_cpus() -> int:
     """How many of the CPUs this process may run on (its affinity: a Slurm job's, a
     ``taskset``'s) are free: at most the machine's CPUs less those the 1-minute load average
     shows busy beside this process, as ``make -l`` holds back on a loaded machine, where more
-    processes would only share the same CPUs at some cost. At least 1."""
-    from cnnbench.machine.host import load_average
+    processes would only share the same CPUs at some cost. At least 1. The load average lags
+    (it decays over a minute): where fewer threads are running now (Linux: the most of a few
+    readings), only those count, so that a machine busy a moment ago (a sweep just ended) reads
+    as free."""
+    from cnnbench.machine.host import load_average, running_now
     from cnnbench.machine.host import usable_cpus as cpus
 
     usable = len(cpus())
     load = load_average()
     busy = max(0.0, load[0] - 1.0) if load else 0.0
+    running = running_now(readings=5)  # 8 ms: a cold read in parts takes a second or more
+    if running is not None:
+        busy = min(busy, max(0, running - 1))
     return max(1, min(usable, round((os.cpu_count() or usable) - busy)))
 
 
