@@ -32,14 +32,34 @@ def _temporary_files_in_the_sessions_folder(tmp_path_factory):
     /tmp: a run a test kills on purpose (SIGKILL) cannot remove its own, nor can torch's elastic
     agent the error files of a worker a test makes fail."""
     folder = tmp_path_factory.mktemp("tmp")
+    if len(str(folder)) > SHORT_ENOUGH:  # a socket's path under it would pass the system's limit
+        yield folder
+        return
     with pytest.MonkeyPatch.context() as patch:
         if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:  # torch.compile's cache stays where torch
-            # keeps it by default, for later sessions too
-            user = re.sub(r'[\\/:*?"<>|]', "_", getpass.getuser())
-            patch.setenv("TORCHINDUCTOR_CACHE_DIR", os.path.join(tempfile.gettempdir(), f"torchinductor_{user}"))
+            patch.setenv("TORCHINDUCTOR_CACHE_DIR", _inductor_cache())  # keeps it, for later sessions too
         patch.setenv("TMPDIR", str(folder))
         patch.setattr(tempfile, "tempdir", None)  # gettempdir() reads TMPDIR again
         yield folder
+
+
+SHORT_ENOUGH = 60
+"""Longest temporary folder the tests move to: multiprocessing's ``pymp-*/listener-*`` socket
+adds 31 characters, and a socket's path may have 103 (macOS) or 107 (Linux)."""
+
+
+def _inductor_cache() -> str:
+    """torch.compile's default cache folder (``torch._inductor``'s own ``default_cache_dir``)."""
+    try:
+        from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+        return default_cache_dir()
+    except Exception:  # another torch: its rule, as of torch 2.14
+        try:
+            user = getpass.getuser()
+        except (KeyError, OSError):  # a uid without a name (a container's)
+            user = f"uid_{os.getuid()}"
+        return os.path.join(tempfile.gettempdir(), "torchinductor_" + re.sub(r'[\\/:*?"<>|]', "_", user))
 
 
 @pytest.fixture

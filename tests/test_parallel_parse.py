@@ -510,6 +510,8 @@ def test_the_threads_running_now_are_the_most_of_several_readings(monkeypatch):
     monkeypatch.setattr(host, "open", lambda *args: io.BytesIO(next(lines)), raising=False)
     monkeypatch.setattr(host.time, "sleep", lambda seconds: None)
     assert host.running_now(readings=3) == 3
+    lines = iter([b"0.00 0.00 0.00 0/0 0\n"])  # gVisor's: no count, not an idle machine
+    assert host.running_now(readings=1) is None
 
 
 def test_the_threads_running_now_are_read_from_the_system():

@@ -203,7 +203,7 @@ def running_now(readings: int = 1, interval_s: float = 0.002) -> int | None:
     """How many threads of the machine are running or ready to run, the caller's included: the
     most of ``readings`` readings ``interval_s`` apart (of the fourth field of Linux's
     ``/proc/loadavg``, ``running/all``), as a process that works in bursts may be waiting at
-    one instant; None elsewhere."""
+    one instant; None elsewhere, or where it counts none (gVisor: not even the caller's own)."""
     most = None
     for reading in range(readings):
         if reading:
@@ -212,6 +212,8 @@ def running_now(readings: int = 1, interval_s: float = 0.002) -> int | None:
             with open("/proc/loadavg", "rb") as f:
                 now = int(f.read().split()[3].split(b"/")[0])
         except (OSError, ValueError, IndexError):
+            return None
+        if now < 1:
             return None
         most = now if most is None else max(most, now)
     return most
