@@ -15,11 +15,11 @@ prefix is unchanged: when the file's size, modification and change times and ino
 those seen when the cache was written, and its first 64 KiB hash as recorded; otherwise
 the whole prefix is hashed again (CRC-32: :mod:`cnnbench.results.crc`) and must match, or the
 cache is rebuilt. Lines appended since are parsed as usual and the cache is rewritten to cover
-them. A cache written by another cnnbench (other record contract, migrations or run options) is never
-used. A cache that cannot be read, is damaged (each of its sections has a CRC-32) or has an
-unexpected shape is ignored and rebuilt; where none can be written (a read-only folder)
-none is built, and one that cannot be written after all (a full disk) is skipped; a
-temporary file left by a writer that died is removed after an hour.
+them. A cache written by another cnnbench (other record contract, migrations or run options) is
+never used. A cache that cannot be read, is damaged (its records and each of its columns have a
+CRC-32) or has an unexpected shape is ignored and rebuilt; where none can be written (a
+read-only folder) none is built, and one that cannot be written after all (a full disk) is
+skipped; a temporary file left by a writer that died is removed after an hour.
 Nothing here ever changes the results file. No torch here.
 
 Caches travel with copied stores, so a cache is data from anyone: it is JSON (orjson) and

@@ -6,9 +6,9 @@ against SHA-256's 1.7 GB/s, and, unlike SHA-256, the checksums of two ranges rea
 part of a cold read, by its own process) make the checksum of both (:func:`combine`, after
 zlib's ``crc32_combine``, which Python's ``zlib`` does not offer): the reader checks each other
 part's bytes against its child's CRC-32 and adds that CRC-32 to the file's, with no second hash
-(SHA-256 before) computed over the same bytes. The cache guards against changed lines and damaged bytes, not
-against a forger (who could rewrite any hash beside the bytes it covers), so a 32-bit check is
-the right tool. No torch here.
+(SHA-256 before) computed over the same bytes. The cache guards against changed lines and
+damaged bytes, not against a forger (who could rewrite any hash beside the bytes it covers), so
+a 32-bit check is the right tool. No torch here.
 """
 
 from __future__ import annotations
