@@ -6,7 +6,8 @@ status word (``OOM``, ``error``, ``timeout``), missing cells empty (CSV) or ``nu
 stdev`` column: the relative stdev of the repeats, stdev / mean
 (:func:`cnnbench.analysis.repeat_stats.relative_stdev`, the ``±`` of the display text, which shows
 it only above the noise threshold). The JSON also keeps the display text (in the table's own
-columns, ``text_columns``) and the notes.
+columns, ``text_columns``) and the notes; it is written by orjson (compact, UTF-8; about three
+times as quick as the standard library's encoder for a report's tables), a row per line.
 """
 
 from __future__ import annotations
@@ -14,7 +15,10 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 from typing import Any
+
+import orjson
 
 from cnnbench.analysis.repeat_stats import SPREAD_NAME
 from cnnbench.report.table import Table
@@ -71,12 +75,42 @@ def _csv(columns: list[str], values: list[list[Any]]) -> str:
     return buf.getvalue()
 
 
+def _default(value: Any) -> Any:
+    """What orjson cannot write itself, as the standard library's encoder would write it: a float
+    or int subclass as its number (numpy's ``float64``), anything else as its text."""
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, int):
+        return int(value)
+    return str(value)
+
+
+def _dumps(value: Any) -> bytes:
+    """``value`` as compact JSON: orjson, or the standard library's encoder (ASCII, escaped) for what
+    orjson refuses (an integer beyond 64 bits, a lone surrogate). A float that is not a number, or
+    infinite, is ``null`` either way (JSON has no such number)."""
+    try:
+        return orjson.dumps(value, default=_default)
+    except TypeError:
+        return json.dumps(_finite(value), default=str, separators=(",", ":"), allow_nan=False).encode("ascii")
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with each float that is not finite (in it, its lists and its dicts) as None."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
 def _json(table: Table, columns: list[str], values: list[list[Any]]) -> str:
-    dumps = json.JSONEncoder(ensure_ascii=False, allow_nan=False, default=str, separators=(", ", ": ")).encode
     head = {"id": table.id, "title": table.title, "kind": table.kind, "columns": columns,
             "text_columns": table.columns, "notes": table.notes}
-    rows = [dumps(dict(zip(columns, row, strict=False))) for row in values]
-    text = [dumps([c.text for c in row]) for row in table.rows]
-    body = dumps(head)[:-1]
-    return (body + ',\n "rows": [\n  ' + ",\n  ".join(rows) + '\n ],\n "text": [\n  '
-            + ",\n  ".join(text) + "\n ]}\n")
+    rows = [_dumps(dict(zip(columns, row, strict=False))) for row in values]
+    text = [_dumps([c.text for c in row]) for row in table.rows]
+    body = _dumps(head)[:-1]
+    return (body + b',\n "rows": [\n  ' + b",\n  ".join(rows) + b'\n ],\n "text": [\n  '
+            + b",\n  ".join(text) + b"\n ]}\n").decode("utf-8")
