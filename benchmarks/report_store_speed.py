@@ -152,8 +152,10 @@ def cases(s: dict[str, Path], out: Path, only: set[str], rebuild: list[str] | No
     cold_lists = ("read 100k engine records, cold", [py, "-c", READ, str(e100), "1"], lambda: drop_cache(e100))
     cold_lazy = ("read 100k, cold, as the report reads", [py, "-c", READ, str(e100), "lazy"],
                  lambda: drop_cache(e100))
+    cold_freed = ("read 100k, cold, as the report reads, records freed before exit",  # as every command frees them
+                  [py, "-c", READ + "; del r", str(e100), "lazy"], lambda: drop_cache(e100))
     if "cold" in only and "store" not in only:
-        todo += [cold_lists, cold_lazy]
+        todo += [cold_lists, cold_lazy, cold_freed]
     if "store" in only:
         todo += [
             cold_lists,
