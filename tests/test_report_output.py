@@ -224,29 +224,42 @@ def test_numbers_have_separators_and_csv_keeps_full_values_and_the_spread(tmp_pa
     assert data["text"][0] == ["resnet50", "64", "12,596 ±2.8%"]
 
 
-def test_table_json_is_one_row_a_line_and_writes_what_orjson_cannot_as_the_standard_library_would():
+def test_table_json_is_one_row_a_line_and_each_value_as_the_standard_library_wrote_it():
+    import datetime
+    import enum
+
     import numpy as np
 
     from cnnbench.report.render.csv_json import table_texts
     from cnnbench.report.table import Cell, Table
 
-    rows = [[Cell("é", "é"), Cell("1.5", np.float64(1.5)), Cell("3", np.int64(3))],
+    rows = [[Cell("é", "é"), Cell("1.5", 1.5), Cell("3", 3)],
             [Cell("b", "b"), Cell("—", float("nan")), Cell("big", 2**70)],
             [Cell("c\ud800", "c\ud800"), Cell("é", 0.25), Cell("", None)]]
-    table = Table("t", "T", "configuration", ["name", "x", "y"], rows, ["a note"])
-    _, text = table_texts(table)
+    _, text = table_texts(Table("t", "T", "configuration", ["name", "x", "y"], rows, ["a note"]))
     data = json.loads(text)
-    assert data["rows"] == [{"name": "é", "x": 1.5, "y": "3"},  # a float64 a number, an int64 its text (as json's)
+    assert data["rows"] == [{"name": "é", "x": 1.5, "y": 3},
                             {"name": "b", "x": None, "y": 2**70},  # NaN: null; beyond 64 bits: the number itself
                             {"name": "c\ud800", "x": 0.25, "y": None}]
     assert data["text"][2] == ["c\ud800", "é", ""] and data["notes"] == ["a note"]
     lines = text.splitlines()
     assert lines[0].startswith('{"id":"t",') and lines[0].endswith('"notes":["a note"],')
-    assert lines[1:5] == [' "rows": [', '  {"name":"é","x":1.5,"y":"3"},',
+    assert lines[1:5] == [' "rows": [', '  {"name":"é","x":1.5,"y":3},',
                           '  {"name":"b","x":null,"y":1180591620717411303424},',
                           '  {"name":"c\\ud800","x":0.25,"y":null}']
     assert lines[5:] == [" ],", ' "text": [', '  ["é","1.5","3"],', '  ["b","—","big"],',
-                         '  ["c\\ud800","\\u00e9",""]', " ]}"]  # UTF-8 where orjson wrote it, else escaped
+                         '  ["c\\ud800","\\u00e9",""]', " ]}"]  # UTF-8, escaped where a row cannot be
+
+    class Knob(enum.Enum):  # values of other classes (a record's, through the Python API): as json wrote them
+        FAST = 1
+
+    when = datetime.datetime(2024, 1, 1, 12, 0)
+    rows = [[Cell("Knob.FAST", Knob.FAST), Cell(str(when), when)]]
+    _, text = table_texts(Table("u", "U", "configuration", ["knob", "when"], rows, []))
+    assert json.loads(text)["rows"] == [{"knob": "Knob.FAST", "when": "2024-01-01 12:00:00"}]
+    rows = [[Cell("1.5", np.float64(1.5)), Cell("3", np.int64(3)), Cell("—", np.float64("nan"))]]
+    _, text = table_texts(Table("v", "V", "configuration", ["x", "y", "z"], rows, []))
+    assert json.loads(text)["rows"] == [{"x": 1.5, "y": "3", "z": None}]
 
 
 def test_plots_drawn_by_worker_processes_are_the_ones_drawn_here(tmp_path, monkeypatch):

@@ -6,8 +6,10 @@ status word (``OOM``, ``error``, ``timeout``), missing cells empty (CSV) or ``nu
 stdev`` column: the relative stdev of the repeats, stdev / mean
 (:func:`cnnbench.analysis.repeat_stats.relative_stdev`, the ``±`` of the display text, which shows
 it only above the noise threshold). The JSON also keeps the display text (in the table's own
-columns, ``text_columns``) and the notes; it is written by orjson (compact, UTF-8; about three
-times as quick as the standard library's encoder for a report's tables), a row per line.
+columns, ``text_columns``) and the notes, a row per line, compact JSON: by orjson (about three times
+as quick as the standard library's encoder for a report's tables) where every value is a string,
+number, boolean or null, else by the standard library's encoder as before (``str`` of anything
+else: an enum, a datetime). A float that is not a number, or infinite, is ``null``.
 """
 
 from __future__ import annotations
@@ -75,24 +77,34 @@ def _csv(columns: list[str], values: list[list[Any]]) -> str:
     return buf.getvalue()
 
 
-def _default(value: Any) -> Any:
-    """What orjson cannot write itself, as the standard library's encoder would write it: a float
-    or int subclass as its number (numpy's ``float64``), anything else as its text."""
-    if isinstance(value, float):
-        return float(value)
-    if isinstance(value, int):
-        return int(value)
-    return str(value)
+_NATIVE = frozenset({str, int, float, bool, type(None)})
+"""The classes orjson writes as the standard library's encoder does (but for a float that is not a
+number, or infinite: ``null``, where that encoder refuses it)."""
 
 
-def _dumps(value: Any) -> bytes:
-    """``value`` as compact JSON: orjson, or the standard library's encoder (ASCII, escaped) for what
-    orjson refuses (an integer beyond 64 bits, a lone surrogate). A float that is not a number, or
-    infinite, is ``null`` either way (JSON has no such number)."""
+def _only_native(rows: list[list[Any]]) -> bool:
+    return {v.__class__ for row in rows for v in row} <= _NATIVE
+
+
+def _orjson(value: Any) -> bytes:
+    """``value`` (of :data:`_NATIVE` classes, in lists and dicts) as compact JSON: orjson, or
+    :func:`_standard` for what orjson refuses (an integer beyond 64 bits, a lone surrogate)."""
     try:
-        return orjson.dumps(value, default=_default)
+        return orjson.dumps(value)
     except TypeError:
-        return json.dumps(_finite(value), default=str, separators=(",", ":"), allow_nan=False).encode("ascii")
+        return _standard(value)
+
+
+def _standard(value: Any) -> bytes:
+    """``value`` as compact JSON by the standard library's encoder, as it wrote any value before
+    (``str`` of what it cannot write: an enum, a datetime, numpy's ``int64``), a float that is not
+    finite as ``null``; UTF-8, or ASCII (escaped) where a lone surrogate cannot be UTF-8."""
+    plain = _finite(value)
+    text = json.dumps(plain, ensure_ascii=False, default=str, separators=(",", ":"), allow_nan=False)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(plain, default=str, separators=(",", ":"), allow_nan=False).encode("ascii")
 
 
 def _finite(value: Any) -> Any:
@@ -109,8 +121,11 @@ def _finite(value: Any) -> Any:
 def _json(table: Table, columns: list[str], values: list[list[Any]]) -> str:
     head = {"id": table.id, "title": table.title, "kind": table.kind, "columns": columns,
             "text_columns": table.columns, "notes": table.notes}
-    rows = [_dumps(dict(zip(columns, row, strict=False))) for row in values]
-    text = [_dumps([c.text for c in row]) for row in table.rows]
-    body = _dumps(head)[:-1]
+    texts = [[c.text for c in row] for row in table.rows]
+    native = _only_native([[table.id, table.title, table.kind], columns, table.columns, table.notes, *values, *texts])
+    dumps = _orjson if native else _standard  # orjson writes some other classes its own way (an enum by its value)
+    rows = [dumps(dict(zip(columns, row, strict=False))) for row in values]
+    text = [dumps(row) for row in texts]
+    body = dumps(head)[:-1]
     return (body + b',\n "rows": [\n  ' + b",\n  ".join(rows) + b'\n ],\n "text": [\n  '
             + b",\n  ".join(text) + b"\n ]}\n").decode("utf-8")
