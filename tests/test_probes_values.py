@@ -321,3 +321,57 @@ def test_make_dataset_on_a_full_disk_shows_numbers_that_differ(tmp_path, capsys,
     err = capsys.readouterr().err
     assert shown in err and "nothing was written" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "set").exists()
+
+
+# --- text that is not Unicode: a lone surrogate (JSON's "\ud800"), which no UTF-8 file or terminal takes ---------
+
+
+def _not_unicode_line() -> str:
+    rec = record("res\ud800net", ips=100.0, metrics={"warnings": ["busy \udfff CPU"]})
+    rec["config"]["note\udc01"] = "kept"
+    return json.dumps(rec)  # ASCII: each lone surrogate written as its escape
+
+
+@pytest.mark.parametrize("command", ["report", "compare", "results", "export"])
+def test_a_lone_surrogate_is_shown_as_the_replacement_character_and_names_its_record(tmp_path, capsys, command):
+    base, cand = tmp_path / "base", tmp_path / "cand"
+    base.mkdir()
+    cand.mkdir()
+    (base / "m-fast.jsonl").write_text(json.dumps(record(ips=110.0)) + "\n")
+    bad = cand / "m-fast.jsonl"
+    rejected = record("vgg16", ips=90.0)
+    rejected["status"] = "o\ud800k"
+    emoji = record("ale\U0001f600x", ips=80.0)
+    bad.write_text(json.dumps(record(ips=120.0)) + "\n" + _not_unicode_line() + "\n" + json.dumps(rejected) + "\n"
+                   + json.dumps(emoji) + "\n")  # the emoji as an escaped pair: one character, kept as it is
+    before = bad.read_bytes()
+    argv = {"report": ["report", str(cand), "-o", str(tmp_path / "out")],
+            "compare": ["compare", str(base), str(cand)],
+            "results": ["results", "list", str(cand)],
+            "export": ["results", "export", str(cand), "--format", "csv", "-o", str(tmp_path / "e.csv")]}[command]
+    assert main(argv) == 0
+    out, err = capsys.readouterr()
+    assert (f"{bad}:2: config.note\ufffd; config.model; metrics.warnings not Unicode (a lone surrogate): "
+            "shown as \ufffd") in err
+    assert f"skipped {bad}:3: status 'o\ufffdk' is not one of" in err  # the reason quotes it replaced too
+    assert "Traceback" not in err and bad.read_bytes() == before
+    if command == "results":
+        assert "res\ufffdnet" in out and "ale\U0001f600x" in out
+    if command == "report":
+        assert "res\ufffdnet" in (tmp_path / "out" / "summary.md").read_text(encoding="utf-8")
+
+
+def test_text_that_is_not_unicode_is_replaced_through_the_cache_too(tmp_path):
+    good = json.dumps(record(ips=120.0, metrics={"step_times_s": [0.0123456789] * 400})) + "\n"
+    copies = cache.MIN_BYTES // len(good) + 2
+    path = tmp_path / "m-fast.jsonl"
+    path.write_text(good * 3 + _not_unicode_line() + "\n" + good * copies)
+    for _ in range(2):  # the first read writes the cache, the second reads it
+        records, problems = read_records(tmp_path)
+        assert len(records) == copies + 4
+        assert records[3]["config"]["model"] == "res\ufffdnet" and "note\ufffd" in records[3]["config"]
+        assert records[3]["metrics"]["warnings"] == ["busy \ufffd CPU"]
+        assert [type(p) for p in problems] == [StoreNotice]
+        assert problems[0].endswith(":4: config.note\ufffd; config.model; metrics.warnings not Unicode (a lone "
+                                    "surrogate): shown as \ufffd")
+    assert cache.cache_path(path).exists()

@@ -105,15 +105,16 @@ def test_malformed_and_non_object_lines_are_skipped_with_their_line(tmp_path):
 def test_lines_the_fast_parser_refuses_read_as_they_always_did(tmp_path, step_times):
     """orjson parses the lines; what it refuses goes to the standard parser, which reads
     NaN and huge integers and words its errors as before (a NaN figure is then shown as not
-    available, and named)."""
+    available, and named; a lone surrogate, text that no UTF-8 output takes, as U+FFFD)."""
     path = tmp_path / "m.jsonl"
     nan = json.dumps(make_record(0)).replace('"total_images_per_sec": 100.0', '"total_images_per_sec": NaN')
     huge = json.dumps(make_record(1, huge=2**70, text="\ud800"))
     path.write_text(f"{nan}\n{huge}\n{{\"status\": \"ok\", \"config\": {{\n")
     records, problems = read_records(path, step_times=step_times)
     assert records[0]["metrics"]["total_images_per_sec"] is None  # NaN: not available
-    assert records[1]["huge"] == 2**70 and records[1]["text"] == "\ud800"
+    assert records[1]["huge"] == 2**70 and records[1]["text"] == "\ufffd"
     assert problems == [f"{path}:1: metrics.total_images_per_sec is NaN: shown as not available",
+                        f"{path}:2: text not Unicode (a lone surrogate): shown as \ufffd",
                         f"{path}:3: malformed line (Expecting property name enclosed in double quotes: "
                         "line 1 column 29 (char 28))"]
 

@@ -207,8 +207,8 @@ def _report(args: argparse.Namespace, out: Path, records: list[dict[str, Any]], 
     if skipped:
         more.append(f"skipped {plural(skipped, 'unreadable line')}; listed at the end of the report")
     if len(problems) > skipped:
-        more.append(f"{plural(len(problems) - skipped, 'record')} with figures shown as not available; listed at "
-                    "the end of the report")
+        more.append(f"{plural(len(problems) - skipped, 'record')} with figures shown as not available (or text that "
+                    "is not Unicode shown as \ufffd); listed at the end of the report")
     said = Said(len(written.tables) // 2, len(written.plots), report.n_records, tuple(more), tuple(warnings))
     print(f"wrote {_done(written.outdir, said)}")
     for line in more:

@@ -5,6 +5,7 @@ contract; or why it cannot be used, as a :class:`StoreProblem` (``file:line: why
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import orjson
@@ -26,7 +27,8 @@ class StoreProblem(str):
 class StoreNotice(StoreProblem):
     """A line whose record was read, but with figures no reader can compute with (NaN,
     infinite, beyond :data:`~cnnbench.results.record.MAX_FIGURE`) shown as not available:
-    ``"<file>:<line>: metrics.total_images_per_sec is NaN: shown as not available"``."""
+    ``"<file>:<line>: metrics.total_images_per_sec is NaN: shown as not available"``; or with
+    text that is not Unicode (a lone surrogate, ``\\ud800`` in the line) shown as U+FFFD."""
 
 
 def problem_text(problem: str) -> str:
@@ -55,17 +57,59 @@ def parse_line(raw: bytes, parse: Any, *, truncated: bool) -> tuple[dict[str, An
         return None, f"malformed line ({exc})"
     if not isinstance(rec, dict):
         return None, "not a JSON object"
+    replaced: list[str] | None = None
+    if _FALLBACKS[0] != fallbacks:  # only the standard library's parser lets a lone surrogate through
+        replaced = []
+        rec = _without_lone_surrogates(rec, "", replaced)  # first: a reason below may quote the text
     try:
         rec = migrate(rec)
         # fewer brackets in the text than the depth allowed: no need to walk the record for it
         check_record(rec, shallow=_brackets_at_most(raw, MAX_DEPTH))
     except RecordError as exc:
         return None, str(exc)
+    notice = None
     if _FALLBACKS[0] != fallbacks or not _metrics_in_range(rec.get("metrics")):
         dropped = drop_unusable_figures(rec)
         if dropped:
-            return rec, "; ".join(dropped) + ": shown as not available"
-    return rec, None
+            notice = "; ".join(dropped) + ": shown as not available"
+    if replaced:
+        text = "; ".join(dict.fromkeys(replaced)) + " not Unicode (a lone surrogate): shown as \ufffd"
+        notice = f"{notice}; {text}" if notice else text
+    return rec, notice
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+"""A surrogate code point in a string from :func:`json.loads`: an escaped pair (``\\ud83d\\ude00``)
+is read as the character it encodes, so any left is lone: text that is not Unicode, which no
+UTF-8 file or terminal can take."""
+
+
+def _without_lone_surrogates(value: Any, path: str, replaced: list[str]) -> Any:
+    """``value`` with each lone surrogate of its strings and keys replaced by U+FFFD (in place for
+    dicts and lists); the path of each replaced text is added to ``replaced``."""
+    if isinstance(value, str):
+        if _LONE_SURROGATE.search(value) is None:
+            return value
+        replaced.append(path or "the record")
+        return _LONE_SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        for index, item in enumerate(value):
+            value[index] = _without_lone_surrogates(item, path, replaced)
+        return value
+    if isinstance(value, dict):
+        if any(_LONE_SURROGATE.search(key) for key in value):  # keys from JSON: strings
+            renamed: dict[str, Any] = {}
+            for key, item in value.items():
+                name = _LONE_SURROGATE.sub("\ufffd", key)
+                if name != key:
+                    replaced.append(f"{path}.{name}" if path else name)
+                renamed.setdefault(name, item)  # two keys that read alike: the first kept
+            value.clear()
+            value.update(renamed)
+        for key, item in value.items():
+            value[key] = _without_lone_surrogates(item, f"{path}.{key}" if path else key, replaced)
+        return value
+    return value
 
 
 def _brackets_at_most(raw: bytes, limit: int) -> bool:
