@@ -375,3 +375,39 @@ def test_text_that_is_not_unicode_is_replaced_through_the_cache_too(tmp_path):
         assert problems[0].endswith(":4: config.note\ufffd; config.model; metrics.warnings not Unicode (a lone "
                                     "surrogate): shown as \ufffd")
     assert cache.cache_path(path).exists()
+
+
+def test_a_line_nested_deeper_than_python_recurses_is_refused_by_its_depth_not_a_crash(monkeypatch):
+    """From Python 3.12 the standard library's parser reads lines nested deeper than Python can
+    recurse (orjson refuses them past 1024 levels); the lone-surrogate walk must not recurse."""
+    from cnnbench.results import lines
+
+    def deep_loads(raw: bytes) -> dict:  # what json.loads gives on 3.12 and later
+        nested: list = [1]
+        for _ in range(5000):
+            nested = [nested]
+        return {**record(), "deep": nested, "text": "\ud800"}
+
+    monkeypatch.setattr(lines.json, "loads", deep_loads)
+    raw = b'{"deep":' + b"[" * 1100 + b"1" + b"]" * 1100 + b"}"
+    rec, why = lines.parse_line(raw, lines.loads, truncated=False)
+    assert rec is None and why is not None and "nested more than" in why
+
+
+@pytest.mark.parametrize("command", [["run", "--model", "trivial", "--device", "cpu", "--num-batches", "1"],
+                                     ["comm", "--device", "cpu"]])
+def test_a_machine_label_that_is_not_utf8_is_refused_in_one_line(tmp_path, capsys, command):
+    # a byte of another encoding on the command line: Python keeps it as a lone surrogate
+    assert main([*command, "--results-dir", str(tmp_path / "r"), "--machine-label", "m\udcff"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "machine_label" in err.replace("-", "_") and "not UTF-8 text" in err
+    assert not (tmp_path / "r").exists() or not any((tmp_path / "r").iterdir())
+
+
+def test_where_finds_a_record_whose_label_was_stored_with_a_byte_of_another_encoding(tmp_path, capsys):
+    rec = record(ips=100.0)
+    rec["environment"]["machine"] = "m\udcff"  # written so by an older cnnbench
+    (tmp_path / "m.jsonl").write_text(json.dumps(rec) + "\n" + json.dumps(record("vgg16", ips=50.0)) + "\n")
+    assert main(["results", "list", "--where", "environment.machine=m\udcff", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "1 run" in out and "m\ufffd" in out and "vgg16" not in out

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import deque
 from typing import Any
 
 import orjson
@@ -60,7 +61,7 @@ def parse_line(raw: bytes, parse: Any, *, truncated: bool) -> tuple[dict[str, An
     replaced: list[str] | None = None
     if _FALLBACKS[0] != fallbacks:  # only the standard library's parser lets a lone surrogate through
         replaced = []
-        rec = _without_lone_surrogates(rec, "", replaced)  # first: a reason below may quote the text
+        rec = _without_lone_surrogates(rec, replaced)  # first: a reason below may quote the text
     try:
         rec = migrate(rec)
         # fewer brackets in the text than the depth allowed: no need to walk the record for it
@@ -84,32 +85,42 @@ is read as the character it encodes, so any left is lone: text that is not Unico
 UTF-8 file or terminal can take."""
 
 
-def _without_lone_surrogates(value: Any, path: str, replaced: list[str]) -> Any:
-    """``value`` with each lone surrogate of its strings and keys replaced by U+FFFD (in place for
-    dicts and lists); the path of each replaced text is added to ``replaced``."""
-    if isinstance(value, str):
-        if _LONE_SURROGATE.search(value) is None:
-            return value
-        replaced.append(path or "the record")
-        return _LONE_SURROGATE.sub("\ufffd", value)
-    if isinstance(value, list):
-        for index, item in enumerate(value):
-            value[index] = _without_lone_surrogates(item, path, replaced)
-        return value
-    if isinstance(value, dict):
-        if any(_LONE_SURROGATE.search(key) for key in value):  # keys from JSON: strings
-            renamed: dict[str, Any] = {}
-            for key, item in value.items():
-                name = _LONE_SURROGATE.sub("\ufffd", key)
-                if name != key:
-                    replaced.append(f"{path}.{name}" if path else name)
-                renamed.setdefault(name, item)  # two keys that read alike: the first kept
-            value.clear()
-            value.update(renamed)
-        for key, item in value.items():
-            value[key] = _without_lone_surrogates(item, f"{path}.{key}" if path else key, replaced)
-        return value
-    return value
+def as_unicode(text: str) -> str:
+    """``text`` with each lone surrogate replaced by U+FFFD, as a store's records are read (a value
+    given on the command line, to compare with them)."""
+    return _LONE_SURROGATE.sub("\ufffd", text) if _LONE_SURROGATE.search(text) else text
+
+
+def _without_lone_surrogates(record: dict[str, Any], replaced: list[str]) -> dict[str, Any]:
+    """``record`` with each lone surrogate of its strings and keys replaced by U+FFFD, in place; the
+    path of each replaced text is added to ``replaced``. A walk with a stack of its own, not a
+    call per level: the standard library's parser (3.12 on) reads lines nested deeper than Python
+    can recurse, and their depth is checked after this."""
+    todo: deque[tuple[dict[str, Any] | list[Any], str]] = deque([(record, "")])
+    while todo:  # level by level, each in order
+        container, path = todo.popleft()
+        if isinstance(container, dict):
+            if any(_LONE_SURROGATE.search(key) for key in container):  # keys from JSON: strings
+                renamed: dict[str, Any] = {}
+                for key, item in container.items():
+                    name = as_unicode(key)
+                    if name != key:
+                        replaced.append(f"{path}.{name}" if path else name)
+                    renamed.setdefault(name, item)  # two keys that read alike: the first kept
+                container.clear()
+                container.update(renamed)
+            entries: Any = [(key, f"{path}.{key}" if path else key) for key in container]
+        else:
+            entries = [(index, path) for index in range(len(container))]
+        for at, where in entries:
+            item = container[at]
+            if isinstance(item, str):
+                if _LONE_SURROGATE.search(item) is not None:
+                    replaced.append(where or "the record")
+                    container[at] = _LONE_SURROGATE.sub("\ufffd", item)
+            elif isinstance(item, (dict, list)):
+                todo.append((item, where))
+    return record
 
 
 def _brackets_at_most(raw: bytes, limit: int) -> bool:

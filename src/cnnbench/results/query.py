@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from cnnbench.results.lines import as_unicode
 from cnnbench.results.step_summary import plain
 
 _TRUE = ("true", "yes", "1", "on")
@@ -71,7 +72,7 @@ def parse_where(expressions: Sequence[str], resolve: Callable[[str], str] = lamb
         name, sep, rhs = expr.partition("!=" if negate else "=")
         if not sep or not name.strip():
             raise ValueError(f"expected FIELD=VALUE or FIELD!=VALUE, got {expr!r}")
-        values = tuple(v.strip() for v in rhs.split(","))
+        values = tuple(as_unicode(v.strip()) for v in rhs.split(","))  # as the store's records read
         conditions.append(Condition(resolve(name.strip()), values, negate, expr))
     return conditions
 

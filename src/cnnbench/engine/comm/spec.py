@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from cnnbench.config.output_options import check_label_text
 from cnnbench.errors import ConfigError
 
 COLLECTIVES = ("all_reduce", "reduce", "broadcast", "all_gather", "reduce_scatter", "all_to_all")
@@ -173,6 +174,8 @@ class CommConfig:
             raise ConfigError("results_dir", "is empty; name a folder (the default is results)")
         if self.machine_label is not None and not self.machine_label.strip():
             raise ConfigError("machine_label", "is empty; leave it out to name the machine from its CPU and GPU")
+        if self.machine_label is not None:
+            check_label_text("machine_label", self.machine_label)
         if self.timeout <= 0:
             raise ConfigError("timeout", f"must be positive, got {self.timeout:g}")
 
