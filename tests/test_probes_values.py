@@ -411,3 +411,20 @@ def test_where_finds_a_record_whose_label_was_stored_with_a_byte_of_another_enco
     assert main(["results", "list", "--where", "environment.machine=m\udcff", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "1 run" in out and "m\ufffd" in out and "vgg16" not in out
+
+
+def test_a_report_names_a_store_file_whose_name_is_not_utf8_by_its_escape(tmp_path, capsys):
+    import os
+
+    name = os.path.join(os.fsencode(tmp_path), b"m\xff.jsonl")  # a byte of another encoding in the name
+    try:
+        with open(name, "w") as f:
+            f.write(json.dumps(record(ips=100.0)) + "\n{bad\n")
+    except OSError:  # a file system that takes UTF-8 names only (macOS)
+        pytest.skip("this file system refuses a file name that is not UTF-8")
+    out = tmp_path / "out\udcfe"  # and a report folder named so: said on standard output
+    assert main(["report", str(tmp_path), "-o", str(out), "--no-plots"]) == 0
+    said = capsys.readouterr()
+    assert "Traceback" not in said.err and "m\\udcff.jsonl:2: malformed line" in said.err
+    assert "out\\udcfe" in said.out
+    assert "m\\udcff.jsonl:2: malformed line" in (out / "summary.md").read_text(encoding="utf-8")

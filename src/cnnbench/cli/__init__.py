@@ -40,6 +40,7 @@ def build_parser() -> CliParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    _escape_what_utf8_cannot_hold()
     parser = build_parser()
     words = list(sys.argv[1:] if argv is None else argv)
     try:
@@ -60,6 +61,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"cnnbench {args.command}: interrupted", file=sys.stderr)
         return 130
+
+
+def _escape_what_utf8_cannot_hold() -> None:
+    """Standard output and error write a character their encoding cannot hold as its escape
+    (``\\udcff``: a byte of another encoding in a file's name, as Python keeps it), as Python's own
+    standard error does, rather than ending the command with an error after its work is done."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            try:
+                reconfigure(errors="backslashreplace")
+            except (ValueError, OSError):  # a stream already closed or detached: left as it is
+                pass
 
 
 def _tf_cnn_benchmarks_flags(words: list[str]) -> list[str]:

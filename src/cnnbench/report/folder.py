@@ -53,8 +53,10 @@ def subfolder(out: Path, name: str) -> Path:
 
 
 def write_text(path: Path, text: str) -> str:
-    """Write ``text`` to ``path`` (a new file renamed over it); returns the SHA-256 of its bytes."""
-    data = text.encode("utf-8")
+    """Write ``text`` to ``path`` (a new file renamed over it) as UTF-8, a character UTF-8 cannot hold
+    (a lone surrogate: a byte of another encoding in a file's name, as Python keeps it) as its
+    escape, ``\\udcff``; returns the SHA-256 of its bytes."""
+    data = text.encode("utf-8", "backslashreplace")
     files.write_replacing(path, data)
     return hashlib.sha256(data).hexdigest()
 
