@@ -428,3 +428,29 @@ def test_a_report_names_a_store_file_whose_name_is_not_utf8_by_its_escape(tmp_pa
     assert "Traceback" not in said.err and "m\\udcff.jsonl:2: malformed line" in said.err
     assert "out\\udcfe" in said.out
     assert "m\\udcff.jsonl:2: malformed line" in (out / "summary.md").read_text(encoding="utf-8")
+
+
+def test_the_notice_names_the_fields_in_the_record_s_order_at_any_depth():
+    from cnnbench.results import lines
+
+    rec = record("res\ud800net", source="imported\ud800.csv")
+    rec["environment"]["gpu"] = {"name": "G\ud800", "links": [{"to\udc00": "x"}]}
+    raw = json.dumps(rec).encode()
+    got, notice = lines.parse_line(raw, lines.loads, truncated=False)
+    assert got is not None and got["environment"]["gpu"]["links"] == [{"to\ufffd": "x"}]
+    assert notice == ("config.model; environment.gpu.name; environment.gpu.links.to\ufffd; source not Unicode "
+                      "(a lone surrogate): shown as \ufffd")
+
+
+def test_streams_that_are_not_strict_utf8_are_left_as_they_are(monkeypatch):
+    import io
+
+    from cnnbench.cli import _escape_what_utf8_cannot_hold
+
+    streams = [io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="surrogateescape"),
+               io.TextIOWrapper(io.BytesIO(), encoding="latin-1"), io.TextIOWrapper(io.BytesIO(), encoding="utf-8")]
+    for out, err in ((streams[0], streams[1]), (streams[2], streams[2])):
+        monkeypatch.setattr("sys.stdout", out)
+        monkeypatch.setattr("sys.stderr", err)
+        _escape_what_utf8_cannot_hold()
+    assert [s.errors for s in streams] == ["surrogateescape", "strict", "backslashreplace"]

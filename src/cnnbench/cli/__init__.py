@@ -64,12 +64,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _escape_what_utf8_cannot_hold() -> None:
-    """Standard output and error write a character their encoding cannot hold as its escape
-    (``\\udcff``: a byte of another encoding in a file's name, as Python keeps it), as Python's own
-    standard error does, rather than ending the command with an error after its work is done."""
+    """Standard output and error in strict UTF-8 write a lone surrogate (a byte of another encoding
+    in a file's name, as Python keeps it) as its escape, ``\\udcff``, as Python's own standard
+    error does, rather than ending the command with an error after its work is done. Streams with
+    another encoding or error handler (``surrogateescape`` under a C locale writes the name's own
+    bytes; a Latin-1 terminal's errors stay errors) are left as they are."""
     for stream in (sys.stdout, sys.stderr):
         reconfigure = getattr(stream, "reconfigure", None)
-        if reconfigure is not None:
+        encoding = str(getattr(stream, "encoding", "") or "").lower().replace("_", "-")
+        if reconfigure is not None and getattr(stream, "errors", None) == "strict" and encoding in ("utf-8", "utf8"):
             try:
                 reconfigure(errors="backslashreplace")
             except (ValueError, OSError):  # a stream already closed or detached: left as it is

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections import deque
+from collections.abc import Iterator
 from typing import Any
 
 import orjson
@@ -93,12 +93,15 @@ def as_unicode(text: str) -> str:
 
 def _without_lone_surrogates(record: dict[str, Any], replaced: list[str]) -> dict[str, Any]:
     """``record`` with each lone surrogate of its strings and keys replaced by U+FFFD, in place; the
-    path of each replaced text is added to ``replaced``. A walk with a stack of its own, not a
-    call per level: the standard library's parser (3.12 on) reads lines nested deeper than Python
-    can recurse, and their depth is checked after this."""
-    todo: deque[tuple[dict[str, Any] | list[Any], str]] = deque([(record, "")])
-    while todo:  # level by level, each in order
-        container, path = todo.popleft()
+    path of each replaced text is added to ``replaced``, in the record's order. A walk with a stack
+    of its own, not a call per level (the standard library's parser, from 3.12, reads lines nested
+    deeper than Python can recurse), no deeper than :data:`MAX_DEPTH` + 1 levels: a record nested
+    deeper is refused for that (its depth is checked after this), and its reason quotes no text."""
+    stack: list[tuple[Iterator[tuple[Any, str]], dict[str, Any] | list[Any]]] = []
+
+    def enter(container: dict[str, Any] | list[Any], path: str) -> None:
+        if len(stack) > MAX_DEPTH:
+            return
         if isinstance(container, dict):
             if any(_LONE_SURROGATE.search(key) for key in container):  # keys from JSON: strings
                 renamed: dict[str, Any] = {}
@@ -109,17 +112,26 @@ def _without_lone_surrogates(record: dict[str, Any], replaced: list[str]) -> dic
                     renamed.setdefault(name, item)  # two keys that read alike: the first kept
                 container.clear()
                 container.update(renamed)
-            entries: Any = [(key, f"{path}.{key}" if path else key) for key in container]
+            entries: Iterator[tuple[Any, str]] = ((key, f"{path}.{key}" if path else key) for key in list(container))
         else:
-            entries = [(index, path) for index in range(len(container))]
-        for at, where in entries:
-            item = container[at]
-            if isinstance(item, str):
-                if _LONE_SURROGATE.search(item) is not None:
-                    replaced.append(where or "the record")
-                    container[at] = _LONE_SURROGATE.sub("\ufffd", item)
-            elif isinstance(item, (dict, list)):
-                todo.append((item, where))
+            entries = ((index, path) for index in range(len(container)))
+        stack.append((entries, container))
+
+    enter(record, "")
+    while stack:
+        entries, container = stack[-1]
+        step = next(entries, None)
+        if step is None:
+            stack.pop()
+            continue
+        at, where = step
+        item = container[at]
+        if isinstance(item, str):
+            if _LONE_SURROGATE.search(item) is not None:
+                replaced.append(where or "the record")
+                container[at] = _LONE_SURROGATE.sub("\ufffd", item)
+        elif isinstance(item, (dict, list)):
+            enter(item, where)
     return record
 
 
