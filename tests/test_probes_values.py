@@ -442,15 +442,19 @@ def test_the_notice_names_the_fields_in_the_record_s_order_at_any_depth():
                       "(a lone surrogate): shown as \ufffd")
 
 
-def test_streams_that_are_not_strict_utf8_are_left_as_they_are(monkeypatch):
+def test_streams_that_are_not_strict_utf8_are_left_as_they_are_and_the_others_restored(monkeypatch):
     import io
 
-    from cnnbench.cli import _escape_what_utf8_cannot_hold
+    from cnnbench.cli import escaping_what_utf8_cannot_hold
 
     streams = [io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="surrogateescape"),
                io.TextIOWrapper(io.BytesIO(), encoding="latin-1"), io.TextIOWrapper(io.BytesIO(), encoding="utf-8")]
     for out, err in ((streams[0], streams[1]), (streams[2], streams[2])):
         monkeypatch.setattr("sys.stdout", out)
         monkeypatch.setattr("sys.stderr", err)
-        _escape_what_utf8_cannot_hold()
-    assert [s.errors for s in streams] == ["surrogateescape", "strict", "backslashreplace"]
+        with escaping_what_utf8_cannot_hold():
+            assert [s.errors for s in streams] == ["surrogateescape", "strict",
+                                                   "backslashreplace" if out is streams[2] else "strict"]
+            print("a name: m\udcff")  # no error
+        assert [s.errors for s in streams] == ["surrogateescape", "strict", "strict"]  # the caller's again
+    assert streams[2].buffer.getvalue() == b"a name: m\\udcff\n"

@@ -9,10 +9,11 @@ library code logs, the CLI prints.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 from cnnbench import __version__
 from cnnbench.cli.common import CliParser, UserError
@@ -40,7 +41,11 @@ def build_parser() -> CliParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    _escape_what_utf8_cannot_hold()
+    with escaping_what_utf8_cannot_hold():
+        return _main(argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     words = list(sys.argv[1:] if argv is None else argv)
     try:
@@ -63,20 +68,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
-def _escape_what_utf8_cannot_hold() -> None:
-    """Standard output and error in strict UTF-8 write a lone surrogate (a byte of another encoding
-    in a file's name, as Python keeps it) as its escape, ``\\udcff``, as Python's own standard
-    error does, rather than ending the command with an error after its work is done. Streams with
+@contextlib.contextmanager
+def escaping_what_utf8_cannot_hold() -> Iterator[None]:
+    """Within the block, standard output and error in strict UTF-8 write a lone surrogate (a byte
+    of another encoding in a file's name, as Python keeps it) as its escape, ``\\udcff``, as
+    Python's own standard error does, rather than ending the command with an error after its work
+    is done; strict again after it (a caller's own streams are left as they were). Streams with
     another encoding or error handler (``surrogateescape`` under a C locale writes the name's own
-    bytes; a Latin-1 terminal's errors stay errors) are left as they are."""
+    bytes; a Latin-1 terminal's errors stay errors) are not touched."""
+    changed = []
     for stream in (sys.stdout, sys.stderr):
-        reconfigure = getattr(stream, "reconfigure", None)
         encoding = str(getattr(stream, "encoding", "") or "").lower().replace("_", "-")
-        if reconfigure is not None and getattr(stream, "errors", None) == "strict" and encoding in ("utf-8", "utf8"):
-            try:
-                reconfigure(errors="backslashreplace")
-            except (ValueError, OSError):  # a stream already closed or detached: left as it is
-                pass
+        if hasattr(stream, "reconfigure") and getattr(stream, "errors", None) == "strict" and encoding in ("utf-8",
+                                                                                                           "utf8"):
+            with contextlib.suppress(ValueError, OSError):  # a stream already closed or detached: left as it is
+                stream.reconfigure(errors="backslashreplace")
+                changed.append(stream)
+    try:
+        yield
+    finally:
+        for stream in changed:
+            with contextlib.suppress(ValueError, OSError):
+                stream.reconfigure(errors="strict")
 
 
 def _tf_cnn_benchmarks_flags(words: list[str]) -> list[str]:
