@@ -127,9 +127,10 @@ def _without_lone_surrogates(record: dict[str, Any], replaced: list[str]) -> dic
         at, where = step
         item = container[at]
         if isinstance(item, str):
-            if _LONE_SURROGATE.search(item) is not None:
+            text = as_unicode(item)
+            if text is not item:
                 replaced.append(where or "the record")
-                container[at] = _LONE_SURROGATE.sub("\ufffd", item)
+                container[at] = text
         elif isinstance(item, (dict, list)):
             enter(item, where)
     return record
