@@ -52,7 +52,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--oversubscribe", action="store_true",
                    help="On CPU, start more workers than the cores this process may use (tests).")
     p.add_argument("--timeout", type=float, default=300.0, metavar="S",
-                   help="Seconds a collective may wait for the other ranks [default: 300].")
+                   help="Seconds a collective may wait for the other ranks, at most one week (604800) "
+                   "[default: 300].")
     p.set_defaults(handler=handle)
 
 

@@ -89,7 +89,7 @@ def _positive(value: float | int | None, flag: str) -> None:
 def handle(args: argparse.Namespace) -> int:
     from cnnbench.predict import STRATEGIES, LinkChoice, PredictError, PredictOptions, predict_scaling
     from cnnbench.predict.render import as_csv, as_json
-    from cnnbench.predict.scaling import DEFAULT_DEVICES
+    from cnnbench.predict.scaling import DEFAULT_DEVICES, check_options
     from cnnbench.results.store import problem_text, read_records
 
     for flag in ("bandwidth", "latency", "inter_bandwidth", "inter_latency", "host_cpus", "input_rate",
@@ -98,10 +98,15 @@ def handle(args: argparse.Namespace) -> int:
     options = PredictOptions(
         devices=parse_devices(args.devices) or DEFAULT_DEVICES,
         devices_per_node=args.devices_per_node, nodes=args.nodes,
-        strategies=[s.strip() for s in args.strategy.split(",") if s.strip()] if args.strategy else STRATEGIES,
+        strategies=[s.strip() for s in args.strategy.split(",") if s.strip()] if args.strategy is not None
+        else STRATEGIES,
         link=LinkChoice(args.link, args.bandwidth, args.latency),
         inter_link=LinkChoice(args.inter_link, args.inter_bandwidth, args.inter_latency),
         host_cpus=args.host_cpus, input_rate_per_core=args.input_rate, calibrate=args.calibrate, where=args.where)
+    try:
+        check_options(options)  # before the store is read
+    except PredictError as exc:
+        raise UserError(str(exc)) from None
     try:
         records, problems = read_records(args.results, step_times="lazy")
     except FileNotFoundError as exc:

@@ -7,6 +7,7 @@ The words are tf_cnn_benchmarks' (``--variable-update``, ``--all-reduce``,
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -29,7 +30,20 @@ PARAMETER_DEVICES = ("cpu", "device")
 MAX_DEVICES = 4096
 MAX_THREADS = 65536
 DEFAULT_TIMEOUT_S = 60.0
+MAX_TIMEOUT_S = 7 * 24 * 3600.0
+"""The largest ``--timeout`` of ``run`` and ``comm`` (and of the Python API): one week in
+seconds. Far below what the waits the timeout becomes can hold (``datetime.timedelta`` stops near
+8.6e13 s, ``threading``'s waits near 9.2e9 s), and longer than any collective has a reason to wait."""
 _GPU_INDICES = re.compile(r"^\d+(,\d+)*$")
+
+
+def check_timeout(value: object, name: str = "timeout") -> None:
+    """A ``--timeout`` in seconds: a number more than 0 and at most :data:`MAX_TIMEOUT_S`, or a
+    :class:`ConfigError` in one line. ``run`` and ``comm`` share it."""
+    if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+            or not 0 < value <= MAX_TIMEOUT_S):
+        raise ConfigError(name, f"must be a number of seconds more than 0 and at most {MAX_TIMEOUT_S:.0f} "
+                                f"(one week), got {value!r}")
 
 
 def thread_rule(threads_per_worker: int | None) -> str:
@@ -111,17 +125,15 @@ class ParallelOptions:
     timeout: float = option(
         DEFAULT_TIMEOUT_S,
         "Seconds a worker may wait on the others (rendezvous, each collective) before the run stops "
-        "with an error; a worker that dies stops the run at once.",
+        f"with an error, at most one week ({MAX_TIMEOUT_S:.0f}); a worker that dies stops the run at once.",
         identity=False, metavar="S",
     )
 
     def check_parallel_options(self) -> None:
         """The options' own checks, then the strategy's (:mod:`~cnnbench.config.strategy_rules`:
         options of other strategies refused, its own rules); ``self`` is the whole configuration."""
-        finite(self, "timeout")
+        check_timeout(self.timeout)
         finite(self, "bucket_cap_mb")
-        if self.timeout <= 0:
-            raise ConfigError("timeout", f"must be > 0 seconds (got {self.timeout})")
         if self.bucket_cap_mb is not None and self.bucket_cap_mb <= 0:
             raise ConfigError("bucket_cap_mb", f"must be > 0 (got {self.bucket_cap_mb})")
         if self.gpu_indices is not None:

@@ -36,6 +36,7 @@ ASSUMED_SPLIT = (1.0, 2.0, 0.0)
 """Forward : backward : optimizer when a record has no measured split: backward twice the
 forward pass (its two products per layer against the forward's one), the update folded into them."""
 ASSUMED_TEXT = "assumed: backward = 2 x forward (no split recorded)"
+SPLIT_FIELDS = ("forward_time_s", "backward_time_s", "optimizer_time_s")
 HALF = frozenset({"fp16", "bf16"})
 TF_PARAMETERS = {
     "alexnet": 61_842_345,
@@ -61,10 +62,14 @@ class Measured:
 
 
 def run_records(records: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """Training run records that finished (not comm, not ``cnnbench data``, not forward-only)."""
+    """Training run records that finished (not comm, not ``cnnbench data``, not forward-only)
+    with a figure more than 0 images/sec."""
+    return [r for r in _training(records) if _positive((r.get("metrics") or {}).get("total_images_per_sec"))]
+
+
+def _training(records: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     return [r for r in records if record_kind(r) == "run" and r.get("status", "ok") == "ok"
-            and (r.get("config") or {}).get("mode") != "data" and not (r.get("config") or {}).get("forward_only")
-            and _positive((r.get("metrics") or {}).get("total_images_per_sec"))]
+            and (r.get("config") or {}).get("mode") != "data" and not (r.get("config") or {}).get("forward_only")]
 
 
 def config_key(record: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
@@ -73,12 +78,20 @@ def config_key(record: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
 
 def find_bases(records: Sequence[Mapping[str, Any]], cost_lookup: CostLookup,
                pipeline: Sequence[Mapping[str, Any]] = ()) -> tuple[list[Base], list[str]]:
-    """The one-device bases of ``records`` and a line for each configuration left out (and why)."""
+    """The one-device bases of ``records`` and a line for each configuration or record left out
+    (and why): a one-device record no step can be computed from (:func:`unusable`) is named
+    and left out, as a reader names and leaves out a NaN figure."""
     groups: dict[tuple[tuple[str, Any], ...], list[Mapping[str, Any]]] = defaultdict(list)
-    for rec in run_records(records):
-        if int(get_value(rec, "config.num_devices") or 1) == 1:
-            groups[config_key(rec)].append(rec)
     bases, skipped = [], []
+    for rec in _training(records):
+        if int(get_value(rec, "config.num_devices") or 1) != 1:
+            continue
+        why = unusable(rec)
+        if why is not None:
+            skipped.append(f"record {rec.get('run_id') or '(no run_id)'} ({get_value(rec, 'config.model')} on "
+                           f"{get_value(rec, 'environment.machine')}): {why}")
+        elif _positive((rec.get("metrics") or {}).get("total_images_per_sec")):
+            groups[config_key(rec)].append(rec)
     for key, recs in groups.items():
         base = _base(key, recs, cost_lookup, pipeline)
         if isinstance(base, str):
@@ -86,6 +99,25 @@ def find_bases(records: Sequence[Mapping[str, Any]], cost_lookup: CostLookup,
         else:
             bases.append(base)
     return bases, skipped
+
+
+def unusable(record: Mapping[str, Any]) -> str | None:
+    """Why a one-device training record gives no step to start from, or None: a batch size that
+    is not a whole number of 1 or more, images/sec of 0 or less, or a measured forward/backward/
+    optimizer split that sums to 0 seconds. (A NaN or infinite figure is null when read: the
+    reader names it.)"""
+    batch = _figure(get_value(record, "config.batch_size"))
+    if batch is None or (isinstance(batch, float) and not batch.is_integer()) or batch < 1:
+        shown = get_value(record, "config.batch_size")
+        return f"config.batch_size is {shown!r}: a step needs a batch of 1 image or more"
+    metrics = record.get("metrics") or {}
+    ips = _figure(metrics.get("total_images_per_sec"))
+    if ips is not None and ips <= 0:
+        return f"metrics.total_images_per_sec is {ips!r}: a finished run measures more than 0 images/sec"
+    split = [v for v in (_figure(metrics.get(k)) for k in SPLIT_FIELDS) if v is not None and v >= 0]
+    if len(split) == len(SPLIT_FIELDS) and not sum(split):
+        return "metrics.forward_time_s, backward_time_s and optimizer_time_s are all 0: a step takes some time"
+    return None
 
 
 def measured_points(records: Sequence[Mapping[str, Any]]) -> list[Measured]:
@@ -158,15 +190,14 @@ def _split(recs: Sequence[Mapping[str, Any]], step: float) -> tuple[float, float
     """Forward, backward and optimizer seconds of a ``step``-second step: the measured split's
     medians, scaled so that they sum to the timed step (the split's own steps wait at each phase),
     else :data:`ASSUMED_SPLIT`."""
-    measured = [tuple(float(r["metrics"][k]) for k in ("forward_time_s", "backward_time_s", "optimizer_time_s"))
-                for r in recs if all(_positive_or_zero((r.get("metrics") or {}).get(k))
-                                     for k in ("forward_time_s", "backward_time_s", "optimizer_time_s"))]
+    measured = [tuple(float(r["metrics"][k]) for k in SPLIT_FIELDS)
+                for r in recs if all(_positive_or_zero((r.get("metrics") or {}).get(k)) for k in SPLIT_FIELDS)]
     parts, source = ASSUMED_SPLIT, ASSUMED_TEXT
     if measured:
         parts = tuple(statistics.median(m[i] for m in measured) for i in range(3))  # type: ignore[assignment]
         source = f"measured ({len(measured)} record{'s' if len(measured) > 1 else ''})"
     total = sum(parts) or 1.0
-    f, b, o = (step * p / total for p in parts)
+    f, b, o = (step * (p / total) for p in parts)
     return f, b, o, source
 
 
@@ -190,6 +221,11 @@ def pipeline_records(records: Iterable[Mapping[str, Any]]) -> list[Mapping[str, 
 
 def comm_records(records: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     return [r for r in records if record_kind(r) == "comm"]
+
+
+def _figure(value: Any) -> int | float | None:
+    """A number (not a bool), else None."""
+    return None if isinstance(value, bool) or not isinstance(value, (int, float)) else value
 
 
 def _positive(value: Any) -> bool:

@@ -98,11 +98,12 @@ class PredictResult:
 def predict_scaling(records: Sequence[Mapping[str, Any]], options: PredictOptions,
                     cost_lookup: CostLookup) -> PredictResult:
     """Predict every selected base at every point (see the module documentation)."""
-    for s in options.strategies:
-        if s not in STRATEGIES:
-            raise PredictError(f"--strategy: unknown {s!r} (one of {', '.join(STRATEGIES)})")
+    check_options(options)
     selected = _select(records, options.where)
     bases, skipped = find_bases(selected, cost_lookup, pipeline_records(records))
+    if not bases and skipped:
+        more = f" (and {len(skipped) - 1} more)" if len(skipped) > 1 else ""
+        raise PredictError(f"no usable one-device training record in the selection: left out {skipped[0]}{more}")
     if not bases:
         raise PredictError("no one-device training record in the selection: predict starts from one "
                            "(cnnbench run --num-devices 1, or an imported 1-GPU log)")
@@ -117,8 +118,43 @@ def predict_scaling(records: Sequence[Mapping[str, Any]], options: PredictOption
             scenarios[base.machine] = scenario
     rows = [row for base in bases for strategy in options.strategies
             for row in _rows(base, strategy, options, scenarios[base.machine], measured)]
+    if not rows:
+        raise PredictError(f"--devices {','.join(map(str, options.devices))}: no count spreads evenly over the "
+                           f"nodes it takes ({GPUS_PER_NODE} GPUs a node unless --devices-per-node or --nodes "
+                           "says otherwise)")
     links = {m: (s.intra, s.inter) for m, s in scenarios.items()}
     return PredictResult(rows, links, fits, skipped, bases)
+
+
+def check_options(options: PredictOptions) -> None:
+    """Refuse, in one line, options that leave nothing to predict whatever the records say: no
+    strategy or an unknown one, no device count, or ``--nodes``/``--devices-per-node`` that no
+    device count spreads evenly over (each point puts as many devices on every node)."""
+    if not options.strategies:
+        raise PredictError(f"--strategy: names no strategy (one or more of {', '.join(STRATEGIES)})")
+    for s in options.strategies:
+        if s not in STRATEGIES:
+            raise PredictError(f"--strategy: unknown {s!r} (one of {', '.join(STRATEGIES)})")
+    if not options.devices:
+        raise PredictError("--devices: names no device count")
+    for flag, value in (("--nodes", options.nodes), ("--devices-per-node", options.devices_per_node)):
+        if value is not None and value < 1:
+            raise PredictError(f"{flag}: must be 1 or more, got {value}")
+    counts = ",".join(map(str, options.devices))
+    if options.nodes is not None and not any(n % options.nodes == 0 for n in options.devices):
+        raise PredictError(f"--nodes {options.nodes}: divides none of --devices {counts}, so no point "
+                           "has as many devices on every node")
+    per_node = options.devices_per_node
+    if per_node is not None and not any(n % node_count(n, per_node) == 0 for n in options.devices):
+        first = options.devices[0]
+        raise PredictError(f"--devices-per-node {per_node}: none of --devices {counts} spreads evenly over the "
+                           f"nodes it takes ({first} devices take {node_count(first, per_node)} nodes of up to "
+                           f"{per_node}); give multiples of {per_node}")
+
+
+def node_count(devices: int, per_node: int) -> int:
+    """The nodes ``devices`` take at ``per_node`` devices a node."""
+    return 1 if devices <= per_node else math.ceil(devices / per_node)
 
 
 def _select(records: Sequence[Mapping[str, Any]], where: Sequence[str]) -> list[Mapping[str, Any]]:
@@ -193,7 +229,7 @@ def points(base: Base, options: PredictOptions, measured: Sequence[Measured] = (
     per_node = options.devices_per_node or (
         max(options.devices) if one_host else 1 if base.device == "cpu" else GPUS_PER_NODE)
     for n in options.devices:
-        nodes = options.nodes or (1 if n <= per_node else math.ceil(n / per_node))
+        nodes = options.nodes or node_count(n, per_node)
         if n % nodes == 0:
             out.append((n, nodes))
     return out

@@ -21,6 +21,7 @@ import re
 from dataclasses import dataclass, field
 
 from cnnbench.config.output_options import check_label_text
+from cnnbench.config.parallel_options import check_timeout
 from cnnbench.errors import ConfigError
 
 COLLECTIVES = ("all_reduce", "reduce", "broadcast", "all_gather", "reduce_scatter", "all_to_all")
@@ -176,8 +177,7 @@ class CommConfig:
             raise ConfigError("machine_label", "is empty; leave it out to name the machine from its CPU and GPU")
         if self.machine_label is not None:
             check_label_text("machine_label", self.machine_label)
-        if self.timeout <= 0:
-            raise ConfigError("timeout", f"must be positive, got {self.timeout:g}")
+        check_timeout(self.timeout)
 
     def sizes(self, device_kind: str) -> list[int]:
         """The message sizes on ``device_kind`` (``--max-bytes`` by default: :data:`DEFAULT_MAX_BYTES`)."""
