@@ -36,7 +36,8 @@ run: $(VENV)/.installed
 	$(CNNBENCH) report $(RESULTS) -o $(REPORT)
 	@echo
 	@echo "cnnbench is installed in $(VENV). Next: . $(VENV)/bin/activate && cnnbench run --help"
-	@echo "(or call it by its path: $(VENV)/bin/cnnbench run --model resnet18 --device cpu)"
+	@echo "(or call it by its path: $(VENV)/bin/cnnbench run --model resnet18 --device cpu --image-size 112 --batch-size 16 --num-batches 20;"
+	@echo " about 30 s on 2 CPU cores: the defaults, 224 px and 100 batches of 64, take a quarter of an hour on a CPU)"
 
 test: $(VENV)/.installed-test
 	$(VENV)/bin/ruff check src tests benchmarks
