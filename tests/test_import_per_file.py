@@ -140,7 +140,7 @@ def test_csv_problems_name_the_file_and_the_others_import(tmp_path, capsys):
     assert "imported 1 record " in out and "Traceback" not in err
     assert f"{latin1}: not UTF-8 text" in err
     assert f"{folder}: is a directory" in err
-    assert f"{huge}: not a readable CSV table" in err
+    assert f"{huge}:2: not a readable CSV table" in err  # the line of the row (issue 41 item 16)
     (rec,), _ = read_records(results)
     assert rec["config"]["model"] == "resnet50"
 

@@ -10,8 +10,6 @@ units; ``csv`` and ``json`` keep the exact integers under the field names of
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import json
 import sys
 from collections.abc import Sequence
@@ -195,14 +193,13 @@ def render_markdown(costs: Sequence[ModelCost], *, aux: bool = True) -> str:
 
 
 def render_csv(costs: Sequence[ModelCost]) -> str:
-    buffer = io.StringIO()
+    from cnnbench.results.csv_out import csv_text
+
     rows = [c.to_dict() for c in costs]
-    writer = csv.DictWriter(buffer, fieldnames=list(rows[0]), lineterminator="\n")
-    writer.writeheader()
     for row in rows:
         row["input_size"] = "x".join(str(v) for v in row["input_size"])
-        writer.writerow(row)  # None is written as an empty field
-    return buffer.getvalue()
+    columns = list(rows[0])
+    return csv_text(columns, ([row[c] for c in columns] for row in rows))  # None: an empty cell
 
 
 def _print_rich(costs: Sequence[ModelCost], *, aux: bool = True) -> None:

@@ -10,8 +10,6 @@ is that of the bandwidths). No torch here.
 
 from __future__ import annotations
 
-import csv
-import io
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -21,6 +19,7 @@ from cnnbench.analysis import fields as F
 from cnnbench.analysis.samples import RunSample
 from cnnbench.analysis.significance import NONE, Comparison, compare_runs
 from cnnbench.report.tables.bandwidth import size_text
+from cnnbench.results.csv_out import csv_text
 from cnnbench.results.record import record_kind
 from cnnbench.words import plural
 
@@ -137,13 +136,8 @@ def bandwidth_records(pairs: Sequence[BandwidthPair]) -> list[dict[str, Any]]:
 
 def bandwidth_csv(pairs: Sequence[BandwidthPair]) -> str:
     rows = bandwidth_records(pairs)
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
     columns = list(rows[0]) if rows else ["collective", "bytes", "ratio", "verdict"]
-    w.writerow(columns)
-    for r in rows:
-        w.writerow(["" if r[k] is None else r[k] for k in columns])
-    return buf.getvalue()
+    return csv_text(columns, (["" if r[k] is None else r[k] for k in columns] for r in rows))
 
 
 def bandwidth_markdown(pairs: Sequence[BandwidthPair]) -> str:

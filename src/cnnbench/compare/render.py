@@ -11,8 +11,6 @@ own (in CSV, the only rows when no run matched; in JSON, ``bandwidth``).
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from typing import Any
 
@@ -22,6 +20,7 @@ from cnnbench.analysis.points import Measure
 from cnnbench.analysis.significance import NONE
 from cnnbench.compare.bandwidth import bandwidth_csv, bandwidth_markdown, bandwidth_records, print_bandwidth
 from cnnbench.compare.build import ComparedPair, CompareResult, summary_line, verdict_counts
+from cnnbench.results.csv_out import csv_text
 from cnnbench.words import escape_markdown, plural
 
 FORMATS = ("table", "md", "csv", "json")
@@ -160,14 +159,10 @@ def render_json(result: CompareResult) -> str:
 
 
 def render_csv(result: CompareResult) -> str:
-    buf = io.StringIO()
     records = [_pair_record(p) for p in result.pairs]
     columns = [k for k in (records[0] if records else _pair_record_keys()) if k != "fields"]
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(columns)
-    for r in records:
-        w.writerow(["" if r[k] is None else "; ".join(r[k]) if isinstance(r[k], list) else r[k] for k in columns])
-    return buf.getvalue()
+    return csv_text(columns, (["" if r[k] is None else "; ".join(r[k]) if isinstance(r[k], list) else r[k]
+                               for k in columns] for r in records))
 
 
 def _pair_record_keys() -> list[str]:

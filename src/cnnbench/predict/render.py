@@ -3,12 +3,11 @@ what each prediction assumed (links, split, calibration)."""
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 from typing import Any
 
 from cnnbench.predict.scaling import PredictResult, Row
+from cnnbench.results.csv_out import csv_text
 
 COLUMNS = ("model", "configuration", "strategy", "devices", "nodes", "images/sec", "speedup", "efficiency",
            "bound", "measured", "error")
@@ -37,13 +36,11 @@ def cells(row: Row) -> list[str]:
 
 
 def as_csv(result: PredictResult) -> str:
-    out = io.StringIO()
     rows = [r.as_dict() for r in result.rows]
-    if rows:
-        writer = csv.DictWriter(out, fieldnames=list(rows[0]), lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(rows)
-    return out.getvalue()
+    if not rows:
+        return ""
+    columns = list(rows[0])
+    return csv_text(columns, ([row.get(c) for c in columns] for row in rows))
 
 
 def as_json(result: PredictResult) -> str:

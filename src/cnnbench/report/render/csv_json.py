@@ -2,8 +2,9 @@
 
 Cells are written as values, not as display text: numbers as numbers, failures as their
 status word (``OOM``, ``error``, ``timeout``), missing cells empty (CSV) or ``null``
-(JSON). A column whose cells are medians of repeats is followed by a ``<column> relative
-stdev`` column: the relative stdev of the repeats, stdev / mean
+(JSON); in CSV, text a spreadsheet would run as a formula gets a quote before it
+(:mod:`cnnbench.results.csv_out`, the writer of every CSV). A column whose cells are medians
+of repeats is followed by a ``<column> relative stdev`` column: the relative stdev of the repeats, stdev / mean
 (:func:`cnnbench.analysis.repeat_stats.relative_stdev`, the ``±`` of the display text, which shows
 it only above the noise threshold). The JSON also keeps the display text (in the table's own
 columns, ``text_columns``) and the notes, a row per line, compact JSON: by orjson (about three times
@@ -14,8 +15,6 @@ else: an enum, a datetime). A float that is not a number, or infinite, is ``null
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import math
 from typing import Any
@@ -24,6 +23,7 @@ import orjson
 
 from cnnbench.analysis.repeat_stats import SPREAD_NAME
 from cnnbench.report.table import Table
+from cnnbench.results.csv_out import csv_text
 
 
 def _plain(value: Any) -> Any:
@@ -70,11 +70,7 @@ def table_texts(table: Table) -> tuple[str, str]:
 
 
 def _csv(columns: list[str], values: list[list[Any]]) -> str:
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(columns)
-    w.writerows(["" if v is None else v for v in row] for row in values)
-    return buf.getvalue()
+    return csv_text(columns, values)  # None as an empty cell; text that a spreadsheet would run, made safe
 
 
 _NATIVE = frozenset({str, int, float, bool, type(None)})

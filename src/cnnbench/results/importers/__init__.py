@@ -127,15 +127,25 @@ def check_imported(record: Mapping[str, Any], *, native: bool | None = None) -> 
     (:func:`~cnnbench.results.record.check_record`), a ``schema_version`` this cnnbench reads
     (0 to the current), a ``started_at`` in ISO 8601, a ``config.model`` that names something,
     each option by its own rules as ``cnnbench run`` checks them (in cnnbench's words unless
-    the record is another tool's: ``native``, default from its ``source``), and measured
-    figures (finite, not negative). Imported tables and ``--set`` are checked by this, whole
-    records after ``--set`` too, so nothing reaches a store that ``run`` would refuse."""
+    the record is another tool's: ``native``, default from its ``source``), measured
+    figures (finite, not negative, none that readers show as not available), no throughput
+    on a failed run (``status`` other than ``ok``), and a machine label a results file can be
+    named after (:func:`~cnnbench.results.store.machine_file_name`). Imported tables and
+    ``--set`` are checked by this, whole records after ``--set`` too, so nothing reaches a
+    store that ``run`` would refuse or a reader would not show, and every record is checked
+    before any is written."""
     import datetime as _dt
 
     from cnnbench.config.errors import ConfigError
     from cnnbench.config.run_config import check_config_values
     from cnnbench.results.migrate import record_version
-    from cnnbench.results.record import SCHEMA_VERSION, RecordError, check_figures, check_record
+    from cnnbench.results.record import (
+        SCHEMA_VERSION,
+        RecordError,
+        check_figures,
+        check_record,
+        unusable_figure,
+    )
 
     try:
         check_record(record)
@@ -165,6 +175,51 @@ def check_imported(record: Mapping[str, Any], *, native: bool | None = None) -> 
         check_figures(record["metrics"])
     except RecordError as exc:
         raise ValueError(str(exc)) from None
+    thrown = _failed_run_throughput(record)
+    if thrown is not None:
+        name, figure = thrown
+        raise ValueError(f"status {record['status']} with metrics.{name} {figure!r}: a failed run "
+                         "has no throughput (leave the figure empty, or give status ok)")
+    unusable = unusable_figure(record)  # what a reader would show as not available
+    if unusable:
+        raise ValueError(f"{unusable}: a reader would show it as not available")
+    _check_machine_label(record["environment"].get("machine"))
+
+
+def _failed_run_throughput(record: Mapping[str, Any]) -> tuple[str, Any] | None:
+    """The first throughput figure (a metric named ``*images_per_sec*``: the total, the mean,
+    median, stderr and jitter, the per-device list) of a failed record, or None. ``cnnbench run``
+    writes none on a failed run (only what it measured before: memory, time, notes). A record
+    read from a log that did not finish (it has a ``source_header``) keeps the figures of its
+    last progress line, as the log says them; readers show no figure of a failed run."""
+    if record["status"] == "ok":
+        return None
+    metrics = record["metrics"]
+    if "source_header" not in record:
+        names = [n for n in metrics if "images_per_sec" in n]
+    else:
+        names = ["total_images_per_sec"]
+    for name in names:
+        figure = metrics.get(name)
+        if figure is not None and figure != []:
+            return name, figure
+    return None
+
+
+def _check_machine_label(machine: str | None) -> None:
+    """``ValueError`` when no results file can be named after the label ``machine``."""
+    from cnnbench.results.files import NAME_MAX
+    from cnnbench.results.store import machine_file_name
+
+    if not machine:
+        return
+    try:
+        name = machine_file_name(machine)
+    except (OSError, ValueError) as exc:  # store.MachineLabelError
+        raise ValueError(str(exc)) from None
+    if len(name.encode()) > NAME_MAX:
+        raise ValueError(f"environment.machine {machine[:24]!r}...: too long for a results file name "
+                         f"({len(name.encode())} bytes; at most {NAME_MAX})")
 
 
 def check_overrides(overrides: Mapping[str, Any]) -> None:

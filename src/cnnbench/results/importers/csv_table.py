@@ -5,18 +5,23 @@ so on, one run per row: the inverse of ``cnnbench results export --format csv``.
 are typed by the field they fill: configuration fields by their declared type, the
 environment's fields and the record's ids, names and times stay text (``11.1`` is a
 version, not a number); other cells are read as numbers, true/false, or JSON when they
-hold a list or object (step times), else text. Empty
-cells are left out. A row without a ``status`` is ``ok`` when it has a
+hold a list or object (step times), else text. A cell that an export wrote with a quote
+before it (``'=...``: :mod:`cnnbench.results.csv_out`) is read without it. Empty
+cells are left out, but for an empty ``started_at``, which is refused (without the column,
+a row takes the file's modification time). A row without a ``status`` is ``ok`` when it has a
 ``metrics.total_images_per_sec`` above zero and ``error`` otherwise, never a 0 figure.
 
 Values are checked as ``cnnbench run`` checks its options (the configuration's own
 per-field rules: types, choices, ranges; records imported earlier from another tool keep
-that tool's words), figures must be finite and not negative, and each record, ``--set``
-applied, must meet the record contract, with a model, a schema version this cnnbench reads
-and an ISO 8601 ``started_at`` (:func:`~cnnbench.results.importers.check_imported`); a row
-that does not is reported as ``file:line: why`` and skipped. A table none of whose columns
-is a record field name (a vendor's own results table), or with a column named twice, is
-refused whole, as is a file that cannot be read as UTF-8 CSV.
+that tool's words), figures must be finite, not negative and ones readers show, a failed
+row carries no throughput, and each record, ``--set`` applied, must meet the record
+contract, with a model, a schema version this cnnbench reads, an ISO 8601 ``started_at``
+and a machine label a results file can be named after
+(:func:`~cnnbench.results.importers.check_imported`); a row that does not is reported as
+``file:line: why`` and skipped. A table none of whose columns is a record field name (a
+vendor's own results table), or with a column named twice, is refused whole, as is a file
+that cannot be read as UTF-8 CSV, or read through by a strict CSV reader (a quote never
+closed: a lenient one would take the rest of the file into one cell), naming the line.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ import hashlib
 import io
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +42,7 @@ from cnnbench import __version__
 from cnnbench.config.errors import ConfigError
 from cnnbench.config.options import field_types
 from cnnbench.config.run_config import RunConfig, check_config_values
+from cnnbench.results.csv_out import plain_text
 from cnnbench.results.flatten import unflatten_record
 from cnnbench.results.importers import (
     NATIVE_SOURCES,
@@ -155,10 +161,13 @@ def record_from_row(row: dict[str, str], path: Path, line: int) -> dict[str, Any
     """One record from one table row (raises ``ValueError`` naming the column at fault)."""
     flat: dict[str, Any] = {}
     for column, text in row.items():
+        if column == "started_at" and (text is None or text.strip() == ""):
+            raise ValueError("column 'started_at' is empty: say when the run started (ISO 8601, such as "
+                             "2024-01-31T12:00:00+00:00), or leave the column out to take the file's time")
         if column is None or text is None or text.strip() == "":
             continue
         try:
-            flat[column] = _cell(column, text)
+            flat[column] = _cell(column, plain_text(text))  # without the quote an export puts before "=..."
         except ValueError as exc:
             raise ValueError(f"column {column!r}: {exc}") from None
     record = unflatten_record(flat)
@@ -223,12 +232,76 @@ def import_csv(paths: Sequence[Path], options: ImportOptions) -> ImportResult:
     return result
 
 
+class _Lines:
+    """The lines of a text as the CSV reader takes them, counted: the line a row starts on
+    (its first line that is not blank) and the last one read."""
+
+    def __init__(self, text: str) -> None:
+        self._lines = io.StringIO(text, newline="")
+        self.read = 0
+        self.start = 0
+
+    def __iter__(self) -> _Lines:
+        return self
+
+    def __next__(self) -> str:
+        line = next(self._lines)
+        self.read += 1
+        if not self.start and line.strip("\r\n"):
+            self.start = self.read
+        return line
+
+
+class _Unreadable(ValueError):
+    """A table the CSV reader cannot read on: one line naming the line."""
+
+
+def _rows(text: str, path: Path) -> tuple[list[str], Iterator[tuple[int, dict[str, str]]]]:
+    """The columns of the table ``text`` and its rows, each with its last line (as
+    ``csv.DictReader.line_num`` gives it). Read strictly: a quote opened and never closed, or
+    text after a closing quote, raises :class:`_Unreadable` naming the line the row starts on
+    (a lenient reader takes the rest of the file into one cell)."""
+    lines = _Lines(text)
+    reader = csv.DictReader(lines, strict=True)
+
+    def unreadable(exc: csv.Error) -> _Unreadable:
+        why = ("a quote opened in the row that starts here is never closed" if str(exc) == "unexpected end of data"
+               else f"not a readable CSV table ({exc})")
+        return _Unreadable(f"{path}:{lines.start or lines.read}: {why}; nothing imported from it")
+
+    try:
+        columns = [plain_text(c) for c in reader.fieldnames or []]  # as an export named them, like its cells
+    except csv.Error as exc:
+        raise unreadable(exc) from None
+    reader.fieldnames = columns
+
+    def rows() -> Iterator[tuple[int, dict[str, str]]]:
+        while True:
+            lines.start = 0
+            try:
+                row = next(reader)
+            except StopIteration:
+                return
+            except csv.Error as exc:
+                raise unreadable(exc) from None
+            yield lines.read, row
+
+    return list(columns), rows()
+
+
 def _import_file(path: Path, options: ImportOptions, result: ImportResult) -> None:
-    """The rows of one table; the file is read whole first, so an undecodable file adds nothing."""
+    """The rows of one table; the file is read whole first, so an undecodable file adds nothing,
+    and a table the CSV reader cannot read through adds nothing."""
     with open(path, newline="", encoding="utf-8-sig") as f:
         text = f.read()
-    reader = csv.DictReader(io.StringIO(text, newline=""))
-    columns = reader.fieldnames or []
+    try:
+        _import_rows(path, text, options, result)
+    except _Unreadable as exc:
+        result.refuse(str(exc))
+
+
+def _import_rows(path: Path, text: str, options: ImportOptions, result: ImportResult) -> None:
+    columns, rows = _rows(text, path)
     problem = _columns_problem(columns)
     twice = next((c for i, c in enumerate(columns) if c in columns[:i]), None)
     if twice is not None and not problem:
@@ -237,15 +310,15 @@ def _import_file(path: Path, options: ImportOptions, result: ImportResult) -> No
     if problem:
         result.refuse(f"{path}: {problem}")
         return
-    records = []
-    for row in reader:
-        line = reader.line_num
+    records, problems = [], []
+    for line, row in rows:  # every row read and checked before the table gives anything
         try:
             record = finalize_record(record_from_row(row, path, line), options)
             check_imported(record)  # the whole record, --set included, as `run` would have written it
             records.append(record)
         except (ValueError, RecordError) as exc:
-            result.problems.append(f"{path}:{line}: {exc}")
+            problems.append(f"{path}:{line}: {exc}")
+    result.problems.extend(problems)
     result.records.extend(records)
 
 
