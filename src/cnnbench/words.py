@@ -1,12 +1,14 @@
 """How counts and names read: plurals (``1 run``, ``2 runs``), natural order (``resnet18``
 before ``resnet101``) and text of records shown as it is in markdown (:func:`escape_markdown`,
-for the report and ``cnnbench compare``). The one place for each; no torch here."""
+for the report and ``cnnbench compare``), and a value an error message quotes, cut short
+(:func:`quoted`). The one place for each; no torch here."""
 
 from __future__ import annotations
 
 import functools
 import math
 import re
+import reprlib
 from typing import Any
 
 
@@ -97,3 +99,27 @@ def escape_markdown(text: str, *, line_start: bool = False) -> str:
         if m:
             out = out[:m.end() - 1] + "\\" + out[m.end() - 1:]
     return out
+
+
+QUOTE_LIMIT = 100
+"""Most characters :func:`quoted` gives."""
+_QUOTE = reprlib.Repr()
+_QUOTE.maxstring = _QUOTE.maxother = 60
+_QUOTE.maxlong = 40
+_QUOTE.maxlevel = 2
+_QUOTE.maxlist = _QUOTE.maxtuple = _QUOTE.maxset = _QUOTE.maxfrozenset = _QUOTE.maxdict = 4
+
+
+def quoted(value: Any) -> str:
+    """``repr(value)`` as an error message quotes it: on one line and cut to a short prefix (at most
+    :data:`QUOTE_LIMIT` characters, ``...`` marking a cut). A value read from someone else's file
+    may be megabytes of text or a deep nest of lists; its whole ``repr`` is never made."""
+    return shortened(_QUOTE.repr(value))
+
+
+def shortened(text: str, limit: int = QUOTE_LIMIT) -> str:
+    """``text`` on one line (a line break becomes a space) and cut to at most ``limit`` characters,
+    ``...`` marking a cut: a message that quotes a value with ``str`` (a case's fields, a YAML
+    error's words)."""
+    line = " ".join(text[:limit].splitlines())
+    return line if len(text) <= limit else line[:limit - 3] + "..."

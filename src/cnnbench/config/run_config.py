@@ -43,6 +43,7 @@ from cnnbench.config.options import field_bounds, field_choices, field_types
 from cnnbench.config.output_options import OutputOptions
 from cnnbench.config.parallel_options import ParallelOptions
 from cnnbench.config.training_options import TrainingOptions
+from cnnbench.words import quoted
 
 # The sections in the order --help shows them.
 SECTIONS: tuple[type, ...] = (
@@ -80,7 +81,7 @@ class RunConfig(OutputOptions, InputOptions, TrainingOptions, HostOptions, Paral
         known = {f.name for f in dataclasses.fields(cls)}
         for key in values:
             if key not in known:
-                raise ConfigError(key, f"unknown configuration field {key!r}")
+                raise ConfigError(str(key)[:40], f"unknown configuration field {quoted(key)}")
         return cls(**dict(values))
 
     def with_derived_defaults(self) -> RunConfig:
@@ -161,19 +162,19 @@ def check_field(name: str, value: Any, *, choices: bool = True, config: type | N
     allowed = _ACCEPTED.get(base)
     if allowed is not None:
         if isinstance(value, bool) and base in (int, float):
-            raise ConfigError(name, f"expected a number, got {value!r}")
+            raise ConfigError(name, f"expected a number, got {quoted(value)}")
         if not isinstance(value, allowed):
-            raise ConfigError(name, f"expected {base.__name__}, got {value!r}")
+            raise ConfigError(name, f"expected {base.__name__}, got {quoted(value)}")
     if isinstance(value, float) and not math.isfinite(value):
         raise ConfigError(name, f"must be a finite number (got {value})")
     known = field_choices(f)
     if choices and known is not None and value not in known:
-        raise ConfigError(name, f"invalid choice {value!r} (choose from {', '.join(map(str, known))})")
+        raise ConfigError(name, f"invalid choice {quoted(value)} (choose from {', '.join(map(str, known))})")
     low, high = field_bounds(f)
     if low is not None and value < low:
-        raise ConfigError(name, f"must be >= {low} (got {value})")
+        raise ConfigError(name, f"must be >= {low} (got {quoted(value)})")
     if high is not None and value > high:
-        raise ConfigError(name, f"must be <= {high} (got {value})")
+        raise ConfigError(name, f"must be <= {high} (got {quoted(value)})")
 
 
 def check_config_values(values: Mapping[str, Any], *, choices: bool = True) -> None:

@@ -30,15 +30,18 @@ from typing import Any
 
 from cnnbench.analysis import fields as F
 from cnnbench.config.run_config import RunConfig
+from cnnbench.report.options import OBSERVATION_KINDS
 from cnnbench.sweep.suite import (
     STUDY_KEYS,
     TOP_LEVEL_KEYS,
     Suite,
     SuiteError,
+    checked_name,
     parse_suite,
     read_suite_data,
     suite_yaml,
 )
+from cnnbench.words import quoted, shortened
 
 LAYOUT_KEYS = ("title", "rows", "columns", "effects", "baselines", "ignore", "observations")
 DATASET_KEYS = ("kind", "num_classes", "images_per_class", "val_images_per_class", "image_size", "seed")
@@ -120,7 +123,7 @@ def load_study(name_or_file: str, *, smoke: bool = False, data_root: Path | None
     elif path.suffix in (".yaml", ".yml") or path.is_file() or "/" in name_or_file:
         data, where, source = read_suite_data(path), str(path), str(path)
     else:
-        raise StudyError(f"no study {name_or_file!r}: the studies are {', '.join(shipped)}, or give a study "
+        raise StudyError(f"no study {quoted(name_or_file)}: the studies are {', '.join(shipped)}, or give a study "
                          "file (FILE.yaml)")
     if not isinstance(data, Mapping):
         raise StudyError(f"{where}: a study is a mapping (a suite with layout: and smoke: sections)")
@@ -135,7 +138,7 @@ def _study(data: dict[str, Any], where: str, source: str, smoke: bool, data_root
     smoke_data = _mapping(data.get("smoke"), "smoke", fail)
     for key in smoke_data:
         if key not in SMOKE_KEYS:
-            raise fail(f"smoke.{key}: not a smoke key (known: {', '.join(SMOKE_KEYS)})")
+            raise fail(f"smoke.{shortened(str(key), 60)}: not a smoke key (known: {', '.join(SMOKE_KEYS)})")
     if "layout" not in data:
         raise fail("a study needs a layout: section (rows, columns, ...); without one it is a plain suite "
                    "(cnnbench sweep)")
@@ -151,7 +154,8 @@ def _study(data: dict[str, Any], where: str, source: str, smoke: bool, data_root
                 dataset_data = _mapping(value, "smoke.make_dataset", fail)
             else:
                 data[key] = value
-        data["name"] = f"{data.get('name') or Path(where).stem}-smoke"
+        name = checked_name(data.get("name") or Path(where).stem, fail)  # as written, before its -smoke
+        data["name"] = f"{name.strip()}-smoke"
     dataset = _dataset(dataset_data, fail) if dataset_data is not None else None
     data = _fill_dataset(data, dataset.folder(data_root).resolve() if dataset else None, fail)
     suite = parse_suite({k: v for k, v in data.items() if k not in STUDY_KEYS}, source=where)
@@ -172,29 +176,33 @@ def _names(value: Any, place: str, fail: Any) -> tuple[str, ...]:
     """A field name, a comma-separated list of them, or a YAML list of them."""
     items = [value] if isinstance(value, str) else value
     if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
-        raise fail(f"layout.{place}: must be a field name or a list of them (got {value!r})")
+        raise fail(f"layout.{place}: must be a field name or a list of them (got {quoted(value)})")
     names = tuple(p.strip() for i in items for p in i.split(","))
     if not names or not all(names):
-        raise fail(f"layout.{place}: an empty field name in {value!r}")
+        raise fail(f"layout.{place}: an empty field name in {quoted(value)}")
     return names
 
 
 def _layout(data: Mapping[str, Any], suite: Suite, fail: Any) -> StudyLayout:
     for key in data:
         if key not in LAYOUT_KEYS:
-            raise fail(f"layout.{key}: not a layout key (known: {', '.join(LAYOUT_KEYS)})")
+            raise fail(f"layout.{shortened(str(key), 60)}: not a layout key (known: {', '.join(LAYOUT_KEYS)})")
     title = data.get("title") or suite.description or suite.name
     if not isinstance(title, str):
         raise fail("layout.title: must be text")
     baselines = _mapping(data.get("baselines"), "layout.baselines", fail)
     for key, value in baselines.items():
         if not isinstance(key, str) or isinstance(value, (list, dict)) or value is None:
-            raise fail(f"layout.baselines: {key!r}: give FIELD: VALUE (one value)")
+            raise fail(f"layout.baselines: {quoted(key)}: give FIELD: VALUE (one value)")
     lists = {k: _names(data[k], k, fail) for k in ("rows", "columns", "effects", "ignore", "observations")
              if data.get(k) is not None}
     for key, names in lists.items():
         for name in (names if key != "observations" else ()):
             _check_field(name, f"layout.{key}", fail)
+    unknown = [kind for kind in lists.get("observations", ()) if kind not in OBSERVATION_KINDS]
+    if unknown:  # checked here, before any case runs, and named as the file names it
+        raise fail(f"layout.observations: unknown kind {', '.join(map(quoted, unknown[:3]))}; choose from "
+                   f"{', '.join(OBSERVATION_KINDS)}")
     for name in baselines:
         _check_field(name, "layout.baselines", fail)
     return StudyLayout(title=title, rows=lists.get("rows", ("model",)), columns=lists.get("columns", ("machine",)),
@@ -209,7 +217,7 @@ def _check_field(name: str, place: str, fail: Any) -> None:
     section, dot, rest = name.partition(".")
     if name in F.ALIASES or name in F.TOP_LEVEL or name in _CONFIG_FIELDS or (dot and section in F.SECTIONS and rest):
         return
-    raise fail(f"{place}: {name!r} is not a record field (an alias such as model, machine, cpu, num_devices, "
+    raise fail(f"{place}: {quoted(name)} is not a record field (an alias such as model, machine, cpu, num_devices, "
                "a configuration field such as host_cpus, or a dotted name such as environment.gpu_model)")
 
 
@@ -220,14 +228,15 @@ def _text(value: Any) -> str:
 def _dataset(data: Mapping[str, Any], fail: Any) -> DataSetRecipe:
     for key in data:
         if key not in DATASET_KEYS:
-            raise fail(f"smoke.make_dataset.{key}: not an argument of make-dataset (known: {', '.join(DATASET_KEYS)})")
+            raise fail(f"smoke.make_dataset.{shortened(str(key), 60)}: not an argument of make-dataset "
+                       f"(known: {', '.join(DATASET_KEYS)})")
     kind = data.get("kind")
     if not isinstance(kind, str):
         raise fail("smoke.make_dataset.kind: imagefolder, cifar10 or cifar100")
     options = {k: v for k, v in data.items() if k != "kind"}
     for key, value in options.items():
         if isinstance(value, bool) or not isinstance(value, int):
-            raise fail(f"smoke.make_dataset.{key}: must be a whole number (got {value!r})")
+            raise fail(f"smoke.make_dataset.{key}: must be a whole number (got {quoted(value)})")
     return DataSetRecipe(kind, options)
 
 

@@ -35,8 +35,9 @@ import yaml
 
 from cnnbench.config.errors import ConfigError
 from cnnbench.config.run_config import RunConfig
-from cnnbench.results.files import read_regular
+from cnnbench.results.files import NAME_RULE, name_problem, read_regular
 from cnnbench.sweep.slurm.settings import checked_executor
+from cnnbench.words import quoted, shortened
 
 TOP_LEVEL_KEYS = ("name", "description", "base", "matrix", "exclude", "include", "repeats", "timeout_s", "auto_batch",
                   "executor")
@@ -160,18 +161,41 @@ def suite_yaml(text: str, where: str | Path) -> Any:
     """Suite text as plain data, unchecked (:class:`SuiteError` naming ``where`` for text that is not YAML)."""
     try:
         return yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader (below)
+    except _AliasRefused as exc:
+        raise SuiteError(f"{where}: line {exc.mark.line + 1}, column {exc.mark.column + 1}: a YAML alias "
+                         f"(*{shortened(str(exc.anchor), 40)}); suite and study files take no aliases: write the "
+                         "value out (base: holds what every case shares)") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise SuiteError(f"{where}: not valid YAML{at}: {problem}") from None
+        problem = getattr(exc, "problem", None) or (str(exc).splitlines() or [""])[0]
+        raise SuiteError(f"{where}: not valid YAML{at}: {shortened(problem)}") from None
     except RecursionError:
         raise SuiteError(f"{where}: nested too deeply to be a suite") from None
+    except ValueError as exc:  # a number of 5,000 digits, a date on the 13th month
+        raise SuiteError(f"{where}: a value YAML cannot read: {shortened(str(exc))}") from None
+
+
+class _AliasRefused(yaml.YAMLError):
+    """An alias (``*name``) in a suite or study file: refused, never expanded."""
+
+    def __init__(self, anchor: Any, mark: Any) -> None:
+        super().__init__(anchor)
+        self.anchor, self.mark = anchor, mark
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
     """PyYAML's safe loader, except that a key written twice in one mapping is an error
-    (PyYAML would keep the last value silently)."""
+    (PyYAML would keep the last value silently), and that an alias (``*name``, ``<<: *name``)
+    is refused where it is met: nine nested levels of ten aliases each stand for a billion
+    values, which whatever walks or prints them (an error message) would expand. A suite's
+    ``base:`` already holds what its cases share, and no shipped suite or study uses one."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise _AliasRefused(event.anchor, event.start_mark)
+        return super().compose_node(parent, index)
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: dict[Any, int] = {}
@@ -181,7 +205,8 @@ class _UniqueKeyLoader(yaml.SafeLoader):
             try:
                 if key in seen:
                     raise yaml.constructor.ConstructorError(
-                        None, None, f"key {key!r} written twice (lines {seen[key]} and {line})", key_node.start_mark)
+                        None, None, f"key {quoted(key)} written twice (lines {seen[key]} and {line})",
+                        key_node.start_mark)
                 seen[key] = line
             except TypeError:  # an unhashable key: the base class says so
                 continue
@@ -202,7 +227,7 @@ def parse_suite(data: Any, source: Path | str | None = None) -> Suite:
             if not isinstance(data[key], Mapping):
                 raise fail(f"{key}: must be a mapping (a study's {key} section)")
         elif key not in TOP_LEVEL_KEYS:
-            raise fail(f"unknown key {key!r} (known: {', '.join(TOP_LEVEL_KEYS)}; a study adds "
+            raise fail(f"unknown key {quoted(key)} (known: {', '.join(TOP_LEVEL_KEYS)}; a study adds "
                        f"{' and '.join(STUDY_KEYS)})")
     name, description = _name_and_description(data, source, fail)
     base, matrix, exclude, include = _settings(data, fail)
@@ -225,13 +250,23 @@ def parse_suite(data: Any, source: Path | str | None = None) -> Suite:
 
 def _name_and_description(data: Mapping[str, Any], source: Path | str | None, fail: Any) -> tuple[str, str]:
     default_name = Path(source).stem if source is not None else "suite"
-    name = data.get("name", default_name)
-    if not isinstance(name, str) or not name.strip():
-        raise fail("name: must be non-empty text")
+    name = checked_name(data.get("name", default_name), fail,
+                        "name" if "name" in data else "name (none given: the file's name)")
     description = data.get("description") or ""
     if not isinstance(description, str):
         raise fail("description: must be text")
     return name, description
+
+
+def checked_name(name: Any, fail: Any, place: str = "name") -> str:
+    """A suite's or study's ``name:``, checked to be a name and not a path (a study's name names its
+    results and report folders): :func:`~cnnbench.results.files.name_problem`, before any work."""
+    if not isinstance(name, str) or not name.strip():
+        raise fail(f"{place}: must be non-empty text")
+    why = name_problem(name.strip())
+    if why:
+        raise fail(f"{place}: {quoted(name.strip())} {why}; {NAME_RULE}")
+    return name
 
 
 def _settings(data: Mapping[str, Any], fail: Any) -> tuple[
@@ -243,7 +278,7 @@ def _settings(data: Mapping[str, Any], fail: Any) -> tuple[
     matrix = _matrix(data.get("matrix") or {}, fail)
     for key in matrix:
         if key in base:
-            raise fail(f"matrix: {key!r} is also set in base; set it in one place")
+            raise fail(f"matrix: {quoted(key)} is also set in base; set it in one place")
     exclude = _assignment_list(data.get("exclude"), "exclude", fail)
     include = _assignment_list(data.get("include"), "include", fail)
     return base, matrix, exclude, include
@@ -253,33 +288,33 @@ def _limits(data: Mapping[str, Any], fail: Any) -> tuple[int, float, bool]:
     """``repeats``, ``timeout_s`` and ``auto_batch``, each checked."""
     repeats = data.get("repeats", 1)
     if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
-        raise fail(f"repeats: must be a whole number >= 1 (got {repeats!r})")
+        raise fail(f"repeats: must be a whole number >= 1 (got {quoted(repeats)})")
     if repeats > MAX_REPEATS:
         raise fail(f"repeats: {repeats:,} is more than {MAX_REPEATS:,}")
     timeout_s = data.get("timeout_s", DEFAULT_TIMEOUT_S)
     if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not (0 < timeout_s < math.inf):
-        raise fail(f"timeout_s: must be a number of seconds > 0 (got {timeout_s!r})")
+        raise fail(f"timeout_s: must be a number of seconds > 0 (got {quoted(timeout_s)})")
     auto_batch = data.get("auto_batch", False)
     if not isinstance(auto_batch, bool):
-        raise fail(f"auto_batch: must be true or false (got {auto_batch!r})")
+        raise fail(f"auto_batch: must be true or false (got {quoted(auto_batch)})")
     return repeats, timeout_s, auto_batch
 
 
 def _check_field(key: Any, place: str, fail: Any) -> str:
     if not isinstance(key, str):
-        raise fail(f"{place}: field names are text, got {key!r}")
+        raise fail(f"{place}: field names are text, got {quoted(key)}")
     key = FIELD_ALIASES.get(key, key)
     if key in _NOT_IN_SUITES:
-        raise fail(f"{place}: {key!r} cannot be set in a suite ({_NOT_IN_SUITES[key]})")
+        raise fail(f"{place}: {quoted(key)} cannot be set in a suite ({_NOT_IN_SUITES[key]})")
     if key not in _CONFIG_FIELDS:
-        err = ConfigError(key, f"unknown configuration field {key!r}")
+        err = ConfigError(shortened(key, 40), f"unknown configuration field {quoted(key)}")
         raise fail(f"{place}: {err} (fields are `cnnbench run` options in snake_case)")
     return key
 
 
 def _scalar(value: Any, place: str, fail: Any) -> Any:
     if value is not None and not isinstance(value, (str, int, float, bool)):
-        raise fail(f"{place}: values are single numbers, text or true/false, got {value!r}")
+        raise fail(f"{place}: values are single numbers, text or true/false, got {quoted(value)}")
     return value
 
 
@@ -296,12 +331,12 @@ def _matrix(value: Any, fail: Any) -> dict[str, tuple[Any, ...]]:
     for key, values in value.items():
         key = _check_field(key, "matrix", fail)
         if not isinstance(values, list) or not values:
-            raise fail(f"matrix.{key}: must be a non-empty list of values (got {values!r})")
+            raise fail(f"matrix.{key}: must be a non-empty list of values (got {quoted(values)})")
         seen: list[Any] = []
         for v in values:
             _scalar(v, f"matrix.{key}", fail)
             if any(v == s and type(v) is type(s) for s in seen):
-                raise fail(f"matrix.{key}: lists {v!r} twice")
+                raise fail(f"matrix.{key}: lists {quoted(v)} twice")
             seen.append(v)
         out[key] = tuple(values)
     return out
@@ -354,9 +389,9 @@ def _combinations(suite: Suite, fail: Any) -> list[dict[str, Any]]:
     for i, pattern in enumerate(suite.exclude, 1):
         for k in pattern:
             if k not in suite.matrix:
-                raise fail(f"exclude[{i}]: {k!r} is not a matrix field (matrix: {', '.join(keys) or 'none'})")
+                raise fail(f"exclude[{i}]: {quoted(k)} is not a matrix field (matrix: {', '.join(keys) or 'none'})")
         if not any(_matches(c, pattern) for c in combos):
-            raise fail(f"exclude[{i}]: {_describe(pattern)} matches no case of the matrix")
+            raise fail(f"exclude[{i}]: {shortened(_describe(pattern))} matches no case of the matrix")
     return [c for c in combos if not any(_matches(c, p) for p in suite.exclude)]
 
 
@@ -370,10 +405,10 @@ def _distinct(suite: Suite, assignments: list[dict[str, Any]], fail: Any,
         try:
             config = RunConfig.from_mapping(settings)
         except ConfigError as exc:
-            raise fail(f"case {_describe(assignment)}: {exc}") from None
+            raise fail(f"case {shortened(_describe(assignment))}: {exc}") from None
         ident = _canonical(settings)
         if ident in seen:
-            raise fail(f"case {_describe(assignment)} appears twice (check include)")
+            raise fail(f"case {shortened(_describe(assignment))} appears twice (check include)")
         seen.add(ident)
         distinct.append((settings, assignment, config))
     return distinct

@@ -29,6 +29,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from cnnbench.words import quoted, shortened
+
 DEFAULT_STARTUP_S = 300.0
 """Added to a suite's per-case time limit for a job's Slurm time limit: queue-to-first-step work
 (the Python environment, importing torch on a cold node, the machine probe)."""
@@ -93,8 +95,8 @@ def parse_executor(value: Any) -> ExecutorBlock:
     machines = {}
     for label, options in machines_raw.items():
         if not isinstance(label, str) or not label.strip():
-            raise SettingsError(f"executor.machines: a machine label is non-empty text (got {label!r})")
-        machines[label] = parse_settings(options or {}, f"executor.machines.{label}")
+            raise SettingsError(f"executor.machines: a machine label is non-empty text (got {quoted(label)})")
+        machines[label] = parse_settings(options or {}, f"executor.machines.{shortened(label, 60)}")
     default = parse_settings({k: v for k, v in value.items() if k != "machines"}, "executor")
     return ExecutorBlock(default, machines)
 
@@ -113,7 +115,7 @@ def parse_settings(value: Any, place: str) -> SlurmSettings:
         raise SettingsError(f"{place}: must be a mapping of Slurm options")
     for key in value:
         if key not in KEYS:
-            raise SettingsError(f"{place}: unknown key {key!r} (known: {', '.join(KEYS)}"
+            raise SettingsError(f"{place}: unknown key {quoted(key)} (known: {', '.join(KEYS)}"
                                 + (", machines)" if place == "executor" else ")"))
     out: dict[str, Any] = {}
     for key in TEXT_OPTIONS:
@@ -136,7 +138,7 @@ def slurm_args(value: Any, place: str) -> dict[str, str]:
             key, eq, val = str(word).partition("=")
             if not eq:
                 raise SettingsError(f"{place}: expected KEY=VALUE, an sbatch option without its dashes "
-                                    f"(got {word!r})")
+                                    f"(got {quoted(word)})")
             pairs[key.strip().lstrip("-")] = val
         value = pairs
     if not isinstance(value, Mapping):
@@ -144,14 +146,14 @@ def slurm_args(value: Any, place: str) -> dict[str, str]:
     out = {}
     for key, val in value.items():
         if not isinstance(key, str) or not _ARG_KEY.match(key):
-            raise SettingsError(f"{place}: {key!r} is not an sbatch option name (letters, digits, - and _)")
+            raise SettingsError(f"{place}: {quoted(key)} is not an sbatch option name (letters, digits, - and _)")
         out[key] = _text(val, f"{place}.{key}")
     return out
 
 
 def _text(value: Any, place: str) -> str:
     if isinstance(value, bool) or not isinstance(value, (str, int, float)) or not str(value).strip():
-        raise SettingsError(f"{place}: must be non-empty text (got {value!r})")
+        raise SettingsError(f"{place}: must be non-empty text (got {quoted(value)})")
     text = str(value).strip()
     if "\n" in text:
         raise SettingsError(f"{place}: must be one line")
@@ -162,5 +164,5 @@ def _number(value: Any, place: str, *, whole: bool) -> float:
     ok = not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value) and value > 0
     if not ok or (whole and value != int(value)):
         kind = "a whole number" if whole else "a number"
-        raise SettingsError(f"{place}: must be {kind} > 0 (got {value!r})")
+        raise SettingsError(f"{place}: must be {kind} > 0 (got {quoted(value)})")
     return float(value)
