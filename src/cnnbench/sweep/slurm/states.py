@@ -3,11 +3,14 @@
 
 Array tasks are asked for by their array job ids, one call each for all of them, so ``--status`` on
 thousands of cases stays two commands. A state's first word is kept (``CANCELLED by 0`` ->
-``CANCELLED``). A job never given a node never ran (one cancelled while pending has a start time). No torch here.
+``CANCELLED``). A job never given a node never ran (one cancelled while pending has a start time).
+Where Slurm itself cannot be used (installed but not configured, no controller reachable, no accounting,
+no authentication) :func:`trouble` names the cause in one line. No torch here.
 """
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from collections.abc import Iterable, Mapping
@@ -25,7 +28,48 @@ COMMAND_TIMEOUT_S = 120.0
 
 
 class SlurmUnavailable(RuntimeError):
-    """Slurm's commands are missing or did not answer."""
+    """Slurm's commands are missing or did not answer, or Slurm cannot be used here (one line)."""
+
+
+_CAUSES = (
+    (("could not establish a configuration source", "failed to fetch config"),
+     "Slurm is installed but not configured here: no slurm.conf (SLURM_CONF, /etc/slurm/slurm.conf) "
+     "and no controller found through DNS"),
+    (("cannot stat file", "unable to process configuration file"),
+     "Slurm's configuration cannot be read (SLURM_CONF, /etc/slurm/slurm.conf)"),
+    (("unable to contact slurm controller",),
+     "no Slurm controller reachable: the slurmctld that slurm.conf names does not answer"),
+    (("accounting storage is disabled",),
+     "Slurm has no accounting here (AccountingStorageType): following a sweep's jobs needs slurmdbd"),
+    (("problem talking to the database", "persistent connection", "slurmdbd"),
+     "Slurm's accounting (slurmdbd) is not reachable"),
+    (("munge encode failed", "munge decode failed", "munge"),
+     "Slurm cannot authenticate this host (is munged running, with the cluster's key?)"),
+)
+"""(words in Slurm's complaint, lower case; the cause it means), surest first."""
+_PREFIX = re.compile(r"^\s*[\w.-]+: (?:error|fatal): ", re.IGNORECASE)
+WORDS_LIMIT = 400
+
+
+def slurm_words(text: str, limit: int = WORDS_LIMIT) -> str:
+    """A Slurm command's complaint on one line: its lines without the ``sbatch: error:`` prefix, joined by
+    ``; `` and cut to ``limit`` characters."""
+    lines = [_PREFIX.sub("", line).strip() for line in text.strip().splitlines()]
+    joined = "; ".join(line for line in lines if line)
+    return joined if len(joined) <= limit else joined[:limit - 3] + "..."
+
+
+def trouble(command: str, text: str) -> str | None:
+    """One line naming why Slurm cannot be used at all (not configured, no controller reachable, no
+    accounting, no authentication), with the line of ``command``'s complaint that says so; None for
+    any other complaint (a partition that does not exist, a job id Slurm has forgotten)."""
+    lines = [_PREFIX.sub("", line).strip() for line in text.strip().splitlines()]
+    for words, cause in _CAUSES:
+        for word in words:  # (the first word is the surest, its line quoted)
+            for line in lines:
+                if word in line.lower():
+                    return f"{cause} ({command}: {slurm_words(line, 200)})"
+    return None
 
 
 @dataclass(frozen=True)
@@ -78,8 +122,9 @@ def job_states(job_ids: Iterable[str]) -> dict[str, JobState]:
     arrays = _arrays(job_ids)
     if not arrays:
         return {}
+    queue = _queued(arrays)  # first: a controller that does not answer is named before the accounting
     states = _accounted(arrays)
-    for job_id, queued in _queued(arrays).items():
+    for job_id, queued in queue.items():
         if queued.active or job_id not in states:
             states[job_id] = queued
     return states
@@ -87,6 +132,9 @@ def job_states(job_ids: Iterable[str]) -> dict[str, JobState]:
 
 def _queued(arrays: list[str]) -> dict[str, JobState]:
     out = _run(["squeue", "-h", "-r", "-t", "all", "-o", "%i|%T|%r|%N", "-j", ",".join(arrays)])
+    cause = trouble("squeue", out.stderr) if out.returncode != 0 else None
+    if cause:  # (other complaints, such as job ids Slurm has forgotten, leave the rest to sacct)
+        raise SlurmUnavailable(cause)
     states = {}
     for line in out.stdout.splitlines():
         parts = line.split("|")
@@ -101,7 +149,8 @@ def _queued(arrays: list[str]) -> dict[str, JobState]:
 def _accounted(arrays: list[str]) -> dict[str, JobState]:
     out = _run(["sacct", "-n", "-P", "-X", "-o", _SACCT_FIELDS, "-j", ",".join(arrays)])
     if out.returncode != 0:
-        raise SlurmUnavailable(f"sacct failed: {out.stderr.strip() or out.stdout.strip()} "
+        words = out.stderr.strip() or out.stdout.strip()
+        raise SlurmUnavailable(trouble("sacct", words) or f"sacct failed: {slurm_words(words)} "
                                "(the sweep's states after its jobs end need Slurm's accounting, slurmdbd)")
     states = {}
     for line in out.stdout.splitlines():
@@ -128,4 +177,8 @@ def cancel(job_ids: Iterable[str]) -> Mapping[str, str]:
     out = _run(["scancel", *ids])
     if out.returncode == 0:
         return {}
-    return {i: out.stderr.strip() for i in ids if i in out.stderr}
+    cause = trouble("scancel", out.stderr)
+    if cause:
+        raise SlurmUnavailable(cause)
+    lines = out.stderr.splitlines()
+    return {i: slurm_words("\n".join(line for line in lines if i in line)) for i in ids if i in out.stderr}
