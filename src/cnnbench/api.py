@@ -63,7 +63,9 @@ def run(*, results_dir: PathLike | None = None, progress: bool | Callable[[str],
     with underscores (``model``, ``batch_size``, ``num_batches``, ``device``, ``num_devices``,
     ``forward_only``, ...); an unknown or invalid one raises ``ConfigError`` before anything runs.
     ``results_dir``: when given, the record is appended to that store as ``cnnbench run
-    --results-dir`` appends it; when left out, nothing is written. ``progress``: ``True`` prints
+    --results-dir`` appends it, and, as the command does, the folder and its file for this machine
+    are checked before anything runs (``OutputError``, a ``ValueError``); when left out, nothing
+    is written. ``progress``: ``True`` prints
     the run's progress lines (tf_cnn_benchmarks' log), a callable receives each line; by default
     nothing is printed.
 
@@ -77,12 +79,16 @@ def run(*, results_dir: PathLike | None = None, progress: bool | Callable[[str],
     >>> record.status, record.metrics["total_images_per_sec"] > 0
     ('ok', True)
     """
+    from cnnbench.config import ConfigError
+
     if results_dir is not None:
+        if not _is_path(results_dir):
+            raise ConfigError("results_dir", f"is {_given(results_dir)}; name a folder (a str or a path)")
         options["results_dir"] = os.fspath(results_dir)
+    if not isinstance(progress, bool) and not callable(progress):
+        raise ValueError(f"progress: is {_given(progress)}; give True, False or a function of one line")
     config = run_config(**options)
     if results_dir is None and config.profile_steps:
-        from cnnbench.config import ConfigError
-
         raise ConfigError("profile_steps", "writes a profiler trace into the results store: give results_dir")
     emit: Callable[[str], None] | None
     if progress is True:
@@ -105,10 +111,29 @@ def execute(config: RunConfig, *, emit: Callable[[str], None] | None = None, app
     :func:`run` and ``cnnbench run``.
 
     >>> record, path = execute(run_config(model="trivial", device="cpu", results_dir="results"))
+
+    With ``append``, the store is checked before any work (``OutputError``, a ``ValueError``): a
+    folder that cannot take the record, or a file of this machine's label in it that cannot
+    (a symlink out of the folder, a FIFO), the label derived as the run will derive it.
     """
+    if append:
+        indices = config.gpu_index_list()
+        _check_store(config.results_dir, config.device, config.machine_label, indices[0] if indices else 0)
     from cnnbench.engine import execute as engine_execute
 
     return engine_execute(config, emit=emit, own_process=own_process, append=append)
+
+
+def _check_store(results_dir: PathLike, device: str, machine_label: str | None, gpu_index: int = 0) -> None:
+    """Before a run on ``device``: ``results_dir`` can take its record, in the file of its machine
+    label (``machine_label``, or the one the run will derive); raises ``OutputError`` naming
+    ``--results-dir`` (or ``--machine-label``) in one line, as ``cnnbench run`` says it."""
+    from cnnbench.machine.environment import expected_machine_label
+    from cnnbench.results.outputs import check_results_dir
+
+    check_results_dir(results_dir, [machine_label])  # the folder first: no torch for this
+    if machine_label is None:
+        check_results_dir(results_dir, [expected_machine_label(device, None, gpu_index)])
 
 
 def measure_data(config: DataBenchConfig, *, emit: Callable[[str], None] | None = None,
@@ -120,6 +145,8 @@ def measure_data(config: DataBenchConfig, *, emit: Callable[[str], None] | None 
     from cnnbench.machine.affinity import host_cpus_pinned
     from cnnbench.results.store import append_record
 
+    if append:
+        _check_store(config.results_dir, config.device, config.machine_label)
     with host_cpus_pinned(config.host_cpus):
         record = run_data_benchmark(config, emit=emit)
     if not append:
@@ -155,12 +182,15 @@ def read_records(paths: PathLike | Sequence[PathLike], *, where: str | Sequence[
     from cnnbench.results.query import parse_where, select
     from cnnbench.results.store import read_records as read_store
 
-    records, problems = read_store(_paths(paths), step_times=step_times, shared=shared)
+    given = _paths(paths)
+    wheres = _texts(where, "where", ValueError)
+    if step_times not in (True, False, "lazy"):
+        raise ValueError(f"step_times: is {_given(step_times)}; give True, False or 'lazy'")
+    records, problems = read_store(given, step_times=step_times, shared=shared)
     if on_problem is not None:
         for problem in problems:
             on_problem(problem)
-    conditions = parse_where([where] if isinstance(where, str) else list(where),
-                             lambda name: resolve_field(name, records))
+    conditions = parse_where(wheres, lambda name: resolve_field(name, records))
     return select(records, conditions), list(problems)
 
 
@@ -191,27 +221,91 @@ def read_results(paths: PathLike | Sequence[PathLike] = "results", *, where: str
     return frame
 
 
-def _paths(paths: PathLike | Sequence[PathLike]) -> list[PathLike]:
-    return [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+# --- arguments: a wrong type is one line naming the argument, as the commands' errors are ----------
+def _given(value: Any) -> str:
+    """What a wrong argument was, for its message: ``5 (an int)``, cut short."""
+    if value is None or isinstance(value, bool):
+        return repr(value)
+    text = repr(value)
+    text = text if len(text) <= 40 else text[:37] + "..."
+    kind = type(value).__name__
+    return f"{text} ({'an' if kind[:1] in 'aeiou' else 'a'} {kind})"
+
+
+def _is_path(value: Any) -> bool:
+    if not isinstance(value, (str, os.PathLike)):
+        return False
+    try:
+        return isinstance(os.fspath(value), str)
+    except TypeError:  # a __fspath__ that gives no text
+        return False
+
+
+def _paths(paths: Any, name: str = "paths", error: Callable[[str], Exception] = ValueError) -> list[PathLike]:
+    """``paths`` as a list: a path (str or ``os.PathLike``) or several; ``error`` otherwise."""
+    if _is_path(paths):
+        return [paths]
+    if not isinstance(paths, (bytes, Mapping)) and isinstance(paths, Iterable):
+        items = list(paths)
+        if all(_is_path(p) for p in items):
+            return items
+        bad = next(p for p in items if not _is_path(p))
+        raise error(f"{name}: holds {_given(bad)}; give results folders or .jsonl files (str or paths)")
+    raise error(f"{name}: is {_given(paths)}; give a results folder or .jsonl file, or a list of them")
+
+
+def _texts(value: Any, name: str, error: Callable[[str], Exception]) -> list[str]:
+    """A text or several (``where``, ``ignore``...) as a list; ``error`` otherwise."""
+    if isinstance(value, str):
+        return [value]
+    if not isinstance(value, (bytes, Mapping)) and isinstance(value, Iterable):
+        items = list(value)
+        if all(isinstance(v, str) for v in items):
+            return items
+        value = next(v for v in items if not isinstance(v, str))
+    raise error(f"{name}: is {_given(value)}; give a text or a list of texts")
+
+
+def _number(value: Any, name: str, error: Callable[[str], Exception]) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise error(f"{name}: is {_given(value)}; give a number")
+    return float(value)
 
 
 def _is_paths(results: Any) -> bool:
-    if isinstance(results, (str, os.PathLike)):
+    if _is_path(results):
         return True
-    return isinstance(results, (list, tuple)) and bool(results) and all(
-        isinstance(r, (str, os.PathLike)) for r in results)
+    return isinstance(results, (list, tuple)) and bool(results) and all(_is_path(r) for r in results)
 
 
-def _records(results: Results) -> tuple[list[Mapping[str, Any]], list[str], str | None]:
-    """Records from paths or records, the store's problem lines, and the paths' label."""
+def _records(results: Results, name: str, error: Callable[[str], Exception]) -> tuple[
+        list[Mapping[str, Any]], list[str], str | None]:
+    """Records from paths or records, the store's problem lines, and the paths' label; a
+    wrong type raises ``error`` naming the argument (``name``)."""
     if _is_paths(results):
-        paths = _paths(cast("PathLike | Sequence[PathLike]", results))
+        paths = _paths(results, name, error)
         records, problems = read_records(paths, step_times="lazy")
         return records, problems, ", ".join(os.fspath(p) for p in paths)
     from cnnbench.results.record import Record
 
-    items = cast("Iterable[Mapping[str, Any] | Record]", results)
-    return [r.to_dict() if isinstance(r, Record) else r for r in items], [], None
+    what = "results folders or .jsonl files (a path or a list of them), or a list of records"
+    if isinstance(results, (Mapping, Record)):
+        raise error(f"{name}: is one record; give {what}")
+    if isinstance(results, bytes) or not isinstance(results, Iterable):
+        raise error(f"{name}: is {_given(results)}; give {what}")
+    items = list(cast("Iterable[Any]", results))
+    if any(_is_path(item) for item in items):  # paths, one of them not a path: name that one
+        _paths(items, name, error)
+    given: list[Mapping[str, Any]] = []
+    for i, item in enumerate(items):
+        if isinstance(item, Record):
+            given.append(item.to_dict())
+        elif isinstance(item, Mapping):
+            given.append(item)
+        else:
+            raise error(f"{name}[{i}]: is {_given(item)}, not a record (a dict as in the store, or a Record); "
+                        f"give {what}")
+    return given, [], None
 
 
 # --- compare --------------------------------------------------------------------------------
@@ -246,9 +340,12 @@ def compare(a: Results, b: Results | None = None, *, by: str | None = None, base
     from cnnbench.compare.sets import compare_sets
 
     flags = ("ignore", "across_machines")
-    wheres = [where] if isinstance(where, str) else list(where)
-    options = CompareOptions(ignore=list(ignore), across_machines=across_machines, where=wheres, noise=noise)
-    records_a, problems, label_a = _records(a)
+    for name, value in (("by", by), ("baseline", baseline), ("candidate", candidate)):
+        if value is not None and not isinstance(value, str):
+            raise CompareError(f"{name}: is {_given(value)}; give a field's name or value as text")
+    options = CompareOptions(ignore=_texts(ignore, "ignore", CompareError), across_machines=bool(across_machines),
+                             where=_texts(where, "where", CompareError), noise=_number(noise, "noise", CompareError))
+    records_a, problems, label_a = _records(a, "a", CompareError)
     if by is not None:
         if b is not None:
             raise CompareError(f"by={by!r} splits one set of results; leave out b")
@@ -259,7 +356,7 @@ def compare(a: Results, b: Results | None = None, *, by: str | None = None, base
             raise CompareError("compare(a, b): give the candidate results b, or by=FIELD to split a")
         if baseline is not None or candidate is not None:
             raise CompareError("baseline and candidate name values of by=FIELD; without by, a is the baseline")
-        records_b, problems_b, label_b = _records(b)
+        records_b, problems_b, label_b = _records(b, "b", CompareError)
         problems += problems_b
         result = compare_sets(records_a, records_b, options, labels=(label_a or "baseline", label_b or "candidate"),
                               flags=flags)
@@ -319,17 +416,32 @@ def report(results: Results, output: PathLike | None = None, *, rows: str | Sequ
     """
     from cnnbench.report import ReportOptions, build_report, write_report
     from cnnbench.report.layout import split_fields
+    from cnnbench.report.options import ReportError
     from cnnbench.report.output import check_report_folder
 
+    if isinstance(max_plots, bool) or not isinstance(max_plots, int):
+        raise ReportError(f"max_plots: is {_given(max_plots)}; give a whole number (0 draws no plot)")
     if max_plots < 0:
         raise ValueError(f"max_plots: must be >= 0, got {max_plots}")
+    if output is not None and not _is_path(output):
+        raise ReportError(f"output: is {_given(output)}; name a folder (a str or a path)")
+    if not isinstance(title, str):
+        raise ReportError(f"title: is {_given(title)}; give a text")
+    if baselines is not None and not (isinstance(baselines, Mapping) and all(
+            isinstance(k, str) and isinstance(v, str) for k, v in baselines.items())):
+        raise ReportError(f"baselines: is {_given(baselines)}; give a dict of field to value, both texts")
+    optional = {name: None if value is None else _texts(value, name, ReportError) for name, value in (
+        ("columns", columns), ("observations", observations), ("effects", effects))}
+    row_fields = _texts(rows, "rows", ReportError)
+    ignored, wheres = _texts(ignore, "ignore", ReportError), _texts(where, "where", ReportError)
+    noise = _number(noise, "noise", ReportError)
     out = None if output is None else check_report_folder(output)
-    records, problems, _ = _records(results)
+    records, problems, _ = _records(results, "results", ReportError)
     options = ReportOptions(
-        rows=split_fields(rows), columns=None if columns is None else split_fields(columns),
-        observations=None if observations is None else split_fields(observations),
-        effects=list(effects) if effects is not None else None, baselines=dict(baselines or {}),
-        ignore=list(ignore), include_warned=include_warned, where=[where] if isinstance(where, str) else list(where),
+        rows=split_fields(row_fields), columns=None if columns is None else split_fields(optional["columns"] or ()),
+        observations=None if observations is None else split_fields(optional["observations"] or ()),
+        effects=optional["effects"], baselines=dict(baselines or {}),
+        ignore=ignored, include_warned=bool(include_warned), where=wheres,
         title=title, noise=noise, max_plots=max_plots, problems=problems,
     )
     if out is None:
@@ -360,7 +472,17 @@ def study(name: str, *, smoke: bool = False, results_dir: PathLike | None = None
     """
     from cnnbench.study import StudyRequest, run_study
     from cnnbench.sweep.progress import PlainReporter
+    from cnnbench.sweep.suite import SuiteError
 
+    if not _is_path(name):
+        raise SuiteError(f"name: is {_given(name)}; give a shipped study's name or a study file")
+    for what, value in (("results_dir", results_dir), ("output", output)):
+        if value is not None and not _is_path(value):
+            raise SuiteError(f"{what}: is {_given(value)}; name a folder (a str or a path)")
+    if machine_label is not None and not isinstance(machine_label, str):
+        raise SuiteError(f"machine_label: is {_given(machine_label)}; give a text")
+    if isinstance(max_plots, bool) or not isinstance(max_plots, int):
+        raise SuiteError(f"max_plots: is {_given(max_plots)}; give a whole number (0 draws no plot)")
     request = StudyRequest(study=name, smoke=smoke, results_dir=results_dir, output=output, rerun=rerun,
                            machine_label=machine_label, skip_invalid=skip_invalid, max_plots=max_plots)
     return run_study(request, reporter=PlainReporter() if progress else None)

@@ -52,12 +52,15 @@ def handle(args: argparse.Namespace) -> int:
 
     from cnnbench.api import measure_data
     from cnnbench.results.files import FileProblem
+    from cnnbench.results.outputs import OutputError
 
     emit = None if args.quiet else (lambda line: print(line, flush=True))
     try:
         record, path = measure_data(config, emit=emit)
     except ConfigError as exc:
         raise UserError.from_config(exc, "data") from None
+    except OutputError as exc:  # the results folder, or its file for this machine, checked before the work
+        raise UserError(str(exc)) from None
     except FileProblem as exc:  # the store's file for this machine: a FIFO, a symlink out of the folder
         raise UserError(f"--results-dir: cannot append the record: {exc}", exit_code=1) from None
     if record.status != "ok":

@@ -97,6 +97,7 @@ def _check_input(path: Path) -> None:
 
 
 def handle(args: argparse.Namespace) -> int:
+    from cnnbench.results.files import FileProblem
     from cnnbench.results.importers import ImportOptions, get_importer
     from cnnbench.results.importing import ImportProblem, import_into
     from cnnbench.results.outputs import OutputError
@@ -122,6 +123,8 @@ def handle(args: argparse.Namespace) -> int:
         raise UserError(str(exc), exit_code=exc.exit_code) from None
     except OutputError as exc:
         raise UserError(str(exc)) from None
+    except FileProblem as exc:  # a full disk (the file left as it was), a store file swapped meanwhile
+        raise UserError(f"--results-dir: cannot append the records: {exc}", exit_code=1) from None
     summary = ", ".join(f"{n} {s}" for s, n in sorted(outcome.statuses().items())) or "none new"
     verb = "would import" if args.dry_run else "imported"
     line = f"{verb} {plural(len(outcome.written), 'record')} ({summary}) into {args.results_dir}"

@@ -63,11 +63,14 @@ def _execute(config: RunConfig, emit: Any, *, own_process: bool = False) -> tupl
     from cnnbench.api import execute
     from cnnbench.engine.multidevice.launch import WorkersStopped
     from cnnbench.results.files import FileProblem
+    from cnnbench.results.outputs import OutputError
 
     try:
         return execute(config, emit=emit, own_process=own_process)
     except ConfigError as exc:
         raise UserError.from_config(exc) from None
+    except OutputError as exc:  # the store's file for the derived machine label, checked before the run
+        raise UserError(str(exc)) from None
     except FileProblem as exc:  # the store's file for this machine: a FIFO, a symlink out of the folder
         raise UserError(f"--results-dir: cannot append the record: {exc}", exit_code=1) from None
     except WorkersStopped as exc:

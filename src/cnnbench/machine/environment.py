@@ -52,6 +52,31 @@ def derive_machine_label(cpu: str, gpu_model: str | None, gpu_count: int) -> str
     return short_cpu.split(" @ ")[0].strip()
 
 
+def expected_machine_label(device: str, machine_label: str | None = None, gpu_index: int = 0) -> str | None:
+    """The ``environment.machine`` that a run on ``device`` (``cpu``, ``cuda``, ``auto``) will
+    record, told before it runs, so that the store's file of that label can be checked first:
+    ``machine_label`` when given, else derived as :func:`capture_environment` derives it (from
+    CUDA device ``gpu_index``, the run's first, on a CUDA run). None when it cannot be told here
+    (the run's own checks then say why). A CPU run needs no torch; a CUDA run asks what the
+    run itself asks first (the device's name and count)."""
+    if machine_label:
+        return machine_label
+    cpu = cpu_model()
+    if str(device).split(":", 1)[0] == "cpu":
+        return derive_machine_label(cpu, None, 0)
+    try:
+        from cnnbench.machine.devices import cuda_available, resolve_device_kind
+
+        if resolve_device_kind(str(device).split(":", 1)[0]) != "cuda" or not cuda_available():
+            return derive_machine_label(cpu, None, 0)
+        import torch
+
+        return derive_machine_label(cpu, str(torch.cuda.get_device_name(gpu_index)), torch.cuda.device_count())
+    except Exception as exc:  # no such GPU, a broken driver: the run's own checks name it
+        log.debug("machine label not known before the run: %s", exc)
+        return None
+
+
 def capture_environment(device: Any, machine_label: str | None = None, *,
                         gpus: bool | None = None) -> dict[str, Any]:
     """The record's ``environment`` for a run on ``device`` (``"cpu"``, ``"cuda"``, or the

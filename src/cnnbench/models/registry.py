@@ -17,6 +17,7 @@ from __future__ import annotations
 import difflib
 import fnmatch
 import logging
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -68,6 +69,7 @@ class UnknownModelError(ConfigError):
 _SPECS: dict[str, ModelSpec] = {}
 _ALIASES: dict[str, str] = {}
 _LOADED = False
+_LOADING = threading.RLock()
 
 
 def register_spec(spec: ModelSpec) -> ModelSpec:
@@ -104,11 +106,19 @@ def register_model(
 
 
 def _load_sources() -> None:
+    """Import the sources (they register on import), once. Under a lock, and marked loaded
+    only once their imports are done: a second thread that looked meanwhile (``cnnbench.run``
+    from two threads) waits for them, instead of finding the registry half filled; after an
+    import that failed it is not marked loaded either. Re-entrant: a source may look up a name."""
     global _LOADED
     if _LOADED:
         return
-    _LOADED = True
-    from cnnbench.models import builtin, torchvision_source  # noqa: F401  (they register on import)
+    with _LOADING:
+        if _LOADED:
+            return
+        from cnnbench.models import builtin, torchvision_source  # noqa: F401  (they register on import)
+
+        _LOADED = True
 
 
 def _timm_spec(name: str) -> ModelSpec | None:
