@@ -301,7 +301,7 @@ def test_cache_temporary_names_are_unique_not_by_pid(cached_store, monkeypatch):
     monkeypatch.setattr(os, "getpid", lambda: 4242)  # two machines sharing a store: same pid
     made = []
     real_replace = os.replace
-    monkeypatch.setattr(files.os, "replace", lambda a, b: made.append(Path(a).name) or real_replace(a, b))
+    monkeypatch.setattr(files.os, "replace", lambda a, b, **kw: made.append(Path(a).name) or real_replace(a, b, **kw))
     read_records(cached_store)
     append_record(cached_store, record(model="resnet50", machine="m-fast"))
     read_records(cached_store)

@@ -65,7 +65,7 @@ def test_a_cache_and_a_file_written_whole_are_written_in_pieces(tmp_path, monkey
     assert len(records) == 40 and written.stat().st_size > 4 * 1024
     assert _RecordingFile.sizes and max(_RecordingFile.sizes) <= 1024
     _RecordingFile.sizes = []
-    with files.open_for_writing(tmp_path / "whole.bin") as out:
+    with files.replacing(tmp_path / "whole.bin") as out:
         out.write(b"z" * 5000)
     assert (tmp_path / "whole.bin").read_bytes() == b"z" * 5000
     assert max(_RecordingFile.sizes) <= 1024

@@ -202,6 +202,10 @@ def _report(args: argparse.Namespace, out: Path, records: list[dict[str, Any]], 
         written = write_report(report, out, drawing_pool=drawing_pool)
     except OutputError as exc:
         raise UserError(str(exc)) from None
+    except OSError as exc:  # a full disk: one line naming the folder and its free space
+        from cnnbench.results.space import os_error_text
+
+        raise UserError(f"-o {out}: cannot write the report: {os_error_text(exc, out)}", exit_code=1) from None
     more = []
     skipped = sum(not isinstance(p, StoreNotice) for p in problems)
     if skipped:

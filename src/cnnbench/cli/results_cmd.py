@@ -138,18 +138,34 @@ def handle_list(args: argparse.Namespace) -> int:
 
 def handle_merge(args: argparse.Namespace) -> int:
     from cnnbench.results.merge import MergeError, merge_stores
+    from cnnbench.results.space import NoSpace
     from cnnbench.results.store import problem_text
 
     try:
         result = merge_stores(args.sources, args.into, write=not args.dry_run)
     except MergeError as exc:
         raise UserError(str(exc)) from None
+    except NoSpace as exc:  # a full disk, in one line: the file it was appending to is left as it was
+        raise UserError(f"--into {args.into}: cannot append: {exc}; merge again once there is room (runs "
+                        "already appended are not added twice)", exit_code=1) from None
+    except OSError as exc:  # a file of the store swapped meanwhile (a FIFO, a link out of it), a folder gone
+        raise UserError(f"--into {args.into}: cannot append: {files_text(exc)}", exit_code=1) from None
     for problem in result.problems:
         print(f"warning: {problem_text(problem)}", file=sys.stderr)
     verb = "would append" if args.dry_run else "appended"
     print(f"{verb} {plural(len(result.written), 'run')} to {args.into}; {result.already} already there or repeated"
           + (f"; {plural(len(result.problems), 'unreadable line')} skipped" if result.problems else ""))
     return 0
+
+
+def files_text(exc: OSError) -> str:
+    """An ``OSError`` in one line: a :class:`~cnnbench.results.files.FileProblem` names its path
+    itself; any other, its path and the system's words."""
+    from cnnbench.results.files import FileProblem
+
+    if isinstance(exc, FileProblem) or not exc.filename:
+        return str(exc) if isinstance(exc, FileProblem) else str(exc.strerror or exc)
+    return f"{exc.filename}: {exc.strerror or exc}"
 
 
 def _comm_text(row: Mapping[str, Any]) -> str:
@@ -180,11 +196,24 @@ def handle_export(args: argparse.Namespace) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         return 0
     except OSError as exc:
-        raise UserError(f"-o {args.output}: cannot write: {exc.strerror or exc}", exit_code=1) from None
+        raise UserError(_export_failure(args.output, exc), exit_code=1) from None
     if args.output:
         print(f"wrote {plural(len(table.rows), 'run')} x {plural(len(table.columns), 'column')} to {args.output}",
               file=sys.stderr)
     return 0
+
+
+def _export_failure(output: str | None, exc: OSError) -> str:
+    """Why the export could not be written, in one line; on a full disk naming the folder and
+    its free space (the file written before is left as it was: the export goes to a new file)."""
+    from cnnbench.results.space import is_no_space, no_space_in
+
+    if output is None:
+        return f"standard output: cannot write: {exc.strerror or exc}"
+    if is_no_space(exc):
+        folder = os.path.dirname(os.path.abspath(output))
+        return f"-o {output}: cannot write: {no_space_in(folder, exc, f'{os.path.basename(output)} left as it was')}"
+    return f"-o {output}: cannot write: {exc.strerror or exc}"
 
 
 def _check_export_target(output: str, results: Sequence[str]) -> None:

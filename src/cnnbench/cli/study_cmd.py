@@ -93,15 +93,16 @@ def _on_slurm(request: Any, args: argparse.Namespace) -> int:
     import shlex
 
     from cnnbench.cli.sweep_slurm import handle_slurm
+    from cnnbench.results.outputs import OutputError
     from cnnbench.study import StudyError, prepare, prepare_data
 
     if args.report_only:
         raise UserError("--report-only runs nothing: give it without --executor slurm, --status or --cancel")
     try:
-        study, results_dir, _ = prepare(request)
+        study, results_dir, _ = prepare(request, writing=not (args.status or args.cancel))  # read-only stores too
         if not (args.status or args.cancel):
             prepare_data(study, results_dir, _made)
-    except StudyError as exc:
+    except (StudyError, OutputError) as exc:
         raise UserError(str(exc)) from None
     args.results_dir = results_dir
     command = f"cnnbench study {shlex.quote(args.study)}" + (" --smoke" if args.smoke else "")
@@ -114,6 +115,7 @@ def _run(request: Any, *, plain: bool, report_only: bool = False) -> Any:
     from cnnbench.report import ReportError
     from cnnbench.results.files import FileProblem
     from cnnbench.results.outputs import OutputError
+    from cnnbench.results.space import NoSpace
     from cnnbench.study import report_study, run_study
     from cnnbench.sweep.progress import PlainReporter, RichReporter
     from cnnbench.sweep.session import InvalidCases
@@ -130,8 +132,10 @@ def _run(request: Any, *, plain: bool, report_only: bool = False) -> Any:
         raise UserError(str(exc)) from None
     except ConfigError as exc:  # --machine-label
         raise UserError.from_config(exc, "study") from None
-    except FileProblem as exc:
-        raise UserError(f"--results-dir: cannot append a record: {exc}", exit_code=1) from None
+    except NoSpace as exc:  # a full disk, in the store or the report folder: the folder and its free space
+        raise UserError(f"cannot write: {exc}", exit_code=1) from None
+    except FileProblem as exc:  # the store's file for a machine, a claim: a FIFO, a symlink out of the folder
+        raise UserError(f"--results-dir: cannot write in the store: {exc}", exit_code=1) from None
 
 
 def _warn_invalid(message: str) -> None:

@@ -123,8 +123,8 @@ def _run(request: Any, *, plain: bool) -> Any:
         raise UserError(str(exc)) from None
     except ConfigError as exc:  # --machine-label
         raise UserError.from_config(exc, "sweep") from None
-    except FileProblem as exc:  # the store's file for a machine: a FIFO, a symlink out of the folder
-        raise UserError(f"--results-dir: cannot append a record: {exc}", exit_code=1) from None
+    except FileProblem as exc:  # the store's file for a machine, a claim: a FIFO, a symlink out of the folder
+        raise UserError(f"--results-dir: cannot write in the store: {exc}", exit_code=1) from None
 
 
 def _warn_invalid(message: str) -> None:

@@ -19,18 +19,27 @@ Deterministic: the same arguments write the same files. No torch here.
 Arguments are checked before anything is written (:class:`GenerateOptions`: each number in
 its declared range, the total within what one machine can hold), and the data set is
 written into a hidden folder beside ``DIR`` that is renamed to ``DIR`` only when complete: a
-failure (a full disk, Ctrl-C) leaves no partial data set behind.
+failure (a full disk, Ctrl-C) leaves no partial data set behind. That folder (named at random,
+``.DIR.partial-<pid>-<random>``) is made private (0700) until complete, and its folders and
+files are made relative to a descriptor of it, never following a symlink
+(:func:`cnnbench.results.files.open_in`): the folder beside ``DIR`` may be shared (a study's
+``data/`` in a results store), and whatever someone else puts there is never written through.
 """
 
 from __future__ import annotations
 
 import colorsys
+import contextlib
+import errno
 import math
 import os
 import pickle
+import secrets
 import shutil
+import stat
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 from PIL import Image, ImageDraw
@@ -51,6 +60,7 @@ from cnnbench.data.layouts import (
 )
 from cnnbench.data.layouts import GENERATED_FORMATS as FORMATS
 from cnnbench.data.layouts import GENERATED_KINDS as KINDS
+from cnnbench.results import files
 
 SHAPES = ("disc", "square", "triangle", "cross", "ring", "diamond", "bar", "star")
 CIFAR_CLASSES = {"cifar10": 10, "cifar100": 100}
@@ -226,9 +236,12 @@ def parse_size(text: str) -> tuple[int, int]:
 def make_data_set(kind: str, out_dir: str | os.PathLike[str], *, num_classes: int | None = None,
                   images_per_class: int = 20, val_images_per_class: int | None = None,
                   image_size: tuple[int, int] | None = None, image_format: str = "jpeg", quality: int = 90,
-                  seed: int = 0) -> Generated:
+                  seed: int = 0, inside: str | os.PathLike[str] | None = None) -> Generated:
     """Write a data set of ``kind`` into ``out_dir`` (which must be empty or absent); raises
-    :class:`GenerateError` before writing anything for arguments that cannot make one."""
+    :class:`GenerateError` before writing anything for arguments that cannot make one.
+    ``inside``: a folder (a results store) of which ``out_dir`` and its folder are cnnbench's own
+    folders: each must be a real folder there, never a symlink (:class:`~cnnbench.results.files.
+    LinkedFolder`); default: ``out_dir``, as given, is the user's choice."""
     width, height = image_size if image_size is not None else (None, None)
     try:
         opts = GenerateOptions(kind=kind, num_classes=num_classes, images_per_class=images_per_class,
@@ -239,17 +252,27 @@ def make_data_set(kind: str, out_dir: str | os.PathLike[str], *, num_classes: in
         reason = f"{exc.field} {exc.reason}" if exc.field in ("width", "height") else exc.reason
         raise GenerateError(f"{flag}: {reason}") from None
     root = Path(out_dir).expanduser()
+    home, names = (root.parent, ()) if inside is None else (Path(inside), root.parent.relative_to(inside).parts)
+    if inside is not None:
+        files.check_folders(home, *names, root.name)
     _check_destination(root, opts)
     created = _first_missing(root.parent)
-    root.parent.mkdir(parents=True, exist_ok=True)
-    partial = root.parent / f".{root.name}.partial-{os.getpid()}"
+    parent = files.open_folder(home, *names, make=True)
+    partial = None
     try:
-        partial.mkdir()
-        written = _write(opts, partial)
-        partial.replace(root)  # the whole data set appears at once (over an empty folder too)
+        partial, folder = _make_partial(parent, root)
+        written = _write(opts, folder, root.parent / partial)
+        _publish(parent, partial, folder, root)
     except BaseException:
-        shutil.rmtree(created if created is not None else partial, ignore_errors=True)
+        if created is not None:
+            shutil.rmtree(created, ignore_errors=True)
+        elif partial is not None:
+            _remove(parent, partial)
         raise
+    finally:
+        os.close(parent)
+        if partial is not None:
+            os.close(folder)
     return Generated(kind, str(root.resolve()), opts.classes(), opts.classes() * images_per_class,
                      opts.classes() * opts.val_per_class(), written)
 
@@ -258,13 +281,84 @@ _FLAGS = {"width": "--image-size", "height": "--image-size", "image_format": "--
 """Fields of :class:`GenerateOptions` that ``cnnbench make-dataset`` spells otherwise."""
 
 
-def _write(opts: GenerateOptions, root: Path) -> int:
+def _partial_name(root: Path) -> str:
+    """A name for the folder the data set is written in, beside ``root``: hidden, and drawn at random."""
+    return f".{root.name}.partial-{os.getpid()}-{secrets.token_hex(6)}"
+
+
+def _make_partial(parent: int, root: Path) -> tuple[str, int]:
+    """A new private (0700) folder beside ``root`` in the folder open as ``parent``, never one already
+    there (nor a link): its name, and a descriptor of it (opened without following a link)."""
+    for _ in range(100):
+        name = _partial_name(root)
+        try:
+            os.mkdir(name, 0o700, dir_fd=parent)
+        except FileExistsError:
+            continue
+        try:
+            return name, _subfolder(parent, name, root.parent / name, make=False)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.rmdir(name, dir_fd=parent)
+            raise
+    raise FileExistsError(errno.EEXIST, "no unused temporary name", os.fspath(root.parent))
+
+
+def _remove(parent: int, name: str) -> None:
+    """Folder ``name`` in the folder open as ``parent`` removed with all it holds, never following
+    a link (a link put in its place, or in it, is what is removed, or is left); errors ignored."""
+    with contextlib.suppress(OSError):
+        for _, dirs, names, fd in os.fwalk(name, topdown=False, dir_fd=parent):
+            for entry in (*dirs, *names):
+                with contextlib.suppress(OSError):
+                    if stat.S_ISDIR(os.stat(entry, dir_fd=fd, follow_symlinks=False).st_mode):
+                        os.rmdir(entry, dir_fd=fd)
+                    else:
+                        os.unlink(entry, dir_fd=fd)
+        os.rmdir(name, dir_fd=parent)
+
+
+def _subfolder(dir_fd: int, name: str, path: Path, *, make: bool = True) -> int:
+    """A descriptor of folder ``name`` in the folder open as ``dir_fd`` (made with ``make``),
+    opened without following a symlink (:class:`~cnnbench.results.files.LinkedFolder`)."""
+    if make:
+        os.mkdir(name, 0o777, dir_fd=dir_fd)
+    try:
+        return os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOTDIR, errno.ELOOP):
+            raise
+        raise files.LinkedFolder(path, os.path.realpath(path), path.parent) from None
+
+
+def _publish(parent: int, partial: str, folder: int, root: Path) -> None:
+    """The finished folder ``partial`` (open as ``folder``) renamed to ``root`` in the folder open as
+    ``parent`` (the whole data set appears at once, over an empty folder too), readable as a folder
+    made by ``mkdir`` is; refused if something else has taken ``partial``'s name meanwhile."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    os.fchmod(folder, 0o777 & ~mask)
+    mine, there = os.fstat(folder), os.stat(partial, dir_fd=parent, follow_symlinks=False)
+    if (mine.st_dev, mine.st_ino) != (there.st_dev, there.st_ino) or not stat.S_ISDIR(there.st_mode):
+        raise files.FileProblem(errno.EEXIST, root.parent / partial, "was replaced while the data set was written "
+                                "there (someone else's? nothing was published)")
+    os.replace(partial, root.name, src_dir_fd=parent, dst_dir_fd=parent)
+
+
+def _write(opts: GenerateOptions, folder: int, root: Path) -> int:
+    """Write the data set into the folder open as ``folder`` (``root``: its path, for messages)."""
     rng = np.random.default_rng(opts.seed)
     if opts.kind == "imagefolder":
         width, height = opts.size()
-        return _write_image_folder(root, opts.classes(), opts.images_per_class, opts.val_per_class(), width, height,
-                                   opts.image_format, opts.quality, rng)
-    return _write_cifar(opts.kind, root, opts.images_per_class, opts.val_per_class(), rng)
+        return _write_image_folder(folder, root, opts.classes(), opts.images_per_class, opts.val_per_class(),
+                                   width, height, opts.image_format, opts.quality, rng)
+    return _write_cifar(opts.kind, folder, root, opts.images_per_class, opts.val_per_class(), rng)
+
+
+def _new_file(dir_fd: int, name: str, path: Path) -> BinaryIO:
+    """A new file ``name`` in the folder open as ``dir_fd``, open for writing (``O_EXCL``, never
+    through a link: :func:`cnnbench.results.files.open_in`)."""
+    return os.fdopen(files.open_in(dir_fd, name, os.O_WRONLY, path, fresh=True), "wb")
 
 
 def _check_destination(root: Path, opts: GenerateOptions) -> None:
@@ -293,8 +387,8 @@ def _first_missing(folder: Path) -> Path | None:
     return missing
 
 
-def _write_image_folder(root: Path, num_classes: int, per_class: int, val_per_class: int, width: int, height: int,
-                        image_format: str, quality: int, rng: np.random.Generator) -> int:
+def _write_image_folder(dir_fd: int, root: Path, num_classes: int, per_class: int, val_per_class: int, width: int,
+                        height: int, image_format: str, quality: int, rng: np.random.Generator) -> int:
     names = class_names(num_classes)
     suffix = ".jpg" if image_format == "jpeg" else ".png"
     options = {"quality": quality} if image_format == "jpeg" else {"compress_level": 1}
@@ -302,18 +396,26 @@ def _write_image_folder(root: Path, num_classes: int, per_class: int, val_per_cl
     for split, count in ((TRAIN_SPLIT, per_class), (VAL_SPLIT, val_per_class)):
         if count == 0:
             continue
-        for label, name in enumerate(names):
-            folder = root / split / name
-            folder.mkdir(parents=True, exist_ok=True)
-            for n in range(count):
-                path = folder / f"{n:05d}{suffix}"
-                Image.fromarray(draw_image(label, width, height, rng)).save(path, format=image_format.upper(),
-                                                                            **options)
-                written += path.stat().st_size
+        split_fd = _subfolder(dir_fd, split, root / split)
+        try:
+            for label, name in enumerate(names):
+                class_fd = _subfolder(split_fd, name, root / split / name)
+                try:
+                    for n in range(count):
+                        file = f"{n:05d}{suffix}"
+                        with _new_file(class_fd, file, root / split / name / file) as f:
+                            Image.fromarray(draw_image(label, width, height, rng)).save(
+                                f, format=image_format.upper(), **options)
+                            written += f.tell()
+                finally:
+                    os.close(class_fd)
+        finally:
+            os.close(split_fd)
     return written
 
 
-def _write_cifar(kind: str, root: Path, per_class: int, val_per_class: int, rng: np.random.Generator) -> int:
+def _write_cifar(kind: str, dir_fd: int, root: Path, per_class: int, val_per_class: int,
+                 rng: np.random.Generator) -> int:
     classes = CIFAR_CLASSES[kind]
     names = class_names(classes)
 
@@ -338,9 +440,9 @@ def _write_cifar(kind: str, root: Path, per_class: int, val_per_class: int, rng:
 
     def dump(name: str, value: object) -> None:
         nonlocal written
-        with open(root / name, "wb") as f:
+        with _new_file(dir_fd, name, root / name) as f:
             pickle.dump(value, f, protocol=2)
-        written += (root / name).stat().st_size
+            written += f.tell()
 
     train_rows, train_labels, train_files = split(per_class, "train")
     test_rows, test_labels, test_files = split(val_per_class, "test")

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,7 @@ import torch
 
 from cnnbench.engine.prepare import Prepared
 from cnnbench.engine.timer import synchronize
+from cnnbench.results import files
 
 log = logging.getLogger(__name__)
 
@@ -68,13 +71,18 @@ def profile_steps(prepared: Prepared, num_steps: int, device: torch.device, resu
         os.environ.setdefault("KINETO_LOG_LEVEL", "6")
     relative = trace_file(run_id)
     path = Path(results_dir) / relative
-    path.parent.mkdir(parents=True, exist_ok=True)
+    files.real_folder_inside(Path(results_dir), TRACE_FOLDER)  # a real folder of the store, never a link
     with profile(activities=activities) as prof:
         for i in range(num_steps):
             with record_function(f"ProfilerStep#{i}"):  # the step markers a scheduled profiler would add
                 prepared.step(*next(prepared.source))
         synchronize(device)
-    prof.export_chrome_trace(str(path))
+    with tempfile.TemporaryDirectory(prefix="cnnbench-trace-") as private:
+        # torch writes by path (through any link there): so in a folder of ours, then copied in as a new file
+        draft = Path(private) / path.name
+        prof.export_chrome_trace(str(draft))
+        with files.open_regular(draft) as src, files.replacing(path, Path(results_dir)) as out:
+            shutil.copyfileobj(src, out, files.WRITE_PIECE)
     log.info("profiler trace of %d steps written to %s", num_steps, path)
     return ProfileResult(num_steps, relative, top_operators(prof.key_averages(), on_device=on_device, top=top))
 

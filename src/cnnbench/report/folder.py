@@ -52,12 +52,13 @@ def subfolder(out: Path, name: str) -> Path:
         raise OutputError(f"-o {out}: {exc}") from None
 
 
-def write_text(path: Path, text: str) -> str:
+def write_text(path: Path, text: str, root: Path | None = None) -> str:
     """Write ``text`` to ``path`` (a new file renamed over it) as UTF-8, a character UTF-8 cannot hold
     (a lone surrogate: a byte of another encoding in a file's name, as Python keeps it) as its
-    escape, ``\\udcff``; returns the SHA-256 of its bytes."""
+    escape, ``\\udcff``; returns the SHA-256 of its bytes. ``root``: the report's folder, when
+    ``path`` is in a folder of it (``tables/``), which must be a real one (never a link)."""
     data = text.encode("utf-8", "backslashreplace")
-    files.write_replacing(path, data)
+    files.write_replacing(path, data, root)
     return hashlib.sha256(data).hexdigest()
 
 

@@ -9,11 +9,12 @@ so is a file of the user's where the report would write one of its own. The mani
 written before the report's files (listing the old and the new) and again after them, so
 that a report cut off halfway is still cleaned up by the next one.
 
-A report writes only inside its folder: ``tables/`` or ``plots/`` that is a symlink out of
-it, or not a folder, is refused before any work, and every file is written to a unique
-temporary file in its folder (``mkstemp``) and renamed over its name, so a symlink at a
-report's file name is replaced, never written through, and no file of the user's (not even
-``summary.md.tmp``) is touched.
+A report writes only inside its folder: ``tables/`` or ``plots/`` that is a symlink, or not
+a folder, is refused before any work, and every file is written to a unique
+temporary file in its folder (made with ``O_EXCL``, relative to the real folder) and renamed
+over its name, so a symlink at a report's file name is replaced, never written through, and no
+file of the user's (not even ``summary.md.tmp``) is touched; any symlink at ``tables/`` or
+``plots/`` is refused, and an earlier report's files are removed relative to the real folder.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from cnnbench.report.render.csv_json import table_texts
 from cnnbench.report.render.drawing import DrawingPool, start_drawing
 from cnnbench.report.render.html import render_html
 from cnnbench.report.render.markdown import render_markdown
+from cnnbench.results import files
 from cnnbench.results.outputs import OutputError
 
 log = logging.getLogger(__name__)
@@ -59,6 +61,22 @@ class Written:
     outputs: dict[str, str] = field(default_factory=dict)
     """The SHA-256 of each file written (by name in the folder, as the manifest lists them);
     empty when one could not be read back."""
+
+
+def _remove(out: Path, name: str) -> None:
+    """Remove an earlier report's file ``name`` (``tables/x.csv``) in ``out``, relative to its real
+    folder: a ``tables/`` or ``plots/`` swapped for a link meanwhile is refused, never followed."""
+    *folders, base = name.split("/")
+    try:
+        fd = files.open_folder(out, *folders)
+    except FileNotFoundError:
+        return
+    try:
+        os.unlink(base, dir_fd=fd)
+    except FileNotFoundError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def write_report(report: Report, outdir: str | os.PathLike[str], plots: bool = True,
@@ -94,17 +112,14 @@ def write_report(report: Report, outdir: str | os.PathLike[str], plots: bool = T
     for tid, t in tables.items():
         for suffix, text in zip((".csv", ".json"), table_texts(t), strict=True):
             path = tables_dir / f"{tid}{suffix}"
-            digests[f"tables/{path.name}"] = write_text(path, text)
+            digests[f"tables/{path.name}"] = write_text(path, text, out)
             written.tables.append(path)
     written.plots = drawing.wait()
     digests.update((f"plots/{path.name}", file_digest(path)) for path in written.plots)
     digests[SUMMARY] = write_text(written.summary, render_markdown(report))
     digests[HTML] = write_text(written.html, render_html(report, out))
     for name in sorted(previous - planned):  # an earlier report's files this one did not write again
-        try:
-            (out / name).unlink()
-        except FileNotFoundError:
-            pass
+        _remove(out, name)
     if all(digests.values()):
         written.outputs = {name: digest for name, digest in digests.items() if digest}
         write_manifest(out, planned, outputs=written.outputs)

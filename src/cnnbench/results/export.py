@@ -6,16 +6,18 @@ and Parquet. No torch here.
 
 from __future__ import annotations
 
-import csv
+import contextlib
 import heapq
 import io
 import json
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Literal, TextIO
 
 from cnnbench.results import files
+from cnnbench.results.csv_out import CsvWriter
 from cnnbench.results.flatten import flatten_records, ordered_columns
 from cnnbench.results.gc_pause import collector_paused
 from cnnbench.words import natural_key
@@ -42,19 +44,22 @@ def flat_table(records: Sequence[Mapping[str, Any]]) -> FlatTable:
 
 
 def write_table(table: FlatTable, fmt: ExportFormat, output: str | None) -> None:
-    """Write ``table`` to the file ``output`` (a regular file only), or to standard output.
-    Raises :class:`ExportError`, or ``OSError`` when the file cannot be written."""
+    """Write ``table`` to the file ``output``, or to standard output. The file is written whole
+    to a new file in its folder, then renamed over ``output`` (:func:`files.replacing`): a
+    symlink there is replaced, never written through, and an export that fails part-way
+    leaves the file written before as it was. Raises :class:`ExportError`, or ``OSError``
+    when the file cannot be written."""
     if fmt == "parquet":
         if output is None:
             raise ExportError("--format parquet needs -o FILE")
         _write_parquet(table, output)
         return
-    out = _open_output(output, newline="" if fmt == "csv" else None) if output else sys.stdout
-    try:
-        (_write_csv if fmt == "csv" else _write_json)(table, out)
-    finally:
-        if output:
-            out.close()
+    write = _write_csv if fmt == "csv" else _write_json
+    if not output:
+        write(table, sys.stdout)
+        return
+    with _open_output(output, newline="" if fmt == "csv" else None) as out:
+        write(table, out)
 
 
 def list_order(record: Mapping[str, Any]) -> tuple[Any, ...]:
@@ -92,10 +97,15 @@ def _cell(value: Any) -> Any:
     return value
 
 
-def _open_output(output: str, newline: str | None = None) -> TextIO:
-    """``-o`` opened for writing as text: a regular file only (checked before, and again
-    here without blocking on a FIFO put there meanwhile)."""
-    return io.TextIOWrapper(files.open_for_writing(output), encoding="utf-8", newline=newline)
+@contextlib.contextmanager
+def _open_output(output: str, newline: str | None = None) -> Iterator[TextIO]:
+    """A new file beside ``-o``, open for writing as text, renamed over ``-o`` when the block
+    ends without an error (removed otherwise; see :func:`files.replacing`)."""
+    with files.replacing(Path(output)) as raw:
+        out = io.TextIOWrapper(raw, encoding="utf-8", newline=newline)
+        yield out
+        out.flush()
+        out.detach()  # the file itself is closed (and renamed) by files.replacing
 
 
 _AS_IS = frozenset({str, int, float, type(None)})
@@ -105,21 +115,24 @@ _AS_IS = frozenset({str, int, float, type(None)})
 def _write_csv(table: FlatTable, out: TextIO) -> None:
     """Rows in C where it can: each row's values fetched at once, and only the cells that need
     it (true/false, lists and objects as JSON) converted, found by the row's types, which the
-    rows of one store share."""
-    writer = csv.writer(out)
+    rows of one store share. Text a spreadsheet would run is made safe (:mod:`cnnbench.results.csv_out`)."""
+    writer = CsvWriter(out)
     writer.writerow(table.columns)
-    converted: dict[tuple[type, ...], list[int]] = {}
+    converted: dict[tuple[type, ...], tuple[list[int], tuple[type, ...]]] = {}
     for row in table.rows:
         cells = list(map(row.get, table.columns))
         kinds = tuple(map(type, cells))
-        where = converted.get(kinds)
-        if where is None:
+        known = converted.get(kinds)
+        if known is None:
             if len(converted) > 4096:
                 converted.clear()
-            where = converted[kinds] = [i for i, kind in enumerate(kinds) if kind not in _AS_IS]
+            where = [i for i, kind in enumerate(kinds) if kind not in _AS_IS]
+            written = tuple(type(_cell(cells[i])) if i in where else kind for i, kind in enumerate(kinds))
+            known = converted[kinds] = (where, written)  # the cells' classes once converted
+        where, written = known
         for i in where:
             cells[i] = _cell(cells[i])
-        writer.writerow(cells)
+        writer.writerow(cells, written)
 
 
 def _write_json(table: FlatTable, out: TextIO) -> None:
@@ -145,5 +158,5 @@ def _write_parquet(table: FlatTable, output: str) -> None:
         except (pa.ArrowInvalid, pa.ArrowTypeError):  # mixed types: keep them as JSON text
             arrays.append(pa.array([None if v is None else (v if isinstance(v, str) else json.dumps(v, default=str))
                                     for v in values], type=pa.string()))
-    with files.open_for_writing(output) as f:  # a regular file only, never a FIFO
+    with files.replacing(Path(output)) as f:  # a new file renamed over -o: never through a link, never torn
         pq.write_table(pa.Table.from_arrays(arrays, names=table.columns), f)

@@ -12,13 +12,22 @@ or filling its memory:
 * :func:`open_for_append` — append to a file in a folder (the results store); a symlink
   whose target is outside that folder raises :class:`OutsideFolder`.
 * :func:`write_replacing` — write a whole file through a unique temporary file in the
-  same folder (``mkstemp``), then rename it over the name: a symlink at the name is
+  same folder (``O_EXCL``), then rename it over the name: a symlink at the name is
   replaced, never written through, and no file of the user's (``summary.md.tmp``) is
   touched.
+* :func:`open_folder` and :func:`open_in` — the one way a file inside a store or report
+  folder is opened for writing: relative to a descriptor of the real folder, always with
+  ``O_NOFOLLOW`` (a symlink planted at the name is refused, never followed), and with
+  ``O_EXCL`` for a file made fresh. Every folder cnnbench uses inside the folder it was given
+  (``.claims/``, ``.slurm/``, ``tables/``, ...) must be a real folder, never a link
+  (:class:`LinkedFolder`). The writers above are built on them.
 * Both writers hand big buffers to the system :data:`WRITE_PIECE` bytes at a time
   (:class:`PieceWriter`).
 * :func:`path_too_long` — why a path cannot name a file (a name over 255 bytes, a path of
   4096 bytes or more), checked before the system says ``ENAMETOOLONG``.
+* :func:`name_problem` — why a name from a file (a study's or a suite's ``name:``, a machine
+  label's file) cannot be one file or folder name: a path separator, ``.``/``..``, a control
+  character, more than 255 bytes.
 
 These errors are ``OSError``\\ s whose ``str`` is one line naming the path, so code that
 already reports ``OSError``\\ s reports them too. No torch here.
@@ -31,8 +40,9 @@ import errno
 import fcntl
 import io
 import os
+import secrets
 import stat
-import tempfile
+import unicodedata
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -66,6 +76,8 @@ def kind(mode: int) -> str:
         return "a socket"
     if stat.S_ISLNK(mode):
         return "a symlink"
+    if stat.S_ISREG(mode):
+        return "a regular file"
     return "not a regular file"
 
 
@@ -95,6 +107,24 @@ class OutsideFolder(FileProblem):
                          "writes only inside the folder it was given (replace the link by a copy)")
 
 
+class LinkedFolder(FileProblem):
+    """A symlink where cnnbench keeps a folder of its own inside the folder it was given."""
+
+    def __init__(self, path: str | os.PathLike[str], target: str, folder: str | os.PathLike[str]) -> None:
+        inside = target.startswith(os.path.realpath(folder) + os.sep)
+        super().__init__(errno.ELOOP, path, f"is a symlink to {shown(target)}{'' if inside else ', outside'}; "
+                         f"cnnbench writes only in real folders inside {shown(folder)} (replace the link by a "
+                         "folder)")
+
+
+class LinkedFile(FileProblem):
+    """A symlink at a name cnnbench writes, where a link has no business (a planted one)."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        super().__init__(errno.ELOOP, path, "is a symlink, which cnnbench never writes through here (someone "
+                         "else's? remove it)")
+
+
 class TooBig(FileProblem):
     """A file larger than its reader takes."""
 
@@ -111,6 +141,34 @@ def path_too_long(path: str | os.PathLike[str]) -> str | None:
     longest = max((len(part) for part in raw.split(b"/")), default=0)
     if longest > NAME_MAX:
         return f"a name in the path is {longest} bytes long; at most {NAME_MAX}"
+    return None
+
+
+NAME_RULE = f"a name holds no / or \\, no NUL or control character, is not . or .., and is at most {NAME_MAX} bytes"
+"""What :func:`name_problem` asks of a name, for messages."""
+
+
+def name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be one file or folder name as it stands, or None: the one check of a
+    name that becomes a file or folder name (a study's or a suite's ``name:``, the file of a
+    machine label). A name read from a file someone else wrote must not choose where files go:
+    no path separator (``/``, ``\\``), not ``.`` or ``..``, no NUL or other control character
+    (nor an invisible one: a line or paragraph separator, a direction mark), at most
+    :data:`NAME_MAX` bytes in UTF-8."""
+    size = len(name.encode("utf-8", "surrogatepass"))
+    if size > NAME_MAX:
+        return f"is {size} bytes long; at most {NAME_MAX}"
+    if name in ("", ".", ".."):
+        return "is empty" if not name else f"is {name}, a folder's name for itself or its parent"
+    for separator in "/\\":
+        if separator in name:
+            return f"holds a path separator ({separator})"
+    if not name.isprintable():  # fast for the usual name; then find the character at fault
+        bad = next((c for c in name if not c.isprintable() and unicodedata.category(c) != "Zs"), None)
+        if bad == "\0":
+            return "holds a NUL character"
+        if bad is not None:
+            return f"holds a control character (U+{ord(bad):04X})"
     return None
 
 
@@ -165,30 +223,121 @@ def contained(path: Path, folder: Path | None = None) -> Path:
     return target
 
 
-def open_for_append(path: Path, folder: Path | None = None) -> int:
-    """A descriptor of regular file ``path`` (made if missing) open for appending, and
-    readable when permissions allow. ``path`` may be a symlink only to a file in ``folder``
-    (default: its own folder). Raises :class:`OutsideFolder`, :class:`NotRegularFile` or
-    another ``OSError``; never blocks on a FIFO."""
-    real = contained(path, folder)
-    flags = os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_NOCTTY | os.O_NOFOLLOW | os.O_CLOEXEC
-    with contextlib.suppress(FileNotFoundError, IsADirectoryError, NotADirectoryError):
-        st = os.lstat(real)
-        if not stat.S_ISREG(st.st_mode):
-            raise NotRegularFile(path, st.st_mode)
+_SAFE = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+"""Flags of every open of a file cnnbench writes inside a folder: never through a symlink at the
+name, never blocking on a FIFO, never taking a terminal, never inherited by a child."""
+
+
+def _parts(path: Path, root: Path | None) -> tuple[Path, tuple[str, ...]]:
+    """``root`` (default: ``path``'s folder) and the folders from it to ``path``'s folder."""
+    if root is None:
+        return path.parent, ()
+    return root, path.parent.relative_to(root).parts
+
+
+def open_folder(root: Path, *names: str, make: bool = False) -> int:
+    """A descriptor (``O_DIRECTORY``) of ``root/names...``: ``root`` as given (a symlink there
+    is the user's choice), each of ``names`` a real folder inside the one before it, never a
+    link; with ``make``, each is made if missing (``root`` with its parents). Raises
+    :class:`LinkedFolder` for a link, :class:`FileProblem` for a file or FIFO where a folder
+    belongs, or another ``OSError``."""
+    if make:
+        root.mkdir(parents=True, exist_ok=True)
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    path = root
     try:
-        fd = os.open(real, flags | os.O_RDWR, 0o644)
-    except PermissionError:
-        fd = os.open(real, flags | os.O_WRONLY, 0o644)
+        for name in names:
+            if not name or "/" in name or name in (".", ".."):
+                raise ValueError(f"not a folder name: {name!r}")
+            path = path / name
+            if make:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(name, 0o777, dir_fd=fd)
+            try:
+                sub = os.open(name, os.O_RDONLY | os.O_DIRECTORY | _SAFE, dir_fd=fd)
+            except OSError as exc:
+                if exc.errno not in (errno.ENOTDIR, errno.ELOOP):
+                    raise
+                mode = os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode
+                if stat.S_ISLNK(mode):
+                    raise LinkedFolder(path, os.path.realpath(path), root) from None
+                raise FileProblem(errno.ENOTDIR, path, f"is {kind(mode)}, not a folder") from None
+            os.close(fd)
+            fd = sub
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def check_folders(root: Path, *names: str) -> None:
+    """Each of ``root/names...`` that exists is a real folder inside the one before it, never
+    a link (nothing is made; see :func:`open_folder`): raises :class:`LinkedFolder` or
+    :class:`FileProblem`. For folders others fill (submitit's), checked before they do."""
+    path = root
+    for name in names:
+        path = path / name
+        try:
+            mode = os.lstat(path).st_mode
+        except FileNotFoundError:
+            return
+        if stat.S_ISLNK(mode):
+            raise LinkedFolder(path, os.path.realpath(path), root)
+        if not stat.S_ISDIR(mode):
+            raise FileProblem(errno.ENOTDIR, path, f"is {kind(mode)}, not a folder")
+
+
+def open_in(dir_fd: int, name: str, flags: int, path: str | os.PathLike[str], *, fresh: bool = False,
+            mode: int = 0o666) -> int:
+    """``name`` in the folder open as ``dir_fd`` (:func:`open_folder`; ``path``: the file's
+    path, for messages) opened with ``flags``, always with ``O_NOFOLLOW`` (a symlink at the
+    name raises :class:`LinkedFile`, never followed), made fresh with ``O_CREAT | O_EXCL`` when
+    ``fresh``, without blocking (``O_NONBLOCK``, cleared once open); a regular file only
+    (:class:`NotRegularFile`). Every file cnnbench writes inside a store or report folder is
+    opened here."""
+    if "/" in name:
+        raise ValueError(f"not a file name: {name!r}")
+    try:
+        fd = os.open(name, flags | _SAFE | (os.O_CREAT | os.O_EXCL if fresh else 0), mode, dir_fd=dir_fd)
     except OSError as exc:
-        if exc.errno == errno.ELOOP:  # a link put there meanwhile
-            raise OutsideFolder(path, os.path.realpath(real), folder or path.parent) from None
-        if exc.errno == errno.ENXIO:  # a FIFO without a reader, put there meanwhile
+        if exc.errno == errno.ELOOP:
+            raise LinkedFile(path) from None
+        if exc.errno == errno.ENXIO:  # a FIFO no one reads
             raise NotRegularFile(path, stat.S_IFIFO) from None
         raise
     _require_regular(fd, path)
     _clear_nonblock(fd)
     return fd
+
+
+def open_for_append(path: Path, folder: Path | None = None, *, root: Path | None = None) -> int:
+    """A descriptor of regular file ``path`` (made if missing) open for appending, and
+    readable when permissions allow. ``path`` may be a symlink only to a file in ``folder``
+    (default: its own folder). ``root``: the folder given, of which ``path``'s folder is a
+    real sub-folder (default: ``path``'s folder itself; see :func:`open_folder`). Raises
+    :class:`OutsideFolder`, :class:`NotRegularFile`, :class:`LinkedFolder` or another
+    ``OSError``; never blocks on a FIFO."""
+    real = contained(path, folder)
+    if real is not path and Path(os.path.realpath(path.parent)) != real.parent:
+        raise OutsideFolder(path, str(real), path.parent)
+    home, names = _parts(path, root)
+    dir_fd = open_folder(home, *names)
+    try:
+        with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+            st = os.stat(real.name, dir_fd=dir_fd, follow_symlinks=False)
+            if stat.S_ISLNK(st.st_mode):  # a link put there meanwhile
+                raise OutsideFolder(path, os.path.realpath(real), folder or path.parent)
+            if not stat.S_ISREG(st.st_mode):
+                raise NotRegularFile(path, st.st_mode)
+        flags = os.O_APPEND | os.O_CREAT
+        try:
+            return open_in(dir_fd, real.name, flags | os.O_RDWR, path, mode=0o644)
+        except PermissionError:
+            return open_in(dir_fd, real.name, flags | os.O_WRONLY, path, mode=0o644)
+        except LinkedFile:  # a link put there meanwhile
+            raise OutsideFolder(path, os.path.realpath(real), folder or path.parent) from None
+    finally:
+        os.close(dir_fd)
 
 
 WRITE_PIECE = 1 << 20
@@ -220,22 +369,6 @@ def _writer(fd: int) -> BinaryIO:
     return PieceWriter(io.FileIO(fd, "wb"))
 
 
-def open_for_writing(path: str | os.PathLike[str]) -> BinaryIO:
-    """``path`` (made if missing) opened to be written whole, in place: a regular file only
-    (a FIFO, a device raises :class:`NotRegularFile`, without blocking). Truncated once
-    found to be one."""
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC, 0o666)
-    except OSError as exc:
-        if exc.errno == errno.ENXIO:  # a FIFO no one reads
-            raise NotRegularFile(path, stat.S_IFIFO) from None
-        raise
-    _require_regular(fd, path)
-    _clear_nonblock(fd)
-    os.ftruncate(fd, 0)
-    return _writer(fd)
-
-
 def _umask() -> int:
     mask = os.umask(0o022)
     os.umask(mask)
@@ -246,42 +379,58 @@ _MODE = 0o666 & ~_umask()
 """What a file made by ``open(path, "w")`` would get (``mkstemp`` makes its files 0600)."""
 
 
+def _temporary(dir_fd: int, path: Path) -> tuple[str, int]:
+    """A new file ``.<name>.<random>.tmp`` beside ``path`` (``O_EXCL``: never one already there,
+    nor a link), open for writing; its name and descriptor."""
+    for _ in range(100):
+        name = f".{path.name}.{secrets.token_hex(6)}.tmp"
+        try:
+            return name, open_in(dir_fd, name, os.O_WRONLY, path.parent / name, fresh=True, mode=_MODE)
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, "no unused temporary name", os.fspath(path.parent))
+
+
 @contextlib.contextmanager
-def replacing(path: Path) -> Iterator[BinaryIO]:
+def replacing(path: Path, root: Path | None = None) -> Iterator[BinaryIO]:
     """A new file, open for writing, that replaces ``path`` when the block ends without an
     error (renamed over it: a symlink there is replaced, not written through); on an error
-    it is removed and ``path`` is left as it was. Its temporary name is unique (``mkstemp``
-    in the same folder, ``.<name>.<random>.tmp``): no other file is touched."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    it is removed and ``path`` is left as it was (a full disk raises
+    :class:`~cnnbench.results.space.NoSpace`, one line). Its temporary name is unique
+    (``.<name>.<random>.tmp``, made with ``O_EXCL`` in the same folder): no other file is
+    touched. ``root``: the folder given, of which ``path``'s folder is a real sub-folder (see
+    :func:`open_folder`)."""
+    home, names = _parts(path, root)
+    dir_fd = open_folder(home, *names)
     try:
-        os.fchmod(fd, _MODE)
-        with _writer(fd) as f:
-            yield f
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+        tmp, fd = _temporary(dir_fd, path)
+        try:
+            os.fchmod(fd, _MODE)
+            with _writer(fd) as f:
+                yield f
+            os.replace(tmp, path.name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        except BaseException as exc:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=dir_fd)
+            if isinstance(exc, OSError) and not isinstance(exc, FileProblem):
+                from cnnbench.results import space  # it builds on this module
+
+                if space.is_no_space(exc):  # one line: the folder and its free space
+                    raise space.no_space_in(path.parent, exc, f"{path.name} left as it was") from None
+            raise
+    finally:
+        os.close(dir_fd)
 
 
-def write_replacing(path: Path, data: bytes) -> None:
+def write_replacing(path: Path, data: bytes, root: Path | None = None) -> None:
     """Write ``data`` as the whole of ``path`` (see :func:`replacing`)."""
-    with replacing(path) as f:
+    with replacing(path, root) as f:
         f.write(data)
 
 
-def real_folder_inside(folder: Path, name: str) -> Path:
-    """``folder/name``, a folder made if missing, that must be a real folder inside
-    ``folder``: a symlink out of it (whose files would land elsewhere) raises
-    :class:`OutsideFolder`, a file or FIFO there :class:`FileProblem`."""
-    sub = folder / name
-    with contextlib.suppress(FileExistsError):
-        sub.mkdir()
-    st = os.lstat(sub)
-    if stat.S_ISLNK(st.st_mode):
-        target, home = os.path.realpath(sub), os.path.realpath(folder)
-        if not (target.startswith(home + os.sep) and os.path.isdir(target)):
-            raise OutsideFolder(sub, target, folder)
-    elif not stat.S_ISDIR(st.st_mode):
-        raise FileProblem(errno.ENOTDIR, sub, f"is {kind(st.st_mode)}, not a folder")
-    return sub
+def real_folder_inside(folder: Path, *names: str) -> Path:
+    """``folder/names...``, folders made if missing, that must be real folders inside
+    ``folder``, never symlinks (whose files would land elsewhere): raises
+    :class:`LinkedFolder`, or :class:`FileProblem` for a file or FIFO there."""
+    os.close(open_folder(folder, *names, make=True))
+    return folder.joinpath(*names)

@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from cnnbench.results.lines import StoreProblem
+from cnnbench.results.outputs import OutputError, check_results_dir
 from cnnbench.results.reader import read_records
-from cnnbench.results.store import append_new_records
+from cnnbench.results.store import _machine_of, append_new_records
 
 
 class MergeError(ValueError):
@@ -37,13 +38,25 @@ class MergeResult:
 
 def merge_stores(sources: Sequence[str | os.PathLike[str]], into: str | os.PathLike[str], *,
                  write: bool = True) -> MergeResult:
-    """Append the runs of ``sources`` that ``into`` lacks, each once (``write=False``: only count)."""
-    target = Path(into)
-    if target.exists() and not target.is_dir():
-        raise MergeError(f"--into {into}: not a folder")
+    """Append the runs of ``sources`` that ``into`` lacks, each once (``write=False``: only count).
+
+    ``into`` is checked as every results folder is before any work (a FIFO, a symlink loop,
+    ``/proc/self``, a folder that cannot be written in), and its files for the machines of the
+    records before any is written (a symlink out of the folder); an ``OSError`` while writing
+    is raised as it is (a full disk: :class:`~cnnbench.results.space.NoSpace`, one line)."""
+    try:
+        check_results_dir(into, flag="--into")
+    except OutputError as exc:
+        raise MergeError(str(exc)) from None
     for source in sources:
         if not Path(source).exists():
             raise MergeError(f"{source}: no such results folder or file")
     records, problems = read_records(list(sources), step_times=True)
+    if write:
+        try:
+            check_results_dir(into, {_machine_of(r) for r in records}, flag="--into",
+                              label_flag="a record's environment.machine")
+        except OutputError as exc:
+            raise MergeError(str(exc)) from None
     appended = append_new_records(into, records, write=write)  # each run id once, under the store's lock
     return MergeResult(written=appended.written, already=len(records) - len(appended.written), problems=problems)

@@ -20,6 +20,7 @@ that exists. Nothing else is created. No torch here.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import tempfile
@@ -27,9 +28,14 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from cnnbench.results import files
-from cnnbench.results.store import SUFFIX, machine_file_name
+from cnnbench.results.store import SUFFIX, MachineLabelError, machine_file_name
 
 _PROBE_PREFIX = ".cnnbench-write-check-"
+STORE_FOLDERS = ((".claims",), (".slurm", "submitit"), (".slurm", "started"), (".slurm", "nodes"), ("traces",),
+                 ("data",))
+"""The folders cnnbench keeps inside a store (the sweep's claims, its Slurm files, profiler
+traces, a study's data sets): where they exist, each must be a real folder, never a symlink (see
+:func:`cnnbench.results.files.open_folder`)."""
 
 
 class OutputError(ValueError):
@@ -37,21 +43,31 @@ class OutputError(ValueError):
 
 
 def check_results_dir(results_dir: str | os.PathLike[str], machine_labels: Iterable[str | None] = (), *,
-                      flag: str = "--results-dir") -> Path:
+                      flag: str = "--results-dir", label_flag: str = "--machine-label") -> Path:
     """The results folder, checked: a folder (or one that can be made) this process may write
     in, whose file for each machine label (``None``: the label derived later) can be made,
-    and that holds no ``*.jsonl`` that is not a regular file (a FIFO, a device)."""
+    and that holds no ``*.jsonl`` that is not a regular file (a FIFO, a device), nor a symlink
+    where one of its own folders belongs (:data:`STORE_FOLDERS`). ``label_flag``: where the
+    labels came from, for messages (a flag, or the records' field)."""
     folder = _folder(results_dir, flag)
     existing = _nearest_existing(folder)
     if folder.is_dir():
         _check_store_entries(folder, flag)
+        for names in STORE_FOLDERS:
+            try:
+                files.check_folders(folder, *names)
+            except files.FileProblem as exc:
+                raise OutputError(f"{flag} {files.shown(folder)}: {exc}") from None
     for label in machine_labels:
         if label is None:
             continue
-        name = machine_file_name(label)
+        try:
+            name = machine_file_name(label)
+        except MachineLabelError as exc:
+            raise OutputError(f"{label_flag}: {exc}") from None
         limit = _name_max(existing)
         if len(name.encode()) > limit:
-            raise OutputError(f"--machine-label: too long for a file name ({len(name.encode())} bytes as "
+            raise OutputError(f"{label_flag}: too long for a file name ({len(name.encode())} bytes as "
                               f"{name[:24]}...; at most {limit})")
         target = folder / name
         if target.is_dir():
@@ -89,31 +105,29 @@ def check_output_file(path: str | os.PathLike[str], inputs: Iterable[str | os.Pa
         raise OutputError(f"{flag}: empty; name a file")
     _check_length(text, flag)
     target = Path(text)
-    if target.is_dir():
+    st = _look(target, flag, target, dangling_ok=True)  # a dangling link is replaced, as any link there
+    if st is not None and stat.S_ISDIR(st.st_mode):
         raise OutputError(f"{flag} {target}: is a folder; name a file")
-    if target.exists() and not target.is_file():
-        raise OutputError(f"{flag} {target}: is {files.kind(target.stat().st_mode)}, not a regular file; name a "
-                          "file")
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        raise OutputError(f"{flag} {target}: is {files.kind(st.st_mode)}, not a regular file; name a file")
     parent = target.parent
-    if not parent.exists():
-        under = _nearest_existing(parent)
-        if not under.is_dir():
-            raise OutputError(f"{flag} {target}: {under} is a file, not a folder")
+    under = _nearest_existing(parent, flag, target)
+    if not under.is_dir():
+        raise OutputError(f"{flag} {target}: {under} is a file, not a folder")
+    if under != Path(os.path.abspath(parent)):
         raise OutputError(f"{flag} {target}: folder {parent} does not exist")
-    if not parent.is_dir():
-        raise OutputError(f"{flag} {target}: {parent} is a file, not a folder")
-    resolved = target.resolve()
-    for item in inputs:
-        source = Path(item)
-        same = source.resolve() == resolved
-        if not same and target.exists() and source.exists():
-            same = os.path.samefile(source, target)
-        if same:
-            raise OutputError(f"{flag} {target}: is one of the inputs; writing it would overwrite what is read")
-    if target.exists():
-        _try_append(target, flag)
-    else:
-        _try_write_in(parent, flag, target)
+    try:
+        resolved = target.resolve()
+        for item in inputs:
+            source = Path(item)
+            same = source.resolve() == resolved
+            if not same and st is not None and source.exists():
+                same = os.path.samefile(source, target)
+            if same:
+                raise OutputError(f"{flag} {target}: is one of the inputs; writing it would overwrite what is read")
+    except (OSError, RuntimeError) as exc:  # RuntimeError: a symlink loop (Python 3.11)
+        raise OutputError(f"{flag} {target}: cannot follow its path: {getattr(exc, 'strerror', None) or exc}") from None
+    _try_write_in(parent, flag, target)  # a new file is renamed over it: the folder is what must take it
     return target
 
 
@@ -128,9 +142,11 @@ def _folder(path: str | os.PathLike[str], flag: str) -> Path:
         raise OutputError(f"{flag}: empty; name a folder")
     _check_length(text, flag)
     folder = Path(text)
-    if folder.exists() and not folder.is_dir():
-        raise OutputError(f"{flag} {folder}: is a file, not a folder")
-    existing = _nearest_existing(folder)
+    st = _look(folder, flag, folder)
+    if st is not None and not stat.S_ISDIR(st.st_mode):
+        what = "a file" if stat.S_ISREG(st.st_mode) else files.kind(st.st_mode)
+        raise OutputError(f"{flag} {folder}: is {what}, not a folder")
+    existing = _nearest_existing(folder, flag, folder)
     if not existing.is_dir():
         raise OutputError(f"{flag} {folder}: {existing} is a file, not a folder")
     _try_write_in(existing, flag, folder)
@@ -143,10 +159,32 @@ def _check_length(text: str, flag: str) -> None:
         raise OutputError(f"{flag} {files.shown(text)}: {why}")
 
 
-def _nearest_existing(path: Path) -> Path:
-    """``path`` or its nearest ancestor that exists."""
+def _look(path: Path, flag: str, target: Path, *, dangling_ok: bool = False) -> os.stat_result | None:
+    """The status of what ``path`` names (through symlinks), None when nothing is there (or a
+    file stands where a folder of its path should: its ancestors tell); a symlink loop, a
+    dangling symlink (unless ``dangling_ok``) or a path that cannot be looked at raises
+    :class:`OutputError` naming ``flag`` and ``target``, where a writer would otherwise stop
+    with a traceback after its work."""
+    try:
+        return os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        if not dangling_ok and os.path.islink(path):
+            raise OutputError(f"{flag} {files.shown(target)}: {files.shown(path)} is a symlink to "
+                              f"{files.shown(os.readlink(path))}, which does not exist; make it or name "
+                              "another") from None
+        return None
+    except OSError as exc:
+        why = "a symlink loop (its links lead back to themselves)" if exc.errno == errno.ELOOP else \
+            f"cannot look at it: {exc.strerror or exc}"
+        where = "" if path == target else f"{files.shown(path)}: "
+        raise OutputError(f"{flag} {files.shown(target)}: {where}{why}") from None
+
+
+def _nearest_existing(path: Path, flag: str = "", target: Path | None = None) -> Path:
+    """``path`` or its nearest ancestor that exists (:func:`_look`: a loop on the way raises
+    :class:`OutputError`)."""
     current = Path(os.path.abspath(path))
-    while not current.exists() and current != current.parent:
+    while _look(current, flag, target or path) is None and current != current.parent:
         current = current.parent
     return current
 
@@ -161,18 +199,11 @@ def _try_write_in(folder: Path, flag: str, target: Path) -> None:
     os.rmdir(probe)
 
 
-def _try_append(path: Path, flag: str, folder: Path | None = None) -> None:
+def _try_append(path: Path, flag: str, folder: Path) -> None:
     """Open an existing file for appending, write nothing, close: may we write to it? Only a
-    regular file (never waiting on a FIFO), and, with ``folder``, one in that folder (not
-    through a symlink out of it)."""
+    regular file (never waiting on a FIFO) in ``folder`` (not through a symlink out of it)."""
     try:
-        if folder is not None:
-            os.close(files.open_for_append(path, folder))
-            return
-        if not path.is_file():
-            raise files.NotRegularFile(path, path.stat().st_mode)
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
-        os.close(fd)
+        os.close(files.open_for_append(path, folder))
     except files.FileProblem as exc:
         raise OutputError(f"{flag}: cannot write {exc}") from None
     except OSError as exc:

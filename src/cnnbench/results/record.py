@@ -157,14 +157,18 @@ def check_record(record: Mapping[str, Any], *, shallow: bool = False) -> None:
 
 def check_figures(metrics: Mapping[str, Any]) -> None:
     """Raise :class:`RecordError` for a measured figure no run can have: a metric (or an
-    element of a list of them) that is negative, NaN or infinite. Used where figures come
-    from outside cnnbench (imported tables, ``--set``)."""
+    element of a list of them) that is negative, NaN or infinite, or one larger than
+    :data:`MAX_FIGURE`, which readers show as not available. Used where figures come from
+    outside cnnbench (imported tables, ``--set``)."""
     for name, value in metrics.items():
         for item in value if isinstance(value, list) else (value,):
             if isinstance(item, bool) or not isinstance(item, (int, float)):
                 continue
-            if not math.isfinite(item) or item < 0:
+            if item != item or item < 0 or item in (math.inf, -math.inf):  # an int too large for a float too
                 raise RecordError(f"metrics.{name} is {item!r}: a measured figure is a finite number, 0 or more")
+            if item > MAX_FIGURE:
+                raise RecordError(f"metrics.{name} is {_figure_text(item)}: more than {MAX_FIGURE:g}, which no run "
+                                  "measures and readers show as not available")
 
 
 MAX_FIGURE = 1e18
@@ -193,6 +197,41 @@ def drop_unusable_figures(record: dict[str, Any]) -> list[str]:
         if type(value) in _CONTAINERS or _unusable(value, limit):
             record[key] = _usable(value, key, limit, found)
     return list(dict.fromkeys(found))
+
+
+def unusable_figure(record: Mapping[str, Any]) -> str | None:
+    """The description of a number in ``record`` that :func:`drop_unusable_figures` would
+    replace (``"metrics.total_images_per_sec is 1e+19"``), or None when there is none: the
+    same test, without changing or copying the record (an import checks every record so). A
+    list of numbers is bounded by its sum, ``min`` and ``max``, in C."""
+    for key, value in record.items():
+        limit = MAX_FIGURE if key == "metrics" else _MAX_FLOAT
+        stack: list[tuple[Any, str]] = [(value, str(key))]
+        while stack:
+            node, path = stack.pop()
+            kind = type(node)
+            if kind is dict:
+                stack.extend((item, f"{path}.{name}") for name, item in node.items() if type(item) in _WALKED)
+            elif kind is list:
+                if not _numbers_in_range(node, limit):
+                    stack.extend((item, path) for item in node if type(item) in _WALKED)
+            elif _unusable(node, limit):
+                return f"{path} is {_figure_text(node)}"
+    return None
+
+
+_WALKED = (dict, list, float, int)
+
+
+def _numbers_in_range(values: list[Any], limit: float) -> bool:
+    """True when ``values`` are all numbers, none NaN, infinite or larger in size than ``limit``;
+    False when that may not be so (the caller looks at each)."""
+    try:
+        total = sum(values)
+        return total == total and -_MAX_FLOAT <= total <= _MAX_FLOAT and -limit <= min(values, default=0) \
+            and max(values, default=0) <= limit
+    except (TypeError, OverflowError):  # not all numbers (objects, text, null), or ints beyond a float
+        return False
 
 
 def _unusable(value: Any, limit: float) -> bool:
@@ -289,7 +328,8 @@ def _config_groups() -> list[tuple[type, tuple[str, ...]]]:
         from cnnbench.config.run_config import RunConfig
 
         types = field_types(RunConfig)
-        _CONFIG_GROUPS.extend((base, tuple(n for n, (b, _) in types.items() if b is base)) for base in (int, float))
+        groups = [(base, tuple(n for n, (b, _) in types.items() if b is base)) for base in (int, float)]
+        _CONFIG_GROUPS[:] = groups  # whole at once: another thread never sees it half made, nor twice
     return _CONFIG_GROUPS
 
 

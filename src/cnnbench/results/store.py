@@ -26,6 +26,7 @@ This module writes; reading is :mod:`cnnbench.results.reader` and one line's che
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import json
@@ -37,24 +38,45 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cnnbench.results import files
+from cnnbench.results import files, space
 from cnnbench.results.lines import StoreNotice, StoreProblem, problem_text
 from cnnbench.results.reader import SUFFIX, StoreReader, iter_store_files, read_records
 from cnnbench.results.record import finite_numbers
+from cnnbench.words import quoted
 
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "SUFFIX", "AppendResult", "StoreNotice", "StoreProblem", "StoreReader", "append_new_records", "append_record",
-    "append_records", "existing_run_ids", "iter_store_files", "machine_file_name", "problem_text", "read_records",
-    "record_line", "store_lock", "stored_run_ids",
+    "SUFFIX", "AppendResult", "MachineLabelError", "StoreNotice", "StoreProblem", "StoreReader", "append_new_records",
+    "append_record", "append_records", "existing_run_ids", "iter_store_files", "machine_file_name", "problem_text",
+    "read_records", "record_line", "store_lock", "stored_run_ids",
 ]
 
 
+class MachineLabelError(files.FileProblem):
+    """A machine label whose results file no file system can hold (a name over
+    :data:`~cnnbench.results.files.NAME_MAX` bytes): an ``OSError`` (``ENAMETOOLONG``, what the
+    system would say) whose ``str`` is one line naming the label."""
+
+    def __init__(self, machine: str, name: str, why: str) -> None:
+        super().__init__(errno.ENAMETOOLONG, name, f"machine label {quoted(machine)}: its results file "
+                         f"{name[:24]}...{SUFFIX} {why}")
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
 def machine_file_name(machine: str) -> str:
-    """A file-system-safe file name for a machine label."""
+    """A file-system-safe file name for a machine label: every character but letters, digits and
+    ``._+-`` becomes ``_``. A label whose name would be over 255 bytes raises
+    :class:`MachineLabelError`: whoever takes labels from data (an import) calls this for every
+    label before writing anything."""
     slug = re.sub(r"[^A-Za-z0-9._+-]+", "_", machine).strip("_") or "unknown"
-    return slug + SUFFIX
+    name = slug + SUFFIX
+    why = files.name_problem(name)  # the slug holds no separator or control character: only its length
+    if why is not None:
+        raise MachineLabelError(machine, name, why)
+    return name
 
 
 def record_line(record: Mapping[str, Any]) -> bytes:
@@ -81,8 +103,8 @@ def _machine_of(record: Mapping[str, Any]) -> str:
 def append_record(results_dir: str | os.PathLike[str], record: Mapping[str, Any]) -> Path:
     """Append one record (a JSON-able mapping) to its machine's file; returns the file."""
     folder = Path(results_dir)
+    path = folder / machine_file_name(_machine_of(record))  # a label no file can be named after: nothing made
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / machine_file_name(_machine_of(record))
     append_lines(path, record_line(record))
     log.debug("appended run %s to %s", record.get("run_id"), path)
     return path
@@ -105,22 +127,44 @@ def append_records(results_dir: str | os.PathLike[str], records: Iterable[Mappin
     return list(by_file)
 
 
-def append_lines(path: Path, data: bytes) -> None:
+def append_lines(path: Path, data: bytes, root: Path | None = None) -> None:
     """Append whole lines under the file's exclusive lock, then fsync.
 
     Only to a regular file in the store's folder: a FIFO, a device or a symlink out of the
     folder raises :class:`~cnnbench.results.files.FileProblem` (an ``OSError``) and nothing
-    is written (see :func:`cnnbench.results.files.open_for_append`)."""
-    fd = files.open_for_append(path)
+    is written (see :func:`cnnbench.results.files.open_for_append`; ``root``: the store,
+    when ``path`` is in a folder of it, which must be a real one)."""
+    fd = files.open_for_append(path, root=root)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        _ensure_line_start(fd, path)
-        view = memoryview(data)
-        while view:  # under the lock, so in pieces (files.WRITE_PIECE) as every big write
-            view = view[os.write(fd, view[:files.WRITE_PIECE]):]
-        os.fsync(fd)
+        before = os.fstat(fd).st_size
+        try:
+            _ensure_line_start(fd, path)
+            view = memoryview(data)
+            while view:  # under the lock, so in pieces (files.WRITE_PIECE) as every big write
+                view = view[os.write(fd, view[:files.WRITE_PIECE]):]
+            os.fsync(fd)
+        except OSError as exc:
+            if not space.is_no_space(exc):
+                raise
+            _cut_back(fd, before)  # a full disk leaves no torn line: the file as it was
+            raise space.no_space_in(path.parent, exc, f"{path.name} left as it was") from None
     finally:
         os.close(fd)
+
+
+def _cut_back(fd: int, size: int) -> None:
+    """The file of ``fd`` back to ``size`` bytes (under its lock), what an append that failed
+    part-way had added removed; best effort (a failure here leaves the line torn, and readers
+    report a torn line)."""
+    try:
+        os.ftruncate(fd, size)
+    except OSError as exc:
+        log.warning("could not cut the file back to its %d bytes after a failed append: %s", size,
+                    exc.strerror or exc)
+        return
+    with contextlib.suppress(OSError):  # the disk that was full may refuse this too; the file is cut
+        os.fsync(fd)
 
 
 @dataclass

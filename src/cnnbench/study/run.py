@@ -59,10 +59,17 @@ class StudyRun:
     """Lines of the results folder that could not be read (listed at the end of the report too)."""
 
 
-def prepare(request: StudyRequest) -> tuple[Study, Path, Path]:
-    """The study at its size, its results folder and its report folder (checked, nothing written)."""
+def prepare(request: StudyRequest, *, writing: bool = True) -> tuple[Study, Path, Path]:
+    """The study at its size, its results folder and its report folder (checked, nothing written;
+    ``writing``: the results folder must take records, else only be there)."""
+    from cnnbench.results.outputs import check_results_dir
+
     study = load_study(request.study, smoke=request.smoke)
     results_dir = Path(request.results_dir) if request.results_dir is not None else Path("results") / study.name
+    if writing:  # a symlink loop, a FIFO, a folder that cannot be written in: one line, before its data is looked at
+        check_results_dir(results_dir)
+    elif not results_dir.is_dir():
+        raise StudyError(f"{results_dir}: no results folder; run the study first (its --results-dir)")
     if study.dataset is not None:  # its folder lies in the results folder: read the study again with it
         study = load_study(request.study, smoke=request.smoke, data_root=results_dir / "data")
     outdir = Path(request.output) if request.output is not None else Path("report") / study.name
@@ -93,9 +100,7 @@ def run_study(request: StudyRequest, *, reporter: Reporter | None = None,
 def report_study(request: StudyRequest, *, drawing_pool: Any = None) -> StudyRun:
     """Write the study's report from what its results folder holds, running nothing: for a study whose
     cases ran elsewhere (``cnnbench study NAME --executor slurm``, then ``--report-only``)."""
-    study, results_dir, outdir = prepare(request)
-    if not results_dir.is_dir():
-        raise StudyError(f"{results_dir}: no results folder; run the study first (its --results-dir)")
+    study, results_dir, outdir = prepare(request, writing=False)
     return _write_report(StudyRun(study, results_dir, outdir, None), request.max_plots, drawing_pool)
 
 
@@ -121,19 +126,25 @@ def _write_report(run: StudyRun, max_plots: int, drawing_pool: Any) -> StudyRun:
 
 
 def make_dataset(recipe: DataSetRecipe, root: Path) -> Path:
-    """The study's generated data set under ``root``, made unless it is there already."""
-    folder = recipe.folder(root).resolve()
-    if folder.is_dir() and any(folder.iterdir()):
-        return folder
+    """The study's generated data set under ``root`` (its ``data/`` folder in its results folder,
+    ``root``'s parent), made unless it is there already. ``root`` and the data set's folder in it
+    are cnnbench's own folders in the store: each must be a real folder, never a symlink (someone
+    else's, sending the data set elsewhere): ``StudyError``, in one line."""
     from cnnbench.data.generate import GenerateError, make_data_set
+    from cnnbench.results import files
 
-    options = dict(recipe.options)
-    size = options.pop("image_size", None)
+    folder = recipe.folder(root)
     try:
-        make_data_set(recipe.kind, folder, image_size=(size, size) if size else None, **options)
-    except GenerateError as exc:
+        files.real_folder_inside(root.parent, root.name)
+        files.check_folders(root.parent, root.name, folder.name)
+        if folder.is_dir() and any(folder.iterdir()):
+            return folder.resolve()
+        options = dict(recipe.options)
+        size = options.pop("image_size", None)
+        make_data_set(recipe.kind, folder, image_size=(size, size) if size else None, inside=root.parent, **options)
+    except (GenerateError, files.FileProblem) as exc:
         raise StudyError(f"make_dataset: {exc}") from None
-    return folder
+    return folder.resolve()
 
 
 def study_records(records: Sequence[Mapping[str, Any]], suite_name: str) -> list[Mapping[str, Any]]:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from cnnbench.config.run_config import RunConfig
+from cnnbench.results import files
 from cnnbench.results.naming import case_name
 from cnnbench.results.record import Record
 from cnnbench.results.store import append_record
@@ -144,11 +145,15 @@ def _keep_traces(case_results: Path, results_dir: Path) -> None:
     traces = case_results / "traces"
     if not traces.is_dir():
         return
-    target = results_dir / "traces"
-    target.mkdir(parents=True, exist_ok=True)
+    try:
+        target = files.real_folder_inside(results_dir, "traces")  # never a link out of the store
+    except OSError as exc:
+        log.warning("could not keep the profiler traces: %s", exc)
+        return
     for path in traces.iterdir():
-        try:
-            shutil.move(str(path), str(target / path.name))
+        try:  # copied in as a new file renamed over its name: never written through a link there
+            with files.open_regular(path) as src, files.replacing(target / path.name, results_dir) as out:
+                shutil.copyfileobj(src, out, files.WRITE_PIECE)
         except OSError as exc:
             log.warning("could not keep the profiler trace %s: %s", path, exc)
 

@@ -96,7 +96,8 @@ def _release_the_server() -> None:
 
 
 def _redirect_output(log_path: Path, level: int) -> None:
-    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    # in the case's own temporary folder, never in the store; still never through a link at its name
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     os.close(fd)

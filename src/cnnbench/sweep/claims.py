@@ -7,7 +7,10 @@ appended. Another sweep that finds the lock taken leaves the case to its owner. 
 drops the lock when its holder ends, however it ends, so a crashed sweep never leaves a
 case claimed. After taking the lock, the claimant checks that the file it locked is still
 the one at that path (its owner removes it when done), the usual way to make lock files
-safe to delete. No torch here.
+safe to delete. The lock files are opened relative to a descriptor of ``.claims/``, which
+must be a real folder in the store, and never through a symlink at their name (one planted
+there raises :class:`~cnnbench.results.files.LinkedFile`; see
+:func:`cnnbench.results.files.open_in`). No torch here.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ import socket
 import time
 from pathlib import Path
 
+from cnnbench.results import files
+
 CLAIMS_FOLDER = ".claims"
 
 log = logging.getLogger(__name__)
@@ -27,18 +32,20 @@ log = logging.getLogger(__name__)
 class Claim:
     """A case this process holds; :meth:`release` once its record is written."""
 
-    def __init__(self, fd: int, path: Path) -> None:
+    def __init__(self, fd: int, path: Path, folder_fd: int) -> None:
         self._fd: int | None = fd
+        self._folder_fd = folder_fd
         self.path = path
 
     def release(self) -> None:
         if self._fd is None:
             return
         try:
-            self.path.unlink()
+            os.unlink(self.path.name, dir_fd=self._folder_fd)  # in the folder locked in, wherever its path leads now
         except FileNotFoundError:  # pragma: no cover - removed by hand
             pass
         os.close(self._fd)  # releases the lock
+        os.close(self._folder_fd)
         self._fd = None
 
     def __enter__(self) -> Claim:
@@ -52,37 +59,46 @@ class CaseClaims:
     """The claims of one results store."""
 
     def __init__(self, results_dir: str | os.PathLike[str]) -> None:
-        self.folder = Path(results_dir) / CLAIMS_FOLDER
+        self.results_dir = Path(results_dir)
+        self.folder = self.results_dir / CLAIMS_FOLDER
 
     def try_claim(self, name: str) -> Claim | None:
-        """Claim ``name`` (a case key and machine); None when another process holds it."""
+        """Claim ``name`` (a case key and machine); None when another process holds it.
+        Raises :class:`~cnnbench.results.files.FileProblem` when ``.claims/`` is not a real
+        folder or a symlink sits at the claim's name."""
         path = self.folder / f"{name}.lock"
         while True:
-            self.folder.mkdir(parents=True, exist_ok=True)
+            folder_fd = files.open_folder(self.results_dir, CLAIMS_FOLDER, make=True)
             try:
-                fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+                fd = files.open_in(folder_fd, path.name, os.O_RDWR | os.O_CREAT, path, mode=0o644)
             except FileNotFoundError:  # the folder was removed meanwhile: make it again
+                os.close(folder_fd)
                 continue
+            except BaseException:
+                os.close(folder_fd)
+                raise
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 os.close(fd)
+                os.close(folder_fd)
                 return None
             except OSError as exc:  # a file system without locks: run the case, unprotected, and say so
                 log.warning("cannot lock %s (%s); another sweep on this store could run the case too", path,
                             exc.strerror or exc)
-                return Claim(fd, path)
+                return Claim(fd, path, folder_fd)
             try:
-                same = os.stat(path).st_ino == os.fstat(fd).st_ino
+                same = os.stat(path.name, dir_fd=folder_fd, follow_symlinks=False).st_ino == os.fstat(fd).st_ino
             except FileNotFoundError:
                 same = False
             if not same:  # its owner removed it between our open and our lock: try again
                 os.close(fd)
+                os.close(folder_fd)
                 continue
             note = f"pid {os.getpid()} on {socket.gethostname()} since {time.strftime('%Y-%m-%d %H:%M:%S')}\n"
             os.ftruncate(fd, 0)
             os.write(fd, note.encode())
-            return Claim(fd, path)
+            return Claim(fd, path, folder_fd)
 
     def tidy(self) -> None:
         """Remove the claims folder if it is empty (another sweep may still use it)."""

@@ -43,12 +43,12 @@ def draw(figure: Figure, outdir: Path, key: str | None = None) -> Path:
 
 def save(figure: Figure, outdir: Path, svg: bytes) -> Path:
     """Write a figure's SVG (:func:`render`) to ``outdir/plots/<name>.svg``; returns the path."""
-    from cnnbench.results.files import write_replacing
+    from cnnbench.results.files import real_folder_inside, write_replacing
 
     path = outdir / figure.path
-    path.parent.mkdir(parents=True, exist_ok=True)
+    real_folder_inside(outdir, *Path(figure.path).parent.parts)  # plots/: a real folder, never a link
     # a unique temporary file renamed over the name: a symlink there is replaced, not written through
-    write_replacing(path, svg)
+    write_replacing(path, svg, outdir)
     log.debug("wrote %s", path)
     return path
 

@@ -25,10 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from cnnbench import __version__
+from cnnbench.results import files
 from cnnbench.results.locking import check_locking
 from cnnbench.results.record import Record, now_iso
 from cnnbench.results.store import append_record
-from cnnbench.sweep.slurm.ledger import slurm_folder
+from cnnbench.sweep.slurm.ledger import FOLDER, slurm_folder
 from cnnbench.sweep.suite import Suite
 
 STARTED = "started"
@@ -130,13 +131,10 @@ def case_fields(suite: Suite, section: dict[str, Any]) -> dict[str, Any]:
 
 def write_note(results_dir: str, section: dict[str, Any], environment: dict[str, Any]) -> None:
     """``.slurm/started/<job id>.json``: the job started, on which machine (written whole, then renamed)."""
-    folder = slurm_folder(results_dir) / STARTED
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{section['job_id']}.json"
-    tmp = folder / f".{section['job_id']}.{os.getpid()}.{socket.gethostname()}.tmp"
-    tmp.write_text(json.dumps({"started_at": now_iso(), "slurm": section, "environment": environment},
-                              default=str))
-    os.replace(tmp, path)
+    folder = files.real_folder_inside(Path(results_dir), FOLDER, STARTED)  # real folders, never links
+    files.write_replacing(folder / f"{section['job_id']}.json", json.dumps(
+        {"started_at": now_iso(), "slurm": section, "environment": environment}, default=str).encode(),
+        root=Path(results_dir))
 
 
 def read_note(results_dir: str | os.PathLike[str], job_id: str) -> dict[str, Any] | None:

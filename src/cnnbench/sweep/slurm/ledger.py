@@ -21,6 +21,8 @@ from cnnbench.results.store import append_lines
 
 FOLDER = ".slurm"
 JOBS_FILE = "jobs.jsonl"
+SUBMITIT = "submitit"
+"""submitit's folder in ``.slurm/``: one folder per job, made by submitit."""
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,24 @@ def slurm_folder(results_dir: str | os.PathLike[str]) -> Path:
     return Path(results_dir) / FOLDER
 
 
+def check_submitit_folder(results_dir: str | os.PathLike[str]) -> None:
+    """Before submitit writes its pickles and job scripts in ``.slurm/submitit/<job id>/``
+    (by path: it makes its own files): ``.slurm/`` and ``submitit/`` are real folders of the
+    store where they exist, and no symlink out of ``submitit/`` waits there for a job id to
+    come (submitit's own links, ``.submission_file_*.sh``, lead to its files inside). Raises
+    :class:`~cnnbench.results.files.FileProblem`."""
+    root = Path(results_dir)
+    files.check_folders(root, FOLDER, SUBMITIT)
+    home = os.path.realpath(root / FOLDER / SUBMITIT)
+    try:
+        entries = list(os.scandir(home))
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    for entry in entries:
+        if entry.is_symlink() and not os.path.realpath(entry.path).startswith(home + os.sep):
+            raise files.LinkedFolder(entry.path, os.path.realpath(entry.path), root)
+
+
 def now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
@@ -56,9 +76,9 @@ def append_jobs(results_dir: str | os.PathLike[str], entries: Iterable[JobEntry]
     lines = b"".join((json.dumps(asdict(e), separators=(",", ":")) + "\n").encode() for e in entries)
     if not lines:
         return
-    folder = slurm_folder(results_dir)
-    folder.mkdir(parents=True, exist_ok=True)
-    append_lines(folder / JOBS_FILE, lines)  # as the store appends: locked, a regular file only, fsynced
+    files.real_folder_inside(Path(results_dir), FOLDER)  # never a link
+    # as the store appends: locked, a regular file only, fsynced, in the real .slurm/
+    append_lines(slurm_folder(results_dir) / JOBS_FILE, lines, root=Path(results_dir))
 
 
 def read_jobs(results_dir: str | os.PathLike[str], suite: str | None = None) -> list[JobEntry]:

@@ -23,9 +23,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from cnnbench.results import files
 from cnnbench.results.record import Record
 from cnnbench.results.store import append_record
-from cnnbench.sweep.slurm.ledger import slurm_folder
+from cnnbench.sweep.slurm.ledger import FOLDER
 from cnnbench.sweep.suite import Suite
 
 RENDEZVOUS_WAIT_S = 600.0
@@ -48,13 +49,12 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _endpoint(folder: Path, first: bool) -> str:
-    """The rendezvous endpoint: chosen and written by the first node's task, read by the others."""
+def _endpoint(folder: Path, first: bool, root: Path) -> str:
+    """The rendezvous endpoint: chosen and written by the first node's task, read by the others
+    (``root``: the store, of which ``folder`` is a real sub-folder)."""
     path = folder / "rendezvous"
     if first:
-        tmp = folder / f".rendezvous.{os.getpid()}"
-        tmp.write_text(f"{socket.gethostname()}:{_free_port()}")
-        os.replace(tmp, path)
+        files.write_replacing(path, f"{socket.gethostname()}:{_free_port()}".encode(), root)
         return path.read_text()
     end = time.monotonic() + RENDEZVOUS_WAIT_S
     while time.monotonic() < end:
@@ -71,11 +71,12 @@ def run_nodes(suite: Suite, results_dir: str, section: dict[str, Any], extra: di
     config = case.config.replace(results_dir=results_dir)
     nodes = config.num_nodes or 1
     rank = int(os.environ.get("SLURM_PROCID", "0"))
-    folder = slurm_folder(results_dir) / "nodes" / section["job_id"]
-    folder.mkdir(parents=True, exist_ok=True)
-    endpoint = _endpoint(folder, first=rank == 0)
+    root = Path(results_dir)
+    folder = files.real_folder_inside(root, FOLDER, "nodes", section["job_id"])  # real folders, never links
+    endpoint = _endpoint(folder, rank == 0, root)
     spec = folder / f"case.{rank}.pickle"
-    spec.write_bytes(pickle.dumps((config, {**extra, "slurm": {**section, "node_names": node_names()}})))
+    files.write_replacing(spec, pickle.dumps((config, {**extra, "slurm": {**section, "node_names": node_names()}})),
+                          root)
     command = [sys.executable, "-m", "torch.distributed.run", f"--nnodes={nodes}",
                f"--nproc-per-node={config.requested_devices() // nodes}", "--rdzv-backend=c10d",
                f"--rdzv-endpoint={endpoint}", f"--rdzv-id=cnnbench-{section['job_id']}",

@@ -10,20 +10,23 @@ files beside them. ``--status`` and ``--cancel`` (:mod:`~cnnbench.sweep.slurm.fo
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
 import os
+import re
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from cnnbench.sweep.slurm.follow import Unit, active_jobs, follow, units_of
 from cnnbench.sweep.slurm.job import JobSpec, environment_here, run_job
-from cnnbench.sweep.slurm.ledger import JobEntry, append_jobs, now, slurm_folder
+from cnnbench.sweep.slurm.ledger import JobEntry, append_jobs, check_submitit_folder, now, slurm_folder
 from cnnbench.sweep.slurm.resources import Resources, case_resources
 from cnnbench.sweep.slurm.settings import ExecutorBlock, SlurmSettings, parse_executor
-from cnnbench.sweep.slurm.states import cancel
+from cnnbench.sweep.slurm.states import cancel, slurm_words, trouble
 from cnnbench.sweep.suite import Suite, SuiteError
 
 INSTALL_HINT = "pip install 'cnnbench[slurm]'"
@@ -85,6 +88,7 @@ def submit_sweep(request: SlurmRequest, *, submit: Callable[..., list[JobEntry]]
     labels = {u.label or u.case.config.machine_label for u, _ in planned}
     check_results_dir(request.results_dir, labels)
     check_locking(request.results_dir)
+    check_submitit_folder(request.results_dir)  # before any work; and again just before submitit writes
     units = [u for u, _ in planned]
     follow(request.suite, units, request.results_dir)
     result = Submitted(units)
@@ -115,6 +119,7 @@ def _submit_array(request: SlurmRequest, resources: Resources, group: list[Unit]
 
     suite = request.suite
     results_dir = str(Path(request.results_dir).resolve())
+    check_submitit_folder(results_dir)  # submitit writes by path: never through a link of the store
     executor = submitit.SlurmExecutor(folder=slurm_folder(results_dir) / "submitit" / "%j", max_num_timeout=0)
     concurrent = request.settings.max_concurrent or executor_block(suite).default.max_concurrent or len(group)
     executor.update_parameters(job_name=f"cnnbench-{suite.name}"[:64], array_parallelism=concurrent,
@@ -122,10 +127,13 @@ def _submit_array(request: SlurmRequest, resources: Resources, group: list[Unit]
     submitter = environment_here()
     specs = [JobSpec(dataclasses.replace(suite, cases=(unit.case,)), results_dir, unit.label, submitter,
                      resources.partition) for unit in group]
-    try:
-        jobs = executor.map_array(run_job, specs)
-    except Exception as exc:  # sbatch refused (a partition that does not exist, a limit): its words
-        raise SubmitError(f"sbatch refused the job array: {_first_line(exc)}") from None
+    try:  # (submitit prints sbatch's complaint to stderr: it is said once, in the one line below)
+        with _nothing_left_behind(Path(executor.folder).parent), contextlib.redirect_stderr(io.StringIO()):
+            jobs = executor.map_array(run_job, specs)
+    except Exception as exc:  # Slurm cannot be used here, or sbatch refused (a partition that does not exist)
+        cause = trouble("sbatch", str(exc))
+        raise SubmitError(f"--executor slurm: {cause}" if cause else
+                          f"sbatch refused the job array: {slurm_words(str(exc)) or type(exc).__name__}") from None
     stamp = now()
     return [JobEntry(suite=suite.name, key=unit.case.key, label=unit.label, job_id=str(job.job_id),
                      attempt=_attempt(unit), submitted_at=stamp, folder=str(job.paths.folder))
@@ -137,12 +145,40 @@ def _attempt(unit: Unit) -> int:
     return unit.job.attempt + 1 if unit.job is not None and unit.state == "preempted" else 1
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    for line in text.splitlines():
-        if "error" in line.lower():
-            return line.strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+_SUBMITIT_TEMPORARY = re.compile(r"[0-9a-f]{32}\.pkl|\.submission_file_[0-9a-f]{32}\.sh")
+"""What submitit writes before sbatch gives a job id: a pickle per case and the job script."""
+
+
+@contextlib.contextmanager
+def _nothing_left_behind(folder: Path) -> Iterator[None]:
+    """On an error, remove what submitit made in ``folder`` before sbatch answered (its pickles and job
+    script: only new names of its making) and the folders it made for them (``.slurm/submitit``,
+    ``.slurm``) when they are empty, so that a failed submit leaves the store as it was."""
+    made = [f for f in (folder, folder.parent) if not os.path.lexists(f)]
+    before = set(_names(folder))
+    try:
+        yield
+    except Exception:
+        with contextlib.suppress(OSError):
+            fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+            try:
+                for name in set(_names(fd)) - before:
+                    if _SUBMITIT_TEMPORARY.fullmatch(name):
+                        with contextlib.suppress(FileNotFoundError):
+                            os.unlink(name, dir_fd=fd)
+            finally:
+                os.close(fd)
+        for made_here in made:  # the deepest first; one that is not empty stays
+            with contextlib.suppress(OSError):
+                os.rmdir(made_here)
+        raise
+
+
+def _names(folder: Path | int) -> list[str]:
+    try:
+        return os.listdir(folder)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
 
 
 def sweep_status(suite: Suite, results_dir: str | os.PathLike[str]) -> list[Unit]:
