@@ -339,3 +339,16 @@ def test_the_record_contract_is_never_seen_half_built_by_another_thread(monkeypa
         builder.join(60)
     assert seen == [int, float]
     assert [base for base, _ in contract._config_groups()] == [int, float]
+
+
+def test_a_full_disk_met_in_another_process_comes_back_as_it_was_said():
+    """A NoSpace (any FileProblem) raised where a plot is drawn crosses to the command as the same one line."""
+    import errno
+    import pickle
+
+    from cnnbench.results.space import NoSpace
+
+    for problem in (NoSpace("/tmp", errno.EDQUOT, "x.svg left as it was"), files.LinkedFile("/r/.claims/k.lock"),
+                    files.NotRegularFile("/r/box.jsonl", 0o010000)):
+        again = pickle.loads(pickle.dumps(problem))
+        assert type(again) is type(problem) and str(again) == str(problem) and again.errno == problem.errno

@@ -468,3 +468,27 @@ def test_a_log_that_did_not_finish_keeps_its_last_progress_figures_through_an_ex
     (again,), _ = read_records(back)
     assert rec["status"] == again["status"] == "error" and "total_images_per_sec" not in again["metrics"]
     assert again["metrics"]["images_per_sec_mean"] == rec["metrics"]["images_per_sec_mean"]  # as the log said
+
+
+def test_results_list_shows_no_figure_for_a_failed_run_written_by_hand_or_merged(tmp_path, capsys):
+    """Import refuses a failed row with a figure, but a line written by hand in a shared store (or merged
+    from one) may still hold one: ``results list`` shows none for a run that did not end ok."""
+    import json
+
+    from cnnbench.cli import main
+    from tests.report_fixtures import record
+
+    store = tmp_path / "store"
+    store.mkdir()
+    failed = record(machine="box", status="error")
+    failed["metrics"]["total_images_per_sec"] = 123.0
+    (store / "box.jsonl").write_text(json.dumps(failed) + "\n" + json.dumps(record(machine="box", ips=77.0)) + "\n")
+    assert main(["results", "merge", str(store), "--into", str(tmp_path / "merged")]) == 0
+    for folder in (store, tmp_path / "merged"):
+        capsys.readouterr()
+        assert main(["results", "list", str(folder), "--limit", "0"]) == 0
+        rows = [line for line in capsys.readouterr().out.splitlines() if " box " in f" {line} "]
+        assert len(rows) == 2, rows
+        error = next(line for line in rows if "error" in line)
+        assert "123" not in error and "—" in error
+        assert "77.00" in next(line for line in rows if " ok " in line)

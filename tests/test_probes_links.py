@@ -10,8 +10,11 @@ whole to a new file renamed over its name, the link itself is replaced.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import pickle
+import stat
 import threading
 import types
 from collections.abc import Callable
@@ -208,10 +211,11 @@ def test_a_link_planted_at_a_claim_stops_the_sweep_before_the_case(tmp_path, out
     untouched(outside)
 
 
-@pytest.mark.parametrize("name", [".claims", ".slurm", ".slurm/submitit", "traces", "data"])
+@pytest.mark.parametrize("name", [".claims", ".slurm", ".slurm/submitit", "traces"])
 def test_sweep_refuses_a_store_whose_own_folder_is_a_link_before_any_work(tmp_path, outside, capsys, name):
     suite = tmp_path / "s.yaml"
-    suite.write_text("name: s\nbase: {model: trivial, device: cpu}\nmatrix: {batch_size: [2]}\n")
+    profile = ", profile_steps: 1" if name == "traces" else ""  # traces: checked where a case keeps some
+    suite.write_text(f"name: s\nbase: {{model: trivial, device: cpu{profile}}}\nmatrix: {{batch_size: [2]}}\n")
     results = tmp_path / "r"
     (results / name).parent.mkdir(parents=True, exist_ok=True)
     (results / name).symlink_to(outside / "dir")
@@ -412,3 +416,151 @@ def test_an_earlier_reports_file_is_removed_only_inside_the_real_folder(tmp_path
     output._remove(out, "tables/old.csv")
     output._remove(out, "tables/gone.csv")  # already gone: nothing to do
     assert not (out / "tables" / "old.csv").exists()
+
+
+# --- a study's data set: its clean-up, errors and folders (issue 41, item 1) ------------------
+
+
+def test_a_fifo_put_in_the_partial_folders_place_never_hangs_the_clean_up(tmp_path, monkeypatch):
+    """Our partial folder renamed away and a FIFO put at its name: the data set is refused in one
+    line, the clean-up never opens the name (an open of a FIFO blocks), and the FIFO stays."""
+    from cnnbench.data import generate
+
+    made, fifos = generate._make_partial, []
+
+    def then_fifo(parent: int, root: Path) -> tuple[str, int]:
+        name, fd = made(parent, root)
+        (root.parent / name).rename(root.parent / "moved")
+        os.mkfifo(root.parent / name)
+        fifos.append(root.parent / name)
+        return name, fd
+
+    monkeypatch.setattr(generate, "_make_partial", then_fifo)
+    store = tmp_path / "store"
+    (store / "data").mkdir(parents=True)
+    try:
+        with pytest.raises(files.FileProblem) as caught:
+            within_deadline(lambda root: generate.make_data_set(
+                "cifar10", root, images_per_class=1, val_images_per_class=1, inside=store), store / "data" / "set")
+    finally:
+        for fifo in fifos:  # a reader stuck in open() (the bug) let go
+            with contextlib.suppress(OSError):
+                os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+    assert "\n" not in str(caught.value) and "replaced" in str(caught.value)
+    assert stat.S_ISFIFO(os.lstat(fifos[0]).st_mode)  # someone else's: left
+    assert not os.path.lexists(store / "data" / "set")
+    assert list((store / "data" / "moved").iterdir()) == []  # ours, emptied through its descriptor
+
+
+def test_a_data_set_replaced_as_it_is_published_is_refused(tmp_path, monkeypatch):
+    from cnnbench.data import generate
+
+    real = os.replace
+
+    def then_swap(src, dst, **kwargs):
+        real(src, dst, **kwargs)
+        os.rename(dst, "gone", src_dir_fd=kwargs["dst_dir_fd"], dst_dir_fd=kwargs["dst_dir_fd"])
+        os.mkdir(dst, dir_fd=kwargs["dst_dir_fd"])
+
+    monkeypatch.setattr(generate.os, "replace", then_swap)
+    store = tmp_path / "store"
+    with pytest.raises(files.FileProblem) as caught:
+        generate.make_data_set("cifar10", store / "data" / "set", images_per_class=1, val_images_per_class=1,
+                               inside=store)
+    assert "\n" not in str(caught.value) and "replaced" in str(caught.value)
+
+
+def test_a_full_quota_while_a_study_makes_its_data_set_is_one_line(tmp_path, monkeypatch, capsys):
+    from cnnbench.data import generate
+
+    def full(*args, **kwargs):
+        raise OSError(errno.EDQUOT, os.strerror(errno.EDQUOT))
+
+    monkeypatch.setattr(generate, "_write", full)
+    results = tmp_path / "r"
+    code = main(["study", "train-to-accuracy", "--smoke", "--results-dir", str(results), "-o",
+                 str(tmp_path / "out"), "--plain"])
+    err = capsys.readouterr().err
+    assert code != 0 and "Traceback" not in err, err
+    lines = [line for line in err.splitlines() if "error:" in line]
+    assert len(lines) == 1 and "make_dataset" in lines[0] and "data" in lines[0], err
+
+
+def test_a_study_store_named_with_a_tilde_keeps_its_data_set_there(tmp_path, monkeypatch):
+    """A results folder given as ``~/r`` (quoted: no shell expanded it) is the folder ``./~/r`` the
+    study writes in: its data set is made there too, not under $HOME."""
+    from cnnbench.study.recipe import DataSetRecipe
+    from cnnbench.study.run import make_dataset
+
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "~" / "r").mkdir(parents=True)
+    recipe = DataSetRecipe("cifar10", {"images_per_class": 1, "val_images_per_class": 1})
+    folder = make_dataset(recipe, Path("~/r/data"))
+    assert folder.parent == tmp_path / "~" / "r" / "data" and (folder / "data_batch_1").is_file()
+    assert list(home.iterdir()) == []
+
+
+def test_a_data_set_in_a_group_shared_data_folder_keeps_its_set_group_id_bit(tmp_path):
+    from cnnbench.data.generate import make_data_set
+
+    store = tmp_path / "store"
+    (store / "data").mkdir(parents=True)
+    os.chmod(store / "data", 0o2775)
+    os.mkdir(store / "data" / "sibling")
+    make_data_set("cifar10", store / "data" / "set", images_per_class=1, val_images_per_class=1, inside=store)
+    sibling = (store / "data" / "sibling").stat().st_mode
+    assert sibling & stat.S_ISGID  # as mkdir gives it here
+    assert (store / "data" / "set").stat().st_mode & 0o7777 == sibling & 0o7777
+
+
+def test_a_failed_data_set_removes_only_its_own_folder_from_a_data_folder_it_made(tmp_path, monkeypatch):
+    """data/ made by this call is shared at once: another process's data set made in it meanwhile
+    stays when this one fails; a data/ left empty is removed."""
+    from cnnbench.data import generate
+
+    store = tmp_path / "store"
+    store.mkdir()
+
+    def others_then_full(opts, folder, root):
+        (store / "data" / "other").mkdir()
+        (store / "data" / "other" / "data_batch_1").write_text("another process's\n")
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(generate, "_write", others_then_full)
+    with pytest.raises(OSError):
+        generate.make_data_set("cifar10", store / "data" / "set", images_per_class=1, val_images_per_class=1,
+                               inside=store)
+    assert [p.name for p in (store / "data").iterdir()] == ["other"]
+    assert (store / "data" / "other" / "data_batch_1").read_text() == "another process's\n"
+    monkeypatch.setattr(generate, "_write", lambda *a: (_ for _ in ()).throw(OSError(errno.ENOSPC, "full")))
+    with pytest.raises(OSError):
+        generate.make_data_set("cifar10", store / "new" / "set", images_per_class=1, val_images_per_class=1,
+                               inside=store)
+    assert not (store / "new").exists()  # made by this call, left empty: removed
+
+
+def test_a_users_own_traces_link_and_data_file_block_no_command_that_writes_neither(tmp_path, outside, store, capsys):
+    """``traces`` and ``data`` are checked by the commands that write there (a run or sweep that keeps
+    traces, a study's data set); a store where the user linked ``traces`` to scratch, or keeps a file
+    named ``data``, still takes merged and imported runs, and the link's target is left alone."""
+    into = tmp_path / "into"
+    into.mkdir()
+    (into / "traces").symlink_to(outside / "dir")
+    (into / "data").write_text("the user's notes\n")
+    assert main(["results", "merge", str(store), "--into", str(into)]) == 0, capsys.readouterr().err
+    assert (into / "traces").is_symlink() and (into / "data").read_text() == "the user's notes\n"
+    assert len(list(into.glob("*.jsonl"))) == 1
+    untouched(outside)
+
+
+def test_a_manifest_names_only_files_a_report_writes():
+    """The manifest is a file someone else may have written: a name with a NUL, a control character, a
+    line break after it or a folder of its own is no name a report wrote, and is never removed."""
+    from cnnbench.report.folder import listed_files
+
+    names = ["summary.md", "tables/t.csv", "plots/p.svg", "tables/a\x00.csv", "tables/b.csv\n", "tables/c\n.csv",
+             "tables/../x.csv", "tables/d/e.csv", "../summary.md", "summary.md\n"]
+    assert listed_files({"files": names}) == {"summary.md", "tables/t.csv", "plots/p.svg"}

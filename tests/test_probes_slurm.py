@@ -265,3 +265,38 @@ def test_sacct_s_other_failures_are_one_line(tmp_path, monkeypatch, capsys):
     assert code == 1
     assert error_line(out) == ("sacct failed: first complaint; second complaint (the sweep's states after its jobs "
                                "end need Slurm's accounting, slurmdbd)")
+
+
+def test_status_on_a_store_it_cannot_write_in_is_one_line(tmp_path, monkeypatch, capsys):
+    """``--status`` records the jobs Slurm ended as failures; on a store it may not write in (a colleague's,
+    read-only) that is one line naming the file, exit 1, never a traceback."""
+    import errno
+
+    from cnnbench.results import files
+    from cnnbench.sweep.session import load_labelled
+    from cnnbench.sweep.slurm import follow as follow_module
+    from cnnbench.sweep.slurm.ledger import JobEntry, append_jobs
+    from cnnbench.sweep.slurm.states import JobState
+
+    suite_file = tmp_path / "s.yaml"
+    suite_file.write_text(yaml.safe_dump({"name": "s", "base": FAST, "matrix": {"batch_size": [1]}}))
+    suite = load_labelled(suite_file, "box")
+    results = tmp_path / "results"
+    append_jobs(results, [JobEntry(suite.name, suite.cases[0].key, "box", "7_0", 1, folder="/none")])
+    monkeypatch.setattr(follow_module, "job_states",
+                        lambda ids: {i: JobState(i, "FAILED", nodes="n1", exit_code="1:0") for i in ids})
+    real = files.open_in
+
+    def read_only(dir_fd, name, flags, path, **kwargs):
+        if flags & os.O_APPEND:
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS), os.fspath(path))
+        return real(dir_fd, name, flags, path, **kwargs)
+
+    monkeypatch.setattr(files, "open_in", read_only)
+    capsys.readouterr()
+    code = main(["sweep", str(suite_file), "--status", "--results-dir", str(results), "--machine-label", "box"])
+    out = capsys.readouterr()
+    err = out.err
+    assert code == 1 and "Traceback" not in err, out.out + err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and "box.jsonl" in lines[0] and "Read-only file system" in lines[0], err

@@ -118,20 +118,22 @@ def execute(config: RunConfig, *, emit: Callable[[str], None] | None = None, app
     """
     if append:
         indices = config.gpu_index_list()
-        _check_store(config.results_dir, config.device, config.machine_label, indices[0] if indices else 0)
+        _check_store(config.results_dir, config.device, config.machine_label, indices[0] if indices else 0,
+                     traces=bool(config.profile_steps))
     from cnnbench.engine import execute as engine_execute
 
     return engine_execute(config, emit=emit, own_process=own_process, append=append)
 
 
-def _check_store(results_dir: PathLike, device: str, machine_label: str | None, gpu_index: int = 0) -> None:
+def _check_store(results_dir: PathLike, device: str, machine_label: str | None, gpu_index: int = 0, *,
+                 traces: bool = False) -> None:
     """Before a run on ``device``: ``results_dir`` can take its record, in the file of its machine
     label (``machine_label``, or the one the run will derive); raises ``OutputError`` naming
     ``--results-dir`` (or ``--machine-label``) in one line, as ``cnnbench run`` says it."""
     from cnnbench.machine.environment import expected_machine_label
-    from cnnbench.results.outputs import check_results_dir
+    from cnnbench.results.outputs import TRACES, check_results_dir
 
-    check_results_dir(results_dir, [machine_label])  # the folder first: no torch for this
+    check_results_dir(results_dir, [machine_label], uses=[TRACES] if traces else ())  # the folder first: no torch
     if machine_label is None:
         check_results_dir(results_dir, [expected_machine_label(device, None, gpu_index)])
 

@@ -128,6 +128,8 @@ def handle_list(args: argparse.Namespace) -> int:
         cells[0] = cells[0][:16].replace("T", " ")  # minutes are enough to tell runs apart
         status = str(row.get("status"))
         cells[[c for c, _ in LIST_COLUMNS].index("status")] = f"[{styles.get(status, 'white')}]{status}[/]"
+        if status != "ok":  # a failed run has no figure, whatever a line written by hand or merged in holds
+            cells[[c for c, _ in LIST_COLUMNS].index("metrics.total_images_per_sec")] = "—"
         table.add_row(*cells)
     console = print_table(table)
     count = f"{len(rows)} of {plural(total, 'run')}" if len(rows) < total else plural(total, "run")

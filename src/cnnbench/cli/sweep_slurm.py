@@ -46,6 +46,10 @@ def _one_line(exc: Exception) -> Exception:
         return UserError(f"--results-dir: {exc}", exit_code=1)
     if isinstance(exc, (LockingUnsupported, SlurmUnavailable)):
         return UserError(str(exc), exit_code=1)
+    if isinstance(exc, OSError):  # --status records the jobs Slurm ended: a read-only store, a full disk
+        from cnnbench.results.space import os_error_text
+
+        return UserError(f"--results-dir: cannot write in the store: {os_error_text(exc, '.')}", exit_code=1)
     return exc
 
 

@@ -251,7 +251,7 @@ def make_data_set(kind: str, out_dir: str | os.PathLike[str], *, num_classes: in
         flag = _FLAGS.get(exc.field, exc.flag)
         reason = f"{exc.field} {exc.reason}" if exc.field in ("width", "height") else exc.reason
         raise GenerateError(f"{flag}: {reason}") from None
-    root = Path(out_dir).expanduser()
+    root = Path(out_dir) if inside is not None else Path(out_dir).expanduser()  # a store's path is literal
     home, names = (root.parent, ()) if inside is None else (Path(inside), root.parent.relative_to(inside).parts)
     if inside is not None:
         files.check_folders(home, *names, root.name)
@@ -264,10 +264,10 @@ def make_data_set(kind: str, out_dir: str | os.PathLike[str], *, num_classes: in
         written = _write(opts, folder, root.parent / partial)
         _publish(parent, partial, folder, root)
     except BaseException:
+        if partial is not None:
+            _remove(parent, partial, folder)
         if created is not None:
-            shutil.rmtree(created, ignore_errors=True)
-        elif partial is not None:
-            _remove(parent, partial)
+            _remove_empty(root.parent, created)
         raise
     finally:
         os.close(parent)
@@ -304,18 +304,37 @@ def _make_partial(parent: int, root: Path) -> tuple[str, int]:
     raise FileExistsError(errno.EEXIST, "no unused temporary name", os.fspath(root.parent))
 
 
-def _remove(parent: int, name: str) -> None:
-    """Folder ``name`` in the folder open as ``parent`` removed with all it holds, never following
-    a link (a link put in its place, or in it, is what is removed, or is left); errors ignored."""
+def _remove(parent: int, name: str, folder: int) -> None:
+    """Our folder, open as ``folder``, emptied through that descriptor (never following a link),
+    and its name ``name`` in the folder open as ``parent`` removed only while it is still ours:
+    the name itself is never opened (something put in its place, a FIFO, would block the open);
+    errors ignored."""
     with contextlib.suppress(OSError):
-        for _, dirs, names, fd in os.fwalk(name, topdown=False, dir_fd=parent):
+        for _, dirs, names, fd in os.fwalk(".", topdown=False, dir_fd=folder):
             for entry in (*dirs, *names):
                 with contextlib.suppress(OSError):
                     if stat.S_ISDIR(os.stat(entry, dir_fd=fd, follow_symlinks=False).st_mode):
                         os.rmdir(entry, dir_fd=fd)
                     else:
                         os.unlink(entry, dir_fd=fd)
-        os.rmdir(name, dir_fd=parent)
+        if _same(os.fstat(folder), os.stat(name, dir_fd=parent, follow_symlinks=False)):
+            os.rmdir(name, dir_fd=parent)
+
+
+def _same(mine: os.stat_result, there: os.stat_result) -> bool:
+    return (mine.st_dev, mine.st_ino) == (there.st_dev, there.st_ino)
+
+
+def _remove_empty(folder: Path, created: Path) -> None:
+    """The folders this call made, ``folder`` up to ``created``, removed while empty (another
+    process may be making a data set in them too); errors ignored."""
+    for path in (folder, *folder.parents):
+        try:
+            path.rmdir()
+        except OSError:
+            return
+        if path == created:
+            return
 
 
 def _subfolder(dir_fd: int, name: str, path: Path, *, make: bool = True) -> int:
@@ -335,14 +354,17 @@ def _publish(parent: int, partial: str, folder: int, root: Path) -> None:
     """The finished folder ``partial`` (open as ``folder``) renamed to ``root`` in the folder open as
     ``parent`` (the whole data set appears at once, over an empty folder too), readable as a folder
     made by ``mkdir`` is; refused if something else has taken ``partial``'s name meanwhile."""
-    mask = os.umask(0o022)
-    os.umask(mask)
-    os.fchmod(folder, 0o777 & ~mask)
     mine, there = os.fstat(folder), os.stat(partial, dir_fd=parent, follow_symlinks=False)
-    if (mine.st_dev, mine.st_ino) != (there.st_dev, there.st_ino) or not stat.S_ISDIR(there.st_mode):
+    if not _same(mine, there) or not stat.S_ISDIR(there.st_mode):
         raise files.FileProblem(errno.EEXIST, root.parent / partial, "was replaced while the data set was written "
                                 "there (someone else's? nothing was published)")
+    mask = os.umask(0o022)
+    os.umask(mask)
+    os.fchmod(folder, (mine.st_mode & 0o7000) | (0o777 & ~mask))  # a set-group-ID bit mkdir gave stays
     os.replace(partial, root.name, src_dir_fd=parent, dst_dir_fd=parent)
+    if not _same(mine, os.stat(root.name, dir_fd=parent, follow_symlinks=False)):
+        raise files.FileProblem(errno.EEXIST, root, "was replaced as soon as the data set was published there "
+                                "(someone else's? check what it holds)")
 
 
 def _write(opts: GenerateOptions, folder: int, root: Path) -> int:

@@ -24,7 +24,8 @@ from cnnbench.results.outputs import OutputError, check_output_folder
 MANIFEST = ".cnnbench-report.json"
 SUMMARY = "summary.md"
 HTML = "report.html"
-OWN_NAME = re.compile(r"^(summary\.md|report\.html|tables/[^/\\]+\.(csv|json)|plots/[^/\\]+\.(svg|png))$")
+OWN_NAME = re.compile(r"(summary\.md|report\.html|tables/[^/\\\x00-\x1f]+\.(csv|json)"
+                      r"|plots/[^/\\\x00-\x1f]+\.(svg|png))")
 """The only names a report writes (and so the only ones a manifest may make it delete)."""
 MAX_MANIFEST_BYTES = 16 << 20
 _CHUNK = 1 << 20
@@ -90,7 +91,7 @@ def listed_files(manifest: dict[str, Any]) -> set[str]:
     listed = manifest.get("files")
     if not isinstance(listed, list):
         return set()
-    return {f for f in listed if isinstance(f, str) and OWN_NAME.match(f)}
+    return {f for f in listed if isinstance(f, str) and OWN_NAME.fullmatch(f)}
 
 
 def write_manifest(out: Path, written: set[str], **more: Any) -> None:

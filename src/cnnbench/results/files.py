@@ -90,6 +90,15 @@ class FileProblem(OSError):
     def __str__(self) -> str:
         return f"{shown(self.filename)}: {self.strerror}"
 
+    def __reduce__(self) -> tuple[Any, ...]:  # as it was, across processes (a plot drawn in a worker)
+        return _rebuilt, (type(self), self.errno, self.filename, self.strerror)
+
+
+def _rebuilt(cls: type[FileProblem], code: int, path: str, why: str) -> FileProblem:
+    problem = cls.__new__(cls)
+    OSError.__init__(problem, code, why, path)
+    return problem
+
 
 class NotRegularFile(FileProblem):
     """A FIFO, device, socket or folder where a regular file is expected."""
@@ -405,7 +414,11 @@ def replacing(path: Path, root: Path | None = None) -> Iterator[BinaryIO]:
     try:
         tmp, fd = _temporary(dir_fd, path)
         try:
-            os.fchmod(fd, _MODE)
+            try:
+                os.fchmod(fd, _MODE)
+            except BaseException:
+                os.close(fd)  # not yet the writer's to close
+                raise
             with _writer(fd) as f:
                 yield f
             os.replace(tmp, path.name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)

@@ -31,11 +31,15 @@ from cnnbench.results import files
 from cnnbench.results.store import SUFFIX, MachineLabelError, machine_file_name
 
 _PROBE_PREFIX = ".cnnbench-write-check-"
-STORE_FOLDERS = ((".claims",), (".slurm", "submitit"), (".slurm", "started"), (".slurm", "nodes"), ("traces",),
-                 ("data",))
-"""The folders cnnbench keeps inside a store (the sweep's claims, its Slurm files, profiler
-traces, a study's data sets): where they exist, each must be a real folder, never a symlink (see
-:func:`cnnbench.results.files.open_folder`)."""
+STORE_FOLDERS = ((".claims",), (".slurm", "submitit"), (".slurm", "started"), (".slurm", "nodes"))
+"""The folders of cnnbench's own inside a store (the sweep's claims, its Slurm files): where they
+exist, each must be a real folder, never a symlink (see :func:`cnnbench.results.files.open_folder`),
+whatever the command."""
+TRACES = ("traces",)
+"""Profiler traces' folder in a store: checked as :data:`STORE_FOLDERS` by a command that keeps
+traces (``uses``), and left alone by the others (a user's own ``traces`` link to scratch)."""
+DATA = ("data",)
+"""A study's generated data sets' folder in a store: checked by the study (``uses``) only."""
 
 
 class OutputError(ValueError):
@@ -43,17 +47,19 @@ class OutputError(ValueError):
 
 
 def check_results_dir(results_dir: str | os.PathLike[str], machine_labels: Iterable[str | None] = (), *,
-                      flag: str = "--results-dir", label_flag: str = "--machine-label") -> Path:
+                      flag: str = "--results-dir", label_flag: str = "--machine-label",
+                      uses: Iterable[tuple[str, ...]] = ()) -> Path:
     """The results folder, checked: a folder (or one that can be made) this process may write
     in, whose file for each machine label (``None``: the label derived later) can be made,
     and that holds no ``*.jsonl`` that is not a regular file (a FIFO, a device), nor a symlink
-    where one of its own folders belongs (:data:`STORE_FOLDERS`). ``label_flag``: where the
-    labels came from, for messages (a flag, or the records' field)."""
+    where one of its own folders belongs (:data:`STORE_FOLDERS`, and those of ``uses`` that the
+    command writes in: :data:`TRACES`, :data:`DATA`). ``label_flag``: where the labels came
+    from, for messages (a flag, or the records' field)."""
     folder = _folder(results_dir, flag)
     existing = _nearest_existing(folder)
     if folder.is_dir():
         _check_store_entries(folder, flag)
-        for names in STORE_FOLDERS:
+        for names in (*STORE_FOLDERS, *uses):
             try:
                 files.check_folders(folder, *names)
             except files.FileProblem as exc:

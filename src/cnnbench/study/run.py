@@ -62,12 +62,12 @@ class StudyRun:
 def prepare(request: StudyRequest, *, writing: bool = True) -> tuple[Study, Path, Path]:
     """The study at its size, its results folder and its report folder (checked, nothing written;
     ``writing``: the results folder must take records, else only be there)."""
-    from cnnbench.results.outputs import check_results_dir
+    from cnnbench.results.outputs import DATA, check_results_dir
 
     study = load_study(request.study, smoke=request.smoke)
     results_dir = Path(request.results_dir) if request.results_dir is not None else Path("results") / study.name
     if writing:  # a symlink loop, a FIFO, a folder that cannot be written in: one line, before its data is looked at
-        check_results_dir(results_dir)
+        check_results_dir(results_dir, uses=[DATA] if study.dataset is not None else ())
     elif not results_dir.is_dir():
         raise StudyError(f"{results_dir}: no results folder; run the study first (its --results-dir)")
     if study.dataset is not None:  # its folder lies in the results folder: read the study again with it
@@ -131,7 +131,7 @@ def make_dataset(recipe: DataSetRecipe, root: Path) -> Path:
     are cnnbench's own folders in the store: each must be a real folder, never a symlink (someone
     else's, sending the data set elsewhere): ``StudyError``, in one line."""
     from cnnbench.data.generate import GenerateError, make_data_set
-    from cnnbench.results import files
+    from cnnbench.results import files, space
 
     folder = recipe.folder(root)
     try:
@@ -144,6 +144,8 @@ def make_dataset(recipe: DataSetRecipe, root: Path) -> Path:
         make_data_set(recipe.kind, folder, image_size=(size, size) if size else None, inside=root.parent, **options)
     except (GenerateError, files.FileProblem) as exc:
         raise StudyError(f"make_dataset: {exc}") from None
+    except OSError as exc:  # a full disk or quota, a read-only store, a rename refused
+        raise StudyError(f"make_dataset: {space.os_error_text(exc, folder.parent)}") from None
     return folder.resolve()
 
 

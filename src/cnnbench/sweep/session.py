@@ -90,13 +90,14 @@ def run_sweep(request: SweepRequest, *, reporter: Reporter | None = None,
     :class:`InvalidCases`, ``OutputError`` for a results folder that cannot take the records,
     and ``FileProblem`` for a store file that cannot be appended to.
     """
-    from cnnbench.results.outputs import check_results_dir
+    from cnnbench.results.outputs import TRACES, check_results_dir
 
     suite = load_labelled(request.suite, request.machine_label)
     if request.dry_run:
         return SweepRun(suite)
     _refuse_several_nodes(suite)
-    check_results_dir(request.results_dir, {c.config.machine_label for c in suite.cases})
+    check_results_dir(request.results_dir, {c.config.machine_label for c in suite.cases},
+                      uses=[TRACES] if any(c.config.profile_steps for c in suite.cases) else ())
     invalid = _checked_cases(suite)
     if invalid and not request.skip_invalid:
         raise InvalidCases(suite, invalid)

@@ -191,7 +191,8 @@ def _failed_run_throughput(record: Mapping[str, Any]) -> tuple[str, Any] | None:
     median, stderr and jitter, the per-device list) of a failed record, or None. ``cnnbench run``
     writes none on a failed run (only what it measured before: memory, time, notes). A record
     read from a log that did not finish (it has a ``source_header``) keeps the figures of its
-    last progress line, as the log says them; readers show no figure of a failed run."""
+    last progress line, as the log says them (any record with a ``source_header`` does: such figures
+    are never shown, as no reader shows a figure of a failed run, ``results list`` included)."""
     if record["status"] == "ok":
         return None
     metrics = record["metrics"]

@@ -81,12 +81,13 @@ def plan(request: SlurmRequest) -> list[tuple[Unit, Resources]]:
 def submit_sweep(request: SlurmRequest, *, submit: Callable[..., list[JobEntry]] | None = None) -> Submitted:
     """Submit what is left of the suite (see the module documentation)."""
     from cnnbench.results.locking import check_locking
-    from cnnbench.results.outputs import check_results_dir
+    from cnnbench.results.outputs import TRACES, check_results_dir
 
     planned = plan(request)
     _need_submitit()
     labels = {u.label or u.case.config.machine_label for u, _ in planned}
-    check_results_dir(request.results_dir, labels)
+    check_results_dir(request.results_dir, labels,
+                      uses=[TRACES] if any(u.case.config.profile_steps for u, _ in planned) else ())
     check_locking(request.results_dir)
     check_submitit_folder(request.results_dir)  # before any work; and again just before submitit writes
     units = [u for u, _ in planned]
