@@ -470,6 +470,22 @@ def test_a_data_set_replaced_as_it_is_published_is_refused(tmp_path, monkeypatch
     assert "\n" not in str(caught.value) and "replaced" in str(caught.value)
 
 
+def test_an_error_after_the_data_set_is_published_leaves_it_whole(tmp_path, monkeypatch):
+    """Once renamed into place the folder is the data set's: an error after (an interrupt, a failed
+    look at it) never empties it."""
+    from cnnbench.data import generate
+
+    def interrupted(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(generate, "_check_published", interrupted)
+    store = tmp_path / "store"
+    with pytest.raises(KeyboardInterrupt):
+        generate.make_data_set("cifar10", store / "data" / "set", images_per_class=1, val_images_per_class=1,
+                               inside=store)
+    assert sorted(p.name for p in (store / "data" / "set").iterdir())
+
+
 def test_a_full_quota_while_a_study_makes_its_data_set_is_one_line(tmp_path, monkeypatch, capsys):
     from cnnbench.data import generate
 
@@ -512,7 +528,8 @@ def test_a_data_set_in_a_group_shared_data_folder_keeps_its_set_group_id_bit(tmp
     os.mkdir(store / "data" / "sibling")
     make_data_set("cifar10", store / "data" / "set", images_per_class=1, val_images_per_class=1, inside=store)
     sibling = (store / "data" / "sibling").stat().st_mode
-    assert sibling & stat.S_ISGID  # as mkdir gives it here
+    if not sibling & stat.S_ISGID:
+        pytest.skip("mkdir gives no set-group-ID bit on this file system (mounted grpid?)")
     assert (store / "data" / "set").stat().st_mode & 0o7777 == sibling & 0o7777
 
 
@@ -564,3 +581,46 @@ def test_a_manifest_names_only_files_a_report_writes():
     names = ["summary.md", "tables/t.csv", "plots/p.svg", "tables/a\x00.csv", "tables/b.csv\n", "tables/c\n.csv",
              "tables/../x.csv", "tables/d/e.csv", "../summary.md", "summary.md\n"]
     assert listed_files({"files": names}) == {"summary.md", "tables/t.csv", "plots/p.svg"}
+
+
+def test_a_run_under_torchrun_refuses_a_traces_link_before_any_work(tmp_path, outside, capsys, monkeypatch):
+    """Under torchrun the run never goes through the API's check: the command's own check of ``traces/``
+    refuses the link before the model is built (it was found only after warm-up, by rank 0)."""
+    from cnnbench.cli import run_cmd
+    from cnnbench.distributed import world
+
+    started: list[object] = []
+    monkeypatch.setattr(world, "launched_by_torchrun", lambda: True)
+    monkeypatch.setattr(run_cmd, "_under_torchrun", lambda *a, **k: started.append(a) or 0)
+    results = tmp_path / "r"
+    results.mkdir()
+    (results / "traces").symlink_to(outside / "dir")
+    code = main(["run", "--model", "trivial", "--device", "cpu", "--num-batches", "1", "--profile-steps", "1",
+                 "--results-dir", str(results)])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err and "traces" in err and "symlink" in err, err
+    assert started == []
+    untouched(outside)
+    assert main(["run", "--model", "trivial", "--device", "cpu", "--num-batches", "1",
+                 "--results-dir", str(results)]) == 0  # no traces kept: the user's link is no concern
+    assert len(started) == 1
+
+
+def test_a_study_whose_cases_keep_traces_checks_traces_before_it_makes_its_data_set(tmp_path, outside, monkeypatch):
+    from cnnbench.study import StudyRequest, prepare
+    from cnnbench.study import run as study_run
+
+    made: list[object] = []
+    monkeypatch.setattr(study_run, "make_dataset", lambda *a, **k: made.append(a))
+    study = tmp_path / "st.yaml"
+    study.write_text("name: st\nbase: {model: trivial, device: cpu, profile_steps: 1}\nmatrix: {batch_size: [2]}\n"
+                     "layout: {rows: [model]}\nsmoke: {base: {batch_size: 1}}\n")
+    results = tmp_path / "r"
+    results.mkdir()
+    (results / "traces").symlink_to(outside / "dir")
+    from cnnbench.results.outputs import OutputError
+
+    with pytest.raises(OutputError, match="traces"):
+        prepare(StudyRequest(str(study), results_dir=str(results), output=str(tmp_path / "rep")))
+    assert made == []
+    untouched(outside)

@@ -23,13 +23,14 @@ class UserError(Exception):
         return cls(f"{exc} (see cnnbench {command} --help)")
 
 
-def check_output(results_dir: str, machine_labels: Iterable[str | None] = ()) -> None:
+def check_output(results_dir: str, machine_labels: Iterable[str | None] = (), *, traces: bool = False) -> None:
     """Before any work: the results folder (and each labelled machine's file in it) can be
-    written, or one line and exit 2. ``run``, ``sweep`` and ``import`` call this."""
-    from cnnbench.results.outputs import OutputError, check_results_dir
+    written, or one line and exit 2. ``run``, ``sweep`` and ``import`` call this; ``traces``: the
+    command keeps profiler traces in the store (its ``traces/`` is checked too)."""
+    from cnnbench.results.outputs import TRACES, OutputError, check_results_dir
 
     try:
-        check_results_dir(results_dir, machine_labels)
+        check_results_dir(results_dir, machine_labels, uses=[TRACES] if traces else ())
     except OutputError as exc:
         raise UserError(str(exc)) from None
 

@@ -44,7 +44,7 @@ def handle(args: argparse.Namespace) -> int:
         config = config_from_args(args)
     except ConfigError as exc:
         raise UserError.from_config(exc) from None
-    check_output(config.results_dir, [config.machine_label])
+    check_output(config.results_dir, [config.machine_label], traces=bool(config.profile_steps))  # torchrun too
 
     from cnnbench.distributed.world import launched_by_torchrun
 

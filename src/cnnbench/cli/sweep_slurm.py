@@ -25,10 +25,10 @@ def handle_slurm(args: argparse.Namespace, suite: Any = None, command: str | Non
     except UserError:
         raise
     except Exception as exc:
-        raise _one_line(exc) from None
+        raise _one_line(exc, getattr(args, "results_dir", None) or ".") from None
 
 
-def _one_line(exc: Exception) -> Exception:
+def _one_line(exc: Exception, results_dir: Any = ".") -> Exception:
     from cnnbench.config.errors import ConfigError
     from cnnbench.results.files import FileProblem
     from cnnbench.results.locking import LockingUnsupported
@@ -49,7 +49,7 @@ def _one_line(exc: Exception) -> Exception:
     if isinstance(exc, OSError):  # --status records the jobs Slurm ended: a read-only store, a full disk
         from cnnbench.results.space import os_error_text
 
-        return UserError(f"--results-dir: cannot write in the store: {os_error_text(exc, '.')}", exit_code=1)
+        return UserError(f"--results-dir {results_dir}: {os_error_text(exc, results_dir)}", exit_code=1)
     return exc
 
 

@@ -259,12 +259,15 @@ def make_data_set(kind: str, out_dir: str | os.PathLike[str], *, num_classes: in
     created = _first_missing(root.parent)
     parent = files.open_folder(home, *names, make=True)
     partial = None
+    published = False
     try:
         partial, folder = _make_partial(parent, root)
         written = _write(opts, folder, root.parent / partial)
         _publish(parent, partial, folder, root)
+        published = True  # from here on the folder is the data set's: never emptied on an error
+        _check_published(parent, folder, root)
     except BaseException:
-        if partial is not None:
+        if partial is not None and not published:
             _remove(parent, partial, folder)
         if created is not None:
             _remove_empty(root.parent, created)
@@ -362,7 +365,11 @@ def _publish(parent: int, partial: str, folder: int, root: Path) -> None:
     os.umask(mask)
     os.fchmod(folder, (mine.st_mode & 0o7000) | (0o777 & ~mask))  # a set-group-ID bit mkdir gave stays
     os.replace(partial, root.name, src_dir_fd=parent, dst_dir_fd=parent)
-    if not _same(mine, os.stat(root.name, dir_fd=parent, follow_symlinks=False)):
+
+
+def _check_published(parent: int, folder: int, root: Path) -> None:
+    """``root`` (in the folder open as ``parent``) is the folder just published (open as ``folder``)."""
+    if not _same(os.fstat(folder), os.stat(root.name, dir_fd=parent, follow_symlinks=False)):
         raise files.FileProblem(errno.EEXIST, root, "was replaced as soon as the data set was published there "
                                 "(someone else's? check what it holds)")
 

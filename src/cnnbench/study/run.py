@@ -62,12 +62,14 @@ class StudyRun:
 def prepare(request: StudyRequest, *, writing: bool = True) -> tuple[Study, Path, Path]:
     """The study at its size, its results folder and its report folder (checked, nothing written;
     ``writing``: the results folder must take records, else only be there)."""
-    from cnnbench.results.outputs import DATA, check_results_dir
+    from cnnbench.results.outputs import DATA, TRACES, check_results_dir
 
     study = load_study(request.study, smoke=request.smoke)
     results_dir = Path(request.results_dir) if request.results_dir is not None else Path("results") / study.name
     if writing:  # a symlink loop, a FIFO, a folder that cannot be written in: one line, before its data is looked at
-        check_results_dir(results_dir, uses=[DATA] if study.dataset is not None else ())
+        traces = any(case.config.profile_steps for case in study.suite.cases)  # before its data set is made
+        check_results_dir(results_dir, uses=[*([DATA] if study.dataset is not None else ()),
+                                             *([TRACES] if traces else ())])
     elif not results_dir.is_dir():
         raise StudyError(f"{results_dir}: no results folder; run the study first (its --results-dir)")
     if study.dataset is not None:  # its folder lies in the results folder: read the study again with it
