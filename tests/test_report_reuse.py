@@ -142,8 +142,9 @@ def test_a_report_cut_off_halfway_is_made_again(store, tmp_path, capsys, monkeyp
         raise OSError("disk full")
 
     monkeypatch.setattr(output, "render_html", broken)
-    with pytest.raises(OSError):
-        main(["report", str(store), "-o", str(out), "--max-plots", "2", "--rebuild"])
+    capsys.readouterr()
+    assert main(["report", str(store), "-o", str(out), "--max-plots", "2", "--rebuild"]) == 1  # one line (issue 41)
+    assert "error: -o" in capsys.readouterr().err
     monkeypatch.undo()
     capsys.readouterr()
     assert report(store, out, capsys)[0].startswith("wrote ")
