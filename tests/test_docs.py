@@ -90,3 +90,18 @@ def test_readme_and_docs_links_resolve() -> None:
     nav = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
     pages = {p.relative_to(DOCS).as_posix() for p in DOCS.rglob("*.md")}
     assert pages == set(re.findall(r":\s+(\S+\.md)\s*$", nav, re.MULTILINE)), "every page is in mkdocs.yml's nav"
+
+
+def test_the_home_page_and_the_readme_link_every_commands_page(gen: ModuleType) -> None:
+    """Issue 42 item 4: the docs' home page once left study, comm and predict out of its list."""
+    top = {command.split()[0] for command in gen.command_parsers()}
+    for where in (DOCS / "index.md", ROOT / "README.md"):
+        text = where.read_text(encoding="utf-8")
+        prefix = "docs/" if where.name == "README.md" else ""
+        missing = sorted(c for c in top if f"]({prefix}commands/{c}.md)" not in text)
+        assert not missing, f"{where.name} does not link the page of: {missing}"
+
+
+def test_the_readme_names_the_extra_an_export_format_needs() -> None:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "Parquet" in text and "[parquet]" in text

@@ -751,8 +751,8 @@ def test_record_figures():
 
 def test_last_record_reads_the_results_folder(tmp_path):
     assert ga.last_record(tmp_path / "none")[0] is None
-    append_record(tmp_path, _record(1.0))
-    append_record(tmp_path, _record(2.0))
+    append_record(tmp_path, {**_record(1.0), "run_id": "r1"})
+    append_record(tmp_path, {**_record(2.0), "run_id": "r2"})
     record, problem = ga.last_record(tmp_path)
     assert record["metrics"]["total_images_per_sec"] == 2.0 and problem is None
 

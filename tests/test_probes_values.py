@@ -78,11 +78,16 @@ def test_a_learning_rate_of_1e38_stays_a_config_value(tmp_path):
     assert problems == [] and got["config"]["learning_rate"] == 1e38 and got["metrics"]["loss_last"] == 1e17
 
 
+def _runs(line: str, n: int, tag: str) -> str:
+    """``n`` lines of ``line``'s record, each a run of its own (a run read twice counts once)."""
+    return "".join(line.replace('"run_id": "', f'"run_id": "{tag}{k}-', 1) for k in range(n))
+
+
 def test_the_notice_holds_when_the_file_is_read_through_its_cache(tmp_path):
     good = json.dumps(record(ips=120.0, metrics={"step_times_s": [0.0123456789] * 400})) + "\n"
     copies = cache.MIN_BYTES // len(good) + 2
     path = tmp_path / "m-fast.jsonl"
-    path.write_text(good * 3 + _line(record(ips=100.0), "NaN") + "\n" + good * copies)
+    path.write_text(_runs(good, 3, "a") + _line(record(ips=100.0), "NaN") + "\n" + _runs(good, copies, "b"))
     for _ in range(2):  # the first read writes the cache, the second reads it
         records, problems = read_records(tmp_path)
         assert len(records) == copies + 4
@@ -365,7 +370,7 @@ def test_text_that_is_not_unicode_is_replaced_through_the_cache_too(tmp_path):
     good = json.dumps(record(ips=120.0, metrics={"step_times_s": [0.0123456789] * 400})) + "\n"
     copies = cache.MIN_BYTES // len(good) + 2
     path = tmp_path / "m-fast.jsonl"
-    path.write_text(good * 3 + _not_unicode_line() + "\n" + good * copies)
+    path.write_text(_runs(good, 3, "a") + _not_unicode_line() + "\n" + _runs(good, copies, "b"))
     for _ in range(2):  # the first read writes the cache, the second reads it
         records, problems = read_records(tmp_path)
         assert len(records) == copies + 4

@@ -56,7 +56,8 @@ def test_a_warned_scaling_point_is_marked_in_the_report():
     assert summary.cell("vgg16", "2 devices").text == "1.80× · 90.0%"
     assert summary.cell("median", "2 devices").text.endswith("⚠")  # a median over a warned series
     assert any("⚠ on a median" in n for n in summary.notes)
-    obs = _only(report, "Scaling")
+    obs = _only(report, "⚠ Untrusted — 1 of the 4 runs behind it recorded warnings: busy CPU (1 run, e.g. "
+                        "'other processes used 1.20 of the 2 cores'). Taken at face value: Scaling")
     assert "92.5% ⚠ at 2 devices (range 90.0%–95.0% ⚠ over 2 series)" in obs.text
     # a warned base run marks every figure over it
     base_warned = build_report([_warned(ips=100.0), record(ips=190.0, num_devices=2)],
@@ -125,14 +126,14 @@ def test_an_all_warned_report_says_so_once_and_marks_its_observations():
     assert md.count(ALL_WARNED) == 1
     assert report.observations
     for obs in report.observations:
-        assert obs.text.endswith("⚠ (from warned runs)"), obs.text
-    assert any(o.text.startswith("Scaling") for o in report.observations)
-    assert any(o.text.startswith("Fastest machine") for o in report.observations)
-    assert "count in the observations" in md  # the Marks section agrees
-    # asked for with --include-warned: no such sentence, no mark on the whole observation
+        assert obs.text.startswith("⚠ Untrusted — all 4 runs behind it recorded warnings: busy CPU"), obs.text
+    assert any("Taken at face value: Scaling" in o.text for o in report.observations)
+    assert any("Taken at face value: Fastest machine" in o.text for o in report.observations)
+    assert "count in the observations all the same" in md  # the Marks section agrees
+    # asked for with --include-warned: no such sentence; each observation still says why it is untrusted
     asked = build_report(recs, ReportOptions(include_warned=True))
     assert ALL_WARNED not in render_markdown(asked)
-    assert not any(o.text.endswith("(from warned runs)") for o in asked.observations)
+    assert [o.text for o in asked.observations] == [o.text for o in report.observations]
     # one clean cell: the usual rules (warned cells left out), no sentence
     mixed = build_report([*recs, record(machine="m-c", ips=120.0)])
     assert ALL_WARNED not in render_markdown(mixed)

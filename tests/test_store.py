@@ -93,8 +93,8 @@ def test_truncated_last_line_is_reported_and_never_rewritten(tmp_path):
 
 def test_malformed_and_non_object_lines_are_skipped_with_their_line(tmp_path):
     path = tmp_path / "m.jsonl"
-    good = json.dumps(make_record(0))
-    path.write_text(f"{good}\nnot json at all\n[1, 2]\n\n{good}\n")
+    good, other = json.dumps(make_record(0)), json.dumps(make_record(1))
+    path.write_text(f"{good}\nnot json at all\n[1, 2]\n\n{other}\n")
     records, problems = read_records(path)
     assert len(records) == 2
     assert [p.split(": ")[0] for p in problems] == [f"{path}:2", f"{path}:3"]
@@ -330,3 +330,108 @@ def test_nearest_fields_prefers_an_alias_to_its_dotted_name():
     assert nearest_fields("batch_sise", known) == ["batch_size", "batch"]
     assert nearest_fields("config.batchsize", known)[0] == "config.batch_size"
     assert nearest_fields("cpu_cors", known) == ["environment.cpu_cores"]
+
+
+# --------------------------------------------------------------------------- a folder of stores
+
+
+def _write(path, *records):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as f:
+        for r in records:
+            f.write(json.dumps(r) + "\n")
+
+
+def test_a_folder_is_read_with_every_store_below_it(tmp_path):
+    """Issue 42 item 2: ``results/`` holds ``results/quick`` (make run) and ``results/scaling`` (a study)."""
+    top = tmp_path / "results"
+    _write(top / "box.jsonl", make_record(0))
+    _write(top / "quick" / "box.jsonl", make_record(1))
+    _write(top / "studies" / "scaling" / "box.jsonl", make_record(2))
+    records, problems = read_records(top)
+    assert sorted(r["metrics"]["total_images_per_sec"] for r in records) == [100.0, 101.0, 102.0]
+    assert problems == []
+
+
+def test_a_stores_own_folders_hidden_folders_and_links_below_are_not_searched(tmp_path):
+    top = tmp_path / "results"
+    _write(top / "box.jsonl", make_record(0))
+    for name in (".slurm", ".claims", "traces", "data"):
+        _write(top / "quick" / name / "x.jsonl", make_record(5))
+    elsewhere = tmp_path / "elsewhere"
+    _write(elsewhere / "box.jsonl", make_record(6))
+    (top / "linked").symlink_to(elsewhere)
+    records, problems = read_records(top)
+    assert [r["metrics"]["total_images_per_sec"] for r in records] == [100.0]
+    assert problems == []
+    # named itself, a link is followed as before
+    assert len(read_records(top / "linked")[0]) == 1
+
+
+def test_a_run_kept_in_two_stores_counts_once(tmp_path):
+    """The records carry unique ids: a merged copy beside its source is not counted twice, and is
+    no problem to report (it is no unreadable line)."""
+    top = tmp_path / "results"
+    a, b, c = make_record(0), make_record(1), make_record(2)
+    _write(top / "quick" / "box.jsonl", a, b)
+    _write(top / "all" / "box.jsonl", b, c)
+    records, problems = read_records(top)
+    assert sorted(r["metrics"]["total_images_per_sec"] for r in records) == [100.0, 101.0, 102.0]
+    assert problems == []
+    # a folder named along with one below it: each file read once
+    assert len(read_records([top, top / "quick"])[0]) == 3
+    assert len(read_records([top / "quick", top / "quick" / "box.jsonl"])[0]) == 2
+
+
+def test_of_two_copies_of_a_run_the_one_with_step_times_is_kept(tmp_path):
+    """An imported log of a run carries its run_id but no step times: it must not stand in for the
+    record, whichever folder's name comes first."""
+    top = tmp_path / "results"
+    full = make_record(0)
+    thin = json.loads(json.dumps(full))
+    del thin["metrics"]["step_times_s"]
+    _write(top / "imported" / "box.jsonl", thin)
+    _write(top / "quick" / "box.jsonl", full)
+    (record,), _ = read_records(top)
+    assert record["metrics"]["step_times_s"] == full["metrics"]["step_times_s"]
+
+
+def test_a_command_that_writes_in_a_folder_checks_the_runs_of_that_folder_only(tmp_path, capsys):
+    """Merging stores kept below a folder into the folder itself appends them (docs/slurm.md's
+    copy-back-then-merge); a sweep's store is the folder it writes in, not an archive below it."""
+    from cnnbench.results.reader import StoreReader
+    from cnnbench.results.store import stored_run_ids
+
+    top = tmp_path / "results"
+    runs = [make_record(i) for i in range(4)]
+    _write(top / "node1" / "box.jsonl", *runs[:2])
+    _write(top / "node2" / "box.jsonl", *runs[2:])
+    assert stored_run_ids(top)[0] == {}
+    assert StoreReader(top, step_times=False, below=False).read() == ([], [])
+    assert main(["results", "merge", str(top / "node1"), str(top / "node2"), "--into", str(top)]) == 0
+    assert "appended 4 runs" in capsys.readouterr().out
+    assert len(read_records(top, below=False)[0]) == 4
+    assert len(read_records(top)[0]) == 4  # and the whole folder still counts each run once
+
+
+def test_merge_counts_a_run_found_in_two_sources_as_repeated(tmp_path, capsys):
+    a, b = make_record(0), make_record(1)
+    _write(tmp_path / "n1" / "box.jsonl", a, b)
+    _write(tmp_path / "n2" / "box.jsonl", a, b)
+    assert main(["results", "merge", str(tmp_path / "n1"), str(tmp_path / "n2"), "--into", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    assert "appended 2 runs" in out and "2 already there or repeated" in out and "unreadable" not in out
+
+
+def test_a_sweep_resumes_from_its_own_folder_not_from_a_store_below_it(tmp_path):
+    from cnnbench.sweep.resume import DoneCases
+
+    top = tmp_path / "results"
+    done = make_record(0, suite_name="quick", case_key="k1")
+    _write(top / "archive" / "box.jsonl", done)
+    cases = DoneCases("quick", top, rerun=False)
+    cases.read(initial=True)
+    assert not cases.is_done("k1", "box-a") and cases.figures == {}
+    _write(top / "box-a.jsonl", done)
+    cases.read(initial=False)
+    assert cases.is_done("k1", "box-a")

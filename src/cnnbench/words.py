@@ -1,7 +1,8 @@
 """How counts and names read: plurals (``1 run``, ``2 runs``), natural order (``resnet18``
 before ``resnet101``) and text of records shown as it is in markdown (:func:`escape_markdown`,
 for the report and ``cnnbench compare``), and a value an error message quotes, cut short
-(:func:`quoted`). The one place for each; no torch here."""
+(:func:`quoted`), and a measured time (:func:`duration`: ``12.1 ms``, ``3.03 s``). The one
+place for each; no torch here."""
 
 from __future__ import annotations
 
@@ -39,6 +40,32 @@ def sizes(*n_bytes: int | float) -> list[str]:
     if len(set(shown)) < len(shown):
         return [plural(int(n), "byte") for n in n_bytes]
     return shown
+
+
+def duration(seconds: float) -> str:
+    """A measured time in milliseconds under a second, else in seconds, three significant digits
+    in fixed decimals (from 1,000 s, whole seconds), never e-notation: ``0.512 ms``, ``12.1 ms``,
+    ``999 ms``, ``3.03 s``, ``123,457 s``. (A countdown reads as a clock instead:
+    ``cnnbench.engine.log_format.duration``.)"""
+    if not math.isfinite(seconds):
+        return f"{seconds} s"
+    milliseconds = _three_digits(seconds * 1e3)
+    if abs(milliseconds) < 1000:
+        return f"{_fixed(milliseconds)} ms"
+    if abs(seconds) >= 999.5:  # whole seconds: a long time keeps all its digits
+        return f"{seconds:,.0f} s"
+    return f"{_fixed(_three_digits(seconds))} s"
+
+
+def _three_digits(value: float) -> float:
+    """``value`` rounded to three significant digits (``999.6`` -> ``1000.0``)."""
+    return 0.0 if value == 0 else round(value, 2 - math.floor(math.log10(abs(value))))
+
+
+def _fixed(value: float) -> str:
+    """A value :func:`_three_digits` rounded, in fixed decimals that show its three digits."""
+    decimals = 0 if value == 0 else max(0, 2 - math.floor(math.log10(abs(value))))
+    return f"{value:,.{decimals}f}"
 
 
 _DIGITS = re.compile(r"(\d+)")

@@ -6,7 +6,8 @@
 - ``⚠`` (warned): a run of the cell recorded warnings (``metrics.warnings``: ``busy CPU``,
   ``busy GPU``, ``CPU frequency``, ``unstable``, ...) or was throttled (``metrics.throttled``).
   Such cells stay in the tables but are left out of the observations unless asked
-  (``--include-warned``).
+  (``--include-warned``) or every figure is warned; an observation that rests on them begins
+  with why it cannot be trusted (:func:`untrusted`).
 - ``n.s.`` / ``no samples`` on ratios: the difference is not significant, or there was
   nothing to test it with (see :mod:`cnnbench.analysis.significance`).
 
@@ -23,7 +24,7 @@ from typing import Any
 from cnnbench.analysis.points import Measure
 from cnnbench.analysis.repeat_stats import SPREAD_NAME
 from cnnbench.analysis.samples import WIDE_CV
-from cnnbench.words import plural
+from cnnbench.words import plural, shortened
 
 WIDE = "†"
 WARNED = "⚠"
@@ -54,6 +55,9 @@ class Marks:
     """Runs whose step times vary by more than 10%."""
     reasons: Counter = field(default_factory=Counter)
     """Warning text -> runs that recorded it."""
+    kinds: Counter = field(default_factory=Counter)
+    """Warning kind (:func:`warning_kind`) -> runs that recorded one of that kind (a run with two
+    texts of one kind, a busy GPU of each of its GPUs, counts once)."""
     warned: int = 0
     """Runs with at least one warning."""
 
@@ -137,9 +141,16 @@ def legend(marks: Marks) -> list[str]:
     return lines
 
 
-def marks_section(marks: Marks, include_warned: bool = False) -> list[str]:
+ALL_WARNED_COUNT = ("count in the observations all the same, though --include-warned was not given: every "
+                    "figure of the throughput tables is warned, and leaving them out would leave no observation; "
+                    f"each observation that rests on figures begins with {WARNED} and the warnings of its runs.")
+"""How warned cells are used when every figure is (the report's fallback, without ``--include-warned``)."""
+
+
+def marks_section(marks: Marks, include_warned: bool = False, all_warned: bool = False) -> list[str]:
     """The report's one explanation of the marks present (empty when none is);
-    ``include_warned``: warned cells were let into the observations (``--include-warned``)."""
+    ``include_warned``: warned cells were let into the observations (``--include-warned``);
+    ``all_warned``: they were let in without it, because every figure of the throughput tables is warned."""
     lines = []
     if marks.wide:
         lines.append(f"{WIDE} a run's step times vary widely: {SPREAD_NAME} over {WIDE_CV * 100:g}% "
@@ -157,8 +168,72 @@ def marks_section(marks: Marks, include_warned: bool = False) -> list[str]:
         lines.append(f"{WARNED} a run recorded warnings ({plural(marks.warned, 'run')} in all), by kind: "
                      + "; ".join(parts) + ". Such cells stay in the tables, marked, and "
                      + ("count in the observations, as --include-warned asks." if include_warned else
+                        ALL_WARNED_COUNT if all_warned else
                         "are left out of the observations (--include-warned keeps them)."))
     return lines
+
+
+@dataclass
+class RunWarnings:
+    """The warnings of the runs behind a figure or an observation (each run counted once)."""
+
+    runs: int = 0
+    """The runs behind it."""
+    warned: int = 0
+    """Of them, the runs that recorded a warning (or were throttled)."""
+    reasons: Counter = field(default_factory=Counter)
+    """Warning text -> runs that recorded it."""
+    kinds: Counter = field(default_factory=Counter)
+    """Warning kind (:func:`warning_kind`) -> runs that recorded one of that kind (a run with two
+    texts of one kind, a busy GPU of each of its GPUs, counts once)."""
+
+
+def warnings_behind(measures: Iterable[Measure | None]) -> RunWarnings:
+    """The warnings of the runs of ``measures``; a run in several of them (a base run, a run in a
+    combined measure) is counted once."""
+    out = RunWarnings()
+    seen: set[int] = set()
+    for m in measures:
+        for run in m.runs if m is not None else ():
+            if id(run) in seen:
+                continue
+            seen.add(id(run))
+            out.runs += 1
+            texts = run_warnings(run)
+            if texts:
+                out.warned += 1
+                out.reasons.update(dict.fromkeys(texts, 1))
+                out.kinds.update({warning_kind(text) for text in texts})
+    return out
+
+
+EXAMPLE_LIMIT = 200
+"""At most this many characters of a warning's text are quoted as an example (a record's text may
+be of any length)."""
+
+
+def untrusted(w: RunWarnings) -> str:
+    """The words an observation resting on warned runs begins with, before what it says: why it
+    cannot be trusted, from the warnings its runs recorded, by kind, each with one text as recorded
+    (``⚠ Untrusted — all 4 runs behind it recorded warnings: busy CPU (4 runs, e.g. 'other processes used ...').
+    Taken at face value:``). Empty when no run behind it was warned."""
+    if not w.warned:
+        return ""
+    if w.runs == 1:
+        who = "the run behind it"
+    elif w.warned == w.runs:
+        who = f"all {w.runs:,} runs behind it"
+    else:
+        who = f"{w.warned:,} of the {w.runs:,} runs behind it"
+    examples: dict[str, str] = {}  # kind -> the most common text of that kind, after the kind
+    for text, _ in w.reasons.most_common():
+        said = text.split(":", 1)[1].strip() if ":" in text else ""
+        if said:
+            examples.setdefault(warning_kind(text), said)
+    parts = [f"{kind} ({plural(n, 'run')}"
+             + (f", e.g. {shortened(examples[kind], EXAMPLE_LIMIT)!r})" if kind in examples else ")")
+             for kind, n in w.kinds.most_common()]
+    return f"{WARNED} Untrusted — {who} recorded warnings: {'; '.join(parts)}. Taken at face value: "
 
 
 def legend_for(measures: Sequence[Measure | None]) -> list[str]:

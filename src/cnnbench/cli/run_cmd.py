@@ -22,7 +22,7 @@ from typing import Any
 from cnnbench.cli.common import UserError, check_output, print_warnings
 from cnnbench.config import ConfigError, RunConfig
 from cnnbench.config.cli_args import add_config_arguments, config_from_args
-from cnnbench.words import plural
+from cnnbench.words import duration, plural
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -87,7 +87,7 @@ def _report(record: Any, path: Any, *, quiet: bool) -> int:
 
     compile_s = record.metrics.get("compile_time_s")
     if compile_s is not None and not quiet:
-        print(f"compile time: {compile_s:.1f} s (the first step, torch.compile included)")
+        print(f"compile time: {duration(compile_s)} (the first step, torch.compile included)")
     print_warnings(record, "run")
     if not quiet:
         _print_profile(record, path)

@@ -21,6 +21,7 @@ from cnnbench.engine.prepare import Prepared
 from cnnbench.engine.resolve import ResolvedRun
 from cnnbench.engine.schedule import make_schedule
 from cnnbench.engine.step import correct_predictions
+from cnnbench.words import duration
 
 Sum = Callable[[list[float]], list[float]]
 """Sums a list of numbers over every worker (the identity with one worker)."""
@@ -139,9 +140,9 @@ def epoch_line(epoch: EpochMeasure, num_epochs: int) -> str:
         return "—" if value is None else f"{value:.{digits}f}"
 
     rate = epoch.images / epoch.time_s if epoch.time_s > 0 else 0.0
-    return (f"Epoch {epoch.epoch}/{num_epochs}: {epoch.time_s:.1f} s, {rate:.1f} images/sec, "
+    return (f"Epoch {epoch.epoch}/{num_epochs}: {duration(epoch.time_s)}, {rate:.1f} images/sec, "
             f"train loss {fmt(epoch.train_loss)}, train accuracy {fmt(epoch.train_accuracy)}, "
-            f"test accuracy {fmt(epoch.test_accuracy)} (evaluation {epoch.eval_time_s:.1f} s)")
+            f"test accuracy {fmt(epoch.test_accuracy)} (evaluation {duration(epoch.eval_time_s)})")
 
 
 def _now() -> float:

@@ -33,6 +33,7 @@ import torch
 from cnnbench.data.source import InputSource
 from cnnbench.engine.backend import phase_timing_syncs
 from cnnbench.engine.step import TrainPhases
+from cnnbench.words import duration
 
 SPLIT_STEPS = 5
 """Extra steps whose phases are timed (medians kept)."""
@@ -77,5 +78,5 @@ def _synchronizer(device: torch.device) -> Any:
 
 def split_line(split: dict[str, Any]) -> str:
     """The log line: ``Forward/backward split (5 steps after the timed ones): forward 12.1 ms, ...``."""
-    parts = ", ".join(f"{name.removesuffix('_time_s')} {split[name] * 1e3:.3g} ms" for name in PHASES)
+    parts = ", ".join(f"{name.removesuffix('_time_s')} {duration(split[name])}" for name in PHASES)
     return f"Forward/backward split ({split['phase_split_steps']} steps after the timed ones): {parts}"

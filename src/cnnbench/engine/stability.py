@@ -18,6 +18,8 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 
+from cnnbench.words import duration
+
 MAX_CV = 0.10
 """Standard deviation at or above this share of the mean: unstable."""
 
@@ -28,10 +30,6 @@ def coefficient_of_variation(values: Sequence[float]) -> float | None:
         return None
     mean = statistics.fmean(values)
     return statistics.stdev(values) / mean if mean > 0 else None
-
-
-def _ms(seconds: float) -> str:
-    return f"{seconds * 1000:.3g} ms" if seconds < 1 else f"{seconds:.3g} s"
 
 
 def block_means(values: Sequence[float], block: int) -> list[float]:
@@ -55,5 +53,5 @@ def spread_warnings(step_times_s: Sequence[float], block: int = 1) -> list[str]:
         return []
     mean = statistics.fmean(times)
     what = "step times" if block <= 1 else f"times of blocks of {block} batches"
-    return [f"unstable: {what} vary by {cv:.0%} of their mean (standard deviation {_ms(cv * mean)}, "
-            f"mean {_ms(mean)}, slowest {_ms(max(times))}, {len(step_times_s)} steps)"]
+    return [f"unstable: {what} vary by {cv:.0%} of their mean (standard deviation {duration(cv * mean)}, "
+            f"mean {duration(mean)}, slowest {duration(max(times))}, {len(step_times_s)} steps)"]

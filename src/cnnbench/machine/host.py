@@ -87,7 +87,8 @@ def cpu_sockets() -> int | None:
 
 
 def numa_nodes() -> list[dict[str, Any]]:
-    """One entry per NUMA node: ``{"node": 0, "cpus": "0-15", "memory_bytes": ...}``."""
+    """One entry per NUMA node: ``{"node": 0, "cpus": "0-15", "memory_bytes": ...}``
+    (``memory_bytes``: the node's total memory, ``MemTotal`` of its ``meminfo``)."""
     nodes = []
     for path in sorted(SYS_NODE.glob("node[0-9]*"), key=lambda p: int(p.name[4:])):
         meminfo = _read(path / "meminfo") or ""

@@ -157,7 +157,8 @@ def describe(env: Mapping[str, Any]) -> list[Section]:
         ("Memory", [
             ("total", _gib(env.get("memory_bytes"))),
             ("available", _gib(env.get("memory_available_bytes"))),
-            *((f"NUMA node {n['node']}", f"CPUs {_text(n.get('cpus'))}, {_gib(n.get('memory_bytes'))}")
+            *((f"NUMA node {n['node']}", f"CPUs {_text(n.get('cpus'))}"
+                                              + (f", {_gib(n['memory_bytes'])} total" if n.get("memory_bytes") else ""))
               for n in numa),
         ]),
         ("Software", [

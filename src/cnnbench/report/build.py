@@ -13,7 +13,7 @@ from typing import Any
 
 from cnnbench.analysis import fields as F
 from cnnbench.analysis.marks import MARKS_HEADING, combined, marks_section
-from cnnbench.analysis.points import PointSet, build_points
+from cnnbench.analysis.points import Measure, PointSet, build_points
 from cnnbench.report.document import (
     Bullets,
     Contents,
@@ -35,7 +35,7 @@ from cnnbench.report.observations import (
     effect_observations,
     failure_observations,
     implementation_observations,
-    marked_warned,
+    lead_with_warnings,
     scaling_observations,
 )
 from cnnbench.report.options import (
@@ -96,6 +96,8 @@ class _Parts:
     energies: list[Table]
     systems: Table | None
     glance: Table | None
+    impl_measures: dict[tuple[str, str], list[Measure]]
+    """The measures behind each row of :attr:`impls`, by (table title, row label)."""
 
     def tables(self) -> list[Table]:
         """All tables, in the order their ids are made unique."""
@@ -202,10 +204,12 @@ def _build_parts(points: PointSet, scope: _Scope, opts: ReportOptions, pipelines
         unique_ids(_leading_tables(systems, glance, cost, sections, groups))
         on_figures(figures_ahead(sections, groups, trainings, opts.max_plots))
     effects, effect_notes, baseline_warnings = _effects(points, scope, opts)
-    impls = implementation_tables(points, opts.repeat_noise, opts.noise)
+    impl_measures: dict[tuple[str, str], list[Measure]] = {}
+    impls = implementation_tables(points, opts.repeat_noise, opts.noise, measures=impl_measures)
     energies = energy_tables(sections)
     return _Parts(pipelines=pipelines, cost=cost, sections=sections, groups=groups, effects=effects,
                   effect_notes=effect_notes, baseline_warnings=baseline_warnings, impls=impls,
+                  impl_measures=impl_measures,
                   trainings=trainings, energies=energies, systems=systems, glance=glance)
 
 
@@ -228,17 +232,18 @@ def _effects(points: PointSet, scope: _Scope, opts: ReportOptions) -> tuple[list
 
 def _observations(parts: _Parts, layout: Layout, opts: ReportOptions) -> list[Observation]:
     """The observations of the kinds asked (``opts.observations``); when every figure is warned,
-    those that hold with the warnings, marked."""
+    those that hold with the warnings. Each that rests on warned runs begins with their warnings."""
     fallback = not opts.include_warned and all_warned(parts.sections)
     warned = opts.include_warned or fallback
     kinds = set(opts.observations if opts.observations is not None else OBSERVATION_KINDS)
     found = ((scaling_observations(parts.groups, warned) if "scaling" in kinds else [])
              + (effect_observations(parts.effects, warned) if "effects" in kinds else [])
              + (fastest_observations(parts.sections, layout, warned, opts.noise) if "fastest" in kinds else [])
-             + (implementation_observations(parts.impls, warned, opts.noise) if "implementations" in kinds else [])
+             + (implementation_observations(parts.impls, warned, opts.noise, parts.impl_measures)
+                if "implementations" in kinds else [])
              + (prediction_observations(parts.groups, opts.noise) if opts.predict and "scaling" in kinds else []))
     failures = failure_observations(parts.sections) if "failures" in kinds else []
-    return (marked_warned(found) if fallback else found) + failures
+    return lead_with_warnings(found) + failures
 
 
 def _unused_baselines(baselines: Mapping[str, str], names: Sequence[str], effects: list[Effect],
@@ -286,7 +291,7 @@ def _assemble(report: Report, opts: ReportOptions, records: list, scope: _Scope,
     if parts.cost:
         b += [Heading("Model cost"), TableBlock(parts.cost)]
     b += series_blocks([e.table for e in parts.effects])
-    explained = marks_section(combined(p.measure for p in points.points), opts.include_warned or fallback)
+    explained = marks_section(combined(p.measure for p in points.points), opts.include_warned, fallback)
     if explained:
         b += [Heading(MARKS_HEADING), Bullets(explained)]
     if opts.problems:

@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from cnnbench.analysis import fields as F
+from cnnbench.analysis.marks import warnings_behind
+from cnnbench.analysis.points import Measure
 from cnnbench.analysis.significance import DEFAULT_NOISE, compare_runs
 from cnnbench.report.layout import Layout
 from cnnbench.report.observations import Observation, Ref, usable
@@ -42,6 +44,8 @@ class _Contests:
     """The fastest cell of each contest whose winner is not significantly ahead."""
     model_of: dict[str, str] = field(default_factory=dict)
     """The model each row measures: a batch sweep gives a model a row per batch size (a series)."""
+    measures: list[Measure | None] = field(default_factory=list)
+    """The measures of every cell in a contest."""
 
     def rows_compared(self, default_rows: bool) -> str:
         """What the contests were held over: ``6 models``; ``2 models, 4 model × batch series``."""
@@ -81,6 +85,7 @@ def _contests(sections: Sequence[Section], include_warned: bool, noise: float) -
             model = s.row_label(k)
             found.compared[model] += 1
             found.model_of[model] = _row_model(s, model, cells, models)
+            found.measures += [s.measures.get((model, c)) for c, _ in cells]
             if not _clear_winner(s, model, cells, noise):
                 found.undecided.append(Ref(t.id, model, col))
                 continue
@@ -125,9 +130,10 @@ def fastest_observations(sections: Sequence[Section], layout: Layout | str, incl
     name = layout.column_name
     if not c.compared:
         return []
+    behind = warnings_behind(c.measures)
     if not c.wins:
         return [Observation(f"No {name} is significantly faster than the others for any {row} "
-                            f"({plural(sum(c.compared.values()), 'comparison')}).", c.undecided)]
+                            f"({plural(sum(c.compared.values()), 'comparison')}).", c.undecided, behind)]
     winners = _winners(c)
     all_refs = [r for model in c.wins for r in c.refs[model]] + c.undecided
     unanimous = all(c.wins[m].most_common(1)[0][1] == c.compared[m] for m in c.wins) and not c.undecided
@@ -135,10 +141,11 @@ def fastest_observations(sections: Sequence[Section], layout: Layout | str, incl
         [col] = winners
         total = sum(c.compared.values())
         return [Observation(f"Fastest {name}: {col}, for every {row} ({c.rows_compared(layout.is_default)}, "
-                            f"{plural(total, 'comparison')}).", all_refs)]
+                            f"{plural(total, 'comparison')}).", all_refs, behind)]
     parts = []
     for col, models in sorted(winners.items(), key=lambda kv: -len(kv[1])):
         shown = models[:MAX_MODELS_LISTED]
         more = f" and {len(models) - len(shown)} more" if len(models) > len(shown) else ""
         parts.append(f"{col} for {', '.join(shown)}{more}")
-    return [Observation(f"Fastest {name} per {row}: " + "; ".join(parts) + "." + _undecided_text(c), all_refs)]
+    return [Observation(f"Fastest {name} per {row}: " + "; ".join(parts) + "." + _undecided_text(c), all_refs,
+                        behind)]

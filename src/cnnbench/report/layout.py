@@ -9,11 +9,57 @@ unset values say their field).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from cnnbench.analysis import fields as F
+
+GPU = "environment.gpu_model"
+NOT_RECORDED = "no GPU recorded"
+
+
+def _on_cpu(get: Callable[[str], Any]) -> bool:
+    return get("config.device") == "cpu"
+
+
+def shown_value(field: str, get: Callable[[str], Any]) -> Any:
+    """A field's value as a row or column shows it (``get``: a field's value in a point or a
+    record): the value itself, but for the ``gpu`` of a run that used none the device it ran on.
+    A run on the CPU records no GPU: it reads ``CPU: <its CPU model>`` (runs on two CPUs stay
+    apart, as runs on two GPUs do); a run on a GPU whose record names none (an imported log)
+    reads ``<machine>: no GPU recorded``. So no row or column of ``--columns gpu`` is a bare ``—``."""
+    value = get(field)
+    if field != GPU or value is not None:
+        return value
+    machine = F.text(get(F.MACHINE))
+    if _on_cpu(get):
+        cpu = get("environment.cpu_model")
+        return f"CPU: {cpu}" if cpu else f"CPU of {machine}"
+    return f"{machine}: {NOT_RECORDED}"
+
+
+def gpu_notes(layout: Layout, values: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The lines under a table that say what a ``gpu`` row or column of a run without a GPU
+    reads (:func:`shown_value`; ``values``: the table's points' values); none when the table
+    shows no ``gpu`` or every run named its GPU."""
+    if GPU not in layout.shown:
+        return []
+    without = [v for v in values if v.get(GPU) is None]
+    on_cpu = sum(1 for v in without if _on_cpu(v.get))
+    notes = []
+    if on_cpu:
+        who = "no run here used a GPU: each" if on_cpu == len(values) else "a run on the CPU used no GPU: it"
+        notes.append(f"gpu: {who} is named by the CPU it ran on (CPU: …).")
+    if on_cpu < len(without):
+        notes.append(f"gpu: … {NOT_RECORDED}: a run whose record names no GPU, named by its machine.")
+    return notes
+
+
+def header(field: str, value: Any) -> str:
+    """A column header of one field: its value (:func:`shown_value`), or the field named for an unset
+    value (``all_reduce=none``), never a bare ``—``."""
+    return F.text(value) if value is not None else f"{F.short_name(field)}=none"
 
 
 def _part(field: str, value: Any) -> str:
@@ -61,10 +107,10 @@ class Layout:
         return " × ".join(F.short_name(f) for f in self.columns)
 
     def row_key(self, values: Mapping[str, Any]) -> tuple:
-        return tuple(values.get(f) for f in self.rows)
+        return tuple(shown_value(f, values.get) for f in self.rows)
 
     def column_key(self, values: Mapping[str, Any]) -> tuple:
-        return tuple(values.get(f) for f in self.columns)
+        return tuple(shown_value(f, values.get) for f in self.columns)
 
     def row_label(self, key: Sequence[Any]) -> str:
         """A row in a sentence: ``resnet50``; ``num_devices=2``; ``m-a · num_devices=2``."""
@@ -73,9 +119,10 @@ class Layout:
         return " · ".join(_part(f, v) for f, v in zip(self.rows, key, strict=True))
 
     def column_label(self, key: Sequence[Any]) -> str:
-        """A column header: the value for one column field, the joined labels for several."""
+        """A column header: the value for one column field (an unset one named: ``all_reduce=none``,
+        never a bare ``—``), the joined labels for several."""
         if len(self.columns) == 1:
-            return F.text(key[0])
+            return header(self.columns[0], key[0])
         return " · ".join(_part(f, v) for f, v in zip(self.columns, key, strict=True))
 
     def order(self, keys: Sequence[tuple], ranks: Sequence[Sequence[Any]]) -> list[tuple]:

@@ -8,22 +8,32 @@ when at least half of its pairs are significant in the direction of the median),
 implementation ratios (named the same way), and failures; the fastest machine (or other
 column value) per model is in :mod:`cnnbench.report.fastest`. Cells marked as warned (a run
 recorded warnings or was throttled) are left out unless ``include_warned``; when every figure
-is warned, the observations that hold with the warnings are given, each marked.
+is warned, the observations that hold with the warnings are given. An observation that rests on
+warned runs begins with why it cannot be trusted (:func:`lead_with_warnings`).
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from cnnbench.analysis import fields as F
-from cnnbench.analysis.marks import NO_SAMPLES, NOT_SIGNIFICANT, WARNED, is_warned
+from cnnbench.analysis.marks import (
+    NO_SAMPLES,
+    NOT_SIGNIFICANT,
+    WARNED,
+    RunWarnings,
+    is_warned,
+    untrusted,
+    warnings_behind,
+)
+from cnnbench.analysis.points import Measure
 from cnnbench.analysis.repeat_stats import median
 from cnnbench.report.table import Cell, Table
 from cnnbench.report.tables.effects import Effect
-from cnnbench.report.tables.scaling import SUPERLINEAR, SUPERLINEAR_CAUSE, ScalingGroup
+from cnnbench.report.tables.scaling import SUPERLINEAR, SUPERLINEAR_CAUSE, ScalingGroup, device_column
 from cnnbench.report.tables.throughput import Section
 from cnnbench.words import plural
 
@@ -47,6 +57,9 @@ class Observation:
 
     text: str
     refs: list[Ref] = field(default_factory=list)
+    warnings: RunWarnings = field(default_factory=RunWarnings)
+    """The warnings of the runs behind its figures; when one of them was warned, :attr:`text` begins
+    with why it cannot be trusted (:func:`lead_with_warnings`)."""
 
 
 def verdict(efficiency: float) -> str:
@@ -124,6 +137,21 @@ def _listed_cells(label: str, found: list[tuple[str, str, Cell]], reverse: bool)
     return f" {label}: " + "; ".join(listed) + more + ".", [(name, col) for name, col, _ in shown]
 
 
+def _scaling_runs(g: ScalingGroup, parts: list[_Part]) -> RunWarnings:
+    """The warnings of the runs behind the parts' cells: each series' runs at the part's device
+    count and at its base."""
+    by_label = {s.label: s for s in g.series}
+    by_column = {device_column(n): n for n in g.devices}
+    measures = []
+    for col, cells, _, _ in parts:
+        n = by_column.get(col)
+        for label, _ in cells:
+            s = by_label.get(label)
+            if s is not None and n is not None:
+                measures += [s.measures.get(n), s.measures.get(s.base) if s.base is not None else None]
+    return warnings_behind(measures)
+
+
 def _scaling_bullet(g: ScalingGroup, t: Table, parts: list[_Part]) -> Observation:
     refs: list[Ref] = []
     counts = []
@@ -150,7 +178,7 @@ def _scaling_bullet(g: ScalingGroup, t: Table, parts: list[_Part]) -> Observatio
             more, named = _listed_cells(label, found, reverse)
             text += more
             refs += [Ref(t.id, row, col) for row, col in named]
-    return Observation(text, refs)
+    return Observation(text, refs, _scaling_runs(g, parts))
 
 
 def _scaling_rest(rest: list[tuple[ScalingGroup, Table, list[_Part]]]) -> Observation:
@@ -163,7 +191,19 @@ def _scaling_rest(rest: list[tuple[ScalingGroup, Table, list[_Part]]]) -> Observ
     return Observation(
         f"Scaling, {len(rest)} further configurations: median efficiency at their largest device count "
         f"ranges {_eff(lowest[1][2])}–{_eff(highest[1][2])} (overall median {_pct(overall or 0.0)}).{over}",
-        [Ref(t.id, part[3], part[0]) for t, part in last])
+        [Ref(t.id, part[3], part[0]) for t, part in last], _rest_runs(rest))
+
+
+def _rest_runs(rest: list[tuple[ScalingGroup, Table, list[_Part]]]) -> RunWarnings:
+    """The warnings of the runs behind the largest device count of each configuration of ``rest``."""
+    total = RunWarnings()
+    for g, _, parts in rest:
+        w = _scaling_runs(g, parts[-1:])
+        total.runs += w.runs
+        total.warned += w.warned
+        total.reasons.update(w.reasons)
+        total.kinds.update(w.kinds)
+    return total
 
 
 def scaling_observations(groups: Sequence[ScalingGroup], include_warned: bool = False) -> list[Observation]:
@@ -231,7 +271,8 @@ def _effect_observation(e: Effect, include_warned: bool) -> Observation | None:
         refs += [r for r in (_locate(t, med),) if r is not None]
     if left_out:
         head += f", {plural(left_out, 'pair')} with warned runs left out"
-    return Observation(f"{head}: {_effect_tail(e, pairs, med, n)}.", refs)
+    return Observation(f"{head}: {_effect_tail(e, pairs, med, n)}.", refs,
+                       warnings_behind(m for p in pairs for m in (p.a, p.b)))
 
 
 def effect_observations(effects: Sequence[Effect], include_warned: bool = False) -> list[Observation]:
@@ -243,11 +284,15 @@ def effect_observations(effects: Sequence[Effect], include_warned: bool = False)
 
 
 def implementation_observations(tables: Sequence[Table], include_warned: bool = False,
-                                noise: float = 0.03) -> list[Observation]:
+                                noise: float = 0.03,
+                                measures: Mapping[tuple[str, str], Sequence[Measure]] | None = None,
+                                ) -> list[Observation]:
     """Median ratio of two implementations over all their side-by-side device counts (rows with a
     warned cell left out), named only when at least half of the ratios are significant in the
     median's direction (ratio cells marked ``n.s.``/``no samples`` are not) and the median is at
-    least ``noise`` from 1; otherwise "no significant difference"."""
+    least ``noise`` from 1; otherwise "no significant difference". ``measures``: those behind each
+    row, by (table title, row label), as :func:`~cnnbench.report.tables.implementations.implementation_tables`
+    gives them (for the warnings of the runs behind an observation)."""
     by_pair: dict[str, list[tuple[Table, str, Cell]]] = defaultdict(list)
     for t in tables:
         if len(t.columns) != 4:
@@ -267,7 +312,8 @@ def implementation_observations(tables: Sequence[Table], include_warned: bool = 
                 f"{sum(1 for _, _, c in items if _significant(c))} of {len(xs)} significant)")
         if agreeing * 2 < len(xs) or abs(med - 1) < noise:
             said += ": no significant difference"
-        out.append(Observation(f"Implementations {col}: {said}.", refs))
+        behind = [m for t, r, _ in items for m in (measures or {}).get((t.title, r), ())]
+        out.append(Observation(f"Implementations {col}: {said}.", refs, warnings_behind(behind)))
     return out
 
 
@@ -312,7 +358,8 @@ def failure_observations(sections: Sequence[Section]) -> list[Observation]:
 
 
 ALL_WARNED = (f"Every figure in this report rests on runs that recorded warnings ({WARNED}; see Marks), so "
-              f"the observations below hold only with those warnings and each is marked {WARNED}.")
+              f"the observations below hold only with those warnings, and each that rests on figures "
+              f"begins with {WARNED} and the warnings of its runs.")
 
 
 def all_warned(sections: Sequence[Section]) -> bool:
@@ -321,6 +368,9 @@ def all_warned(sections: Sequence[Section]) -> bool:
     return bool(cells) and all(is_warned(c.marks) for c in cells)
 
 
-def marked_warned(observations: Sequence[Observation]) -> list[Observation]:
-    """The observations, each marked as resting on warned runs."""
-    return [Observation(f"{o.text} {WARNED} (from warned runs)", o.refs) for o in observations]
+def lead_with_warnings(observations: Sequence[Observation]) -> list[Observation]:
+    """The observations, each that rests on warned runs beginning with why it cannot be trusted
+    (:func:`cnnbench.analysis.marks.untrusted`: the warnings its runs recorded), so that it does not
+    read as a finding."""
+    return [Observation(untrusted(o.warnings) + o.text, o.refs, o.warnings) if o.warnings.warned else o
+            for o in observations]

@@ -115,12 +115,17 @@ class Table:
     """How many leading columns are labels rather than data."""
     written: bool = True
     """False for a table that is only printed (its data is in another table's files)."""
+    row_names: list[str] = field(default_factory=list)
+    """Each row in a sentence where its label cells say more than the first does
+    (``alexnet, batch 4``; ``m-a · num_devices=2``): how observations name it; empty otherwise."""
 
     def column_index(self, column: str) -> int:
         return self.columns.index(column)
 
     def row(self, label: str) -> list[Cell]:
-        """The first row whose label cell reads ``label``."""
+        """The row named ``label`` in :attr:`row_names`, else the first whose label cell reads ``label``."""
+        if label in self.row_names:
+            return self.rows[self.row_names.index(label)]
         for r in self.rows:
             if r[0].text == label:
                 return r

@@ -19,7 +19,7 @@ from typing import Any
 
 from cnnbench.results.lines import StoreProblem
 from cnnbench.results.outputs import OutputError, check_results_dir
-from cnnbench.results.reader import read_records
+from cnnbench.results.reader import StoreReader
 from cnnbench.results.store import _machine_of, append_new_records
 
 
@@ -51,7 +51,8 @@ def merge_stores(sources: Sequence[str | os.PathLike[str]], into: str | os.PathL
     for source in sources:
         if not Path(source).exists():
             raise MergeError(f"{source}: no such results folder or file")
-    records, problems = read_records(list(sources), step_times=True)
+    reader = StoreReader(list(sources), step_times=True)
+    records, problems = reader.read()
     if write:
         try:
             check_results_dir(into, {_machine_of(r) for r in records}, flag="--into",
@@ -59,4 +60,5 @@ def merge_stores(sources: Sequence[str | os.PathLike[str]], into: str | os.PathL
         except OutputError as exc:
             raise MergeError(str(exc)) from None
     appended = append_new_records(into, records, write=write)  # each run id once, under the store's lock
-    return MergeResult(written=appended.written, already=len(records) - len(appended.written), problems=problems)
+    already = len(records) - len(appended.written) + reader.repeated  # a run in two sources is one run
+    return MergeResult(written=appended.written, already=already, problems=problems)

@@ -26,8 +26,18 @@ log = logging.getLogger("cnnbench.results.store")  # the name its messages have 
 SUFFIX = ".jsonl"
 
 
-def iter_store_files(paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[str]) -> list[Path]:
-    """The ``*.jsonl`` files named by ``paths`` (files, or folders searched one level deep).
+SKIPPED_FOLDERS = frozenset({"traces", "data"})
+"""Folders of a store that hold no records (profiler traces, a study's data set): not searched."""
+
+
+def iter_store_files(paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[str], *,
+                     below: bool = True) -> list[Path]:
+    """The ``*.jsonl`` files named by ``paths``: files, and folders with every folder below them
+    (a folder of stores is all of them: ``results/`` holds ``results/quick`` and a study's
+    ``results/scaling``). Below a named folder, hidden folders (``.claims``, ``.slurm``), the
+    store's own ``traces`` and ``data``, and links to folders are not followed; the same file named
+    twice is read once. ``below=False``: a folder's own files only (the store a command writes in,
+    whose existing runs it checks: records in a folder below it are another store's).
 
     Raises ``FileNotFoundError`` (one line naming the path) for a path that does not exist
     or cannot (a name over 255 bytes, a symlink loop)."""
@@ -45,9 +55,40 @@ def iter_store_files(paths: Iterable[str | os.PathLike[str]] | str | os.PathLike
         except OSError as exc:
             raise FileNotFoundError(f"no results at {files.shown(p)}: {exc.strerror or exc}") from None
         if p.is_dir():
-            found.extend(sorted(p.glob("*" + SUFFIX)))
+            found.extend(_files_below(p) if below else sorted(p.glob("*" + SUFFIX)))
         else:
             found.append(p)
+    unique: dict[tuple[int, int] | Path, Path] = {}
+    for path in found:
+        try:
+            st = os.stat(path)
+            key: tuple[int, int] | Path = (st.st_dev, st.st_ino)
+        except OSError:  # reported when it is read
+            key = path
+        unique.setdefault(key, path)
+    return list(unique.values())
+
+
+def _files_below(folder: Path) -> list[Path]:
+    """The ``*.jsonl`` files of ``folder`` and of the folders below it (see :func:`iter_store_files`),
+    each folder's files sorted by name, a folder's own before its subfolders' (no recursion: a
+    tree of any depth)."""
+    found: list[Path] = []
+    pending = [folder]
+    while pending:
+        here = pending.pop()
+        try:
+            entries = sorted(os.scandir(here), key=lambda e: e.name)
+        except OSError:  # unreadable: it holds nothing we can read
+            continue
+        below: list[Path] = []
+        for entry in entries:
+            if entry.name.endswith(SUFFIX):
+                found.append(Path(entry.path))
+            elif (not entry.name.startswith(".") and entry.name not in SKIPPED_FOLDERS
+                  and entry.is_dir(follow_symlinks=False)):
+                below.append(Path(entry.path))
+        pending.extend(reversed(below))
     return found
 
 
@@ -56,6 +97,7 @@ def read_records(
     *,
     step_times: StepTimesMode = True,
     shared: bool = False,
+    below: bool = True,
 ) -> tuple[list[dict[str, Any]], list[StoreProblem]]:
     """All records under ``paths``, upgraded to the current schema, plus one problem per
     line that could not be used (truncated, malformed, not UTF-8, nested too deeply, not an
@@ -70,8 +112,10 @@ def read_records(
     the report does), and records with equal ``config`` (or ``environment``) sections share
     one dict; other records keep their lists, and their own objects. ``shared=True`` shares
     such sections in every mode (for readers that change no record: an export).
+    A folder is read with the folders below it (see :func:`iter_store_files`; ``below=False``:
+    its own files only), and a run met twice (the same ``run_id``) is returned once.
     """
-    reader = StoreReader(paths, step_times=step_times, shared=shared)
+    reader = StoreReader(paths, step_times=step_times, shared=shared, below=below)
     return reader.read()
 
 
@@ -85,7 +129,7 @@ class StoreReader:
     """
 
     def __init__(self, paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[str], *,
-                 step_times: StepTimesMode = True, shared: bool = False) -> None:
+                 step_times: StepTimesMode = True, shared: bool = False, below: bool = True) -> None:
         if step_times not in (True, False, "lazy"):
             raise ValueError(f"step_times: True, False or 'lazy', not {step_times!r}")
         self.paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
@@ -94,28 +138,67 @@ class StoreReader:
         self._positions: dict[Path, tuple[int, int]] = {}
         """Per file: the byte offset read up to and the number of the next line."""
         self._first = True
+        self.below = below
+        self._seen: set[str] = set()
+        """The ``run_id`` of every record an earlier :meth:`read` returned."""
+        self.repeated = 0
+        """How many records repeated a run already read (the same ``run_id``), and were left out."""
 
     def read(self) -> tuple[list[dict[str, Any]], list[StoreProblem]]:
         """Records (and problems) not returned by an earlier call."""
         records: list[dict[str, Any]] = []
         problems: list[StoreProblem] = []
-        files = iter_store_files(self.paths) if self._first else self._files()
+        current: dict[str, int] = {}  # run_id -> where in records
+        files = iter_store_files(self.paths, below=self.below) if self._first else self._files()
         with collector_paused():  # a load makes millions of containers and no cycles
             for path in files:
                 start, line = self._positions.get(path, (0, 1))
+                before = len(records)
                 self._positions[path] = _read_file(path, records, problems, step_times=self.step_times,
                                                    shared=self.shared, start=start, first_line=line,
                                                    partial_is_problem=self._first)
+                repeats = self._drop_repeats(records, before, current)
+                if repeats:
+                    self.repeated += repeats
+                    log.debug("%s: %d records of runs already read (the same run_id), counted once", path, repeats)
         self._first = False
+        self._seen.update(current)
         for p in problems:
             log.debug("skipped %s", p)
         return records, problems
 
+    def _drop_repeats(self, records: list[dict[str, Any]], start: int, current: dict[str, int]) -> int:
+        """Drop from ``records[start:]`` each record whose ``run_id`` was met before (a run kept
+        in two stores, a merged copy, a line copied twice: it counts once); how many. Of two
+        copies the one with step times is kept (an imported log of a run has none)."""
+        kept: list[dict[str, Any]] = []
+        for record in records[start:]:
+            run_id = record.get("run_id")
+            if isinstance(run_id, str) and run_id:
+                if run_id in self._seen:
+                    continue
+                at = current.get(run_id)
+                if at is not None:
+                    if at < start and _has_steps(record) and not _has_steps(records[at]):
+                        records[at] = record
+                    continue
+                current[run_id] = start + len(kept)
+            kept.append(record)
+        dropped = len(records) - start - len(kept)
+        if dropped:
+            records[start:] = kept
+        return dropped
+
     def _files(self) -> list[Path]:
         try:
-            return iter_store_files(self.paths)
+            return iter_store_files(self.paths, below=self.below)
         except FileNotFoundError:
             return []
+
+
+def _has_steps(record: dict[str, Any]) -> bool:
+    metrics = record.get("metrics")
+    return isinstance(metrics, dict) and bool(metrics.get("step_times_s"))
 
 
 def _parser(step_times: StepTimesMode) -> Any:

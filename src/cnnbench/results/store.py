@@ -248,7 +248,7 @@ def stored_run_ids(results_dir: str | os.PathLike[str]) -> tuple[dict[str, str],
     """``run_id`` -> machine of every record in a store, and the lines that could not be read."""
     if not Path(results_dir).is_dir():
         return {}, []
-    records, problems = read_records(results_dir, step_times=False)
+    records, problems = read_records(results_dir, step_times=False, below=False)
     return {record_key(r): _machine_of(r) for r in records}, problems
 
 

@@ -23,7 +23,7 @@ class DoneCases:
         self.suite_name = suite_name
         self.results_dir = results_dir
         self.rerun = rerun
-        self.store = StoreReader(results_dir, step_times=False)
+        self.store = StoreReader(results_dir, step_times=False, below=False)
         self.keys: set[tuple[str, str]] = set()
         self.figures: dict[tuple[str, str], float] = {}
         """images/sec of every ``ok`` case of this suite, by case key and machine."""

@@ -24,16 +24,22 @@ from cnnbench.report.render.plot_style import (
     _title,
 )
 
+CAPSIZE = 2.0
+"""Half the width of an error bar's cap, in points."""
+LABEL_GAP = CAPSIZE + 2.0
+"""Points between the end of a bar's error bar (its cap) and the bar's value label: clear of the cap."""
+
 
 def _panel_bars(ax: Any, xs: list[int], color: list[str], vals: list[float | None], errs: list[float],
                 status: list[str], batches: list[Any]) -> None:
     """One model's bars, each with its value (and batch) above it, or its failure where it has none."""
     ax.bar(xs, [v if v is not None else 0.0 for v in vals], color=color, width=0.75,
-           yerr=errs if any(errs) else None, error_kw={"elinewidth": 1.0, "capsize": 2})
+           yerr=errs if any(errs) else None, error_kw={"elinewidth": 1.0, "capsize": CAPSIZE})
     top = max((v + e for v, e in zip(vals, errs, strict=False) if v is not None), default=1.0)
     for x, v, s, e, b in zip(xs, vals, status, errs, batches, strict=False):
-        if v is not None:
-            ax.text(x, v + e, _fmt(v) + (f"\nbatch {b}" if b else ""), ha="center", va="bottom", fontsize=7)
+        if v is not None:  # above the error bar's cap, LABEL_GAP points clear of it
+            ax.annotate(_fmt(v) + (f"\nbatch {b}" if b else ""), (x, v + e), xytext=(0, LABEL_GAP),
+                        textcoords="offset points", ha="center", va="bottom", fontsize=7)
         else:
             ax.text(x, top * 0.04, s or "—", ha="center", va="bottom", fontsize=8, color=FAIL_COLOR,
                     rotation=90)
@@ -152,11 +158,12 @@ def _single_column(figure: Figure, rows: list[str], column: str, vals: list[floa
     ax = fig.add_subplot(1, 1, 1)
     ys = list(range(len(rows)))[::-1]
     ax.barh(ys, [v or 0.0 for v in vals], color=COLORS[0], height=0.7,
-            xerr=errs if any(errs) else None, error_kw={"elinewidth": 1.0, "capsize": 2})
+            xerr=errs if any(errs) else None, error_kw={"elinewidth": 1.0, "capsize": CAPSIZE})
     top = max((v + e for v, e in zip(vals, errs, strict=False) if v is not None), default=1.0)
-    for y, v, s, e in zip(ys, vals, status, errs, strict=False):
-        ax.text(v + e if v is not None else 0, y, f" {_fmt(v)}" if v is not None else f" {s or '—'}",
-                va="center", fontsize=8, color="black" if v is not None else FAIL_COLOR)
+    for y, v, s, e in zip(ys, vals, status, errs, strict=False):  # right of the error bar's cap
+        ax.annotate(_fmt(v) if v is not None else s or "—", (v + e if v is not None else 0, y),
+                    xytext=(LABEL_GAP, 0), textcoords="offset points", va="center", fontsize=8,
+                    color="black" if v is not None else FAIL_COLOR)
     ax.set_yticks(ys, [_short(r) for r in rows], fontsize=8)
     ax.set_xlim(0, top * 1.2)
     ax.set_xlabel(f"images/sec on {column}", fontsize=9)

@@ -60,9 +60,10 @@ def render(figure: Figure, key: str | None = None) -> bytes:
     import matplotlib
 
     kinds = {"scaling": _scaling, "throughput": _throughput, "training": _training, "bandwidth": _bandwidth}
-    fig = kinds[figure.kind](figure)
     out = io.BytesIO()
-    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": figure.name}):
+    # labels come from records (a machine's name, a CPU model): a $ in them is text, never mathtext
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": figure.name, "text.parse_math": False}):
+        fig = kinds[figure.kind](figure)
         metadata = {"Date": None} if key is None else {"Date": None, "Description": f"cnnbench-plot-key:{key}"}
         fig.savefig(out, format="svg", metadata=metadata)
     return out.getvalue()

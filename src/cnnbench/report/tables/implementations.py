@@ -78,8 +78,9 @@ def _ratio(a: Measure | None, b: Measure | None, min_effect: float) -> Cell:
 
 
 def _rows(by_impl: dict[str, dict[int, list[Point]]], impls: list[str], noise: float,
-          min_effect: float) -> list[list[Cell]]:
-    """One row per device count: each implementation's images/sec, and the ratio of two."""
+          min_effect: float, measures: list[list[Measure]]) -> list[list[Cell]]:
+    """One row per device count: each implementation's images/sec, and the ratio of two (the
+    measures behind each row appended to ``measures``)."""
     rows = []
     for n in sorted({n for d in by_impl.values() for n in d}):
         row = [Cell(str(n), n)]
@@ -92,13 +93,16 @@ def _rows(by_impl: dict[str, dict[int, list[Point]]], impls: list[str], noise: f
         if len(impls) == 2:
             row.append(_ratio(ms[0], ms[1], min_effect))
         rows.append(row)
+        measures.append([m for m in ms if m is not None])
     return rows
 
 
-def implementation_tables(points: PointSet, noise: float, min_effect: float = DEFAULT_NOISE) -> list[Table]:
+def implementation_tables(points: PointSet, noise: float, min_effect: float = DEFAULT_NOISE,
+                          measures: dict[tuple[str, str], list[Measure]] | None = None) -> list[Table]:
     """Side-by-side tables wherever two or more implementations ran the same benchmark (the
     ratio of two marked ``n.s.`` where not significant, ``min_effect``: the smallest difference
-    ever called significant)."""
+    ever called significant); ``measures``, when given, gets the measures behind each row, by
+    (table title, row label)."""
     if not has_implementations(points):
         return []
     label = _labeller(points)
@@ -119,7 +123,8 @@ def implementation_tables(points: PointSet, noise: float, min_effect: float = DE
             continue
         impls = sorted(by_impl, key=lambda k: sort_of[k])
         ratio = len(impls) == 2
-        rows = _rows(by_impl, impls, noise, min_effect)
+        behind: list[list[Measure]] = []
+        rows = _rows(by_impl, impls, noise, min_effect, behind)
         columns = ["devices"] + impls + ([f"{impls[0]} / {impls[1]}"] if ratio else [])
         untested = any(NOT_SIGNIFICANT in r[-1].text or NO_SAMPLES in r[-1].text for r in rows) and ratio
         notes = ["images/sec over all devices, median of repeats; rows: device count."
@@ -129,5 +134,7 @@ def implementation_tables(points: PointSet, noise: float, min_effect: float = DE
         title = _title(core)
         tables.append(Table(f"implementations-{F.slug(title)}", f"Implementations: {title}", "implementation",
                             columns, rows, notes))
+        if measures is not None:
+            measures.update(((tables[-1].title, row[0].text), ms) for row, ms in zip(rows, behind, strict=True))
     tables.sort(key=lambda t: F.sort_key(t.title))
     return tables

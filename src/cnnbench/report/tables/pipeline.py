@@ -11,10 +11,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from cnnbench.analysis import fields as F
 from cnnbench.analysis.points import Measure
+from cnnbench.report.layout import header, shown_value
 from cnnbench.report.table import Cell, Table, label_cell, missing, throughput
 from cnnbench.words import plural
 
@@ -54,7 +56,8 @@ def pipeline_tables(records: Sequence[Mapping[str, Any]], column_field: str, noi
         return []
     rows: dict[str, dict[Any, list[Mapping[str, Any]]]] = defaultdict(lambda: defaultdict(list))
     for rec in data:
-        rows[row_label(rec["config"])][F.hashable(F.get_value(rec, column_field))].append(rec)
+        column = shown_value(column_field, partial(F.get_value, rec))
+        rows[row_label(rec["config"])][F.hashable(column)].append(rec)
     columns = sorted({c for cells in rows.values() for c in cells}, key=F.sort_key)
     tables = []
     for metric, what in METRICS:
@@ -68,7 +71,7 @@ def pipeline_tables(records: Sequence[Mapping[str, Any]], column_field: str, noi
         notes = [f"cnnbench data: the input pipeline alone (read, decode, augment, normalise; no model). Cell = "
                  f"median {what} ({metric}) over repeats; columns: {F.short_name(column_field)}."]
         tables.append(Table(f"input-pipeline-{F.slug(what)}", f"Input pipeline alone: {what}", "pipeline",
-                            ["pipeline"] + [F.text(c) for c in columns], body, notes))
+                            ["pipeline"] + [header(column_field, c) for c in columns], body, notes))
     return tables
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from cnnbench.analysis.marks import warnings_behind
 from cnnbench.predict import STRATEGIES, PredictError, PredictOptions, predict_scaling
 from cnnbench.report.tables.tf_models import tf_cost
 
@@ -82,5 +83,7 @@ def prediction_observations(groups: Sequence[ScalingGroup], noise: float) -> lis
                 f"{s.label} ({g.name}) falls short of the prediction beyond {before} "
                 f"device{'s' if before != 1 else ''}: measured {s.efficiency[last] * 100:.0f}% vs predicted "
                 f"{predicted * 100:.0f}% efficiency at {last} devices, where the model expects it {bound}-bound "
-                f"(short by more than the {noise * 100:.0f}% noise; docs/predict.md says what it assumes)."))
+                f"(short by more than the {noise * 100:.0f}% noise; docs/predict.md says what it assumes).",
+                warnings=warnings_behind([s.measures.get(n) for n in short]
+                                         + ([s.measures.get(s.base)] if s.base is not None else []))))
     return out

@@ -39,6 +39,9 @@ class Series:
     efficiency: dict[int, float] = field(default_factory=dict)
     predicted: dict[int, tuple[float, float, str]] = field(default_factory=dict)
     """With ``report --predict``: per device count, predicted images/sec, efficiency and bound."""
+    batch_in_label: bool = False
+    """The label names the batch (``resnet50 · batch_size=64``: one model on one machine at
+    several batch sizes), so the summary has no batch column to say it again."""
 
     def compute(self) -> None:
         ok = {n: m.median for n, m in self.measures.items() if m.median is not None}
@@ -142,7 +145,7 @@ def _series(points: PointSet, group: list[Point]) -> list[Series]:
         if len(measures) < 2:
             continue
         s = Series(join_labels(ps[0].values, label_fields), ps[0].values,
-                   {n: combine(measures[n]) for n in sorted(measures)})
+                   {n: combine(measures[n]) for n in sorted(measures)}, batch_in_label=F.BATCH in label_fields)
         s.compute()
         result.append(s)
     order = {m: i for i, m in enumerate(sorted(points.distinct(F.MODEL), key=F.sort_key))}
@@ -214,12 +217,14 @@ def speedup_text(speedup: float, efficiency: float) -> str:
     return f"{speedup:.2f}× · {efficiency * 100:.1f}%"
 
 
-def _series_row(s: Series, first: int, counts: list[int], noise: float) -> list[Cell]:
-    """A series: its base run's images/sec, then per larger device count speedup · efficiency."""
+def _series_row(s: Series, first: int, counts: list[int], noise: float, batch_column: bool) -> list[Cell]:
+    """A series (its batch too, with ``batch_column``): its base run's images/sec, then per larger
+    device count speedup · efficiency."""
     base = s.base if s.base is not None else first
     m = s.measures.get(base)
     base_cell = throughput(m, noise, "" if base == first else f"({device_column(base)})")
-    row = [label_cell(s.label), Cell(F.text(s.values.get(F.BATCH)), s.values.get(F.BATCH)), base_cell]
+    batch = [Cell(F.text(s.values.get(F.BATCH)), s.values.get(F.BATCH))] if batch_column else []
+    row = [label_cell(s.label), *batch, base_cell]
     for n in counts:
         if n in s.efficiency and n != s.base:
             cell = Cell(speedup_text(s.speedup[n], s.efficiency[n]) + predicted_text(s, n), s.efficiency[n])
@@ -231,9 +236,9 @@ def _series_row(s: Series, first: int, counts: list[int], noise: float) -> list[
     return row
 
 
-def _median_row(series: list[Series], counts: list[int]) -> list[Cell]:
+def _median_row(series: list[Series], counts: list[int], batch_column: bool) -> list[Cell]:
     """The medians over the series per device count, ``⚠`` where a series they are over is warned."""
-    med_row = [label_cell("median"), Cell("", None), missing()]
+    med_row = [label_cell("median"), *([Cell("", None)] if batch_column else []), missing()]
     for n in counts:
         effs = [s.efficiency[n] for s in series if n in s.efficiency and n != s.base]
         spds = [s.speedup[n] for s in series if n in s.speedup and n != s.base]
@@ -245,23 +250,26 @@ def _median_row(series: list[Series], counts: list[int]) -> list[Cell]:
 
 def _summary(name: str, series: list[Series], devices: list[int], noise: float, base_note: str,
              legend: list[str]) -> Table:
-    """Rows: series (model, machine and batch where they vary); the images/sec of the base run,
-    then per larger device count its speedup and efficiency in one cell (value: the efficiency);
-    a last ``median`` row over the series (marked ``⚠`` where it rests on a warned series)."""
+    """Rows: series (model, machine and batch where they vary); their batch, unless the series
+    name it; the images/sec of the base run, then per larger device count its speedup and
+    efficiency in one cell (value: the efficiency); a last ``median`` row over the series (marked
+    ``⚠`` where it rests on a warned series)."""
     first = devices[0]
     counts = devices[1:]
-    rows = [_series_row(s, first, counts, noise) for s in series]
+    batch_column = not any(s.batch_in_label for s in series)
+    rows = [_series_row(s, first, counts, noise, batch_column) for s in series]
     if len(series) > 1:
-        rows.append(_median_row(series, counts))
+        rows.append(_median_row(series, counts, batch_column))
     warned_median = len(series) > 1 and any(WARNED in c.marks for c in rows[-1])
     note = (f"Each cell: speedup over {base_note} · efficiency (speedup / (devices / base devices))"
             + (f"; {WARNED} on a median: a series it is over rests on warned runs" if warned_median else "")
             + f". Images/sec at every device count: tables/scaling-{F.slug(name)}.csv and .json.")
     effs_all = [e for s in series for n, e in s.efficiency.items() if n != s.base]
     return Table(f"scaling-summary-{F.slug(name)}", f"Scaling: {name}", "scaling-summary",
-                 ["series", "batch", f"images/sec, {device_column(first)}"] + [device_column(n) for n in counts],
-                 rows, [note] + superlinear_note(effs_all) + threads_note(series) + legend, label_columns=2,
-                 written=False)
+                 ["series", *(["batch"] if batch_column else []), f"images/sec, {device_column(first)}"]
+                 + [device_column(n) for n in counts],
+                 rows, [note] + superlinear_note(effs_all) + threads_note(series) + legend,
+                 label_columns=1 + batch_column, written=False)
 
 
 def overview(groups: list[ScalingGroup]) -> Table | None:

@@ -23,7 +23,7 @@ from cnnbench.analysis.labels import Namer, data_set_note, followers, unique_nam
 from cnnbench.analysis.marks import legend_for
 from cnnbench.analysis.points import Measure, Point, PointSet, combine
 from cnnbench.analysis.repeat_stats import SPREAD_NAME
-from cnnbench.report.layout import Layout
+from cnnbench.report.layout import Layout, gpu_notes
 from cnnbench.report.table import Cell, Table, missing, throughput
 
 
@@ -110,29 +110,30 @@ def _table(points: PointSet, s: Section, noise: float) -> Table:
         f"images/sec over all devices (total_images_per_sec); columns: {col_name}; batch = per device. "
         f"Cell = median of repeats; ±x% = their {SPREAD_NAME} (sample standard deviation / mean) where it "
         f"exceeds {noise * 100:g}%; OOM/error/timeout = every repeat failed that way; — = not run."
-    ] + data_set_note(group[0].values) + legend_for([p.measure for p in group])
+    ] + gpu_notes(layout, [p.values for p in group]) + data_set_note(group[0].values) + legend_for(
+        [p.measure for p in group])
     labels = layout.row_headers + (["batch"] if batch_column else [])
+    named = any(name != row[0].text for name, row in zip(s.row_labels, rows, strict=True))
     return Table(f"throughput-{F.slug(s.name)}", s.name, "configuration",
-                 labels + [layout.column_label(c) for c in columns], rows, notes, label_columns=len(labels))
+                 labels + [layout.column_label(c) for c in columns], rows, notes, label_columns=len(labels),
+                 row_names=list(s.row_labels) if named else [])
 
 
-def _label_cells(key: tuple, first: str | None = None) -> list[Cell]:
-    """The row's label cells (``first``: the text of the first, for a batch sweep's rows)."""
-    cells = [Cell(F.text(v), v) for v in key]
-    if first is not None:
-        cells[0] = Cell(first, first)
-    return cells
+def _label_cells(key: tuple) -> list[Cell]:
+    """The row's label cells: each row field's value, once (the batch has a column of its own)."""
+    return [Cell(F.text(v), v) for v in key]
 
 
 def _sweep_rows(points: PointSet, s: Section, key: tuple, by_col: dict[tuple, list[Point]],
                 noise: float) -> list[list[Cell]]:
-    """A row whose cells hold several batch sizes (a batch sweep): one row per batch size
-    (``s.measures``: filled with each cell's measure)."""
+    """A row whose cells hold several batch sizes (a batch sweep): one row per batch size, its
+    label cells the row's values and its batch cell the batch (each said once; ``s.row_labels``
+    says the row in a sentence, ``alexnet, batch 4``; ``s.measures``: filled with each cell's measure)."""
     rows = []
     for batch in points.distinct(F.BATCH, [p for ps in by_col.values() for p in ps]):
-        first = f"{F.text(key[0])}, batch {F.text(batch)}"
-        label = first if len(key) == 1 else f"{s.layout.row_label(key)}, batch {F.text(batch)}"
-        row = _label_cells(key, first) + [Cell(F.text(batch), batch)]
+        row_text = F.text(key[0]) if len(key) == 1 else s.layout.row_label(key)
+        label = f"{row_text}, batch {F.text(batch)}"
+        row = _label_cells(key) + [Cell(F.text(batch), batch)]
         for col, ps in by_col.items():
             at = [p for p in ps if p.values.get(F.BATCH) == batch]
             if not at:

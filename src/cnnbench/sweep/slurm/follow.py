@@ -105,7 +105,7 @@ def _stored(suite: Suite, results_dir: str | os.PathLike[str],
     ok: set[tuple[str, str]] = set()
     if not Path(results_dir).is_dir():
         return by_job, ok
-    records, _ = StoreReader(Path(results_dir), step_times=False).read()
+    records, _ = StoreReader(Path(results_dir), step_times=False, below=False).read()
     for r in records:
         if r.get("suite_name") != suite.name:
             continue
