@@ -21,8 +21,15 @@ On a machine with one or more NVIDIA GPUs it runs, each step as a subprocess of 
 6. ``--compile`` (default mode) and ``--compile-mode reduce-overhead`` (CUDA graphs), and the
    bare loop with the model compiled under reduce-overhead (``--compile-step`` adds the bare
    loop with ``optimizer.step`` compiled too, about 45 s more);
-7. DDP over NCCL under ``torchrun --nproc-per-node <every local GPU>``;
-8. telemetry (power, clocks, images per joule) from the records, and ``cnnbench sysinfo``.
+7. DDP over NCCL under ``torchrun --nproc-per-node <every local GPU>``; then FSDP2
+   (``--variable-update fsdp``, NCHW: FSDP2 refuses channels_last) the same way, within
+   ``FSDP_TIMEOUT_S`` (on one GPU a group of one: it proves the CUDA path runs, not that it scales);
+   then ``--variable-update parameter_server`` (NHWC, the measured precision) the same way, master
+   weights on rank 0's GPU and then in pinned host memory, each within ``PARAMETER_SERVER_TIMEOUT_S``;
+8. ``cnnbench comm`` (every collective over NCCL, timed by CUDA events) on every local GPU,
+   within ``COMM_TIMEOUT_S``: on one GPU a torchrun world of 1, which proves the NCCL and
+   CUDA-event paths run, not how they scale;
+9. telemetry (power, clocks, images per joule) from the records, and ``cnnbench sysinfo``.
 
 It writes one markdown summary with every figure and every failure (each step's command,
 exit code and the tail of its output; full logs beside it), and exits 1 if a GPU test fails
@@ -38,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import datetime as dt
 import json
 import os
@@ -65,8 +73,12 @@ H100_GOALS = {"eager": 3000.0, "compiled": 3500.0}  # img/s on one H100, issue 1
 DEFAULT_SUMMARY = "out/gpu-acceptance.md"
 DEFAULT_WORK_DIR = "out/gpu-acceptance"
 TAIL_LINES = 25
+FSDP_TIMEOUT_S = 300.0  # the FSDP step's budget: start-up, 20 warm-up and 50 timed steps take well under it
 NO_GPU_LINE = "gpu-check: no NVIDIA GPU on this machine (torch sees no CUDA device): nothing to accept."
-SECTIONS = ("tests", "bare", "timm", "locations", "jpeg", "compile", "ddp", "sysinfo")
+PARAMETER_SERVER_TIMEOUT_S = 240.0
+"""Each parameter-server step's budget: start-up, 20 warm-up and 50 timed steps take well under it."""
+SECTIONS = ("tests", "bare", "timm", "locations", "jpeg", "compile", "ddp", "fsdp", "parameter_server", "comm",
+            "sysinfo")
 TIMM_PRECISION = {  # cnnbench --precision -> timm benchmark.py flags
     "fp32": ["--precision", "float32"],
     "amp_fp16": ["--amp", "--amp-dtype", "float16"],
@@ -142,6 +154,24 @@ def torchrun_command(s: Settings, results_dir: Path, gpus: int) -> list[str]:
     return [s.python, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(gpus),
             "-m", "cnnbench", "run", *measured_flags(s, s.short_steps), "--synthetic-location", "device",
             "--variable-update", "replicated", "--all-reduce", "nccl", "--results-dir", str(results_dir)]
+
+
+def fsdp_command(s: Settings, results_dir: Path, gpus: int) -> list[str]:
+    """FSDP2 on every local GPU, as the DDP step runs, in NCHW (FSDP2 cannot shard channels_last weights)."""
+    nchw = dataclasses.replace(s, data_format="NCHW")
+    return [s.python, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(gpus),
+            "-m", "cnnbench", "run", *measured_flags(nchw, s.short_steps), "--synthetic-location", "device",
+            "--variable-update", "fsdp", "--results-dir", str(results_dir)]
+
+
+def parameter_server_command(s: Settings, results_dir: Path, gpus: int, where: str) -> list[str]:
+    """``--variable-update parameter_server`` on every local GPU under torchrun (a group of one on one
+    GPU), in the measured configuration (NHWC, amp_bf16), master weights on ``where``: ``device``
+    (rank 0's GPU) or ``cpu`` (pinned host memory)."""
+    return [s.python, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(gpus),
+            "-m", "cnnbench", "run", *measured_flags(s, s.short_steps), "--synthetic-location", "device",
+            "--variable-update", "parameter_server", "--local-parameter-device", where,
+            "--results-dir", str(results_dir)]
 
 
 def bare_command(s: Settings, *, steps: int, compile_mode: str | None = None, compile_step: bool = False) -> list[str]:
@@ -877,6 +907,90 @@ def ddp_section(acc: Acceptance, gpus: int, single: float | None) -> None:
         f"median ({fmt(single)} img/s): {eff}."])
 
 
+def fsdp_section(acc: Acceptance, gpus: int) -> None:
+    s = acc.settings
+    fig = acc.cnnbench("FSDP over NCCL", lambda d: fsdp_command(s, d, gpus), FSDP_TIMEOUT_S)
+    per = None if fig is None else fig.get("per_device_images_per_sec")
+    acc.section(f"FSDP over NCCL, {gpus} GPU{'s' if gpus > 1 else ''} (torchrun)", [
+        f"`{shlex.join(acc.steps[-1].cmd)}`", "",
+        f"Total {fmt(rate(fig))} img/s; per device {', '.join(fmt(float(x)) for x in per) if per else '—'} "
+        f"({s.model}, {s.precision}, NCHW: not comparable with the NHWC figures above)."
+        + (" One GPU: a group of one, which proves the CUDA path runs, not that it scales." if gpus == 1 else "")])
+
+
+COMM_TIMEOUT_S = 240.0
+"""The ``comm`` step's budget: every collective, 1 KiB .. 1 GiB, takes well under a minute on one GPU."""
+
+
+def comm_command(s: Settings, results_dir: Path, gpus: int) -> list[str]:
+    """``cnnbench comm``, every collective over NCCL on every local GPU: its own launcher on two
+    or more, a torchrun world of one on one GPU (the launcher needs two ranks)."""
+    flags = ["comm", "--device", "cuda", "--backend", "nccl", "--collective", "all", "--results-dir", str(results_dir)]
+    if gpus >= 2:
+        return [s.cnnbench_exe(), *flags, "--num-devices", str(gpus)]
+    return [s.python, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "1", "-m", "cnnbench", *flags]
+
+
+def comm_lines(records: Sequence[Mapping[str, Any]], gpus: int) -> tuple[list[str], str | None]:
+    """The ``comm`` step's summary (each collective's smallest and largest size), and what is wrong, if anything."""
+    ok = [r for r in records if r.get("kind") == "comm" and r.get("status") == "ok"]
+    errors = [str(r.get("error")) for r in records if r.get("status") != "ok"]
+    timers = sorted({str((r.get("metrics") or {}).get("timer")) for r in ok})
+    problem = (f"{len(errors)} error record(s): {errors[0]}" if errors else "no comm record" if not ok
+               else None if timers == ["cuda events"] else f"timed by {', '.join(timers)}, not cuda events")
+    rows = ["| collective | size (B) | time (µs) | algbw (GB/s) | busbw (GB/s) |", "|--|--|--|--|--|"]
+    by_collective: dict[str, list[Mapping[str, Any]]] = {}
+    for r in ok:
+        by_collective.setdefault(str(r["config"]["collective"]), []).append(r)
+    for name, rs in by_collective.items():
+        ends = sorted(rs, key=lambda x: x["config"]["bytes"])
+        for r in ends[:1] + ends[1:][-1:]:  # the smallest size and the largest
+            m = r["metrics"]
+            rows.append(f"| {name} | {r['config']['bytes']} | {fmt(m['time_s'] * 1e6, 2)} | "
+                        f"{fmt(m.get('algbw_gbps'), 2)} | {fmt(m.get('busbw_gbps'), 2)} |")
+    note = ("One rank: bus bandwidth is 0 by nccl-tests' factors; the step proves that the NCCL and CUDA-event "
+            "paths run, not how they scale." if gpus == 1 else f"{gpus} ranks on this node.")
+    return [f"{len(ok)} sizes measured, timed by {', '.join(timers) or '—'}. {note}", "", *rows], problem
+
+
+def comm_section(acc: Acceptance, gpus: int) -> None:
+    from cnnbench.results.store import read_records
+
+    folder = acc.results_dir("comm")
+    step = acc.run("cnnbench comm (NCCL)", comm_command(acc.settings, folder, gpus), COMM_TIMEOUT_S)
+    try:
+        records = read_records(folder, step_times=False)[0]
+    except FileNotFoundError:
+        records = []
+    lines, problem = comm_lines(records, gpus)
+    if problem and step.returncode == 0:
+        step.problem = problem
+    acc.section(f"cnnbench comm, {gpus} GPU{'s' if gpus > 1 else ''}", [f"`{shlex.join(step.cmd)}`", "", *lines])
+
+
+def parameter_server_section(acc: Acceptance, gpus: int, single: float | None) -> None:
+    """The parameter server with its master weights on the GPU and on the host. Each record must
+    say what the run did: a step that waits for the device exactly where the master is on the host."""
+    s = acc.settings
+    rows = ["| master weights | img/s | vs single-GPU median | optimizer | step waits for the device |",
+            "|--|--|--|--|--|"]
+    for where, label in (("device", "rank 0's GPU"), ("cpu", "host (pinned)")):
+        name = f"parameter server, master on {where}"
+        fig = acc.cnnbench(name, lambda d, where=where: parameter_server_command(s, d, gpus, where),
+                           PARAMETER_SERVER_TIMEOUT_S)
+        metrics = (acc.records.get(name) or {}).get("metrics") or {}
+        syncs, impl = metrics.get("step_syncs_host"), metrics.get("optimizer_implementation")
+        if fig is not None and syncs is not (where == "cpu"):
+            acc.steps[-1].problem = f"the record says step_syncs_host {syncs} with the master on {where}"
+        total = rate(fig)
+        rows.append(f"| {label} | {fmt(total)} | {ratio_text(total, gpus * single if single else None)} | "
+                    f"{fmt(impl)} | {fmt(syncs)} |")
+    note = " One GPU: a group of one, which proves the CUDA path runs, not that it scales." if gpus == 1 else ""
+    acc.section(f"Parameter server, {gpus} GPU{'s' if gpus > 1 else ''} (torchrun)", [
+        *rows, "", f"{s.model}, {s.precision}, {s.data_format}, {s.short_steps} timed steps; against {gpus} × the "
+        f"single-GPU median ({fmt(single)} img/s).{note}"])
+
+
 def telemetry_lines(figs: Mapping[str, dict[str, Any]]) -> list[str]:
     """Power, clocks and images per joule of each recorded run, per GPU."""
     rows = ["| run | GPU | power mean / max (W) | SM clock mean / max (MHz) | memory clock (MHz) | max temp (°C) "
@@ -1003,6 +1117,12 @@ def accept(acc: Acceptance, gpus: int) -> tuple[bool | None, Verdict | None]:
         compiled = compile_section(acc, ours)
     if "ddp" not in skip:
         ddp_section(acc, gpus, ours)
+    if "fsdp" not in skip:
+        fsdp_section(acc, gpus)
+    if "parameter_server" not in skip:
+        parameter_server_section(acc, gpus, ours)
+    if "comm" not in skip:
+        comm_section(acc, gpus)
     figs = {name: record_figures(r) for name, r in acc.records.items()
             if r.get("status") == "ok" and (r.get("config") or {}).get("mode") != "data"}  # not the pipeline alone
     gpu_model = next((f["gpu_model"] for f in figs.values() if f.get("gpu_model")), None)

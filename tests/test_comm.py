@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from cnnbench.cli import main
-from cnnbench.engine.comm.spec import bandwidths, bus_factor, element_counts, parse_bytes, size_ladder
+from cnnbench.engine.comm.spec import BATCHES, bandwidths, bus_factor, element_counts, parse_bytes, size_ladder
 from cnnbench.results.record import check_record, record_kind
 from tests.report_fixtures import record, write_store
 
@@ -64,7 +64,7 @@ def test_two_cpu_workers_write_a_record_per_collective_and_size(tmp_path):
         c, m = r["config"], r["metrics"]
         assert (c["num_devices"], c["num_nodes"], c["device"], c["backend"], c["dtype"]) == (2, 1, "cpu", "gloo",
                                                                                             "float32")
-        assert (c["warmup"], c["iters"]) == (1, 3) and len(m["time_s_samples"]) == 3
+        assert (c["warmup"], c["iters"]) == (1, 3) and len(m["time_s_samples"]) == BATCHES  # of 3 calls each
         assert m["time_s"] == pytest.approx(statistics.median(m["time_s_samples"]))
         assert m["algbw_gbps"] == pytest.approx(c["bytes"] / m["time_s"] / 1e9)
         assert m["busbw_gbps"] / m["algbw_gbps"] == pytest.approx(expected_factor[c["collective"]])

@@ -107,7 +107,7 @@ def test_powersgd_over_gloo_is_refused_before_any_work():
     from cnnbench.engine.resolve import preflight
 
     with pytest.raises(ConfigError, match="^--gradient-compression: powersgd needs --all-reduce nccl"):
-        preflight(_config(variable_update="replicated", gradient_compression="powersgd", num_warmup_batches=2))
+        preflight(_config(variable_update="replicated", gradient_compression="powersgd", num_warmup_batches=3))
 
 
 FSDP_COMBINATIONS = [

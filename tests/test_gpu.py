@@ -76,6 +76,28 @@ def test_nccl_with_one_gpu_under_torchrun(tmp_path):
     assert rec["status"] == "ok" and rec["config"]["all_reduce"] == "nccl" and rec["config"]["num_devices"] == 1
 
 
+def test_comm_over_nccl_on_one_gpu_times_batches_with_cuda_events(tmp_path):
+    """cnnbench comm under torchrun --nproc-per-node 1: every collective over NCCL, each sample a
+    batch of --iters back-to-back calls timed by CUDA events (issue 43)."""
+    import json
+    import subprocess
+    import sys
+
+    from cnnbench.engine.comm.spec import BATCHES
+
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "1", "-m", "cnnbench",
+           "comm", "--device", "cuda", "--collective", "all", "--max-bytes", "64K", "--iters", "10",
+           "--results-dir", str(tmp_path), "--machine-label", "gpu"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    records = [json.loads(line) for line in (tmp_path / "gpu.jsonl").read_text().splitlines()]
+    assert len(records) == 6 * 7  # every collective, 1 KiB .. 64 KiB
+    for r in records:
+        assert r["status"] == "ok" and r["config"]["backend"] == "nccl", r.get("error")
+        m = r["metrics"]
+        assert m["timer"] == "cuda events" and len(m["time_s_samples"]) == BATCHES and m["time_s"] > 0
+
+
 @pytest.mark.skipif(_gpus() < 2, reason="needs 2 CUDA GPUs")
 @pytest.mark.parametrize("variable_update", ["replicated", "parameter_server", "independent", "fsdp"])
 def test_two_gpus(tmp_path, variable_update):
@@ -92,7 +114,25 @@ def test_gradient_compression_on_one_gpu_process_group(tmp_path, compression):
     from cnnbench.engine.multidevice.launch import launch_workers
     from cnnbench.engine.multidevice.worker import launched_worker
 
-    config = _cfg(gradient_compression=compression, results_dir=str(tmp_path))
+    config = _cfg(gradient_compression=compression, results_dir=str(tmp_path), num_warmup_batches=3)
     fields = {f: getattr(config, f) for f in config.__dataclass_fields__}
     out = launch_workers(launched_worker, (fields, {}, False), nprocs=1, timeout_s=120)
     assert out[0]["status"] == "ok", out[0]["error"]
+
+
+@pytest.mark.parametrize("where", ["device", "cpu"])
+def test_parameter_server_nhwc_amp_bf16_on_one_gpu_process_group(tmp_path, where):
+    """Issue 43: channels_last master weights take the fused CUDA optimizer (identical strides to
+    their gradients), over NCCL in a group of one; with the master on the host its buffers are
+    pinned and the record says each step waits for the device."""
+    from cnnbench.engine.multidevice.launch import launch_workers
+    from cnnbench.engine.multidevice.worker import launched_worker
+
+    config = _cfg(variable_update="parameter_server", local_parameter_device=where, data_format="NHWC",
+                  precision="amp_bf16", results_dir=str(tmp_path))
+    fields = {f: getattr(config, f) for f in config.__dataclass_fields__}
+    out = launch_workers(launched_worker, (fields, {}, False), nprocs=1, timeout_s=180)
+    assert out[0]["status"] == "ok", out[0]["error"]
+    metrics = out[0]["metrics"]
+    assert metrics["optimizer_implementation"] == "fused"  # fused SGD on the GPU, and on the host
+    assert metrics["step_syncs_host"] is (where == "cpu")

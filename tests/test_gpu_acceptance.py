@@ -72,6 +72,16 @@ def _record(rate, *, per_device=None):
     }
 
 
+def _comm_record(size, timer):
+    from tests.test_comm import comm
+
+    record = comm(size=size, busbw=100.0)
+    record["run_id"] += timer
+    record["config"].update(device="cuda", backend="nccl")
+    record["metrics"]["timer"] = timer
+    return record
+
+
 class FakeGpuMachine:
     """Answers each command of the acceptance as the real step would; records them in order."""
 
@@ -81,6 +91,7 @@ class FakeGpuMachine:
         self.bare_step = bare_step
         self.timm = timm
         self.commands: list[list[str]] = []
+        self.comm_timer = "cuda events"
 
     def __call__(self, cmd, timeout_s):
         cmd = list(cmd)
@@ -100,6 +111,10 @@ class FakeGpuMachine:
         if "bare" in cmd:
             r = self.bare_step if "--compile-step" in cmd and self.bare_step else self.bare
             return ga.Completed(0, "noise\n" + json.dumps({"images_per_sec": r, "compile_time_s": None}), "", 20.0)
+        if "comm" in cmd:  # cnnbench comm: a record per size, timed by CUDA events (tests/test_comm_truth.py)
+            for size in (1024, 1 << 30):
+                append_record(_arg(cmd, "--results-dir"), _comm_record(size, self.comm_timer))
+            return ga.Completed(0, "# cnnbench comm", "", 15.0)
         if "--results-dir" in cmd:
             n = int(_arg(cmd, "--nproc-per-node")) if "--nproc-per-node" in cmd else 1
             rate = self.ours * n * (0.97 if "--data-dir" in cmd and "run" in cmd else 1.0)
@@ -110,6 +125,9 @@ class FakeGpuMachine:
             if "data" in cmd:  # cnnbench data: the pipeline alone
                 record["config"]["mode"] = "data"
                 record["metrics"].update(total_images_per_sec=7000.0, images_per_sec_per_worker=466.7)
+            if "--local-parameter-device" in cmd:  # a parameter server: the host waits where its master is
+                record["metrics"].update(step_syncs_host=_arg(cmd, "--local-parameter-device") == "cpu",
+                                         optimizer_implementation="fused")
             append_record(_arg(cmd, "--results-dir"), record)
             return ga.Completed(0, f"total images/sec: {rate}", "", 20.0)
         if "sysinfo" in cmd:
@@ -194,7 +212,8 @@ def test_a_failed_gpu_test_fails_the_machine(tmp_path):
 
 def test_cnnbench_and_bare_alternate_which_goes_first(tmp_path):
     machine = FakeGpuMachine()
-    _accept(tmp_path, machine, "--rounds", "3", "--skip", "tests,timm,locations,jpeg,compile,ddp,sysinfo")
+    _accept(tmp_path, machine, "--rounds", "3", "--skip",
+            "tests,timm,locations,jpeg,compile,ddp,fsdp,parameter_server,comm,sysinfo")
     order = ["bare" if "bare" in c else "cnnbench" for c in machine.commands]
     assert order == ["cnnbench", "bare", "bare", "cnnbench", "cnnbench", "bare"]
 
@@ -203,7 +222,8 @@ def test_cnnbench_and_bare_alternate_which_goes_first(tmp_path):
 
 def test_summary_lists_a_failed_step_with_command_exit_code_and_tail(tmp_path):
     err = "\n".join(f"line {i}" for i in range(100)) + "\ntorch.distributed.DistBackendError: NCCL error"
-    code, summary, _ = _accept(tmp_path, FakeGpuMachine(fail={"torch.distributed.run": (1, err)}), gpus=2)
+    code, summary, _ = _accept(tmp_path, FakeGpuMachine(fail={"torch.distributed.run": (1, err)}),
+                               "--skip", "parameter_server,fsdp", gpus=2)
     assert code == 0  # only the GPU tests and the gate decide the exit code
     failures = summary.split("## Failures", 1)[1]
     assert "### DDP over NCCL (exit 1)" in failures
@@ -542,7 +562,8 @@ def test_the_device_location_is_the_median_round_where_the_rounds_ran(tmp_path):
             machine.ours = 2800.0
         return machine(cmd, timeout_s)
 
-    _, summary, _ = _accept(tmp_path, rounds_differ, "--skip", "tests,timm,jpeg,compile,ddp,sysinfo")
+    _, summary, _ = _accept(tmp_path, rounds_differ, "--skip",
+                            "tests,timm,jpeg,compile,ddp,fsdp,parameter_server,sysinfo")
     assert not any("--synthetic-location" in c and _arg(c, "--synthetic-location") == "device"
                    and _arg(c, "--num-batches") == "50" for c in machine.commands)
     section = summary.split("## Synthetic input location", 1)[1].split("##", 1)[0]

@@ -11,17 +11,20 @@ from cnnbench.config.choices import Declared
 from cnnbench.config.strategy_rules import STRATEGY_RULES
 
 DDP = {"bucket_cap_mb": 25.0, "gradient_compression": "none"}
+NO_DDP = {"broadcast_buffers": None}
+"""A switch DDP has on by default is recorded as null where DDP is not used."""
 
 
 @pytest.mark.parametrize(("options", "device_kind", "filled"), [
     ({"variable_update": "replicated"}, "cpu", {"all_reduce": "gloo", **DDP}),
     ({"variable_update": "replicated"}, "cuda", {"all_reduce": "nccl", **DDP}),
-    ({"variable_update": "replicated", "forward_only": True}, "cpu", {"all_reduce": "gloo"}),
+    ({"variable_update": "replicated", "forward_only": True}, "cpu", {"all_reduce": "gloo", **NO_DDP}),
     ({"variable_update": "replicated", "bucket_cap_mb": 50.0, "all_reduce": "gloo"}, "cuda",
      {"gradient_compression": "none"}),
-    ({"variable_update": "parameter_server"}, "cuda", {"all_reduce": "nccl", "local_parameter_device": "device"}),
-    ({"variable_update": "independent"}, "cpu", {}),
-    ({"variable_update": "fsdp"}, "cuda", {"all_reduce": "nccl"}),
+    ({"variable_update": "parameter_server"}, "cuda",
+     {"all_reduce": "nccl", "local_parameter_device": "device", **NO_DDP}),
+    ({"variable_update": "independent"}, "cpu", NO_DDP),
+    ({"variable_update": "fsdp"}, "cuda", {"all_reduce": "nccl", **NO_DDP}),
     ({"variable_update": "replicated"}, "auto", DDP),  # the back end waits for the device kind
 ])
 def test_each_strategy_gets_the_defaults_of_the_options_it_takes(options, device_kind, filled):
@@ -35,9 +38,9 @@ def test_a_strategy_declared_with_other_options_gets_their_defaults_without_anot
     monkeypatch.setitem(STRATEGY_RULES, "fsdp", Declared(("fsdp",), ("all_reduce", "bucket_cap_mb"),
                                                          training_only=("bucket_cap_mb",)))
     training = RunConfig(model="trivial", variable_update="fsdp")
-    assert training.parallel_defaults("cpu", False) == {"all_reduce": "gloo", "bucket_cap_mb": 25.0}
+    assert training.parallel_defaults("cpu", False) == {"all_reduce": "gloo", "bucket_cap_mb": 25.0, **NO_DDP}
     inference = RunConfig(model="trivial", variable_update="fsdp", forward_only=True)
-    assert inference.parallel_defaults("cpu", True) == {"all_reduce": "gloo"}
+    assert inference.parallel_defaults("cpu", True) == {"all_reduce": "gloo", **NO_DDP}
     with pytest.raises(ConfigError, match="applies to --variable-update replicated / fsdp") as info:
         RunConfig(model="trivial", variable_update="independent", bucket_cap_mb=10.0)
     assert info.value.field == "bucket_cap_mb"

@@ -37,7 +37,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--step-factor", type=int, default=2, metavar="F",
                    help="Each size is the previous times F [default: 2].")
     p.add_argument("--warmup", type=int, default=5, metavar="N", help="Untimed calls per size [default: 5].")
-    p.add_argument("--iters", type=int, default=20, metavar="N", help="Timed iterations per size [default: 20].")
+    p.add_argument("--iters", type=int, default=20, metavar="N",
+                   help="Back-to-back calls per timed batch (5 batches per size) [default: 20].")
     p.add_argument("--dtype", default="float32", choices=_DTYPES, help="Element type [default: float32].")
     p.add_argument("--num-devices", type=int, default=None, metavar="N",
                    help="Workers to start on this node, one per device [default: every GPU on cuda, 2 on cpu; "

@@ -56,6 +56,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="The link between nodes' bandwidth, GB/s [default: the link's].")
     p.add_argument("--inter-latency", type=float, default=None, metavar="US",
                    help="The link between nodes' latency, microseconds [default: the link's].")
+    p.add_argument("--inter-rails", type=int, default=None, metavar="N",
+                   help="Network rails (NICs) per node between nodes; a node's traffic spreads over one per "
+                   "device, at most N [default: 8 for ib, 1 for ethernet].")
     p.add_argument("--host-cpus", type=int, default=None, metavar="N",
                    help="Cores of each node that feed the input pipeline [default: the recording machine's].")
     p.add_argument("--input-rate", type=float, default=None, metavar="IMG/S",
@@ -93,7 +96,7 @@ def handle(args: argparse.Namespace) -> int:
     from cnnbench.results.store import problem_text, read_records
 
     for flag in ("bandwidth", "latency", "inter_bandwidth", "inter_latency", "host_cpus", "input_rate",
-                 "devices_per_node", "nodes"):
+                 "devices_per_node", "nodes", "inter_rails"):
         _positive(getattr(args, flag), "--" + flag.replace("_", "-"))
     options = PredictOptions(
         devices=parse_devices(args.devices) or DEFAULT_DEVICES,
@@ -102,7 +105,8 @@ def handle(args: argparse.Namespace) -> int:
         else STRATEGIES,
         link=LinkChoice(args.link, args.bandwidth, args.latency),
         inter_link=LinkChoice(args.inter_link, args.inter_bandwidth, args.inter_latency),
-        host_cpus=args.host_cpus, input_rate_per_core=args.input_rate, calibrate=args.calibrate, where=args.where)
+        host_cpus=args.host_cpus, input_rate_per_core=args.input_rate, calibrate=args.calibrate, where=args.where,
+        inter_rails=args.inter_rails)
     try:
         check_options(options)  # before the store is read
     except PredictError as exc:
@@ -138,7 +142,7 @@ def _print_table(result: object) -> None:
     for row in result.rows:  # type: ignore[attr-defined]
         table.add_row(*cells(row))
     print_table(table)
-    for line in assumption_lines(result) + calibration_lines(result):  # type: ignore[arg-type]
+    for line in assumption_lines(result) + calibration_lines(result) + result.verdicts:  # type: ignore[arg-type,attr-defined]
         print(line)
 
 

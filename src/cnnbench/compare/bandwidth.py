@@ -3,7 +3,7 @@
 Two records match when they agree on the collective, the size, the setting (ranks, nodes,
 back end, device, dtype) and the machine (unless ``across_machines``). Each side's figure is
 the median busbw of its records; the test is :func:`cnnbench.analysis.significance.compare_runs`'s:
-on the records' busbw when both sides have two or more (repeats), else on the timed iterations
+on the records' busbw when both sides have two or more (repeats), else on the timed batches
 of each record (``metrics.time_s_samples``, seconds per operation of the same size, whose ratio
 is that of the bandwidths). No torch here.
 """
@@ -60,7 +60,21 @@ def _key(record: Mapping[str, Any], across_machines: bool) -> tuple[Any, ...] | 
     if record_kind(record) != "comm" or not isinstance(config.get("bytes"), int):
         return None
     machine = None if across_machines else F.hashable(F.get_value(record, F.MACHINE))
-    return (str(config.get("collective")), config["bytes"], *(F.hashable(config.get(k)) for k in _SETTING), machine)
+    return (str(config.get("collective")), config["bytes"], *(F.hashable(config.get(k)) for k in _SETTING), machine,
+            timing_method(record))
+
+
+OLD_TIMING = "host clock, one call a sample"
+"""How a comm record without ``metrics.timer`` was timed (before batches of back-to-back calls)."""
+
+
+def timing_method(record: Mapping[str, Any]) -> str:
+    """How a comm record's samples were timed: its ``metrics.timer`` (``cuda events``, ``host
+    clock``: a batch of ``iters`` back-to-back calls each), else :data:`OLD_TIMING`. Records timed
+    two ways are never paired: launch and sync overhead in every sample of one side only would read
+    as a speed-up at small sizes."""
+    timer = (record.get("metrics") or {}).get("timer")
+    return str(timer) if isinstance(timer, str) and timer else OLD_TIMING
 
 
 def _setting(key: tuple[Any, ...]) -> str:

@@ -116,6 +116,13 @@ class ParallelOptions:
     )
     static_graph: bool = option(False, "replicated: tell DDP the graph is the same every step.",
                                 depends_on=("variable_update", "forward_only"))
+    broadcast_buffers: bool | None = option(
+        True,
+        "replicated: DDP sends rank 0's buffers (batch-norm running statistics) to every worker before "
+        "each forward, torch's default; --no-broadcast-buffers lets each worker keep its own (one "
+        "collective less per step). Recorded as null for other strategies.",
+        unnamed=(True,), depends_on=("variable_update", "forward_only"),
+    )
     gradient_compression: str | None = option(
         None,
         "replicated: a DDP communication hook: none, fp16 / bf16 (gradients cast for the all-reduce), "

@@ -16,11 +16,17 @@ from typing import Any
 from cnnbench.config.choices import Declared, VariableUpdate
 from cnnbench.config.errors import ConfigError
 
-DDP_OPTIONS = ("bucket_cap_mb", "gradient_as_bucket_view", "static_graph", "gradient_compression")
+DDP_OPTIONS = ("bucket_cap_mb", "gradient_as_bucket_view", "static_graph", "gradient_compression",
+               "broadcast_buffers")
 """DistributedDataParallel's knobs: options of ``replicated`` alone."""
+ON_UNLESS_TURNED_OFF = frozenset({"broadcast_buffers"})
+"""Switches on by default (as in DDP): given when turned off; recorded as None where they do not apply."""
 STRATEGY_OPTIONS = ("all_reduce", "local_parameter_device", *DDP_OPTIONS)
 """Every option that applies to some strategies only, in the order they are checked."""
 DEFAULT_BUCKET_CAP_MB = 25.0  # DistributedDataParallel's own default
+POWERSGD_MIN_WARMUP = 3
+"""PowerSGD starts compressing at the last warm-up step, which torch requires to be step 2 or later
+(``start_powerSGD_iter > 1``, steps counted from 0): so 3 warm-up steps or more."""
 
 OPTION_DEFAULTS: dict[str, Callable[[str], Any]] = {
     "all_reduce": lambda device_kind: {"cuda": "nccl", "cpu": "gloo"}.get(device_kind),
@@ -37,12 +43,16 @@ _REFUSALS = {
     "local_parameter_device": "applies to --variable-update {owners} (got {vu})",
     **{name: "is an option of DistributedDataParallel: applies to --variable-update {owners} (got {vu})"
        for name in DDP_OPTIONS},
+    "broadcast_buffers": "off (--no-broadcast-buffers) is an option of DistributedDataParallel: applies to "
+                         "--variable-update {owners} (got {vu})",
 }
 
 
 def given(config: Any, name: str) -> bool:
     """Whether an option was set (not left ``None``, and not a switch left off)."""
     value = getattr(config, name)
+    if name in ON_UNLESS_TURNED_OFF:
+        return value is False
     return value is not None and value is not False
 
 
@@ -51,9 +61,13 @@ def _replicated(config: Any) -> None:
         for name in DDP_OPTIONS:
             if given(config, name):
                 raise ConfigError(name, "has no effect with --forward-only (no gradients to exchange)")
-    if config.gradient_compression == "powersgd" and config.warmup_steps() < 2:
-        raise ConfigError("num_warmup_batches", "must be >= 2 with --gradient-compression powersgd "
-                                                "(PowerSGD starts compressing at step 2)")
+    if config.gradient_compression == "powersgd" and config.warmup_steps() < POWERSGD_MIN_WARMUP:
+        if getattr(config, "num_epochs", None) is not None:
+            raise ConfigError("gradient_compression", f"powersgd needs {POWERSGD_MIN_WARMUP} or more warm-up "
+                                                      "steps, which a --num-epochs run does not have")
+        raise ConfigError("num_warmup_batches", f"must be >= {POWERSGD_MIN_WARMUP} with --gradient-compression "
+                                                "powersgd (PowerSGD starts compressing at the last warm-up step, "
+                                                "which torch requires to be step 2 or later, counting from 0)")
 
 
 def _parameter_server(config: Any) -> None:
@@ -118,4 +132,8 @@ def strategy_defaults(config: Any, device_kind: str, forward_only: bool) -> dict
         value = OPTION_DEFAULTS[name](device_kind)
         if value is not None:
             filled[name] = value
+    for name in ON_UNLESS_TURNED_OFF:  # the record says null where the switch does nothing
+        unused = name not in declared.options or (forward_only and name in declared.training_only)
+        if unused and getattr(config, name) is not None:
+            filled[name] = None
     return filled

@@ -23,9 +23,9 @@ parameter server still keeps its master copy on ``--local-parameter-device``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar
 
 import torch
 from torch import nn
@@ -36,7 +36,14 @@ from cnnbench.config.strategy_rules import INDEPENDENT
 from cnnbench.distributed.comm_timer import CommunicationTimer
 from cnnbench.distributed.world import World
 
-OptimizerFactory = Callable[[Iterable[nn.Parameter]], torch.optim.Optimizer]
+
+class OptimizerFactory(Protocol):
+    """Builds the run's optimizer over ``params`` (``host_update``: host weights updated for a
+    run on an accelerator, a parameter server's master on ``--local-parameter-device cpu``)."""
+
+    def __call__(self, params: Iterable[nn.Parameter], *, host_update: bool = False) -> torch.optim.Optimizer: ...
+
+
 S = TypeVar("S", bound="ParallelStrategy")
 
 
@@ -116,6 +123,12 @@ class ParallelStrategy:
     def measurement_hooks(self) -> list[CommunicationTimer]:
         """What is measured for this strategy around the timed steps (start/stop/metrics)."""
         return []
+
+    def syncs_host_every_step(self) -> bool:
+        """Whether the run's steps wait for the device on the host every step, by the strategy's
+        own doing (``metrics.step_syncs_host``): a parameter server's rank 0 updating on the host,
+        which every worker's next step then waits for."""
+        return False
 
     def close(self) -> None:
         pass

@@ -41,6 +41,8 @@ OptimizerImplementation = Literal["fused", "foreach", "default"]
 
 FUSED_CUDA = frozenset({"sgd", "momentum", "adam"})
 """``--optimizer`` values whose torch optimizer has a fused CUDA implementation (SGD, Adam)."""
+FUSED_CPU = frozenset({"sgd", "momentum", "adam"})
+"""``--optimizer`` values whose torch optimizer has a fused CPU implementation (SGD, Adam)."""
 FUSED_ON_DTENSOR = frozenset({"adam"})
 """Fused implementations that take FSDP2's sharded (DTensor) parameters: torch registers
 ``_fused_adam_`` for DTensor but not ``_fused_sgd_``."""
@@ -77,13 +79,18 @@ def apply_backend_flags(flags: BackendFlags) -> None:
     torch.backends.cudnn.allow_tf32 = flags.allow_tf32
 
 
-def optimizer_implementation(optimizer: str, device_type: str, sharded: bool = False) -> OptimizerImplementation:
+def optimizer_implementation(optimizer: str, device_type: str, sharded: bool = False, *,
+                             host_update: bool = False) -> OptimizerImplementation:
     """Which implementation of ``--optimizer`` to build for parameters on ``device_type``.
 
     CUDA: the fused one where torch has it (``sharded``: FSDP2's DTensor parameters, for which
-    only fused Adam exists), else ``foreach`` (one kernel per group of tensors). Elsewhere,
-    torch's own default, as before.
+    only fused Adam exists), else ``foreach`` (one kernel per group of tensors). ``host_update``
+    (host weights updated for a GPU run: a parameter server on ``--local-parameter-device
+    cpu``): torch's fused CPU kernel where it has one, else ``foreach``. Elsewhere, torch's own
+    default, as before.
     """
+    if host_update:
+        return "fused" if optimizer in FUSED_CPU else "foreach"
     if device_type != "cuda":
         return "default"
     fused = FUSED_ON_DTENSOR if sharded else FUSED_CUDA

@@ -47,7 +47,7 @@ from cnnbench.distributed.strategy import ParallelStrategy, StrategyContext, mak
 from cnnbench.distributed.world import World
 from cnnbench.engine import log_format
 from cnnbench.engine.backend import make_current
-from cnnbench.engine.epochs import EpochMeasure, epoch_metrics, train_epochs
+from cnnbench.engine.epochs import EpochMeasure, epoch_metrics, train_epochs, untimed_first_step
 from cnnbench.engine.hooks import HookSet, default_hooks
 from cnnbench.engine.loop import timed_loop, warm_up
 from cnnbench.engine.metrics import WorkerMeasure, flop_metrics, measured_metrics, model_cost
@@ -151,8 +151,13 @@ def _measure(run: ResolvedRun, strategy: ParallelStrategy, hooks: HookSet, emit:
             emit(log_format.step_line(step, throughput_stats(times, run.images_per_step), loss, eta))
 
         first_step_s = None
+        first_epoch = None
         if cfg.num_epochs is None:
             first_step_s = _warm_up_and_profile(run, prepared, emit, metrics, run_id)
+        else:  # no warm-up: one untimed step, in the same uneven phase, takes compilation out of epoch 1
+            with_compile = " (compilation)" if cfg.compile else ""
+            first_epoch, first_step_s = untimed_first_step(
+                prepared, device, lambda: uneven_phase(world, f"the first step{with_compile}", cfg.timeout))
         emit("Step\tImg/sec\ttotal_loss")
         hooks.start()
         try:
@@ -164,8 +169,7 @@ def _measure(run: ResolvedRun, strategy: ParallelStrategy, hooks: HookSet, emit:
                     return sum_over_workers(values, device) if world.process_group else values
 
                 loop, epochs = train_epochs(prepared, run, emit=emit, on_progress=progress, barrier=barrier_fn,
-                                            total=total, slowest=slowest)
-                first_step_s = loop.step_times_s[0] if loop.step_times_s else None  # compilation included
+                                            total=total, slowest=slowest, first_epoch=first_epoch)
         finally:
             hooks.stop()
         mine = WorkerMeasure.of(loop, hooks.metrics(), prepared.source.metrics(), threads=torch.get_num_threads())

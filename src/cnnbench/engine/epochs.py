@@ -2,21 +2,24 @@
 
 :func:`train_epochs` walks the input source's epochs (:class:`~cnnbench.data.source.EpochSource`:
 each worker its own shard), timing every step like the benchmark loop, then evaluates the
-model (evaluation mode, no gradients) on the validation split. Losses, right predictions and
-image counts are summed over workers, so every figure is the whole run's. The per-epoch
-results become the record's ``metrics.epochs``.
+model (evaluation mode, no gradients) on the validation split. Before epoch 1's timed steps,
+one untimed step (:func:`untimed_first_step`) takes compilation and set-up out of them.
+Losses, right predictions and image counts are summed over workers, so every figure is the
+whole run's. The per-epoch results become the record's ``metrics.epochs``.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from cnnbench.data.source import Batch, EpochSource
-from cnnbench.engine.loop import LoopResult, Progress, Slowest, timed_loop
+from cnnbench.engine.loop import LoopResult, Progress, Slowest, timed_loop, warm_up
 from cnnbench.engine.prepare import Prepared
 from cnnbench.engine.resolve import ResolvedRun
 from cnnbench.engine.schedule import make_schedule
@@ -25,6 +28,10 @@ from cnnbench.words import duration
 
 Sum = Callable[[list[float]], list[float]]
 """Sums a list of numbers over every worker (the identity with one worker)."""
+
+Phase = Callable[[], AbstractContextManager[object]]
+"""A phase around the untimed first step: with several workers an uneven phase
+(:func:`~cnnbench.distributed.phases.uneven_phase`), as warm-up is."""
 
 
 @dataclass(frozen=True)
@@ -59,20 +66,21 @@ class EpochMeasure:
 
 def train_epochs(prepared: Prepared, run: ResolvedRun, *, emit: Callable[[str], None],
                  on_progress: Progress | None, barrier: Callable[[], None] | None,
-                 total: Sum, slowest: Slowest | None = None) -> tuple[LoopResult, list[EpochMeasure]]:
+                 total: Sum, slowest: Slowest | None = None,
+                 first_epoch: Iterator[Batch] | None = None) -> tuple[LoopResult, list[EpochMeasure]]:
     """Train ``run.config.num_epochs`` epochs; returns this worker's steps (all epochs joined)
-    and the run's per-epoch figures."""
-    source = prepared.source
-    if not isinstance(source, EpochSource):
-        raise TypeError(f"{source.description} has no epochs: training to accuracy needs a data set")
+    and the run's per-epoch figures. ``first_epoch``: epoch 1's batches, when the caller has
+    begun them (:func:`untimed_first_step`)."""
+    source = epoch_source(prepared)
     cfg, device = run.config, run.device
     num_epochs = cfg.num_epochs or 0
     schedule = make_schedule(cfg, prepared.optimizer, source.steps_per_epoch)
     loops: list[LoopResult] = []
     epochs: list[EpochMeasure] = []
     for index in range(num_epochs):
+        batches = first_epoch if index == 0 and first_epoch is not None else source.epoch(index)
         loop = timed_loop(prepared, source.steps_per_epoch, device, display_every=cfg.display_every,
-                          on_progress=on_progress, barrier=barrier, batches=source.epoch(index),
+                          on_progress=on_progress, barrier=barrier, batches=batches,
                           after_step=schedule.step if schedule is not None else None, slowest=slowest)
         loops.append(loop)
         eval_start = _now()
@@ -90,6 +98,59 @@ def train_epochs(prepared: Prepared, run: ResolvedRun, *, emit: Callable[[str], 
         epochs.append(epoch)
         emit(epoch_line(epoch, num_epochs))
     return join_loops(loops), epochs
+
+
+def epoch_source(prepared: Prepared) -> EpochSource:
+    source = prepared.source
+    if not isinstance(source, EpochSource):
+        raise TypeError(f"{source.description} has no epochs: training to accuracy needs a data set")
+    return source
+
+
+def untimed_first_step(prepared: Prepared, device: torch.device,
+                       phase: Phase = nullcontext) -> tuple[Iterator[Batch], float | None]:
+    """One untimed step on epoch 1's first batch, inside ``phase``, before the timed window
+    (the measurement hooks start after it, as they do after warm-up).
+
+    Compilation (``--compile``), cuDNN's autotuning and the allocator's first pass land in this
+    step, not in epoch 1's time; with several workers ``phase`` is the uneven phase warm-up has,
+    so a worker that compiles minutes longer than the others does not trip ``--timeout``.
+    The step moves no weight and leaves no optimizer state (:func:`_weights_held`), so epoch 1
+    trains as it would without it. Returns epoch 1's batches, that first one still first (the epoch
+    trains on it, timed, like every batch of every epoch), and the step's time (None for an empty
+    epoch).
+    """
+    batches = epoch_source(prepared).epoch(0)
+    with phase():  # every worker enters it and leaves it, whatever its shard holds
+        first = next(batches, None)
+        if first is None:
+            return batches, None
+        with _weights_held(prepared.optimizer):
+            first_step_s = warm_up(prepared, 1, device, batches=iter([first]))
+    return itertools.chain([first], batches), first_step_s
+
+
+@contextmanager
+def _weights_held(optimizer: torch.optim.Optimizer | None) -> Iterator[None]:
+    """The untimed step trains nothing: every group's learning rate is 0 for it (so no weight
+    moves: not at the base rate before a warm-up schedule exists), and the optimizer's state it
+    made (momentum, Adam's moments and step count) is dropped after it. Only batch norm's running
+    statistics see the batch once more, as they do in a benchmark's warm-up."""
+    if optimizer is None:
+        yield
+        return
+    rates = [group["lr"] for group in optimizer.param_groups]
+    for group in optimizer.param_groups:
+        if isinstance(group["lr"], torch.Tensor):
+            group["lr"] = group["lr"].clone().fill_(0.0)
+        else:
+            group["lr"] = 0.0
+    try:
+        yield
+    finally:
+        for group, rate in zip(optimizer.param_groups, rates, strict=True):
+            group["lr"] = rate
+        optimizer.state.clear()
 
 
 @torch.no_grad()

@@ -70,7 +70,9 @@ def header_lines(config: Mapping[str, Any], *, framework: str, dataset: str, thr
         shown = implementation if implementation not in (None, "default") else None
         rows.insert(-1, ("Optimizer:", config["optimizer"] + (f" ({shown})" if shown else "")))
         if notes.get("step_syncs_host"):
-            rows.insert(-1, ("", "no fused implementation: amp_fp16's scaler waits for the device every step"))
+            rows.insert(-1, ("", "no fused implementation: amp_fp16's scaler waits for the device every step"
+                             if config["precision"] == "amp_fp16" else
+                             "rank 0 updates the weights on the host: each step waits for the device"))
     if config["device"] == "cuda":
         rows.append(("cuDNN:", "benchmark (autotuned in warm-up)" if notes.get("cudnn_benchmark")
                      else "heuristic algorithms (--no-cudnn-benchmark)"))

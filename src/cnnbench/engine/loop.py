@@ -59,12 +59,16 @@ class LoopResult:
         return self.input_wait_s / self.wall_time_s if self.wall_time_s > 0 else None
 
 
-def warm_up(prepared: Prepared, num_steps: int, device: torch.device) -> float | None:
-    """Untimed steps; returns the duration of the first (compilation, with ``--compile``)."""
+def warm_up(prepared: Prepared, num_steps: int, device: torch.device,
+            batches: Iterator[Batch] | None = None) -> float | None:
+    """Untimed steps; returns the duration of the first (compilation, with ``--compile``).
+
+    ``batches`` defaults to the endless input source."""
+    source: Iterator[Batch] = batches if batches is not None else prepared.source  # type: ignore[assignment]
     first_step_s = None
     for i in range(num_steps):
         t0 = time.perf_counter()
-        prepared.step(*next(prepared.source))
+        prepared.step(*next(source))
         if i == 0:
             synchronize(device)
             first_step_s = time.perf_counter() - t0

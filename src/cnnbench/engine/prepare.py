@@ -65,12 +65,13 @@ class Prepared:
     def notes(self) -> dict[str, Any]:
         """What the run chose, for the record's metrics: cuDNN autotuning, the optimizer's
         implementation (read from the optimizer itself), whether each step waits for the
-        device, and the normalisation layers kept in fp32."""
+        device (amp_fp16's scaler without a fused optimizer, or the strategy's own wait: a
+        parameter server updating on the host), and the normalisation layers kept in fp32."""
         implementation = implementation_of(self.optimizer)
         return {
             "cudnn_benchmark": self.flags.cudnn_benchmark,
             "optimizer_implementation": implementation,
-            "step_syncs_host": syncs_every_step(self.scaled, implementation),
+            "step_syncs_host": syncs_every_step(self.scaled, implementation) or self.strategy.syncs_host_every_step(),
             "normalization_fp32_layers": self.normalization_fp32,
         }
 

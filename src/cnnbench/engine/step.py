@@ -27,17 +27,20 @@ AUX_LOSS_WEIGHT = 0.3  # weight of auxiliary classifier losses (GoogLeNet, Incep
 Step = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 
 
-def make_optimizer(config: RunConfig, params: Iterable[nn.Parameter]) -> torch.optim.Optimizer:
+def make_optimizer(config: RunConfig, params: Iterable[nn.Parameter], *,
+                   host_update: bool = False) -> torch.optim.Optimizer:
     """The ``--optimizer`` of a resolved training configuration (every hyperparameter set),
     starting from ``--learning-rate`` as ``--lr-scaling`` scales it for the device count,
     in the implementation :func:`~cnnbench.engine.backend.optimizer_implementation` picks for
-    where the parameters live (fused on CUDA where torch has one)."""
+    where the parameters live (fused on CUDA where torch has one; ``host_update``: host
+    weights updated for a GPU run, fused or foreach on the host too)."""
     if config.optimizer is None or config.learning_rate is None or config.weight_decay is None:
         raise ValueError("make_optimizer needs a resolved training configuration")
     lr = scaled_learning_rate(config.learning_rate, config.lr_scaling, config.num_devices or 1)
     wd = config.weight_decay
     device_type, sharded, listed = first_device_type(params)
-    impl: dict[str, Any] = optimizer_kwargs(optimizer_implementation(config.optimizer, device_type, sharded))
+    impl: dict[str, Any] = optimizer_kwargs(optimizer_implementation(config.optimizer, device_type, sharded,
+                                                                     host_update=host_update))
     if config.optimizer == "sgd":
         return torch.optim.SGD(listed, lr=lr, weight_decay=wd, **impl)
     if config.optimizer == "momentum":

@@ -38,6 +38,10 @@ forward pass (its two products per layer against the forward's one), the update 
 ASSUMED_TEXT = "assumed: backward = 2 x forward (no split recorded)"
 SPLIT_FIELDS = ("forward_time_s", "backward_time_s", "optimizer_time_s")
 HALF = frozenset({"fp16", "bf16"})
+GATHERED_HALF = frozenset({"fp16", "bf16", "amp_fp16", "amp_bf16"})
+"""Precisions whose FSDP all-gathers carry 2 bytes a parameter: pure half weights, and amp, under
+which ``distributed/fsdp.py``'s ``MixedPrecisionPolicy`` gathers in the autocast dtype (its
+gradients are reduced in fp32: :attr:`Base.gradient_bytes` stays 4 bytes a parameter)."""
 TF_PARAMETERS = {
     "alexnet": 61_842_345,
     "inception4": 42_680_000,
@@ -152,14 +156,18 @@ def _base(key: tuple[tuple[str, Any], ...], recs: Sequence[Mapping[str, Any]], c
     bucket = get_value(first, "config.bucket_cap_mb")
     return Base(model=model, key=key, batch_size=batch, step_time_s=step, forward_s=f, backward_s=b, optimizer_s=o,
                 split_source=source, gradient_bytes=params * grad_element,
-                parameter_bytes=params * (2 if precision in HALF else 4), device=device,
+                parameter_bytes=params * (2 if precision in GATHERED_HALF else 4), device=device,
                 overlap=not imported and device != "cpu",
                 bucket_bytes=float(bucket) * 2**20 if _positive(bucket) else DEFAULT_BUCKET_BYTES,
                 machine=str(values["machine"]), environment=env,
                 input_rate_per_core=_input_rate(first, pipeline),
                 host_cpus=env.get("available_cpus") or env.get("cpu_threads"), threads=_threads(first),
                 threads_per_worker=get_value(first, "config.threads_per_worker"),
-                busy_cores=statistics.median(_busy(r) for r in recs) if device == "cpu" else 0.0)
+                busy_cores=statistics.median(_busy(r) for r in recs) if device == "cpu" else 0.0,
+                source=str(first.get("source") or "cnnbench"), parameters=float(params),
+                parameter_device="cpu" if any(get_value(r, "config.local_parameter_device") == "cpu" for r in recs)
+                else "device",
+                one_device_server=any(get_value(r, "config.variable_update") == "parameter_server" for r in recs))
 
 
 def _threads(record: Mapping[str, Any]) -> int | None:

@@ -8,8 +8,8 @@
   one root complex, so the n transfers of a ring step take turns: ``2(n-1) * S/B + 2(n-1) a``;
 * all-gather and reduce-scatter: half an all-reduce each;
 * across nodes, hierarchical: reduce-scatter within each node, all-reduce of each node's
-  share across nodes (all of a node's shares through its one network link), all-gather
-  within the node.
+  shares across nodes (spread over the node's network rails, one per device up to the
+  link's ``rails``), all-gather within the node.
 """
 
 from __future__ import annotations
@@ -34,12 +34,12 @@ def half_collective(size: float, n: int, link: Link) -> float:
 
 
 def hierarchical_all_reduce(size: float, per_node: int, nodes: int, intra: Link, inter: Link) -> float:
-    """Within each node (reduce-scatter), across nodes (all-reduce, every share through the node's
-    one network link: the node's whole message), within again (all-gather)."""
+    """Within each node (reduce-scatter), across nodes (all-reduce of the node's whole message,
+    spread over the rails its devices drive: :meth:`Link.rails_used`), within again (all-gather)."""
     if nodes <= 1:
         return all_reduce(size, per_node, intra)
     within = 2 * half_collective(size, per_node, intra)
-    return within + all_reduce(size, nodes, inter)
+    return within + all_reduce(size / inter.rails_used(per_node), nodes, inter)
 
 
 def exchange(size: float, per_node: int, nodes: int, intra: Link, inter: Link) -> float:
@@ -50,6 +50,57 @@ def exchange(size: float, per_node: int, nodes: int, intra: Link, inter: Link) -
 def gather_or_scatter(size: float, per_node: int, nodes: int, intra: Link, inter: Link) -> float:
     """An all-gather (or reduce-scatter) over ``per_node * nodes`` devices: half an all-reduce."""
     return exchange(size, per_node, nodes, intra, inter) / 2
+
+
+HOST_MEMORY_GBPS = 76.8
+"""One CPU socket's memory bandwidth, GB/s: Intel's published maximum for the Xeon E5-2698 v4
+(4 channels of DDR4-2400) that DGX-1 carries two of."""
+GPUS_PER_SWITCH = 2
+"""GPUs behind one PCIe switch on a DGX-1-class machine (its uplink to the CPU is one x16 link)."""
+GPUS_PER_SOCKET = 4
+"""GPUs (two switches) under one CPU socket of a DGX-1-class machine."""
+HOST_UPDATE_BYTES = 20
+"""Host memory bytes an fp32 momentum-SGD update moves per parameter: weight, gradient and momentum
+read, weight and momentum written (4 bytes each)."""
+
+
+def reduce_broadcast(size: float, per_node: int, nodes: int, intra: Link, inter: Link) -> float:
+    """cnnbench's parameter server over NCCL: a ``reduce`` onto rank 0 and a ``broadcast`` from it,
+    each pipelined through the devices (``S/B`` on the slowest hop, ``(n-1)`` latencies). Without
+    peer access every hop within a node crosses the one root complex (``(d-1) S/B``); across
+    nodes the hop between nodes spreads over the rails the node's devices drive."""
+    n = per_node * nodes
+    if n <= 1 or size <= 0:
+        return 0.0
+    within = 0.0 if per_node <= 1 else size * ((per_node - 1) if intra.shared else 1) / (intra.bandwidth_gbps * GB)
+    across = 0.0 if nodes <= 1 else size / (inter.bandwidth_gbps * inter.rails_used(per_node) * GB)
+    latency = (per_node - 1) * intra.latency_s + (nodes - 1) * inter.latency_s
+    return 2 * (max(within, across) + latency)
+
+
+def host_round_trip(size: float, host: Link) -> float:
+    """Rank 0's copy of ``size`` bytes to the host and back over its own link (``2 S/B``)."""
+    return 2 * (size / (host.bandwidth_gbps * GB) + host.latency_s) if size > 0 else 0.0
+
+
+def host_update(parameters: float) -> float:
+    """The host's fp32 momentum-SGD update of ``parameters``, bound by memory traffic
+    (:data:`HOST_UPDATE_BYTES` a parameter at :data:`HOST_MEMORY_GBPS`)."""
+    return parameters * HOST_UPDATE_BYTES / (HOST_MEMORY_GBPS * GB)
+
+
+def host_tree(size: float, n: int, gpu_link: Link) -> float:
+    """tf_cnn_benchmarks' parameter server on the host (``local_parameter_device=cpu``) on one
+    DGX-1-class node, as a tree: every GPU sends its ``S`` bytes of gradients up and fetches ``S``
+    of variables down over its own PCIe link; :data:`GPUS_PER_SWITCH` share a switch's uplink,
+    :data:`GPUS_PER_SOCKET` a socket's memory. Each direction takes as long as its busiest level;
+    the two directions follow each other (gradients up after the backward pass, variables down
+    before the next forward pass). GPUs fill switches in order."""
+    if n < 1 or size <= 0:
+        return 0.0
+    b = gpu_link.bandwidth_gbps * GB
+    levels = (size / b, min(n, GPUS_PER_SWITCH) * size / b, min(n, GPUS_PER_SOCKET) * size / (HOST_MEMORY_GBPS * GB))
+    return 2 * (max(levels) + gpu_link.latency_s)
 
 
 def parameter_server(size: float, per_node: int, nodes: int, intra: Link, inter: Link) -> float:

@@ -12,18 +12,22 @@ The kinds and their defaults (``docs/predict.md`` explains each):
 =============  ==========  =========  ====================================================
 kind           GB/s        latency    meaning
 =============  ==========  =========  ====================================================
-nvlink         100         5 us       GPUs joined by NVLink (a ring at the bus bandwidth)
+nvlink         100         5 us       GPUs joined by NVLink (a ring at the bus bandwidth);
+                                      by generation where the GPU's name says it
+                                      (:data:`NVLINK_BY_NAME`)
 pcie           12          10 us      PCIe with peer access between GPUs (a ring)
 pcie-host      12          20 us      PCIe without peer access: every byte goes through
                                       the one host root complex (time grows with devices)
 loopback       1           100 us     CPU workers on one host (Gloo over local TCP)
-ib             12          10 us      InfiniBand between nodes (100 Gb/s EDR)
+ib             46          10 us      InfiniBand between nodes, per rail (400 Gb/s NDR);
+                                      8 rails a node by default (``--inter-rails``)
 ethernet       1.2         50 us      Ethernet between nodes (10 Gb/s)
 =============  ==========  =========  ====================================================
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal
@@ -38,10 +42,34 @@ DEFAULTS: dict[str, tuple[float, float]] = {
     "pcie": (12.0, 10e-6),
     "pcie-host": (12.0, 20e-6),
     "loopback": (1.0, 100e-6),
-    "ib": (12.0, 10e-6),
+    "ib": (46.0, 10e-6),
     "ethernet": (1.2, 50e-6),
 }
-"""Per kind: (bandwidth in GB/s, latency in seconds per message step)."""
+"""Per kind: (bandwidth in GB/s, latency in seconds per message step). ``ib`` is one rail: 46 GB/s
+is the published busbw per 400 Gb/s NDR NIC (NVIDIA/nccl-tests#290: "46-48GB/s per NIC")."""
+DEFAULT_RAILS: dict[str, int] = {"ib": 8}
+"""Network rails per node by kind (``--inter-rails``; 1 where not listed): HGX/DGX-class GPU nodes
+have one NIC per GPU, 8 a node."""
+
+PCIE_CARD_FRAGMENTS: tuple[str, ...] = ("pcie", " nvl")
+"""Name fragments of the PCIe cards of data-centre parts: "A100-PCIE-40GB", "A100 80GB PCIe",
+"H100 PCIe", and "H100 NVL" (PCIe cards that an NVLink bridge joins in pairs only). They take
+``pcie`` before any SXM fragment below is tried."""
+
+NVLINK_BY_NAME: tuple[tuple[str, float, str], ...] = (
+    ("v100", 100.0, "V100 (NVLink 2): round figure, no published nccl-tests busbw found; under NVLink 2's "
+     "150 GB/s per direction per GPU"),
+    ("a100", 200.0, "A100 SXM (NVLink 3): published nccl-tests all_reduce busbw ~200 GB/s on 8 GPUs "
+     "(NVIDIA/nccl-tests#149)"),
+    ("h100", 370.0, "H100 SXM (NVLink 4): published nccl-tests ring busbw ~370 GB/s "
+     "(NVIDIA/nccl-tests#212, NVIDIA/nccl#1455)"),
+    ("h200", 370.0, "H200 (NVLink 4, as H100): published nccl-tests ring busbw ~370 GB/s "
+     "(NVIDIA/nccl-tests#212; 475 GB/s peak with NVLink SHARP on 8 GPUs, NVIDIA/nccl-tests#272)"),
+    ("b200", 830.0, "B200 (NVLink 5): a published nccl-tests all_reduce busbw ~830 GB/s on 8 GPUs with NCCL's "
+     "default algorithm, likely NVLink SHARP; no ring figure found (NVIDIA/nccl#1807)"),
+)
+"""Per NVLink generation, by GPU name fragment: the all-reduce bus bandwidth (GB/s) nccl-tests
+reaches, and where that published figure comes from (``docs/predict.md`` cites each)."""
 
 PEER_ACCESS_BY_NAME: tuple[tuple[str, LinkKind], ...] = (
     ("geforce", "pcie-host"), ("rtx 30", "pcie-host"), ("rtx 40", "pcie-host"), ("titan", "pcie-host"),
@@ -62,6 +90,9 @@ class Link:
     bandwidth_gbps: float
     latency_s: float
     source: str
+    rails: int = 1
+    """Parallel links of this kind a node has (network rails between nodes): a node's traffic is
+    spread over as many as it has devices to drive them, at most this many."""
 
     @property
     def shared(self) -> bool:
@@ -72,8 +103,13 @@ class Link:
         return replace(self, bandwidth_gbps=gbps, source=source)
 
     def describe(self) -> str:
-        return (f"{self.kind} {self.bandwidth_gbps:.3g} GB/s, {self.latency_s * 1e6:.3g} us "
+        rails = f" x {self.rails} rails" if self.rails > 1 else ""
+        return (f"{self.kind} {self.bandwidth_gbps:.3g} GB/s{rails}, {self.latency_s * 1e6:.3g} us "
                 f"({self.source})")
+
+    def rails_used(self, per_node: int) -> int:
+        """The rails ``per_node`` devices drive: one each, at most :attr:`rails`."""
+        return max(1, min(self.rails, per_node))
 
 
 def default_link(kind: str, source: str = "default") -> Link:
@@ -116,12 +152,42 @@ def link_from_topology(topology: Mapping[str, Any] | None) -> LinkKind | None:
 
 
 def link_from_gpu_name(name: str | None) -> LinkKind | None:
-    """The usual link of a GPU by its name (:data:`PEER_ACCESS_BY_NAME`), None for a name not known."""
+    """The usual link of a GPU by its name (:data:`PEER_ACCESS_BY_NAME`), None for a name not known:
+    a data-centre part's PCIe card (:data:`PCIE_CARD_FRAGMENTS`) takes ``pcie``, not NVLink."""
     low = (name or "").lower()
+    if any(fragment in low for fragment in PCIE_CARD_FRAGMENTS):
+        return "pcie"
     for fragment, kind in PEER_ACCESS_BY_NAME:
-        if fragment in low:
+        if _names(fragment, low):
             return kind
     return None
+
+
+def _names(fragment: str, low: str) -> bool:
+    """Whether the lower-case GPU name ``low`` names the part ``fragment``: not inside another
+    part's name ("h200" is not "GH200 480GB", a Grace Hopper superchip; "b200" is not "GB200")."""
+    return re.search(rf"(?<![a-z0-9]){re.escape(fragment)}", low) is not None
+
+
+def nvlink_generation(name: str | None) -> tuple[float, str] | None:
+    """The NVLink bus bandwidth (GB/s) of a GPU by its name and the published source of that figure
+    (:data:`NVLINK_BY_NAME`); None for a PCIe card or a name not known."""
+    low = (name or "").lower()
+    if any(fragment in low for fragment in PCIE_CARD_FRAGMENTS):
+        return None
+    for fragment, gbps, source in NVLINK_BY_NAME:
+        if _names(fragment, low):
+            return gbps, source
+    return None
+
+
+def with_generation(link: Link, gpu: str | None) -> Link:
+    """An ``nvlink`` link at the bandwidth of ``gpu``'s NVLink generation, where known."""
+    generation = nvlink_generation(gpu) if link.kind == "nvlink" else None
+    if generation is None:
+        return link
+    gbps, source = generation
+    return replace(link, bandwidth_gbps=gbps, source=f"{link.source}; {source}")
 
 
 def machine_link(environment: Mapping[str, Any], device: str | None) -> Link:
@@ -129,13 +195,13 @@ def machine_link(environment: Mapping[str, Any], device: str | None) -> Link:
     loopback; GPUs what ``sysinfo`` recorded, else what their name suggests, else pcie."""
     if device == "cpu" or not environment.get("gpu_model"):
         return default_link("loopback", "default for CPU workers on one host")
+    gpu = str(environment.get("gpu_model"))
     recorded = link_from_topology(environment.get("gpu_topology"))
     if recorded is not None:
-        return default_link(recorded, "peer access recorded by sysinfo (NVML)")
-    gpu = str(environment.get("gpu_model"))
+        return with_generation(default_link(recorded, "peer access recorded by sysinfo (NVML)"), gpu)
     by_name = link_from_gpu_name(gpu)
     if by_name is not None:
-        return default_link(by_name, f"assumed for {gpu} (no topology recorded)")
+        return with_generation(default_link(by_name, f"assumed for {gpu} (no topology recorded)"), gpu)
     return default_link("pcie", f"assumed: {gpu} unknown, no topology recorded")
 
 

@@ -9,8 +9,8 @@ and the host; :func:`predict` the step at ``n`` devices on ``m`` nodes for one s
   backward pass fills them: a pipeline of ``k`` buckets, each made in ``b/k`` and sent in ``c``,
   ends ``b/k + c + (k-1) max(b/k, c)`` after the backward pass starts. Implementations that
   all-reduce only after the whole backward pass (tf_cnn_benchmarks' replicated) add ``b + C``;
-* ``parameter_server``: after the backward pass, every worker's gradients in and parameters
-  out through the server's one link;
+* ``parameter_server``: after the backward pass, as the tool that made the records builds it
+  (:func:`parameter_server_time`);
 * ``fsdp``: parameters all-gathered before the forward pass and again before the backward pass,
   gradients reduce-scattered after it; each overlaps its pass (layer by layer prefetch);
 * ``independent``: no exchange at all.
@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from cnnbench.predict import collectives as coll
-from cnnbench.predict.links import Link
+from cnnbench.predict.links import Link, default_link
 
 Strategy = Literal["replicated", "parameter_server", "fsdp", "independent"]
 STRATEGIES: tuple[str, ...] = ("replicated", "parameter_server", "fsdp", "independent")
@@ -73,6 +73,17 @@ class Base:
     busy_cores: float = 0.0
     """CPU: cores other processes used during the one-device run (``other_processes_cpu_cores``):
     the host is assumed as busy at every point."""
+    source: str = "cnnbench"
+    """The tool that made the records (``source``): each builds its parameter server its own way."""
+    parameter_device: str = "device"
+    """Where the parameter server keeps the weights (``config.local_parameter_device``): ``cpu``
+    (the host) or ``device``."""
+    parameters: float = 0.0
+    """The model's parameter count (the host's update under ``parameter_device`` cpu)."""
+    one_device_server: bool = False
+    """Whether the one-device records ran the parameter server themselves (cnnbench keeps the
+    master copy on ``--local-parameter-device`` even alone; tf_cnn_benchmarks' 1-GPU
+    parameter_server runs cross PCIe to the host): its one-device cost is then in the step."""
 
     @property
     def images_per_sec(self) -> float:
@@ -146,13 +157,41 @@ def _exchange(base: Base, strategy: str, per_node: int, nodes: int, scenario: Sc
     if strategy == "replicated":
         return _replicated(base, per_node, nodes, scenario, phases)
     if strategy == "parameter_server":
-        comm = coll.parameter_server(base.gradient_bytes, per_node, nodes, intra, inter)
+        alone = parameter_server_time(base, 1, 1, scenario) if base.one_device_server else 0.0
+        comm = parameter_server_time(base, per_node, nodes, scenario) - alone
         return comm, f + b + comm + o
     if strategy == "fsdp":
         gather = coll.gather_or_scatter(base.parameter_bytes, per_node, nodes, intra, inter)
         scatter = coll.gather_or_scatter(base.gradient_bytes, per_node, nodes, intra, inter)
         return 2 * gather + scatter, max(f, gather) + max(b, gather + scatter) + o
     raise ValueError(f"unknown strategy {strategy!r} (one of {', '.join(STRATEGIES)})")
+
+
+def parameter_server_time(base: Base, per_node: int, nodes: int, scenario: Scenario) -> float:
+    """Seconds a step's parameter server takes, as the tool that made the records builds it
+    (``docs/predict.md``). Where the one-device records ran the server too
+    (:attr:`Base.one_device_server`), a point adds what this takes beyond its time on one device.
+
+    * cnnbench: an NCCL reduce onto rank 0 and a broadcast from it; with the weights on the host
+      (``--local-parameter-device cpu`` on GPUs) rank 0 also copies to the host and back over its
+      PCIe link and updates there;
+    * tf_cnn_benchmarks (imported logs, published tables): every GPU sends its gradients to and
+      fetches the variables from the parameter device; on the host (``local_parameter_device=cpu``)
+      over a DGX-1-class PCIe tree (:func:`~cnnbench.predict.collectives.host_tree`); on the GPUs
+      the variables are spread over all of them (an all-reduce's traffic)."""
+    size, intra, inter = base.gradient_bytes, scenario.intra, scenario.inter
+    on_host = base.parameter_device == "cpu" and base.device != "cpu"
+    pcie = default_link("pcie", "each GPU's PCIe link to the host")
+    if base.source == "cnnbench":
+        t = coll.reduce_broadcast(size, per_node, nodes, intra, inter)
+        if on_host:
+            t += coll.host_round_trip(size, pcie) + coll.host_update(base.parameters)
+        return t
+    if on_host and nodes == 1:
+        return coll.host_tree(size, per_node, pcie)
+    if on_host:
+        return coll.parameter_server(size, per_node, nodes, pcie, inter)
+    return coll.exchange(size, per_node, nodes, intra, inter)
 
 
 def _replicated(base: Base, per_node: int, nodes: int, scenario: Scenario,

@@ -10,7 +10,7 @@ from cnnbench.predict.scaling import PredictResult, Row
 from cnnbench.results.csv_out import csv_text
 
 COLUMNS = ("model", "configuration", "strategy", "devices", "nodes", "images/sec", "speedup", "efficiency",
-           "bound", "measured", "error")
+           "bound", "measured", "error", "baseline error")
 SETUP_LABELS = (("host_cpus", "host cpus"), ("threads_per_worker", "threads/worker"),
                 ("synthetic_location", "synthetic"), ("num_workers", "loader workers"))
 """Fields of the configuration that set up the host (shown where recorded)."""
@@ -31,8 +31,10 @@ def configuration(row: Row) -> str:
 def cells(row: Row) -> list[str]:
     measured = "" if row.measured is None else f"{row.measured:,.1f}"
     error = "" if row.error is None else f"{row.error:+.1%}"
+    naive = "" if row.baseline_error is None else f"{row.baseline_error:+.1%}"
     return [row.base.model, configuration(row), row.strategy, str(row.devices), str(row.nodes),
-            f"{row.images_per_sec:,.1f}", f"{row.speedup:.2f}", f"{row.efficiency:.0%}", row.bound, measured, error]
+            f"{row.images_per_sec:,.1f}", f"{row.speedup:.2f}", f"{row.efficiency:.0%}", row.bound, measured, error,
+            naive]
 
 
 def as_csv(result: PredictResult) -> str:
@@ -45,7 +47,7 @@ def as_csv(result: PredictResult) -> str:
 
 def as_json(result: PredictResult) -> str:
     return json.dumps({"rows": [r.as_dict() for r in result.rows], "assumptions": assumption_lines(result),
-                       "calibration": calibration_data(result)}, indent=2)
+                       "calibration": calibration_data(result), "baseline": result.verdicts}, indent=2)
 
 
 def assumption_lines(result: PredictResult) -> list[str]:

@@ -23,7 +23,15 @@ from cnnbench.predict.bases import (
     pipeline_records,
 )
 from cnnbench.predict.calibrate import Fit, fit_link
-from cnnbench.predict.links import Link, default_link, given_link, link_from_comm, machine_link
+from cnnbench.predict.links import (
+    DEFAULT_RAILS,
+    Link,
+    default_link,
+    given_link,
+    link_from_comm,
+    machine_link,
+    with_generation,
+)
 from cnnbench.predict.model import STRATEGIES, Base, Scenario, predict
 from cnnbench.results.query import get_value, parse_where, select
 
@@ -58,6 +66,8 @@ class PredictOptions:
     input_rate_per_core: float | None = None
     calibrate: bool = False
     where: Sequence[str] = ()
+    inter_rails: int | None = None
+    """Network rails per node (``--inter-rails``; None: :data:`~cnnbench.predict.links.DEFAULT_RAILS`)."""
 
 
 @dataclass(frozen=True)
@@ -73,16 +83,24 @@ class Row:
     efficiency: float
     bound: str
     measured: float | None
+    baseline: float | None = None
+    """The naive baseline: ``n x`` one device's images/sec ``x`` the measured 2-device efficiency
+    (on one node, same strategy); None without a 2-device measurement, and at 1 and 2 devices."""
 
     @property
     def error(self) -> float | None:
         return None if not self.measured else self.images_per_sec / self.measured - 1
 
+    @property
+    def baseline_error(self) -> float | None:
+        return None if not self.measured or self.baseline is None else self.baseline / self.measured - 1
+
     def as_dict(self) -> dict[str, Any]:
         return {**dict(self.base.key), "strategy": self.strategy, "devices": self.devices, "nodes": self.nodes,
                 "predicted_images_per_sec": self.images_per_sec, "speedup": self.speedup,
                 "efficiency": self.efficiency, "bound": self.bound, "measured_images_per_sec": self.measured,
-                "error": self.error, "split": self.base.split_source}
+                "error": self.error, "split": self.base.split_source,
+                "baseline_images_per_sec": self.baseline, "baseline_error": self.baseline_error}
 
 
 @dataclass
@@ -93,6 +111,9 @@ class PredictResult:
     fits: dict[str, list[Fit]]
     skipped: list[str]
     bases: list[Base]
+    verdicts: list[str] = field(default_factory=list)
+    """Per machine whose measured points beyond 2 devices can be checked: whether the model beat
+    the naive baseline (constant 2-device efficiency) there (:func:`baseline_verdicts`)."""
 
 
 def predict_scaling(records: Sequence[Mapping[str, Any]], options: PredictOptions,
@@ -123,7 +144,38 @@ def predict_scaling(records: Sequence[Mapping[str, Any]], options: PredictOption
                            f"nodes it takes ({GPUS_PER_NODE} GPUs a node unless --devices-per-node or --nodes "
                            "says otherwise)")
     links = {m: (s.intra, s.inter) for m, s in scenarios.items()}
-    return PredictResult(rows, links, fits, skipped, bases)
+    return PredictResult(rows, links, fits, skipped, bases, baseline_verdicts(rows))
+
+
+def two_device_efficiency(base: Base, strategy: str, measured: Sequence[Measured]) -> float | None:
+    """The measured 2-device efficiency of ``base``'s configuration under ``strategy`` (2 devices on
+    one node: images/sec over twice the one-device figure), None where not measured."""
+    for m in measured:
+        if m.key == base.key and m.strategy == strategy and m.devices == 2 and m.nodes == 1:
+            return m.images_per_sec / (2 * base.images_per_sec)
+    return None
+
+
+def baseline_verdicts(rows: Sequence[Row]) -> list[str]:
+    """Per machine: the model's and the naive baseline's mean absolute error over the points that
+    have both (measured, beyond 2 devices), and a line saying the model lost where it did."""
+    by_machine: dict[str, list[Row]] = {}
+    for row in rows:
+        if row.error is not None and row.baseline_error is not None:
+            by_machine.setdefault(row.base.machine, []).append(row)
+    lines = []
+    for machine, mine in by_machine.items():
+        model = sum(abs(r.error or 0.0) for r in mine) / len(mine)
+        naive = sum(abs(r.baseline_error or 0.0) for r in mine) / len(mine)
+        points = f"{len(mine)} point{'s' if len(mine) > 1 else ''}"
+        if model > naive:
+            lines.append(f"{machine}: the model loses to the naive baseline (constant 2-device efficiency): "
+                         f"mean |error| {model:.1%} against {naive:.1%} over {points}; trust the 2-device "
+                         "efficiency here")
+        else:
+            lines.append(f"{machine}: the model beats the naive baseline (constant 2-device efficiency): "
+                         f"mean |error| {model:.1%} against {naive:.1%} over {points}")
+    return lines
 
 
 def check_options(options: PredictOptions) -> None:
@@ -137,7 +189,8 @@ def check_options(options: PredictOptions) -> None:
             raise PredictError(f"--strategy: unknown {s!r} (one of {', '.join(STRATEGIES)})")
     if not options.devices:
         raise PredictError("--devices: names no device count")
-    for flag, value in (("--nodes", options.nodes), ("--devices-per-node", options.devices_per_node)):
+    for flag, value in (("--nodes", options.nodes), ("--devices-per-node", options.devices_per_node),
+                        ("--inter-rails", options.inter_rails)):
         if value is not None and value < 1:
             raise PredictError(f"{flag}: must be 1 or more, got {value}")
     counts = ",".join(map(str, options.devices))
@@ -169,11 +222,14 @@ def _select(records: Sequence[Mapping[str, Any]], where: Sequence[str]) -> list[
 
 def machine_links(base: Base, options: PredictOptions, comm: Sequence[Mapping[str, Any]]) -> tuple[Link, Link]:
     """The link within a node (``--link``, else a comm record of the machine, else its recorded
-    topology or GPU name) and between nodes (``--inter-link``, else InfiniBand for GPUs and
-    Ethernet for CPUs)."""
+    topology or GPU name; ``nvlink`` at the GPU's NVLink generation) and between nodes
+    (``--inter-link``, else InfiniBand for GPUs and Ethernet for CPUs) with its rails a node
+    (``--inter-rails``, else :data:`~cnnbench.predict.links.DEFAULT_RAILS`)."""
     recorded = machine_link(base.environment, base.device)
     if options.link.kind is not None:
         intra = given_link(options.link.kind, options.link.bandwidth_gbps, options.link.latency_us)
+        if options.link.bandwidth_gbps is None:  # --link nvlink: the GPU's NVLink generation
+            intra = with_generation(intra, base.environment.get("gpu_model"))
     else:
         mine = [r for r in comm if get_value(r, "environment.machine") == base.machine]
         intra = _override(link_from_comm(mine, recorded.kind) or recorded, options.link, "")
@@ -183,7 +239,8 @@ def machine_links(base: Base, options: PredictOptions, comm: Sequence[Mapping[st
     else:
         inter = given_link(inter_kind, options.inter_link.bandwidth_gbps, options.inter_link.latency_us,
                            prefix="inter-")
-    return intra, inter
+    rails = options.inter_rails or DEFAULT_RAILS.get(inter_kind, 1)
+    return intra, replace(inter, rails=rails)
 
 
 def _override(link: Link, choice: LinkChoice, prefix: str) -> Link:
@@ -239,10 +296,12 @@ def _rows(base: Base, strategy: str, options: PredictOptions, scenario: Scenario
           measured: Sequence[Measured]) -> list[Row]:
     found = {(m.devices, m.nodes): m.images_per_sec for m in measured if m.key == base.key and m.strategy == strategy}
     one = predict(base, strategy, 1, 1, scenario).images_per_sec
+    two = two_device_efficiency(base, strategy, measured)
     rows = []
     for n, nodes in points(base, options, measured):
         p = predict(base, strategy, n, nodes, scenario)
         speedup = p.images_per_sec / one
         at = base.images_per_sec if n == 1 and nodes == 1 else found.get((n, nodes))
-        rows.append(Row(base, strategy, n, nodes, p.images_per_sec, speedup, speedup / n, p.bound, at))
+        baseline = n * base.images_per_sec * two if two is not None and n > 2 else None
+        rows.append(Row(base, strategy, n, nodes, p.images_per_sec, speedup, speedup / n, p.bound, at, baseline))
     return rows

@@ -6,7 +6,7 @@
   launcher (or be a torchrun rank), return rank 0's records;
 - :mod:`~cnnbench.engine.comm.worker`: each rank: process group, device, measurement;
 - :mod:`~cnnbench.engine.comm.measure`: each collective over the sizes, a record each;
-- :mod:`~cnnbench.engine.comm.timing`: one size: warm-up, timed iterations, the slowest rank's;
+- :mod:`~cnnbench.engine.comm.timing`: one size: warm-up, timed batches of back-to-back calls, the slowest rank's;
 - :mod:`~cnnbench.engine.comm.ops`: the torch.distributed calls;
 - :mod:`~cnnbench.engine.comm.records`: the ``kind: comm`` records and the printed table.
 """

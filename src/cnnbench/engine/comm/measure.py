@@ -1,11 +1,14 @@
 """The body of ``cnnbench comm`` on every rank: each collective over the sizes, a record each.
 
-Every rank runs the same sequence. For each collective, the first size is tried once before
-anything is timed; when it fails on any rank (a collective or a dtype the back end does not
-support, memory that runs out), every rank learns it (one all-reduce of a flag) and the
-collective gets one ``error`` record naming it, and the next collective goes on. Rank 0
-prints a line per size as nccl-tests does and appends each record to the store as soon as it
-is measured, so a run stopped half way keeps what it measured.
+Every rank runs the same sequence of collectives, a failed rank included. Each size's buffers
+are made, and every rank says whether it made them (one all-reduce of a flag per rank) before
+any rank calls the collective; then the collective is tried once untimed, and every rank says
+again whether it ran. When either fails on any rank (memory that runs out on one GPU, a
+collective or a dtype the back end does not support), every rank learns which ranks failed,
+the collective gets one ``error`` record naming them and the first one's reason, and the next
+collective goes on: nothing waits for ``--timeout``. Rank 0 prints a line per size as
+nccl-tests does and appends each record to the store as soon as it is measured, so a run
+stopped half way keeps what it measured.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from typing import Any
 
 import torch
 
-from cnnbench.distributed.process_group import max_over_workers
+from cnnbench.distributed.process_group import gather_to_main, max_over_workers
 from cnnbench.distributed.world import World
 from cnnbench.engine.comm.ops import Op, make_op, torch_dtype
 from cnnbench.engine.comm.records import comm_record, summary_lines, table_header, table_line
@@ -87,18 +90,50 @@ def _measure_collective(setting: Setting, collective: str, sizes: list[int], emi
     return out
 
 
+_FAILURES = (RuntimeError, ValueError, NotImplementedError, TypeError, MemoryError)
+"""What making the buffers or the first call may raise (out of memory is a RuntimeError)."""
+
+
 def _prepared(setting: Setting, collective: str, size: int) -> tuple[Op, int, int] | str:
-    """The collective at ``size``, run once on every rank; or why it failed on any rank (one line)."""
+    """The collective at ``size``, run once on every rank; or why it failed on any rank (one line).
+
+    Every rank says whether its buffers were made before any rank calls the collective, and
+    again after the first call: a rank whose allocation failed must not skip to a different
+    collective (the flag's) while the others wait in this one, which NCCL would let hang until
+    ``--timeout``."""
     mine, prepared = "", None
     try:
         prepared = make_op(collective, size, setting.world.world_size, torch_dtype(setting.config.dtype),
                            setting.device)
-        prepared[0]()
-        synchronize(setting.device)
-    except (RuntimeError, ValueError, NotImplementedError, TypeError, MemoryError) as exc:
-        mine, prepared = error_text(exc).splitlines()[0], None
-    failed = max_over_workers([1.0 if mine else 0.0], setting.device)[0] > 0
+    except _FAILURES as exc:
+        mine = error_text(exc).splitlines()[0]
+    failed = failed_ranks(bool(mine), setting.world, setting.device)
+    if not failed and prepared is not None:
+        try:
+            prepared[0]()
+            synchronize(setting.device)
+        except _FAILURES as exc:
+            mine = error_text(exc).splitlines()[0]
+        failed = failed_ranks(bool(mine), setting.world, setting.device)
     if not failed and prepared is not None:
         return prepared
+    del prepared  # free this rank's buffers before the next collective's
+    reasons = gather_to_main(mine, setting.world)  # every rank is here: all agreed it failed
     where = f"{setting.backend} on {setting.device.type}, dtype {setting.config.dtype}"
-    return f"{collective} did not run ({where}): {mine or 'it failed on another rank'}"
+    return f"{collective} did not run ({where}) {failure_text(failed, reasons or [], setting.world.world_size)}"
+
+
+def failed_ranks(failed: bool, world: World, device: torch.device) -> list[int]:
+    """The ranks that failed (each rank says whether it did; one all-reduce, the same list on every rank)."""
+    flags = [0.0] * world.world_size
+    flags[world.rank] = 1.0 if failed else 0.0
+    return [rank for rank, flag in enumerate(max_over_workers(flags, device)) if flag > 0]
+
+
+def failure_text(failed: list[int], reasons: list[str], world_size: int) -> str:
+    """``on rank 1: CUDA out of memory ...``: which ranks failed and the first one's reason."""
+    which = ("on every rank" if len(failed) == world_size and world_size > 1
+             else f"on rank {failed[0]}" if len(failed) == 1
+             else f"on ranks {', '.join(map(str, failed))}")
+    reason = next((reasons[r] for r in failed if r < len(reasons) and reasons[r]), "")
+    return f"{which}: {reason}" if reason else which

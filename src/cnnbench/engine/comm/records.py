@@ -3,9 +3,10 @@
 A record per (collective, size), with ``"kind": "comm"`` at the top level::
 
     config:  collective, bytes, dtype, num_devices, num_nodes, device, backend, warmup, iters
-    metrics: time_s (median seconds per operation), time_s_samples (every timed iteration, the
-             slowest rank's), algbw_gbps, busbw_gbps, spread (relative stdev of the samples),
-             count (elements per rank's part, nccl-tests' count)
+    metrics: time_s (median seconds per operation), time_s_samples (seconds per operation of each
+             timed batch of ``iters`` back-to-back operations, the slowest rank's), algbw_gbps,
+             busbw_gbps, spread (relative stdev of the samples), timer (``cuda events`` or
+             ``host clock``), count (elements per rank's part, nccl-tests' count)
 
 ``bytes`` is the size as nccl-tests counts it (:mod:`cnnbench.engine.comm.spec`).
 """
@@ -15,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from cnnbench.engine.comm.spec import KIND, bandwidths
+from cnnbench.engine.comm.spec import BATCHES, KIND, bandwidths
 from cnnbench.results.record import Record
 from cnnbench.words import plural
 
@@ -38,7 +39,7 @@ def comm_record(setting: Setting, collective: str, size: int | None, timing: Tim
     if timing is not None and size is not None:
         algbw, busbw = bandwidths(collective, size, timing.median, setting.world.world_size)
         metrics = {"time_s": timing.median, "time_s_samples": list(timing.samples), "algbw_gbps": algbw,
-                   "busbw_gbps": busbw, "spread": timing.spread}
+                   "busbw_gbps": busbw, "spread": timing.spread, "timer": timing.timer}
         if count is not None:
             metrics["count"] = count
     if setting.warnings:
@@ -58,8 +59,9 @@ def table_header(setting: Setting, sizes: Sequence[int]) -> list[str]:
     config, world = setting.config, setting.world
     what = (f"# cnnbench comm: {plural(world.world_size, 'rank')} on {plural(world.num_nodes, 'node')}, "
             f"{setting.backend} on {setting.device.type}, {config.dtype}, {plural(len(sizes), 'size')} from "
-            f"{sizes[0]} to {sizes[-1]} bytes; per size {config.warmup} warm-up and "
-            f"{plural(config.iters, 'timed iteration')} (the slowest rank's, median)")
+            f"{sizes[0]} to {sizes[-1]} bytes; per size {config.warmup} warm-up calls, then "
+            f"{plural(BATCHES, 'timed batch', 'timed batches')} of {config.iters} back-to-back calls "
+            f"(time per call: the slowest rank's, median of the batches)")
     names = "#" + " ".join(f"{name:>{width}}" for name, _, width in _COLUMNS)[1:]
     units = "#" + " ".join(f"{unit:>{width}}" for _, unit, width in _COLUMNS)[1:]
     return [what, names, units]

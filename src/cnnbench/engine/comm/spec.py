@@ -37,6 +37,8 @@ GB = 1e9
 """nccl-tests' GB/s: 10^9 bytes per second."""
 MAX_BYTES_LIMIT = 1 << 40
 MAX_ITERS = 100_000
+BATCHES = 5
+"""Timed batches (samples) per size, each of ``--iters`` back-to-back calls."""
 DEFAULT_MAX_BYTES = {"cuda": 1 << 30, "cpu": 64 << 20}
 """``--max-bytes`` when not given: 1 GiB on GPUs (nccl-tests' usual top), 64 MiB on CPUs (Gloo
 moves a GiB in about a second per operation here, which makes the ladder minutes long)."""
