@@ -3,7 +3,7 @@
 The package is laid out in layers along the path of the data; a package imports only from the
 layers below it (``tests/test_layers.py`` holds the table). From the bottom:
 
-1. the leaf modules ``errors``, ``words``, ``terminal``, ``lifetime``, ``oom``;
+1. the leaf modules ``errors``, ``words``, ``terminal``, ``lifetime``, ``oom``, ``version``;
 2. ``machine`` (what the host and its GPUs are), then ``config`` (what a run is asked to do);
 3. ``results`` (the record and the store), ``models`` and ``data``;
 4. ``distributed`` (collectives and strategies);
@@ -35,7 +35,7 @@ import sys
 import types
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from cnnbench.version import __version__
 
 _API = ("compare", "read_results", "report", "run", "study")
 

@@ -15,9 +15,9 @@ import logging
 import sys
 from collections.abc import Iterator, Sequence
 
-from cnnbench import __version__
 from cnnbench.cli.common import CliParser, UserError
 from cnnbench.config.tf_flags import TfFlagError, translate_with_notes
+from cnnbench.version import __version__
 
 # Sub-commands, in the order --help lists them. Each module cnnbench.cli.<name>_cmd: register(subparsers).
 COMMANDS = ("run", "data", "comm", "make_dataset", "models", "sweep", "study", "results", "import", "report",

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from cnnbench import __version__
+from cnnbench.version import __version__
 
 SCHEMA_VERSION = 2
 STATUSES = ("ok", "oom", "error", "timeout")

@@ -38,7 +38,6 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from cnnbench import __version__
 from cnnbench.config.errors import ConfigError
 from cnnbench.config.options import field_types
 from cnnbench.config.run_config import RunConfig, check_config_values
@@ -61,6 +60,7 @@ from cnnbench.results.record import (
     check_figures,
     check_record,
 )
+from cnnbench.version import __version__
 
 SOURCE = "csv"
 

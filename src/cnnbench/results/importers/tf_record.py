@@ -11,10 +11,10 @@ import re
 from pathlib import Path
 from typing import Any
 
-from cnnbench import __version__
 from cnnbench.results.importers.tf_layout import PRECISION_WORDS, LayoutInfo, folder_words, layout_of
 from cnnbench.results.importers.tf_log import ParsedLog, has_loss_column, parse_log
 from cnnbench.results.record import SCHEMA_VERSION, now_iso
+from cnnbench.version import __version__
 
 SOURCE = "tf_cnn_benchmarks"
 

@@ -24,13 +24,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cnnbench import __version__
 from cnnbench.results import files
 from cnnbench.results.locking import check_locking
 from cnnbench.results.record import Record, now_iso
 from cnnbench.results.store import append_record
 from cnnbench.sweep.slurm.ledger import FOLDER, slurm_folder
 from cnnbench.sweep.suite import Suite
+from cnnbench.version import __version__
 
 STARTED = "started"
 ENVIRONMENT_KEYS = ("python", "python_version", "cnnbench_version", "torch_version")
