@@ -203,3 +203,16 @@ def test_a_part_named_inside_another_parts_name_is_not_guessed():
     for name in ("NVIDIA GH200 480GB", "NVIDIA GB200"):
         assert link_from_gpu_name(name) is None and nvlink_generation(name) is None
     assert link_from_gpu_name("NVIDIA H200") == "nvlink" and nvlink_generation("NVIDIA H200") is not None
+
+
+def test_predict_reads_the_one_list_of_strategies():
+    """Issue 45 item 5: the strategy names are listed once, in config/choices.py; predict and its
+    CLI read that list (a new strategy reaches them without another edit)."""
+    from typing import get_args
+
+    from cnnbench.cli import predict_cmd
+    from cnnbench.config.choices import VariableUpdate
+    from cnnbench.predict import STRATEGIES
+
+    assert STRATEGIES == get_args(VariableUpdate)
+    assert not hasattr(predict_cmd, "STRATEGY_NAMES")

@@ -13,10 +13,10 @@ import math
 import sys
 
 from cnnbench.cli.common import UserError
+from cnnbench.config.choices import VARIABLE_UPDATES
 
 FORMATS = ("table", "csv", "json")
 LINKS = ("nvlink", "pcie", "pcie-host", "loopback", "ib", "ethernet")
-STRATEGY_NAMES = ("replicated", "parameter_server", "fsdp", "independent")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -41,7 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     group.add_argument("--nodes", type=int, default=None, metavar="M",
                        help="Spread every point over M nodes (device counts M does not divide are left out).")
     p.add_argument("--strategy", default=None, metavar="NAME[,NAME...]",
-                   help=f"Strategies to predict: {', '.join(STRATEGY_NAMES)} [default: all].")
+                   help=f"Strategies to predict: {', '.join(VARIABLE_UPDATES)} [default: all].")
     p.add_argument("--link", choices=LINKS, default=None,
                    help="The link within a node [default: a cnnbench comm record of the machine, else the "
                    "peer access sysinfo recorded, else the usual one for the GPU's name].")

@@ -28,11 +28,13 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from cnnbench.config.choices import VARIABLE_UPDATES, VariableUpdate
 from cnnbench.predict import collectives as coll
 from cnnbench.predict.links import Link, default_link
 
-Strategy = Literal["replicated", "parameter_server", "fsdp", "independent"]
-STRATEGIES: tuple[str, ...] = ("replicated", "parameter_server", "fsdp", "independent")
+Strategy = VariableUpdate
+STRATEGIES: tuple[str, ...] = VARIABLE_UPDATES
+"""The strategies predicted: every ``--variable-update`` (:mod:`cnnbench.config.choices` lists them once)."""
 Bound = Literal["compute", "communication", "input"]
 MIN_FREE_CORES = 0.1
 """A CPU host is never taken to leave its workers less than this much of a core."""
