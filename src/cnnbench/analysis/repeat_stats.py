@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import operator
+import statistics
 from collections.abc import Iterable, Sequence
 
 SPREAD_NAME = "relative stdev"
@@ -38,12 +39,8 @@ the repeat counts of the suites here."""
 
 def median(values: Iterable[float]) -> float | None:
     """The median, or ``None`` for no values."""
-    xs = sorted(values)
-    n = len(xs)
-    if n == 0:
-        return None
-    mid = n // 2
-    return xs[mid] if n % 2 else (xs[mid - 1] + xs[mid]) / 2
+    xs = list(values)
+    return statistics.median(xs) if xs else None
 
 
 def relative_stdev(values: Sequence[float]) -> float | None:

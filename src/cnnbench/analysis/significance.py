@@ -47,6 +47,7 @@ the coefficient of variation of its step times, which reports mark when it is ov
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -100,12 +101,6 @@ class Comparison:
         return "faster" if self.ratio > 1 else "slower"
 
 
-def _median(xs: Sequence[float]) -> float:
-    s = sorted(xs)
-    mid = len(s) // 2
-    return s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2
-
-
 def compare_runs(base: Sequence[RunSample], cand: Sequence[RunSample], noise: float = DEFAULT_NOISE,
                  alpha: float = ALPHA, interval: bool = True, spread: RepeatSpread | None = None,
                  p_value: bool = True) -> Comparison:
@@ -117,7 +112,7 @@ def compare_runs(base: Sequence[RunSample], cand: Sequence[RunSample], noise: fl
     nb, nc = len(base), len(cand)
     if not nb or not nc:
         return Comparison(None, False, NONE, n_base=nb, n_cand=nc)
-    ratio = _median([r.rate for r in cand]) / _median([r.rate for r in base])
+    ratio = statistics.median([r.rate for r in cand]) / statistics.median([r.rate for r in base])
     basis = _basis(base, cand)
     if basis == NONE:
         return Comparison(ratio, False, NONE, n_base=nb, n_cand=nc)
@@ -203,7 +198,7 @@ def _untested(base: Sequence[RunSample], cand: Sequence[RunSample]) -> Compariso
     nb, nc = len(base), len(cand)
     if not nb or not nc:
         return Comparison(None, False, NONE, n_base=nb, n_cand=nc)
-    ratio = _median([r.rate for r in cand]) / _median([r.rate for r in base])
+    ratio = statistics.median([r.rate for r in cand]) / statistics.median([r.rate for r in base])
     return Comparison(ratio, False, _basis(base, cand), n_base=nb, n_cand=nc)
 
 

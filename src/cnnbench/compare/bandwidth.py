@@ -10,6 +10,7 @@ is that of the bandwidths). No torch here.
 
 from __future__ import annotations
 
+import statistics
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -109,15 +110,9 @@ def compare_bandwidth(baseline: Sequence[Mapping[str, Any]], candidate: Sequence
         machine = _machines(base_recs)
         if across_machines and _machines(cand_recs) != machine:
             machine = f"{machine} → {_machines(cand_recs)}"
-        pairs.append(BandwidthPair(key[0], key[1], _setting(key), machine, _median([s.rate for s in base]),
-                                   _median([s.rate for s in cand]), comparison))
+        pairs.append(BandwidthPair(key[0], key[1], _setting(key), machine, statistics.median([s.rate for s in base]),
+                                   statistics.median([s.rate for s in cand]), comparison))
     return pairs
-
-
-def _median(xs: list[float]) -> float:
-    s = sorted(xs)
-    mid = len(s) // 2
-    return s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2
 
 
 def _cells(p: BandwidthPair) -> list[str]:

@@ -5,6 +5,7 @@ the repeats where there are several; the panels share their axes, so they compar
 from __future__ import annotations
 
 import math
+import statistics
 from typing import Any
 
 from cnnbench.report.document import Figure
@@ -71,8 +72,7 @@ def _median_curve(series: list[dict[str, Any]]) -> list[tuple[int, float]]:
     for s in series:
         for n, v in s["points"]:
             by_n.setdefault(n, []).append(v)
-    return [(n, sorted(vs)[len(vs) // 2] if len(vs) % 2 else sum(sorted(vs)[len(vs) // 2 - 1:len(vs) // 2 + 1]) / 2)
-            for n, vs in sorted(by_n.items())]
+    return [(n, statistics.median(vs)) for n, vs in sorted(by_n.items())]
 
 
 def _median_and_range(ax: Any, series: list[dict[str, Any]]) -> None:
