@@ -39,7 +39,7 @@ ALLOWED: dict[str, set[str]] = {
     "sweep": {"config", "machine", "results", "models", "engine", "analysis"},
     "predict": {"config", "results", "analysis"},
     "report": {"config", "machine", "results", "models", "analysis", "predict"},
-    "compare": {"config", "results", "analysis", "report"},
+    "compare": {"config", "results", "analysis"},
     "study": {"config", "machine", "results", "data", "analysis", "sweep", "report"},
     "api": {"config", "machine", "results", "models", "data", "engine", "analysis", "sweep", "report", "compare",
             "study"},

@@ -214,5 +214,5 @@ def test_predict_reads_the_one_list_of_strategies():
     from cnnbench.config.choices import VariableUpdate
     from cnnbench.predict import STRATEGIES
 
-    assert STRATEGIES == get_args(VariableUpdate)
+    assert get_args(VariableUpdate) == STRATEGIES
     assert not hasattr(predict_cmd, "STRATEGY_NAMES")

@@ -1,8 +1,8 @@
 """How counts and names read: plurals (``1 run``, ``2 runs``), natural order (``resnet18``
 before ``resnet101``) and text of records shown as it is in markdown (:func:`escape_markdown`,
 for the report and ``cnnbench compare``), and a value an error message quotes, cut short
-(:func:`quoted`), and a measured time (:func:`duration`: ``12.1 ms``, ``3.03 s``). The one
-place for each; no torch here."""
+(:func:`quoted`), a measured time (:func:`duration`: ``12.1 ms``, ``3.03 s``) and a message
+size (:func:`size_text`: ``64 MiB``). The one place for each; no torch here."""
 
 from __future__ import annotations
 
@@ -40,6 +40,15 @@ def sizes(*n_bytes: int | float) -> list[str]:
     if len(set(shown)) < len(shown):
         return [plural(int(n), "byte") for n in n_bytes]
     return shown
+
+
+def size_text(n: int) -> str:
+    """``512 bytes``, ``1 KiB``, ``64 MiB``, ``1 GiB`` for the powers of two nccl-tests' sizes
+    are; other sizes as :func:`size` shows them."""
+    for unit, word in ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
+        if n >= unit and n % unit == 0:
+            return f"{n // unit:,} {word}"
+    return size(n)
 
 
 def duration(seconds: float) -> str:

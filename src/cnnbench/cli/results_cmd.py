@@ -172,7 +172,7 @@ def files_text(exc: OSError) -> str:
 
 def _comm_text(row: Mapping[str, Any]) -> str:
     """``comm all_reduce 1 MiB: busbw 1.23 GB/s`` for a ``cnnbench comm`` record."""
-    from cnnbench.report.tables.bandwidth import size_text
+    from cnnbench.words import size_text
 
     size = row.get("config.bytes")
     text = f"comm {row.get('config.collective')}" + (f" {size_text(size)}" if isinstance(size, int) else "")

@@ -19,10 +19,9 @@ from typing import Any
 from cnnbench.analysis import fields as F
 from cnnbench.analysis.samples import RunSample
 from cnnbench.analysis.significance import NONE, Comparison, compare_runs
-from cnnbench.report.tables.bandwidth import size_text
 from cnnbench.results.csv_out import csv_text
 from cnnbench.results.record import record_kind
-from cnnbench.words import plural
+from cnnbench.words import plural, size_text
 
 HEADER = ("collective", "size", "setting", "machine", "baseline busbw GB/s", "candidate busbw GB/s", "ratio",
           "95% interval", "p", "test", "result")

@@ -22,7 +22,7 @@ from cnnbench.report.document import Block, Figure, Heading, Paragraph, Report, 
 from cnnbench.report.numbers import significant
 from cnnbench.report.table import Cell, Table, failed, label_cell, missing
 from cnnbench.results.record import record_kind
-from cnnbench.words import plural, size
+from cnnbench.words import plural, size_text
 
 KIND = "comm"
 HEADING = "Collective bandwidth (cnnbench comm)"
@@ -143,12 +143,3 @@ def _drop_empty_throughput(report: Report) -> None:
             if i + 1 >= len(b) or (isinstance(b[i + 1], Heading) and b[i + 1].level <= 2):  # type: ignore[union-attr]
                 del b[i]
             return
-
-
-def size_text(n: int) -> str:
-    """``512 bytes``, ``1 KiB``, ``64 MiB``, ``1 GiB`` for the powers of two nccl-tests' sizes
-    are; other sizes as :func:`cnnbench.words.size` shows them."""
-    for unit, word in ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB")):
-        if n >= unit and n % unit == 0:
-            return f"{n // unit:,} {word}"
-    return size(n)
