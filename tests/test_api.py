@@ -35,36 +35,39 @@ def python(*args: str, stdin: str | None = None, timeout: float = 240) -> subpro
 # --- import -----------------------------------------------------------------------------------
 def test_import_cnnbench_does_not_import_torch():
     done = python("-c", "import cnnbench, sys; assert 'torch' not in sys.modules; "
-                        "cnnbench.read_results; cnnbench.compare; cnnbench.report; "
+                        "cnnbench.read_results; cnnbench.compare_results; cnnbench.make_report; cnnbench.run_study; "
                         "assert 'torch' not in sys.modules, 'the API functions load torch'")
     assert done.returncode == 0, done.stderr
 
 
 def test_the_api_is_exported_typed_and_documented():
-    assert set(cnnbench.__all__) >= {"run", "read_results", "compare", "report"}
-    for name in ("run", "read_results", "compare"):
+    assert set(cnnbench.__all__) >= {"run", "read_results", "compare_results", "make_report", "run_study"}
+    for name in ("run", "read_results", "compare_results", "make_report", "run_study"):
         fn = getattr(cnnbench, name)
         assert ">>>" in (fn.__doc__ or ""), f"{name} has no example"
         assert fn.__annotations__.get("return"), f"{name} has no return type"
-    from cnnbench import api
-
-    assert ">>>" in (api.report.__doc__ or "") and api.report.__annotations__["return"]
     assert (ROOT / "src" / "cnnbench" / "py.typed").is_file()
     with pytest.raises(AttributeError):
         cnnbench.no_such_function  # noqa: B018
 
 
-def test_cnnbench_report_is_callable_though_it_is_also_a_package():
-    # the report package imported first (as by `cnnbench compare`), then called as the API
-    code = ("import cnnbench.report.build, cnnbench, sys; import tests.report_fixtures as f; "
-            "rep = cnnbench.report([f.record(), f.record(ips=90.0)], max_plots=0); "
-            "print(type(rep).__name__, rep.n_records, cnnbench.report.build.build_report.__name__)")
+def test_no_api_function_shares_a_packages_name_and_no_package_is_callable():
+    """Issue 45 item 6: the report, compare and study packages were made callable under the API
+    functions' names by swapping their module class; now each name means one thing."""
+    import importlib
+    import types
+
+    packages = {p.name for p in (ROOT / "src" / "cnnbench").iterdir() if (p / "__init__.py").exists()}
+    assert not packages & set(cnnbench.__all__)
+    for name in ("report", "compare", "study"):
+        package = importlib.import_module(f"cnnbench.{name}")
+        assert type(package) is types.ModuleType and not callable(package)
+    code = ("import cnnbench.report.build, cnnbench; import tests.report_fixtures as f; "
+            "rep = cnnbench.make_report([f.record(), f.record(ips=90.0)], max_plots=0); "
+            "print(type(rep).__name__, rep.n_records, type(cnnbench.report).__name__)")
     done = python("-c", code)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["Report", "2", "build_report"]
-    from cnnbench.report import build_report  # in this process too, the package stays a package
-
-    assert callable(cnnbench.report) and build_report.__module__ == "cnnbench.report.build"
+    assert done.stdout.split() == ["Report", "2", "module"]
 
 
 # --- run --------------------------------------------------------------------------------------
@@ -146,7 +149,7 @@ def _repeats(ips: float, **kw) -> list[dict]:
 def test_compare_returns_rows_of_ratio_interval_p_and_verdict(tmp_path, capsys):
     a = write_store(tmp_path / "a", _repeats(400.0) + _repeats(250.0, model="vgg16"))
     b = write_store(tmp_path / "b", _repeats(300.0) + _repeats(250.0, model="vgg16"))
-    table = cnnbench.compare(a, b)
+    table = cnnbench.compare_results(a, b)
     assert capsys.readouterr().out == ""
     assert table["model"].tolist() == ["resnet50", "vgg16"]
     assert table["verdict"].tolist() == ["slower", "not significant"]
@@ -161,28 +164,28 @@ def test_compare_returns_rows_of_ratio_interval_p_and_verdict(tmp_path, capsys):
     assert table.attrs["geomean_ratio"] == pytest.approx(doc["summary"]["geomean_ratio"])
     assert table.attrs["baseline"] == {"label": str(a), "results": 6}
     # records in place of folders
-    again = cnnbench.compare(_repeats(400.0), _repeats(300.0))
+    again = cnnbench.compare_results(_repeats(400.0), _repeats(300.0))
     assert again["verdict"].tolist() == ["slower"] and again.attrs["baseline"]["label"] == "baseline"
 
 
 def test_compare_by_a_field_and_its_errors(tmp_path):
     store = write_store(tmp_path / "r", _repeats(400.0) + _repeats(560.0, precision="amp_fp16"))
-    table = cnnbench.compare(store, by="precision")
+    table = cnnbench.compare_results(store, by="precision")
     assert table["verdict"].tolist() == ["faster"] and table.attrs["split_by"] == "config.precision"
     with pytest.raises(CompareError, match="no result of the baseline matches"):
-        cnnbench.compare([record(batch_size=32)], [record(batch_size=64)])
+        cnnbench.compare_results([record(batch_size=32)], [record(batch_size=64)])
     with pytest.raises(CompareError, match="by=FIELD"):
-        cnnbench.compare(store)
+        cnnbench.compare_results(store)
 
 
 # --- report -----------------------------------------------------------------------------------
 def test_report_returns_the_report_and_writes_only_with_an_output(tmp_path, monkeypatch, capfd):
     monkeypatch.chdir(tmp_path)
     store = write_store(tmp_path / "r", [record("resnet50", ips=400.0), record("vgg16", ips=250.0)])
-    rep = cnnbench.report(store, max_plots=0)
+    rep = cnnbench.make_report(store, max_plots=0)
     assert rep.n_records == 2 and rep.tables
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r"]
-    written = cnnbench.report(store, output=tmp_path / "out", max_plots=0, title="API")
+    written = cnnbench.make_report(store, output=tmp_path / "out", max_plots=0, title="API")
     assert (tmp_path / "out" / "summary.md").read_text().startswith("# API")
     assert {t.id for t in written.tables} == {t.id for t in rep.tables}
     out = capfd.readouterr()
@@ -195,7 +198,7 @@ def test_report_with_an_output_draws_its_plots_ahead_as_cnnbench_report_does(tmp
     from tests.report_fixtures import scaling_records
 
     store = write_store(tmp_path / "r", scaling_records())
-    here = write_report(cnnbench.report(store), tmp_path / "here", drawing_pool=drawing.prepare_drawing(0))
+    here = write_report(cnnbench.make_report(store), tmp_path / "here", drawing_pool=drawing.prepare_drawing(0))
     assert len(here.plots) >= 2
 
     def never(*args, **kwargs):
@@ -203,7 +206,7 @@ def test_report_with_an_output_draws_its_plots_ahead_as_cnnbench_report_does(tmp
 
     monkeypatch.setattr(drawing, "_cpus", lambda: 3)
     monkeypatch.setattr(drawing, "_draw", never)  # here and in the drawing processes
-    cnnbench.report(store, output=tmp_path / "out")
+    cnnbench.make_report(store, output=tmp_path / "out")
     assert sorted(p.name for p in (tmp_path / "out" / "plots").iterdir()) == sorted(p.name for p in here.plots)
     for p in here.plots:
         assert (tmp_path / "out" / "plots" / p.name).read_bytes() == p.read_bytes()

@@ -77,7 +77,8 @@ def test_tf_flags_and_api_references_build(gen: ModuleType) -> None:
     tf = gen.tf_flags_reference()
     assert all(f"--{name}" in tf for name in TF_FLAGS)
     api = gen.api_reference()
-    assert all(f"`cnnbench.api.{name}`" in api for name in ("run", "read_results", "compare", "report"))
+    assert all(f"`cnnbench.api.{name}`" in api for name in ("run", "read_results", "compare_results", "make_report",
+                                                            "run_study"))
 
 
 def test_readme_and_docs_links_resolve() -> None:

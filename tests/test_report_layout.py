@@ -247,12 +247,12 @@ def test_lambda_fixtures_give_the_vendor_csv_layout_and_figures(lambda_layout_ta
 def test_the_python_api_takes_rows_columns_and_observations():
     import cnnbench
 
-    rep = cnnbench.report(_location_records(), rows=["num_devices"], columns="synthetic_location",
+    rep = cnnbench.make_report(_location_records(), rows=["num_devices"], columns="synthetic_location",
                           observations=["fastest"], max_plots=0)
     [t] = _configurations(rep)
     assert t.columns[2:] == list(LOCATIONS) and all("synthetic_location" in o.text for o in rep.observations)
     with pytest.raises(ReportError, match="both a row"):
-        cnnbench.report(_location_records(), rows="num_devices", columns="machine,devices", max_plots=0)
+        cnnbench.make_report(_location_records(), rows="num_devices", columns="machine,devices", max_plots=0)
 
 
 def test_rows_that_hold_the_machine_take_models_as_columns_by_default():

@@ -3,8 +3,8 @@
     import cnnbench
     record = cnnbench.run(model="resnet18", device="cpu", batch_size=8, num_batches=20)
     frame = cnnbench.read_results("results/")                 # a pandas DataFrame, dotted columns
-    table = cnnbench.compare("results/before", "results/after")   # a DataFrame: a row per pair
-    rep = cnnbench.report("results/", output="report/")       # the Report; files only with output
+    table = cnnbench.compare_results("results/before", "results/after")  # a DataFrame: a row per pair
+    rep = cnnbench.make_report("results/", output="report/")              # the Report; files only with output
 
 Each function returns a value and prints nothing unless asked (``run(progress=True)``,
 ``read_results(verbose=True)``); lines a store could not read are returned
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from cnnbench.results.record import Record
     from cnnbench.study import StudyRun
 
-__all__ = ["compare", "read_records", "read_results", "report", "run", "run_config", "study"]
+__all__ = ["compare_results", "make_report", "read_records", "read_results", "run", "run_config", "run_study"]
 
 PathLike: TypeAlias = "str | os.PathLike[str]"
 Results: TypeAlias = "PathLike | Sequence[PathLike] | Iterable[Mapping[str, Any]] | Iterable[Record]"
@@ -311,9 +311,9 @@ def _records(results: Results, name: str, error: Callable[[str], Exception]) -> 
 
 
 # --- compare --------------------------------------------------------------------------------
-def compare(a: Results, b: Results | None = None, *, by: str | None = None, baseline: str | None = None,
-            candidate: str | None = None, ignore: Sequence[str] = (), across_machines: bool = False,
-            where: str | Sequence[str] = (), noise: float = 0.03) -> pd.DataFrame:
+def compare_results(a: Results, b: Results | None = None, *, by: str | None = None, baseline: str | None = None,
+                    candidate: str | None = None, ignore: Sequence[str] = (), across_machines: bool = False,
+                    where: str | Sequence[str] = (), noise: float = 0.03) -> pd.DataFrame:
     """Compare two sets of results as ``cnnbench compare A B`` does, and return a pandas
     DataFrame: one row per configuration found on both sides.
 
@@ -334,9 +334,9 @@ def compare(a: Results, b: Results | None = None, *, by: str | None = None, base
     0.03 is the CLI's ``--noise 3``) are the command's flags. Raises ``CompareError`` (a
     ``ValueError``) when nothing can be compared, with the command's message.
 
-    >>> table = cnnbench.compare("results/torch-2.4", "results/torch-2.5")
+    >>> table = cnnbench.compare_results("results/torch-2.4", "results/torch-2.5")
     >>> table[table.verdict == "slower"][["model", "ratio", "ci_low", "ci_high", "p_value"]]
-    >>> cnnbench.compare("results/", by="precision").attrs["geomean_ratio"]
+    >>> cnnbench.compare_results("results/", by="precision").attrs["geomean_ratio"]
     """
     from cnnbench.compare.build import CompareError, CompareOptions
     from cnnbench.compare.sets import compare_sets
@@ -355,7 +355,7 @@ def compare(a: Results, b: Results | None = None, *, by: str | None = None, base
                               flags=flags)
     else:
         if b is None:
-            raise CompareError("compare(a, b): give the candidate results b, or by=FIELD to split a")
+            raise CompareError("compare_results(a, b): give the candidate results b, or by=FIELD to split a")
         if baseline is not None or candidate is not None:
             raise CompareError("baseline and candidate name values of by=FIELD; without by, a is the baseline")
         records_b, problems_b, label_b = _records(b, "b", CompareError)
@@ -393,11 +393,11 @@ def _compare_frame(result: Any, problems: list[str]) -> pd.DataFrame:
 
 
 # --- report ---------------------------------------------------------------------------------
-def report(results: Results, output: PathLike | None = None, *, rows: str | Sequence[str] = "model",
-           columns: str | Sequence[str] | None = None, observations: str | Sequence[str] | None = None,
-           effects: Sequence[str] | None = None, baselines: Mapping[str, str] | None = None,
-           ignore: Sequence[str] = (), include_warned: bool = False, where: str | Sequence[str] = (),
-           title: str = "cnnbench report", noise: float = 0.03, max_plots: int = 8) -> Report:
+def make_report(results: Results, output: PathLike | None = None, *, rows: str | Sequence[str] = "model",
+                columns: str | Sequence[str] | None = None, observations: str | Sequence[str] | None = None,
+                effects: Sequence[str] | None = None, baselines: Mapping[str, str] | None = None,
+                ignore: Sequence[str] = (), include_warned: bool = False, where: str | Sequence[str] = (),
+                title: str = "cnnbench report", noise: float = 0.03, max_plots: int = 8) -> Report:
     """Build the report of ``cnnbench report`` and return it (a
     :class:`~cnnbench.report.document.Report`: ``.tables``, ``.observations``, ``.warnings``,
     ``.table("throughput")``...). Files are written only when ``output`` names a folder: there
@@ -413,7 +413,7 @@ def report(results: Results, output: PathLike | None = None, *, rows: str | Sequ
     ``ValueError``) for a report that cannot be made, ``OutputError`` for a folder that cannot
     take one.
 
-    >>> rep = cnnbench.report("results/quick", output="report/quick")
+    >>> rep = cnnbench.make_report("results/quick", output="report/quick")
     >>> [t.id for t in rep.tables]
     """
     from cnnbench.report import ReportOptions, build_report, write_report
@@ -458,9 +458,9 @@ def report(results: Results, output: PathLike | None = None, *, rows: str | Sequ
 
 
 # --- study ----------------------------------------------------------------------------------
-def study(name: str, *, smoke: bool = False, results_dir: PathLike | None = None, output: PathLike | None = None,
-          rerun: bool = False, machine_label: str | None = None, skip_invalid: bool = False,
-          max_plots: int = 8, progress: bool = False) -> StudyRun:
+def run_study(name: str, *, smoke: bool = False, results_dir: PathLike | None = None,
+              output: PathLike | None = None, rerun: bool = False, machine_label: str | None = None,
+              skip_invalid: bool = False, max_plots: int = 8, progress: bool = False) -> StudyRun:
     """Run a study end to end, as ``cnnbench study NAME`` does: its sweep (cases recorded ``ok``
     in ``results_dir`` are skipped), then its report in ``output`` (defaults ``results/NAME`` and
     ``report/NAME``, ``NAME-smoke`` with ``smoke``). ``name``: a shipped study
@@ -469,10 +469,11 @@ def study(name: str, *, smoke: bool = False, results_dir: PathLike | None = None
     prints a line per case on stderr. Raises ``SuiteError`` (a ``ValueError``) for a study that
     cannot run, ``InvalidCases`` for cases this machine would refuse (unless ``skip_invalid``).
 
-    >>> run = cnnbench.study("host-cpus", smoke=True)
+    >>> run = cnnbench.run_study("host-cpus", smoke=True)
     >>> [t.id for t in run.report.tables]
     """
-    from cnnbench.study import StudyRequest, run_study
+    from cnnbench.study import StudyRequest
+    from cnnbench.study import run_study as run_the_study
     from cnnbench.sweep.progress import PlainReporter
     from cnnbench.sweep.suite import SuiteError
 
@@ -487,4 +488,4 @@ def study(name: str, *, smoke: bool = False, results_dir: PathLike | None = None
         raise SuiteError(f"max_plots: is {_given(max_plots)}; give a whole number (0 draws no plot)")
     request = StudyRequest(study=name, smoke=smoke, results_dir=results_dir, output=output, rerun=rerun,
                            machine_label=machine_label, skip_invalid=skip_invalid, max_plots=max_plots)
-    return run_study(request, reporter=PlainReporter() if progress else None)
+    return run_the_study(request, reporter=PlainReporter() if progress else None)

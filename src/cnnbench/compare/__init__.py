@@ -1,5 +1,5 @@
 """``cnnbench compare``: pairs the results of two sides and tests each pair (build, sets), then prints them (render).
 Imports cnnbench.analysis, results, config, words and terminal; never cnnbench.report.
 
-The package is also callable, as the Python API's :func:`cnnbench.api.compare`.
+The Python API's function is :func:`cnnbench.api.compare_results`.
 """
