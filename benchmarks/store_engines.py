@@ -99,6 +99,17 @@ con.execute("CREATE TABLE runs AS SELECT * FROM read_json(?, format='newline_del
 n = con.execute("SELECT count(*) FROM runs").fetchone()[0]
 assert n == int(sys.argv[2]), n
 """
+DUCKDB_SUMMARY_SCHEMA = """
+import sys, duckdb
+con = duckdb.connect()
+rows = con.execute("SELECT run_id, status, config.model, config.batch_size, config.num_devices, environment.machine, "
+                   "metrics.total_images_per_sec FROM read_json(?, format='newline_delimited', columns={"
+                   "run_id: 'VARCHAR', status: 'VARCHAR', "
+                   "config: 'STRUCT(model VARCHAR, batch_size BIGINT, num_devices BIGINT)', "
+                   "environment: 'STRUCT(machine VARCHAR)', metrics: 'STRUCT(total_images_per_sec DOUBLE)'})",
+                   [sys.argv[1] + '/*.jsonl']).fetchall()
+assert len(rows) == int(sys.argv[2]) and rows[0][2] is not None, (len(rows), rows[:1])
+"""
 POLARS_SUMMARY = """
 import sys, glob, polars as pl
 files = sorted(glob.glob(sys.argv[1] + '/*.jsonl'))
@@ -112,6 +123,19 @@ POLARS_ALL = """
 import sys, glob, polars as pl
 df = pl.scan_ndjson(sorted(glob.glob(sys.argv[1] + '/*.jsonl'))).collect()
 assert df.height == int(sys.argv[2]), df.height
+"""
+POLARS_SUMMARY_SCHEMA = """
+import sys, glob, polars as pl
+files = sorted(glob.glob(sys.argv[1] + '/*.jsonl'))
+schema = {"run_id": pl.String, "status": pl.String,
+          "config": pl.Struct({"model": pl.String, "batch_size": pl.Int64, "num_devices": pl.Int64}),
+          "environment": pl.Struct({"machine": pl.String}),
+          "metrics": pl.Struct({"total_images_per_sec": pl.Float64})}
+c, e, m = pl.col('config').struct, pl.col('environment').struct, pl.col('metrics').struct
+rows = pl.scan_ndjson(files, schema=schema).select(
+    pl.col('run_id'), pl.col('status'), c.field('model'), c.field('batch_size'), c.field('num_devices'),
+    e.field('machine'), m.field('total_images_per_sec')).collect().rows()
+assert len(rows) == int(sys.argv[2]) and rows[0][2] is not None, (len(rows), rows[:1])
 """
 PYARROW_SUMMARY = """
 import sys, glob, pyarrow as pa, pyarrow.json as pj
@@ -373,7 +397,9 @@ def load() -> str:
 Case = tuple[str, list[str], Callable[[], None]]
 
 
-def cases(store: Path, n: int, engines: list[str]) -> list[Case]:
+def cases(store: Path, n: int, engines: list[str], only: list[str]) -> list[Case]:
+    """The reads of ``store``, a cold one and its warm partner after it (those whose label holds
+    one of ``only``'s words, where it names any)."""
     py = sys.executable
     args = [str(store), str(n)]
 
@@ -395,9 +421,13 @@ def cases(store: Path, n: int, engines: list[str]) -> list[Case]:
 
     reads = {"duckdb": (DUCKDB_SUMMARY, DUCKDB_ALL), "polars": (POLARS_SUMMARY, POLARS_ALL),
              "pyarrow": (PYARROW_SUMMARY, PYARROW_ALL)}
+    schemas = {"duckdb": DUCKDB_SUMMARY_SCHEMA, "polars": POLARS_SUMMARY_SCHEMA}  # pyarrow's is given already
     todo: list[Case] = []
     for engine in engines:
         summary, every = reads[engine]
+        if engine in schemas:
+            todo += [(f"{engine}: 7 summary columns, schema given, cold", [py, "-c", schemas[engine], *args], cold),
+                     (f"{engine}: 7 summary columns, schema given, warm", [py, "-c", schemas[engine], *args], warm)]
         todo += [(f"{engine}: 7 summary columns, cold", [py, "-c", summary, *args], cold),
                  (f"{engine}: 7 summary columns, warm", [py, "-c", summary, *args], warm),
                  (f"{engine}: every column into a table, cold", [py, "-c", every, *args], cold),
@@ -407,16 +437,16 @@ def cases(store: Path, n: int, engines: list[str]) -> list[Case]:
              ("cnnbench: read_records(step_times=False), warm", [py, "-c", CNNBENCH_READ, *args], cnnbench_warm),
              ("cnnbench: results list --limit 1, cold", listing, cnnbench_cold),
              ("cnnbench: results list --limit 1, warm", listing, cnnbench_warm)]
-    return todo
+    return [c for c in todo if not only or any(word in c[0] for word in only)]
 
 
-def measure(stores: dict[str, Path], n: int, engines: list[str], rounds: int) -> None:
+def measure(stores: dict[str, Path], n: int, engines: list[str], rounds: int, only: list[str]) -> None:
     for name, store in stores.items():
         store_mb = sum(p.stat().st_size for p in store.glob("*.jsonl")) / 1e6
         drop_from_page_cache(store)
         print(f"\n{name} store ({n:,} records, {store_mb:,.0f} MB): {resident_fraction(store):.1%} of it in the "
               f"page cache after dropping it", flush=True)
-        todo = cases(store, n, engines)
+        todo = cases(store, n, engines, only)
         results: dict[str, list[tuple[float, float, float, str]]] = {}
         for rnd in range(rounds):
             # the order turned each round (a cold case keeps its warm partner right after it)
@@ -508,6 +538,8 @@ def main() -> int:
     ap.add_argument("--stores", default="varied,uniform", help="Comma-separated: varied, uniform.")
     ap.add_argument("--engines", default="duckdb,polars,pyarrow", help="Comma-separated engines to measure.")
     ap.add_argument("--skip", default="", help="Comma-separated parts to skip: reads, sizes, features.")
+    ap.add_argument("--cases", default="", help="Comma-separated words: only the reads whose label holds one "
+                    "(e.g. 'schema given').")
     ap.add_argument("--remove", action="store_true", help="Delete the stores at the end.")
     args = ap.parse_args()
     engines = []
@@ -530,7 +562,7 @@ def main() -> int:
         write_store(folder, template, args.records, uniform=name == "uniform")
     try:
         if "reads" not in skip:
-            measure(stores, args.records, engines, args.rounds)
+            measure(stores, args.records, engines, args.rounds, [w for w in args.cases.split(',') if w])
         if "sizes" not in skip:
             sizes_and_imports(engines, args.rounds + 2)
         if "features" not in skip:

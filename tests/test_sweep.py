@@ -141,7 +141,7 @@ def test_failures_are_recorded_and_the_sweep_goes_on(tmp_path):
     raised = by_batch[3]["error"]
     assert raised.startswith("RuntimeError: boom in the model")
     assert "Traceback" in raised and "running trivial at batch 3" in raised  # the tail of its output
-    assert "time limit of 1 s" in by_batch[4]["error"]
+    assert "time limit of 15 s" in by_batch[4]["error"]
     assert "killed by SIGSEGV" in by_batch[5]["error"]
     assert 'File "' in by_batch[5]["error"]  # faulthandler's Python traceback, from the case's output
     for rec in records:
