@@ -1,4 +1,5 @@
-"""Two sets of results compared, as ``cnnbench compare`` and :func:`cnnbench.api.compare_results` do (:func:`compare_sets`).
+"""Two sets of results compared, as ``cnnbench compare`` and :func:`cnnbench.api.compare_results` do
+(:func:`compare_sets`).
 
 With ``by``, one set is split into its two sides by that field's values
 (:func:`~cnnbench.compare.build.split_records`); without, the two sets are the baseline and
