@@ -21,7 +21,10 @@ the order of the cases turned from round to round, over ``--rounds``:
   **every column** (step-time lists included) into the engine's in-memory table: DuckDB
   ``read_json`` (``CREATE TABLE ... AS``), polars ``scan_ndjson`` (``.collect()``), pyarrow
   ``pyarrow.json.read_json`` (one table per file, concatenated; the summary read with an explicit
-  schema of the 7 fields and the rest ignored);
+  schema of the 7 fields and the rest ignored); DuckDB's and polars' summary reads also with the 7
+  fields' schema given (``read_json(..., columns={...})``, ``scan_ndjson(..., schema=...)``), and
+  DuckDB's every-column read also with the types of the first file's first 100 records given
+  (``DESCRIBE`` of a ``sample_size=100`` read, timed with the rest);
 - today's reader as the baseline: ``read_records(store, step_times=False)`` and ``cnnbench
   results list --limit 1``.
 
@@ -44,6 +47,7 @@ cnnbench; install them with ``.venv/bin/pip install duckdb polars``).
 
     .venv/bin/python benchmarks/store_engines.py --rounds 3
     .venv/bin/python benchmarks/store_engines.py --records 2000 --rounds 1 --data /tmp/engines-small
+    .venv/bin/python benchmarks/store_engines.py --stores varied --cases "7 summary" --skip sizes,features
 
 This is a benchmark, not a test: it prints figures and asserts nothing about them.
 """
@@ -109,6 +113,18 @@ rows = con.execute("SELECT run_id, status, config.model, config.batch_size, conf
                    "environment: 'STRUCT(machine VARCHAR)', metrics: 'STRUCT(total_images_per_sec DOUBLE)'})",
                    [sys.argv[1] + '/*.jsonl']).fetchall()
 assert len(rows) == int(sys.argv[2]) and rows[0][2] is not None, (len(rows), rows[:1])
+"""
+DUCKDB_ALL_SCHEMA = """
+import sys, glob, duckdb
+con = duckdb.connect()
+files = sorted(glob.glob(sys.argv[1] + '/*.jsonl'))
+described = con.execute("DESCRIBE SELECT * FROM read_json(?, format='newline_delimited', sample_size=100)",
+                        [files[0]]).fetchall()
+columns = "{" + ", ".join(f"'{name}': '{kind}'" for name, kind, *_ in described) + "}"
+con.execute(f"CREATE TABLE runs AS SELECT * FROM read_json(?, format='newline_delimited', columns={columns})",
+            [sys.argv[1] + '/*.jsonl'])
+n = con.execute("SELECT count(*) FROM runs").fetchone()[0]
+assert n == int(sys.argv[2]), n
 """
 POLARS_SUMMARY = """
 import sys, glob, polars as pl
@@ -422,12 +438,18 @@ def cases(store: Path, n: int, engines: list[str], only: list[str]) -> list[Case
     reads = {"duckdb": (DUCKDB_SUMMARY, DUCKDB_ALL), "polars": (POLARS_SUMMARY, POLARS_ALL),
              "pyarrow": (PYARROW_SUMMARY, PYARROW_ALL)}
     schemas = {"duckdb": DUCKDB_SUMMARY_SCHEMA, "polars": POLARS_SUMMARY_SCHEMA}  # pyarrow's is given already
+    every_schema = {"duckdb": DUCKDB_ALL_SCHEMA}
     todo: list[Case] = []
     for engine in engines:
         summary, every = reads[engine]
         if engine in schemas:
             todo += [(f"{engine}: 7 summary columns, schema given, cold", [py, "-c", schemas[engine], *args], cold),
                      (f"{engine}: 7 summary columns, schema given, warm", [py, "-c", schemas[engine], *args], warm)]
+        if engine in every_schema:
+            todo += [(f"{engine}: every column, schema of 100 records given, cold",
+                      [py, "-c", every_schema[engine], *args], cold),
+                     (f"{engine}: every column, schema of 100 records given, warm",
+                      [py, "-c", every_schema[engine], *args], warm)]
         todo += [(f"{engine}: 7 summary columns, cold", [py, "-c", summary, *args], cold),
                  (f"{engine}: 7 summary columns, warm", [py, "-c", summary, *args], warm),
                  (f"{engine}: every column into a table, cold", [py, "-c", every, *args], cold),
