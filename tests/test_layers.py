@@ -61,15 +61,22 @@ def _imports(path: Path) -> list[tuple[int, str]]:
     (``from cnnbench import __version__`` names the package root, ``__init__``) and
     ``import_module`` of a string whose package part can be read (``f"cnnbench.cli.{name}_cmd"``)."""
     out = []
+    package = list(path.relative_to(SRC).with_suffix("").parts[:-1])  # where a relative import starts
     for node in ast.walk(ast.parse(path.read_text())):
         names: list[str] = []
-        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+        if isinstance(node, ast.ImportFrom) and node.level > 0:  # from . import x, from ..engine import y
+            base = package[:len(package) - (node.level - 1)] if node.level - 1 <= len(package) else []
+            full = [*base, *(node.module.split(".") if node.module else [])]
+            names = [f"cnnbench.{'.'.join(full)}"] if full else [
+                f"cnnbench.{a.name}" if (SRC / a.name).is_dir() or (SRC / f"{a.name}.py").exists()
+                else "cnnbench.__init__" for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names = [node.module]
             if node.module == "cnnbench":
                 names += [f"cnnbench.{a.name}" if (SRC / a.name).is_dir() or (SRC / f"{a.name}.py").exists()
                           else "cnnbench.__init__" for a in node.names]
-        elif isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
+        elif isinstance(node, ast.Import):  # a bare ``import cnnbench`` reaches the package root
+            names = ["cnnbench.__init__" if a.name == "cnnbench" else a.name for a in node.names]
         elif isinstance(node, ast.Call) and _is_import_module(node.func) and node.args:
             names = [_constant_prefix(node.args[0])]
         for name in names:
@@ -176,10 +183,15 @@ def test_the_check_sees_the_package_root_import_module_and_cycles(tmp_path, monk
     (fake / "cli" / "main.py").write_text(
         "from importlib import import_module\nimport_module(f'cnnbench.cli.{1}_cmd')\n")
     (fake / "engine" / "x.py").write_text("from cnnbench.results import record\n")
+    (fake / "results" / "bare.py").write_text("import cnnbench\n\nversion = cnnbench.__version__\n")
+    (fake / "results" / "up.py").write_text("from .. import engine\nfrom ..cli import main\nfrom . import record\n")
     monkeypatch.setattr(sys.modules[__name__], "SRC", fake)
     assert upward_imports() == ["__init__.py:2: __init__ imports engine",
+                                "results/bare.py:1: results imports __init__",
                                 "results/load.py:4: results imports engine",
-                                "results/record.py:1: results imports __init__"]
+                                "results/record.py:1: results imports __init__",
+                                "results/up.py:1: results imports engine",
+                                "results/up.py:2: results imports cli"]
     assert import_cycles(package_graph()) == [["__init__", "engine", "results", "__init__"],
                                               ["engine", "results", "engine"]]
 

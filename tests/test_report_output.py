@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from cnnbench.cli import main
-from cnnbench.report import ReportOptions, build_report, make_report, write_report
+from cnnbench.report import ReportOptions, build_report, report_results, write_report
 from tests.report_fixtures import record, scaling_records, training_record, write_store
 
 
@@ -44,7 +44,7 @@ def test_cli_writes_every_output(store, tmp_path, capsys):
 
 
 def test_html_has_the_same_content_and_is_self_contained(store, tmp_path):
-    report, written = make_report([store], tmp_path / "out")
+    report, written = report_results([store], tmp_path / "out")
     html = written.html.read_text()
     assert html.startswith("<!DOCTYPE html>")
     for t in report.tables:
@@ -109,7 +109,7 @@ def test_nothing_matching_where_says_so_in_one_line(store, tmp_path, capsys):
 
 
 def test_where_selects_and_reports_it(store, tmp_path):
-    report, _ = make_report([store], tmp_path / "out", ReportOptions(where=["model=vgg16", "machine!=m-slow"]))
+    report, _ = report_results([store], tmp_path / "out", ReportOptions(where=["model=vgg16", "machine!=m-slow"]))
     models = {c.text for t in report.tables if t.kind == "configuration" for c in (r[0] for r in t.rows)}
     assert models == {"vgg16"}
     md = (tmp_path / "out" / "summary.md").read_text()
@@ -152,7 +152,7 @@ def test_report_code_does_not_import_torch(store, tmp_path):
 
 
 def test_summary_then_contents_then_systems_and_scaling_near_the_top(store, tmp_path):
-    report, written = make_report([store], tmp_path / "out")
+    report, written = report_results([store], tmp_path / "out")
     md = written.summary.read_text()
     first = md.split("\n\n")[1]
     assert first.startswith("15 results (14 ok, 1 oom) of 2 models in 3 configurations at 1, 2 and 4 devices, "
@@ -198,7 +198,7 @@ def test_systems_section_lists_each_machine_from_the_environment():
 
 
 def test_wide_tables_scroll_in_their_own_box(store, tmp_path):
-    _, written = make_report([store], tmp_path / "out")
+    _, written = report_results([store], tmp_path / "out")
     html = written.html.read_text()
     assert "div.table{overflow-x:auto" in html
     assert html.count('<div class="table"><table>') == html.count("<table>") > 0

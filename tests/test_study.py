@@ -15,7 +15,7 @@ from cnnbench.cli import main
 from cnnbench.config import ConfigError, RunConfig
 from cnnbench.config.training_options import scaled_learning_rate
 from cnnbench.report import build_report
-from cnnbench.study import StudyError, load_study, run_study, shipped_studies
+from cnnbench.study import StudyError, execute_study, load_study, shipped_studies
 from cnnbench.study.run import report_options
 from cnnbench.sweep.suite import SuiteError, load_suite, parse_suite
 from tests.report_fixtures import record, training_record
@@ -281,7 +281,7 @@ def test_host_cpus_columns_are_cpus_when_results_of_several_machines_are_merged(
 def test_the_python_api_runs_a_study_by_name():
     import cnnbench
 
-    assert cnnbench.study.run_study is run_study and not callable(cnnbench.study)  # the package; the API's run_study
+    assert cnnbench.study.execute_study is execute_study and not callable(cnnbench.study)  # the package
     with pytest.raises(StudyError, match="no study 'nope'"):
         cnnbench.run_study("nope")
 

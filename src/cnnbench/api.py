@@ -472,8 +472,7 @@ def run_study(name: str, *, smoke: bool = False, results_dir: PathLike | None = 
     >>> run = cnnbench.run_study("host-cpus", smoke=True)
     >>> [t.id for t in run.report.tables]
     """
-    from cnnbench.study import StudyRequest
-    from cnnbench.study import run_study as run_the_study
+    from cnnbench.study import StudyRequest, execute_study
     from cnnbench.sweep.progress import PlainReporter
     from cnnbench.sweep.suite import SuiteError
 
@@ -488,4 +487,4 @@ def run_study(name: str, *, smoke: bool = False, results_dir: PathLike | None = 
         raise SuiteError(f"max_plots: is {_given(max_plots)}; give a whole number (0 draws no plot)")
     request = StudyRequest(study=name, smoke=smoke, results_dir=results_dir, output=output, rerun=rerun,
                            machine_label=machine_label, skip_invalid=skip_invalid, max_plots=max_plots)
-    return run_the_study(request, reporter=PlainReporter() if progress else None)
+    return execute_study(request, reporter=PlainReporter() if progress else None)

@@ -1,6 +1,6 @@
 """``cnnbench study NAME|FILE``: run a study end to end (its sweep, then its report); ``--list`` names them.
 
-Thin: parses, calls :func:`cnnbench.study.run_study`, prints. The sweep behaves as ``cnnbench
+Thin: parses, calls :func:`cnnbench.study.execute_study`, prints. The sweep behaves as ``cnnbench
 sweep``'s (resumes, shares work with another run of the same study); never imports torch here.
 """
 
@@ -110,13 +110,13 @@ def _on_slurm(request: Any, args: argparse.Namespace) -> int:
 
 
 def _run(request: Any, *, plain: bool, report_only: bool = False) -> Any:
-    """:func:`~cnnbench.study.run_study`, its errors as one line each."""
+    """:func:`~cnnbench.study.execute_study`, its errors as one line each."""
     from cnnbench.config.errors import ConfigError
     from cnnbench.report import ReportError
     from cnnbench.results.files import FileProblem
     from cnnbench.results.outputs import OutputError
     from cnnbench.results.space import NoSpace
-    from cnnbench.study import report_study, run_study
+    from cnnbench.study import execute_study, report_study
     from cnnbench.sweep.progress import PlainReporter, RichReporter
     from cnnbench.sweep.session import InvalidCases
     from cnnbench.sweep.suite import SuiteError
@@ -125,7 +125,7 @@ def _run(request: Any, *, plain: bool, report_only: bool = False) -> Any:
     try:
         if report_only:
             return report_study(request)
-        return run_study(request, reporter=reporter, on_invalid=_warn_invalid, on_dataset=_made)
+        return execute_study(request, reporter=reporter, on_invalid=_warn_invalid, on_dataset=_made)
     except InvalidCases as exc:
         raise UserError(f"{exc} (--skip-invalid runs the valid cases)") from None
     except (SuiteError, OutputError, ReportError) as exc:

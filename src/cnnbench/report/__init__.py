@@ -5,7 +5,7 @@ Imports cnnbench.analysis, results, config, machine, models (cost, lazily) and w
     report = build_report(records, ReportOptions(rows=("model",), columns=("machine",), where=["model=resnet50"]))
     write_report(report, "out/")          # summary.md, report.html, tables/*.csv|json, plots/*.svg
 
-or, from results folders/files, :func:`make_report`. Nothing here imports torch, and
+or, from results folders/files, :func:`report_results`. Nothing here imports torch, and
 matplotlib is imported only to draw plots.
 """
 
@@ -17,14 +17,14 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from cnnbench.report.build import NoMatchingRecords, ReportError, ReportOptions, build_report
     from cnnbench.report.document import Report
-    from cnnbench.report.make import make_report
+    from cnnbench.report.make import report_results
     from cnnbench.report.options import OBSERVATION_KINDS
     from cnnbench.report.output import Written, write_report
 
 _HOMES = {
     "NoMatchingRecords": "build", "ReportError": "build", "ReportOptions": "build", "build_report": "build",
     "Report": "document", "OBSERVATION_KINDS": "options", "Written": "output", "write_report": "output",
-    "make_report": "make",
+    "report_results": "make",
 }
 """Where each public name lives: loaded on first use, so that the light modules of this
 package (``folder``, ``reuse``) load without the tables and the rendering."""
@@ -56,6 +56,6 @@ __all__ = [
     "ReportOptions",
     "Written",
     "build_report",
-    "make_report",
+    "report_results",
     "write_report",
 ]

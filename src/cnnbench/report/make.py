@@ -1,4 +1,4 @@
-"""A report from results folders or files, in one call: :func:`make_report`."""
+"""A report from results folders or files, in one call: :func:`report_results`."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from cnnbench.report.output import Written, write_report
 from cnnbench.results.store import read_records
 
 
-def make_report(
+def report_results(
     results: Sequence[str | os.PathLike[str]],
     outdir: str | os.PathLike[str],
     options: ReportOptions | None = None,

@@ -1,5 +1,5 @@
 """Results: the record schema, the store, importers. No torch at import.
-May import: ``config``, ``machine`` and the leaf modules (and ``cnnbench.__version__``)."""
+May import: ``config``, ``machine`` and the leaf modules (``cnnbench.version`` among them)."""
 
 from cnnbench.results.record import SCHEMA_VERSION, STATUSES, Record
 from cnnbench.results.store import append_record

@@ -2,9 +2,9 @@
 Above sweep and report, below api: imports cnnbench.sweep, report, analysis, config, results and (for a
 study's generated data set, lazily) data; never torch at import.
 
-    from cnnbench.study import StudyRequest, run_study, shipped_studies
+    from cnnbench.study import StudyRequest, execute_study, shipped_studies
     shipped_studies()                       # {"host-cpus": "...", "input-location": "...", ...}
-    run = run_study(StudyRequest("host-cpus", smoke=True))
+    run = execute_study(StudyRequest("host-cpus", smoke=True))
     run.written.summary                     # report/host-cpus-smoke/summary.md
 
 The shipped studies are package data (``cnnbench/study/recipes/*.yaml``); a study file of one's
@@ -14,7 +14,7 @@ own is written the same way (:mod:`cnnbench.study.recipe`).
 from __future__ import annotations
 
 from cnnbench.study.recipe import Study, StudyError, StudyLayout, load_study, shipped_studies
-from cnnbench.study.run import StudyRequest, StudyRun, prepare, prepare_data, report_study, run_study
+from cnnbench.study.run import StudyRequest, StudyRun, execute_study, prepare, prepare_data, report_study
 
 __all__ = ["Study", "StudyError", "StudyLayout", "StudyRequest", "StudyRun", "load_study", "prepare", "prepare_data",
-           "report_study", "run_study", "shipped_studies"]
+           "report_study", "execute_study", "shipped_studies"]

@@ -1,4 +1,4 @@
-"""Running a study end to end (:func:`run_study`): its data set, its sweep, its report.
+"""Running a study end to end (:func:`execute_study`): its data set, its sweep, its report.
 
 The sweep is :func:`cnnbench.sweep.session.run_sweep`, as ``cnnbench sweep`` runs it (cases
 already recorded ``ok`` in the results folder are skipped, so an interrupted study continues
@@ -45,7 +45,7 @@ class StudyRequest:
 
 @dataclass
 class StudyRun:
-    """What :func:`run_study` did."""
+    """What :func:`execute_study` did."""
 
     study: Study
     results_dir: Path
@@ -79,7 +79,7 @@ def prepare(request: StudyRequest, *, writing: bool = True) -> tuple[Study, Path
     return study, results_dir, outdir
 
 
-def run_study(request: StudyRequest, *, reporter: Reporter | None = None,
+def execute_study(request: StudyRequest, *, reporter: Reporter | None = None,
               on_invalid: Callable[[str], None] | None = None,
               on_dataset: Callable[[Path], None] | None = None, drawing_pool: Any = None) -> StudyRun:
     """Make the study's data set (once), run its sweep, then write its report.
