@@ -323,3 +323,20 @@ def test_after_sigterm_a_rank_whose_beat_stopped_unstopped_is_named(monkeypatch)
     _watch(0, 4, store, recorded)._terminated()
     assert recorded == [(2, f"died without a word (no beat for {SILENT_S:g} s; killed, or crashed)")]
     assert SILENT_S <= clock.now - 100.0 <= SILENT_S + 2 * watchdog.BEAT_S
+
+
+def test_a_recorded_exception_is_the_cause_though_a_signal_ended_the_worker_after_it():
+    """A worker that raised and then died of SIGABRT as Gloo tore its group down (seen under load):
+    the exception it recorded is the cause; a worker killed with nothing recorded was killed."""
+    import signal
+    from types import SimpleNamespace
+
+    from cnnbench.engine.multidevice.launch import _cause
+
+    def failure(code: int, data: dict, message: str) -> SimpleNamespace:
+        return SimpleNamespace(exitcode=code, error_file_data=data, message=message,
+                               signal_name=lambda: signal.Signals(-code).name)
+
+    raised = failure(-6, {"message": {"message": "ValueError: boom on rank 1"}}, "ValueError: boom on rank 1")
+    assert _cause(raised) == "ValueError: boom on rank 1"
+    assert _cause(failure(-9, {"message": "<NONE>"}, "Signal 9 (SIGKILL) received by PID 7")) == "killed by SIGKILL"

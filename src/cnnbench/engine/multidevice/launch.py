@@ -209,8 +209,12 @@ def _is_consequence(cause: str) -> bool:
 
 
 def _cause(failure: Any) -> str:
-    """One line saying why a worker failed: its exception, or the signal that killed it."""
-    if failure.exitcode is not None and failure.exitcode < 0:
+    """One line saying why a worker failed: its exception, or the signal that killed it. An
+    exception the worker recorded (its error file) is the cause even when a signal ended the
+    process after it (Gloo aborting as the failed worker tears its group down)."""
+    data = getattr(failure, "error_file_data", None)
+    recorded = isinstance(data, dict) and data.get("message") not in (None, "", "<NONE>")  # torch's "no file"
+    if failure.exitcode is not None and failure.exitcode < 0 and not recorded:
         return f"killed by {failure.signal_name()}"
     message = failure.message
     if isinstance(message, dict):
