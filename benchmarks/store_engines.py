@@ -26,7 +26,9 @@ the order of the cases turned from round to round, over ``--rounds``:
   DuckDB's every-column read also with the types of the first file's first 100 records given
   (``DESCRIBE`` of a ``sample_size=100`` read, timed with the rest);
 - today's reader as the baseline: ``read_records(store, step_times=False)`` and ``cnnbench
-  results list --limit 1``.
+  results list --limit 1``;
+- ``cnnbench results query`` (the checked reader, then DuckDB): the median images/sec per model
+  (view ``runs``) and the five runs with the longest tail of step times (view ``steps``).
 
 "cold": every file of the store dropped from the page cache first (``posix_fadvise(...,
 POSIX_FADV_DONTNEED)`` on each; the script prints how much of the store was still resident
@@ -455,6 +457,14 @@ def cases(store: Path, n: int, engines: list[str], only: list[str]) -> list[Case
                  (f"{engine}: every column into a table, cold", [py, "-c", every, *args], cold),
                  (f"{engine}: every column into a table, warm", [py, "-c", every, *args], warm)]
     listing = [py, "-m", "cnnbench", "results", "list", "--limit", "1", str(store)]
+    by_model = [py, "-m", "cnnbench", "results", "query", 'SELECT "config.model", count(*), '
+                'median("metrics.total_images_per_sec") FROM runs GROUP BY 1', str(store)]
+    tails = [py, "-m", "cnnbench", "results", "query", "SELECT run_id, quantile_cont(seconds, 0.99) / median(seconds) "
+             "FROM steps GROUP BY 1 ORDER BY 2 DESC LIMIT 5", str(store)]
+    todo += [("cnnbench: results query over runs, cold", by_model, cnnbench_cold),
+             ("cnnbench: results query over runs, warm", by_model, cnnbench_warm),
+             ("cnnbench: results query over steps, cold", tails, cnnbench_cold),
+             ("cnnbench: results query over steps, warm", tails, cnnbench_warm)]
     todo += [("cnnbench: read_records(step_times=False), cold", [py, "-c", CNNBENCH_READ, *args], cnnbench_cold),
              ("cnnbench: read_records(step_times=False), warm", [py, "-c", CNNBENCH_READ, *args], cnnbench_warm),
              ("cnnbench: results list --limit 1, cold", listing, cnnbench_cold),

@@ -19,11 +19,12 @@ The Python API, for notebooks (see :mod:`cnnbench.api`)::
     import cnnbench
     record = cnnbench.run(model="resnet50", batch_size=32)            # the Record; torch loads here
     frame = cnnbench.read_results("results/")                          # a DataFrame, dotted columns
+    best = cnnbench.query('SELECT "config.model", max("metrics.total_images_per_sec") FROM runs GROUP BY 1')
     table = cnnbench.compare_results("results/a", "results/b")         # a DataFrame: ratio, interval, p, verdict
     rep = cnnbench.make_report("results/", output="report/")           # the Report
     done = cnnbench.run_study("host-cpus", smoke=True)                 # a study's sweep and report
 
-The five names load :mod:`cnnbench.api` on first use (PEP 562). None of them is also a package's
+The six names load :mod:`cnnbench.api` on first use (PEP 562). None of them is also a package's
 name: ``cnnbench.report``, ``cnnbench.compare`` and ``cnnbench.study`` are the packages.
 """
 
@@ -33,12 +34,12 @@ from typing import TYPE_CHECKING, Any
 
 from cnnbench.version import __version__
 
-_API = ("compare_results", "make_report", "read_results", "run", "run_study")
+_API = ("compare_results", "make_report", "query", "read_results", "run", "run_study")
 
-__all__ = ["__version__", "compare_results", "make_report", "read_results", "run", "run_study"]
+__all__ = ["__version__", "compare_results", "make_report", "query", "read_results", "run", "run_study"]
 
 if TYPE_CHECKING:
-    from cnnbench.api import compare_results, make_report, read_results, run, run_study
+    from cnnbench.api import compare_results, make_report, query, read_results, run, run_study
 
 
 def __getattr__(name: str) -> Any:

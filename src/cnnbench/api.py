@@ -3,6 +3,7 @@
     import cnnbench
     record = cnnbench.run(model="resnet18", device="cpu", batch_size=8, num_batches=20)
     frame = cnnbench.read_results("results/")                 # a pandas DataFrame, dotted columns
+    best = cnnbench.query('SELECT "config.model", max("metrics.total_images_per_sec") FROM runs GROUP BY 1')
     table = cnnbench.compare_results("results/before", "results/after")  # a DataFrame: a row per pair
     rep = cnnbench.make_report("results/", output="report/")              # the Report; files only with output
 
@@ -33,7 +34,8 @@ if TYPE_CHECKING:
     from cnnbench.results.record import Record
     from cnnbench.study import StudyRun
 
-__all__ = ["compare_results", "make_report", "read_records", "read_results", "run", "run_config", "run_study"]
+__all__ = ["compare_results", "make_report", "query", "read_records", "read_results", "run", "run_config",
+           "run_study"]
 
 PathLike: TypeAlias = "str | os.PathLike[str]"
 Results: TypeAlias = "PathLike | Sequence[PathLike] | Iterable[Mapping[str, Any]] | Iterable[Record]"
@@ -221,6 +223,28 @@ def read_results(paths: PathLike | Sequence[PathLike] = "results", *, where: str
     frame = records_frame(records)
     frame.attrs["problems"] = problems
     return frame
+
+
+def query(sql: str, results: PathLike | Sequence[PathLike] = "results") -> pd.DataFrame:
+    """The rows of one SQL query (DuckDB) over the runs of results folders or ``.jsonl`` files, as
+    a pandas DataFrame: ``cnnbench results query``. Two views: ``runs``, one row per run with the
+    dotted column names of :func:`read_results` (quote them in SQL: ``"config.model"``), and
+    ``steps`` (``run_id``, ``step`` from 1, ``seconds``). Read-only and sandboxed: no file is read
+    or written, no extension loaded, no setting changed. Lines that could not be read are in
+    ``frame.attrs["problems"]``. Raises ``ValueError`` (a
+    :class:`~cnnbench.results.sql.QueryError`, one line) for a query that cannot run, and
+    ``FileNotFoundError`` for a path that is not there. Examples: ``docs/queries.md``.
+
+    >>> cnnbench.query('SELECT "config.model", max("metrics.total_images_per_sec") AS best '
+    ...                'FROM runs GROUP BY 1 ORDER BY best DESC', "results/")
+    """
+    from cnnbench.results.sql import Store, check_sql, views_of
+
+    if not isinstance(sql, str):
+        raise ValueError(f"sql: is {_given(sql)}; give one SQL query as text")
+    check_sql(sql)
+    with Store(_paths(results, "results"), views=views_of(sql)) as store:
+        return store.frame(sql)
 
 
 # --- arguments: a wrong type is one line naming the argument, as the commands' errors are ----------

@@ -1,5 +1,5 @@
-"""``cnnbench results``: look at a results store (``list``), flatten it into a table (``export``) or
-fold stores into one (``merge``).
+"""``cnnbench results``: look at a results store (``list``), flatten it into a table (``export``),
+ask it in SQL (``query``) or fold stores into one (``merge``).
 
 Unreadable lines (a truncated last line after a crash, a malformed one) are reported
 with their file and line and skipped; the files are never modified.
@@ -32,9 +32,9 @@ LIST_COLUMNS = (
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("results", help="List or export the runs in a results store.",
-                       description="Look at a results store (list) or flatten it into one table (export). "
-                       "Unreadable lines are reported with their file and line and skipped; files are never "
-                       "modified.")
+                       description="Look at a results store (list), flatten it into one table (export) or ask "
+                       "it in SQL (query). Unreadable lines are reported with their file and line and skipped; "
+                       "files are never modified.")
     actions = p.add_subparsers(dest="action", metavar="ACTION", parser_class=CliParser)
     actions.required = True
 
@@ -56,6 +56,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     ex.add_argument("--no-step-times", action="store_true", help="Leave out metrics.step_times_s (smaller, faster).")
     _add_where(ex)
     ex.set_defaults(handler=handle_export)
+
+    qu = actions.add_parser("query", help="Run SQL over the runs (view runs) and their step times (view steps).",
+                            description="Run one SQL query (DuckDB) over two views of the stores: runs, one row per "
+                            "run with the dotted column names of 'results export' (quote them: "
+                            "\"config.model\"), and steps (run_id, step, seconds). Read-only: no file can be read "
+                            "or written and no setting changed. Examples: docs/queries.md.")
+    qu.add_argument("sql", metavar="SQL", help="One query, e.g. 'SELECT \"config.model\", "
+                    "max(\"metrics.total_images_per_sec\") FROM runs GROUP BY 1'.")
+    qu.add_argument("results", nargs="*", default=["results"], metavar="DIR",
+                    help="Results folders or .jsonl files (default: results).")
+    qu.add_argument("--format", choices=("table", "csv", "json"), default="table",
+                    help="table (default), csv (formula-safe), or json (a list of objects).")
+    qu.set_defaults(handler=handle_query)
 
     mg = actions.add_parser("merge", help="Fold stores into one, each run once (by run id).",
                             description="Append the runs of the sources that DIR lacks, each once (deduplicated by "
@@ -136,6 +149,80 @@ def handle_list(args: argparse.Namespace) -> int:
     hint = " (newest shown; --limit 0 for all)" if len(rows) < total else ""
     console.print(f"{count}{hint}")
     return 0
+
+
+def handle_query(args: argparse.Namespace) -> int:
+    from cnnbench.results.sql import QueryError, run_query
+    from cnnbench.results.store import problem_text
+
+    try:
+        result = run_query(args.sql, args.results)
+    except FileNotFoundError as exc:
+        raise UserError(str(exc)) from None
+    except QueryError as exc:
+        raise UserError(f"query: {exc}") from None
+    for problem in result.problems:
+        print(f"warning: {problem_text(problem)}", file=sys.stderr)
+    try:
+        _print_query(result, args.format)
+    except BrokenPipeError:  # `| head`: the reader has what it wanted
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    return 0
+
+
+def _print_query(result: Any, fmt: str) -> None:
+    from cnnbench.results.sql import cell_value
+
+    if fmt == "csv":
+        from cnnbench.results.csv_out import CsvWriter
+
+        writer = CsvWriter(sys.stdout, lineterminator="\n")
+        writer.writerow(result.columns)
+        for row in result.rows:
+            writer.writerow([cell_value(v, text=True) for v in row])
+        return
+    if fmt == "json":
+        import json
+
+        import orjson
+
+        for index, row in enumerate(result.rows):
+            cells = dict(zip(result.columns, map(cell_value, row), strict=True))
+            try:
+                item = orjson.dumps(cells).decode()
+            except TypeError:  # an integer beyond 64 bits (HUGEINT): the standard library writes it
+                item = json.dumps(cells, ensure_ascii=False, separators=(",", ":"))
+            sys.stdout.write(("[" if index == 0 else " ") + item + ("]\n" if index == len(result.rows) - 1 else ",\n"))
+        if not result.rows:
+            sys.stdout.write("[]\n")
+        return
+    from rich.table import Table
+
+    from cnnbench.terminal import print_table
+
+    table = Table(show_lines=False, header_style="bold")
+    numeric = [t in ("BIGINT", "INTEGER", "DOUBLE", "FLOAT", "HUGEINT", "SMALLINT", "TINYINT", "UBIGINT")
+               or t.startswith("DECIMAL") for t in result.types]
+    for name, right in zip(result.columns, numeric, strict=False):
+        table.add_column(name, justify="right" if right else "left")
+    for row in result.rows:
+        table.add_row(*(_query_text(v) for v in row))
+    console = print_table(table)
+    console.print(plural(len(result.rows), "row"))
+
+
+def _query_text(value: Any) -> str:
+    from rich.markup import escape
+
+    from cnnbench.results.sql import cell_value
+
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    text = cell_value(value, text=True)
+    return escape(text if isinstance(text, str) else str(text))
 
 
 def handle_merge(args: argparse.Namespace) -> int:

@@ -1,0 +1,403 @@
+"""SQL over a results store: its runs as the views ``runs`` and ``steps`` of an embedded DuckDB,
+read-only and sandboxed (``cnnbench results query``, :func:`cnnbench.query`).
+
+- ``runs``: one row per run, the columns the dotted record names ``results export`` writes
+  (``"config.model"``, ``"metrics.total_images_per_sec"``: quote them in SQL, they hold dots),
+  but for the step times, which are ``steps``; each column of the type DuckDB finds for all of
+  its values (``BIGINT``, ``DOUBLE``, ``VARCHAR``, ``BOOLEAN``, ``VARCHAR[]``, a ``STRUCT`` list),
+  ``JSON`` for a column of several kinds (numbers and text).
+- ``steps``: ``run_id``, ``step`` (1 for the first timed step) and ``seconds``: every timed step
+  of every run.
+
+The records are the store's checked records (:func:`~cnnbench.results.reader.read_records`): a
+malformed or torn line is a problem named ``file:line: why`` and the other records are read, older
+schema versions are upgraded, the record contract holds. Once the views are made the connection
+is locked (DuckDB's own settings, not a list of forbidden words): no file can be read or
+written (``enable_external_access``), no extension installed or loaded, no setting changed
+(``lock_configuration``), nothing spilled to disk; and only a query runs (a ``SELECT``, by
+DuckDB's own parse of the statement). A refused statement is one line, and leaves nothing.
+
+DuckDB is imported here only when a query runs (``import cnnbench`` and ``--help`` load none).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import tempfile
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from cnnbench.results.flatten import flatten_records, ordered_columns
+from cnnbench.results.reader import read_records
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+RUNS = "runs"
+STEPS = "steps"
+STEP_TIMES = "metrics.step_times_s"
+
+_SANDBOX = (
+    "SET enable_external_access = false",
+    "SET autoinstall_known_extensions = false",
+    "SET autoload_known_extensions = false",
+    "SET allow_community_extensions = false",
+    "SET lock_configuration = true",
+)
+"""Set in this order once the views are made: the last one keeps every other as it is."""
+
+
+class QueryError(ValueError):
+    """A query that cannot run: refused by the sandbox, or wrong (DuckDB's reason, in one line)."""
+
+
+@dataclass(frozen=True)
+class QueryResult:
+    """What a query returned: its column names and rows, and the store's lines that could not be read."""
+
+    columns: list[str]
+    rows: list[tuple[Any, ...]]
+    types: list[str] = field(default_factory=list)
+    """DuckDB's type of each column (``BIGINT``, ``VARCHAR``...)."""
+    problems: list[str] = field(default_factory=list)
+
+
+class Store:
+    """A results store opened for SQL: the ``runs`` and ``steps`` views of its records, locked.
+
+    >>> with Store(["results/"]) as store:
+    ...     store.query('SELECT "config.model", max("metrics.total_images_per_sec") FROM runs GROUP BY 1')
+    """
+
+    def __init__(self, paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[str], *,
+                 views: Iterable[str] | None = None) -> None:
+        """Read the stores at ``paths`` and make the ``views`` (default both; a query that reads
+        one is quicker with that one alone: :func:`views_of`)."""
+        import duckdb
+
+        views = frozenset((RUNS, STEPS) if views is None else views)
+        records, problems = read_records(paths, step_times="lazy" if STEPS in views else False, shared=True)
+        self.problems: list[str] = list(problems)
+        # nothing spills to disk: a query's memory is this process's
+        self._con = duckdb.connect(":memory:", config={"temp_directory": ""})
+        try:
+            _make_views(self._con, records, views)
+            for statement in _SANDBOX:
+                self._con.execute(statement)
+        except duckdb.Error as exc:  # the store's records as the engine cannot take them: one line
+            self._con.close()
+            raise QueryError(f"cannot make the views of the store: {_one_line(exc)}") from None
+        except BaseException:
+            self._con.close()
+            raise
+
+    def _checked(self, sql: str) -> Any:
+        return check_sql(sql, self._con)
+
+    def query(self, sql: str) -> QueryResult:
+        """The rows of a ``SELECT`` over ``runs`` and ``steps``; :class:`QueryError` in one line otherwise."""
+        import duckdb
+
+        statement = self._checked(sql)
+        try:
+            cursor = self._con.execute(statement)
+            rows = cursor.fetchall()
+        except duckdb.Error as exc:
+            raise QueryError(_one_line(exc)) from None
+        except MemoryError:
+            raise QueryError("the query's result does not fit in memory: add a LIMIT, or aggregate") from None
+        description = cursor.description or []
+        kinds = [d[1] for d in description]
+        decoders = [(i, kind) for i, kind in enumerate(kinds) if _holds_json(kind)]
+        if decoders:  # DuckDB gives a JSON value as its text, in a list or struct too: the value it holds
+            rows = [_decoded(row, decoders) for row in rows]
+        return QueryResult([d[0] for d in description], rows, [str(k) for k in kinds], self.problems)
+
+    def frame(self, sql: str) -> pd.DataFrame:
+        """The rows of a ``SELECT`` as a pandas DataFrame (DuckDB's types: nullable where a column has nulls)."""
+        import duckdb
+
+        statement = self._checked(sql)
+        try:
+            cursor = self._con.execute(statement)
+            kinds = [d[1] for d in cursor.description or []]
+            frame = cursor.df()
+        except duckdb.Error as exc:
+            raise QueryError(_one_line(exc)) from None
+        except MemoryError:
+            raise QueryError("the query's result does not fit in memory: add a LIMIT, or aggregate") from None
+        for index, kind in enumerate(kinds):
+            if _holds_json(kind):  # the values JSON text holds, as the CLI gives them
+                frame.isetitem(index, frame.iloc[:, index].map(lambda v, k=kind: _decode(v, k)))
+        frame.attrs["problems"] = self.problems
+        return frame
+
+    def close(self) -> None:
+        self._con.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def check_sql(sql: str, con: Any = None) -> Any:
+    """The one statement of ``sql``, parsed by DuckDB (on ``con``, or on a connection of its own:
+    before any store is read), if it is a query; else :class:`QueryError`."""
+    import duckdb
+
+    try:
+        statements = (con or duckdb.connect(":memory:")).extract_statements(sql)
+    except duckdb.Error as exc:
+        raise QueryError(_one_line(exc)) from None
+    if len(statements) != 1:
+        raise QueryError(f"give one SQL statement, not {len(statements)}")
+    kind = statements[0].type
+    if kind != duckdb.StatementType.SELECT:
+        raise QueryError(f"only a query (SELECT) can run on a results store, not a {kind.name} statement: "
+                         "the store is read-only")
+    return statements[0]
+
+
+def views_of(sql: str) -> frozenset[str]:
+    """The views (``runs``, ``steps``) a query reads, by DuckDB's parse of it (a table the
+    query names itself, ``WITH steps AS (...)``, is not one); both where it names neither, or the
+    parse cannot tell (it binds a join's ``USING`` columns, which only the views have)."""
+    import duckdb
+
+    try:
+        names = duckdb.connect(":memory:").get_table_names(sql)
+    except duckdb.Error:
+        return frozenset((RUNS, STEPS))
+    views = frozenset(name.lower() for name in names) & {RUNS, STEPS}
+    return views or frozenset((RUNS, STEPS))  # none named: the catalog (SHOW TABLES) shows both
+
+
+def run_query(sql: str, paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[str]) -> QueryResult:
+    """The rows of ``sql`` (one ``SELECT``) over the ``runs`` and ``steps`` of the stores at ``paths``.
+    Raises :class:`QueryError` (one line) and ``FileNotFoundError`` for a path that is not there;
+    a statement that is no query is refused before the store is read."""
+    check_sql(sql)
+    with Store(paths, views=views_of(sql)) as store:
+        return store.query(sql)
+
+
+def cell_value(value: Any, *, text: bool = False) -> Any:
+    """A query's cell as JSON gives it (numbers, text, true/false, null, lists and objects;
+    a date, time or decimal as text); with ``text``, lists and objects as JSON text, for a CSV
+    or table cell. A JSON column's cell (text from DuckDB) is read back into its value."""
+    if value is None or type(value) in (bool, int, str):
+        return value
+    if type(value) is float:
+        return value if math.isfinite(value) else None
+    if isinstance(value, (list, tuple, dict)):
+        plain = [cell_value(v) for v in value] if not isinstance(value, dict) else \
+            {str(k): cell_value(v) for k, v in value.items()}
+        return _json(plain) if text else plain
+    return str(value)
+
+
+def _holds_json(kind: Any) -> bool:
+    """Whether a DuckDB type is JSON or holds JSON (in a list, struct or map)."""
+    return str(kind) == "JSON" or (str(kind) != "JSON" and "JSON" in str(kind) and
+                                   getattr(kind, "id", "") in ("list", "array", "struct", "map", "union"))
+
+
+def _decode(value: Any, kind: Any) -> Any:
+    """``value`` of DuckDB type ``kind`` with each JSON text in it read into its value."""
+    if value is None:
+        return None
+    if str(kind) == "JSON":
+        return _json_value(value) if isinstance(value, str) else value
+    if not _holds_json(kind):
+        return value
+    children = kind.children
+    if kind.id in ("list", "array") and hasattr(value, "tolist"):  # a DataFrame's cell: a numpy array
+        value = value.tolist()
+    if kind.id in ("list", "array") and isinstance(value, (list, tuple)):
+        return [_decode(v, children[0][1]) for v in value]
+    if kind.id == "struct" and isinstance(value, dict):
+        types = dict(children)
+        return {k: _decode(v, types.get(k)) if k in types else v for k, v in value.items()}
+    if kind.id == "map" and isinstance(value, dict):
+        key_type, value_type = children[0][1], children[1][1]
+        if isinstance(value.get("key"), list) and isinstance(value.get("value"), list):
+            return {"key": [_decode(v, key_type) for v in value["key"]],
+                    "value": [_decode(v, value_type) for v in value["value"]]}
+        return {k: _decode(v, value_type) for k, v in value.items()}
+    return value
+
+
+def _json_value(text: str) -> Any:
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:  # an integer beyond 64 bits: the standard library reads it
+        import json
+
+        return json.loads(text)
+
+
+def _decoded(row: tuple[Any, ...], decoders: list[tuple[int, Any]]) -> tuple[Any, ...]:
+    cells = list(row)
+    for i, kind in decoders:
+        cells[i] = _decode(cells[i], kind)
+    return tuple(cells)
+
+
+def _one_line(exc: BaseException) -> str:
+    """DuckDB's message without the caret lines under the query that follow it."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+# --- the views ------------------------------------------------------------------------------
+def _make_views(con: Any, records: Sequence[Mapping[str, Any]], views: frozenset[str]) -> None:
+    """``runs`` and ``steps`` of ``records`` (those of ``views`` the query reads), as in-memory
+    tables: the engine reads our checked records, never the store's files, and each column gets
+    the type DuckDB finds for all of its values (a column of several kinds is ``JSON``)."""
+    if RUNS in views:
+        _make_runs(con, records)
+    if STEPS in views:
+        _make_steps(con, records)
+
+
+def _make_runs(con: Any, records: Sequence[Mapping[str, Any]]) -> None:
+    rows = flatten_records(records)
+    names = [name for name in ordered_columns(rows) if name != STEP_TIMES]  # the step times are in steps
+    keys = {name: f"c{index}" for index, name in enumerate(names)}
+    # DuckDB reads each column under a key of ours (a record's key may be empty, or differ from
+    # another only in case, which SQL names cannot), every value read for its type; text stays
+    # text (no date found in it: a column's type is the same in every store)
+    lines = [orjson.dumps({keys[k]: v for k, v in row.items() if k in keys}, option=orjson.OPT_NON_STR_KEYS)
+             for row in rows]
+    if not lines:
+        contract = _contract_types()
+        con.execute(f"CREATE TABLE {RUNS} ({', '.join(f'{_quoted(n)} {t}' for n, t in contract.items())})")
+        return
+    with _scratch(b"\n".join(lines)) as source:
+        scan = (f"read_json('{source}', format = 'newline_delimited', records = true, sample_size = -1, "
+                f"maximum_object_size = {max(map(len, lines)) + 1024}, "
+                "timestampformat = 'text%Y', dateformat = 'text%Y')")
+        con.execute(f"CREATE TEMP TABLE _read AS SELECT * FROM {scan}")  # read once: its types, then its rows
+    found = dict(con.execute("SELECT column_name, column_type FROM (DESCRIBE _read)").fetchall())
+    columns = _runs_columns([(name, found[keys[name]], keys[name]) for name in names if keys[name] in found])
+    con.execute(f"CREATE TABLE {RUNS} AS SELECT {columns} FROM _read")
+    con.execute("DROP TABLE _read")
+
+
+def _contract_types() -> dict[str, str]:
+    """The type of each column of the record contract: ``runs`` has these columns in every store,
+    with this type where no record has a value (a query written for one store runs on another)."""
+    from cnnbench.results.record import ENVIRONMENT_FIELDS, METRIC_FIELDS
+
+    types = {"schema_version": "BIGINT", "tool_version": "VARCHAR", "run_id": "VARCHAR", "started_at": "VARCHAR",
+             "status": "VARCHAR", "error": "VARCHAR", "kind": "VARCHAR", "source": "VARCHAR",
+             "suite_name": "VARCHAR", "case_name": "VARCHAR"}
+    types.update({f"environment.{name}": "BIGINT" if name in ("cpu_cores", "gpu_count") else "VARCHAR"
+                  for name in ENVIRONMENT_FIELDS})
+    types.update({f"metrics.{name}": "DOUBLE[]" if name == "per_device_images_per_sec" else "DOUBLE"
+                  for name in METRIC_FIELDS if f"metrics.{name}" != STEP_TIMES})
+    types.update({"config.model": "VARCHAR", "config.batch_size": "BIGINT", "config.num_devices": "BIGINT",
+                  "config.precision": "VARCHAR", "config.data_format": "VARCHAR", "config.forward_only": "BOOLEAN",
+                  "config.device": "VARCHAR", "config.variable_update": "VARCHAR",
+                  "metrics.energy_j": "DOUBLE", "metrics.images_per_joule": "DOUBLE"})
+    return types
+
+
+_TEXT_FOUND = frozenset({"UUID", "TIME", "TIME WITH TIME ZONE", "DATE", "TIMESTAMP", "TIMESTAMP WITH TIME ZONE"})
+
+
+def _runs_columns(found: list[tuple[str, str, str]]) -> str:
+    """The select list of ``runs`` from DuckDB's columns (name, type, key), in export's order: a
+    name that only case (or nothing) tells from an earlier one gets ``_1``, ``_2``... as DuckDB
+    names them; the contract's absent columns are added as nulls; a column of nulls alone gets
+    the contract's type, or JSON."""
+    contract = _contract_types()
+    taken: set[str] = set()
+    select = []
+    for name, kind, key in found:
+        shown = name or "_"
+        suffix = 0
+        while shown.lower() in taken:
+            suffix += 1
+            shown = f"{name or '_'}_{suffix}"
+        taken.add(shown.lower())
+        if kind == '"NULL"':
+            select.append(f"CAST({key} AS {contract.get(name, 'JSON')}) AS {_quoted(shown)}")
+        elif kind in _TEXT_FOUND:  # what DuckDB reads in text all the same
+            select.append(f"CAST({key} AS VARCHAR) AS {_quoted(shown)}")
+        else:
+            select.append(f"{key} AS {_quoted(shown)}")
+    select += [f"CAST(NULL AS {kind}) AS {_quoted(name)}" for name, kind in contract.items()
+               if name.lower() not in taken]
+    return ", ".join(select)
+
+
+def _make_steps(con: Any, records: Sequence[Mapping[str, Any]]) -> None:
+    """Every timed step of every run: ``run_id``, ``step`` (from 1), ``seconds``."""
+    import numpy as np
+    import pandas as pd
+
+    run_ids: list[str | None] = []
+    counts: list[int] = []
+    parts: list[Any] = []
+    for record in records:
+        metrics = record.get("metrics")
+        times = metrics.get(STEP_TIMES.split(".")[1]) if isinstance(metrics, Mapping) else None
+        if not isinstance(times, Sequence) or isinstance(times, str) or not times:
+            continue
+        try:
+            values = np.asarray(times, dtype=np.float64)
+        except (TypeError, ValueError):  # not all numbers: a hand-written line's
+            continue
+        run_id = record.get("run_id")
+        run_ids.append(run_id if isinstance(run_id, str) else None)
+        counts.append(len(values))
+        parts.append(values)
+    total = sum(counts)
+    starts = np.repeat(np.cumsum([0, *counts])[:-1], counts)
+    frame = pd.DataFrame({
+        "run_id": pd.array(np.repeat(np.array(run_ids, dtype=object), counts), dtype="string"),
+        "step": np.arange(1, total + 1, dtype=np.int64) - starts,
+        "seconds": np.concatenate(parts) if parts else np.zeros(0),
+    })
+    con.register("_steps_frame", frame)
+    con.execute(f"CREATE TABLE {STEPS} AS SELECT run_id, step, seconds FROM _steps_frame")
+    con.unregister("_steps_frame")
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _json(value: Any) -> str:
+    return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+
+
+@contextlib.contextmanager
+def _scratch(data: bytes) -> Iterator[str]:
+    """A path DuckDB reads ``data`` from: a file in memory (Linux), else a temporary file, gone after."""
+    if hasattr(os, "memfd_create"):
+        fd = os.memfd_create("cnnbench-query")
+        try:
+            os.write(fd, data) if len(data) < 1 << 30 else _write_all(fd, data)
+            yield f"/proc/self/fd/{fd}"
+        finally:
+            os.close(fd)
+        return
+    with tempfile.NamedTemporaryFile(suffix=".jsonl") as f:
+        f.write(data)
+        f.flush()
+        yield f.name
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
