@@ -9,7 +9,8 @@ import os
 
 import pytest
 
-import cnnbench.report.build as build
+import cnnbench.report.tables.effects as effects_kind
+import cnnbench.report.tables.throughput as throughput_kind
 from cnnbench.report import ReportOptions, build_report, write_report
 from cnnbench.report.render import drawing
 from tests.report_fixtures import scaling_records, training_record
@@ -25,7 +26,7 @@ def early(recs: list[dict], options: ReportOptions | None = None):
     """The report, the figures its hook got, and what happened in which order."""
     seen: list[list] = []
     order: list[str] = []
-    compute, sections = build.compute_effects, build.configuration_sections
+    compute, sections = effects_kind.compute_effects, throughput_kind.configuration_sections
 
     def effects(*args, **kwargs):
         order.append("effects")
@@ -35,11 +36,11 @@ def early(recs: list[dict], options: ReportOptions | None = None):
         order.append("throughput")
         return sections(*args, **kwargs)
 
-    build.compute_effects, build.configuration_sections = effects, throughput
+    effects_kind.compute_effects, throughput_kind.configuration_sections = effects, throughput
     try:
         report = build_report(recs, options, on_figures=lambda figs: (order.append("figures"), seen.append(figs)))
     finally:
-        build.compute_effects, build.configuration_sections = compute, sections
+        effects_kind.compute_effects, throughput_kind.configuration_sections = compute, sections
     assert len(seen) == 1
     return report, seen[0], order
 

@@ -197,6 +197,7 @@ def _scaling_cells(n: int, record: Any, base: tuple[int, float, bool] | None) ->
     """images/sec, speedup and efficiency of one point, ``⚠`` where it or the base run recorded
     warnings, and ``superlinear`` on an efficiency over 105%."""
     from cnnbench.analysis.marks import WARNED
+    from cnnbench.analysis.speedup import speedup_efficiency
     from cnnbench.report.tables.scaling import SUPERLINEAR
 
     ips = record.metrics["total_images_per_sec"]
@@ -206,8 +207,7 @@ def _scaling_cells(n: int, record: Any, base: tuple[int, float, bool] | None) ->
         return ips_text, "—", "—"
     base_n, base_ips, base_warned = base
     mark = f" {WARNED}" if warned or base_warned else ""
-    speedup = ips / base_ips
-    efficiency = speedup / (n / base_n)
+    speedup, efficiency = speedup_efficiency(ips, n, base_ips, base_n)
     eff_text = f"{efficiency:,.1%}" + (" superlinear" if efficiency > SUPERLINEAR else "") + mark
     return ips_text, f"{speedup:.2f}x{mark}", eff_text
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from cnnbench.analysis.fields import FieldError, resolve_field
+from cnnbench.analysis.speedup import speedup_efficiency
 from cnnbench.predict.bases import (
     CostLookup,
     Measured,
@@ -152,7 +153,7 @@ def two_device_efficiency(base: Base, strategy: str, measured: Sequence[Measured
     one node: images/sec over twice the one-device figure), None where not measured."""
     for m in measured:
         if m.key == base.key and m.strategy == strategy and m.devices == 2 and m.nodes == 1:
-            return m.images_per_sec / (2 * base.images_per_sec)
+            return speedup_efficiency(m.images_per_sec, 2, base.images_per_sec)[1]
     return None
 
 
@@ -300,8 +301,8 @@ def _rows(base: Base, strategy: str, options: PredictOptions, scenario: Scenario
     rows = []
     for n, nodes in points(base, options, measured):
         p = predict(base, strategy, n, nodes, scenario)
-        speedup = p.images_per_sec / one
+        speedup, efficiency = speedup_efficiency(p.images_per_sec, n, one)
         at = base.images_per_sec if n == 1 and nodes == 1 else found.get((n, nodes))
         baseline = n * base.images_per_sec * two if two is not None and n > 2 else None
-        rows.append(Row(base, strategy, n, nodes, p.images_per_sec, speedup, speedup / n, p.bound, at, baseline))
+        rows.append(Row(base, strategy, n, nodes, p.images_per_sec, speedup, efficiency, p.bound, at, baseline))
     return rows

@@ -1,7 +1,8 @@
-"""Assemble the report: select records, fold repeats, build every table, observations and plots.
+"""Assemble the report: select records, fold repeats, build every kind of table, observations and plots.
 
-:func:`build_report` is pure computation (no files, no matplotlib); see
-:mod:`cnnbench.report.output` for writing it out.
+The kinds of table declare themselves (:mod:`cnnbench.report.kinds`); this module builds each
+registered kind and adds its section in order. :func:`build_report` is pure computation (no
+files, no matplotlib); see :mod:`cnnbench.report.output` for writing it out.
 """
 
 from __future__ import annotations
@@ -13,20 +14,12 @@ from typing import Any
 
 from cnnbench.analysis import fields as F
 from cnnbench.analysis.marks import MARKS_HEADING, combined, marks_section
-from cnnbench.analysis.points import Measure, PointSet, build_points
-from cnnbench.report.document import (
-    Bullets,
-    Contents,
-    Figure,
-    Heading,
-    Paragraph,
-    Report,
-    TableBlock,
-    set_anchors,
-)
+from cnnbench.analysis.points import build_points
+from cnnbench.report.document import Bullets, Contents, Figure, Heading, Paragraph, Report, set_anchors
 from cnnbench.report.facts import facts
 from cnnbench.report.fastest import fastest_observations
-from cnnbench.report.figures import budgeted, figures_ahead, scaling_figure, throughput_figure, training_figure
+from cnnbench.report.figures import PLOT_ORDER, budgeted
+from cnnbench.report.kinds import Inputs, TableKind, register, registered
 from cnnbench.report.layout import Layout
 from cnnbench.report.observations import (
     ALL_WARNED,
@@ -45,22 +38,11 @@ from cnnbench.report.options import (
     ReportOptions,
     resolve_layout,
 )
-from cnnbench.report.table import Table, unique_ids
-from cnnbench.report.tables.bandwidth import add_bandwidth_blocks
-from cnnbench.report.tables.cost import cost_table
-from cnnbench.report.tables.effect_series import series_blocks
-from cnnbench.report.tables.effects import Effect, compute_effects, default_effect_fields
-from cnnbench.report.tables.energy import add_energy_blocks, energy_tables
-from cnnbench.report.tables.implementations import implementation_tables
-from cnnbench.report.tables.pipeline import is_pipeline_record, pipeline_tables
+from cnnbench.report.table import unique_ids
+from cnnbench.report.tables.pipeline import is_pipeline_record
 from cnnbench.report.tables.predicted import prediction_observations
-from cnnbench.report.tables.scaling import ScalingGroup, overview, scaling_groups
-from cnnbench.report.tables.systems import systems_table
-from cnnbench.report.tables.throughput import Section, configuration_sections
-from cnnbench.report.tables.training import TrainingResult, training_results
 from cnnbench.results.gc_pause import collector_paused
 from cnnbench.results.query import parse_where, select
-from cnnbench.results.record import record_kind
 
 log = logging.getLogger(__name__)
 
@@ -80,41 +62,6 @@ class _Scope:
     ignore: list[str]
 
 
-@dataclass
-class _Parts:
-    """Every table of the report and the notes beside the effect tables."""
-
-    pipelines: list[Table]
-    cost: Table | None
-    sections: list[Section]
-    groups: list[ScalingGroup]
-    effects: list[Effect]
-    effect_notes: list[str]
-    baseline_warnings: list[str]
-    impls: list[Table]
-    trainings: list[TrainingResult]
-    energies: list[Table]
-    systems: Table | None
-    glance: Table | None
-    impl_measures: dict[tuple[str, str], list[Measure]]
-    """The measures behind each row of :attr:`impls`, by (table title, row label)."""
-
-    def tables(self) -> list[Table]:
-        """All tables, in the order their ids are made unique."""
-        return (_leading_tables(self.systems, self.glance, self.cost, self.sections, self.groups)
-                + [e.table for e in self.effects] + self.impls + [r.table for r in self.trainings]
-                + self.pipelines + self.energies)
-
-
-def _leading_tables(systems: Table | None, glance: Table | None, cost: Table | None, sections: list[Section],
-                    groups: list[ScalingGroup]) -> list[Table]:
-    """The tables that come first where ids are made unique: their ids are final once these exist."""
-    out: list[Table] = [t for t in (systems, glance, cost) if t] + [s.table for s in sections]
-    for g in groups:
-        out += [g.summary, g.table]
-    return out
-
-
 FiguresHook = Callable[[list[Figure]], object]
 """Called with figures of the report before the rest of it is built (see :func:`build_report`)."""
 
@@ -126,9 +73,9 @@ def build_report(records: Sequence[Mapping[str, Any]], options: ReportOptions | 
     ``on_figures``: called once, with the scaling, training and throughput figures that the
     report will draw, as it will hold them (a training figure's name may still change), so that a
     caller can start drawing them meanwhile (:meth:`cnnbench.report.render.drawing.DrawingPool.draw_ahead`):
-    as soon as the scaling and training tables are built where their plots spend the plot budget
-    (``max_plots``; throughput plots come after them in it), else once the throughput tables are
-    built too; either way before the effect tables and the observations (most of the rest of the time)."""
+    as soon as the kinds with plots built so far spend the plot budget (``max_plots``; they are
+    built in its order: scaling, training, throughput), else once the throughput tables are built
+    too; either way before the effect tables and the observations (most of the rest of the time)."""
     with collector_paused():  # about half the CPU time otherwise (cnnbench.results.gc_pause)
         return _build_report(records, options or ReportOptions(), on_figures)
 
@@ -139,19 +86,16 @@ def _build_report(records: Sequence[Mapping[str, Any]], opts: ReportOptions, on_
         raise NoMatchingRecords("no records to report")
     scope = _resolve(records, opts)
     selected, layout = scope.selected, scope.layout
-    # cnnbench data: no model, tables of their own (by the first column field)
-    pipelines = pipeline_tables(selected, layout.columns[0], opts.repeat_noise)
-    points = build_points([r for r in selected if not is_pipeline_record(r)],
+    points = build_points([r for r in selected if not is_pipeline_record(r)],  # cnnbench data: no model
                           [*layout.rows, *layout.columns, *(scope.effect_fields or []), *scope.baselines])
     log.info("%d of %d records selected, %d points", len(selected), len(records), len(points.points))
-    parts = _build_parts(points, scope, opts, pipelines, on_figures)
-    all_tables = parts.tables()
+    inputs = Inputs(selected, points, layout, opts, scope.effect_fields, scope.baselines, scope.ignore)
+    kinds = registered()
+    _build_kinds(kinds, inputs, on_figures)
+    all_tables = [t for k in kinds for t in k.tables(inputs.built[k.id])]
     unique_ids(all_tables)
-    report = Report(opts.title, tables=all_tables, observations=_observations(parts, layout, opts),
-                    n_records=len(selected), warnings=parts.baseline_warnings)
-    _assemble(report, opts, records, scope, points, parts)
-    add_energy_blocks(report, parts.energies)
-    add_bandwidth_blocks(report, selected, opts.repeat_noise)  # cnnbench comm: busbw against size
+    report = Report(opts.title, tables=all_tables, observations=_observations(inputs), n_records=len(selected))
+    _assemble(report, records, inputs, kinds)
     _budget_plots(report, opts.max_plots)
     set_anchors(report.blocks)
     return report
@@ -184,178 +128,85 @@ def _select(records: list[Mapping[str, Any]], opts: ReportOptions) -> list[Mappi
     return selected
 
 
-def _build_parts(points: PointSet, scope: _Scope, opts: ReportOptions, pipelines: list[Table],
-                 on_figures: FiguresHook | None) -> _Parts:
-    cost = cost_table(points)
-    comm = [r for r in scope.selected if record_kind(r) == "comm"] if opts.predict else []
-    groups = scaling_groups(points, opts.repeat_noise, predict=opts.predict, comm=comm)
-    trainings = training_results(points)
-    systems, glance = systems_table(scope.selected), overview(groups)
-    if on_figures is not None:  # the ids of these tables made unique now: they are final (those of
-        # the throughput tables, which come between, all start with "throughput-")
-        unique_ids(_leading_tables(systems, glance, cost, [], groups))
-        unique_ids([r.table for r in trainings])  # no other table's id starts with "training-"
-        early = figures_ahead([], groups, trainings, opts.max_plots)
-        if len(early) >= opts.max_plots:  # the budget is spent before the throughput plots: drawn now
-            on_figures(early)
+def _build_kinds(kinds: list[TableKind], inputs: Inputs, on_figures: FiguresHook | None) -> None:
+    """Build every kind into ``inputs.built``: first those with plots, in the plot budget's order,
+    then the rest in the report's order. ``on_figures`` gets the plots as soon as the kinds built
+    spend the budget, else once every kind with plots is built (their tables' ids made unique
+    first: no other kind's ids start as theirs do)."""
+    plotted = sorted((k for k in kinds if k.plot), key=lambda k: PLOT_ORDER.get(k.id, len(PLOT_ORDER)))
+    max_plots = inputs.options.max_plots
+    for kind in plotted + [k for k in kinds if not k.plot]:
+        inputs.built[kind.id] = kind.build(inputs)
+        if on_figures is None or not kind.plot:
+            continue
+        done = [k for k in plotted if k.id in inputs.built]
+        unique_ids([t for k in done for t in k.tables(inputs.built[k.id])])
+        figures = budgeted([f for k in done if k.plot for f in k.plot(inputs.built[k.id])], max_plots)
+        if len(done) == len(plotted) or len(figures) >= max_plots:
+            on_figures(figures)
             on_figures = None
-    sections = configuration_sections(points, scope.layout, opts.repeat_noise)
-    if on_figures is not None:
-        unique_ids(_leading_tables(systems, glance, cost, sections, groups))
-        on_figures(figures_ahead(sections, groups, trainings, opts.max_plots))
-    effects, effect_notes, baseline_warnings = _effects(points, scope, opts)
-    impl_measures: dict[tuple[str, str], list[Measure]] = {}
-    impls = implementation_tables(points, opts.repeat_noise, opts.noise, measures=impl_measures)
-    energies = energy_tables(sections)
-    return _Parts(pipelines=pipelines, cost=cost, sections=sections, groups=groups, effects=effects,
-                  effect_notes=effect_notes, baseline_warnings=baseline_warnings, impls=impls,
-                  impl_measures=impl_measures,
-                  trainings=trainings, energies=energies, systems=systems, glance=glance)
 
 
-def _effects(points: PointSet, scope: _Scope, opts: ReportOptions) -> tuple[list[Effect], list[str], list[str]]:
-    """The effect tables, the notes under them, and the warnings about unused ``--baseline`` values."""
-    names = scope.effect_fields if scope.effect_fields is not None else default_effect_fields(points)
-    try:
-        effects, effect_notes = compute_effects(points, names, scope.baselines, opts.noise,
-                                                explain=scope.effect_fields is not None, ignore=scope.ignore)
-    except F.FieldError as exc:
-        raise ReportError(str(exc)) from exc
-    baseline_warnings = _unused_baselines(scope.baselines, names, effects, points)
-    effect_notes += baseline_warnings
-    inert = [F.short_name(f) for f in scope.ignore if f not in points.key_fields]
-    if inert:
-        effect_notes.append(f"--ignore {', '.join(inert)}: not part of what pairs results (it never kept two "
-                            f"results apart), so ignoring it changes nothing.")
-    return effects, effect_notes, baseline_warnings
-
-
-def _observations(parts: _Parts, layout: Layout, opts: ReportOptions) -> list[Observation]:
+def _observations(inputs: Inputs) -> list[Observation]:
     """The observations of the kinds asked (``opts.observations``); when every figure is warned,
     those that hold with the warnings. Each that rests on warned runs begins with their warnings."""
-    fallback = not opts.include_warned and all_warned(parts.sections)
+    opts, built = inputs.options, inputs.built
+    groups, sections = built["scaling"].groups, built["throughput"]
+    fallback = not opts.include_warned and all_warned(sections)
     warned = opts.include_warned or fallback
     kinds = set(opts.observations if opts.observations is not None else OBSERVATION_KINDS)
-    found = ((scaling_observations(parts.groups, warned) if "scaling" in kinds else [])
-             + (effect_observations(parts.effects, warned) if "effects" in kinds else [])
-             + (fastest_observations(parts.sections, layout, warned, opts.noise) if "fastest" in kinds else [])
-             + (implementation_observations(parts.impls, warned, opts.noise, parts.impl_measures)
+    found = ((scaling_observations(groups, warned) if "scaling" in kinds else [])
+             + (effect_observations(built["effects"].effects, warned) if "effects" in kinds else [])
+             + (fastest_observations(sections, inputs.layout, warned, opts.noise) if "fastest" in kinds else [])
+             + (implementation_observations(built["implementations"], warned, opts.noise)
                 if "implementations" in kinds else [])
-             + (prediction_observations(parts.groups, opts.noise) if opts.predict and "scaling" in kinds else []))
-    failures = failure_observations(parts.sections) if "failures" in kinds else []
+             + (prediction_observations(groups, opts.noise) if opts.predict and "scaling" in kinds else []))
+    failures = failure_observations(sections) if "failures" in kinds else []
     return lead_with_warnings(found) + failures
 
 
-def _unused_baselines(baselines: Mapping[str, str], names: Sequence[str], effects: list[Effect],
-                      points: PointSet) -> list[str]:
-    """One line for each ``--baseline`` that no effect table uses, saying why."""
-    used = {e.field for e in effects}
-    lines = []
-    for f, value in baselines.items():
-        if f in used:
-            continue
-        short = F.short_name(f)
-        if len(points.distinct(f)) < 2:
-            why = f"{short} takes one value in these results"
-        elif f not in names:
-            why = f"no effect table compares {short} (add --effect {short})"
-        else:
-            why = f"no two results differ in {short} alone"
-        lines.append(f"--baseline {short}={value} is not used: {why}.")
-    return lines
-
-
-def _assemble(report: Report, opts: ReportOptions, records: list, scope: _Scope, points: PointSet,
-              parts: _Parts) -> None:
-    """The report's order: what was run and what it shows, the contents, the systems, then the
-    sections, scaling first (its summary is what most readers look for)."""
+def _assemble(report: Report, records: list, inputs: Inputs, kinds: list[TableKind]) -> None:
+    """The report's order: what was run and what it shows, the contents, then each kind's section
+    in order (the systems, then scaling first: its summary is what most readers look for)."""
+    opts = inputs.options
     b = report.blocks
     b.append(Heading(opts.title, 1))
-    b += [Paragraph(line) for line in facts(records, scope.selected, opts.where, scope.layout, points)]
+    b += [Paragraph(line) for line in facts(records, inputs.records, opts.where, inputs.layout, inputs.points)]
     b.append(Heading("Observations"))
-    fallback = not opts.include_warned and all_warned(parts.sections)
-    if fallback:
+    if _fallback(inputs):
         b.append(Paragraph(ALL_WARNED))
     b.append(Bullets([o.text for o in report.observations]) if report.observations
              else Paragraph(_nothing_observed(opts)))
     b += [Heading("Contents"), Contents()]
-    if parts.systems:
-        b += [Heading("Systems"), TableBlock(parts.systems)]
-    _scaling_blocks(report, parts)
-    _throughput_blocks(report, parts, scope.layout)
-    _effect_blocks(report, parts)
-    _training_blocks(report, parts)
-    if parts.pipelines:
-        b.append(Heading("Input pipeline alone (cnnbench data)"))
-        b += [TableBlock(t, caption=True) for t in parts.pipelines]
-    if parts.cost:
-        b += [Heading("Model cost"), TableBlock(parts.cost)]
-    b += series_blocks([e.table for e in parts.effects])
-    explained = marks_section(combined(p.measure for p in points.points), opts.include_warned, fallback)
+    for kind in kinds:
+        kind.section(report, inputs.built[kind.id], inputs)
+
+
+def _fallback(inputs: Inputs) -> bool:
+    """Is every figure warned, and so the observations those that hold with the warnings?"""
+    return not inputs.options.include_warned and all_warned(inputs.built["throughput"])
+
+
+def _marks(report: Report, result: Any, inputs: Inputs) -> None:
+    explained = marks_section(combined(p.measure for p in inputs.points.points), inputs.options.include_warned,
+                              _fallback(inputs))
     if explained:
-        b += [Heading(MARKS_HEADING), Bullets(explained)]
-    if opts.problems:
-        b.append(Heading("Results that could not be read"))
-        b.append(Bullets(list(opts.problems)))
+        report.blocks += [Heading(MARKS_HEADING), Bullets(explained)]
+
+
+def _problems(report: Report, result: Any, inputs: Inputs) -> None:
+    if inputs.options.problems:
+        report.blocks += [Heading("Results that could not be read"), Bullets(list(inputs.options.problems))]
+
+
+register(TableKind("marks", 90, lambda inputs: None, _marks))  # after every table, the marks explained
+register(TableKind("problems", 95, lambda inputs: None, _problems))
 
 
 def _nothing_observed(opts: ReportOptions) -> str:
     if opts.observations is not None and set(opts.observations) != set(OBSERVATION_KINDS):
         return f"Nothing to observe of the kinds asked (--observations {','.join(opts.observations)})."
     return "Nothing to observe: no table has two comparable figures."
-
-
-def _scaling_blocks(report: Report, parts: _Parts) -> None:
-    if not parts.groups:
-        return
-    b = report.blocks
-    b.append(Heading("Scaling"))
-    if parts.glance and len(parts.groups) > 1:
-        b.append(TableBlock(parts.glance, caption=True))
-    for g in parts.groups:
-        fig = scaling_figure(g)
-        b += [Heading(g.name, 3), TableBlock(g.summary), fig]
-        report.figures.append(fig)
-
-
-def _throughput_blocks(report: Report, parts: _Parts, layout: Layout) -> None:
-    b = report.blocks
-    if parts.sections or not parts.pipelines:
-        rows = "" if layout.is_default else f"rows: {layout.row_name}; "
-        b.append(Heading(f"Throughput by configuration (images/sec; {rows}columns: {layout.column_name})"))
-    for s in parts.sections:
-        b += [Heading(s.name, 3), TableBlock(s.table)]
-        fig = throughput_figure(s)
-        if fig:
-            b.append(fig)
-            report.figures.append(fig)
-
-
-def _effect_blocks(report: Report, parts: _Parts) -> None:
-    b = report.blocks
-    if parts.effects or parts.effect_notes:
-        b.append(Heading("Effects (one factor at a time)"))
-        for e in parts.effects:
-            b += [Heading(e.table.title, 3), TableBlock(e.table)]
-        if parts.effect_notes:
-            b.append(Bullets(parts.effect_notes))
-    if parts.impls:
-        b.append(Heading("Implementations side by side"))
-        for t in parts.impls:
-            b += [Heading(t.title.split(": ", 1)[-1], 3), TableBlock(t)]
-
-
-def _training_blocks(report: Report, parts: _Parts) -> None:
-    if not parts.trainings:
-        return
-    b = report.blocks
-    b.append(Heading("Training to accuracy"))
-    for r in parts.trainings:
-        b += [Heading(r.table.title.split(": ", 1)[-1], 3), TableBlock(r.table)]
-        fig = training_figure(r)
-        if fig:
-            b.append(fig)
-            report.figures.append(fig)
 
 
 def _budget_plots(report: Report, max_plots: int) -> None:

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from cnnbench.report.observations import Observation
 from cnnbench.report.table import Table
+
+if TYPE_CHECKING:
+    from cnnbench.report.observations import Observation
 
 
 @dataclass

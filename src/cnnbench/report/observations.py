@@ -1,7 +1,8 @@
 """Written observations drawn from the tables, each with references to the cells it quotes.
 
-Every bullet is computed from table cells (its :class:`Ref` list names them: table id,
-row label, column), and says nothing that no number supports: scaling efficiency at the
+Every bullet is computed from the numbers of table cells and the verdicts behind them (its
+:class:`Ref` list names the cells: table id, row label, column), never from their text (a bullet
+may quote it), and says nothing that no number supports: scaling efficiency at the
 largest device count with a plain verdict (over 105%: superlinear, with its likely causes),
 each effect's median and how many of its pairs differ significantly (an effect is named only
 when at least half of its pairs are significant in the direction of the median),
@@ -15,24 +16,22 @@ warned runs begins with why it cannot be trusted (:func:`lead_with_warnings`).
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from cnnbench.analysis import fields as F
 from cnnbench.analysis.marks import (
-    NO_SAMPLES,
-    NOT_SIGNIFICANT,
     WARNED,
     RunWarnings,
     is_warned,
     untrusted,
     warnings_behind,
 )
-from cnnbench.analysis.points import Measure
 from cnnbench.analysis.repeat_stats import median
 from cnnbench.report.table import Cell, Table
 from cnnbench.report.tables.effects import Effect
+from cnnbench.report.tables.implementations import Implementations
 from cnnbench.report.tables.scaling import SUPERLINEAR, SUPERLINEAR_CAUSE, ScalingGroup, device_column
 from cnnbench.report.tables.throughput import Section
 from cnnbench.words import plural
@@ -108,12 +107,13 @@ _Part = tuple[str, list[tuple[str, Cell]], Cell, str]
 """One device count of a scaling summary: its column, the usable cells, the median cell and its row."""
 
 
-def _scaling_part(t: Table, series_rows: list, med_row: Any, i: int, include_warned: bool) -> _Part | None:
+def _scaling_part(t: Table, series_rows: list[tuple[str, list[Cell]]], med_row: Any, i: int,
+                  include_warned: bool) -> _Part | None:
     col = t.columns[i]
-    cells = [(r[0].text, r[i]) for r in series_rows if r[i].is_number and usable(r[i], include_warned)]
+    cells = [(label, r[i]) for label, r in series_rows if r[i].is_number and usable(r[i], include_warned)]
     if not cells:
         return None
-    n_numbers = sum(1 for r in series_rows if r[i].is_number)
+    n_numbers = sum(1 for _, r in series_rows if r[i].is_number)
     med = med_row[i] if med_row is not None and med_row[i].is_number else cells[0][1]
     med = _median_cell(cells, n_numbers, med)
     med_ref = "median" if med_row is not None and med is med_row[i] else \
@@ -121,9 +121,11 @@ def _scaling_part(t: Table, series_rows: list, med_row: Any, i: int, include_war
     return col, cells, med, med_ref
 
 
-def _scaling_parts(t: Table, include_warned: bool) -> list[_Part]:
-    series_rows = [r for r in t.rows if r[0].text != "median"]
-    med_row = next((r for r in t.rows if r[0].text == "median"), None)
+def _scaling_parts(g: ScalingGroup, include_warned: bool) -> list[_Part]:
+    """The summary's rows are its series, in order, then the median row where there are two or more."""
+    t, n = g.summary, len(g.series)
+    series_rows = [(s.label, row) for s, row in zip(g.series, t.rows, strict=False)]
+    med_row = t.rows[n] if len(t.rows) > n else None
     parts = (_scaling_part(t, series_rows, med_row, i, include_warned)
              for i in range(t.label_columns + 1, len(t.columns)))
     return [part for part in parts if part is not None]
@@ -212,7 +214,7 @@ def scaling_observations(groups: Sequence[ScalingGroup], include_warned: bool = 
     cells left out: then the median quoted is the lower median of the cells left, itself a cell)."""
     summaries = []
     for g in groups:
-        parts = _scaling_parts(g.summary, include_warned)
+        parts = _scaling_parts(g, include_warned)
         if parts:
             summaries.append((g, g.summary, parts))
     out = [_scaling_bullet(g, t, parts) for g, t, parts in summaries[:MAX_SCALING_BULLETS]]
@@ -283,18 +285,16 @@ def effect_observations(effects: Sequence[Effect], include_warned: bool = False)
     return [o for o in found if o is not None]
 
 
-def implementation_observations(tables: Sequence[Table], include_warned: bool = False,
-                                noise: float = 0.03,
-                                measures: Mapping[tuple[str, str], Sequence[Measure]] | None = None,
-                                ) -> list[Observation]:
+def implementation_observations(found: Implementations, include_warned: bool = False,
+                                noise: float = 0.03) -> list[Observation]:
     """Median ratio of two implementations over all their side-by-side device counts (rows with a
     warned cell left out), named only when at least half of the ratios are significant in the
-    median's direction (ratio cells marked ``n.s.``/``no samples`` are not) and the median is at
-    least ``noise`` from 1; otherwise "no significant difference". ``measures``: those behind each
-    row, by (table title, row label), as :func:`~cnnbench.report.tables.implementations.implementation_tables`
-    gives them (for the warnings of the runs behind an observation)."""
+    median's direction (as the test found them: :attr:`Implementations.significant`; a ratio
+    marked ``n.s.``/``no samples`` is not) and the median is at least ``noise`` from 1; otherwise
+    "no significant difference". The warnings of the runs behind an observation are those of
+    :attr:`Implementations.measures`."""
     by_pair: dict[str, list[tuple[Table, str, Cell]]] = defaultdict(list)
-    for t in tables:
+    for t in found.tables:
         if len(t.columns) != 4:
             continue
         ratio_col = t.columns[-1]
@@ -307,18 +307,16 @@ def implementation_observations(tables: Sequence[Table], include_warned: bool = 
         med = median(xs)
         assert med is not None
         refs = [Ref(t.id, r, col) for t, r, _ in items]
-        agreeing = sum(1 for _, _, c in items if _significant(c) and (c.value > 1) == (med > 1))
+        significant = [found.significant.get((t.title, r)) is True for t, r, _ in items]
+        agreeing = sum(1 for (_, _, c), sig in zip(items, significant, strict=True)
+                       if sig and (c.value > 1) == (med > 1))
         said = (f"median ratio {med:.2f} over {len(xs)} side-by-side results (range {min(xs):.2f}–{max(xs):.2f}; "
-                f"{sum(1 for _, _, c in items if _significant(c))} of {len(xs)} significant)")
+                f"{sum(significant)} of {len(xs)} significant)")
         if agreeing * 2 < len(xs) or abs(med - 1) < noise:
             said += ": no significant difference"
-        behind = [m for t, r, _ in items for m in (measures or {}).get((t.title, r), ())]
+        behind = [m for t, r, _ in items for m in found.measures.get((t.title, r), ())]
         out.append(Observation(f"Implementations {col}: {said}.", refs, warnings_behind(behind)))
     return out
-
-
-def _significant(cell: Cell) -> bool:
-    return NOT_SIGNIFICANT not in cell.text and NO_SAMPLES not in cell.text
 
 
 def failure_observations(sections: Sequence[Section]) -> list[Observation]:

@@ -1,2 +1,3 @@
 """Kinds of table in a report: throughput, implementations, scaling, effects, training, cost, energy, pipeline, systems.
-Imports cnnbench.analysis, report.table/numbers/document, results, config, words, and models.cost (lazily, for cost)."""
+Each module declares its kind (:func:`cnnbench.report.kinds.register`): a new kind is a new module here.
+Imports cnnbench.analysis, report.table/numbers/document/kinds, results, config, words, and models.cost (lazily)."""

@@ -19,6 +19,7 @@ from typing import Any
 from cnnbench.analysis import fields as F
 from cnnbench.analysis.repeat_stats import relative_stdev, spread_percent
 from cnnbench.report.document import Block, Figure, Heading, Paragraph, Report, TableBlock
+from cnnbench.report.kinds import TableKind, register
 from cnnbench.report.numbers import significant
 from cnnbench.report.table import Cell, Table, failed, label_cell, missing
 from cnnbench.results.record import record_kind
@@ -111,10 +112,9 @@ def bandwidth_figure(b: Bandwidth) -> Figure:
                   {"lines": b.lines})
 
 
-def add_bandwidth_blocks(report: Report, records: Sequence[Mapping[str, Any]], noise: float) -> list[Table]:
+def add_bandwidth_blocks(report: Report, found: Sequence[Bandwidth]) -> list[Table]:
     """The bandwidth tables and plots under their heading, before the model cost and the
-    unreadable results if any; returns the tables (already in ``report.tables``)."""
-    found = bandwidth_tables(records, noise)
+    unreadable results if any; returns the tables (added to ``report.tables``)."""
     if not found:
         return []
     blocks: list[Block] = [Heading(HEADING), Paragraph(NOTE[0].upper() + NOTE[1:] + ".")]
@@ -143,3 +143,10 @@ def _drop_empty_throughput(report: Report) -> None:
             if i + 1 >= len(b) or (isinstance(b[i + 1], Heading) and b[i + 1].level <= 2):  # type: ignore[union-attr]
                 del b[i]
             return
+
+
+register(TableKind("bandwidth", 110,  # cnnbench comm: busbw against size
+                   lambda inputs: bandwidth_tables(inputs.records, inputs.options.repeat_noise),
+                   lambda report, found, inputs: add_bandwidth_blocks(report, found), tables=lambda found: []))
+# last in order, it places itself before the model cost and the unreadable results, and adds its
+# tables to the report's (their ids made unique among those: add_bandwidth_blocks)

@@ -13,6 +13,7 @@ from typing import Any
 
 from cnnbench.analysis import fields as F
 from cnnbench.analysis.points import PointSet
+from cnnbench.report.kinds import TableKind, register, table_section
 from cnnbench.report.numbers import significant
 from cnnbench.report.table import Cell, Table, label_cell, missing
 from cnnbench.report.tables.tf_models import UNMAPPED, tf_cost
@@ -149,3 +150,6 @@ def _notes(costs: Mapping[Any, Any], mapped: Mapping[Any, tuple[str, str]], unma
         if model not in costs:
             notes.append(f"Imported tf_cnn_benchmarks {model}: no cost, as {why}.")
     return notes
+
+
+register(TableKind("cost", 80, lambda inputs: cost_table(inputs.points), table_section("Model cost")))

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from typing import Any
 
-from cnnbench.report.document import Block, Heading, Paragraph, TableBlock
+from cnnbench.report.document import Block, Heading, Paragraph, Report, TableBlock
+from cnnbench.report.kinds import Inputs, TableKind, register
 from cnnbench.report.render.markdown import MAX_COLUMNS
 from cnnbench.report.table import Table, condensed
 
@@ -33,3 +35,10 @@ def series_blocks(tables: Sequence[Table]) -> list[Block]:
         blocks += [Heading(f"{t.title}, every series", 3),
                    TableBlock(dataclasses.replace(t, kind=SERIES_KIND, written=False))]
     return blocks
+
+
+def _series_section(report: Report, result: Any, inputs: Inputs) -> None:
+    report.blocks += series_blocks([e.table for e in inputs.built["effects"].effects])
+
+
+register(TableKind("effect-series", 85, lambda inputs: None, _series_section))

@@ -20,7 +20,7 @@ import dataclasses
 import functools
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from cnnbench.analysis import fields as F
@@ -40,6 +40,9 @@ from cnnbench.analysis.ratio_tests import ALPHA
 from cnnbench.analysis.repeat_stats import median
 from cnnbench.analysis.significance import NONE, Comparison, compare_many
 from cnnbench.config.run_config import dependent_fields
+from cnnbench.report.document import Bullets, Heading, Report, TableBlock
+from cnnbench.report.kinds import Inputs, TableKind, register
+from cnnbench.report.options import ReportError
 from cnnbench.report.table import Cell, Table, label_cell, missing, number
 from cnnbench.words import plural
 
@@ -357,3 +360,63 @@ def _table(name: str, a: Any, b: Any, pairs: list[Pair], row: int | None, cols: 
                   f"Speedup from {a_label} vs {b_label}", "effect",
                   [row_name] + columns + ["median"], rows, notes)
     return table, all_ratios
+
+
+@dataclass
+class Effects:
+    """The effect tables, the notes under them, and the warnings about unused ``--baseline`` values."""
+
+    effects: list[Effect]
+    notes: list[str] = field(default_factory=list)
+    baseline_warnings: list[str] = field(default_factory=list)
+
+
+def _effects(inputs: Inputs) -> Effects:
+    """The effect tables, the notes under them, and the warnings about unused ``--baseline`` values."""
+    points, opts = inputs.points, inputs.options
+    names = inputs.effect_fields if inputs.effect_fields is not None else default_effect_fields(points)
+    try:
+        effects, effect_notes = compute_effects(points, names, inputs.baselines, opts.noise,
+                                                explain=inputs.effect_fields is not None, ignore=inputs.ignore)
+    except F.FieldError as exc:
+        raise ReportError(str(exc)) from exc
+    baseline_warnings = _unused_baselines(inputs.baselines, names, effects, points)
+    effect_notes += baseline_warnings
+    inert = [F.short_name(f) for f in inputs.ignore if f not in points.key_fields]
+    if inert:
+        effect_notes.append(f"--ignore {', '.join(inert)}: not part of what pairs results (it never kept two "
+                            f"results apart), so ignoring it changes nothing.")
+    return Effects(effects, effect_notes, baseline_warnings)
+
+
+def _unused_baselines(baselines: Mapping[str, str], names: Sequence[str], effects: list[Effect],
+                      points: PointSet) -> list[str]:
+    """One line for each ``--baseline`` that no effect table uses, saying why."""
+    used = {e.field for e in effects}
+    lines = []
+    for f, value in baselines.items():
+        if f in used:
+            continue
+        short = F.short_name(f)
+        if len(points.distinct(f)) < 2:
+            why = f"{short} takes one value in these results"
+        elif f not in names:
+            why = f"no effect table compares {short} (add --effect {short})"
+        else:
+            why = f"no two results differ in {short} alone"
+        lines.append(f"--baseline {short}={value} is not used: {why}.")
+    return lines
+
+
+def _effects_section(report: Report, found: Effects, inputs: Inputs) -> None:
+    b = report.blocks
+    report.warnings += found.baseline_warnings
+    if found.effects or found.notes:
+        b.append(Heading("Effects (one factor at a time)"))
+        for e in found.effects:
+            b += [Heading(e.table.title, 3), TableBlock(e.table)]
+        if found.notes:
+            b.append(Bullets(found.notes))
+
+
+register(TableKind("effects", 40, _effects, _effects_section, lambda found: [e.table for e in found.effects]))

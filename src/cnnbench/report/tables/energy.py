@@ -15,6 +15,7 @@ from typing import Any
 from cnnbench.analysis import fields as F
 from cnnbench.analysis.repeat_stats import median
 from cnnbench.report.document import Block, Heading, Report, TableBlock
+from cnnbench.report.kinds import TableKind, register
 from cnnbench.report.table import Cell, Table, label_cell, missing, number
 from cnnbench.report.tables.throughput import Section
 
@@ -76,3 +77,8 @@ def add_energy_blocks(report: Report, tables: Sequence[Table]) -> None:
     at = next((i for i, b in enumerate(report.blocks) if isinstance(b, Heading) and b.level == 2 and b.text in later),
               len(report.blocks))
     report.blocks[at:at] = blocks
+
+
+register(TableKind("energy", 100, lambda inputs: energy_tables(inputs.built["throughput"]),
+                   lambda report, tables, inputs: add_energy_blocks(report, tables)))
+# last in order, it places itself before the model cost and the unreadable results (add_energy_blocks)

@@ -12,12 +12,15 @@ GPU/CPU/Python), and the ratio of the two when there are two.
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass, field
 from typing import Any
 
 from cnnbench.analysis import fields as F
 from cnnbench.analysis.marks import NO_SAMPLES, NOT_SIGNIFICANT, legend_for
 from cnnbench.analysis.points import Measure, Point, PointSet, combine
 from cnnbench.analysis.significance import DEFAULT_NOISE, NONE, compare_runs
+from cnnbench.report.document import Heading, Report, TableBlock
+from cnnbench.report.kinds import Inputs, TableKind, register
 from cnnbench.report.table import Cell, Table, missing, number, throughput
 from cnnbench.results.naming import data_kind
 
@@ -66,21 +69,22 @@ def _title(core: tuple) -> str:
     return f"{model}, {name}, batch {F.text(batch)} per device, {F.text(precision)}, {mode}, on {machine}"
 
 
-def _ratio(a: Measure | None, b: Measure | None, min_effect: float) -> Cell:
-    """``a / b`` of two implementations, ``n.s.`` when the test finds no significant difference."""
+def _ratio(a: Measure | None, b: Measure | None, min_effect: float) -> tuple[Cell, bool | None]:
+    """``a / b`` of two implementations, ``n.s.`` when the test finds no significant difference,
+    and whether it is significant (``None`` without a ratio)."""
     if a is None or b is None or a.median is None or not b.median:
-        return missing()
+        return missing(), None
     c = compare_runs(b.samples, a.samples, min_effect, interval=False, p_value=False)
     cell = number(a.median / b.median)
     if c.significant:
-        return cell
-    return cell._replace(text=cell.text + (f" ({NO_SAMPLES})" if c.basis == NONE else f" {NOT_SIGNIFICANT}"))
+        return cell, True
+    return cell._replace(text=cell.text + (f" ({NO_SAMPLES})" if c.basis == NONE else f" {NOT_SIGNIFICANT}")), False
 
 
 def _rows(by_impl: dict[str, dict[int, list[Point]]], impls: list[str], noise: float,
-          min_effect: float, measures: list[list[Measure]]) -> list[list[Cell]]:
+          min_effect: float, measures: list[list[Measure]], verdicts: list[bool | None]) -> list[list[Cell]]:
     """One row per device count: each implementation's images/sec, and the ratio of two (the
-    measures behind each row appended to ``measures``)."""
+    measures behind each row appended to ``measures``, whether its ratio is significant to ``verdicts``)."""
     rows = []
     for n in sorted({n for d in by_impl.values() for n in d}):
         row = [Cell(str(n), n)]
@@ -90,19 +94,23 @@ def _rows(by_impl: dict[str, dict[int, list[Point]]], impls: list[str], noise: f
             m = combine(ps) if ps else None
             row.append(throughput(m, noise) if m else missing())
             ms.append(m)
+        verdict = None
         if len(impls) == 2:
-            row.append(_ratio(ms[0], ms[1], min_effect))
+            cell, verdict = _ratio(ms[0], ms[1], min_effect)
+            row.append(cell)
         rows.append(row)
+        verdicts.append(verdict)
         measures.append([m for m in ms if m is not None])
     return rows
 
 
 def implementation_tables(points: PointSet, noise: float, min_effect: float = DEFAULT_NOISE,
-                          measures: dict[tuple[str, str], list[Measure]] | None = None) -> list[Table]:
+                          measures: dict[tuple[str, str], list[Measure]] | None = None,
+                          significant: dict[tuple[str, str], bool | None] | None = None) -> list[Table]:
     """Side-by-side tables wherever two or more implementations ran the same benchmark (the
     ratio of two marked ``n.s.`` where not significant, ``min_effect``: the smallest difference
-    ever called significant); ``measures``, when given, gets the measures behind each row, by
-    (table title, row label)."""
+    ever called significant); ``measures``, when given, gets the measures behind each row, and
+    ``significant`` whether its ratio is significant (``None``: no ratio), by (table title, row label)."""
     if not has_implementations(points):
         return []
     label = _labeller(points)
@@ -124,9 +132,10 @@ def implementation_tables(points: PointSet, noise: float, min_effect: float = DE
         impls = sorted(by_impl, key=lambda k: sort_of[k])
         ratio = len(impls) == 2
         behind: list[list[Measure]] = []
-        rows = _rows(by_impl, impls, noise, min_effect, behind)
+        verdicts: list[bool | None] = []
+        rows = _rows(by_impl, impls, noise, min_effect, behind, verdicts)
         columns = ["devices"] + impls + ([f"{impls[0]} / {impls[1]}"] if ratio else [])
-        untested = any(NOT_SIGNIFICANT in r[-1].text or NO_SAMPLES in r[-1].text for r in rows) and ratio
+        untested = any(v is False for v in verdicts) and ratio
         notes = ["images/sec over all devices, median of repeats; rows: device count."
                  + (f" {NOT_SIGNIFICANT}: the ratio is not significant (the test of cnnbench compare)."
                     if untested else "")]
@@ -136,5 +145,35 @@ def implementation_tables(points: PointSet, noise: float, min_effect: float = DE
                             columns, rows, notes))
         if measures is not None:
             measures.update(((tables[-1].title, row[0].text), ms) for row, ms in zip(rows, behind, strict=True))
+        if significant is not None:
+            significant.update(((tables[-1].title, row[0].text), v) for row, v in zip(rows, verdicts, strict=True))
     tables.sort(key=lambda t: F.sort_key(t.title))
     return tables
+
+
+@dataclass
+class Implementations:
+    """The side-by-side tables, and behind each row (by table title and row label) its measures
+    and whether its ratio is significant (``None``: no ratio)."""
+
+    tables: list[Table]
+    measures: dict[tuple[str, str], list[Measure]] = field(default_factory=dict)
+    significant: dict[tuple[str, str], bool | None] = field(default_factory=dict)
+
+
+def _build(inputs: Inputs) -> Implementations:
+    found = Implementations([])
+    found.tables = implementation_tables(inputs.points, inputs.options.repeat_noise, inputs.options.noise,
+                                         measures=found.measures, significant=found.significant)
+    return found
+
+
+def _section(report: Report, found: Implementations, inputs: Inputs) -> None:
+    b = report.blocks
+    if found.tables:
+        b.append(Heading("Implementations side by side"))
+        for t in found.tables:
+            b += [Heading(t.title.split(": ", 1)[-1], 3), TableBlock(t)]
+
+
+register(TableKind("implementations", 50, _build, _section, lambda found: found.tables))

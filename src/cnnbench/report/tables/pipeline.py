@@ -16,6 +16,7 @@ from typing import Any
 
 from cnnbench.analysis import fields as F
 from cnnbench.analysis.points import Measure
+from cnnbench.report.kinds import Inputs, TableKind, register, table_section
 from cnnbench.report.layout import header, shown_value
 from cnnbench.report.table import Cell, Table, label_cell, missing, throughput
 from cnnbench.words import plural
@@ -85,3 +86,11 @@ def _measure(records: list[Mapping[str, Any]], metric: str) -> Measure:
             values.append(float(value))
         statuses[status] += 1
     return Measure(values, dict(statuses))
+
+
+def _build(inputs: Inputs) -> list[Table]:
+    """cnnbench data: no model, tables of their own (by the first column field)."""
+    return pipeline_tables(inputs.records, inputs.layout.columns[0], inputs.options.repeat_noise)
+
+
+register(TableKind("pipeline", 70, _build, table_section("Input pipeline alone (cnnbench data)", caption=True)))

@@ -21,9 +21,13 @@ from cnnbench.analysis.labels import Namer, join_labels, unique_names
 from cnnbench.analysis.marks import WARNED, legend_for, symbols_of
 from cnnbench.analysis.points import Measure, Point, PointSet, combine
 from cnnbench.analysis.repeat_stats import median
+from cnnbench.analysis.speedup import speedup_efficiency
 from cnnbench.config.parallel_options import thread_rule
+from cnnbench.report.document import Figure, Heading, Report, TableBlock
+from cnnbench.report.kinds import Inputs, TableKind, register
 from cnnbench.report.table import Cell, Table, failed, label_cell, missing, number, percent, throughput
 from cnnbench.report.tables.predicted import predict_series, predicted_text
+from cnnbench.results.record import record_kind
 from cnnbench.words import plural
 
 
@@ -50,8 +54,7 @@ class Series:
         self.base = min(ok)
         base_ips = ok[self.base]
         for n, ips in ok.items():
-            self.speedup[n] = ips / base_ips
-            self.efficiency[n] = self.speedup[n] / (n / self.base)
+            self.speedup[n], self.efficiency[n] = speedup_efficiency(ips, n, base_ips, self.base)
 
 
 @dataclass
@@ -299,3 +302,67 @@ def overview(groups: list[ScalingGroup]) -> Table | None:
     return Table("scaling-overview", "Scaling at a glance", "scaling-overview",
                  ["configuration", "series"] + [device_column(n) for n in counts], rows,
                  [note] + superlinear_note(effs_all), label_columns=2)
+
+
+def scaling_figure(g: ScalingGroup) -> Figure:
+    """The speedup curves of a scaling group, one line per machine (and batch) of each model."""
+    by_model: dict[str, list[Any]] = {}
+    for s in g.series:
+        by_model.setdefault(str(s.values.get(F.MODEL)), []).append(s)
+    models: dict[str, list[dict[str, Any]]] = {}
+    for model, series in by_model.items():
+        machines = [str(s.values.get(F.MACHINE)) for s in series]
+        batches = {s.values.get(F.BATCH) for s in series}
+        # the batch joins the label when the machines ran different batches (or one machine several)
+        plain = len(set(machines)) == len(machines) and len(batches) == 1
+        models[model] = [{"label": m, "note": "" if plain else f"batch {F.text(s.values.get(F.BATCH))}",
+                          "points": sorted(s.speedup.items()), "ranges": _speedup_ranges(s)}
+                         for m, s in zip(machines, series, strict=False)]
+    return Figure("scaling", g.table.id, f"Scaling: {g.name}", {"models": models, "devices": g.devices})
+
+
+def _speedup_ranges(s: Any) -> list[tuple[int, float, float]]:
+    """(devices, lowest, highest speedup) over the repeats at each device count that has two or more."""
+    base = s.measures[s.base].median if s.base is not None else None
+    if not base:
+        return []
+    return [(n, min(m.ips) / base, max(m.ips) / base) for n, m in sorted(s.measures.items()) if len(m.ips) > 1]
+
+
+@dataclass
+class Scaling:
+    """The scaling groups and the table of them at a glance."""
+
+    groups: list[ScalingGroup]
+    glance: Table | None
+
+
+def _build_scaling(inputs: Inputs) -> Scaling:
+    opts = inputs.options
+    comm = [r for r in inputs.records if record_kind(r) == "comm"] if opts.predict else []
+    groups = scaling_groups(inputs.points, opts.repeat_noise, predict=opts.predict, comm=comm)
+    return Scaling(groups, overview(groups))
+
+
+def _scaling_tables(s: Scaling) -> list[Table]:
+    out: list[Table] = [s.glance] if s.glance else []
+    for g in s.groups:
+        out += [g.summary, g.table]
+    return out
+
+
+def _scaling_section(report: Report, s: Scaling, inputs: Inputs) -> None:
+    if not s.groups:
+        return
+    b = report.blocks
+    b.append(Heading("Scaling"))
+    if s.glance and len(s.groups) > 1:
+        b.append(TableBlock(s.glance, caption=True))
+    for g in s.groups:
+        fig = scaling_figure(g)
+        b += [Heading(g.name, 3), TableBlock(g.summary), fig]
+        report.figures.append(fig)
+
+
+register(TableKind("scaling", 20, _build_scaling, _scaling_section, _scaling_tables,
+                   plot=lambda s: [scaling_figure(g) for g in s.groups]))

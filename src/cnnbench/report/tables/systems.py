@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from cnnbench.analysis import fields as F
+from cnnbench.report.kinds import TableKind, register, table_section
 from cnnbench.report.table import Cell, Table, label_cell, missing
 
 GIB = 2**30
@@ -107,3 +108,6 @@ def systems_table(records: Sequence[Mapping[str, Any]]) -> Table | None:
              "several values: the records of that machine disagree."]
     columns = ["machine"] + [COLUMNS[i][0] for i in keep]
     return Table("systems", "Systems", "systems", columns, rows, notes, label_columns=len(columns))
+
+
+register(TableKind("systems", 10, lambda inputs: systems_table(inputs.records), table_section("Systems")))

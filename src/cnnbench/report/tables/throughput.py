@@ -17,12 +17,15 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import Any
 
 from cnnbench.analysis import fields as F
 from cnnbench.analysis.labels import Namer, data_set_note, followers, unique_names
 from cnnbench.analysis.marks import legend_for
 from cnnbench.analysis.points import Measure, Point, PointSet, combine
 from cnnbench.analysis.repeat_stats import SPREAD_NAME
+from cnnbench.report.document import Figure, Heading, Report, TableBlock
+from cnnbench.report.kinds import Inputs, TableKind, register
 from cnnbench.report.layout import Layout, gpu_notes
 from cnnbench.report.table import Cell, Table, missing, throughput
 
@@ -167,3 +170,52 @@ def _row(s: Section, key: tuple, by_col: dict[tuple, list[Point]], batch_column:
         row.append(throughput(m, noise, note))
     s.row_labels.append(label)
     return row
+
+
+def throughput_figure(s: Section) -> Figure | None:
+    """The bar chart of a configuration section (``None`` for a table of one cell or row)."""
+    t = s.table
+    cols = t.columns[t.label_columns:]
+    if not t.rows or (len(cols) < 2 and len(t.rows) < 2):
+        return None
+    values = [[c.value if c.is_number else None for c in row[t.label_columns:]] for row in t.rows]
+    status = [[c.status for c in row[t.label_columns:]] for row in t.rows]
+    # error bars: one relative stdev of the repeats either side (the table's ±), where there are repeats
+    errors = [[c.value * c.spread if c.is_number and c.spread else 0.0 for c in row[t.label_columns:]]
+              for row in t.rows]
+    data = {"rows": [s.row_label(i) for i in range(len(t.rows))], "columns": cols, "values": values,
+            "status": status, "errors": errors, "column_name": s.layout.column_name, "batches": _batches(s, cols)}
+    return Figure("throughput", t.id, f"images/sec: {s.name}", data)
+
+
+def _batches(s: Section, cols: list[str]) -> list[list[str]]:
+    """Per row, the batch of each column's cell; a row's batches are blanked when they are all alike."""
+    batch_of: dict[tuple[str, str], Any] = {}
+    layout = s.layout
+    for p in s.points:
+        cell = (layout.row_label(layout.row_key(p.values)), layout.column_label(layout.column_key(p.values)))
+        batch_of.setdefault(cell, p.values.get(F.BATCH))
+    labels = [s.row_label(i) for i in range(len(s.table.rows))]
+    batches = [[F.text(batch_of.get((label, c))) if batch_of.get((label, c)) is not None else ""
+                for c in cols] for label in labels]
+    return [b if len({x for x in b if x}) > 1 else [""] * len(b) for b in batches]
+
+
+def _throughput_section(report: Report, sections: list[Section], inputs: Inputs) -> None:
+    b = report.blocks
+    layout = inputs.layout
+    if sections or not inputs.built.get("pipeline"):
+        rows = "" if layout.is_default else f"rows: {layout.row_name}; "
+        b.append(Heading(f"Throughput by configuration (images/sec; {rows}columns: {layout.column_name})"))
+    for s in sections:
+        b += [Heading(s.name, 3), TableBlock(s.table)]
+        fig = throughput_figure(s)
+        if fig:
+            b.append(fig)
+            report.figures.append(fig)
+
+
+register(TableKind("throughput", 30,
+                   lambda inputs: configuration_sections(inputs.points, inputs.layout, inputs.options.repeat_noise),
+                   _throughput_section, lambda sections: [s.table for s in sections],
+                   plot=lambda sections: [f for f in map(throughput_figure, sections) if f]))

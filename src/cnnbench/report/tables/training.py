@@ -20,6 +20,8 @@ from cnnbench.analysis import fields as F
 from cnnbench.analysis.labels import Namer, data_set_note
 from cnnbench.analysis.points import Point, PointSet
 from cnnbench.analysis.repeat_stats import median
+from cnnbench.report.document import Figure, Heading, Report, TableBlock
+from cnnbench.report.kinds import Inputs, TableKind, register
 from cnnbench.report.table import Cell, Table, label_cell, missing, number
 from cnnbench.report.table import failed as failed_cell
 from cnnbench.results.naming import device_word
@@ -218,3 +220,28 @@ def _result(namer: Namer, group: list[Point]) -> TrainingResult:
                 curves[plural(n, word.lower())] = c
                 break
     return TrainingResult(table, curves)
+
+
+def training_figure(r: TrainingResult) -> Figure | None:
+    """The accuracy curves of a training table (``None`` without curves)."""
+    if not r.curves:
+        return None
+    return Figure("training", f"training-{r.table.id[len('training-'):]}", r.table.title, {"curves": r.curves})
+
+
+def _training_section(report: Report, results: list[TrainingResult], inputs: Inputs) -> None:
+    if not results:
+        return
+    b = report.blocks
+    b.append(Heading("Training to accuracy"))
+    for r in results:
+        b += [Heading(r.table.title.split(": ", 1)[-1], 3), TableBlock(r.table)]
+        fig = training_figure(r)
+        if fig:
+            b.append(fig)
+            report.figures.append(fig)
+
+
+register(TableKind("training", 60, lambda inputs: training_results(inputs.points), _training_section,
+                   lambda results: [r.table for r in results],
+                   plot=lambda results: [f for f in map(training_figure, results) if f]))

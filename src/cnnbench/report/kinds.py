@@ -1,0 +1,93 @@
+"""Table kinds of a report: each declares itself once, in its module, and the report places every one in order.
+
+A kind (:class:`TableKind`) is one module-level declaration (``register(TableKind(...))``) in
+its module under ``cnnbench/report/tables/``: its id, its place among the report's sections
+(``order``), what it is built from (:class:`Inputs`: what the analysis layer gives, and the
+kinds built before it), its tables, its section (headings, tables, notes, figures) and the
+plots known as soon as it is built. :func:`cnnbench.report.build.build_report` builds every
+registered kind and adds their sections in order: a new kind is one module, and nothing else.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from cnnbench.analysis.points import PointSet
+from cnnbench.report.document import Figure, Heading, Report, TableBlock
+from cnnbench.report.layout import Layout
+from cnnbench.report.options import ReportOptions
+from cnnbench.report.table import Table
+
+
+@dataclass
+class Inputs:
+    """What a kind is built from: the selected records, their points, the resolved flags, and
+    the results of the kinds built before it (:attr:`built`, by kind id)."""
+
+    records: list[Mapping[str, Any]]
+    points: PointSet
+    layout: Layout
+    options: ReportOptions
+    effect_fields: list[str] | None = None
+    baselines: dict[str, str] = field(default_factory=dict)
+    ignore: list[str] = field(default_factory=list)
+    built: dict[str, Any] = field(default_factory=dict)
+
+
+def _tables_of(result: Any) -> list[Table]:
+    """The default: a result that is a table, ``None`` or a list of tables."""
+    if result is None:
+        return []
+    return [result] if isinstance(result, Table) else list(result)
+
+
+@dataclass(frozen=True)
+class TableKind:
+    """One kind of table: how it is built, what its tables are, and its section of the report."""
+
+    id: str
+    order: int
+    """Its place among the report's sections (smaller first)."""
+    build: Callable[[Inputs], Any]
+    """Its result, from :class:`Inputs` (what :attr:`section`, :attr:`tables` and :attr:`plot` take)."""
+    section: Callable[[Report, Any, Inputs], object]
+    """Adds its heading, tables, notes and figures to the report (appended, in :attr:`order`)."""
+    tables: Callable[[Any], list[Table]] = _tables_of
+    """Its tables, in the report's list of tables (their ids made unique, their files written)."""
+    plot: Callable[[Any], list[Figure]] | None = None
+    """Its figures, known as soon as it is built (drawn ahead; the figure kind is the kind's id)."""
+
+
+KINDS: dict[str, TableKind] = {}
+"""Every registered kind, by id."""
+
+
+def register(kind: TableKind) -> TableKind:
+    """Declare ``kind`` (a second kind of the same id replaces the first)."""
+    KINDS[kind.id] = kind
+    return kind
+
+
+def registered() -> list[TableKind]:
+    """Every kind, in the report's order (the modules of :mod:`cnnbench.report.tables` imported
+    first: each registers its own)."""
+    from cnnbench.report import tables
+
+    for module in pkgutil.iter_modules(tables.__path__):
+        importlib.import_module(f"{tables.__name__}.{module.name}")
+    return sorted(KINDS.values(), key=lambda k: k.order)
+
+
+def table_section(heading: str, caption: bool = False) -> Callable[[Report, Any, Inputs], None]:
+    """A section of the kind's tables under ``heading`` (none when it has no table)."""
+
+    def section(report: Report, result: Any, inputs: Inputs) -> None:
+        found = _tables_of(result)
+        if found:
+            report.blocks += [Heading(heading), *(TableBlock(t, caption=caption) for t in found)]
+
+    return section
