@@ -22,6 +22,7 @@ from cnnbench.analysis import fields as F
 from cnnbench.analysis.ratio_tests import GroupSpread, MachineSpreads, group_spread
 from cnnbench.analysis.repeat_stats import median, relative_stdev
 from cnnbench.analysis.samples import RunSample, run_sample
+from cnnbench.config.choices import DEFAULT_INPUT_PIPELINE, SYNTHETIC
 from cnnbench.config.run_config import config_fields, identity_fields
 from cnnbench.results.record import RUN_KIND, record_kind
 
@@ -33,6 +34,13 @@ IGNORED_CONFIG = frozenset({
     "machine_label", "repeat", "repeats", "num_repeats", "timeout", "timeout_s", "trace",
     "trace_dir", "profile", "profile_dir", "profile_steps", "output", "skip_bad_images", "log_every",
 }) | frozenset(f.name for f in config_fields()) - identity_fields()
+
+ABSENT_MEANS: dict[str, Callable[[Mapping[str, Any]], Any]] = {
+    "input_pipeline": lambda cfg: DEFAULT_INPUT_PIPELINE if cfg.get("data_name") not in (None, SYNTHETIC) else None,
+}
+"""What a config field that older records lack means for them, by their config: a run on real data
+made before ``--input-pipeline`` used the CPU pipeline, and is the same configuration as one that
+records it."""
 
 # Machine descriptors kept on each point (taken from its first record), never in its key.
 ATTRIBUTE_FIELDS = ("environment.gpu_model", "environment.cpu_model", "environment.hostname")
@@ -307,6 +315,9 @@ def _identity(rec: Mapping[str, Any], env: Mapping[str, Any], ckeys: list[str], 
     cfg = rec.get("config") or {}
     machine = env.get("machine") or env.get("hostname") or "unknown"
     ckey = tuple(map(cfg.get, ckeys))
+    if not cfg.keys() >= ABSENT_MEANS.keys():  # an older record: what its absent fields mean
+        ckey = tuple(ABSENT_MEANS[k](cfg) if k in ABSENT_MEANS and k not in cfg else v
+                     for k, v in zip(ckeys, ckey, strict=True))
     try:
         hash(ckey)
     except TypeError:  # a list or object value: use its JSON text

@@ -1,8 +1,9 @@
 """The names of the choices that implementations register against, written once (no torch).
 
-``--variable-update`` names a strategy of :mod:`cnnbench.distributed` and ``--data-name``
-an input source of :mod:`cnnbench.data`; each implementation registers against its name
-(``@register_strategy``, ``@register_input``, typed with these ``Literal`` types so that
+``--variable-update`` names a strategy of :mod:`cnnbench.distributed`, ``--data-name``
+an input source of :mod:`cnnbench.data` and ``--input-pipeline`` one of its input pipelines;
+each implementation registers against its name (``@register_strategy``, ``@register_input``,
+``@register_pipeline``, typed with these ``Literal`` types so that
 mypy checks the names), and the options' choices (the CLI's, a suite file's) are these
 tuples. What each choice takes and refuses is declared with it, as :class:`Declared`
 (:mod:`~cnnbench.config.strategy_rules`, :mod:`~cnnbench.config.input_rules`).
@@ -25,6 +26,11 @@ SYNTHETIC: Synthetic = "synthetic"
 REAL_DATA_NAMES: tuple[RealDataName, ...] = get_args(RealDataName)
 DATA_NAMES: tuple[DataName, ...] = (SYNTHETIC, *REAL_DATA_NAMES)
 """The input sources, in the order ``--help`` lists them."""
+
+InputPipeline = Literal["cpu"]
+INPUT_PIPELINES: tuple[InputPipeline, ...] = get_args(InputPipeline)
+"""How a data set's images become batches (:mod:`cnnbench.data.pipelines`), the default first."""
+DEFAULT_INPUT_PIPELINE: InputPipeline = INPUT_PIPELINES[0]
 
 NameT = TypeVar("NameT", bound=str)
 

@@ -4,6 +4,8 @@ Without ``--data-dir`` input is synthetic (``--synthetic-location``). With it, i
 read from the folder: ``imagefolder`` (``train/<class>/*.jpg`` and ``val/<class>/...``) or
 the python pickle batches of CIFAR-10/100; the name is guessed from the folder's contents
 when ``--data-name`` is not given (when the run is resolved, since that reads the folder).
+How a data set's images become batches is its input pipeline (``--input-pipeline``,
+:mod:`cnnbench.data.pipelines`).
 """
 
 from __future__ import annotations
@@ -11,7 +13,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from cnnbench.config.choices import DATA_NAMES, SYNTHETIC, DataName
+from cnnbench.config.choices import (
+    DATA_NAMES,
+    DEFAULT_INPUT_PIPELINE,
+    INPUT_PIPELINES,
+    SYNTHETIC,
+    DataName,
+    InputPipeline,
+)
 from cnnbench.config.input_rules import DEFAULT_SYNTHETIC_LOCATION, check_input_source
 from cnnbench.config.options import option
 
@@ -46,6 +55,12 @@ class InputOptions:
         f"(batches made in DataLoader worker processes with prefetch) [default there: {DEFAULT_SYNTHETIC_LOCATION}].",
         choices=SYNTHETIC_LOCATIONS, depends_on=("data_name",),
     )
+    input_pipeline: InputPipeline | None = option(
+        None,
+        "How the images of --data-dir become batches: cpu (decoded, cropped and resized on the host in "
+        f"--num-workers DataLoader processes, normalised on the device) [default there: {DEFAULT_INPUT_PIPELINE}].",
+        choices=INPUT_PIPELINES, unnamed=(DEFAULT_INPUT_PIPELINE,), depends_on=("data_name",),
+    )
     num_workers: int | None = option(
         None,
         f"DataLoader worker processes per device: with --data-dir they decode and augment images "
@@ -79,9 +94,15 @@ class InputOptions:
         """The values this input uses for options left unset (the data set's name and the loader's
         workers of a real data set are filled when the run is resolved: they need the folder and
         the machine)."""
-        if self.real_data():
-            return {"resize_method": DEFAULT_RESIZE_METHOD} if self.resize_method is None else {}
         filled: dict[str, Any] = {}
+        if self.real_data():
+            if self.resize_method is None:
+                filled["resize_method"] = DEFAULT_RESIZE_METHOD
+            if self.input_pipeline is None:
+                filled["input_pipeline"] = DEFAULT_INPUT_PIPELINE
+            return filled
+        if self.input_pipeline is not None:  # the default, accepted: synthetic input uses no pipeline
+            filled["input_pipeline"] = None
         if self.data_name is None:
             filled["data_name"] = SYNTHETIC
         location = self.synthetic_location or DEFAULT_SYNTHETIC_LOCATION

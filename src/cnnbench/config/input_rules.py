@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from cnnbench.config.checks import unused
-from cnnbench.config.choices import REAL_DATA_NAMES, SYNTHETIC, DataName, Declared
+from cnnbench.config.choices import DEFAULT_INPUT_PIPELINE, REAL_DATA_NAMES, SYNTHETIC, DataName, Declared
 from cnnbench.config.errors import ConfigError
 
 DEFAULT_SYNTHETIC_LOCATION = "device"
@@ -37,6 +37,9 @@ def _synthetic(config: Any) -> None:
     unused(config, "resize_method", "on synthetic input (nothing is resized; give --data-dir)")
     if config.skip_bad_images:
         raise ConfigError("skip_bad_images", "has no effect on synthetic input (give --data-dir)")
+    if config.input_pipeline not in (None, DEFAULT_INPUT_PIPELINE):
+        raise ConfigError("input_pipeline", f"{config.input_pipeline} makes batches of a data set's images; "
+                                            "synthetic input has none to decode (give --data-dir)")
 
 
 def _real(config: Any) -> None:

@@ -1,7 +1,8 @@
-"""The real-data input source: a data set read, decoded and augmented in DataLoader workers.
+"""The ``cpu`` input pipeline: a data set read, decoded and augmented in DataLoader workers.
 
-:class:`DataSetSource` is the :class:`~cnnbench.data.source.EpochSource` of ``imagefolder``,
-``cifar10`` and ``cifar100``. Its path, for each worker of a run:
+:class:`DataSetSource` is the :class:`~cnnbench.data.source.EpochSource` that the ``cpu``
+pipeline (:mod:`cnnbench.data.pipelines`) makes of ``imagefolder``, ``cifar10`` and
+``cifar100``. Its path, for each worker of a run:
 
 1. :class:`~cnnbench.data.sharding.ShardPlan` says which images make each batch of this
    worker (its shard of the epoch's permutation; the validation split shared out in order);
@@ -35,16 +36,15 @@ from typing import Any, NamedTuple
 import torch
 from torch.utils.data import DataLoader, Dataset, get_worker_info
 
-from cnnbench.config.input_rules import REAL_DATA_SET
 from cnnbench.data import buffers
 from cnnbench.data.buffers import BufferReturns, Lease, shaped, shared_storage
-from cnnbench.data.catalog import DataSetReader, open_data_set
-from cnnbench.data.decode import BadImage, decode_for_crop, default_jpeg_decoder
+from cnnbench.data.catalog import DataSetReader
+from cnnbench.data.decode import BadImage, decode_for_crop
 from cnnbench.data.layouts import TRAIN_SPLIT, VAL_SPLIT
 from cnnbench.data.normalize import Normalize
 from cnnbench.data.preprocess import PHOTO_CROP_FRACTION, Preprocessing
 from cnnbench.data.sharding import BatchKey, ShardPlan
-from cnnbench.data.source import Batch, InputRequest, InputSource, register_input
+from cnnbench.data.source import Batch, InputRequest
 from cnnbench.lifetime import loader_worker_init
 from cnnbench.words import plural
 
@@ -240,7 +240,10 @@ class _BatchKeys:
 class DataSetSource:
     """Batches of a real data set for one worker; see the module documentation."""
 
-    def __init__(self, request: InputRequest, reader: DataSetReader, data_name: str) -> None:
+    def __init__(self, request: InputRequest, reader: DataSetReader, data_name: str, *,
+                 jpeg_decoder: str | None) -> None:
+        """``jpeg_decoder``: :mod:`~cnnbench.data.decode`'s back end for JPEG files (``None`` for
+        arrays in memory, which are not decoded)."""
         cfg = request.config
         self.reader = reader
         self.num_classes = reader.num_classes
@@ -252,7 +255,7 @@ class DataSetSource:
                              f"{request.batch_size} on each of {request.world_size} workers")
         crop_fraction = 1.0 if data_name.startswith("cifar") else PHOTO_CROP_FRACTION
         resize = cfg.resize_method or "bilinear"
-        self.jpeg_decoder = None if hasattr(reader, "image") else default_jpeg_decoder()
+        self.jpeg_decoder = jpeg_decoder
         self.normalize = Normalize(request.device, request.dtype, request.channels_last)
         self.on_host = request.device.type == "cpu"
         self.batches = BatchLoader(
@@ -378,13 +381,3 @@ def _one_line(exc: BaseException) -> str:
         where = lines[0][len("Caught "):].rstrip(".")
         return f"{lines[-1]} ({where.split(' in ', 1)[-1]})"
     return f"{type(exc).__name__}: {lines[0]}"
-
-
-@register_input(REAL_DATA_SET)
-def data_set_input(request: InputRequest) -> InputSource:
-    """Batches of the data set in ``--data-dir``: this worker's shard, decoded in loader processes."""
-    cfg = request.config
-    if cfg.data_dir is None or cfg.data_name is None:
-        raise ValueError("a data set input needs a resolved --data-dir and --data-name")
-    reader = open_data_set(cfg.data_name, cfg.data_dir)
-    return DataSetSource(request, reader, cfg.data_name)

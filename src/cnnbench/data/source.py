@@ -1,8 +1,9 @@
 """The input-source protocol: where the engine's batches come from.
 
 The engine asks :func:`make_input` for a source and then only calls ``next(source)``
-inside the timed loop, so a new kind of input (a real data set, a GPU decoder) joins by
-registering a factory here, without touching the loop:
+inside the timed loop, so a new kind of input joins by registering a factory here, without
+touching the loop (a new way of turning a data set's images into batches, a GPU decoder,
+is an input pipeline instead: :mod:`cnnbench.data.pipelines`):
 
     @register_input(SYNTHETIC_SOURCE)
     def _synthetic(request: InputRequest) -> InputSource: ...
@@ -137,4 +138,4 @@ def make_input(request: InputRequest) -> InputSource:
 
 
 def _load_sources() -> None:
-    from cnnbench.data import loader, synthetic  # noqa: F401  (they register on import)
+    from cnnbench.data import pipelines, synthetic  # noqa: F401  (they register on import)

@@ -140,17 +140,20 @@ def resolve_data_set(config: InputOptions, *, batch_size: int, world_size: int, 
                      model_on_cpu: bool, warn: bool = True) -> tuple[DataSetFacts, int]:
     """The data set in ``config.data_dir`` (its name guessed when not given) and the loader
     processes per worker (``--num-workers``, or a default from the cores this process may use),
-    checked: a folder that holds a data set, enough training images for one batch on every
-    worker. Raises :class:`ConfigError`; logs a warning when the loader leaves the model no core."""
+    checked: a folder that holds a data set that the input pipeline serves, enough training images
+    for one batch on every worker. Raises :class:`ConfigError`; logs a warning when the loader
+    leaves the model no core."""
     from cnnbench.data.catalog import data_set_facts
     from cnnbench.data.layouts import DataSetError
     from cnnbench.data.loader import default_num_workers, too_few_cores
+    from cnnbench.data.pipelines import check_pipeline
 
     assert config.data_dir is not None
     try:
         facts = data_set_facts(config.data_name, config.data_dir)
     except DataSetError as exc:
         raise ConfigError("data_dir", str(exc)) from None
+    check_pipeline(config, facts)
     if facts.train_size < batch_size * world_size:
         raise ConfigError("batch_size", f"{batch_size} per device on {plural(world_size, 'device')} needs "
                                         f"{batch_size * world_size} training images; {facts.root} has "
