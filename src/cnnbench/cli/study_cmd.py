@@ -48,9 +48,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--report-only", action="store_true",
                    help="Run nothing: write the report from what the results folder holds (after --executor slurm, "
                    "once --status shows the cases done).")
-    from cnnbench.cli.sweep_cmd import add_slurm_flags
+    from cnnbench.cli.executors import add_flags
 
-    add_slurm_flags(p)
+    add_flags(p)
     p.set_defaults(handler=handle)
 
 
@@ -70,8 +70,13 @@ def handle(args: argparse.Namespace) -> int:
     request = StudyRequest(study=args.study, smoke=args.smoke, results_dir=args.results_dir, output=args.output,
                            rerun=args.rerun, machine_label=args.machine_label, skip_invalid=args.skip_invalid,
                            max_plots=0 if args.no_plots else 8)
-    if args.executor == "slurm" or args.status or args.cancel:
-        return _on_slurm(request, args)
+    from cnnbench.cli.executors import chosen
+
+    return chosen(args).study(args, request)
+
+
+def run_here(args: argparse.Namespace, request: Any) -> int:
+    """The ``local`` executor's study (:mod:`cnnbench.cli.sweep_local`): its sweep here, then its report."""
     run = _run(request, plain=args.plain, report_only=args.report_only)
     from cnnbench.sweep.progress import summary_lines
 
@@ -85,28 +90,6 @@ def handle(args: argparse.Namespace) -> int:
               f"{plural(len(run.written.tables) // 2, 'table')}, {plural(len(run.written.plots), 'plot')}, "
               f"from {plural(run.report.n_records, 'result')}")
     return 0
-
-
-def _on_slurm(request: Any, args: argparse.Namespace) -> int:
-    """The study's sweep submitted to Slurm (or followed, or cancelled) as ``cnnbench sweep --executor slurm``
-    does; its data set is made here first, in the results folder the jobs share."""
-    import shlex
-
-    from cnnbench.cli.sweep_slurm import handle_slurm
-    from cnnbench.results.outputs import OutputError
-    from cnnbench.study import StudyError, prepare, prepare_data
-
-    if args.report_only:
-        raise UserError("--report-only runs nothing: give it without --executor slurm, --status or --cancel")
-    try:
-        study, results_dir, _ = prepare(request, writing=not (args.status or args.cancel))  # read-only stores too
-        if not (args.status or args.cancel):
-            prepare_data(study, results_dir, _made)
-    except (StudyError, OutputError) as exc:
-        raise UserError(str(exc)) from None
-    args.results_dir = results_dir
-    command = f"cnnbench study {shlex.quote(args.study)}" + (" --smoke" if args.smoke else "")
-    return handle_slurm(args, suite=study.suite, command=command)
 
 
 def _run(request: Any, *, plain: bool, report_only: bool = False) -> Any:

@@ -45,38 +45,20 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="Warn when the relative stdev of a configuration's repeats in images/sec (sample "
                    "standard deviation over the mean) exceeds PCT percent (default 2; cnnbench report shows "
                    "it as the cell's ±x%% above the same 2%%).")
-    add_slurm_flags(p)
+    from cnnbench.cli.executors import add_flags
+
+    add_flags(p)
     p.set_defaults(handler=handle)
 
 
-def add_slurm_flags(p: argparse.ArgumentParser) -> None:
-    """The Slurm flags of ``sweep`` and ``study`` (docs/slurm.md)."""
-    g = p.add_argument_group("on a Slurm cluster (docs/slurm.md)")
-    g.add_argument("--executor", choices=("local", "slurm"), default="local",
-                   help="local: run the cases here, one after another (default); slurm: submit them as Slurm job "
-                   "arrays through submitit and return once queued (what is recorded ok, pending or running is "
-                   "left alone).")
-    g.add_argument("--status", action="store_true",
-                   help="Show each case of a Slurm sweep (pending, running, done with its status, failed in Slurm) "
-                   "with its job id and Slurm state; jobs Slurm ended (TIMEOUT, NODE_FAIL, ...) are recorded.")
-    g.add_argument("--cancel", action="store_true", help="Cancel (scancel) the pending and running jobs this "
-                   "sweep submitted, and nothing else.")
-    g.add_argument("--max-concurrent", type=int, metavar="N", help="Run at most N tasks of each job array at "
-                   "once (Slurm's %%N) [default: the suite's executor block, else all].")
-    for flag, what in (("partition", "Partition"), ("account", "Account"), ("qos", "Quality of service"),
-                       ("constraint", "Node features (sbatch --constraint)")):
-        g.add_argument(f"--{flag}", metavar=flag.upper(), help=f"{what} of every job (over the suite's executor "
-                       "block).")
-    g.add_argument("--slurm-arg", action="append", default=[], metavar="KEY=VALUE",
-                   help="Any other sbatch option, without its dashes (container-image=... for Pyxis); repeat for "
-                   "several.")
-
-
 def handle(args: argparse.Namespace) -> int:
-    if args.executor == "slurm" or args.status or args.cancel:
-        from cnnbench.cli.sweep_slurm import handle_slurm
+    from cnnbench.cli.executors import chosen
 
-        return handle_slurm(args)
+    return chosen(args).sweep(args)
+
+
+def run_here(args: argparse.Namespace) -> int:
+    """The ``local`` executor's sweep (:mod:`cnnbench.cli.sweep_local`): the cases run here."""
     from cnnbench.cli.report_cmd import parse_noise
     from cnnbench.results.files import path_too_long, shown
     from cnnbench.sweep.session import SweepRequest

@@ -1,7 +1,8 @@
 """``cnnbench sweep SUITE --executor slurm | --status | --cancel``: a sweep on a Slurm cluster.
 
 Submits and returns once queued (the job ids and the command to follow them printed), shows where
-each case stands, or cancels what the sweep submitted; see :mod:`cnnbench.sweep.slurm`.
+each case stands, or cancels what the sweep submitted; see :mod:`cnnbench.sweep.slurm`. The
+``slurm`` executor (:mod:`cnnbench.cli.executors`): its flags are its own, read here.
 """
 
 from __future__ import annotations
@@ -12,7 +13,42 @@ from collections import Counter
 from typing import Any
 
 from cnnbench.cli.common import UserError
+from cnnbench.cli.executors import register
 from cnnbench.words import plural
+
+
+class SlurmExecutor:
+    name = "slurm"
+    summary = ("submit them as Slurm job arrays through submitit and return once queued (what is recorded ok, "
+               "pending or running is left alone)")
+    flags_title: str | None = "on a Slurm cluster (docs/slurm.md)"
+
+    def add_flags(self, g: argparse._ArgumentGroup) -> None:
+        """The Slurm flags of ``sweep`` and ``study`` (docs/slurm.md)."""
+        g.add_argument("--status", action="store_true",
+                       help="Show each case of a Slurm sweep (pending, running, done with its status, failed in "
+                       "Slurm) with its job id and Slurm state; jobs Slurm ended (TIMEOUT, NODE_FAIL, ...) are "
+                       "recorded.")
+        g.add_argument("--cancel", action="store_true", help="Cancel (scancel) the pending and running jobs this "
+                       "sweep submitted, and nothing else.")
+        g.add_argument("--max-concurrent", type=int, metavar="N", help="Run at most N tasks of each job array at "
+                       "once (Slurm's %%N) [default: the suite's executor block, else all].")
+        for flag, what in (("partition", "Partition"), ("account", "Account"), ("qos", "Quality of service"),
+                           ("constraint", "Node features (sbatch --constraint)")):
+            g.add_argument(f"--{flag}", metavar=flag.upper(), help=f"{what} of every job (over the suite's "
+                           "executor block).")
+        g.add_argument("--slurm-arg", action="append", default=[], metavar="KEY=VALUE",
+                       help="Any other sbatch option, without its dashes (container-image=... for Pyxis); repeat "
+                       "for several.")
+
+    def chosen_by(self, args: argparse.Namespace) -> bool:
+        return bool(args.status or args.cancel)
+
+    def sweep(self, args: argparse.Namespace) -> int:
+        return handle_slurm(args)
+
+    def study(self, args: argparse.Namespace, request: Any) -> int:
+        return handle_study(request, args)
 
 
 def handle_slurm(args: argparse.Namespace, suite: Any = None, command: str | None = None) -> int:
@@ -26,6 +62,26 @@ def handle_slurm(args: argparse.Namespace, suite: Any = None, command: str | Non
         raise
     except Exception as exc:
         raise _one_line(exc, getattr(args, "results_dir", None) or ".") from None
+
+
+def handle_study(request: Any, args: argparse.Namespace) -> int:
+    """The study's sweep submitted to Slurm (or followed, or cancelled) as ``cnnbench sweep --executor slurm``
+    does; its data set is made here first, in the results folder the jobs share."""
+    from cnnbench.cli.study_cmd import _made
+    from cnnbench.results.outputs import OutputError
+    from cnnbench.study import StudyError, prepare, prepare_data
+
+    if args.report_only:
+        raise UserError("--report-only runs nothing: give it without --executor slurm, --status or --cancel")
+    try:
+        study, results_dir, _ = prepare(request, writing=not (args.status or args.cancel))  # read-only stores too
+        if not (args.status or args.cancel):
+            prepare_data(study, results_dir, _made)
+    except (StudyError, OutputError) as exc:
+        raise UserError(str(exc)) from None
+    args.results_dir = results_dir
+    command = f"cnnbench study {shlex.quote(args.study)}" + (" --smoke" if args.smoke else "")
+    return handle_slurm(args, suite=study.suite, command=command)
 
 
 def _one_line(exc: Exception, results_dir: Any = ".") -> Exception:
@@ -112,3 +168,6 @@ def _cancel(suite: Any, args: argparse.Namespace) -> int:
     for job, why in refused.items():
         print(f"scancel refused {job}: {why}")
     return 1 if refused else 0
+
+
+register(SlurmExecutor())
