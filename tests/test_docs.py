@@ -5,6 +5,7 @@ metadata that drives ``--help``, so no flag can be missing from it. ``make test`
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import importlib.util
 import re
 from pathlib import Path
@@ -106,3 +107,24 @@ def test_the_home_page_and_the_readme_link_every_commands_page(gen: ModuleType) 
 def test_the_readme_names_the_extra_an_export_format_needs() -> None:
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     assert "Parquet" in text and "[parquet]" in text
+
+
+def _path_section() -> str:
+    text = (DOCS / "layout.md").read_text(encoding="utf-8")
+    return text.split("## From `cnnbench.run` to the first timed step", 1)[1].split("\n## ", 1)[0]
+
+
+def test_the_run_path_in_the_layout_page_names_what_exists() -> None:
+    """Issue 45 item 7: the modules and entry points from ``cnnbench.run`` to the first timed step
+    are listed in docs/layout.md; a renamed or removed one fails here, so the list cannot rot."""
+    section = _path_section()
+    modules = re.findall(r"`([\w/]+\.py)`", section)
+    missing = [m for m in modules if not (ROOT / "src" / "cnnbench" / m).is_file()]
+    assert modules and not missing, f"docs/layout.md names modules that do not exist: {missing}"
+    chain = re.findall(r"^\d+\. `([\w/]+\.py)`", section, re.MULTILINE)
+    count = re.search(r"Count: (\d+) modules", section)
+    assert count and int(count.group(1)) == len(chain), "the stated count is the length of the list"
+    entry = section.split("The entry points along it:", 1)[1].split(". ", 1)[0]
+    for name in re.findall(r"`([\w.]+)`", entry):
+        module, attr = name.rsplit(".", 1)
+        assert hasattr(importlib.import_module(f"cnnbench.{module}"), attr), f"docs/layout.md names {name}"
