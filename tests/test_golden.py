@@ -26,7 +26,7 @@ UPDATE = os.environ.get("CNNBENCH_UPDATE_GOLDEN") == "1"
 COMMANDS = [
     [], ["run"], ["sweep"], ["report"], ["compare"], ["import"], ["import", "tf-cnn-benchmarks"],
     ["import", "csv"], ["results"], ["results", "list"], ["results", "export"], ["results", "query"], ["models"],
-    ["sysinfo"], ["data"], ["comm"], ["make-dataset"], ["study"], ["predict"],
+    ["sysinfo"], ["data"], ["comm"], ["make-dataset"], ["study"], ["predict"], ["history"],
 ]
 
 

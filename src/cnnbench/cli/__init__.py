@@ -21,7 +21,7 @@ from cnnbench.version import __version__
 
 # Sub-commands, in the order --help lists them. Each module cnnbench.cli.<name>_cmd: register(subparsers).
 COMMANDS = ("run", "data", "comm", "make_dataset", "models", "sweep", "study", "results", "import", "report",
-            "compare", "predict", "sysinfo")
+            "compare", "history", "predict", "sysinfo")
 
 __all__ = ["main"]
 

@@ -1,0 +1,654 @@
+"""History: each machine's and configuration's runs over time, their levels, change points and outliers.
+
+A *series* is every ``ok`` run of one identity (the configuration and the machine, as
+:func:`cnnbench.analysis.points.build_points` groups repeats), ordered by ``started_at``, or by
+a field (a version) and then time. Runs with the same ``session_id`` next to each other form a
+*job* (a record without one is a job of its own). The noise model holds two spreads, both
+estimated from the series itself (on the log of images/sec): within a job (the pooled spread of
+runs around their job's mean) and between jobs (from the differences of successive job means,
+trimmed of the few large ones that are changes, less the within part). A job's mean is then
+weighted by ``1 / (between^2 + within^2 / runs)``.
+
+:func:`fit_levels` finds the levels: a run, or a burst of two, far from both the runs before
+and the runs after it (more than :data:`OUTLIER_SIGMAS` robust spreads from the median of
+each side, the same way) is an outlier, left out of the fit and reported apart (the newest run
+too, unless the run before it is as far the same way: two runs make a level); then
+binary segmentation on the job means splits where the weighted two-sample t of the two sides is
+largest, when its p-value times the number of places it could have split (Bonferroni) is under
+:data:`ALPHA`, with at least two runs on each side and a change of at least :data:`MIN_CHANGE`;
+then each change is tested again between its two neighbouring levels and the weakest dropped
+until every one holds. ``benchmarks/history_methods.py`` measured this against asv's step
+detection, Apache Otava's E-Divisive, a Conbench-style lookback z-score and ruptures' PELT
+(``benchmarks/README.md``).
+
+:func:`build_history` does this for every series of a set of records and names, for each change,
+the last run before and the first after, its size with a 95% interval, its p-value, and the
+suspects: environment fields (torch, CUDA, cuDNN, the driver, a GPU's clocks and power limit,
+...) and kinds of warnings (busy CPU, ...) that differ between the two sides. Imported records
+whose start time an import filled in (a file's modification time) are left out and counted.
+No torch here.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import os
+import re
+import warnings
+from collections import Counter
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from cnnbench.analysis import fields as F
+from cnnbench.analysis.points import build_points
+from cnnbench.results.query import get_value
+
+ALPHA = 0.005
+"""A split is kept when its Bonferroni-adjusted p-value is under this."""
+MIN_CHANGE = 0.01
+"""Changes smaller than this (1%) are never reported."""
+MIN_POINTS = 8
+"""A series with fewer ``ok`` runs is listed as too short."""
+MIN_RUNS = 2
+"""Runs (outliers left out) each side of a change must have."""
+OUTLIER_SIGMAS = 5.0
+"""How many robust spreads from the median of the runs each side make a run an outlier."""
+_WINDOW = 4
+"""Neighbours each side an outlier is judged against."""
+_FLOOR = 1e-4
+"""The smallest spread (relative) the noise model uses: a constant series is not infinitely sure."""
+
+SUSPECT_FIELDS = (
+    "environment.torch_version", "environment.torchvision_version", "environment.cuda_version",
+    "environment.cudnn_version", "environment.nccl_version", "environment.gpu_driver",
+    "environment.cuda_driver_version", "environment.python_version", "environment.platform",
+    "environment.torch_num_threads", "environment.available_cpus", "environment.cpu_threads",
+    "environment.memory_bytes", "environment.hostname", "environment.gpu_mig_profile",
+    "environment.gpus.power_limit_w", "environment.gpus.sm_clock_max_mhz",
+    "environment.gpus.memory_clock_max_mhz", "environment.gpus.pcie_generation", "environment.gpus.pcie_width",
+    "tool_version",
+)
+"""Fields compared between the two sides of a change (``environment.gpus.X``: each GPU's ``X``)."""
+
+__all__ = [
+    "ALPHA", "MIN_CHANGE", "MIN_POINTS", "History", "Change", "Level", "LevelFit", "Noise", "Outlier", "Run",
+    "Series", "Shift", "Suspect", "TooShort", "build_history", "fit_levels",
+]
+
+
+# --- the fit on numbers ----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Noise:
+    """The spreads of a series (standard deviations of the log, about relative): ``within`` a job
+    and ``between`` jobs; ``df``: the degrees of freedom its tests use."""
+
+    within: float
+    between: float
+    df: int
+
+
+@dataclass(frozen=True)
+class Level:
+    """Runs ``start`` to ``stop - 1`` share this level (images/sec, a weighted geometric mean)."""
+
+    start: int
+    stop: int
+    value: float
+
+
+@dataclass(frozen=True)
+class Shift:
+    """A change between two levels: ``index`` is the first run after it; ``ratio`` after / before,
+    ``low``-``high`` its 95% interval; ``p`` the two-sided p-value, adjusted for the places it
+    could have split."""
+
+    index: int
+    ratio: float
+    low: float
+    high: float
+    p: float
+
+
+@dataclass(frozen=True)
+class LevelFit:
+    """What :func:`fit_levels` found: levels in order, the shifts between them, outlier runs."""
+
+    levels: tuple[Level, ...]
+    shifts: tuple[Shift, ...]
+    outliers: tuple[int, ...]
+    noise: Noise
+
+
+def _job_index(jobs: Sequence[Hashable | None] | None, n: int) -> np.ndarray:
+    """Each run's job number: a new job where the id changes or is missing."""
+    if jobs is None:
+        return np.arange(n)
+    out = np.empty(n, dtype=np.int64)
+    j = -1
+    prev: Any = None
+    for i, job in enumerate(jobs):
+        if job is None or i == 0 or job != prev:
+            j += 1
+        out[i] = j
+        prev = job
+    return out
+
+
+def _outliers(y: np.ndarray) -> np.ndarray:
+    """Runs, alone or two together, far from the median of the runs before them and from that of
+    the runs after them, on the same side of both (a boolean mask; a run at a step is near one of
+    the two); the newest run alone unless the run before it is as far the same way."""
+    n = len(y)
+    if n < 5:
+        return np.zeros(n, dtype=bool)
+    pad = np.full(n + 2 * _WINDOW, np.nan)
+    pad[_WINDOW:_WINDOW + n] = y
+    win = np.lib.stride_tricks.sliding_window_view(pad, _WINDOW)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # the first run has nothing before it
+        before = np.nanmedian(win[:n], axis=1)
+        after = np.nanmedian(win[_WINDOW + 1:_WINDOW + 1 + n], axis=1)
+    r_before, r_after = y - before, y - after
+    r_before = np.where(np.isnan(r_before), r_after, r_before)
+    r_after = np.where(np.isnan(r_after), r_before, r_after)
+    resid = np.where(np.abs(r_before) <= np.abs(r_after), r_before, r_after)
+    resid = np.where(np.sign(r_before) == np.sign(r_after), resid, 0.0)
+    scale = max(1.4826 * float(np.nanmedian(np.abs(r_before))), _FLOOR)
+    far = np.abs(resid) > max(OUTLIER_SIGMAS * scale, MIN_CHANGE)
+    out = np.zeros(n, dtype=bool)
+    i = 0
+    while i < n:
+        if not far[i]:
+            i += 1
+            continue
+        j = i
+        while j + 1 < n and far[j + 1] and resid[j + 1] * resid[i] > 0:
+            j += 1
+        if j < n - 1:  # a burst of one or two runs that the series comes back from
+            out[i:j + 1] = j - i < MIN_RUNS
+        elif i == j:  # the newest run alone: an outlier unless the run before it is as far the same way
+            near = i > 0 and (y[i - 1] - (y[i] - resid[i])) * resid[i] >= 0.5 * resid[i] ** 2
+            out[i] = not near
+        i = j + 1
+    return out
+
+
+def _noise(y: np.ndarray, job: np.ndarray, m: np.ndarray, cnt: np.ndarray) -> Noise:
+    """Within- and between-job spreads of a series (see the module's documentation)."""
+    dev = y - m[job]
+    df_w = int((cnt - 1).sum())
+    var_w = float((dev ** 2).sum()) / df_w if df_w > 0 else 0.0
+    d = np.diff(m)
+    df_b = 0
+    var_b = 0.0
+    if len(d):
+        scale = 1.4826 * float(np.median(np.abs(d)))
+        keep = np.abs(d) <= 4.0 * scale  # the few large differences are changes (or the only ones not 0)
+        part = var_w * (1.0 / cnt[:-1] + 1.0 / cnt[1:])
+        df_b = int(keep.sum())
+        if df_b:
+            var_b = max(0.0, float((d[keep] ** 2 - part[keep]).mean()) / 2.0)
+    df = df_b if var_b > 0 or df_w == 0 else df_w
+    return Noise(within=math.sqrt(var_w), between=math.sqrt(var_b), df=max(df, 1))
+
+
+def _p_values(z: np.ndarray, df: int) -> np.ndarray:
+    from scipy.special import stdtr
+
+    return 2.0 * stdtr(df, -np.abs(z))
+
+
+def _split(m: np.ndarray, w: np.ndarray, cnt: np.ndarray, df: int, min_log: float,
+           alpha: float) -> tuple[int, float] | None:
+    """The best place to split job means ``m`` (index of the first job after) and its adjusted p,
+    or None when no split is significant."""
+    cw = np.cumsum(w)
+    cs = np.cumsum(w * m)
+    cc = np.cumsum(cnt)
+    wl, sl, nl = cw[:-1], cs[:-1], cc[:-1]
+    wr, sr = cw[-1] - wl, cs[-1] - sl
+    diff = sr / wr - sl / wl
+    z = diff / np.sqrt(1.0 / wl + 1.0 / wr)
+    valid = (nl >= MIN_RUNS) & (cc[-1] - nl >= MIN_RUNS)
+    tries = int(valid.sum())
+    if not tries:
+        return None
+    z = np.where(valid, np.abs(z), -1.0)
+    k = int(np.argmax(z))
+    if abs(diff[k]) < min_log:
+        return None
+    p = float(_p_values(z[k:k + 1], df)[0]) * tries
+    return (k + 1, p) if p < alpha else None
+
+
+def _compare(m: np.ndarray, w: np.ndarray, cnt: np.ndarray, a: int, k: int, b: int,
+             df: int) -> tuple[float, float, float]:
+    """Jobs ``a..k-1`` against ``k..b-1``: the log ratio, its standard error and the adjusted p."""
+    wl, wr = w[a:k].sum(), w[k:b].sum()
+    diff = float((w[k:b] * m[k:b]).sum() / wr - (w[a:k] * m[a:k]).sum() / wl)
+    se = math.sqrt(1.0 / wl + 1.0 / wr)
+    c = np.cumsum(cnt[a:b])
+    left = c[:-1]
+    tries = max(1, int(((left >= MIN_RUNS) & (c[-1] - left >= MIN_RUNS)).sum()))
+    p = min(1.0, float(_p_values(np.array([diff / se]), df)[0]) * tries)
+    return diff, se, p
+
+
+def fit_levels(values: Sequence[float], jobs: Sequence[Hashable | None] | None = None, *,
+               alpha: float = ALPHA, min_change: float = MIN_CHANGE) -> LevelFit:
+    """The levels, shifts and outliers of one series of throughputs (positive, in order; ``jobs``:
+    each run's job id, ``None`` for a job of its own; without it, every run is its own job)."""
+    y = np.log(np.asarray(values, dtype=np.float64))
+    n = len(y)
+    if n == 0:
+        return LevelFit((), (), (), Noise(0.0, 0.0, 1))
+    job_all = _job_index(jobs, n)
+    outlier = _outliers(y)
+    kept = np.flatnonzero(~outlier)
+    # job numbers of kept runs, renumbered so that a job whose runs were all outliers is gone
+    _, job = np.unique(job_all[kept], return_inverse=True)
+    yk = y[kept]
+    n_jobs = int(job.max()) + 1 if len(job) else 0
+    cnt = np.bincount(job, minlength=n_jobs).astype(np.float64)
+    m = np.bincount(job, weights=yk, minlength=n_jobs) / np.maximum(cnt, 1)
+    noise = _noise(yk, job, m, cnt)
+    var = np.maximum(noise.between ** 2 + noise.within ** 2 / np.maximum(cnt, 1), _FLOOR ** 2)
+    w = 1.0 / var
+    min_log = math.log1p(min_change)
+    cuts: list[int] = []
+    todo = [(0, n_jobs)]
+    while todo:
+        a, b = todo.pop()
+        if b - a < 2:
+            continue
+        found = _split(m[a:b], w[a:b], cnt[a:b], noise.df, min_log, alpha)
+        if found is not None:
+            k = a + found[0]
+            cuts.append(k)
+            todo += [(a, k), (k, b)]
+    cuts.sort()
+    # drop the weakest change until every one holds between its neighbouring levels
+    while cuts:
+        bounds = [0, *cuts, n_jobs]
+        tests = [_compare(m, w, cnt, bounds[i], bounds[i + 1], bounds[i + 2], noise.df) for i in range(len(cuts))]
+        weak = [(p, i) for i, (d, _, p) in enumerate(tests) if p >= alpha or abs(d) < min_log]
+        if not weak:
+            break
+        cuts.pop(max(weak)[1])
+    first_run = np.searchsorted(job, np.arange(n_jobs)) if n_jobs else np.zeros(0, dtype=np.int64)
+    bounds = [0, *cuts, n_jobs]
+    levels = []
+    for i in range(len(bounds) - 1):
+        a, b = bounds[i], bounds[i + 1]
+        start = 0 if i == 0 else int(kept[first_run[a]])
+        stop = n if b == n_jobs else int(kept[first_run[b]])
+        value = math.exp(float((w[a:b] * m[a:b]).sum() / w[a:b].sum())) if b > a else float("nan")
+        levels.append(Level(start, stop, value))
+    t = _t975(noise.df)
+    shifts = []
+    for i, k in enumerate(cuts):
+        diff, se, p = _compare(m, w, cnt, bounds[i], k, bounds[i + 2], noise.df)
+        shifts.append(Shift(levels[i + 1].start, math.exp(diff), math.exp(diff - t * se), math.exp(diff + t * se), p))
+    return LevelFit(tuple(levels), tuple(shifts), tuple(int(i) for i in np.flatnonzero(outlier)), noise)
+
+
+def _t975(df: int) -> float:
+    from scipy.special import stdtrit
+
+    return float(stdtrit(df, 0.975))
+
+
+# --- series of records -----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Run:
+    """One point of a series: its record's run id, start, order value (``--order-by``), images/sec and job."""
+
+    run_id: str
+    started_at: str
+    order: Any
+    ips: float
+    job: str | None
+
+
+@dataclass(frozen=True)
+class Suspect:
+    """A field whose value differs between the two sides of a change (``before`` → ``after``)."""
+
+    field: str
+    before: Any
+    after: Any
+
+    def text(self) -> str:
+        return f"{_suspect_name(self.field)} {_value_text(self.before)} -> {_value_text(self.after)}"
+
+
+@dataclass(frozen=True)
+class Change:
+    """A lasting change in a series: between runs ``before`` and ``after``; ``ratio`` of the levels
+    (after / before) with its 95% interval ``low``-``high``; ``p`` (adjusted); the ``suspects``."""
+
+    series: str
+    machine: str
+    before: Run
+    after: Run
+    level_before: float
+    level_after: float
+    ratio: float
+    low: float
+    high: float
+    p: float
+    suspects: tuple[Suspect, ...]
+
+    @property
+    def percent(self) -> float:
+        return (self.ratio - 1.0) * 100.0
+
+    def text(self) -> str:
+        """The change in one sentence (an observation)."""
+        when = _day(self.after.started_at)
+        line = (f"{self.series}: {_pct(self.ratio)} (95% CI {_pct(self.low)} to {_pct(self.high)}) "
+                f"from {when}")
+        if self.suspects:
+            line += "; " + ", ".join(s.text() for s in self.suspects) + " between the two runs"
+        return line + "."
+
+
+@dataclass(frozen=True)
+class Outlier:
+    """A lone run far from its level (not a change): its images/sec against the level's."""
+
+    series: str
+    machine: str
+    run: Run
+    level: float
+
+    @property
+    def ratio(self) -> float:
+        return self.run.ips / self.level
+
+
+@dataclass(frozen=True)
+class Series:
+    """One machine's and configuration's runs in order, with its fit."""
+
+    label: str
+    machine: str
+    identity: tuple[tuple[str, Any], ...]
+    runs: tuple[Run, ...]
+    jobs: int
+    fit: LevelFit
+    changes: tuple[Change, ...]
+    outliers: tuple[Outlier, ...]
+
+    def regression(self, threshold: float) -> Change | None:
+        """The change into the newest level when it is a slowdown by more than ``threshold``
+        (0.05 = 5%), else None (every change found is significant)."""
+        if not self.changes:
+            return None
+        last = self.changes[-1]  # the last change always leads into the newest level
+        return last if last.ratio < 1.0 - threshold else None
+
+
+@dataclass(frozen=True)
+class TooShort:
+    """A series with fewer than :data:`MIN_POINTS` runs."""
+
+    label: str
+    machine: str
+    points: int
+
+
+@dataclass(frozen=True)
+class History:
+    """Every series of a set of records: those long enough, fitted; those too short; and how many
+    records were left out (``no_start_time``: imported without a real start time; ``not_ok``:
+    failed runs and records with no images/sec)."""
+
+    series: tuple[Series, ...]
+    too_short: tuple[TooShort, ...]
+    no_start_time: int
+    not_ok: int
+    order_by: str | None = None
+
+    @property
+    def changes(self) -> list[Change]:
+        return [c for s in self.series for c in s.changes]
+
+    @property
+    def outliers(self) -> list[Outlier]:
+        return [o for s in self.series for o in s.outliers]
+
+    def regressions(self, threshold: float) -> list[Change]:
+        """The newest changes that are significant slowdowns by more than ``threshold`` (0.05 = 5%)."""
+        found = (s.regression(threshold) for s in self.series)
+        return [c for c in found if c is not None]
+
+    def as_dict(self) -> dict[str, Any]:
+        """The history as JSON-ready data (the keys ``docs/commands/history.md`` lists)."""
+        return {
+            "order_by": self.order_by,
+            "series": [_series_dict(s) for s in self.series],
+            "too_short": [{"series": t.label, "machine": t.machine, "points": t.points} for t in self.too_short],
+            "left_out": {"no_start_time": self.no_start_time, "not_ok": self.not_ok},
+        }
+
+
+def build_history(records: Sequence[Mapping[str, Any]], *, order_by: str | None = None,
+                  min_points: int = MIN_POINTS, alpha: float = ALPHA, min_change: float = MIN_CHANGE) -> History:
+    """The history of ``records``: one series per identity (configuration and machine), in
+    ``started_at`` order (or ``order_by``'s, then time), each fitted by :func:`fit_levels`."""
+    no_start = not_ok = 0
+    usable: list[Mapping[str, Any]] = []
+    starts: dict[int, _dt.datetime] = {}
+    mtimes: dict[str, float | None] = {}
+    points = build_points(records)
+    for point in points.points:
+        for rec in point.records:
+            if str(rec.get("status") or "ok") != "ok" or _ips(rec) is None:
+                not_ok += 1
+                continue
+            when = start_time(rec, mtimes)
+            if when is None:
+                no_start += 1
+                continue
+            starts[id(rec)] = when
+            usable.append(rec)
+    by_point = build_points(usable)
+    labels = _labels(by_point)
+    series: list[Series] = []
+    short: list[TooShort] = []
+    for point, label in zip(by_point.points, labels, strict=True):
+        machine = str(point.get(F.MACHINE))
+        recs = sorted(point.records, key=lambda r: (_order_key(get_value(r, order_by)) if order_by else (),
+                                                    starts[id(r)]))
+        if len(recs) < min_points:
+            short.append(TooShort(label, machine, len(recs)))
+            continue
+        series.append(_series(label, machine, point.values, recs, order_by, alpha, min_change))
+    return History(tuple(series), tuple(short), no_start, not_ok, order_by)
+
+
+def _series(label: str, machine: str, identity: Mapping[str, Any], recs: Sequence[Mapping[str, Any]],
+            order_by: str | None, alpha: float, min_change: float) -> Series:
+    runs = tuple(Run(str(r.get("run_id") or ""), str(r.get("started_at") or ""),
+                     get_value(r, order_by) if order_by else None, float(_ips(r) or 0.0),
+                     _text_or_none(r.get("session_id"))) for r in recs)
+    fit = fit_levels([r.ips for r in runs], [r.job for r in runs], alpha=alpha, min_change=min_change)
+    outlier_set = set(fit.outliers)
+    changes = []
+    for i, shift in enumerate(fit.shifts):
+        before_level, after_level = fit.levels[i], fit.levels[i + 1]
+        last = max(j for j in range(before_level.start, before_level.stop) if j not in outlier_set)
+        side_a = [recs[j] for j in range(before_level.start, before_level.stop) if j not in outlier_set]
+        side_b = [recs[j] for j in range(after_level.start, after_level.stop) if j not in outlier_set]
+        changes.append(Change(label, machine, runs[last], runs[shift.index], before_level.value, after_level.value,
+                              shift.ratio, shift.low, shift.high, shift.p, suspects(side_a, side_b)))
+    outliers = []
+    for j in fit.outliers:
+        level = next(lv for lv in fit.levels if lv.start <= j < lv.stop)
+        outliers.append(Outlier(label, machine, runs[j], level.value))
+    ident = tuple((k, v) for k, v in identity.items() if k.startswith("config.") or k == F.MACHINE)
+    return Series(label, machine, ident, runs, len(set(_job_index([r.job for r in runs], len(runs)).tolist())), fit,
+                  tuple(changes), tuple(outliers))
+
+
+def _ips(rec: Mapping[str, Any]) -> float | None:
+    value = (rec.get("metrics") or {}).get("total_images_per_sec")
+    return float(value) if value.__class__ in (int, float) and value > 0 else None
+
+
+def _text_or_none(value: Any) -> str | None:
+    return None if value is None or value == "" else str(value)
+
+
+def start_time(record: Mapping[str, Any], mtimes: dict[str, float | None] | None = None) -> _dt.datetime | None:
+    """A record's start (UTC; a time without a zone read as UTC), or None when it has no real one:
+    ``started_at`` missing, blank or no time, or an imported record's that is its source file's
+    modification time to the second (what ``import`` fills in when the file gives none)."""
+    text = record.get("started_at")
+    if not isinstance(text, str) or not text.strip():
+        return None
+    try:
+        when = _dt.datetime.fromisoformat(text.strip())
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=_dt.timezone.utc)
+    source = record.get("source_path")
+    if isinstance(source, str) and source:
+        cache = {} if mtimes is None else mtimes
+        if source not in cache:
+            try:
+                cache[source] = os.stat(source).st_mtime
+            except OSError:
+                cache[source] = None
+        mtime = cache[source]
+        if mtime is not None and int(when.timestamp()) == int(mtime):
+            return None
+    return when
+
+
+_VERSION_PART = re.compile(r"(\d+)")
+
+
+def _order_key(value: Any) -> tuple:
+    """Order values naturally: missing first, numbers by value, versions part by part (2.10 after 2.9)."""
+    if value is None:
+        return (0,)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return (1, float(value))
+    parts = _VERSION_PART.split(str(value))
+    return (2, tuple((1, int(p)) if p.isdigit() else (0, p) for p in parts if p))
+
+
+def _labels(points: Any) -> list[str]:
+    """A name per series: model, precision, batch size, any other varying configuration, the machine."""
+    varying = [k for k in points.key_fields if k.startswith("config.") and k not in
+               ("config.model", "config.precision", "config.batch_size") and points.varies(k)]
+    out = []
+    for p in points.points:
+        parts = [str(p.get("config.model"))]
+        if p.get("config.precision") is not None:
+            parts.append(str(p.get("config.precision")))
+        if p.get("config.batch_size") is not None:
+            parts.append(f"b{p.get('config.batch_size')}")
+        parts += [f"{k.split('.', 1)[1]}={F.text(p.get(k))}" for k in varying]
+        out.append(f"{' '.join(parts)} on {p.get(F.MACHINE)}")
+    return out
+
+
+def suspects(before: Sequence[Mapping[str, Any]], after: Sequence[Mapping[str, Any]]) -> tuple[Suspect, ...]:
+    """Fields that differ between two sides of a change: the value of the last run before against
+    the first after, or the most common value on each side; kinds of warnings (the words before
+    the first colon) present in most runs of one side and fewer than half of the other."""
+    out: list[Suspect] = []
+    if not before or not after:
+        return ()
+    for name in SUSPECT_FIELDS:
+        a = [_field(r, name) for r in before]
+        b = [_field(r, name) for r in after]
+        common_a, common_b = _mode(a), _mode(b)
+        if a[-1] != b[0] and (a[-1] is not None or b[0] is not None):
+            out.append(Suspect(name, a[-1], b[0]))
+        elif common_a != common_b:
+            out.append(Suspect(name, common_a, common_b))
+    kinds_a, kinds_b = _warning_shares(before), _warning_shares(after)
+    for kind in sorted(set(kinds_a) | set(kinds_b)):
+        sa, sb = kinds_a.get(kind, 0.0), kinds_b.get(kind, 0.0)
+        if (sa >= 0.5) != (sb >= 0.5):
+            out.append(Suspect(f"warnings: {kind}", f"{sa:.0%} of runs", f"{sb:.0%} of runs"))
+    return tuple(out)
+
+
+def _field(record: Mapping[str, Any], name: str) -> Any:
+    if name.startswith("environment.gpus."):
+        gpus = (record.get("environment") or {}).get("gpus")
+        if not isinstance(gpus, list) or not gpus:
+            return None
+        values = tuple(g.get(name.rsplit(".", 1)[1]) if isinstance(g, dict) else None for g in gpus)
+        return values[0] if len(set(values)) == 1 else values
+    return F.hashable(get_value(record, name))
+
+
+def _mode(values: Sequence[Any]) -> Any:
+    return Counter(values).most_common(1)[0][0]
+
+
+def _warning_shares(records: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    counts: Counter[str] = Counter()
+    for rec in records:
+        texts = (rec.get("metrics") or {}).get("warnings") or []
+        kinds = {str(t).split(":", 1)[0].strip() for t in texts if isinstance(t, str) and ":" in t}
+        counts.update(kinds)
+    return {k: c / len(records) for k, c in counts.items()}
+
+
+def _suspect_name(field: str) -> str:
+    short = field.split(".")[-1]
+    names = {"torch_version": "torch", "torchvision_version": "torchvision", "cuda_version": "CUDA",
+             "cudnn_version": "cuDNN", "nccl_version": "NCCL", "gpu_driver": "driver",
+             "cuda_driver_version": "CUDA driver", "python_version": "Python", "tool_version": "cnnbench"}
+    return names.get(short, field if field.startswith("warnings") else short)
+
+
+def _value_text(value: Any) -> str:
+    return "none" if value is None else F.text(value)
+
+
+def _pct(ratio: float) -> str:
+    return f"{(ratio - 1.0) * 100.0:+.1f}%"
+
+
+def _day(started_at: str) -> str:
+    return started_at[:10] if started_at else "?"
+
+
+def _run_dict(run: Run) -> dict[str, Any]:
+    return {"run_id": run.run_id, "started_at": run.started_at, "images_per_sec": run.ips}
+
+
+def _series_dict(s: Series) -> dict[str, Any]:
+    return {
+        "series": s.label,
+        "machine": s.machine,
+        "identity": {k: v for k, v in s.identity},
+        "points": len(s.runs),
+        "jobs": s.jobs,
+        "noise": {"within_job": s.fit.noise.within, "between_jobs": s.fit.noise.between},
+        "levels": [{"first_run": s.runs[lv.start].run_id, "last_run": s.runs[lv.stop - 1].run_id,
+                    "runs": lv.stop - lv.start, "images_per_sec": lv.value} for lv in s.fit.levels],
+        "changes": [{
+            "before": _run_dict(c.before), "after": _run_dict(c.after),
+            "level_before": c.level_before, "level_after": c.level_after,
+            "ratio": c.ratio, "ratio_low": c.low, "ratio_high": c.high, "p": c.p,
+            "suspects": [{"field": x.field, "before": x.before, "after": x.after} for x in c.suspects],
+            "text": c.text(),
+        } for c in s.changes],
+        "outliers": [{**_run_dict(o.run), "level": o.level, "ratio": o.ratio} for o in s.outliers],
+    }

@@ -1,0 +1,233 @@
+"""cnnbench history (issue 46): series, change points, outliers, suspects, and the command."""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cnnbench.analysis.history import build_history, fit_levels, start_time
+from cnnbench.cli import main
+from tests.report_fixtures import record
+
+START = dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc)
+
+
+def series(values, *, jobs=None, envs=None, machine="m-fast", model="resnet50", warnings=None, first=0):
+    """Records of one configuration, an hour apart; ``jobs``: each run's session id."""
+    out = []
+    for i, v in enumerate(values):
+        env = envs[i] if envs is not None else None
+        metrics = {"warnings": warnings[i]} if warnings is not None else None
+        rec = record(model=model, machine=machine, ips=float(v), environment=env, metrics=metrics)
+        rec["started_at"] = (START + dt.timedelta(hours=first + i)).isoformat()
+        rec["run_id"] = f"{model}-{machine}-{first + i:03d}"
+        if jobs is not None:
+            rec["session_id"] = jobs[i]
+        out.append(rec)
+    return out
+
+
+def noisy(n, *, sd=0.01, seed=0, level=1000.0):
+    return level * np.exp(np.random.default_rng(seed).normal(0.0, sd, n))
+
+
+def test_a_planted_step_is_found_where_it_happened_with_its_sign_and_size():
+    values = noisy(40, seed=1)
+    values[24:] *= 0.94
+    history = build_history(series(values, jobs=[f"s{i // 2}" for i in range(40)]))
+    (change,) = history.changes
+    assert change.before.run_id.endswith("-023") and change.after.run_id.endswith("-024")
+    assert change.low < 0.94 < change.high and change.ratio == pytest.approx(0.94, abs=0.01)
+    assert change.high - change.low < 0.016 and change.p < 0.001  # the step is no part of the noise
+    noise = history.series[0].fit.noise
+    assert noise.within == pytest.approx(0.01, abs=0.004) and noise.between < 0.005
+    assert change.text().startswith("resnet50 fp32 b64 on m-fast: -6.")
+
+
+def test_an_improvement_is_found_with_the_sign_up():
+    values = noisy(30, seed=2)
+    values[:12] /= 1.10
+    fit = fit_levels(values)
+    (shift,) = fit.shifts
+    assert shift.index == 12 and shift.ratio == pytest.approx(1.10, abs=0.015)
+    assert len(fit.levels) == 2 and fit.levels[0].stop == 12
+
+
+def test_drift_between_jobs_alone_is_no_change_but_is_one_without_the_jobs():
+    rng = np.random.default_rng(3)
+    with_jobs = without = 0
+    for _ in range(20):
+        offsets = rng.normal(0.0, 0.03, 10)  # 10 jobs of 4 runs, days apart
+        values = 1000 * np.exp(np.repeat(offsets, 4) + rng.normal(0.0, 0.005, 40))
+        jobs = [f"job{i // 4}" for i in range(40)]
+        with_jobs += len(fit_levels(values, jobs).shifts)
+        without += len(fit_levels(values).shifts)
+    assert with_jobs == 0
+    assert without >= 10  # the runs' own spread understates the drift: it would alarm
+
+
+def test_a_lone_outlier_is_an_outlier_not_a_change():
+    values = noisy(30, seed=4)
+    values[17] *= 0.75
+    history = build_history(series(values))
+    (s,) = history.series
+    assert not s.changes
+    (outlier,) = s.outliers
+    assert outlier.run.run_id.endswith("-017") and outlier.ratio == pytest.approx(0.75, abs=0.03)
+
+
+def test_a_burst_of_two_slow_runs_that_the_series_comes_back_from_is_two_outliers():
+    values = noisy(30, seed=16)
+    values[12:14] *= 0.8
+    fit = fit_levels(values)
+    assert not fit.shifts and fit.outliers == (12, 13)
+
+
+def test_a_single_slow_newest_run_is_an_outlier_and_two_are_a_change():
+    values = noisy(30, seed=5)
+    values[-1] *= 0.85
+    fit = fit_levels(values)
+    assert not fit.shifts and fit.outliers == (29,)
+    values[-2] *= 0.85
+    fit = fit_levels(values)
+    assert [s.index for s in fit.shifts] == [28] and not fit.outliers
+
+
+def test_suspects_name_the_fields_that_differ_between_the_two_sides():
+    values = noisy(30, seed=6)
+    values[15:] *= 0.9
+    envs = [{"torch_version": "2.13.0" if i < 15 else "2.14.1", "cudnn_version": 91000,
+             "gpus": [{"power_limit_w": 700.0 if i < 15 else 500.0, "sm_clock_max_mhz": 1980}]} for i in range(30)]
+    warnings = [[] if i < 15 else ["busy CPU: other processes used 1.20 of the 2 cores"] for i in range(30)]
+    (change,) = build_history(series(values, envs=envs, warnings=warnings)).changes
+    named = {s.field: (s.before, s.after) for s in change.suspects}
+    assert named["environment.torch_version"] == ("2.13.0", "2.14.1")
+    assert named["environment.gpus.power_limit_w"] == (700.0, 500.0)
+    assert named["warnings: busy CPU"] == ("0% of runs", "100% of runs")
+    assert "environment.cudnn_version" not in named and "environment.gpus.sm_clock_max_mhz" not in named
+    assert "torch 2.13.0 -> 2.14.1" in change.text()
+
+
+def test_short_series_are_listed_and_failed_runs_counted():
+    recs = series(noisy(20, seed=7)) + series(noisy(5, seed=8), model="vgg16")
+    recs.append(record(model="vgg16", status="oom"))
+    history = build_history(recs)
+    assert [s.label for s in history.series] == ["resnet50 fp32 b64 on m-fast"]
+    assert [(t.label, t.points) for t in history.too_short] == [("vgg16 fp32 b64 on m-fast", 5)]
+    assert history.not_ok == 1
+
+
+def test_imported_records_without_a_real_start_time_are_left_out_and_counted(tmp_path):
+    source = tmp_path / "old.csv"
+    source.write_text("x\n")
+    mtime = dt.datetime(2026, 10, 1, 12, 0, 0, tzinfo=dt.timezone.utc)
+    os.utime(source, (mtime.timestamp(), mtime.timestamp()))
+    recs = series(noisy(12, seed=9))
+    filled = series(noisy(3, seed=10), first=100)
+    for rec in filled:  # what import csv writes when the table has no started_at column
+        rec["started_at"] = mtime.isoformat(timespec="seconds")
+        rec["source_path"] = str(source)
+    blank = series(noisy(1, seed=11), first=200)[0]
+    blank["started_at"] = ""
+    real = series(noisy(1, seed=12), first=300)[0]
+    real["source_path"] = str(source)  # imported, with a start time of its own
+    history = build_history(recs + filled + [blank, real])
+    assert history.no_start_time == 4
+    assert len(history.series[0].runs) == 13
+    assert start_time(filled[0]) is None and start_time(real) is not None
+
+
+def test_order_by_a_version_then_time():
+    values = noisy(24, seed=13)
+    values[12:] *= 0.9
+    envs = [{"torch_version": "2.9.0" if i < 12 else "2.10.0"} for i in range(24)]
+    recs = series(values, envs=envs)
+    for rec in recs[12:]:  # the newer version's runs were made first
+        rec["started_at"] = (START - dt.timedelta(days=1, hours=-int(rec["run_id"][-3:]))).isoformat()
+    by_time = build_history(recs)
+    by_version = build_history(recs, order_by="environment.torch_version")
+    assert by_version.series[0].runs[0].order == "2.9.0"
+    (change,) = by_version.changes
+    assert change.after.order == "2.10.0" and change.ratio < 0.95
+    assert by_time.series[0].runs[0].order is None and by_time.changes[0].ratio > 1.05
+
+
+# --- the command ---------------------------------------------------------------------------
+
+@pytest.fixture()
+def store(tmp_path) -> Path:
+    values = noisy(40, seed=14)
+    values[30:] *= 0.92
+    envs = [{"torch_version": "2.13.0" if i < 30 else "2.14.1"} for i in range(40)]
+    path = tmp_path / "runs.jsonl"
+    recs = series(values, envs=envs, jobs=[f"s{i // 2}" for i in range(40)]) + series(noisy(4, seed=15), model="vgg16")
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    return path
+
+
+def test_the_table_names_the_change_and_its_suspect(store, capsys):
+    assert main(["history", str(store)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("1 series (40 runs); 1 change; 0 outliers; 1 series too short.")
+    assert "change -7.9%" in out and "suspects: torch 2.13.0 -> 2.14.1" in out
+    assert "too short: vgg16 fp32 b64 on m-fast (4 runs; a series needs 8)" in out
+
+
+def test_json_keys_are_stable(store, capsys):
+    assert main(["history", str(store), "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert set(data) == {"order_by", "series", "too_short", "left_out"}
+    (s,) = data["series"]
+    assert set(s) == {"series", "machine", "identity", "points", "jobs", "noise", "levels", "changes", "outliers"}
+    (c,) = s["changes"]
+    assert set(c) == {"before", "after", "level_before", "level_after", "ratio", "ratio_low", "ratio_high", "p",
+                      "suspects", "text"}
+    assert c["after"]["run_id"].endswith("-030") and s["jobs"] == 20
+    assert c["suspects"] == [{"field": "environment.torch_version", "before": "2.13.0", "after": "2.14.1"}]
+    assert data["too_short"] == [{"series": "vgg16 fp32 b64 on m-fast", "machine": "m-fast", "points": 4}]
+
+
+def test_csv_has_a_row_per_change(store, capsys):
+    assert main(["history", str(store), "--format", "csv"]) == 0
+    (row,) = csv.DictReader(io.StringIO(capsys.readouterr().out))
+    assert row["kind"] == "change" and row["series"] == "resnet50 fp32 b64 on m-fast" and row["machine"] == "m-fast"
+    assert row["run_before"].endswith("-029") and row["run_after"].endswith("-030")
+    assert float(row["level_before"]) > float(row["level_after"])
+    assert float(row["change_pct"]) == pytest.approx(-7.9, abs=0.05)
+    assert float(row["ci_low_pct"]) < float(row["change_pct"]) < float(row["ci_high_pct"]) < 0
+    assert row["suspects"] == "torch 2.13.0 -> 2.14.1"
+
+
+def test_the_gate_fails_on_a_regression_beyond_its_threshold(store, capsys):
+    assert main(["history", str(store), "--fail-on-regression", "5"]) == 1
+    err = capsys.readouterr().err
+    assert ("cnnbench history: 1 significant regression beyond 5% (worst: resnet50 fp32 b64 on m-fast, -7.9% "
+            "from run resnet50-m-fast-030)") in err
+    assert main(["history", str(store), "--fail-on-regression", "15"]) == 0
+    assert main(["history", str(store), "--where", "model=vgg16", "--fail-on-regression", "1"]) == 0
+
+
+def test_bad_input_is_one_line(store, capsys):
+    assert main(["history", str(store), "--order-by", "bogus_field"]) == 2
+    assert main(["history", str(store), "--fail-on-regression", "x"]) == 2
+    assert main(["history", str(store), "--where", "model=nothing"]) == 2
+    err = capsys.readouterr().err
+    assert "--order-by: unknown field 'bogus_field'" in err and "no results to read" in err
+
+
+def test_history_never_imports_torch_or_matplotlib(store):
+    probe = ("import contextlib, io, sys\nfrom cnnbench.cli import main\n"
+             "with contextlib.redirect_stdout(io.StringIO()):\n    code = main(sys.argv[1:])\n"
+             "print(code, sorted(m for m in ('torch', 'torchvision', 'matplotlib') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", probe, "history", str(store)], capture_output=True, text=True,
+                          timeout=300)
+    assert done.stdout.strip().splitlines()[-1] == "0 []", done.stderr
