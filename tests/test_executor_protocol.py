@@ -66,3 +66,11 @@ def test_the_executor_choices_are_the_registrys_names(fake, command):
     flag = next(a for a in sub.choices[command]._actions if "--executor" in a.option_strings)
     assert list(flag.choices) == executors.names() == ["local", "slurm", "fake"]
     assert flag.default == "local" and "fake: a test's" in flag.help
+
+
+def test_the_shipped_executors_come_in_their_order_whichever_was_imported_first(monkeypatch):
+    from cnnbench.cli import executors
+
+    slurm, local = (next(e for e in executors.executors() if e.name == n) for n in ("slurm", "local"))
+    monkeypatch.setattr(executors, "_REGISTRY", {"slurm": slurm, "local": local})  # slurm registered first
+    assert executors.names()[:2] == ["local", "slurm"]

@@ -163,3 +163,18 @@ def test_a_real_data_run_recorded_before_the_option_is_the_same_configuration_as
     assert len(points.points) == 1 and sorted(points.points[0].measure.ips) == [100.0, 110.0]
     points = build_points([record(100.0), record(110.0, input_pipeline="other")])
     assert len(points.points) == 2
+
+
+def test_an_imported_real_data_run_is_not_taken_for_one_on_our_cpu_pipeline():
+    from cnnbench.analysis.points import build_points
+
+    def record(ips, **extra):
+        return {"status": "ok", "config": {"model": "resnet18", "batch_size": 8, "data_name": "imagenet"},
+                "environment": {"machine": "box"}, "metrics": {"total_images_per_sec": ips}, **extra}
+
+    ours = record(110.0)
+    ours["config"]["input_pipeline"] = "cpu"
+    points = build_points([record(100.0, source="tf_cnn_benchmarks"), ours])
+    imported = next(p for p in points.points if 100.0 in p.measure.ips)
+    fields = dict(zip(points.key_fields, imported.key, strict=False))
+    assert "config.input_pipeline" in fields and fields["config.input_pipeline"] is None

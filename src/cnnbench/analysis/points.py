@@ -36,11 +36,12 @@ IGNORED_CONFIG = frozenset({
 }) | frozenset(f.name for f in config_fields()) - identity_fields()
 
 ABSENT_MEANS: dict[str, Callable[[Mapping[str, Any]], Any]] = {
-    "input_pipeline": lambda cfg: DEFAULT_INPUT_PIPELINE if cfg.get("data_name") not in (None, SYNTHETIC) else None,
+    "input_pipeline": lambda rec: DEFAULT_INPUT_PIPELINE if (rec.get("source") or "cnnbench") == "cnnbench" and (
+        rec.get("config") or {}).get("data_name") not in (None, SYNTHETIC) else None,
 }
-"""What a config field that older records lack means for them, by their config: a run on real data
-made before ``--input-pipeline`` used the CPU pipeline, and is the same configuration as one that
-records it."""
+"""What a config field that older records of cnnbench's own lack means for them, by the record: a
+run on real data made before ``--input-pipeline`` used the CPU pipeline, and is the same
+configuration as one that records it (an imported run used another tool's pipeline: none of ours)."""
 
 # Machine descriptors kept on each point (taken from its first record), never in its key.
 ATTRIBUTE_FIELDS = ("environment.gpu_model", "environment.cpu_model", "environment.hostname")
@@ -316,7 +317,7 @@ def _identity(rec: Mapping[str, Any], env: Mapping[str, Any], ckeys: list[str], 
     machine = env.get("machine") or env.get("hostname") or "unknown"
     ckey = tuple(map(cfg.get, ckeys))
     if not cfg.keys() >= ABSENT_MEANS.keys():  # an older record: what its absent fields mean
-        ckey = tuple(ABSENT_MEANS[k](cfg) if k in ABSENT_MEANS and k not in cfg else v
+        ckey = tuple(ABSENT_MEANS[k](rec) if k in ABSENT_MEANS and k not in cfg else v
                      for k, v in zip(ckeys, ckey, strict=True))
     try:
         hash(ckey)

@@ -52,7 +52,13 @@ def executors() -> list[Executor]:
     """Every registered executor, the shipped ones first."""
     for module in BUILTIN:
         importlib.import_module(module)
-    return list(_REGISTRY.values())
+    found = list(_REGISTRY.values())  # the shipped ones in BUILTIN's order, whichever was imported first
+
+    def place(e: Executor) -> tuple[int, int]:
+        module = type(e).__module__
+        return (BUILTIN.index(module) if module in BUILTIN else len(BUILTIN), found.index(e))
+
+    return sorted(found, key=place)
 
 
 def names() -> list[str]:
