@@ -59,9 +59,9 @@ def test_flattening_a_record_of_leaves_and_nested_sections():
 
 
 def test_a_record_flattened_by_its_shape_equals_the_walk_of_it():
-    """Records whose sections are dicts of leaves are flattened at once from their shape's
-    names; the row (keys, order, values) is the one the value-by-value walk gives, and any
-    other record takes the walk."""
+    """Records whose keys are text (read from JSON) are flattened at once from their shape's
+    names, a section with dicts in it walked once; the row (keys, order, values) is the one the
+    value-by-value walk gives, and any other record takes the walk."""
     from types import MappingProxyType
 
     from cnnbench.results import flatten
@@ -75,7 +75,7 @@ def test_a_record_flattened_by_its_shape_equals_the_walk_of_it():
         {"status": "ok", "config": {"model": "m", "batch_size": 8}, "metrics": {"x": [1.0], "y": None}},
         {"config": {}, "status": "ok", "metrics": {"x": 1.5, "warnings": ["busy"]}, "repeat": 2},
         {"config.model": "dotted", "config": {"model": "nested"}},  # the later name wins, as in the walk
-        {"config": {"model": "n", "flags": {"a": 1}}, "status": "error"},  # nested deeper: walked
+        {"config": {"model": "n", "flags": {"a": 1}}, "status": "error"},  # nested deeper: its section walked
         {"config": MappingProxyType({"model": "p"}), "status": "ok"},  # not a dict: walked
         {"status": "ok", "metrics": {"x": 1.5, "warnings": ["busy"]}, "repeat": 2, "config": {}},  # other order
         {1: "x", "1": "y"}, {True: {"a": 0}}, {"s": {1: 0}}, {"s": {True: 0}},  # keys not from JSON: walked
@@ -84,8 +84,8 @@ def test_a_record_flattened_by_its_shape_equals_the_walk_of_it():
         for sep in (".", "/"):
             got = flatten.flatten_record(rec, sep)
             assert got == walked(rec, sep) and list(got) == list(walked(rec, sep))
-    assert flatten._flatten_planned(records[0], ".") is not None
-    assert flatten._flatten_planned(records[3], ".") is None and flatten._flatten_planned(records[4], ".") is None
+    assert flatten._flatten_planned(records[0], ".") is not None and flatten._flatten_planned(records[3], ".")
+    assert flatten._flatten_planned(records[4], ".") is None
 
 
 def test_records_sharing_sections_flatten_as_each_alone():

@@ -239,3 +239,16 @@ def test_integers_beyond_64_bits_are_written_as_json_numbers(store, capsys):
 
 def test_the_catalog_shows_both_views(store):
     assert sorted(run_query("SHOW TABLES", store).rows) == [("runs",), ("steps",)]
+
+
+def test_a_store_read_through_its_cache_gives_both_views(tmp_path):
+    """A file of 1 MiB or more is read through its cache, whose step times are views, not lists."""
+    from cnnbench.results import cache
+    from cnnbench.results.store import append_records
+
+    folder = tmp_path / "results"
+    append_records(folder, [make_record(i) for i in range(900)])
+    assert sum(p.stat().st_size for p in folder.glob("*.jsonl")) >= cache.MIN_BYTES
+    for _ in range(2):  # the cache written, then read
+        assert run_query("SELECT count(*), count(DISTINCT run_id) FROM steps JOIN runs USING (run_id)",
+                         folder).rows == [(4500, 900)]

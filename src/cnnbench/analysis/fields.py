@@ -3,7 +3,9 @@
 A field is named by its dotted path in the record (``config.model``,
 ``environment.gpu_model``, ``metrics.total_images_per_sec``, ``source``). Common fields
 have short aliases (``model``, ``machine``, ``gpu``, ...); any other bare name is looked up
-in ``config``, then ``environment``, then ``metrics``. No torch here.
+in ``config``, then ``environment``, then ``metrics``. The fields themselves (unit, direction,
+label, identity, aliases) are declared once in the field registry, :mod:`cnnbench.results.fields`,
+whose tables and path constants this module re-exports. No torch here.
 """
 
 from __future__ import annotations
@@ -15,67 +17,63 @@ from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
 # Field access lives with the records; report code reads it through this module.
-from cnnbench.results.query import MACHINE as MACHINE
-from cnnbench.results.query import SOURCE as SOURCE
+from cnnbench.results.fields import ALIASES as ALIASES
+from cnnbench.results.fields import ALL_REDUCE as ALL_REDUCE
+from cnnbench.results.fields import BARE_VALUE_FIELDS as BARE_VALUE_FIELDS
+from cnnbench.results.fields import BATCH as BATCH
+from cnnbench.results.fields import BUCKET_CAP_MB as BUCKET_CAP_MB
+from cnnbench.results.fields import BUSBW as BUSBW
+from cnnbench.results.fields import COMPILE as COMPILE
+from cnnbench.results.fields import CPU as CPU
+from cnnbench.results.fields import CPU_CORES as CPU_CORES
+from cnnbench.results.fields import CPU_THREADS as CPU_THREADS
+from cnnbench.results.fields import CUDNN_VERSION as CUDNN_VERSION
+from cnnbench.results.fields import DATA as DATA
+from cnnbench.results.fields import DATA_FORMAT as DATA_FORMAT
+from cnnbench.results.fields import DEVICE as DEVICE
+from cnnbench.results.fields import DEVICES as DEVICES
+from cnnbench.results.fields import DISTORTIONS as DISTORTIONS
+from cnnbench.results.fields import ENERGY as ENERGY
+from cnnbench.results.fields import FIELDS as FIELDS
+from cnnbench.results.fields import FORWARD_ONLY as FORWARD_ONLY
+from cnnbench.results.fields import GPU as GPU
+from cnnbench.results.fields import GPU_COUNT as GPU_COUNT
+from cnnbench.results.fields import HARDWARE_FIELDS as HARDWARE_FIELDS
+from cnnbench.results.fields import HOST_CPUS as HOST_CPUS
+from cnnbench.results.fields import HOSTNAME as HOSTNAME
+from cnnbench.results.fields import IMAGE_SIZE as IMAGE_SIZE
+from cnnbench.results.fields import IMAGES_PER_JOULE as IMAGES_PER_JOULE
+from cnnbench.results.fields import IPS as IPS
+from cnnbench.results.fields import IPS_PER_CORE as IPS_PER_CORE
+from cnnbench.results.fields import LOCAL_PARAMETER_DEVICE as LOCAL_PARAMETER_DEVICE
+from cnnbench.results.fields import MACHINE as MACHINE
+from cnnbench.results.fields import MEMORY_BYTES as MEMORY_BYTES
+from cnnbench.results.fields import MODEL as MODEL
+from cnnbench.results.fields import NUM_NODES as NUM_NODES
+from cnnbench.results.fields import NUM_WORKERS as NUM_WORKERS
+from cnnbench.results.fields import OTHER_PROCESSES_CPU_CORES as OTHER_PROCESSES_CPU_CORES
+from cnnbench.results.fields import PER_DEVICE_TORCH_THREADS as PER_DEVICE_TORCH_THREADS
+from cnnbench.results.fields import PLATFORM as PLATFORM
+from cnnbench.results.fields import PRECISION as PRECISION
+from cnnbench.results.fields import SECTIONS as SECTIONS
+from cnnbench.results.fields import SHORT_NAMES as SHORT_NAMES
+from cnnbench.results.fields import SOURCE as SOURCE
+from cnnbench.results.fields import STATUS as STATUS
+from cnnbench.results.fields import STEP_TIMES as STEP_TIMES
+from cnnbench.results.fields import SYNTHETIC_LOCATION as SYNTHETIC_LOCATION
+from cnnbench.results.fields import THREADS_PER_WORKER as THREADS_PER_WORKER
+from cnnbench.results.fields import TOP_LEVEL as TOP_LEVEL
+from cnnbench.results.fields import TORCH_NUM_THREADS as TORCH_NUM_THREADS
+from cnnbench.results.fields import VARIABLE_UPDATE as VARIABLE_UPDATE
+from cnnbench.results.fields import Field as Field
+from cnnbench.results.fields import UnknownField as UnknownField
+from cnnbench.results.fields import by_alias as by_alias
+from cnnbench.results.fields import list_fields as list_fields
+from cnnbench.results.fields import paths as paths
 from cnnbench.results.query import get_value as get_value
 from cnnbench.results.query import nearest_fields
 from cnnbench.results.step_summary import plain
 from cnnbench.words import natural_key
-
-ALIASES: dict[str, str] = {
-    "model": "config.model",
-    "machine": "environment.machine",
-    "gpu": "environment.gpu_model",
-    "cpu": "environment.cpu_model",
-    "num_devices": "config.num_devices",
-    "devices": "config.num_devices",
-    "batch_size": "config.batch_size",
-    "batch": "config.batch_size",
-    "data": "config.data_name",
-    "variable_update": "config.variable_update",
-    "precision": "config.precision",
-    "device": "config.device",
-    "compile": "config.compile",
-    "source": "source",
-    "status": "status",
-}
-
-# Short display names (the reverse of the aliases that read best).
-SHORT_NAMES: dict[str, str] = {
-    "config.model": "model",
-    "environment.machine": "machine",
-    "environment.gpu_model": "gpu",
-    "environment.cpu_model": "cpu",
-    "config.num_devices": "num_devices",
-    "config.batch_size": "batch_size",
-    "config.data_name": "data",
-    "config.variable_update": "variable_update",
-    "config.precision": "precision",
-}
-
-TOP_LEVEL = (
-    "status", "source", "run_id", "suite_name", "case_name", "tool_version",
-    "schema_version", "started_at", "error", "source_path",
-)
-SECTIONS = ("config", "environment", "metrics")
-
-MODEL = "config.model"
-BATCH = "config.batch_size"
-DEVICES = "config.num_devices"
-IPS = "metrics.total_images_per_sec"
-
-# Fields that describe the machine itself: they come with the machine label, so they
-# never split a configuration; comparing by one of them compares machines.
-HARDWARE_FIELDS = frozenset({
-    "environment.machine", "environment.hostname", "environment.cpu_model", "environment.cpu_cores",
-    "environment.gpu_model", "environment.gpu_count", "environment.platform",
-})
-
-# Fields whose values read on their own in a label ("resnet50", "fp16"); others read "name=value".
-BARE_VALUE_FIELDS = frozenset({
-    "config.model", "environment.machine", "environment.gpu_model", "environment.cpu_model",
-    "config.data_name", "config.variable_update", "config.precision", "source", "environment.hostname",
-})
 
 
 class FieldError(ValueError):
@@ -152,7 +150,7 @@ def text(value: Any) -> str:
 def label(field: str, value: Any) -> str:
     """A value as it reads in a label: ``resnet50``, ``fp16``, ``batch_size=64``, ``compile=True``
     (``None`` reads ``none``)."""
-    if field == "config.forward_only" and isinstance(value, bool):
+    if field == FORWARD_ONLY and isinstance(value, bool):
         return "inference" if value else "training"
     shown = "none" if value is None else text(value)
     if field in BARE_VALUE_FIELDS:

@@ -22,13 +22,13 @@ from cnnbench.config.run_config import config_fields, unnamed_values
 from cnnbench.config.strategy_rules import STRATEGY_OPTIONS
 from cnnbench.results.naming import config_name, data_kind, one_device
 
-DATA = "config.data_name"
-VARIABLE_UPDATE = "config.variable_update"
-ALL_REDUCE = "config.all_reduce"
-DISTORTIONS = "config.distortions"
-PRECISION = "config.precision"
-FORWARD_ONLY = "config.forward_only"
-DEVICE = "config.device"
+DATA = F.DATA
+VARIABLE_UPDATE = F.VARIABLE_UPDATE
+ALL_REDUCE = F.ALL_REDUCE
+DISTORTIONS = F.DISTORTIONS
+PRECISION = F.PRECISION
+FORWARD_ONLY = F.FORWARD_ONLY
+DEVICE = F.DEVICE
 
 NAME_FIELDS = frozenset({DATA, VARIABLE_UPDATE, ALL_REDUCE, DISTORTIONS, PRECISION, FORWARD_ONLY,
                          DEVICE, F.DEVICES})

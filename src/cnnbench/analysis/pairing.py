@@ -123,7 +123,7 @@ def differing_fields(unmatched: Sequence[Point], others: Sequence[Point], fields
 
 def default_baseline(name: str, values: Sequence[Any]) -> Any:
     """The value others are compared with: fp32 for precision, else the first in natural order."""
-    if name == "config.precision" and "fp32" in values:
+    if name == F.PRECISION and "fp32" in values:
         return "fp32"
     return sorted(values, key=F.sort_key)[0]
 

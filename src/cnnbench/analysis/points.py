@@ -23,18 +23,12 @@ from cnnbench.analysis.ratio_tests import GroupSpread, MachineSpreads, group_spr
 from cnnbench.analysis.repeat_stats import median, relative_stdev
 from cnnbench.analysis.samples import RunSample, run_sample
 from cnnbench.config.choices import DEFAULT_INPUT_PIPELINE, SYNTHETIC
-from cnnbench.config.run_config import config_fields, identity_fields
+from cnnbench.results.fields import IGNORED_CONFIG as IGNORED_CONFIG
 from cnnbench.results.record import RUN_KIND, record_kind
 
 log = logging.getLogger(__name__)
 
-# config fields that do not change what is measured (only how long, where, or which draw).
-IGNORED_CONFIG = frozenset({
-    "seed", "num_batches", "num_warmup_batches", "display_every", "data_dir", "results_dir",
-    "machine_label", "repeat", "repeats", "num_repeats", "timeout", "timeout_s", "trace",
-    "trace_dir", "profile", "profile_dir", "profile_steps", "output", "skip_bad_images", "log_every",
-}) | frozenset(f.name for f in config_fields()) - identity_fields()
-
+# IGNORED_CONFIG (config keys that do not change what is measured) is the field registry's.
 ABSENT_MEANS: dict[str, Callable[[Mapping[str, Any]], Any]] = {
     "input_pipeline": lambda rec: DEFAULT_INPUT_PIPELINE if (rec.get("source") or "cnnbench") == "cnnbench" and (
         rec.get("config") or {}).get("data_name") not in (None, SYNTHETIC) else None,
@@ -44,7 +38,7 @@ run on real data made before ``--input-pipeline`` used the CPU pipeline, and is 
 configuration as one that records it (an imported run used another tool's pipeline: none of ours)."""
 
 # Machine descriptors kept on each point (taken from its first record), never in its key.
-ATTRIBUTE_FIELDS = ("environment.gpu_model", "environment.cpu_model", "environment.hostname")
+ATTRIBUTE_FIELDS = (F.GPU, F.CPU, F.HOSTNAME)
 
 STATUS_WORDS = {"oom": "OOM", "error": "error", "timeout": "timeout"}
 

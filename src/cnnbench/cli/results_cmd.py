@@ -14,19 +14,20 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from cnnbench.cli.common import CliParser, UserError
+from cnnbench.results import fields as F
 from cnnbench.words import plural
 
 LIST_COLUMNS = (
     ("started_at", "started"),
-    ("environment.machine", "machine"),
+    (F.MACHINE, "machine"),
     ("case_name", "case"),
-    ("config.model", "model"),
-    ("config.batch_size", "batch"),
-    ("config.precision", "precision"),
-    ("config.data_format", "format"),
-    ("config.forward_only", "fwd-only"),
+    (F.MODEL, "model"),
+    (F.BATCH, "batch"),
+    (F.PRECISION, "precision"),
+    (F.DATA_FORMAT, "format"),
+    (F.FORWARD_ONLY, "fwd-only"),
     ("status", "status"),
-    ("metrics.total_images_per_sec", "images/sec"),
+    (F.IPS, "images/sec"),
 )
 
 
@@ -137,12 +138,12 @@ def handle_list(args: argparse.Namespace) -> int:
     for row in rows:
         cells = [_text(row.get(col)) for col, _ in LIST_COLUMNS]
         if row.get("kind") == "comm":  # cnnbench comm: what it timed, where a run names its model
-            cells[[c for c, _ in LIST_COLUMNS].index("config.model")] = _comm_text(row)
+            cells[[c for c, _ in LIST_COLUMNS].index(F.MODEL)] = _comm_text(row)
         cells[0] = cells[0][:16].replace("T", " ")  # minutes are enough to tell runs apart
         status = str(row.get("status"))
         cells[[c for c, _ in LIST_COLUMNS].index("status")] = f"[{styles.get(status, 'white')}]{status}[/]"
         if status != "ok":  # a failed run has no figure, whatever a line written by hand or merged in holds
-            cells[[c for c, _ in LIST_COLUMNS].index("metrics.total_images_per_sec")] = "—"
+            cells[[c for c, _ in LIST_COLUMNS].index(F.IPS)] = "—"
         table.add_row(*cells)
     console = print_table(table)
     count = f"{len(rows)} of {plural(total, 'run')}" if len(rows) < total else plural(total, "run")
@@ -263,7 +264,7 @@ def _comm_text(row: Mapping[str, Any]) -> str:
 
     size = row.get("config.bytes")
     text = f"comm {row.get('config.collective')}" + (f" {size_text(size)}" if isinstance(size, int) else "")
-    busbw = row.get("metrics.busbw_gbps")
+    busbw = row.get(F.BUSBW)
     return text + (f": busbw {busbw:.3g} GB/s" if isinstance(busbw, (int, float)) else "")
 
 

@@ -25,12 +25,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from cnnbench.predict.model import DEFAULT_BUCKET_BYTES, Base
+from cnnbench.results import fields as F
 from cnnbench.results.query import get_value
 from cnnbench.results.record import record_kind
 
-KEY_FIELDS = ("environment.machine", "config.model", "config.precision", "config.batch_size", "config.image_size",
-              "config.data_name", "config.data_format", "config.compile", "source", "config.device",
-              "config.host_cpus", "config.threads_per_worker", "config.synthetic_location", "config.num_workers")
+KEY_FIELDS = (F.MACHINE, F.MODEL, F.PRECISION, F.BATCH, F.IMAGE_SIZE,
+              F.DATA, F.DATA_FORMAT, F.COMPILE, "source", F.DEVICE,
+              F.HOST_CPUS, F.THREADS_PER_WORKER, F.SYNTHETIC_LOCATION, F.NUM_WORKERS)
 """What makes a configuration (besides the device count and strategy)."""
 ASSUMED_SPLIT = (1.0, 2.0, 0.0)
 """Forward : backward : optimizer when a record has no measured split: backward twice the
@@ -88,12 +89,12 @@ def find_bases(records: Sequence[Mapping[str, Any]], cost_lookup: CostLookup,
     groups: dict[tuple[tuple[str, Any], ...], list[Mapping[str, Any]]] = defaultdict(list)
     bases, skipped = [], []
     for rec in _training(records):
-        if int(get_value(rec, "config.num_devices") or 1) != 1:
+        if int(get_value(rec, F.DEVICES) or 1) != 1:
             continue
         why = unusable(rec)
         if why is not None:
-            skipped.append(f"record {rec.get('run_id') or '(no run_id)'} ({get_value(rec, 'config.model')} on "
-                           f"{get_value(rec, 'environment.machine')}): {why}")
+            skipped.append(f"record {rec.get('run_id') or '(no run_id)'} ({get_value(rec, F.MODEL)} on "
+                           f"{get_value(rec, F.MACHINE)}): {why}")
         elif _positive((rec.get("metrics") or {}).get("total_images_per_sec")):
             groups[config_key(rec)].append(rec)
     for key, recs in groups.items():
@@ -110,9 +111,9 @@ def unusable(record: Mapping[str, Any]) -> str | None:
     is not a whole number of 1 or more, images/sec of 0 or less, or a measured forward/backward/
     optimizer split that sums to 0 seconds. (A NaN or infinite figure is null when read: the
     reader names it.)"""
-    batch = _figure(get_value(record, "config.batch_size"))
+    batch = _figure(get_value(record, F.BATCH))
     if batch is None or (isinstance(batch, float) and not batch.is_integer()) or batch < 1:
-        shown = get_value(record, "config.batch_size")
+        shown = get_value(record, F.BATCH)
         return f"config.batch_size is {shown!r}: a step needs a batch of 1 image or more"
     metrics = record.get("metrics") or {}
     ips = _figure(metrics.get("total_images_per_sec"))
@@ -129,9 +130,9 @@ def measured_points(records: Sequence[Mapping[str, Any]]) -> list[Measured]:
     devices, over every node) and node count."""
     groups: dict[tuple[Any, ...], list[float]] = defaultdict(list)
     for rec in run_records(records):
-        devices = int(get_value(rec, "config.num_devices") or 1)
-        nodes = int(get_value(rec, "config.num_nodes") or 1)
-        strategy = str(get_value(rec, "config.variable_update") or "replicated")
+        devices = int(get_value(rec, F.DEVICES) or 1)
+        nodes = int(get_value(rec, F.NUM_NODES) or 1)
+        strategy = str(get_value(rec, F.VARIABLE_UPDATE) or "replicated")
         groups[(config_key(rec), strategy, devices, nodes)].append(
             float(rec["metrics"]["total_images_per_sec"]))
     return [Measured(k[0], k[1], k[2], k[3], statistics.median(v), len(v)) for k, v in groups.items()]
@@ -153,7 +154,7 @@ def _base(key: tuple[tuple[str, Any], ...], recs: Sequence[Mapping[str, Any]], c
     f, b, o, source = _split(recs, step)
     env = dict(first.get("environment") or {})
     device = str(values.get("device") or ("cuda" if env.get("gpu_model") else "cpu"))
-    bucket = get_value(first, "config.bucket_cap_mb")
+    bucket = get_value(first, F.BUCKET_CAP_MB)
     return Base(model=model, key=key, batch_size=batch, step_time_s=step, forward_s=f, backward_s=b, optimizer_s=o,
                 split_source=source, gradient_bytes=params * grad_element,
                 parameter_bytes=params * (2 if precision in GATHERED_HALF else 4), device=device,
@@ -162,25 +163,25 @@ def _base(key: tuple[tuple[str, Any], ...], recs: Sequence[Mapping[str, Any]], c
                 machine=str(values["machine"]), environment=env,
                 input_rate_per_core=_input_rate(first, pipeline),
                 host_cpus=env.get("available_cpus") or env.get("cpu_threads"), threads=_threads(first),
-                threads_per_worker=get_value(first, "config.threads_per_worker"),
+                threads_per_worker=get_value(first, F.THREADS_PER_WORKER),
                 busy_cores=statistics.median(_busy(r) for r in recs) if device == "cpu" else 0.0,
                 source=str(first.get("source") or "cnnbench"), parameters=float(params),
-                parameter_device="cpu" if any(get_value(r, "config.local_parameter_device") == "cpu" for r in recs)
+                parameter_device="cpu" if any(get_value(r, F.LOCAL_PARAMETER_DEVICE) == "cpu" for r in recs)
                 else "device",
-                one_device_server=any(get_value(r, "config.variable_update") == "parameter_server" for r in recs))
+                one_device_server=any(get_value(r, F.VARIABLE_UPDATE) == "parameter_server" for r in recs))
 
 
 def _threads(record: Mapping[str, Any]) -> int | None:
     """The torch threads a one-device run computed with (its worker's, else the environment's)."""
-    per_device = get_value(record, "metrics.per_device_torch_threads")
+    per_device = get_value(record, F.PER_DEVICE_TORCH_THREADS)
     if isinstance(per_device, list) and per_device and _positive(per_device[0]):
         return int(per_device[0])
-    threads = get_value(record, "environment.torch_num_threads")
+    threads = get_value(record, F.TORCH_NUM_THREADS)
     return int(threads) if _positive(threads) else None
 
 
 def _busy(record: Mapping[str, Any]) -> float:
-    value = get_value(record, "metrics.other_processes_cpu_cores")
+    value = get_value(record, F.OTHER_PROCESSES_CPU_CORES)
     return float(value) if _positive(value) else 0.0
 
 
@@ -188,7 +189,7 @@ def _params(record: Mapping[str, Any], cost_lookup: CostLookup) -> int | None:
     cost = record.get("model_cost")
     if isinstance(cost, Mapping) and _positive(cost.get("params")):
         return int(cost["params"])
-    model = str(get_value(record, "config.model"))
+    model = str(get_value(record, F.MODEL))
     if (record.get("source") or "cnnbench") != "cnnbench" and model in TF_PARAMETERS:
         return TF_PARAMETERS[model]
     return cost_lookup(model)
@@ -212,13 +213,13 @@ def _split(recs: Sequence[Mapping[str, Any]], step: float) -> tuple[float, float
 def _input_rate(record: Mapping[str, Any], pipeline: Sequence[Mapping[str, Any]]) -> float | None:
     """The best per-core rate of the ``cnnbench data`` records of this data set and image size on
     this machine (synthetic data has no pipeline to bound it)."""
-    data = get_value(record, "config.data_name")
+    data = get_value(record, F.DATA)
     if data in (None, "synthetic"):
         return None
     rates = [float(p["metrics"]["images_per_sec_per_core"]) for p in pipeline
-             if get_value(p, "config.data_name") == data and get_value(p, "environment.machine")
-             == get_value(record, "environment.machine")
-             and get_value(p, "config.image_size") in (None, get_value(record, "config.image_size"))
+             if get_value(p, F.DATA) == data and get_value(p, F.MACHINE)
+             == get_value(record, F.MACHINE)
+             and get_value(p, F.IMAGE_SIZE) in (None, get_value(record, F.IMAGE_SIZE))
              and _positive((p.get("metrics") or {}).get("images_per_sec_per_core"))]
     return max(rates) if rates else None
 

@@ -34,6 +34,7 @@ from cnnbench.predict.links import (
     with_generation,
 )
 from cnnbench.predict.model import STRATEGIES, Base, Scenario, predict
+from cnnbench.results import fields as F
 from cnnbench.results.query import get_value, parse_where, select
 
 DEFAULT_DEVICES = tuple(2 ** i for i in range(11))
@@ -232,7 +233,7 @@ def machine_links(base: Base, options: PredictOptions, comm: Sequence[Mapping[st
         if options.link.bandwidth_gbps is None:  # --link nvlink: the GPU's NVLink generation
             intra = with_generation(intra, base.environment.get("gpu_model"))
     else:
-        mine = [r for r in comm if get_value(r, "environment.machine") == base.machine]
+        mine = [r for r in comm if get_value(r, F.MACHINE) == base.machine]
         intra = _override(link_from_comm(mine, recorded.kind) or recorded, options.link, "")
     inter_kind = options.inter_link.kind or ("ethernet" if base.device == "cpu" else "ib")
     if options.inter_link.kind is None:

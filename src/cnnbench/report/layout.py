@@ -15,12 +15,12 @@ from typing import Any
 
 from cnnbench.analysis import fields as F
 
-GPU = "environment.gpu_model"
+GPU = F.GPU
 NOT_RECORDED = "no GPU recorded"
 
 
 def _on_cpu(get: Callable[[str], Any]) -> bool:
-    return get("config.device") == "cpu"
+    return get(F.DEVICE) == "cpu"
 
 
 def shown_value(field: str, get: Callable[[str], Any]) -> Any:
@@ -34,7 +34,7 @@ def shown_value(field: str, get: Callable[[str], Any]) -> Any:
         return value
     machine = F.text(get(F.MACHINE))
     if _on_cpu(get):
-        cpu = get("environment.cpu_model")
+        cpu = get(F.CPU)
         return f"CPU: {cpu}" if cpu else f"CPU of {machine}"
     return f"{machine}: {NOT_RECORDED}"
 

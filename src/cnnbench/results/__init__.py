@@ -1,4 +1,5 @@
-"""Results: the record schema, the store, importers. No torch at import.
+"""Results: the record schema, the field registry (:mod:`cnnbench.results.fields`), the store, importers.
+No torch at import.
 May import: ``config``, ``machine`` and the leaf modules (``cnnbench.version`` among them)."""
 
 from cnnbench.results.record import SCHEMA_VERSION, STATUSES, Record

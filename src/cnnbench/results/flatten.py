@@ -77,8 +77,8 @@ _SHARED = frozenset({"config", "environment"})
 
 def _flatten_planned(record: dict[str, Any], sep: str,
                      seen: _Seen | None = None) -> dict[str, Any] | None:
-    """:func:`flatten_record` of a record whose sections are dicts of leaves (every record
-    cnnbench writes), made at once from its shape's names; ``None`` for any other record.
+    """:func:`flatten_record` of a record whose keys are text (every record read from JSON), made
+    at once from its shape's names; ``None`` for any other record.
     ``seen``: the keys and values of the shared sections met so far, by ``id``."""
     if not _TEXT.issuperset(map(type, record)):
         return None  # keys other than text (not from JSON): the walk names them
@@ -87,7 +87,7 @@ def _flatten_planned(record: dict[str, Any], sep: str,
     for top, item in record.items():
         kind = type(item)
         if kind is dict:
-            known = _taken_apart(item, seen if seen is not None and top in _SHARED else None)
+            known = _taken_apart(item, seen if seen is not None and top in _SHARED else None, sep)
             if known is None:
                 return None
             shape.append(known[0])
@@ -112,21 +112,28 @@ _Seen = dict[int, tuple[dict[str, Any], _Parts | None]]
 """Sections met, by ``id``, each kept alive with its keys and values once met twice."""
 
 
-def _taken_apart(section: dict[str, Any], seen: _Seen | None) -> _Parts | None:
-    """The keys and values of a dict of leaves under text keys (None for another dict). With
-    ``seen``, kept from the second time the same dict is met (a section a read shares), so
-    that one not shared costs a note of it only."""
+def _taken_apart(section: dict[str, Any], seen: _Seen | None, sep: str = SEP) -> _Parts | None:
+    """The flat names (below the section) and values of a dict under text keys (None for another
+    dict): a dict of leaves as it is, one with dicts in it walked. With ``seen``, kept from the
+    second time the same dict is met (a section a read shares), so that one not shared costs a
+    note of it only."""
     met = seen.get(id(section)) if seen is not None else None
     if met is not None and met[0] is section and met[1] is not None:
         return met[1]
-    if not (_LEAVES.issuperset(map(type, section.values())) and _TEXT.issuperset(map(type, section))):
+    if not _TEXT.issuperset(map(type, section)):
         return None
+    if _LEAVES.issuperset(map(type, section.values())):
+        parts: _Parts = (tuple(section), section.values())
+    else:  # dicts below (environment's variables, a metric's parts): walked once per dict
+        flat: dict[str, Any] = {}
+        _flatten_into(flat, "", section, sep)
+        parts = (tuple(flat), flat.values())
     if seen is None:
-        return tuple(section), section.values()
+        return parts
     if met is None or met[0] is not section:
         seen[id(section)] = (section, None)  # met once (and kept: its id is not another's later)
-        return tuple(section), section.values()
-    parts = (tuple(section), tuple(section.values()))
+        return parts
+    parts = (parts[0], tuple(parts[1]))
     seen[id(section)] = (section, parts)
     return parts
 

@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from cnnbench.results.fields import MACHINE as MACHINE
+from cnnbench.results.fields import SOURCE as SOURCE
 from cnnbench.results.lines import as_unicode
 from cnnbench.results.step_summary import plain
 
@@ -24,8 +26,6 @@ _TRUE = ("true", "yes", "1", "on")
 _FALSE = ("false", "no", "0", "off")
 _NULL = ("", "null", "none", "—")
 
-SOURCE = "source"
-MACHINE = "environment.machine"
 
 
 def get_value(record: Mapping[str, Any], field: str) -> Any:

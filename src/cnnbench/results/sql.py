@@ -269,13 +269,19 @@ def _make_views(con: Any, records: Sequence[Mapping[str, Any]], views: frozenset
 
 def _make_runs(con: Any, records: Sequence[Mapping[str, Any]]) -> None:
     rows = flatten_records(records)
-    names = [name for name in ordered_columns(rows) if name != STEP_TIMES]  # the step times are in steps
-    keys = {name: f"c{index}" for index, name in enumerate(names)}
-    # DuckDB reads each column under a key of ours (a record's key may be empty, or differ from
-    # another only in case, which SQL names cannot), every value read for its type; text stays
-    # text (no date found in it: a column's type is the same in every store)
-    lines = [orjson.dumps({keys[k]: v for k, v in row.items() if k in keys}, option=orjson.OPT_NON_STR_KEYS)
-             for row in rows]
+    for row in rows:
+        row.pop(STEP_TIMES, None)  # in steps
+    names = ordered_columns(rows)
+    # DuckDB reads each column under its name, or, where a record's key is empty or differs from
+    # another only in case (which SQL names cannot tell apart), every column under a key of ours
+    folded = {name.lower() for name in names}
+    if len(folded) == len(names) and "" not in folded:
+        keys = {name: name for name in names}
+        lines = [orjson.dumps(row, option=orjson.OPT_NON_STR_KEYS) for row in rows]
+    else:
+        keys = {name: f"c{index}" for index, name in enumerate(names)}
+        lines = [orjson.dumps({keys[k]: v for k, v in row.items() if k in keys}, option=orjson.OPT_NON_STR_KEYS)
+                 for row in rows]
     if not lines:
         contract = _contract_types()
         con.execute(f"CREATE TABLE {RUNS} ({', '.join(f'{_quoted(n)} {t}' for n, t in contract.items())})")
@@ -329,11 +335,11 @@ def _runs_columns(found: list[tuple[str, str, str]]) -> str:
             shown = f"{name or '_'}_{suffix}"
         taken.add(shown.lower())
         if kind == '"NULL"':
-            select.append(f"CAST({key} AS {contract.get(name, 'JSON')}) AS {_quoted(shown)}")
+            select.append(f"CAST({_quoted(key)} AS {contract.get(name, 'JSON')}) AS {_quoted(shown)}")
         elif kind in _TEXT_FOUND:  # what DuckDB reads in text all the same
-            select.append(f"CAST({key} AS VARCHAR) AS {_quoted(shown)}")
+            select.append(f"CAST({_quoted(key)} AS VARCHAR) AS {_quoted(shown)}")
         else:
-            select.append(f"{key} AS {_quoted(shown)}")
+            select.append(f"{_quoted(key)} AS {_quoted(shown)}")
     select += [f"CAST(NULL AS {kind}) AS {_quoted(name)}" for name, kind in contract.items()
                if name.lower() not in taken]
     return ", ".join(select)

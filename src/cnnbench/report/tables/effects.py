@@ -121,7 +121,7 @@ def default_effect_fields(points: PointSet) -> list[str]:
     CPU, machine, source); a field splitting the points exactly as an earlier one does
     (e.g. the machine when each machine has its own GPU) is left out."""
     candidates = [f for f in points.key_fields if f.startswith("config.") and f not in NOT_DEFAULT]
-    candidates += [f for f in ("environment.gpu_model", "environment.cpu_model", F.MACHINE, F.SOURCE)]
+    candidates += [f for f in (F.GPU, F.CPU, F.MACHINE, F.SOURCE)]
     candidates += [f for f in points.key_fields if f not in candidates and f not in NOT_DEFAULT]
     chosen: list[str] = []
     seen: set[tuple[int, ...]] = set()

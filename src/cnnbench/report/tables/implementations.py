@@ -24,10 +24,10 @@ from cnnbench.report.kinds import Inputs, TableKind, register
 from cnnbench.report.table import Cell, Table, missing, number, throughput
 from cnnbench.results.naming import data_kind
 
-COMPILE = "config.compile"
-LOCATION = "config.synthetic_location"
-CORE = (F.MODEL, F.BATCH, "config.precision", "config.forward_only", "config.variable_update",
-        "data_kind", "config.distortions", F.MACHINE)
+COMPILE = F.COMPILE
+LOCATION = F.SYNTHETIC_LOCATION
+CORE = (F.MODEL, F.BATCH, F.PRECISION, F.FORWARD_ONLY, F.VARIABLE_UPDATE,
+        "data_kind", F.DISTORTIONS, F.MACHINE)
 
 
 def has_implementations(points: PointSet) -> bool:
@@ -57,9 +57,9 @@ def _labeller(points: PointSet):
 
 def _core(p: Point) -> tuple:
     v = p.values
-    return (v.get(F.MODEL), v.get(F.BATCH), v.get("config.precision"), bool(v.get("config.forward_only")),
-            v.get("config.variable_update") or "replicated", data_kind({"data_name": v.get("config.data_name")}),
-            bool(v.get("config.distortions")), v.get(F.MACHINE))
+    return (v.get(F.MODEL), v.get(F.BATCH), v.get(F.PRECISION), bool(v.get(F.FORWARD_ONLY)),
+            v.get(F.VARIABLE_UPDATE) or "replicated", data_kind({"data_name": v.get(F.DATA)}),
+            bool(v.get(F.DISTORTIONS)), v.get(F.MACHINE))
 
 
 def _title(core: tuple) -> str:

@@ -24,8 +24,8 @@ from cnnbench.words import plural
 DATA_MODE = "data"
 _ROW_FIELDS = ("data_name", "image_size", "distortions", "resize_method", "batch_size", "num_workers", "host_cpus",
                "device")
-METRICS = (("metrics.total_images_per_sec", "images/sec"),
-           ("metrics.images_per_sec_per_core", "images/sec per core"))
+METRICS = ((F.IPS, "images/sec"),
+           (F.IPS_PER_CORE, "images/sec per core"))
 
 
 def is_pipeline_record(record: Mapping[str, Any]) -> bool:

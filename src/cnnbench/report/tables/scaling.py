@@ -73,7 +73,7 @@ class ScalingGroup:
 
 SERIES_FIELDS = (F.MODEL, F.MACHINE, F.BATCH)
 PREDICTED_COLUMNS = ("predicted images/sec", "predicted efficiency", "predicted bound")
-DEVICE, THREADS = "config.device", "config.threads_per_worker"
+DEVICE, THREADS = F.DEVICE, F.THREADS_PER_WORKER
 
 SUPERLINEAR = 1.05
 """Efficiency over this is superlinear: more than each added device can give."""

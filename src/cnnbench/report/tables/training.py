@@ -191,7 +191,7 @@ def _rows(by_n: Mapping[int, list[Mapping[str, Any]]], failed: Mapping[int, list
 
 def _result(namer: Namer, group: list[Point]) -> TrainingResult:
     first = group[0].values
-    word = device_word({"device": first.get("config.device")}).upper()
+    word = device_word({"device": first.get(F.DEVICE)}).upper()
     by_n: dict[int, list[Mapping[str, Any]]] = defaultdict(list)
     failed: dict[int, list[str]] = defaultdict(list)
     for p in group:
@@ -202,7 +202,7 @@ def _result(namer: Namer, group: list[Point]) -> TrainingResult:
             else:
                 failed[n].append(p.measure.failure_text())
     devices = sorted(set(by_n) | set(failed))
-    cpu = first.get("config.device") == "cpu"
+    cpu = first.get(F.DEVICE) == "cpu"
     rows = _rows(by_n, failed, devices, cpu)
     title = (f"Training to accuracy: {first.get(F.MODEL)}, batch {F.text(first.get(F.BATCH))} per device, "
              f"{namer.name(first)}, on {first.get(F.MACHINE)}")

@@ -41,6 +41,7 @@ from typing import Any
 from cnnbench.config.errors import ConfigError
 from cnnbench.config.options import field_types
 from cnnbench.config.run_config import RunConfig, check_config_values
+from cnnbench.results import fields as F
 from cnnbench.results.csv_out import plain_text
 from cnnbench.results.flatten import unflatten_record
 from cnnbench.results.importers import (
@@ -67,12 +68,12 @@ SOURCE = "csv"
 _CONFIG_TYPES = {name: base for name, (base, _) in field_types(RunConfig).items()}
 _INT_FIELDS = {
     "schema_version",
-    "environment.cpu_cores",
-    "environment.cpu_threads",
-    "environment.gpu_count",
-    "environment.memory_bytes",
-    "environment.torch_num_threads",
-    "environment.cudnn_version",
+    F.CPU_CORES,
+    F.CPU_THREADS,
+    F.GPU_COUNT,
+    F.MEMORY_BYTES,
+    F.TORCH_NUM_THREADS,
+    F.CUDNN_VERSION,
     "source_iteration",
     "source_line",
     "repeat",

@@ -1,0 +1,153 @@
+"""The field registry (issue 45, item 1): each record field that a reader names is declared once,
+in :mod:`cnnbench.results.fields`, and no other module spells its path."""
+
+from __future__ import annotations
+
+import ast
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from cnnbench.analysis import fields as F
+from cnnbench.analysis import points
+from cnnbench.config.run_config import config_fields, identity_fields
+from cnnbench.results import fields as R
+
+SRC = Path(__file__).resolve().parent.parent / "src" / "cnnbench"
+REGISTRY = "results/fields.py"
+
+STILL_SPELLED: dict[str, int] = {
+    # Another helper was writing the history command while the registry landed (issue 45):
+    # its option lists of environment fields and its config keys.
+    "analysis/history.py": 28,
+    # Being edited by another helper at the time (the SQL runs table, the flattened columns).
+    "results/flatten.py": 6,
+    "results/sql.py": 11,
+}
+"""Modules that still spell registered paths, and how often. This may only shrink: convert a module
+to the registry's constants and lower (or drop) its count."""
+
+
+def test_declarations_of_known_fields():
+    ips = R.field(R.IPS)
+    assert (ips.unit, ips.direction, ips.combine, ips.identity) == ("images/s", "higher", "sum", False)
+    assert ips.show(1234.56) == "1,234.6"
+    steps = R.field(R.STEP_TIMES)
+    assert (steps.unit, steps.direction, steps.combine) == ("s", "lower", "max")
+    assert (R.field(R.ENERGY).unit, R.field(R.ENERGY).direction) == ("J", "lower")
+    assert R.field("metrics.peak_device_memory_bytes").unit == "bytes"
+    assert R.field("metrics.per_device_images_per_sec").combine == "per_rank"
+    model = R.field(R.MODEL)
+    assert (model.identity, model.direction, model.unit, model.label, model.section, model.name) == (
+        True, None, None, "model", "config", "model")
+    assert R.field("config.seed").identity is False
+    assert R.field(R.DATA_FORMAT).identity is True
+    gpu = R.field(R.GPU)
+    assert (gpu.label, gpu.hardware, gpu.identity, gpu.aliases) == ("gpu", True, False, ("gpu",))
+    assert R.field(R.SOURCE).section == "" and R.field(R.SOURCE).bare
+
+
+def test_config_identity_comes_from_the_run_options():
+    """Every run option is a registered ``config`` field; its identity is the option's own
+    (``identity_fields()``), but for the folder of the data (:data:`NOT_IDENTITY`)."""
+    registered = {f.name for f in R.list_fields("config.*")}
+    assert {f.name for f in config_fields()} <= registered
+    assert {f.name for f in R.list_fields("config.*", identity=True)} == identity_fields() - R.NOT_IDENTITY
+    assert registered - {f.name for f in config_fields()} == R.LEGACY_CONFIG
+
+
+def test_lookups_and_wildcards():
+    assert R.field("gpu") is R.field("environment.gpu_model") is R.by_alias("gpu")
+    assert R.field("batch") is R.field("batch_size") is R.field(R.BATCH)
+    with pytest.raises(R.UnknownField):
+        R.field("metrics.bogus")
+    with pytest.raises(R.UnknownField):
+        R.by_alias("config.model")  # a path, not an alias
+    images = [f.path for f in R.list_fields("metrics.*images*")]
+    assert images[0] == R.IPS and R.IMAGES_PER_JOULE in images and R.STEP_TIMES not in images
+    assert all(p.startswith("metrics.") for p in images)
+    assert set(R.paths("environment.*", hardware=True)) == F.HARDWARE_FIELDS
+    assert [f.path for f in R.list_fields("config.model")] == [R.MODEL]
+    assert R.list_fields("nothing.*") == []
+
+
+def test_every_constant_is_a_registered_path():
+    constants = {n: v for n, v in vars(R).items() if n.isupper() and isinstance(v, str)}
+    assert {n: v for n, v in constants.items() if v not in R.FIELDS} == {}
+    assert len(constants) > 30
+
+
+def test_analysis_fields_keeps_its_tables():
+    """``analysis/fields.py``'s tables are the registry's, with the values they had before it."""
+    assert F.ALIASES is R.ALIASES and F.HARDWARE_FIELDS is R.HARDWARE_FIELDS and F.SHORT_NAMES is R.SHORT_NAMES
+    assert (F.MODEL, F.BATCH, F.DEVICES, F.IPS) == (
+        "config.model", "config.batch_size", "config.num_devices", "metrics.total_images_per_sec")
+    assert F.ALIASES == {
+        "model": "config.model", "machine": "environment.machine", "gpu": "environment.gpu_model",
+        "cpu": "environment.cpu_model", "num_devices": "config.num_devices", "devices": "config.num_devices",
+        "batch_size": "config.batch_size", "batch": "config.batch_size", "data": "config.data_name",
+        "variable_update": "config.variable_update", "precision": "config.precision", "device": "config.device",
+        "compile": "config.compile", "source": "source", "status": "status",
+    }
+    assert F.SHORT_NAMES == {
+        "config.model": "model", "environment.machine": "machine", "environment.gpu_model": "gpu",
+        "environment.cpu_model": "cpu", "config.num_devices": "num_devices", "config.batch_size": "batch_size",
+        "config.data_name": "data", "config.variable_update": "variable_update", "config.precision": "precision",
+    }
+    assert {
+        "environment.machine", "environment.hostname", "environment.cpu_model", "environment.cpu_cores",
+        "environment.gpu_model", "environment.gpu_count", "environment.platform",
+    } == F.HARDWARE_FIELDS
+    assert {
+        "config.model", "environment.machine", "environment.gpu_model", "environment.cpu_model",
+        "config.data_name", "config.variable_update", "config.precision", "source", "environment.hostname",
+    } == F.BARE_VALUE_FIELDS
+    assert F.short_name("environment.gpu_model") == "gpu" and F.short_name("metrics.energy_j") == "energy_j"
+    assert F.label("config.batch_size", 64) == "batch_size=64" and F.label("config.model", "resnet50") == "resnet50"
+
+
+def test_ignored_config_is_what_it_was():
+    """``points.IGNORED_CONFIG`` is the registry's, and equal to the old hand-kept definition."""
+    old = frozenset({
+        "seed", "num_batches", "num_warmup_batches", "display_every", "data_dir", "results_dir",
+        "machine_label", "repeat", "repeats", "num_repeats", "timeout", "timeout_s", "trace",
+        "trace_dir", "profile", "profile_dir", "profile_steps", "output", "skip_bad_images", "log_every",
+    }) | frozenset(f.name for f in config_fields()) - identity_fields()
+    assert points.IGNORED_CONFIG is R.IGNORED_CONFIG
+    assert old == R.IGNORED_CONFIG
+
+
+def spelled_paths(root: Path = SRC) -> Counter[str]:
+    """Per module (relative to ``root``), the string constants equal to a registered dotted path,
+    outside the registry. Docstrings (and any other bare string statement) are not code, so they
+    are left out. Top-level fields (``source``, ``status``) have no dot: they are the record's
+    own keys (``record["status"]``), read directly, and left out too."""
+    dotted = {p for p in R.FIELDS if "." in p}
+    found: Counter[str] = Counter()
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root).as_posix()
+        if rel == REGISTRY:
+            continue
+        tree = ast.parse(path.read_text())
+        docs = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr)}
+        found[rel] += sum(1 for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+                          and n.value in dotted and id(n) not in docs)
+    return +found
+
+
+def test_no_module_spells_a_registered_path():
+    """Readers name fields by the registry's constants; a module that spells a path as a string
+    literal fails here, unless :data:`STILL_SPELLED` allows it (and then no more often)."""
+    found = spelled_paths()
+    over = {m: n for m, n in found.items() if n > STILL_SPELLED.get(m, 0)}
+    assert over == {}, f"spell these through cnnbench.results.fields (or analysis.fields): {over}"
+
+
+def test_the_scan_sees_literals_and_skips_docstrings(tmp_path):
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "fields.py").write_text('IPS = "metrics.total_images_per_sec"\n')
+    (tmp_path / "a.py").write_text('"""Reads "config.model"."""\n\n'
+                                   'def f(r):\n    """config.model"""\n    return r.get("config.model"), r["status"]\n')
+    (tmp_path / "b.py").write_text('X = ("environment.gpu_model", f"config.{1}", "config.bytes")\n"config.model"\n')
+    assert spelled_paths(tmp_path) == Counter({"a.py": 1, "b.py": 1})
