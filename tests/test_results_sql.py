@@ -247,8 +247,8 @@ def test_a_store_read_through_its_cache_gives_both_views(tmp_path):
     from cnnbench.results.store import append_records
 
     folder = tmp_path / "results"
-    append_records(folder, [make_record(i) for i in range(900)])
+    append_records(folder, [make_record(i) for i in range(3000)])
     assert sum(p.stat().st_size for p in folder.glob("*.jsonl")) >= cache.MIN_BYTES
     for _ in range(2):  # the cache written, then read
         assert run_query("SELECT count(*), count(DISTINCT run_id) FROM steps JOIN runs USING (run_id)",
-                         folder).rows == [(4500, 900)]
+                         folder).rows == [(15000, 3000)]
