@@ -136,3 +136,32 @@ def test_parameter_server_nhwc_amp_bf16_on_one_gpu_process_group(tmp_path, where
     metrics = out[0]["metrics"]
     assert metrics["optimizer_implementation"] == "fused"  # fused SGD on the GPU, and on the host
     assert metrics["step_syncs_host"] is (where == "cpu")
+
+
+def test_dali_decodes_on_the_gpu_into_the_runs_layout_and_dtype(tmp_path):
+    """--input-pipeline dali on CUDA: mixed decoding (nvJPEG), batches on the device, NHWC bf16."""
+    pytest.importorskip("nvidia.dali", reason="NVIDIA DALI is not installed (pip install 'cnnbench[dali]')")
+    import torch
+
+    from cnnbench.data.catalog import open_data_set
+    from cnnbench.data.dali import DaliSource
+    from cnnbench.data.generate import make_data_set
+    from cnnbench.data.source import InputRequest
+
+    make_data_set("imagefolder", tmp_path / "f", num_classes=2, images_per_class=8, image_size=(80, 60))
+    cfg = _cfg(data_dir=str(tmp_path / "f"), data_name="imagefolder", input_pipeline="dali", distortions=True,
+               num_workers=2, precision="bf16", data_format="NHWC")
+    request = InputRequest(cfg, 4, 32, torch.device("cuda", 0), torch.bfloat16, True, 1)
+    source = DaliSource(request, open_data_set("imagefolder", str(tmp_path / "f")))
+    try:
+        images, labels = next(source)
+        assert images.is_cuda and labels.is_cuda and images.dtype == torch.bfloat16
+        assert images.shape == (4, 3, 32, 32) and images.is_contiguous(memory_format=torch.channels_last)
+        assert source.metrics()["dali"]["decode_device"] == "mixed"
+        assert source.metrics()["dali"]["hw_decoder_load"] > 0
+    finally:
+        source.close()
+    record = run_benchmark(_cfg(model="trivial", data_dir=str(tmp_path / "f"), input_pipeline="dali",
+                                distortions=True, batch_size=4, num_workers=2))
+    assert record.status == "ok", record.error
+    assert record.metrics["dali"]["decode_device"] == "mixed"

@@ -56,7 +56,7 @@ def test_the_registry_names_every_pipeline_and_cpu_is_the_default():
     with pytest.raises(ValueError, match="registered twice"):
         register_pipeline("cpu")(cpu_pipeline)
     with pytest.raises(ValueError, match="not an --input-pipeline choice"):
-        register_pipeline("dali")(cpu_pipeline)  # type: ignore[arg-type]
+        register_pipeline("nope")(cpu_pipeline)  # type: ignore[arg-type]
 
 
 class _Counted:
@@ -120,7 +120,7 @@ def test_an_unknown_pipeline_is_refused_in_one_line_before_any_work(folder, tmp_
     err = capsys.readouterr().err.strip()
     assert "argument --input-pipeline: invalid choice: 'nope'" in err and "\n" not in err
     assert not (tmp_path / "r").exists()
-    with pytest.raises(ConfigError, match=r"^--input-pipeline: invalid choice 'nope' \(choose from cpu\)$"):
+    with pytest.raises(ConfigError, match=r"^--input-pipeline: invalid choice 'nope' \(choose from cpu, dali\)$"):
         RunConfig(model="trivial", data_dir=str(folder), input_pipeline="nope")  # a suite file's value
 
 

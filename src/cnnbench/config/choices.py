@@ -27,7 +27,7 @@ REAL_DATA_NAMES: tuple[RealDataName, ...] = get_args(RealDataName)
 DATA_NAMES: tuple[DataName, ...] = (SYNTHETIC, *REAL_DATA_NAMES)
 """The input sources, in the order ``--help`` lists them."""
 
-InputPipeline = Literal["cpu"]
+InputPipeline = Literal["cpu", "dali"]
 INPUT_PIPELINES: tuple[InputPipeline, ...] = get_args(InputPipeline)
 """How a data set's images become batches (:mod:`cnnbench.data.pipelines`), the default first."""
 DEFAULT_INPUT_PIPELINE: InputPipeline = INPUT_PIPELINES[0]

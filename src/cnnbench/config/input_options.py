@@ -58,7 +58,9 @@ class InputOptions:
     input_pipeline: InputPipeline | None = option(
         None,
         "How the images of --data-dir become batches: cpu (decoded, cropped and resized on the host in "
-        f"--num-workers DataLoader processes, normalised on the device) [default there: {DEFAULT_INPUT_PIPELINE}].",
+        "--num-workers DataLoader processes, normalised on the device), dali (image folders decoded and "
+        "augmented by NVIDIA DALI, on the GPU for a GPU run, in --num-workers threads; pip install "
+        f"'cnnbench[dali]') [default there: {DEFAULT_INPUT_PIPELINE}].",
         choices=INPUT_PIPELINES, unnamed=(DEFAULT_INPUT_PIPELINE,), depends_on=("data_name",),
     )
     num_workers: int | None = option(

@@ -20,6 +20,10 @@ A new pipeline is its module, its name in ``InputPipeline`` with its module impo
 decoding), cropped, resized and flipped in uint8 (:mod:`~cnnbench.data.preprocess`) in
 ``--num-workers`` DataLoader processes, then normalised on the device (:mod:`~cnnbench.data.loader`).
 
+``dali``: image folders read, decoded and augmented by NVIDIA DALI (:mod:`~cnnbench.data.dali`),
+on the GPU for a GPU run (nvJPEG and the hardware JPEG decoder), on the CPU for a CPU run; an
+optional extra (``cnnbench[dali]``), refused in one line when it is not installed.
+
 Synthetic input is made, not decoded, so no pipeline applies to it: ``--input-pipeline``
 with synthetic input accepts the default (a suite may set it for all its cases) and the
 record holds ``null``, as records from before the option did; any other pipeline is refused
@@ -127,3 +131,4 @@ def data_set_input(request: InputRequest) -> InputSource:
 
 def _load_pipelines() -> None:
     """Import the modules of the pipelines that register elsewhere (``cpu`` is this module's)."""
+    from cnnbench.data import dali  # noqa: F401  (it registers on import)
