@@ -211,3 +211,39 @@ def test_report_with_an_output_draws_its_plots_ahead_as_cnnbench_report_does(tmp
     assert sorted(p.name for p in (tmp_path / "out" / "plots").iterdir()) == sorted(p.name for p in here.plots)
     for p in here.plots:
         assert (tmp_path / "out" / "plots" / p.name).read_bytes() == p.read_bytes()
+
+
+# --- find_changes (issue 46) ------------------------------------------------------------------
+def test_find_changes_gives_each_lasting_change_as_a_row_and_outliers_in_attrs(tmp_path):
+    import datetime as dt
+    import json
+
+    import numpy as np
+
+    from tests.report_fixtures import record
+
+    start = dt.datetime(2026, 11, 1, tzinfo=dt.timezone.utc)
+    values = 1000.0 * np.exp(np.random.default_rng(3).normal(0.0, 0.01, 30))
+    values[18:] *= 0.9
+    values[6] *= 1.3  # a lone outlier, not a change
+    recs = []
+    for i, v in enumerate(values):
+        rec = record(model="resnet50", machine="box-a", ips=float(v),
+                     environment={"torch_version": "2.13.0" if i < 18 else "2.14.1"})
+        rec.update(started_at=(start + dt.timedelta(hours=i)).isoformat(), run_id=f"r{i:02d}")
+        recs.append(rec)
+    recs += [record(model="vgg16", machine="box-a", ips=50.0)]
+    (tmp_path / "box-a.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    assert "find_changes" in cnnbench.__all__ and ">>>" in (cnnbench.find_changes.__doc__ or "")
+    frame = cnnbench.find_changes(tmp_path)
+    assert len(frame) == 1
+    row = frame.iloc[0]
+    assert (row.run_before, row.run_after, row.machine) == ("r17", "r18", "box-a")
+    assert row.ci_low < 0.9 < row.ci_high and row.p_value < 0.001 and "torch 2.13.0 -> 2.14.1" in row.suspects
+    assert row.text.startswith("resnet50 fp32 b64 on box-a: -") and "between the two runs" in row.text
+    assert [o["run_id"] for o in frame.attrs["outliers"]] == ["r06"]
+    assert [t["series"] for t in frame.attrs["too_short"]] == ["vgg16 fp32 b64 on box-a"]
+    assert cnnbench.find_changes(recs, where="model=vgg16").empty
+    assert len(cnnbench.find_changes(recs, order_by="torch_version")) == 1
+    with pytest.raises(ValueError, match="where"):
+        cnnbench.find_changes(recs, where=5)

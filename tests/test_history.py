@@ -146,6 +146,34 @@ def test_imported_records_without_a_real_start_time_are_left_out_and_counted(tmp
     assert start_time(filled[0]) is None and start_time(real) is not None
 
 
+def test_the_import_marker_leaves_a_start_time_out_without_looking_at_the_file(tmp_path):
+    marked = series(noisy(1, seed=14))[0]
+    marked["started_at_source"] = "import"  # what import writes now when it fills started_at in
+    marked["source_path"] = str(tmp_path / "gone.csv")  # no such file: the marker alone decides
+    assert start_time(marked) is None
+    source = tmp_path / "new.csv"
+    source.write_text("x\n")
+    real = series(noisy(1, seed=15))[0]
+    real["source_path"] = str(source)
+    real["started_at_source"] = "log"  # any other marker: a start time of its own, even at the file's mtime
+    when = dt.datetime.fromisoformat(real["started_at"]).timestamp()
+    os.utime(source, (when, when))
+    assert start_time(real) is not None
+
+
+def test_import_csv_marks_the_start_time_it_fills_in(tmp_path):
+    from cnnbench.results.importers import ImportOptions
+    from cnnbench.results.importers.csv_table import import_csv
+
+    table = tmp_path / "runs.csv"
+    table.write_text("config.model,metrics.total_images_per_sec\nresnet50,100\n")
+    (rec,) = import_csv([table], ImportOptions(machine_label="m")).records
+    assert rec["started_at_source"] == "import" and start_time(rec) is None
+    table.write_text("config.model,metrics.total_images_per_sec,started_at\nresnet50,100,2026-11-02T10:00:00\n")
+    (rec,) = import_csv([table], ImportOptions(machine_label="m")).records
+    assert "started_at_source" not in rec and start_time(rec) is not None
+
+
 def test_order_by_a_version_then_time():
     values = noisy(24, seed=13)
     values[12:] *= 0.9

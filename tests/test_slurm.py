@@ -8,6 +8,7 @@ These tests skip, with the reason, only where Slurm is not installed, and fail i
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -259,6 +260,7 @@ def test_a_node_whose_environment_differs_runs_nothing_and_records_why(tmp_path,
 
     monkeypatch.setattr(runner, "preload_engine", lambda: pytest.fail("work started on a refused node"))
     monkeypatch.setenv("SLURM_JOB_ID", "77")
+    monkeypatch.setenv("CNNBENCH_SESSION_ID", "the-submitters")  # sbatch passes the submitter's on: the job's wins
     suite = load_suite(write_suite(tmp_path, "env", base=FAST))
     submitted = {**environment_here(), "cnnbench_version": "9.9", "python": "/opt/other/bin/python"}
     spec = JobSpec(dataclasses.replace(suite, cases=suite.cases[:1]), str(tmp_path / "r"), "box", submitted)
@@ -266,6 +268,7 @@ def test_a_node_whose_environment_differs_runs_nothing_and_records_why(tmp_path,
     assert outcome["status"] == "error"
     (record,) = records(tmp_path / "r")
     assert record["status"] == "error" and record["slurm"]["job_id"] == "77"
+    assert record["session_id"] == "slurm-77" and os.environ["CNNBENCH_SESSION_ID"] == "slurm-77"
     assert f"cnnbench_version {__version__} here, 9.9 where the sweep was submitted" in record["error"]
     assert f"python {sys.executable} here, /opt/other/bin/python where the sweep was submitted" in record["error"]
     assert record["environment"]["machine"] == "box"
@@ -299,6 +302,7 @@ def test_jobs_slurm_ended_become_records_with_slurms_reason_and_never_started_on
     got = {r["slurm"]["job_id"]: r for r in records(results)}
     assert sorted(got) == ["5_0", "5_2"]  # the job that never ran is shown, not recorded
     assert got["5_0"]["status"] == "oom" and got["5_0"]["slurm"]["state"] == "OUT_OF_MEMORY"
+    assert got["5_0"]["session_id"] == "slurm-5_0"  # the job's, not the --status invocation's
     assert got["5_0"]["error"].startswith("Slurm job 5_0 ran out of the memory Slurm gave it and was killed "
                                           "(Slurm: OUT_OF_MEMORY, on n1, exit code 0:125, ran 00:00:09 of 00:05:00)")
     assert got["5_2"]["error"].startswith("Slurm job 5_2 failed before the case could be recorded")

@@ -21,10 +21,11 @@ The Python API, for notebooks (see :mod:`cnnbench.api`)::
     frame = cnnbench.read_results("results/")                          # a DataFrame, dotted columns
     best = cnnbench.query('SELECT "config.model", max("metrics.total_images_per_sec") FROM runs GROUP BY 1')
     table = cnnbench.compare_results("results/a", "results/b")         # a DataFrame: ratio, interval, p, verdict
+    changes = cnnbench.find_changes("results/")                        # a DataFrame: each series' lasting changes
     rep = cnnbench.make_report("results/", output="report/")           # the Report
     done = cnnbench.run_study("host-cpus", smoke=True)                 # a study's sweep and report
 
-The six names load :mod:`cnnbench.api` on first use (PEP 562). None of them is also a package's
+The seven names load :mod:`cnnbench.api` on first use (PEP 562). None of them is also a package's
 name: ``cnnbench.report``, ``cnnbench.compare`` and ``cnnbench.study`` are the packages.
 """
 
@@ -34,12 +35,13 @@ from typing import TYPE_CHECKING, Any
 
 from cnnbench.version import __version__
 
-_API = ("compare_results", "make_report", "query", "read_results", "run", "run_study")
+_API = ("compare_results", "find_changes", "make_report", "query", "read_results", "run", "run_study")
 
-__all__ = ["__version__", "compare_results", "make_report", "query", "read_results", "run", "run_study"]
+__all__ = ["__version__", "compare_results", "find_changes", "make_report", "query", "read_results", "run",
+           "run_study"]
 
 if TYPE_CHECKING:
-    from cnnbench.api import compare_results, make_report, query, read_results, run, run_study
+    from cnnbench.api import compare_results, find_changes, make_report, query, read_results, run, run_study
 
 
 def __getattr__(name: str) -> Any:

@@ -34,8 +34,8 @@ if TYPE_CHECKING:
     from cnnbench.results.record import Record
     from cnnbench.study import StudyRun
 
-__all__ = ["compare_results", "make_report", "query", "read_records", "read_results", "run", "run_config",
-           "run_study"]
+__all__ = ["compare_results", "find_changes", "make_report", "query", "read_records", "read_results", "run",
+           "run_config", "run_study"]
 
 PathLike: TypeAlias = "str | os.PathLike[str]"
 Results: TypeAlias = "PathLike | Sequence[PathLike] | Iterable[Mapping[str, Any]] | Iterable[Record]"
@@ -123,7 +123,9 @@ def execute(config: RunConfig, *, emit: Callable[[str], None] | None = None, app
         _check_store(config.results_dir, config.device, config.machine_label, indices[0] if indices else 0,
                      traces=bool(config.profile_steps))
     from cnnbench.engine import execute as engine_execute
+    from cnnbench.results.sessions import new_session
 
+    new_session()  # set before any worker process starts, so that its record carries this invocation's id
     return engine_execute(config, emit=emit, own_process=own_process, append=append)
 
 
@@ -245,6 +247,56 @@ def query(sql: str, results: PathLike | Sequence[PathLike] = "results") -> pd.Da
     check_sql(sql)
     with Store(_paths(results, "results"), views=views_of(sql)) as store:
         return store.frame(sql)
+
+
+def find_changes(results: Results = "results", *, where: str | Sequence[str] = (),
+                 order_by: str | None = None) -> pd.DataFrame:
+    """The lasting changes of every series of runs (one machine, one configuration, in time order)
+    as ``cnnbench history`` finds them, as a pandas DataFrame: one row per change, with
+    ``series``, ``machine``, ``run_before`` and ``started_before`` (the last run before it),
+    ``run_after`` and ``started_after`` (the first after), ``level_before`` and ``level_after``
+    (images/sec), ``ratio`` (after / before: < 1 is a slowdown), ``ci_low`` and ``ci_high`` (its
+    95% interval), ``p_value``, ``suspects`` (the fields that differ between the two sides, as
+    text) and ``text`` (the change in one sentence). ``frame.attrs`` holds the ``outliers`` (one
+    dict each), the series ``too_short`` and the runs ``left_out`` (as ``--format json``), and
+    ``problems`` (unreadable lines).
+
+    ``results``: results folders or ``.jsonl`` files (a path or a list of them), or a list of
+    records; ``where`` and ``order_by`` are the command's ``--where`` and ``--order-by``.
+
+    >>> changes = cnnbench.find_changes("results/", where="model=resnet50")
+    >>> changes[changes.ratio < 0.95][["series", "started_after", "ratio", "suspects"]]
+    """
+    import pandas as pd
+
+    from cnnbench.analysis.fields import FieldError, resolve_field
+    from cnnbench.analysis.history import build_history
+    from cnnbench.results.query import parse_where, select
+
+    records, problems, _ = _records(results, "results", ValueError)
+    wheres = _texts(where, "where", ValueError)
+    if wheres:
+        everything = records
+        records = select(records, parse_where(wheres, lambda name: resolve_field(name, everything)))
+    if order_by is not None:
+        if not isinstance(order_by, str):
+            raise ValueError(f"order_by: is {_given(order_by)}; give a field's name as text")
+        if records:
+            try:
+                order_by = resolve_field(order_by, records)
+            except FieldError as exc:
+                raise ValueError(f"order_by: {exc}") from None
+    history = build_history(records, order_by=order_by)
+    columns = ["series", "machine", "run_before", "started_before", "run_after", "started_after", "level_before",
+               "level_after", "ratio", "ci_low", "ci_high", "p_value", "suspects", "text"]
+    rows = [(c.series, c.machine, c.before.run_id, c.before.started_at, c.after.run_id, c.after.started_at,
+             c.level_before, c.level_after, c.ratio, c.low, c.high, c.p, "; ".join(x.text() for x in c.suspects),
+             c.text()) for c in history.changes]
+    frame = pd.DataFrame(rows, columns=columns)
+    data = history.as_dict()
+    frame.attrs.update(outliers=[o for s in data["series"] for o in s["outliers"]], too_short=data["too_short"],
+                       left_out=data["left_out"], problems=list(problems))
+    return frame
 
 
 # --- arguments: a wrong type is one line naming the argument, as the commands' errors are ----------

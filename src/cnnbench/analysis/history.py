@@ -25,7 +25,8 @@ detection, Apache Otava's E-Divisive, a Conbench-style lookback z-score and rupt
 the last run before and the first after, its size with a 95% interval, its p-value, and the
 suspects: environment fields (torch, CUDA, cuDNN, the driver, a GPU's clocks and power limit,
 ...) and kinds of warnings (busy CPU, ...) that differ between the two sides. Imported records
-whose start time an import filled in (a file's modification time) are left out and counted.
+whose start time an import filled in (``started_at_source``: a file's modification time) are left
+out and counted.
 No torch here.
 """
 
@@ -46,6 +47,7 @@ import numpy as np
 from cnnbench.analysis import fields as F
 from cnnbench.analysis.points import build_points
 from cnnbench.results.query import get_value
+from cnnbench.results.record import STARTED_AT_FILLED_IN
 
 ALPHA = 0.005
 """A split is kept when its Bonferroni-adjusted p-value is under this."""
@@ -509,8 +511,11 @@ def _text_or_none(value: Any) -> str | None:
 
 def start_time(record: Mapping[str, Any], mtimes: dict[str, float | None] | None = None) -> _dt.datetime | None:
     """A record's start (UTC; a time without a zone read as UTC), or None when it has no real one:
-    ``started_at`` missing, blank or no time, or an imported record's that is its source file's
-    modification time to the second (what ``import`` fills in when the file gives none)."""
+    ``started_at`` missing, blank or no time, or filled in by an import (``started_at_source``
+    says so; for a record imported before that marker, a time equal to its source file's
+    modification time to the second)."""
+    if record.get("started_at_source") == STARTED_AT_FILLED_IN:
+        return None
     text = record.get("started_at")
     if not isinstance(text, str) or not text.strip():
         return None
@@ -521,7 +526,7 @@ def start_time(record: Mapping[str, Any], mtimes: dict[str, float | None] | None
     if when.tzinfo is None:
         when = when.replace(tzinfo=_dt.timezone.utc)
     source = record.get("source_path")
-    if isinstance(source, str) and source:
+    if isinstance(source, str) and source and "started_at_source" not in record:
         cache = {} if mtimes is None else mtimes
         if source not in cache:
             try:

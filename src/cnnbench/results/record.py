@@ -1,7 +1,8 @@
 """The run record: one JSON object per run, the contract every later tool reads.
 
 Top-level fields: ``schema_version``, ``tool_version``, ``run_id``, ``started_at`` (ISO 8601),
-``status`` (``ok|oom|error|timeout``), ``error`` (text or null), ``config`` (every resolved
+``session_id`` (the invocation that wrote it, :mod:`cnnbench.results.sessions`), ``status``
+(``ok|oom|error|timeout``), ``error`` (text or null), ``config`` (every resolved
 option under its snake_case flag name), ``environment`` and ``metrics``. Other top-level
 fields (``source``, ``case_name``, ``suite_name``, ...) may be added freely. ``kind`` says what
 a record measures (:func:`record_kind`): a model's run (``run``, when absent) or collective
@@ -21,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from cnnbench.results.sessions import session_id as current_session_id
 from cnnbench.version import __version__
 
 SCHEMA_VERSION = 2
@@ -383,6 +385,11 @@ def _finite_copy(value: Any, path: str, replaced: list[str]) -> Any:
     return value
 
 
+STARTED_AT_FILLED_IN = "import"
+"""The top-level ``started_at_source`` of a record whose ``started_at`` an import filled in (the
+file's modification time, or the time of the import): not when the run started."""
+
+
 def new_run_id() -> str:
     return uuid.uuid4().hex[:16]
 
@@ -406,6 +413,8 @@ class Record:
     schema_version: int = SCHEMA_VERSION
     extra: Mapping[str, Any] = field(default_factory=dict)
     """Further top-level fields (``source``, ``case_name``, ``suite_name``, ...)."""
+    session_id: str | None = field(default_factory=current_session_id)
+    """The invocation that made the record (an ``extra`` ``session_id`` wins); None: unknown."""
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
@@ -414,11 +423,13 @@ class Record:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         extra = d.pop("extra")
+        session = extra.pop("session_id", None) or d["session_id"]
         ordered = {
             "schema_version": d["schema_version"],
             "tool_version": d["tool_version"],
             "run_id": d["run_id"],
             "started_at": d["started_at"],
+            **({"session_id": session} if session else {}),
             "status": d["status"],
             "error": d["error"],
             "config": dict(d["config"]),
@@ -431,7 +442,7 @@ class Record:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Record:
-        known = {"schema_version", "tool_version", "run_id", "started_at", "status", "error",
+        known = {"schema_version", "tool_version", "run_id", "started_at", "session_id", "status", "error",
                  "config", "environment", "metrics"}
         return cls(
             config=data.get("config") or {},
@@ -444,4 +455,5 @@ class Record:
             tool_version=data.get("tool_version", __version__),
             schema_version=data.get("schema_version", SCHEMA_VERSION),
             extra={k: v for k, v in data.items() if k not in known},
+            session_id=data.get("session_id"),
         )

@@ -21,6 +21,7 @@ from cnnbench.config.run_config import RunConfig
 from cnnbench.results import files
 from cnnbench.results.naming import case_name
 from cnnbench.results.record import Record
+from cnnbench.results.sessions import session_id
 from cnnbench.results.store import append_record
 from cnnbench.sweep.defaults import Worker
 from cnnbench.sweep.failure import failure_of
@@ -85,7 +86,7 @@ class CaseRunner:
         return batch // 2 if batch > 1 else None
 
     def _attempt(self, case: Case, config: RunConfig) -> ChildOutcome:
-        extra = {**self.options.record_extra, "suite_name": self.suite.name,
+        extra = {"session_id": session_id(), **self.options.record_extra, "suite_name": self.suite.name,
                  "case_name": case_name(config.recorded()), "case_key": case.key, "repeat": case.repeat}
         tmp = Path(tempfile.mkdtemp(prefix="cnnbench-case-"))
         run_config = config.replace(results_dir=str(tmp / "results"))
@@ -111,8 +112,8 @@ class CaseRunner:
 
     def _record(self, case: Case, config: RunConfig, outcome: ChildOutcome) -> dict[str, Any]:
         """The record of an attempt: the worker's own, or one made here for a failure."""
-        extra = {**self.options.record_extra, "suite_name": self.suite.name, "case_key": case.key,
-                 "repeat": case.repeat}
+        extra = {"session_id": session_id(), **self.options.record_extra, "suite_name": self.suite.name,
+                 "case_key": case.key, "repeat": case.repeat}
         returned = outcome.result.get("record") if isinstance(outcome.result, dict) else None
         if isinstance(returned, dict) and outcome.exit_code == 0:
             record = dict(returned)

@@ -98,6 +98,9 @@ def run_sweep(request: SweepRequest, *, reporter: Reporter | None = None,
     _refuse_several_nodes(suite)
     check_results_dir(request.results_dir, {c.config.machine_label for c in suite.cases},
                       uses=[TRACES] if any(c.config.profile_steps for c in suite.cases) else ())
+    from cnnbench.results.sessions import new_session
+
+    new_session()  # before the fork server starts: every case's process inherits this sweep's id
     invalid = _checked_cases(suite)
     if invalid and not request.skip_invalid:
         raise InvalidCases(suite, invalid)

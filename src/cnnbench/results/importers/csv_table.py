@@ -56,6 +56,7 @@ from cnnbench.results.record import (
     ENVIRONMENT_FIELDS,
     METRIC_FIELDS,
     SCHEMA_VERSION,
+    STARTED_AT_FILLED_IN,
     STATUSES,
     RecordError,
     check_figures,
@@ -194,6 +195,7 @@ def record_from_row(row: dict[str, str], path: Path, line: int) -> dict[str, Any
     if "started_at" not in record:
         mtime = _dt.datetime.fromtimestamp(path.stat().st_mtime, _dt.timezone.utc)
         record["started_at"] = mtime.isoformat(timespec="seconds")
+        record["started_at_source"] = STARTED_AT_FILLED_IN  # no real start time: history leaves it out
     record.setdefault("source", SOURCE)
     record.setdefault("source_path", str(path.resolve()))
     record.setdefault("source_line", line)

@@ -13,7 +13,7 @@ from typing import Any
 
 from cnnbench.results.importers.tf_layout import PRECISION_WORDS, LayoutInfo, folder_words, layout_of
 from cnnbench.results.importers.tf_log import ParsedLog, has_loss_column, parse_log
-from cnnbench.results.record import SCHEMA_VERSION, now_iso
+from cnnbench.results.record import SCHEMA_VERSION, STARTED_AT_FILLED_IN, now_iso
 from cnnbench.version import __version__
 
 SOURCE = "tf_cnn_benchmarks"
@@ -41,11 +41,12 @@ def record_from_log(path: Path, text: str, metadata: dict[str, str] | None = Non
             parsed.tail
         )
 
+    started_at, filled_in = _started_at(parsed, path)
     record: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "tool_version": __version__,
         "run_id": _run_id(parsed, text, ours=ours),
-        "started_at": _started_at(parsed, path),
+        "started_at": started_at,
         "status": status,
         "error": error,
         "config": config,
@@ -55,6 +56,8 @@ def record_from_log(path: Path, text: str, metadata: dict[str, str] | None = Non
         "source_path": str(path.resolve()),
         "source_header": dict(h),
     }
+    if filled_in:
+        record["started_at_source"] = STARTED_AT_FILLED_IN  # no real start time: history leaves it out
     if parsed.global_batch is not None:
         record["source_global_batch_size"] = parsed.global_batch
     if layout:
@@ -234,8 +237,9 @@ def _metrics(parsed: ParsedLog, training: bool) -> dict[str, Any]:
     return metrics
 
 
-def _started_at(parsed: ParsedLog, path: Path) -> str:
-    """The first timed step's clock (UTC), else the first log timestamp (zone unknown), else the file's mtime.
+def _started_at(parsed: ParsedLog, path: Path) -> tuple[str, bool]:
+    """The first timed step's clock (UTC), else the first log timestamp (zone unknown), else the file's mtime
+    (or now, for text without a file); and whether it was filled in (the last two).
 
     ``ValueError`` when the log's clock is no time (a date that does not exist, a Unix time
     outside any calendar)."""
@@ -247,14 +251,14 @@ def _started_at(parsed: ParsedLog, path: Path) -> str:
             raise ValueError(f"the step time {stamp} is not a Unix time") from None
         if not _EARLIEST <= when <= _dt.datetime.now(_dt.timezone.utc) + _dt.timedelta(days=1):
             raise ValueError(f"the step time {stamp} is {when:%Y-%m-%d}, not a time a log was written")
-        return when.isoformat(timespec="seconds")
+        return when.isoformat(timespec="seconds"), False
     if parsed.first_log_time:
         try:
-            return _dt.datetime.fromisoformat(parsed.first_log_time).isoformat(timespec="seconds")
+            return _dt.datetime.fromisoformat(parsed.first_log_time).isoformat(timespec="seconds"), False
         except ValueError:
             raise ValueError(f"the log time {parsed.first_log_time!r} is not a date and time") from None
     try:
         mtime = _dt.datetime.fromtimestamp(path.stat().st_mtime, _dt.timezone.utc)
     except OSError:  # text given without a file
-        return now_iso()
-    return mtime.isoformat(timespec="seconds")
+        return now_iso(), True
+    return mtime.isoformat(timespec="seconds"), True

@@ -27,6 +27,7 @@ from typing import Any
 from cnnbench.results import files
 from cnnbench.results.locking import check_locking
 from cnnbench.results.record import Record, now_iso
+from cnnbench.results.sessions import set_session_id, slurm_session_id
 from cnnbench.results.store import append_record
 from cnnbench.sweep.slurm.ledger import FOLDER, slurm_folder
 from cnnbench.sweep.suite import Suite
@@ -81,6 +82,7 @@ def run_job(spec: JobSpec) -> dict[str, Any]:
     signal.signal(signal.SIGUSR2, signal.SIG_IGN)
     check_locking(spec.results_dir)  # this node's mount of the store: refused before any work
     section = slurm_section(spec)
+    session = set_session_id(slurm_session_id(section["job_id"]))  # this job's records, its nodes' and workers'
     (case,) = spec.suite.cases
     diff = differences(spec.submitter, environment_here())
     if diff:
@@ -96,7 +98,7 @@ def run_job(spec: JobSpec) -> dict[str, Any]:
     from cnnbench.sweep.progress import PlainReporter
 
     runner.preload_engine()
-    options = SweepOptions(results_dir=Path(spec.results_dir), record_extra={"slurm": section})
+    options = SweepOptions(results_dir=Path(spec.results_dir), record_extra={"slurm": section, "session_id": session})
     sweep = runner.SweepRunner(spec.suite, options, reporter=PlainReporter(sys.stdout))
     env = sweep.machines.environment(case.config.device, case.config.machine_label)["environment"]
     write_note(spec.results_dir, section, env)
@@ -126,7 +128,8 @@ def case_fields(suite: Suite, section: dict[str, Any]) -> dict[str, Any]:
 
     (case,) = suite.cases
     return {"suite_name": suite.name, "case_key": case.key, "repeat": case.repeat,
-            "case_name": case_name(case.config.recorded()), "slurm": section}
+            "case_name": case_name(case.config.recorded()), "slurm": section,
+            "session_id": slurm_session_id(section["job_id"])}
 
 
 def write_note(results_dir: str, section: dict[str, Any], environment: dict[str, Any]) -> None:
