@@ -238,6 +238,17 @@ def test_bad_file_reads_the_ends_of_jpegs_and_pngs(tmp_path):
     assert dali.bad_file(str(tmp_path / "missing.jpg")).startswith("unreadable")
 
 
+def test_a_jpeg_with_data_after_its_end_marker_is_whole_and_one_cut_short_is_not(tmp_path):
+    make_data_set("imagefolder", tmp_path / "j", num_classes=1, images_per_class=1, image_size=(400, 300))
+    jpeg = next((tmp_path / "j" / "train").rglob("*.jpg"))
+    data = jpeg.read_bytes()
+    assert len(data) > 2 * dali.TAIL_BYTES  # the cut below leaves no end marker in the window
+    jpeg.write_bytes(data + b"MotionPhoto_Data" + bytes(200))  # what a phone appends
+    assert dali.bad_file(str(jpeg)) is None
+    jpeg.write_bytes(data[: len(data) // 2])
+    assert dali.bad_file(str(jpeg)) == "truncated JPEG (no end marker)"
+
+
 def test_without_dali_the_pipeline_is_refused_in_one_line_naming_the_extras(folder, monkeypatch):
     monkeypatch.setattr(dali.importlib.util, "find_spec", lambda name: None)
     cfg = RunConfig(model="trivial", device="cpu", data_dir=str(folder), input_pipeline="dali")

@@ -259,3 +259,16 @@ def test_history_never_imports_torch_or_matplotlib(store):
     done = subprocess.run([sys.executable, "-c", probe, "history", str(store)], capture_output=True, text=True,
                           timeout=300)
     assert done.stdout.strip().splitlines()[-1] == "0 []", done.stderr
+
+
+def test_series_come_in_the_same_order_however_the_stores_lines_lie():
+    import random
+
+    recs = series(noisy(10), machine="m-b") + series(noisy(10, seed=1), machine="m-a", model="vgg16") + \
+        series(noisy(3, seed=2), machine="m-c") + series(noisy(3, seed=3), machine="m-a", model="alexnet")
+    first = build_history(recs)
+    random.Random(5).shuffle(recs)
+    again = build_history(recs)
+    assert [(s.machine, s.label) for s in first.series] == [(s.machine, s.label) for s in again.series]
+    assert [s.machine for s in first.series] == sorted(s.machine for s in first.series)
+    assert [(s.machine, s.label) for s in first.too_short] == [(s.machine, s.label) for s in again.too_short]

@@ -473,6 +473,8 @@ def build_history(records: Sequence[Mapping[str, Any]], *, order_by: str | None 
             short.append(TooShort(label, machine, len(recs)))
             continue
         series.append(_series(label, machine, point.values, recs, order_by, alpha, min_change))
+    series.sort(key=lambda s: (s.machine, s.label))  # the same order however the store's lines lie
+    short.sort(key=lambda s: (s.machine, s.label))
     return History(tuple(series), tuple(short), no_start, not_ok, order_by)
 
 

@@ -80,21 +80,28 @@ def check_dali(config: InputOptions, data_set: DataSetFacts) -> None:
                                             "(use --input-pipeline cpu)")
 
 
+TAIL_BYTES = 4096
+"""How far from a file's end its end marker is looked for: writers append data after it (a phone's
+motion photo, some EXIF tools), and such a file decodes whole."""
+
+
 def bad_file(path: str) -> str | None:
-    """Why ``path`` is not a whole JPEG or PNG file (its first and last bytes), or ``None``."""
+    """Why ``path`` is not a whole JPEG or PNG file, or ``None``: its first bytes, and its end marker
+    in its last :data:`TAIL_BYTES`. Only the ends are read: a file damaged in the middle passes
+    (DALI decodes it as it can), where the cpu pipeline's decoder may refuse it."""
     try:
         with open(path, "rb") as f:
             head = f.read(8)
-            f.seek(max(0, os.fstat(f.fileno()).st_size - 64))
+            f.seek(max(0, os.fstat(f.fileno()).st_size - TAIL_BYTES))
             tail = f.read()
     except OSError as exc:
         return f"unreadable ({exc.strerror or exc})"
     if not head:
         return "empty file"
     if head.startswith(b"\xff\xd8\xff"):
-        return None if tail.rstrip(b"\x00\r\n ").endswith(b"\xff\xd9") else "truncated JPEG (no end marker)"
+        return None if b"\xff\xd9" in tail else "truncated JPEG (no end marker)"
     if head == b"\x89PNG\r\n\x1a\n":
-        return None if tail.endswith(b"IEND\xaeB`\x82") else "truncated PNG (no IEND chunk)"
+        return None if b"IEND\xaeB`\x82" in tail else "truncated PNG (no IEND chunk)"
     return "neither a JPEG nor a PNG file"
 
 
