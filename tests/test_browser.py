@@ -97,6 +97,17 @@ def test_a_wide_table_scrolls_in_its_box_not_the_page(chromium, wide_report):
         assert t["boxScroll"] > t["box"] and t["moved"] > 0, t
 
 
+def test_the_history_timeline_shows_in_chromium(chromium, tmp_path):
+    """A store with a planted step: the History section's timeline renders, and the page reads cleanly."""
+    from tests.test_report_history import _step, _store
+
+    report = _report(_store(tmp_path / "store", _step()), tmp_path / "report")
+    assert B.report_problems(chromium, report) == []
+    with B.open_report(chromium, report) as seen:
+        timelines = [p for p in B.plot_boxes(seen.page) if p["alt"].startswith("History: ")]
+    assert len(timelines) == 1 and min(timelines[0]["width"], timelines[0]["height"]) >= B.SMALLEST_PLOT
+
+
 def _studies() -> list[str]:
     try:
         from cnnbench.study import shipped_studies

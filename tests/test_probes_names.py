@@ -288,7 +288,7 @@ def test_a_bogus_observation_kind_is_refused_when_the_study_is_read(tmp_path):
             load_study(str(study), smoke=smoke)
         line = str(info.value)
         assert line == (f"{study}: layout.observations: unknown kind 'bogus'; choose from scaling, effects, fastest, "
-                        "implementations, failures")
+                        "implementations, history, failures")
     smoke_only = tmp_path / "smoke.yaml"
     smoke_only.write_text(_study_text("name: s") + "  layout: {observations: 'effects, nonsense'}\n")
     assert load_study(str(smoke_only)).layout.observations is None

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from cnnbench.report.reuse import Said
     from cnnbench.results.lines import StoreProblem
 
-OBSERVATION_KINDS = ("scaling", "effects", "fastest", "implementations", "failures")
+OBSERVATION_KINDS = ("scaling", "effects", "fastest", "implementations", "history", "failures")
 """As :data:`cnnbench.report.options.OBSERVATION_KINDS` (not imported: the report package is heavy to load)."""
 
 

@@ -39,6 +39,7 @@ from cnnbench.report.options import (
     resolve_layout,
 )
 from cnnbench.report.table import unique_ids
+from cnnbench.report.tables.history import history_observations
 from cnnbench.report.tables.pipeline import is_pipeline_record
 from cnnbench.report.tables.predicted import prediction_observations
 from cnnbench.results.gc_pause import collector_paused
@@ -160,7 +161,8 @@ def _observations(inputs: Inputs) -> list[Observation]:
              + (fastest_observations(sections, inputs.layout, warned, opts.noise) if "fastest" in kinds else [])
              + (implementation_observations(built["implementations"], warned, opts.noise)
                 if "implementations" in kinds else [])
-             + (prediction_observations(groups, opts.noise) if opts.predict and "scaling" in kinds else []))
+             + (prediction_observations(groups, opts.noise) if opts.predict and "scaling" in kinds else [])
+             + (history_observations(built["history"]) if "history" in kinds else []))
     failures = failure_observations(sections) if "failures" in kinds else []
     return lead_with_warnings(found) + failures
 

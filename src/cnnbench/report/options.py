@@ -23,9 +23,10 @@ class NoMatchingRecords(ReportError):
     """Nothing left to report after ``--where``."""
 
 
-OBSERVATION_KINDS = ("scaling", "effects", "fastest", "implementations", "failures")
+OBSERVATION_KINDS = ("scaling", "effects", "fastest", "implementations", "history", "failures")
 """The kinds of observation a report makes (``--observations``): scaling efficiency, one-factor
-effects, the fastest column value per row, implementations side by side, failed cells."""
+effects, the fastest column value per row, implementations side by side, changes over time
+(series of 8 or more runs), failed cells."""
 
 
 @dataclass

@@ -73,10 +73,10 @@ def _code_key() -> bytes:
     matplotlib's version (read from its metadata: the parent never imports matplotlib)."""
     from importlib.metadata import PackageNotFoundError, version
 
-    from cnnbench.report.render import plot_bandwidth, plot_scaling, plot_style, plot_throughput, plots
+    from cnnbench.report.render import plot_bandwidth, plot_history, plot_scaling, plot_style, plot_throughput, plots
 
     digest = hashlib.sha256()
-    for module in (plots, plot_style, plot_scaling, plot_throughput, plot_bandwidth):
+    for module in (plots, plot_style, plot_scaling, plot_throughput, plot_bandwidth, plot_history):
         digest.update(Path(str(module.__file__)).read_bytes())
     try:
         digest.update(version("matplotlib").encode())

@@ -14,7 +14,8 @@ viewers and browsers alike; ``report.html`` embeds the same file.
   each bar when a model ran different batches on different machines);
 * training: test accuracy against elapsed time, one line per device count;
 * bandwidth: bus bandwidth against message size (log scale), a line per machine, per
-  collective (``cnnbench comm`` records).
+  collective (``cnnbench comm`` records);
+* history: one series' runs in time order, its levels as a step line, change points and outliers.
 
 matplotlib is imported only when a plot is drawn.
 """
@@ -27,6 +28,7 @@ from typing import Any
 
 from cnnbench.report.document import Figure
 from cnnbench.report.render.plot_bandwidth import _bandwidth
+from cnnbench.report.render.plot_history import _history
 from cnnbench.report.render.plot_scaling import _scaling
 from cnnbench.report.render.plot_style import COLORS, _figure, _layout, _title
 from cnnbench.report.render.plot_throughput import _throughput
@@ -59,7 +61,8 @@ def render(figure: Figure, key: str | None = None) -> bytes:
 
     import matplotlib
 
-    kinds = {"scaling": _scaling, "throughput": _throughput, "training": _training, "bandwidth": _bandwidth}
+    kinds = {"scaling": _scaling, "throughput": _throughput, "training": _training, "bandwidth": _bandwidth,
+             "history": _history}
     out = io.BytesIO()
     # labels come from records (a machine's name, a CPU model): a $ in them is text, never mathtext
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": figure.name, "text.parse_math": False}):

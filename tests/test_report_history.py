@@ -1,0 +1,105 @@
+"""The report's History section (issue 46, item 3): a store with series of 8 or more runs gets
+a table of its changes (and outliers), one observation per change in plain words and a timeline
+plot per series with a change or an outlier; a store of shorter series gets no section."""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+from pathlib import Path
+
+from cnnbench.cli import main
+from cnnbench.report import build_report
+from cnnbench.report.options import ReportOptions
+from cnnbench.results.store import append_record, read_records
+from tests.test_store import make_record
+
+START = dt.datetime(2026, 11, 1, 6, tzinfo=dt.timezone.utc)
+NOISE = (1.004, 0.997, 1.002, 0.996, 1.003, 0.998, 1.001, 0.999)
+"""A small, fixed wobble run to run (about 0.3%)."""
+
+
+def _store(root: Path, values: list[float], machine: str = "box-a", batch: int = 8) -> Path:
+    """One configuration on one machine, a run a day, each its own session."""
+    for i, ips in enumerate(values):
+        rec = make_record(0, machine=machine)
+        rec["config"]["batch_size"] = batch
+        rec["metrics"]["total_images_per_sec"] = ips
+        rec["started_at"] = (START + dt.timedelta(days=i)).isoformat()
+        rec["session_id"] = f"session-{machine}-{batch}-{i:02d}"
+        rec["run_id"] = f"{machine}-{batch}-{i:02d}"
+        append_record(root, rec)
+    return root
+
+
+def _step(n: int = 12, at: int = 8, drop: float = 0.10) -> list[float]:
+    """``n`` runs at 1000 images/sec, ``drop`` slower from run ``at`` on."""
+    return [1000.0 * NOISE[i % len(NOISE)] * (1.0 - drop if i >= at else 1.0) for i in range(n)]
+
+
+def _report(store: Path, out: Path, *args: str) -> str:
+    assert main(["report", str(store), "-o", str(out), *args]) == 0
+    return (out / "summary.md").read_text()
+
+
+def test_a_planted_step_gets_the_section_its_row_its_observation_and_a_timeline(tmp_path):
+    store = _store(tmp_path / "store", _step())
+    text = _report(store, tmp_path / "report")
+    assert "\n## History\n" in text
+    assert "1 series of 8 or more runs (12 runs): 1 change, 0 outliers." in text
+    rows = list(csv.DictReader((tmp_path / "report" / "tables" / "history-changes.csv").open()))
+    assert len(rows) == 1
+    row = rows[0]
+    assert (row["series"], row["machine"]) == ("resnet18 fp32 b8", "box-a")
+    assert row["last run before"] == "box-a-8-07" and row["first run after"] == "box-a-8-08"
+    assert -0.11 < float(row["change (95% CI)"]) < -0.09
+    assert "box-a-8-08 (2026-11-09)" in text and "docs/commands/history.md" in text
+    records, _ = read_records(store)
+    report = build_report(records)
+    [observation] = [o for o in report.observations if "resnet18" in o.text]
+    assert observation.text.startswith("resnet18 fp32 b8 on box-a: -10.0% (95% CI ")
+    assert observation.text.endswith("from 2026-11-09.")
+    assert f"- {observation.text}" in text  # among the observations, in plain words
+    plots = sorted(p.name for p in (tmp_path / "report" / "plots").glob("history-*.svg"))
+    assert plots == ["history-resnet18_fp32_b8_on_box-a.svg"]
+    assert f"plots/{plots[0]}" in text
+    svg = (tmp_path / "report" / "plots" / plots[0]).read_text()
+    assert "runs in time order" in svg and "-10.0%" in svg and "2026-11-01" in svg
+    assert '<img alt="History: resnet18 fp32 b8 on box-a"' in (tmp_path / "report" / "report.html").read_text()
+
+
+def test_a_lone_outlier_is_listed_and_drawn_apart_not_a_change(tmp_path):
+    values = _step(14, at=99)
+    values[6] *= 0.7
+    text = _report(_store(tmp_path / "store", values), tmp_path / "report")
+    assert "1 series of 8 or more runs (14 runs): 0 changes, 1 outlier." in text
+    assert not (tmp_path / "report" / "tables" / "history-changes.csv").exists()
+    [row] = list(csv.DictReader((tmp_path / "report" / "tables" / "history-outliers.csv").open()))
+    assert row["run"] == "box-a-8-06" and -0.31 < float(row["off the level"]) < -0.29
+    svg = next((tmp_path / "report" / "plots").glob("history-*.svg")).read_text()
+    assert "outlier (not a change)" in svg
+
+
+def test_series_of_five_runs_get_no_section(tmp_path):
+    store = _store(tmp_path / "store", _step(5, at=3))
+    _store(store, _step(5, at=3), machine="box-b")
+    text = _report(store, tmp_path / "report")
+    assert "History" not in text
+    assert not list((tmp_path / "report" / "plots").glob("history-*"))
+    assert not list((tmp_path / "report" / "tables").glob("history-*"))
+
+
+def test_the_changes_are_an_observation_kind_of_their_own(tmp_path):
+    records, _ = read_records(_store(tmp_path / "store", _step()))
+    assert any(o.text.startswith("resnet18 fp32 b8 on box-a: -10.0%")
+               for o in build_report(records, ReportOptions(observations="history")).observations)
+    assert not any("resnet18 fp32 b8 on box-a" in o.text
+                   for o in build_report(records, ReportOptions(observations="scaling,failures")).observations)
+
+
+def test_the_timelines_come_after_every_other_plot_in_the_budget(tmp_path):
+    store = _store(tmp_path / "store", _step())
+    _store(store, _step(), batch=16)
+    text = _report(store, tmp_path / "report", "--max-plots", "1")
+    assert len(list((tmp_path / "report" / "plots").glob("history-*.svg"))) == 0
+    assert "1 of " in text and "plots drawn (--max-plots 1)" in text
