@@ -172,6 +172,11 @@ def test_import_csv_marks_the_start_time_it_fills_in(tmp_path):
     table.write_text("config.model,metrics.total_images_per_sec,started_at\nresnet50,100,2026-11-02T10:00:00\n")
     (rec,) = import_csv([table], ImportOptions(machine_label="m")).records
     assert "started_at_source" not in rec and start_time(rec) is not None
+    table.write_text("config.model,metrics.total_images_per_sec,session_id\nresnet50,100,0123456789012345\n")
+    (rec,) = import_csv([table], ImportOptions(machine_label="m", overrides={"started_at": "2024-03-01T10:00:00"})
+                        ).records  # --set started_at=...: the user's own time
+    assert "started_at_source" not in rec and start_time(rec) is not None
+    assert rec["session_id"] == "0123456789012345"  # an exported id comes back as the text it was
 
 
 def test_order_by_a_version_then_time():

@@ -9,6 +9,7 @@ import datetime as dt
 from pathlib import Path
 
 from cnnbench.cli import main
+from cnnbench.config.data_bench import DATA_MODE
 from cnnbench.report import build_report
 from cnnbench.report.options import ReportOptions
 from cnnbench.results.store import append_record, read_records
@@ -103,3 +104,52 @@ def test_the_timelines_come_after_every_other_plot_in_the_budget(tmp_path):
     text = _report(store, tmp_path / "report", "--max-plots", "1")
     assert len(list((tmp_path / "report" / "plots").glob("history-*.svg"))) == 0
     assert "1 of " in text and "plots drawn (--max-plots 1)" in text
+
+
+def test_two_changes_of_one_series_point_at_their_own_rows(tmp_path):
+    values = [1000.0 * NOISE[i % len(NOISE)] * (1.0 if i < 8 else 0.9 if i < 16 else 0.8) for i in range(24)]
+    records, _ = read_records(_store(tmp_path / "store", values))
+    report = build_report(records)
+    table = next(t for t in report.tables if t.id == "history-changes")
+    observations = [o for o in report.observations if "resnet18" in o.text]
+    assert len(observations) == 2 and len(table.rows) == 2
+    cells = [table.row(o.refs[0].row)[table.columns.index(o.refs[0].column)].text for o in observations]
+    assert cells[0] != cells[1]  # each observation names its own change's cell
+
+
+def test_records_history_cannot_read_leave_the_section_out_not_the_report(tmp_path):
+    store = _store(tmp_path / "store", _step())
+    records, _ = read_records(store)
+    for rec in records[:3]:  # fields no other table minds: history must not break the report over them
+        rec["source_path"] = "a\x00b"
+        rec["environment"]["gpus"] = [{"power_limit_w": [1, 2]}]
+    report = build_report(records)
+    assert report.tables  # the report stands, with or without the section
+
+
+def test_cnnbench_data_records_make_no_history(tmp_path):
+    records = []
+    for i, ips in enumerate(_step()):
+        rec = make_record(0)
+        rec["config"] = {"mode": DATA_MODE, "data_name": "imagefolder", "batch_size": 64, "data_dir": "/d"}
+        rec["kind"] = "run"
+        rec["case_name"] = "data"
+        rec["metrics"] = {"total_images_per_sec": ips, "loading_processes": 2}
+        rec["started_at"] = (START + dt.timedelta(days=i)).isoformat()
+        rec["session_id"] = f"session-{i:02d}"
+        records.append(rec)
+    report = build_report(records)
+    assert not any(t.id.startswith("history") for t in report.tables)
+
+
+def test_a_history_that_fails_leaves_its_section_out_and_says_so(tmp_path, monkeypatch, caplog):
+    import cnnbench.report.tables.history as section
+
+    def broken(records, **kwargs):
+        raise ValueError("an odd field")
+
+    monkeypatch.setattr(section, "build_history", broken)
+    records, _ = read_records(_store(tmp_path / "store", _step()))
+    report = build_report(records)
+    assert report.tables and not any(t.id.startswith("history") for t in report.tables)
+    assert "History section is left out: ValueError: an odd field" in caplog.text

@@ -31,16 +31,19 @@ def test_a_record_carries_its_invocations_id_and_an_old_one_none(monkeypatch):
     assert Record.from_dict(rec).to_dict()["session_id"] == "inv-1"
 
 
-def test_the_id_is_the_inherited_one_else_the_slurm_jobs_else_a_new_one_kept_for_children(monkeypatch):
+def test_the_id_is_the_inherited_one_else_the_slurm_jobs_else_a_new_one(monkeypatch):
+    from cnnbench.results import sessions
+
     monkeypatch.delenv(ENV, raising=False)
     monkeypatch.setenv("SLURM_JOB_ID", "42")
-    assert session_id() == "slurm-42" and os.environ[ENV] == "slurm-42"
+    with sessions.invocation() as job:
+        assert job == "slurm-42" and os.environ[ENV] == "slurm-42"
     monkeypatch.setenv(ENV, "parent")
     assert session_id() == "parent"
     monkeypatch.delenv(ENV)
     monkeypatch.delenv("SLURM_JOB_ID")
-    new = session_id()
-    assert new.isalnum() and len(new) == 16 and os.environ[ENV] == new and session_id() == new
+    with sessions.invocation() as new:
+        assert new.isalnum() and len(new) == 16 and os.environ[ENV] == new and session_id() == new
 
 
 def test_every_record_of_a_sweep_shares_the_sweeps_id_and_another_sweep_has_its_own(tmp_path, monkeypatch):
@@ -55,14 +58,37 @@ def test_every_record_of_a_sweep_shares_the_sweeps_id_and_another_sweep_has_its_
     assert ids == [{"sweep-a"}, {"sweep-b"}]
 
 
-def test_each_run_of_a_notebook_is_an_invocation_of_its_own_but_a_parents_id_is_kept(monkeypatch):
+def test_an_invocation_keeps_an_outer_ones_id_and_leaves_none_behind(monkeypatch):
+    """A notebook's runs are an invocation each; a process started after one (``!cnnbench sweep``
+    in the next cell) is not taken for it; an invocation inside another (a sweep's case, the
+    points of ``run --scaling``) keeps the outer one's id."""
     from cnnbench.results import sessions
 
     monkeypatch.delenv(ENV, raising=False)
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)
-    first = sessions.new_session()
-    assert sessions.session_id() == first  # the records of this invocation
-    second = sessions.new_session()  # the notebook's next cnnbench.run()
-    assert second != first and sessions.session_id() == second
+    with sessions.invocation() as first:
+        assert os.environ[ENV] == first and sessions.session_id() == first
+        with sessions.invocation() as inner:
+            assert inner == first
+        assert os.environ[ENV] == first
+    assert ENV not in os.environ  # nothing left for a process started later
+    with sessions.invocation() as second:
+        assert second != first
+    outside = sessions.session_id()  # a record made outside any invocation: this process's own id
+    assert outside not in (first, second) and ENV not in os.environ and sessions.session_id() == outside
     monkeypatch.setenv(ENV, "a-sweeps-id")  # inherited: this process is one of a sweep's cases
-    assert sessions.new_session() == "a-sweeps-id"
+    with sessions.invocation() as inherited:
+        assert inherited == "a-sweeps-id"
+    assert os.environ[ENV] == "a-sweeps-id"
+
+
+def test_a_session_id_that_is_not_text_breaks_the_contract():
+    import pytest
+
+    from cnnbench.results.record import RecordError, check_record
+
+    rec = Record(config={}, environment={}, metrics={}).to_dict()
+    check_record(rec)
+    rec["session_id"] = 123456789012345
+    with pytest.raises(RecordError, match="session_id is the number"):
+        check_record(rec)

@@ -123,10 +123,10 @@ def execute(config: RunConfig, *, emit: Callable[[str], None] | None = None, app
         _check_store(config.results_dir, config.device, config.machine_label, indices[0] if indices else 0,
                      traces=bool(config.profile_steps))
     from cnnbench.engine import execute as engine_execute
-    from cnnbench.results.sessions import new_session
+    from cnnbench.results.sessions import invocation
 
-    new_session()  # set before any worker process starts, so that its record carries this invocation's id
-    return engine_execute(config, emit=emit, own_process=own_process, append=append)
+    with invocation():  # before any worker process starts, so that its record carries this invocation's id
+        return engine_execute(config, emit=emit, own_process=own_process, append=append)
 
 
 def _check_store(results_dir: PathLike, device: str, machine_label: str | None, gpu_index: int = 0, *,
@@ -154,7 +154,10 @@ def measure_data(config: DataBenchConfig, *, emit: Callable[[str], None] | None 
     if append:
         _check_store(config.results_dir, config.device, config.machine_label)
     with host_cpus_pinned(config.host_cpus):
-        record = run_data_benchmark(config, emit=emit)
+        from cnnbench.results.sessions import invocation
+
+        with invocation():
+            record = run_data_benchmark(config, emit=emit)
     if not append:
         return record, None
     return record, append_record(config.results_dir, record.to_dict())

@@ -533,7 +533,7 @@ def start_time(record: Mapping[str, Any], mtimes: dict[str, float | None] | None
         if source not in cache:
             try:
                 cache[source] = os.stat(source).st_mtime
-            except OSError:
+            except (OSError, ValueError):  # gone, or no path at all (a NUL in it)
                 cache[source] = None
         mtime = cache[source]
         if mtime is not None and int(when.timestamp()) == int(mtime):
@@ -598,7 +598,7 @@ def _field(record: Mapping[str, Any], name: str) -> Any:
         gpus = (record.get("environment") or {}).get("gpus")
         if not isinstance(gpus, list) or not gpus:
             return None
-        values = tuple(g.get(name.rsplit(".", 1)[1]) if isinstance(g, dict) else None for g in gpus)
+        values = tuple(F.hashable(g.get(name.rsplit(".", 1)[1])) if isinstance(g, dict) else None for g in gpus)
         return values[0] if len(set(values)) == 1 else values
     return F.hashable(get_value(record, name))
 

@@ -168,7 +168,18 @@ def _scaling(config: RunConfig, emit: Any, *, quiet: bool) -> int:
     if config.gpu_indices is not None:
         raise UserError("--scaling picks GPUs 0..N-1 itself; leave out --gpu-indices")
     print(_scaling_header(config, scaling_counts(top)), flush=True)
+    from cnnbench.results.sessions import invocation
+
+    with invocation():  # one invocation: its points share its id
+        rows, path = _scaling_points(config, emit, top, quiet=quiet)
+    _print_scaling(rows, str(path))
+    return 0 if all(r.status == "ok" for _, r in rows) else 1
+
+
+def _scaling_points(config: RunConfig, emit: Any, top: int, *, quiet: bool) -> tuple[list[tuple[int, Any]], Any]:
+    """Each device count's record, in worker processes of its own, and the file the last went to."""
     rows: list[tuple[int, Any]] = []
+    path = None
     for n in scaling_counts(top):
         if not quiet:
             print(f"=== {plural(n, 'device')} ===", flush=True)
@@ -178,8 +189,7 @@ def _scaling(config: RunConfig, emit: Any, *, quiet: bool) -> int:
         if record.status != "ok":
             print(f"cnnbench run: {plural(n, 'device')}: {record.status}: {record.error}", file=sys.stderr)
         print_warnings(record, "run")
-    _print_scaling(rows, str(path))
-    return 0 if all(r.status == "ok" for _, r in rows) else 1
+    return rows, path
 
 
 def _scaling_header(config: RunConfig, counts: list[int]) -> str:

@@ -118,7 +118,7 @@ MAX_DEPTH = 16
 """Deepest nesting of objects and lists a record may have (records are 4 deep; every tool
 that walks one recursively stays far from Python's recursion limit)."""
 _LIST_METRICS = frozenset({"step_times_s", "per_device_images_per_sec", "warnings"})
-_TEXT_FIELDS = ("run_id", "started_at", "tool_version", "error")
+_TEXT_FIELDS = ("run_id", "started_at", "tool_version", "error", "session_id", "started_at_source")
 
 
 def check_record(record: Mapping[str, Any], *, shallow: bool = False) -> None:
@@ -126,7 +126,8 @@ def check_record(record: Mapping[str, Any], *, shallow: bool = False) -> None:
 
     The contract: ``status`` is one of :data:`STATUSES`; ``config``, ``environment`` and
     ``metrics`` are objects; ``schema_version`` is a whole number; ``run_id``,
-    ``started_at``, ``tool_version`` and ``error`` are text (``error`` may be null);
+    ``started_at``, ``tool_version``, ``error``, ``session_id`` and ``started_at_source`` are text
+    or null;
     ``config`` fields that are number options of ``cnnbench run`` are numbers of the option's
     kind (or null);
     the contract's metrics (:data:`METRIC_FIELDS`) are numbers (lists for step times and

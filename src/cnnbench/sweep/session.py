@@ -98,9 +98,15 @@ def run_sweep(request: SweepRequest, *, reporter: Reporter | None = None,
     _refuse_several_nodes(suite)
     check_results_dir(request.results_dir, {c.config.machine_label for c in suite.cases},
                       uses=[TRACES] if any(c.config.profile_steps for c in suite.cases) else ())
-    from cnnbench.results.sessions import new_session
+    from cnnbench.results.sessions import invocation
 
-    new_session()  # before the fork server starts: every case's process inherits this sweep's id
+    with invocation():  # before the fork server starts: every case's process inherits this sweep's id
+        return _run_checked(suite, request, reporter, on_invalid)
+
+
+def _run_checked(suite: Suite, request: SweepRequest, reporter: Reporter | None,
+                 on_invalid: Callable[[str], None] | None) -> SweepRun:
+    """The checked cases of ``suite`` run (those invalid refused, or left out and named)."""
     invalid = _checked_cases(suite)
     if invalid and not request.skip_invalid:
         raise InvalidCases(suite, invalid)

@@ -42,6 +42,13 @@ class CommResult:
 
 def measure_comm(config: CommConfig, emit: Callable[[str], None] | None = None) -> CommResult:
     """Measure ``config`` on this node's workers, or as this torchrun rank (see the module)."""
+    from cnnbench.results.sessions import invocation
+
+    with invocation():  # before the workers start: every record of this measurement carries its id
+        return _measure(config, emit)
+
+
+def _measure(config: CommConfig, emit: Callable[[str], None] | None) -> CommResult:
     if launched_by_torchrun():
         return _under_torchrun(config, emit)
     from cnnbench.engine.comm.worker import comm_worker, device_kind, log_level

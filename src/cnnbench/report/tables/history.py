@@ -10,15 +10,20 @@ runs. Each change is also an observation, in :meth:`~cnnbench.analysis.history.C
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 
 from cnnbench.analysis import fields as F
 from cnnbench.analysis.history import MIN_POINTS, Change, History, Outlier, Run, Series, build_history
+from cnnbench.analysis.points import build_points
 from cnnbench.report.document import Figure, Heading, Paragraph, Report, TableBlock
 from cnnbench.report.kinds import Inputs, TableKind, register
 from cnnbench.report.observations import Observation, Ref
 from cnnbench.report.table import Cell, Table, label_cell, number
+from cnnbench.report.tables.pipeline import is_pipeline_record
 from cnnbench.words import plural
+
+log = logging.getLogger(__name__)
 
 HEADING = "History"
 CHANGE_COLUMN = "change (95% CI)"
@@ -75,7 +80,7 @@ def history_tables(history: History) -> tuple[Table | None, Table | None]:
                         ["series", "machine", "images/sec before → after", "last run before", "first run after",
                          CHANGE_COLUMN, "p", "suspects"],
                         [_change_row(c) for c in history.changes], [NOTE], label_columns=2,
-                        row_names=[c.series for c in history.changes])
+                        row_names=[_change_name(c) for c in history.changes])
     if history.outliers:
         outliers = Table("history-outliers", "Outliers", "history-outliers",
                          ["series", "machine", "run", "images/sec", "level", "off the level"],
@@ -112,10 +117,18 @@ def _figures(history: History) -> list[Figure]:
 
 
 def build_history_section(inputs: Inputs) -> HistorySection | None:
-    """The History section of ``inputs``' records, or ``None`` when no series has :data:`MIN_POINTS` runs."""
-    if len(inputs.records) < MIN_POINTS:
+    """The History section of ``inputs``' records (a model's runs: not ``cnnbench data``'s), or
+    ``None`` when no series has :data:`MIN_POINTS` runs. A history that cannot be built (a record
+    no other table minds: an odd field it compares) leaves the section out, logged: the report
+    stands without it."""
+    records = [r for r in inputs.records if not is_pipeline_record(r)]
+    if len(records) < MIN_POINTS or max((len(p.records) for p in build_points(records).points), default=0) < MIN_POINTS:
+        return None  # no series long enough: nothing parsed, nothing fitted
+    try:
+        history = build_history(records)
+    except (TypeError, ValueError, OSError) as exc:
+        log.warning("report: the History section is left out: %s: %s", type(exc).__name__, exc)
         return None
-    history = build_history(inputs.records)
     if not history.series:
         return None
     return HistorySection(history, *history_tables(history), _figures(history))
@@ -125,8 +138,13 @@ def history_observations(section: HistorySection | None) -> list[Observation]:
     """One observation per change, in plain words, naming its row of the changes table."""
     if section is None or section.changes is None:
         return []
-    return [Observation(c.text(), [Ref(section.changes.id, c.series, CHANGE_COLUMN)])
+    return [Observation(c.text(), [Ref(section.changes.id, _change_name(c), CHANGE_COLUMN)])
             for c in section.history.changes]
+
+
+def _change_name(c: Change) -> str:
+    """A change's row name: its series and the first run after it (a series may change twice)."""
+    return f"{c.series} from {c.after.run_id or c.after.started_at}"
 
 
 def _summary(history: History) -> str:

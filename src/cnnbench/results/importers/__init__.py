@@ -97,6 +97,8 @@ def finalize_record(record: dict[str, Any], options: ImportOptions) -> dict[str,
     if options.machine_label:
         record.setdefault("environment", {})["machine"] = options.machine_label
     apply_overrides(record, options.overrides)
+    if "started_at" in options.overrides:  # the user's own start time: no longer one the import filled in
+        record.pop("started_at_source", None)
     config = record.get("config") or {}
     if not record.get("case_name") and any(k in config for k in _NAMING_FIELDS):
         record["case_name"] = case_name(config, record.get("source"))

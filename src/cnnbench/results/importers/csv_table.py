@@ -84,7 +84,7 @@ _SECTIONS = ("config", "environment", "metrics")
 _TEXT_SECTIONS = ("environment", "source_header")
 _TEXT_FIELDS = {
     "run_id", "started_at", "status", "error", "tool_version", "case_name", "suite_name", "case_key",
-    "source", "source_path", "source_config",
+    "source", "source_path", "source_config", "session_id", "started_at_source",
 }
 _INT = re.compile(r"^[+-]?\d+$")
 _RECORD_FIELDS = {"schema_version", "tool_version", "run_id", "started_at", "status", "error"}
