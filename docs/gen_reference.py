@@ -83,7 +83,7 @@ def flag_table(parser: argparse.ArgumentParser) -> str:
         parts.append("| Flag | Value | What it does |\n| --- | --- | --- |")
         for a in rows:
             names = ", ".join(_code(s) for s in a.option_strings) or _code(a.metavar or a.dest)
-            parts.append(f"| {names} | {_value(a)} | {_cell(a.help or '')} |")
+            parts.append(f"| {names} | {_value(a)} | {_cell(_help(a))} |")
         parts.append("")
     if any(a.help == argparse.SUPPRESS and a.option_strings and "_" in a.option_strings[0]
            for a in parser._actions):
@@ -233,3 +233,12 @@ def on_post_build(config: Any) -> None:
     if missing:
         raise PluginError(f"no page shows the flags of: {', '.join(missing)} "
                           "(add '<!-- cnnbench-flags: NAME -->' to its page)")
+
+
+def _help(action: argparse.Action) -> str:
+    """An option's help as ``--help`` prints it: ``%(name)s`` filled in from the action (the
+    ``--observations`` help lists the kinds the report's tables declare)."""
+    text = action.help or ""
+    if "%(" not in text:
+        return text
+    return text % {k: v for k, v in vars(action).items() if v is not argparse.SUPPRESS}

@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 
 from cnnbench.analysis.points import build_points
-from cnnbench.report import build_report
-from cnnbench.report.document import Heading
-from cnnbench.report.kinds import KINDS, TableKind, register, table_section
-from cnnbench.report.observations import implementation_observations, scaling_observations
+from cnnbench.report import ReportOptions, build_report
+from cnnbench.report.document import Figure, Heading
+from cnnbench.report.kinds import KINDS, Observes, TableKind, observation_kinds, register, table_section
+from cnnbench.report.observations import Observation, implementation_observations, scaling_observations
 from cnnbench.report.render.markdown import render_markdown
 from cnnbench.report.table import Table, label_cell, number
 from cnnbench.report.tables.implementations import Implementations, implementation_tables
@@ -29,6 +29,72 @@ def fake_kind():
     register(FAKE)
     yield FAKE
     del KINDS[FAKE.id]
+
+
+def _fake_section(report, table, inputs) -> None:
+    table_section("Plotted fake kind")(report, table, inputs)
+    figure = _fake_figure(table)
+    report.blocks.append(figure)
+    report.figures.append(figure)
+
+
+def _fake_figure(table) -> Figure:
+    return Figure("plotted-fake", "plotted-fake", "A fake plot", {"y": [1.0, table.rows[0][1].value]})
+
+
+def draw_fake(figure: Figure):
+    """The fake kind's renderer (named by its ``draw``, as a kind's plot module's is)."""
+    from cnnbench.report.render.plot_style import _figure
+
+    fig = _figure(2.0, 2.0)
+    fig.add_subplot(1, 1, 1).plot(figure.data["y"])
+    return fig
+
+
+PLOTTED = TableKind("plotted-fake", 26, lambda inputs: Table("plotted-fake", "Plotted fake", "plotted-fake",
+                                                            ["model", "records"],
+                                                            [[label_cell("all"), number(len(inputs.records), 0)]]),
+                    _fake_section, plot=lambda table: [_fake_figure(table)],
+                    plot_order=-1, draw=f"{__name__}:draw_fake",
+                    observes=(Observes("fake-count", 35, lambda table, inputs, warned: [
+                        Observation(f"The fake kind counted {table.rows[0][1].value} records.")]),))
+"""A kind with a plot (first in the plot budget) and observations (between fastest, 30, and implementations, 40)."""
+
+
+@pytest.fixture
+def plotted_kind():
+    register(PLOTTED)
+    yield PLOTTED
+    del KINDS[PLOTTED.id]
+
+
+def test_a_kind_with_a_plot_and_observations_needs_nothing_but_its_declaration(plotted_kind):
+    report = build_report(scaling_records(), ReportOptions(max_plots=1))
+    texts = [o.text for o in report.observations]
+    fake = f"The fake kind counted {len(scaling_records())} records."
+    assert fake in texts
+    assert texts.index(fake) < next(i for i, t in enumerate(texts) if "failed" in t)  # failures stay last
+    [drawn] = [f for f in report.figures if f.drawn]  # first in the budget: its plot_order
+    assert drawn.kind == "plotted-fake" and len(report.figures) > 1
+    from cnnbench.report.render.plots import render
+
+    assert b"<svg" in render(drawn)  # drawn by its own renderer
+    assert "fake-count" in observation_kinds()
+    only = build_report(scaling_records(), ReportOptions(observations="fake-count", max_plots=0))
+    assert [o.text for o in only.observations] == [fake]
+    import argparse
+
+    from cnnbench.cli import report_cmd
+
+    sub = argparse.ArgumentParser().add_subparsers()
+    report_cmd.register(sub)
+    assert "fastest, fake-count, implementations" in " ".join(sub.choices["report"].format_help().split())
+
+
+def test_an_unregistered_kind_makes_no_observation_kind():
+    assert "fake-count" not in observation_kinds()
+    with pytest.raises(ValueError, match="unknown kind 'fake-count'"):
+        ReportOptions(observations="fake-count")
 
 
 def _headings(report) -> list[str]:

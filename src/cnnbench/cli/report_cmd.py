@@ -20,8 +20,23 @@ if TYPE_CHECKING:
     from cnnbench.report.reuse import Said
     from cnnbench.results.lines import StoreProblem
 
-OBSERVATION_KINDS = ("scaling", "effects", "fastest", "implementations", "history", "failures")
-"""As :data:`cnnbench.report.options.OBSERVATION_KINDS` (not imported: the report package is heavy to load)."""
+
+class _ObservationKinds:
+    """The kinds of observation, as the kinds of table declare them: read when ``--help`` is
+    printed (the kinds of table are heavy to load, and the command line is built for every command)."""
+
+    def __str__(self) -> str:
+        from cnnbench.report.kinds import observation_kinds
+
+        return ", ".join(observation_kinds())
+
+
+class _Observations(argparse._StoreAction):
+    """``--observations``, whose help lists the kinds (``%(kinds)s``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.kinds = _ObservationKinds()
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -46,8 +61,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "where the rows hold the machine). A "
                    "configuration is what the rows, columns and batch size leave; --rows num_devices --columns "
                    "synthetic_location puts device, host and loader runs in one table.")
-    p.add_argument("--observations", default=None, metavar="KIND[,KIND...]",
-                   help=f"Make only these kinds of observation: {', '.join(OBSERVATION_KINDS)} (default: all).")
+    p.add_argument("--observations", action=_Observations, default=None, metavar="KIND[,KIND...]",
+                   help="Make only these kinds of observation: %(kinds)s (default: all).")
     p.add_argument("--effect", action="append", default=None, metavar="FIELD",
                    help="Show 'speedup from A vs B' for this field (repeatable; default: every field "
                    "that takes exactly two values).")

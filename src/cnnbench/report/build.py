@@ -17,31 +17,13 @@ from cnnbench.analysis.marks import MARKS_HEADING, combined, marks_section
 from cnnbench.analysis.points import build_points
 from cnnbench.report.document import Bullets, Contents, Figure, Heading, Paragraph, Report, set_anchors
 from cnnbench.report.facts import facts
-from cnnbench.report.fastest import fastest_observations
-from cnnbench.report.figures import PLOT_ORDER, budgeted
-from cnnbench.report.kinds import Inputs, TableKind, register, registered
+from cnnbench.report.figures import budgeted
+from cnnbench.report.kinds import Inputs, TableKind, observation_kinds, observers, register, registered
 from cnnbench.report.layout import Layout
-from cnnbench.report.observations import (
-    ALL_WARNED,
-    Observation,
-    all_warned,
-    effect_observations,
-    failure_observations,
-    implementation_observations,
-    lead_with_warnings,
-    scaling_observations,
-)
-from cnnbench.report.options import (
-    OBSERVATION_KINDS,
-    NoMatchingRecords,
-    ReportError,
-    ReportOptions,
-    resolve_layout,
-)
+from cnnbench.report.observations import ALL_WARNED, Observation, all_warned, lead_with_warnings
+from cnnbench.report.options import NoMatchingRecords, ReportError, ReportOptions, resolve_layout
 from cnnbench.report.table import unique_ids
-from cnnbench.report.tables.history import history_observations
 from cnnbench.report.tables.pipeline import is_pipeline_record
-from cnnbench.report.tables.predicted import prediction_observations
 from cnnbench.results.gc_pause import collector_paused
 from cnnbench.results.query import parse_where, select
 
@@ -134,7 +116,8 @@ def _build_kinds(kinds: list[TableKind], inputs: Inputs, on_figures: FiguresHook
     then the rest in the report's order. ``on_figures`` gets the plots as soon as the kinds built
     spend the budget, else once every kind with plots is built (their tables' ids made unique
     first: no other kind's ids start as theirs do)."""
-    plotted = sorted((k for k in kinds if k.plot), key=lambda k: PLOT_ORDER.get(k.id, len(PLOT_ORDER)))
+    last = max((k.plot_order for k in kinds if k.plot_order is not None), default=0) + 1
+    plotted = sorted((k for k in kinds if k.plot), key=lambda k: last if k.plot_order is None else k.plot_order)
     max_plots = inputs.options.max_plots
     for kind in plotted + [k for k in kinds if not k.plot]:
         inputs.built[kind.id] = kind.build(inputs)
@@ -149,22 +132,19 @@ def _build_kinds(kinds: list[TableKind], inputs: Inputs, on_figures: FiguresHook
 
 
 def _observations(inputs: Inputs) -> list[Observation]:
-    """The observations of the kinds asked (``opts.observations``); when every figure is warned,
-    those that hold with the warnings. Each that rests on warned runs begins with their warnings."""
+    """The observations of the kinds asked (``opts.observations``), each kind of table's in the
+    order of its observations (:attr:`~cnnbench.report.kinds.Observes.order`); when every figure
+    is warned, those that hold with the warnings. Each that rests on warned runs begins with their
+    warnings (unless its kind says otherwise: the failures)."""
     opts, built = inputs.options, inputs.built
-    groups, sections = built["scaling"].groups, built["throughput"]
-    fallback = not opts.include_warned and all_warned(sections)
-    warned = opts.include_warned or fallback
-    kinds = set(opts.observations if opts.observations is not None else OBSERVATION_KINDS)
-    found = ((scaling_observations(groups, warned) if "scaling" in kinds else [])
-             + (effect_observations(built["effects"].effects, warned) if "effects" in kinds else [])
-             + (fastest_observations(sections, inputs.layout, warned, opts.noise) if "fastest" in kinds else [])
-             + (implementation_observations(built["implementations"], warned, opts.noise)
-                if "implementations" in kinds else [])
-             + (prediction_observations(groups, opts.noise) if opts.predict and "scaling" in kinds else [])
-             + (history_observations(built["history"]) if "history" in kinds else []))
-    failures = failure_observations(sections) if "failures" in kinds else []
-    return lead_with_warnings(found) + failures
+    warned = opts.include_warned or _fallback(inputs)
+    asked = set(opts.observations if opts.observations is not None else observation_kinds())
+    found: list[Observation] = []
+    for kind, observes in observers():
+        if observes.name in asked:
+            made = observes.make(built[kind.id], inputs, warned)
+            found += lead_with_warnings(made) if observes.lead_with_warnings else made
+    return found
 
 
 def _assemble(report: Report, records: list, inputs: Inputs, kinds: list[TableKind]) -> None:
@@ -206,7 +186,7 @@ register(TableKind("problems", 95, lambda inputs: None, _problems))
 
 
 def _nothing_observed(opts: ReportOptions) -> str:
-    if opts.observations is not None and set(opts.observations) != set(OBSERVATION_KINDS):
+    if opts.observations is not None and set(opts.observations) != set(observation_kinds()):
         return f"Nothing to observe of the kinds asked (--observations {','.join(opts.observations)})."
     return "Nothing to observe: no table has two comparable figures."
 

@@ -3,9 +3,13 @@
 A kind (:class:`TableKind`) is one module-level declaration (``register(TableKind(...))``) in
 its module under ``cnnbench/report/tables/``: its id, its place among the report's sections
 (``order``), what it is built from (:class:`Inputs`: what the analysis layer gives, and the
-kinds built before it), its tables, its section (headings, tables, notes, figures) and the
-plots known as soon as it is built. :func:`cnnbench.report.build.build_report` builds every
-registered kind and adds their sections in order: a new kind is one module, and nothing else.
+kinds built before it), its tables, its section (headings, tables, notes, figures), the
+plots known as soon as it is built, its figures' place in the plot budget (``plot_order``) and
+what draws them (``draw``: a function of a module under ``cnnbench/report/render/``, imported
+only when a figure is drawn), and the observations it makes (:class:`Observes`, each a kind of
+``--observations``). :func:`cnnbench.report.build.build_report` builds every registered kind and
+adds their sections and observations in order: a new kind is its module (and its plot module),
+and nothing else.
 """
 
 from __future__ import annotations
@@ -14,13 +18,16 @@ import importlib
 import pkgutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cnnbench.analysis.points import PointSet
 from cnnbench.report.document import Figure, Heading, Report, TableBlock
 from cnnbench.report.layout import Layout
 from cnnbench.report.options import ReportOptions
 from cnnbench.report.table import Table
+
+if TYPE_CHECKING:
+    from cnnbench.report.observations import Observation
 
 
 @dataclass
@@ -46,6 +53,19 @@ def _tables_of(result: Any) -> list[Table]:
 
 
 @dataclass(frozen=True)
+class Observes:
+    """A kind of observation a table kind makes (``--observations NAME``) from its result."""
+
+    name: str
+    order: int
+    """Its place among the report's observations (smaller first)."""
+    make: Callable[[Any, Inputs, bool], list[Observation]]
+    """Its observations, from the kind's result, :class:`Inputs` and whether warned cells count."""
+    lead_with_warnings: bool = True
+    """Each that rests on warned runs begins with their warnings (else: as made)."""
+
+
+@dataclass(frozen=True)
 class TableKind:
     """One kind of table: how it is built, what its tables are, and its section of the report."""
 
@@ -60,6 +80,13 @@ class TableKind:
     """Its tables, in the report's list of tables (their ids made unique, their files written)."""
     plot: Callable[[Any], list[Figure]] | None = None
     """Its figures, known as soon as it is built (drawn ahead; the figure kind is the kind's id)."""
+    plot_order: int | None = None
+    """The place of its figures (of the kind's id) in a plot budget (``--max-plots``; smaller first)."""
+    draw: str | None = None
+    """What draws its figures: ``"module:function"``, the function taking a
+    :class:`~cnnbench.report.document.Figure` and returning a matplotlib figure."""
+    observes: tuple[Observes, ...] = ()
+    """The observations it makes."""
 
 
 KINDS: dict[str, TableKind] = {}
@@ -80,6 +107,38 @@ def registered() -> list[TableKind]:
     for module in pkgutil.iter_modules(tables.__path__):
         importlib.import_module(f"{tables.__name__}.{module.name}")
     return sorted(KINDS.values(), key=lambda k: k.order)
+
+
+def plot_orders() -> dict[str, int]:
+    """Each kind of figure's place in a plot budget (any other: after them)."""
+    return {k.id: k.plot_order for k in registered() if k.plot_order is not None}
+
+
+def drawer(figure_kind: str) -> Callable[[Figure], Any]:
+    """The function that draws figures of ``figure_kind`` (its module imported now; a
+    :class:`KeyError` when no registered kind draws them)."""
+    registered()
+    kind = KINDS.get(figure_kind)
+    if kind is None or kind.draw is None:
+        raise KeyError(f"no kind draws figures of kind {figure_kind!r}")
+    module, _, name = kind.draw.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def drawing_modules() -> list[str]:
+    """The modules that draw the registered kinds' figures, in the plot budget's order."""
+    kinds = sorted((k for k in registered() if k.draw), key=lambda k: (k.plot_order is None, k.plot_order or 0))
+    return list(dict.fromkeys(str(k.draw).partition(":")[0] for k in kinds))
+
+
+def observers() -> list[tuple[TableKind, Observes]]:
+    """Every kind of observation with its table kind, in the report's order of observations."""
+    return sorted(((k, o) for k in registered() for o in k.observes), key=lambda ko: ko[1].order)
+
+
+def observation_kinds() -> tuple[str, ...]:
+    """The kinds of observation (``--observations``), in the report's order."""
+    return tuple(dict.fromkeys(o.name for _, o in observers()))
 
 
 def table_section(heading: str, caption: bool = False) -> Callable[[Report, Any, Inputs], None]:

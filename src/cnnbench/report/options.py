@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cnnbench.analysis import fields as F
 from cnnbench.analysis.repeat_stats import REPEAT_NOISE
@@ -23,10 +23,21 @@ class NoMatchingRecords(ReportError):
     """Nothing left to report after ``--where``."""
 
 
-OBSERVATION_KINDS = ("scaling", "effects", "fastest", "implementations", "history", "failures")
-"""The kinds of observation a report makes (``--observations``): scaling efficiency, one-factor
-effects, the fastest column value per row, implementations side by side, changes over time
-(series of 8 or more runs), failed cells."""
+if TYPE_CHECKING:
+    OBSERVATION_KINDS: tuple[str, ...]
+    """The kinds of observation a report makes (``--observations``), as the kinds of table declare
+    them (:func:`cnnbench.report.kinds.observation_kinds`): scaling efficiency, one-factor
+    effects, the fastest column value per row, implementations side by side, changes over time
+    (series of 8 or more runs), failed cells."""
+
+
+def __getattr__(name: str) -> Any:
+    """:data:`OBSERVATION_KINDS`, read from the kinds of table when asked (they import this module)."""
+    if name == "OBSERVATION_KINDS":
+        from cnnbench.report.kinds import observation_kinds
+
+        return observation_kinds()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass
@@ -40,7 +51,7 @@ class ReportOptions:
     columns: tuple[str, ...] | None = None
     """Default: machine, or model where the rows hold the machine (``--rows machine,num_devices``)."""
     observations: tuple[str, ...] | None = None
-    """The kinds of observation to make (of :data:`OBSERVATION_KINDS`); ``None``: every kind."""
+    """The kinds of observation to make (of :func:`cnnbench.report.kinds.observation_kinds`); ``None``: every kind."""
     effects: Sequence[str] | None = None
     """Fields to show effects of; ``None``: every field with exactly two values."""
     baselines: Mapping[str, str] = field(default_factory=dict)
@@ -69,11 +80,14 @@ class ReportOptions:
             self.columns = ("model",) if {"machine", F.MACHINE} & set(self.rows) else ("machine",)
         self.columns = _field_names("--columns", self.columns)
         if self.observations is not None:
+            from cnnbench.report.kinds import observation_kinds
+
+            known = observation_kinds()
             kinds = split_fields(self.observations)
-            unknown = [k for k in kinds if k not in OBSERVATION_KINDS]
+            unknown = [k for k in kinds if k not in known]
             if unknown or not kinds:
                 raise ReportError(f"--observations: unknown kind {', '.join(map(repr, unknown)) or repr('')}; "
-                                  f"choose from {', '.join(OBSERVATION_KINDS)}")
+                                  f"choose from {', '.join(known)}")
             self.observations = tuple(dict.fromkeys(kinds))
 
 

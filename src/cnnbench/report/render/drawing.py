@@ -69,15 +69,21 @@ _HEAD = 4096
 
 @functools.cache
 def _code_key() -> bytes:
-    """What a plot's look depends on besides its figure: the drawing modules' source and
-    matplotlib's version (read from its metadata: the parent never imports matplotlib)."""
+    """What a plot's look depends on besides its figure: the drawing modules' source (those the
+    registered kinds of table name: :mod:`cnnbench.report.kinds`) and matplotlib's version (read
+    from its metadata: the parent never imports matplotlib)."""
     from importlib.metadata import PackageNotFoundError, version
+    from importlib.util import find_spec
 
-    from cnnbench.report.render import plot_bandwidth, plot_history, plot_scaling, plot_style, plot_throughput, plots
+    from cnnbench.report.kinds import drawing_modules
 
     digest = hashlib.sha256()
-    for module in (plots, plot_style, plot_scaling, plot_throughput, plot_bandwidth, plot_history):
-        digest.update(Path(str(module.__file__)).read_bytes())
+    modules = dict.fromkeys(["cnnbench.report.render.plots", "cnnbench.report.render.plot_style", *drawing_modules()])
+    for module in modules:
+        spec = find_spec(module)  # found, not imported
+        if spec is None or spec.origin is None:
+            raise ModuleNotFoundError(f"no module {module} (a kind of table's draw)")
+        digest.update(Path(spec.origin).read_bytes())
     try:
         digest.update(version("matplotlib").encode())
     except PackageNotFoundError:
@@ -120,6 +126,9 @@ def _start_worker() -> None:
     import matplotlib.figure  # noqa: F401
 
     import cnnbench.report.render.plots  # noqa: F401
+    from cnnbench.report.kinds import registered
+
+    registered()  # the kinds of table, which name what draws their figures
 
 
 def _ready() -> None:

@@ -17,6 +17,8 @@ viewers and browsers alike; ``report.html`` embeds the same file.
   collective (``cnnbench comm`` records);
 * history: one series' runs in time order, its levels as a step line, change points and outliers.
 
+Each kind of table names the function that draws its figures (its ``draw``:
+:mod:`cnnbench.report.kinds`), in a module of its own here (training's is below).
 matplotlib is imported only when a plot is drawn.
 """
 
@@ -27,11 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from cnnbench.report.document import Figure
-from cnnbench.report.render.plot_bandwidth import _bandwidth
-from cnnbench.report.render.plot_history import _history
-from cnnbench.report.render.plot_scaling import _scaling
+from cnnbench.report.kinds import drawer
 from cnnbench.report.render.plot_style import COLORS, _figure, _layout, _title
-from cnnbench.report.render.plot_throughput import _throughput
 
 log = logging.getLogger(__name__)
 
@@ -61,12 +60,11 @@ def render(figure: Figure, key: str | None = None) -> bytes:
 
     import matplotlib
 
-    kinds = {"scaling": _scaling, "throughput": _throughput, "training": _training, "bandwidth": _bandwidth,
-             "history": _history}
+    draw_kind = drawer(figure.kind)  # the kind of table's ``draw`` (cnnbench.report.kinds)
     out = io.BytesIO()
     # labels come from records (a machine's name, a CPU model): a $ in them is text, never mathtext
     with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": figure.name, "text.parse_math": False}):
-        fig = kinds[figure.kind](figure)
+        fig = draw_kind(figure)
         metadata = {"Date": None} if key is None else {"Date": None, "Description": f"cnnbench-plot-key:{key}"}
         fig.savefig(out, format="svg", metadata=metadata)
     return out.getvalue()

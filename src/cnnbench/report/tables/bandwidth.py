@@ -147,6 +147,7 @@ def _drop_empty_throughput(report: Report) -> None:
 
 register(TableKind("bandwidth", 110,  # cnnbench comm: busbw against size
                    lambda inputs: bandwidth_tables(inputs.records, inputs.options.repeat_noise),
-                   lambda report, found, inputs: add_bandwidth_blocks(report, found), tables=lambda found: []))
+                   lambda report, found, inputs: add_bandwidth_blocks(report, found), tables=lambda found: [],
+                   plot_order=3, draw="cnnbench.report.render.plot_bandwidth:_bandwidth"))
 # last in order, it places itself before the model cost and the unreadable results, and adds its
 # tables to the report's (their ids made unique among those: add_bandwidth_blocks)

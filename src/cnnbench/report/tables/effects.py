@@ -21,7 +21,7 @@ import functools
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cnnbench.analysis import fields as F
 from cnnbench.analysis.labels import followers
@@ -41,10 +41,13 @@ from cnnbench.analysis.repeat_stats import median
 from cnnbench.analysis.significance import NONE, Comparison, compare_many
 from cnnbench.config.run_config import dependent_fields
 from cnnbench.report.document import Bullets, Heading, Report, TableBlock
-from cnnbench.report.kinds import Inputs, TableKind, register
+from cnnbench.report.kinds import Inputs, Observes, TableKind, register
 from cnnbench.report.options import ReportError
 from cnnbench.report.table import Cell, Table, label_cell, missing, number
 from cnnbench.words import plural
+
+if TYPE_CHECKING:
+    from cnnbench.report.observations import Observation
 
 ROW_PREFERENCE = (F.DEVICES, F.BATCH, F.MODEL)
 DDP_KNOBS = frozenset(f"config.{name}" for name in dependent_fields("variable_update"))
@@ -419,4 +422,11 @@ def _effects_section(report: Report, found: Effects, inputs: Inputs) -> None:
             b.append(Bullets(found.notes))
 
 
-register(TableKind("effects", 40, _effects, _effects_section, lambda found: [e.table for e in found.effects]))
+def _observe(found: Effects, inputs: Inputs, warned: bool) -> list[Observation]:
+    from cnnbench.report.observations import effect_observations
+
+    return effect_observations(found.effects, warned)
+
+
+register(TableKind("effects", 40, _effects, _effects_section, lambda found: [e.table for e in found.effects],
+                   observes=(Observes("effects", 20, _observe),)))

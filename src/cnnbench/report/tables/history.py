@@ -17,7 +17,7 @@ from cnnbench.analysis import fields as F
 from cnnbench.analysis.history import MIN_POINTS, Change, History, Outlier, Run, Series, build_history
 from cnnbench.analysis.points import build_points
 from cnnbench.report.document import Figure, Heading, Paragraph, Report, TableBlock
-from cnnbench.report.kinds import Inputs, TableKind, register
+from cnnbench.report.kinds import Inputs, Observes, TableKind, register
 from cnnbench.report.observations import Observation, Ref
 from cnnbench.report.table import Cell, Table, label_cell, number
 from cnnbench.report.tables.pipeline import is_pipeline_record
@@ -180,4 +180,6 @@ def _tables(section: HistorySection | None) -> list[Table]:
 
 
 register(TableKind("history", 88, build_history_section, _section, _tables,
-                   plot=lambda section: [] if section is None else section.figures))
+                   plot=lambda section: [] if section is None else section.figures,
+                   plot_order=4, draw="cnnbench.report.render.plot_history:_history",
+                   observes=(Observes("history", 60, lambda section, inputs, warned: history_observations(section)),)))

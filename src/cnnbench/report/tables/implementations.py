@@ -13,16 +13,19 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cnnbench.analysis import fields as F
 from cnnbench.analysis.marks import NO_SAMPLES, NOT_SIGNIFICANT, legend_for
 from cnnbench.analysis.points import Measure, Point, PointSet, combine
 from cnnbench.analysis.significance import DEFAULT_NOISE, NONE, compare_runs
 from cnnbench.report.document import Heading, Report, TableBlock
-from cnnbench.report.kinds import Inputs, TableKind, register
+from cnnbench.report.kinds import Inputs, Observes, TableKind, register
 from cnnbench.report.table import Cell, Table, missing, number, throughput
 from cnnbench.results.naming import data_kind
+
+if TYPE_CHECKING:
+    from cnnbench.report.observations import Observation
 
 COMPILE = F.COMPILE
 LOCATION = F.SYNTHETIC_LOCATION
@@ -176,4 +179,11 @@ def _section(report: Report, found: Implementations, inputs: Inputs) -> None:
             b += [Heading(t.title.split(": ", 1)[-1], 3), TableBlock(t)]
 
 
-register(TableKind("implementations", 50, _build, _section, lambda found: found.tables))
+def _observe(found: Implementations, inputs: Inputs, warned: bool) -> list[Observation]:
+    from cnnbench.report.observations import implementation_observations
+
+    return implementation_observations(found, warned, inputs.options.noise)
+
+
+register(TableKind("implementations", 50, _build, _section, lambda found: found.tables,
+                   observes=(Observes("implementations", 40, _observe),)))

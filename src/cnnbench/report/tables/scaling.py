@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cnnbench.analysis import fields as F
 from cnnbench.analysis.labels import Namer, join_labels, unique_names
@@ -24,11 +24,14 @@ from cnnbench.analysis.repeat_stats import median
 from cnnbench.analysis.speedup import speedup_efficiency
 from cnnbench.config.parallel_options import thread_rule
 from cnnbench.report.document import Figure, Heading, Report, TableBlock
-from cnnbench.report.kinds import Inputs, TableKind, register
+from cnnbench.report.kinds import Inputs, Observes, TableKind, register
 from cnnbench.report.table import Cell, Table, failed, label_cell, missing, number, percent, throughput
 from cnnbench.report.tables.predicted import predict_series, predicted_text
 from cnnbench.results.record import record_kind
 from cnnbench.words import plural
+
+if TYPE_CHECKING:
+    from cnnbench.report.observations import Observation
 
 
 @dataclass
@@ -364,5 +367,20 @@ def _scaling_section(report: Report, s: Scaling, inputs: Inputs) -> None:
         report.figures.append(fig)
 
 
+def _observe(s: Any, inputs: Inputs, warned: bool) -> list[Observation]:
+    from cnnbench.report.observations import scaling_observations
+
+    return scaling_observations(s.groups, warned)
+
+
+def _observe_predicted(s: Any, inputs: Inputs, warned: bool) -> list[Observation]:
+    from cnnbench.report.tables.predicted import prediction_observations
+
+    return prediction_observations(s.groups, inputs.options.noise) if inputs.options.predict else []
+
+
 register(TableKind("scaling", 20, _build_scaling, _scaling_section, _scaling_tables,
-                   plot=lambda s: [scaling_figure(g) for g in s.groups]))
+                   plot=lambda s: [scaling_figure(g) for g in s.groups],
+                   plot_order=0, draw="cnnbench.report.render.plot_scaling:_scaling",
+                   observes=(Observes("scaling", 10, _observe),  # --predict: after the implementations
+                             Observes("scaling", 50, _observe_predicted))))

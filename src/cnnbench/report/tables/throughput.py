@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cnnbench.analysis import fields as F
 from cnnbench.analysis.labels import Namer, data_set_note, followers, unique_names
@@ -25,9 +25,12 @@ from cnnbench.analysis.marks import legend_for
 from cnnbench.analysis.points import Measure, Point, PointSet, combine
 from cnnbench.analysis.repeat_stats import SPREAD_NAME
 from cnnbench.report.document import Figure, Heading, Report, TableBlock
-from cnnbench.report.kinds import Inputs, TableKind, register
+from cnnbench.report.kinds import Inputs, Observes, TableKind, register
 from cnnbench.report.layout import Layout, gpu_notes
 from cnnbench.report.table import Cell, Table, missing, throughput
+
+if TYPE_CHECKING:
+    from cnnbench.report.observations import Observation
 
 
 @dataclass
@@ -215,7 +218,23 @@ def _throughput_section(report: Report, sections: list[Section], inputs: Inputs)
             report.figures.append(fig)
 
 
+def _observe_fastest(sections: list[Section], inputs: Inputs, warned: bool) -> list[Observation]:
+    from cnnbench.report.fastest import fastest_observations
+
+    return fastest_observations(sections, inputs.layout, warned, inputs.options.noise)
+
+
+def _observe_failures(sections: list[Section], inputs: Inputs, warned: bool) -> list[Observation]:
+    """The failed cells: after every other observation, as they are (no warnings before them)."""
+    from cnnbench.report.observations import failure_observations
+
+    return failure_observations(sections)
+
+
 register(TableKind("throughput", 30,
                    lambda inputs: configuration_sections(inputs.points, inputs.layout, inputs.options.repeat_noise),
                    _throughput_section, lambda sections: [s.table for s in sections],
-                   plot=lambda sections: [f for f in map(throughput_figure, sections) if f]))
+                   plot=lambda sections: [f for f in map(throughput_figure, sections) if f],
+                   plot_order=2, draw="cnnbench.report.render.plot_throughput:_throughput",
+                   observes=(Observes("fastest", 30, _observe_fastest),
+                             Observes("failures", 100, _observe_failures, lead_with_warnings=False))))

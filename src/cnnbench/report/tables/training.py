@@ -244,4 +244,5 @@ def _training_section(report: Report, results: list[TrainingResult], inputs: Inp
 
 register(TableKind("training", 60, lambda inputs: training_results(inputs.points), _training_section,
                    lambda results: [r.table for r in results],
-                   plot=lambda results: [f for f in map(training_figure, results) if f]))
+                   plot=lambda results: [f for f in map(training_figure, results) if f],
+                   plot_order=1, draw="cnnbench.report.render.plots:_training"))
