@@ -236,9 +236,9 @@ def on_post_build(config: Any) -> None:
 
 
 def _help(action: argparse.Action) -> str:
-    """An option's help as ``--help`` prints it: ``%(name)s`` filled in from the action (the
-    ``--observations`` help lists the kinds the report's tables declare)."""
+    """An option's help as ``--help`` prints it (argparse's own expansion: ``%(kinds)s`` filled in,
+    ``%%`` read as ``%``)."""
     text = action.help or ""
-    if "%(" not in text:
+    if "%" not in text:
         return text
-    return text % {k: v for k, v in vars(action).items() if v is not argparse.SUPPRESS}
+    return argparse.HelpFormatter(prog="cnnbench")._expand_help(action)

@@ -79,3 +79,25 @@ def test_a_report_that_is_up_to_date_loads_no_tables_numpy_or_matplotlib(store, 
         said.append(done.stdout.strip().splitlines())
     assert said[0][0].startswith("wrote ") and "cnnbench.report.build" in said[0][-1]
     assert said[1][0].startswith("up to date") and said[1][-1] == "[]"
+
+
+def test_building_the_command_line_loads_no_kind_of_report_table():
+    """The ``--observations`` help lists the kinds of table, read only when help is printed: on
+    Python 3.14, whose ``add_argument`` fills in a help's ``%(...)s`` at once, a help given to it
+    would load every kind of table for every command."""
+    import subprocess
+    import sys
+
+    code = ("import sys, argparse\n"
+            "real = argparse._ActionsContainer.add_argument\n"
+            "def add(self, *a, **k):\n"
+            "    action = real(self, *a, **k)\n"
+            "    if action.help and '%' in action.help:\n"
+            "        argparse.HelpFormatter('x')._expand_help(action)  # as 3.14's _check_help does\n"
+            "    return action\n"
+            "argparse._ActionsContainer.add_argument = add\n"
+            "from cnnbench.cli import build_parser\n"
+            "build_parser()\n"
+            "print('cnnbench.report.kinds' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"

@@ -61,8 +61,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "where the rows hold the machine). A "
                    "configuration is what the rows, columns and batch size leave; --rows num_devices --columns "
                    "synthetic_location puts device, host and loader runs in one table.")
-    p.add_argument("--observations", action=_Observations, default=None, metavar="KIND[,KIND...]",
-                   help="Make only these kinds of observation: %(kinds)s (default: all).")
+    observations = p.add_argument("--observations", action=_Observations, default=None, metavar="KIND[,KIND...]")
+    # set after add_argument: Python 3.14's add_argument fills in %(kinds)s at once, which would load
+    # every kind of table for every command
+    observations.help = "Make only these kinds of observation: %(kinds)s (default: all)."
     p.add_argument("--effect", action="append", default=None, metavar="FIELD",
                    help="Show 'speedup from A vs B' for this field (repeatable; default: every field "
                    "that takes exactly two values).")
