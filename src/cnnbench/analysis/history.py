@@ -40,14 +40,15 @@ import warnings
 from collections import Counter
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from cnnbench.analysis import fields as F
 from cnnbench.analysis.points import build_points
 from cnnbench.results.query import get_value
 from cnnbench.results.record import STARTED_AT_FILLED_IN
+
+if TYPE_CHECKING:
+    import numpy as np
 
 ALPHA = 0.005
 """A split is kept when its Bonferroni-adjusted p-value is under this."""
@@ -128,6 +129,7 @@ class LevelFit:
 
 def _job_index(jobs: Sequence[Hashable | None] | None, n: int) -> np.ndarray:
     """Each run's job number: a new job where the id changes or is missing."""
+    import numpy as np  # here, not at the top: a report without history loads no numpy
     if jobs is None:
         return np.arange(n)
     out = np.empty(n, dtype=np.int64)
@@ -145,6 +147,7 @@ def _outliers(y: np.ndarray) -> np.ndarray:
     """Runs, alone or two together, far from the median of the runs before them and from that of
     the runs after them, on the same side of both (a boolean mask; a run at a step is near one of
     the two); the newest run alone unless the run before it is as far the same way."""
+    import numpy as np  # here, not at the top: a report without history loads no numpy
     n = len(y)
     if n < 5:
         return np.zeros(n, dtype=bool)
@@ -182,6 +185,7 @@ def _outliers(y: np.ndarray) -> np.ndarray:
 
 def _noise(y: np.ndarray, job: np.ndarray, m: np.ndarray, cnt: np.ndarray) -> Noise:
     """Within- and between-job spreads of a series (see the module's documentation)."""
+    import numpy as np  # here, not at the top: a report without history loads no numpy
     dev = y - m[job]
     df_w = int((cnt - 1).sum())
     var_w = float((dev ** 2).sum()) / df_w if df_w > 0 else 0.0
@@ -200,6 +204,7 @@ def _noise(y: np.ndarray, job: np.ndarray, m: np.ndarray, cnt: np.ndarray) -> No
 
 
 def _p_values(z: np.ndarray, df: int) -> np.ndarray:
+    import numpy as np  # here, not at the top: a report without history loads no numpy
     from scipy.special import stdtr
 
     return 2.0 * stdtr(df, -np.abs(z))
@@ -209,6 +214,7 @@ def _split(m: np.ndarray, w: np.ndarray, cnt: np.ndarray, df: int, min_log: floa
            alpha: float) -> tuple[int, float] | None:
     """The best place to split job means ``m`` (index of the first job after) and its adjusted p,
     or None when no split is significant."""
+    import numpy as np  # here, not at the top: a report without history loads no numpy
     cw = np.cumsum(w)
     cs = np.cumsum(w * m)
     cc = np.cumsum(cnt)
@@ -231,6 +237,7 @@ def _split(m: np.ndarray, w: np.ndarray, cnt: np.ndarray, df: int, min_log: floa
 def _compare(m: np.ndarray, w: np.ndarray, cnt: np.ndarray, a: int, k: int, b: int,
              df: int) -> tuple[float, float, float]:
     """Jobs ``a..k-1`` against ``k..b-1``: the log ratio, its standard error and the adjusted p."""
+    import numpy as np  # here, not at the top: a report without history loads no numpy
     wl, wr = w[a:k].sum(), w[k:b].sum()
     diff = float((w[k:b] * m[k:b]).sum() / wr - (w[a:k] * m[a:k]).sum() / wl)
     se = math.sqrt(1.0 / wl + 1.0 / wr)
@@ -245,6 +252,7 @@ def fit_levels(values: Sequence[float], jobs: Sequence[Hashable | None] | None =
                alpha: float = ALPHA, min_change: float = MIN_CHANGE) -> LevelFit:
     """The levels, shifts and outliers of one series of throughputs (positive, in order; ``jobs``:
     each run's job id, ``None`` for a job of its own; without it, every run is its own job)."""
+    import numpy as np  # here, not at the top: a report without history loads no numpy
     y = np.log(np.asarray(values, dtype=np.float64))
     n = len(y)
     if n == 0:
