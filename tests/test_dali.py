@@ -286,3 +286,35 @@ def test_a_run_end_to_end_on_the_cpu(folder, tmp_path):
     record = json.loads(line)
     assert record["status"] == "ok" and record["config"]["input_pipeline"] == "dali"
     assert record["metrics"]["dali"]["decode_device"] == "cpu" and record["metrics"]["bad_images"] == 0
+
+
+@pytest.mark.parametrize(("flags", "why"), [
+    (["--input-pipeline", "cpu", "--dali-hw-decoder-load", "0.5"], "with --input-pipeline cpu"),
+    (["--dali-hw-decoder-load", "0.5"], "with --input-pipeline cpu"),  # the default pipeline
+    (["--input-pipeline", "dali", "--dali-hw-decoder-load", "1.5"], "1.5"),
+    (["--input-pipeline", "dali", "--dali-hw-decoder-load", "-0.1"], "-0.1"),
+])
+def test_the_hardware_decoder_load_is_refused_where_it_cannot_apply(folder, tmp_path, capsys, flags, why):
+    code = main(["run", "--model", "trivial", "--device", "cpu", "--data-dir", str(folder), *flags,
+                 "--num-batches", "1", "--results-dir", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 2 and "dali-hw-decoder-load" in err.replace("_", "-") and why in err
+    assert len(err.strip().splitlines()) == 1 and not list(tmp_path.glob("*.jsonl"))
+
+
+def test_the_hardware_decoder_load_is_refused_on_synthetic_input(tmp_path, capsys):
+    code = main(["run", "--model", "trivial", "--device", "cpu", "--dali-hw-decoder-load", "0.5",
+                 "--num-batches", "1", "--results-dir", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 2 and "synthetic input" in err and not list(tmp_path.glob("*.jsonl"))
+
+
+@needs_dali
+def test_the_hardware_decoder_load_is_recorded_as_given_and_unused_off_a_gpu(folder, tmp_path):
+    code = main(["run", "--model", "trivial", "--device", "cpu", "--data-dir", str(folder), "--input-pipeline",
+                 "dali", "--dali-hw-decoder-load", "0.25", "--batch-size", "2", "--num-batches", "1",
+                 "--num-warmup-batches", "0", "--num-workers", "1", "--results-dir", str(tmp_path)])
+    assert code == 0
+    record = json.loads(next(tmp_path.glob("*.jsonl")).read_text())
+    assert record["config"]["dali_hw_decoder_load"] == 0.25
+    assert record["metrics"]["dali"]["hw_decoder_load"] is None  # the CPU back end has no hardware decoder

@@ -158,7 +158,7 @@ def test_dali_decodes_on_the_gpu_into_the_runs_layout_and_dtype(tmp_path):
         assert images.is_cuda and labels.is_cuda and images.dtype == torch.bfloat16
         assert images.shape == (4, 3, 32, 32) and images.is_contiguous(memory_format=torch.channels_last)
         assert source.metrics()["dali"]["decode_device"] == "mixed"
-        assert source.metrics()["dali"]["hw_decoder_load"] > 0
+        assert source.metrics()["dali"]["hw_decoder_load"] == 0.65  # DALI's default, where none is given
     finally:
         source.close()
     record = run_benchmark(_cfg(model="trivial", data_dir=str(tmp_path / "f"), input_pipeline="dali",

@@ -29,6 +29,8 @@ RESIZE_METHODS = ("bilinear", "bicubic", "nearest")
 DEFAULT_SYNTHETIC_WORKERS = 2
 MAX_WORKERS = 256
 DEFAULT_RESIZE_METHOD = "bilinear"
+DEFAULT_DALI_HW_DECODER_LOAD = 0.65
+"""The share of the images DALI hands its hardware JPEG decoder, on a GPU that has one (DALI's own default)."""
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,14 @@ class InputOptions:
         "augmented by NVIDIA DALI, on the GPU for a GPU run, in --num-workers threads; pip install "
         f"'cnnbench[dali]') [default there: {DEFAULT_INPUT_PIPELINE}].",
         choices=INPUT_PIPELINES, unnamed=(DEFAULT_INPUT_PIPELINE,), depends_on=("data_name",),
+    )
+    dali_hw_decoder_load: float | None = option(
+        None,
+        "dali on a GPU with a hardware JPEG decoder (A100, H100, H200): the share of the images it "
+        "decodes, 0 to 1; nvJPEG on the GPU's cores takes the rest "
+        f"[default there: {DEFAULT_DALI_HW_DECODER_LOAD:g}].",
+        unnamed=(DEFAULT_DALI_HW_DECODER_LOAD,), depends_on=("input_pipeline",), metavar="FRACTION",
+        minimum=0, maximum=1,
     )
     num_workers: int | None = option(
         None,

@@ -40,6 +40,8 @@ def _synthetic(config: Any) -> None:
     if config.input_pipeline not in (None, DEFAULT_INPUT_PIPELINE):
         raise ConfigError("input_pipeline", f"{config.input_pipeline} makes batches of a data set's images; "
                                             "synthetic input has none to decode (give --data-dir)")
+    unused(config, "dali_hw_decoder_load", "on synthetic input (nothing is decoded; give --data-dir and "
+                                           "--input-pipeline dali)")
 
 
 def _real(config: Any) -> None:
@@ -47,6 +49,9 @@ def _real(config: Any) -> None:
         raise ConfigError("data_name", f"{config.data_name} is read from a folder: give --data-dir DIR")
     _folder(config)
     unused(config, "synthetic_location", "with --data-dir (images are read, not made)")
+    if config.input_pipeline != "dali":
+        unused(config, "dali_hw_decoder_load", f"with --input-pipeline {config.input_pipeline or DEFAULT_INPUT_PIPELINE} "
+                                               "(it sets DALI's hardware JPEG decoder: --input-pipeline dali)")
 
 
 SYNTHETIC_SOURCE: Declared[DataName] = Declared((SYNTHETIC,), ("synthetic_location",), _synthetic)

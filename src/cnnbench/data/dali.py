@@ -8,7 +8,7 @@ For ``imagefolder`` data sets (files: CIFAR's arrays need no decoder). Per worke
    list every epoch (``shuffle_after_epoch``: the same permutation on every rank, after one
    drawn from ``--seed``), so each epoch the ranks read disjoint shards that cover it;
 2. decoding where the batches go: ``device="mixed"`` on a GPU (nvJPEG, and the hardware JPEG
-   decoder where the GPU has one, taking :data:`HW_DECODER_LOAD` of the images),
+   decoder where the GPU has one, taking ``--dali-hw-decoder-load`` of the images),
    ``device="cpu"`` on a CPU run (``--num-workers`` DALI threads);
 3. with ``--distortions``, the random resized crop fused into the decode
    (``decoders.image_random_crop``, the ``cpu`` pipeline's ranges, :mod:`~cnnbench.data.preprocess`),
@@ -45,7 +45,7 @@ import numpy as np
 import torch
 
 from cnnbench.config.errors import ConfigError
-from cnnbench.config.input_options import InputOptions
+from cnnbench.config.input_options import DEFAULT_DALI_HW_DECODER_LOAD, InputOptions
 from cnnbench.data.catalog import DataSetFacts, DataSetReader
 from cnnbench.data.layouts import TRAIN_SPLIT, VAL_SPLIT
 from cnnbench.data.loader import NAMED_BAD_IMAGES, BadImageError, InputPipelineError, classes_all_bad
@@ -58,8 +58,6 @@ from cnnbench.data.source import Batch, InputRequest, InputSource
 log = logging.getLogger(__name__)
 
 EXTRAS = "pip install 'cnnbench[dali]' (NVIDIA driver 580 or later) or 'cnnbench[dali-cuda120]' (older drivers)"
-HW_DECODER_LOAD = 0.65
-"""Share of the images that the hardware JPEG decoder takes on a GPU that has one (DALI's default)."""
 _INTERP = {"bilinear": "INTERP_LINEAR", "bicubic": "INTERP_CUBIC", "nearest": "INTERP_NN"}
 
 
@@ -151,6 +149,9 @@ class DaliSource:
         self.description = f"imagefolder {reader.root} (dali)"
         self.on_gpu = request.device.type == "cuda"
         self.decode_device = "mixed" if self.on_gpu else "cpu"
+        given = cfg.dali_hw_decoder_load
+        self.hw_decoder_load = (DEFAULT_DALI_HW_DECODER_LOAD if given is None else given) if self.on_gpu else None
+        """The share DALI hands its hardware JPEG decoder (None off a GPU: nothing decodes there)."""
         self.threads = max(1, cfg.num_workers or 0)
         self.version = dali.__version__
         self.normalize = Normalize(request.device, request.dtype, request.channels_last)
@@ -214,7 +215,7 @@ class DaliSource:
             if self.on_gpu else None
         decoder: dict[str, Any] = {"device": self.decode_device, "output_type": types.RGB}
         if self.on_gpu:
-            decoder["hw_decoder_load"] = HW_DECODER_LOAD
+            decoder["hw_decoder_load"] = self.hw_decoder_load
 
         @pipeline_def(batch_size=req.batch_size, num_threads=self.threads, device_id=device_id,
                       seed=(req.seed + 7919 * req.rank) % 2**31, prefetch_queue_depth=2)
@@ -281,7 +282,7 @@ class DaliSource:
         out: dict[str, Any] = {
             "bad_images": self.bad_images,
             "dali": {"version": self.version, "decode_device": self.decode_device, "threads": self.threads,
-                     "hw_decoder_load": HW_DECODER_LOAD if self.on_gpu else None},
+                     "hw_decoder_load": self.hw_decoder_load},
         }
         if self.request.config.skip_bad_images:
             out["classes_all_bad"] = self.all_bad
