@@ -532,6 +532,15 @@ def test_the_data_command_measures_the_pipeline_and_records_it(sets, tmp_path, c
     assert total.cell(row, "box").value == pytest.approx(m["total_images_per_sec"], rel=1e-3)
     assert per_core.cell(row, "box").value == pytest.approx(m["images_per_sec_per_core"], rel=1e-3)
     assert not [t for t in report.tables if t.kind in ("configuration", "cost")]
+    # the same pipeline alone through DALI: a row of its own, named by its pipeline
+    dali = json.loads(json.dumps(record))
+    dali["run_id"] += "-dali"
+    dali["config"]["input_pipeline"] = "dali"
+    dali["metrics"].update(total_images_per_sec=1000.0, images_per_sec_per_core=250.0)
+    (total, per_core) = [t for t in build_report([record, dali]).tables if t.kind == "pipeline"]
+    assert total.cell(row, "box").value == pytest.approx(m["total_images_per_sec"], rel=1e-3)
+    through = "imagefolder through dali 32 px, distortions, bilinear, batch 4, 1 worker"
+    assert total.cell(through, "box").value == 1000.0 and per_core.cell(through, "box").value == 250.0
 
 
 def _data(sets, tmp_path, *extra: str) -> int:

@@ -12,9 +12,11 @@ from cnnbench.engine.metrics import WorkerMeasure, measured_metrics
 from cnnbench.engine.telemetry import TelemetrySampler
 from cnnbench.engine.telemetry_figures import (
     GpuSample,
+    HostSample,
     gpu_summary,
     gpu_totals,
     gpu_warnings,
+    host_summary,
     integrate,
     window_energy_j,
 )
@@ -165,7 +167,16 @@ def test_the_thread_samples_on_its_own_and_stop_ends_it(nvml):
     host = m["host_telemetry"]
     assert host["samples"] == len(sampler.host_samples) and host["cpu_percent_mean"] is not None
     assert 0 <= host["cpu_percent_mean"] <= 100 and host["load_average_1m_max"] is not None
+    assert host["cpus"] == 1 and host["cores_used_mean"] == round(host["cpu_percent_mean"] / 100, 2)
     sampler.stop()  # a second stop is harmless
+
+
+def test_the_host_cores_a_run_used_are_its_utilisation_times_the_cpus_it_may_use():
+    samples = [HostSample(0.0, cpu_percent=10.0), HostSample(1.0, cpu_percent=15.0)]  # 2 of 16 cores busy
+    host = host_summary(samples, 16)
+    assert host["cpus"] == 16 and host["cpu_percent_mean"] == 12.5 and host["cores_used_mean"] == 2.0
+    assert host_summary([HostSample(0.0)], 16)["cores_used_mean"] is None  # no utilisation read
+    assert host_summary(samples)["cores_used_mean"] is None  # the CPUs not known
 
 
 def test_a_hung_driver_never_blocks_start_or_stop(nvml):

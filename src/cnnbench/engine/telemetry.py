@@ -273,7 +273,8 @@ class TelemetrySampler:
         out: dict[str, Any] = {
             "telemetry_interval_s": self.interval_s,
             "gpu_telemetry": gpus,
-            "host_telemetry": host_summary(list(self.host_samples)) if self.host_cpus is not None else None,
+            "host_telemetry": (host_summary(list(self.host_samples), len(self.host_cpus))
+                               if self.host_cpus is not None else None),
             **gpu_totals(gpus),
             "warnings": list(self._warnings),
         }

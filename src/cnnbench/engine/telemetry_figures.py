@@ -144,13 +144,18 @@ def gpu_warnings(g: Mapping[str, Any]) -> list[str]:
     return out
 
 
-def host_summary(samples: Sequence[HostSample]) -> dict[str, Any]:
-    """CPU utilisation (%, of the CPUs the run may use), 1-minute load average and core
-    frequency (MHz): mean and maximum (frequency: also the minimum)."""
+def host_summary(samples: Sequence[HostSample], cpus: int | None = None) -> dict[str, Any]:
+    """CPU utilisation (%, of the ``cpus`` CPUs the run may use), 1-minute load average and core
+    frequency (MHz): mean and maximum (frequency: also the minimum); and the cores that use comes
+    to (``cores_used_mean``: the mean utilisation times ``cpus``, over 100: 2 cores fully busy of 16
+    read 12.5 % and 2.0 cores)."""
     cpu, load, freq = (_values(samples, n) for n in ("cpu_percent", "load_1m", "frequency_mhz"))
+    mean = _mean(cpu)
     return {
         "samples": len(samples),
-        "cpu_percent_mean": _rounded(_mean(cpu)),
+        "cpus": cpus,
+        "cpu_percent_mean": _rounded(mean),
+        "cores_used_mean": None if mean is None or not cpus else _rounded(mean * cpus / 100, 2),
         "cpu_percent_max": _rounded(max(cpu)) if cpu else None,
         "load_average_1m_mean": _rounded(_mean(load), 2),
         "load_average_1m_max": _rounded(max(load), 2) if load else None,
