@@ -21,6 +21,10 @@ On a machine with one or more NVIDIA GPUs it runs, each step as a subprocess of 
 6. ``--compile`` (default mode) and ``--compile-mode reduce-overhead`` (CUDA graphs), and the
    bare loop with the model compiled under reduce-overhead (``--compile-step`` adds the bare
    loop with ``optimizer.step`` compiled too, about 45 s more);
+   then the same JPEGs through ``--input-pipeline dali`` (nvJPEG and the hardware JPEG decoder;
+   one line and no steps where DALI is not installed): the pipeline alone into the GPU, and
+   resnet50 fed by it, eager and compiled (reduce-overhead), each against its synthetic rate,
+   with the host cores each used, against issue 47's goals;
 7. DDP over NCCL under ``torchrun --nproc-per-node <every local GPU>``; then FSDP2
    (``--variable-update fsdp``, NCHW: FSDP2 refuses channels_last) the same way, within
    ``FSDP_TIMEOUT_S`` (on one GPU a group of one: it proves the CUDA path runs, not that it scales);
@@ -32,7 +36,8 @@ On a machine with one or more NVIDIA GPUs it runs, each step as a subprocess of 
 9. telemetry (power, clocks, images per joule) from the records, and ``cnnbench sysinfo``.
 
 It writes one markdown summary with every figure and every failure (each step's command,
-exit code and the tail of its output; full logs beside it), and exits 1 if a GPU test fails
+exit code and the tail of its output; full logs beside it). ``--skip SECTION,...`` leaves sections
+out and ``--only SECTION,...`` runs just those (``--only dali``: the new step alone). It exits 1 if a GPU test fails
 or if cnnbench's median rate falls below ``GATE`` of the bare loop's, else 0. On a machine
 without an NVIDIA GPU it prints one line and exits 0. Ctrl-C, SIGTERM or SIGHUP stops the step
 under way with every process it started, writes the summary of the finished steps, says so in
@@ -77,8 +82,16 @@ FSDP_TIMEOUT_S = 300.0  # the FSDP step's budget: start-up, 20 warm-up and 50 ti
 NO_GPU_LINE = "gpu-check: no NVIDIA GPU on this machine (torch sees no CUDA device): nothing to accept."
 PARAMETER_SERVER_TIMEOUT_S = 240.0
 """Each parameter-server step's budget: start-up, 20 warm-up and 50 timed steps take well under it."""
-SECTIONS = ("tests", "bare", "timm", "locations", "jpeg", "compile", "ddp", "fsdp", "parameter_server", "comm",
-            "sysinfo")
+SECTIONS = ("tests", "bare", "timm", "locations", "jpeg", "compile", "dali", "ddp", "fsdp", "parameter_server",
+            "comm", "sysinfo")
+DALI_TIMEOUT_S = {"pipeline": 180.0, "eager": 240.0, "compiled": 420.0}
+"""The DALI step's budget per command: start-up (DALI's own, then the model's), warm-up and timed
+steps take well under each; compiling under reduce-overhead takes most of its."""
+DALI_GOALS = {"compiled_vs_synthetic": 0.97, "host_cores": 4.0, "pipeline_images_per_sec": 12000.0}
+"""Issue 47's goals: the compiled DALI-fed run at 0.97 of its synthetic rate or more, on 4 host
+cores or fewer; the pipeline alone at 12,000 img/s or more into one H100."""
+DALI_MISSING_LINE = ("NVIDIA DALI is not installed here (pip install 'cnnbench[dali]', or 'cnnbench[dali-cuda120]' for "
+                     "drivers before 580): no DALI steps.")
 TIMM_PRECISION = {  # cnnbench --precision -> timm benchmark.py flags
     "fp32": ["--precision", "float32"],
     "amp_fp16": ["--amp", "--amp-dtype", "float16"],
@@ -213,6 +226,28 @@ def jpeg_pipeline_command(s: Settings, results_dir: Path, data: Path) -> list[st
     return [s.cnnbench_exe(), "data", "--data-dir", str(data), "--distortions", "--device", "cuda",
             "--batch-size", str(s.batch_size), "--image-size", str(s.image_size),
             "--num-warmup-batches", "10", "--num-batches", str(s.short_steps), "--results-dir", str(results_dir)]
+
+
+def dali_pipeline_command(s: Settings, results_dir: Path, data: Path) -> list[str]:
+    """The JPEG pipeline alone through DALI, decoded on the GPU (``cnnbench data``)."""
+    return [*jpeg_pipeline_command(s, results_dir, data), "--input-pipeline", "dali"]
+
+
+def dali_run_command(s: Settings, results_dir: Path, data: Path, *, compiled: bool = False) -> list[str]:
+    """resnet50 fed from the JPEG files through DALI, augmented as for training; ``compiled``:
+    under ``--compile-mode reduce-overhead``, as the compiled synthetic run."""
+    extra = ["--compile-mode", "reduce-overhead"] if compiled else []
+    return [*jpeg_run_command(s, results_dir, data), "--input-pipeline", "dali", *extra]
+
+
+def dali_installed() -> bool:
+    """Can this interpreter (the venv's, whose ``cnnbench`` the steps run) import DALI?"""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("nvidia.dali") is not None
+    except (ImportError, ValueError):
+        return False
 
 
 @dataclass(frozen=True)
@@ -576,6 +611,8 @@ def record_figures(record: Mapping[str, Any]) -> dict[str, Any]:
         "num_workers": (record.get("config") or {}).get("num_workers"),
         "images_per_sec_per_worker": m.get("images_per_sec_per_worker"),
         "host_cpu_percent": (m.get("host_telemetry") or {}).get("cpu_percent_mean"),
+        "host_cores_used": (m.get("host_telemetry") or {}).get("cores_used_mean"),
+        "dali": m.get("dali"),
         "energy_j": m.get("energy_j"),
         "images_per_joule": m.get("images_per_joule"),
         "throttled": m.get("throttled"),
@@ -804,29 +841,48 @@ def locations_section(acc: Acceptance, device_round: tuple[str, dict[str, Any]] 
     return base
 
 
-def jpeg_section(acc: Acceptance, synthetic: float | None, synthetic_label: str) -> None:
+@dataclass
+class JpegFolder:
+    """The real-data steps' JPEGs (``jpeg`` and ``dali`` read the same files): made by the first
+    step that asks, at most once, and removed when the acceptance ends (:meth:`remove`)."""
+
+    acc: Acceptance
+    made: Copies | None = None
+    why: str | None = None
+    """Why there are no JPEGs, once making them failed."""
+
+    @property
+    def path(self) -> Path:
+        return self.acc.settings.work_dir / "jpegs"
+
+    def ready(self) -> Copies | None:
+        """The files made (made now, the first time); None when they could not be, :attr:`why` says."""
+        if self.made is None and self.why is None:
+            shutil.rmtree(self.path, ignore_errors=True)
+            step = self.acc.run("make JPEGs", make_jpegs_command(self.acc.settings, self.path))
+            if step.returncode != 0:
+                self.why = "`cnnbench make-dataset` failed (see Failures)"
+                return None
+            try:
+                self.made = link_copies(self.path / "train", JPEG_DATA.copies)
+            except OSError as exc:
+                step.problem = f"could not copy the class folders: {exc}"
+                self.why = "The class folders could not be copied (see Failures)"
+        return self.made
+
+    def remove(self) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
+def jpeg_section(acc: Acceptance, jpegs: JpegFolder, synthetic: float | None, synthetic_label: str) -> None:
     """resnet50 fed from JPEG files against its synthetic rate (``synthetic``, which
-    ``synthetic_label`` names), and the input pipeline alone. The JPEGs are removed after."""
-    data = acc.settings.work_dir / "jpegs"
-    try:
-        shutil.rmtree(data, ignore_errors=True)
-        _jpeg_runs(acc, data, synthetic, synthetic_label)
-    finally:
-        shutil.rmtree(data, ignore_errors=True)
-
-
-def _jpeg_runs(acc: Acceptance, data: Path, synthetic: float | None, synthetic_label: str) -> None:
+    ``synthetic_label`` names), and the input pipeline alone."""
     s = acc.settings
-    step = acc.run("make JPEGs", make_jpegs_command(s, data))
-    if step.returncode != 0:
-        acc.section("Real JPEGs", ["`cnnbench make-dataset` failed (see Failures): no real-data figures."])
+    made = jpegs.ready()
+    if made is None:
+        acc.section("Real JPEGs", [f"{jpegs.why}: no real-data figures."])
         return
-    try:
-        made = link_copies(data / "train", JPEG_DATA.copies)
-    except OSError as exc:
-        step.problem = f"could not copy the class folders: {exc}"
-        acc.section("Real JPEGs", ["The class folders could not be copied (see Failures): no real-data figures."])
-        return
+    data = jpegs.path
     pipe = acc.cnnbench("JPEG pipeline alone", lambda d: jpeg_pipeline_command(s, d, data))
     train = acc.cnnbench(f"{s.model} on JPEGs", lambda d: jpeg_run_command(s, d, data))
     rows = ["| run | loader processes | img/s | vs synthetic | input wait | host CPU |", "|--|--|--|--|--|--|"]
@@ -837,19 +893,94 @@ def _jpeg_runs(acc: Acceptance, data: Path, synthetic: float | None, synthetic_l
         rows.append(f"| {label} | {fmt(None if fig is None else fig.get('num_workers'))} | {fmt(rate(fig))} | "
                     f"{ratio_text(rate(fig), base) if base else '—'} | {'—' if wait is None else f'{wait:.1%}'} | "
                     f"{'—' if cpu is None else f'{cpu:.0f}%'} |")
-    d = JPEG_DATA
-    how = "hard linked" if not made.copied else f"hard linked ({made.copied:,} files copied: no hard links there)"
-    rows += ["", f"{made.files:,} training JPEGs of {d.size} px at quality {d.quality}: {d.classes} classes of "
-             f"{d.per_class} written by `cnnbench make-dataset`, each class folder {d.copies} times over, {how}, "
-             f"every file read once before the runs (so from the page cache). `--distortions` (random resized crop, "
-             f"flip, colour jitter), cnnbench's default loader processes. The synthetic rate is {synthetic_label} "
-             f"({fmt(synthetic)} img/s)."]
+    rows += ["", f"{jpegs_text(made)} `--distortions` (random resized crop, flip, colour jitter), cnnbench's default "
+             f"loader processes. The synthetic rate is {synthetic_label} ({fmt(synthetic)} img/s)."]
     per = None if pipe is None else pipe.get("images_per_sec_per_worker")
     made_rate, used_rate = rate(pipe), rate(train)
     if made_rate is not None and used_rate is not None:
         rows.append(f"The pipeline alone makes {made_rate / used_rate:.2f}× what {s.model} consumed"
                     + (f" ({fmt(per)} img/s per loader process)." if per is not None else "."))
     acc.section("Real JPEGs", rows)
+
+
+def jpegs_text(made: Copies) -> str:
+    d = JPEG_DATA
+    how = "hard linked" if not made.copied else f"hard linked ({made.copied:,} files copied: no hard links there)"
+    return (f"{made.files:,} training JPEGs of {d.size} px at quality {d.quality}: {d.classes} classes of "
+            f"{d.per_class} written by `cnnbench make-dataset`, each class folder {d.copies} times over, {how}, "
+            f"every file read once before the runs (so from the page cache).")
+
+
+def dali_section(acc: Acceptance, jpegs: JpegFolder, synthetic: float | None, compiled: float | None) -> None:
+    """The same JPEGs through ``--input-pipeline dali``: the pipeline alone into the GPU, then
+    resnet50 fed by it, eager and compiled under reduce-overhead, each against the synthetic
+    rate of the same mode (``synthetic``, ``compiled``: measured here when the sections that
+    measure them did not run), with the host cores each used; and issue 47's goals."""
+    title = "JPEGs through DALI"
+    if not dali_installed():
+        acc.say(f"gpu-check: {DALI_MISSING_LINE}")
+        acc.section(title, [DALI_MISSING_LINE])
+        return
+    made = jpegs.ready()
+    if made is None:
+        acc.section(title, [f"{jpegs.why}: no DALI figures."])
+        return
+    s, data, budget = acc.settings, jpegs.path, DALI_TIMEOUT_S
+    pipe = acc.cnnbench("DALI pipeline alone", lambda d: dali_pipeline_command(s, d, data), budget["pipeline"])
+    eager = acc.cnnbench(f"{s.model} on JPEGs through DALI", lambda d: dali_run_command(s, d, data),
+                         budget["eager"])
+    comp = acc.cnnbench(f"{s.model} on JPEGs through DALI, compiled",
+                        lambda d: dali_run_command(s, d, data, compiled=True), budget["compiled"])
+    if synthetic is None:
+        synthetic = rate(acc.cnnbench("synthetic, for DALI's ratio", lambda d: cnnbench_command(s, d, steps=s.short_steps),
+                                      budget["eager"]))
+    if compiled is None:
+        compiled = rate(acc.cnnbench("synthetic compiled, for DALI's ratio", lambda d: cnnbench_command(
+            s, d, steps=s.short_steps, extra=["--compile-mode", "reduce-overhead"]), budget["compiled"]))
+    rows = ["| run | img/s | vs synthetic | input wait | host CPU | host cores | decoded |", "|--|--|--|--|--|--|--|"]
+    for label, fig, base in (("`cnnbench data --device cuda --input-pipeline dali` (the pipeline alone)", pipe, None),
+                             (f"`cnnbench run` {s.model} through DALI, eager", eager, synthetic),
+                             (f"`cnnbench run` {s.model} through DALI, compiled (reduce-overhead)", comp, compiled)):
+        wait = None if fig is None else fig.get("input_wait_fraction")
+        cpu = None if fig is None else fig.get("host_cpu_percent")
+        cores = None if fig is None else fig.get("host_cores_used")
+        rows.append(f"| {label} | {fmt(rate(fig))} | {ratio_text(rate(fig), base) if base else '—'} | "
+                    f"{'—' if wait is None else f'{wait:.1%}'} | {'—' if cpu is None else f'{cpu:.0f}%'} | "
+                    f"{fmt(cores)} | {decoded_text(fig)} |")
+    rows += ["", f"{jpegs_text(made)} `--distortions` (the crop fused into the decode, flip, colour jitter), DALI's "
+             f"default threads. The synthetic rates are cnnbench's on the device, eager ({fmt(synthetic)} img/s) "
+             f"and under reduce-overhead ({fmt(compiled)} img/s).", "", *dali_goal_lines(pipe, comp, compiled)]
+    acc.section(title, rows)
+
+
+def decoded_text(fig: Mapping[str, Any] | None) -> str:
+    """Where DALI decoded (``mixed``: on the GPU) and the hardware decoder's share, from a record's ``metrics.dali``."""
+    dali = None if fig is None else fig.get("dali")
+    if not isinstance(dali, Mapping):
+        return "—"
+    load = dali.get("hw_decoder_load")
+    return f"{dali.get('decode_device')}" + (f", hardware decoder {load:g}" if isinstance(load, (int, float)) else "")
+
+
+def dali_goal_lines(pipe: Mapping[str, Any] | None, compiled_run: Mapping[str, Any] | None,
+                    compiled_synthetic: float | None) -> list[str]:
+    """Issue 47's goals (:data:`DALI_GOALS`) against what was measured, one line each."""
+    def verdict(value: float | None, goal: float, *, at_most: bool = False) -> str:
+        if value is None:
+            return "not measured"
+        met = value <= goal if at_most else value >= goal
+        return "met" if met else "**not met**"
+
+    g = DALI_GOALS
+    ratio = rate(compiled_run) / compiled_synthetic if rate(compiled_run) is not None and compiled_synthetic else None
+    cores = None if compiled_run is None else compiled_run.get("host_cores_used")
+    return [
+        f"- compiled through DALI / compiled synthetic: {'—' if ratio is None else f'{ratio:.3f}'} "
+        f"(goal ≥ {g['compiled_vs_synthetic']}: {verdict(ratio, g['compiled_vs_synthetic'])});",
+        f"- host cores of that run: {fmt(cores)} (goal ≤ {g['host_cores']:g}: {verdict(cores, g['host_cores'], at_most=True)});",
+        f"- the pipeline alone: {fmt(rate(pipe))} img/s (goal ≥ {g['pipeline_images_per_sec']:,.0f} on one H100: "
+        f"{verdict(rate(pipe), g['pipeline_images_per_sec'])}).",
+    ]
 
 
 def compile_section(acc: Acceptance, eager: float | None) -> float | None:
@@ -1109,12 +1240,20 @@ def accept(acc: Acceptance, gpus: int) -> tuple[bool | None, Verdict | None]:
         acc.section("timm benchmark.py", timm_lines(acc, ours))
     device_round = median_round(acc)
     device = locations_section(acc, device_round) if "locations" not in skip else None
-    if "jpeg" not in skip:
-        jpeg_section(acc, device or ours, "the synthetic-on-the-device run's" if device is not None and
-                     device_round is None else "the cnnbench rounds' median (synthetic input on the device)")
+    jpegs = JpegFolder(acc)
     compiled = None
-    if "compile" not in skip:
-        compiled = compile_section(acc, ours)
+    try:
+        if "jpeg" not in skip:
+            jpeg_section(acc, jpegs, device or ours, "the synthetic-on-the-device run's" if device is not None and
+                         device_round is None else "the cnnbench rounds' median (synthetic input on the device)")
+        if "compile" not in skip:
+            compiled = compile_section(acc, ours)
+        if "dali" not in skip:
+            reduce_overhead = acc.records.get("cnnbench compile reduce-overhead")
+            dali_section(acc, jpegs, device or ours,
+                         None if reduce_overhead is None else record_figures(reduce_overhead)["images_per_sec"])
+    finally:
+        jpegs.remove()
     if "ddp" not in skip:
         ddp_section(acc, gpus, ours)
     if "fsdp" not in skip:
@@ -1174,14 +1313,25 @@ def main(argv: Sequence[str] | None = None, *, gpus: Callable[[], int] = count_g
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
-    skip = frozenset(x for x in (args.skip or "").split(",") if x)
-    unknown = skip - set(SECTIONS)
-    if unknown:
-        raise SystemExit(f"gpu-check: --skip: unknown section(s) {', '.join(sorted(unknown))}; "
-                         f"choose from {', '.join(SECTIONS)}")
+    skip = _sections(args.skip, "--skip")
+    only = _sections(args.only, "--only")
+    if skip and only:
+        raise SystemExit("gpu-check: --skip and --only: give one of them")
+    if only:
+        skip = frozenset(SECTIONS) - only
     return Settings(warmup=args.warmup, steps=args.steps, short_steps=args.short_steps, rounds=args.rounds,
                     timm_benchmark=args.timm_benchmark or None, work_dir=Path(args.work_dir), skip=skip,
                     compile_step=args.compile_step)
+
+
+def _sections(text: str | None, flag: str) -> frozenset[str]:
+    """The sections a comma-separated ``--skip``/``--only`` names (exits in one line naming any unknown)."""
+    named = frozenset(x for x in (text or "").split(",") if x)
+    unknown = named - set(SECTIONS)
+    if unknown:
+        raise SystemExit(f"gpu-check: {flag}: unknown section(s) {', '.join(sorted(unknown))}; "
+                         f"choose from {', '.join(SECTIONS)}")
+    return named
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
@@ -1195,6 +1345,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--steps", type=int, default=Settings.steps, help="timed steps of the cnnbench / bare rounds")
     p.add_argument("--short-steps", type=int, default=Settings.short_steps, help="timed steps of the other runs")
     p.add_argument("--skip", default="", help=f"comma-separated sections to leave out: {','.join(SECTIONS)}")
+    p.add_argument("--only", default="", help="comma-separated sections to run, the others left out "
+                   "(--only dali: the DALI step alone)")
     p.add_argument("--compile-step", action="store_true",
                    help="also time the bare loop with optimizer.step compiled under reduce-overhead against the "
                         "model compiled alone (about 45 s more on one H100)")

@@ -125,6 +125,15 @@ class FakeGpuMachine:
             if "data" in cmd:  # cnnbench data: the pipeline alone
                 record["config"]["mode"] = "data"
                 record["metrics"].update(total_images_per_sec=7000.0, images_per_sec_per_worker=466.7)
+            if "--input-pipeline" in cmd:  # DALI: decoded on the GPU, a few host cores
+                compiled = "--compile-mode" in cmd
+                record["config"]["input_pipeline"] = _arg(cmd, "--input-pipeline")
+                record["metrics"]["dali"] = {"decode_device": "mixed", "hw_decoder_load": 0.65, "threads": 4}
+                record["metrics"]["host_telemetry"] = {"cpu_percent_mean": 20.0, "cores_used_mean": 5.0 if compiled else 3.2}
+                record["metrics"]["total_images_per_sec"] = (
+                    13000.0 if "data" in cmd else self.ours * (1.2 * 0.98 if compiled else 0.99))
+            elif "--compile-mode" in cmd and "run" in cmd:  # synthetic, compiled: 1.2 times the eager rate
+                record["metrics"]["total_images_per_sec"] = self.ours * 1.2
             if "--local-parameter-device" in cmd:  # a parameter server: the host waits where its master is
                 record["metrics"].update(step_syncs_host=_arg(cmd, "--local-parameter-device") == "cpu",
                                          optimizer_implementation="fused")
@@ -213,7 +222,7 @@ def test_a_failed_gpu_test_fails_the_machine(tmp_path):
 def test_cnnbench_and_bare_alternate_which_goes_first(tmp_path):
     machine = FakeGpuMachine()
     _accept(tmp_path, machine, "--rounds", "3", "--skip",
-            "tests,timm,locations,jpeg,compile,ddp,fsdp,parameter_server,comm,sysinfo")
+            "tests,timm,locations,jpeg,compile,ddp,fsdp,parameter_server,comm,sysinfo,dali")
     order = ["bare" if "bare" in c else "cnnbench" for c in machine.commands]
     assert order == ["cnnbench", "bare", "bare", "cnnbench", "cnnbench", "bare"]
 
@@ -497,7 +506,7 @@ def test_a_run_that_exits_0_without_a_record_is_a_failure(tmp_path):
             return ga.Completed(0, "", "", 1.0)  # exits 0, writes no record
         return machine(cmd, timeout_s)
 
-    _, summary, _ = _accept(tmp_path, no_record, "--skip", "tests,timm,compile,ddp,sysinfo")
+    _, summary, _ = _accept(tmp_path, no_record, "--skip", "tests,timm,compile,ddp,sysinfo,dali")
     assert "### synthetic loader (exit 0; no record under" in summary
 
 
@@ -518,7 +527,7 @@ def test_summary_has_every_figure(tmp_path):
 
 def test_real_jpegs_feed_the_model_and_the_pipeline_alone(tmp_path):
     machine = FakeGpuMachine(ours=3000.0)
-    _, summary, _ = _accept(tmp_path, machine, "--skip", "tests,bare,timm,compile,ddp,sysinfo")
+    _, summary, _ = _accept(tmp_path, machine, "--skip", "tests,bare,timm,compile,ddp,sysinfo,dali")
     joined = [" ".join(c) for c in machine.commands]
     data = str(tmp_path / "work" / "jpegs")
     made = [c for c in machine.commands if "make-dataset" in c]
@@ -543,7 +552,7 @@ def test_real_jpegs_feed_the_model_and_the_pipeline_alone(tmp_path):
 
 def test_jpegs_that_cannot_be_made_give_no_real_data_runs(tmp_path):
     machine = FakeGpuMachine(fail={"make-dataset": (1, "No space left on device")})
-    _, summary, _ = _accept(tmp_path, machine, "--skip", "tests,bare,timm,compile,ddp,sysinfo")
+    _, summary, _ = _accept(tmp_path, machine, "--skip", "tests,bare,timm,compile,ddp,sysinfo,dali")
     assert not any("--data-dir" in c for c in machine.commands)
     assert "`cnnbench make-dataset` failed (see Failures)" in summary
     assert "### make JPEGs (exit 1)" in summary and "No space left on device" in summary
@@ -563,7 +572,7 @@ def test_the_device_location_is_the_median_round_where_the_rounds_ran(tmp_path):
         return machine(cmd, timeout_s)
 
     _, summary, _ = _accept(tmp_path, rounds_differ, "--skip",
-                            "tests,timm,jpeg,compile,ddp,fsdp,parameter_server,sysinfo")
+                            "tests,timm,jpeg,compile,ddp,fsdp,parameter_server,sysinfo,dali")
     assert not any("--synthetic-location" in c and _arg(c, "--synthetic-location") == "device"
                    and _arg(c, "--num-batches") == "50" for c in machine.commands)
     section = summary.split("## Synthetic input location", 1)[1].split("##", 1)[0]
@@ -584,7 +593,7 @@ def test_with_an_even_number_of_rounds_the_device_location_runs_on_its_own(tmp_p
             machine.ours = 2950.0
         return machine(cmd, timeout_s)
 
-    _, summary, _ = _accept(tmp_path, rounds_differ, "--rounds", "2", "--skip", "tests,timm,compile,ddp,sysinfo")
+    _, summary, _ = _accept(tmp_path, rounds_differ, "--rounds", "2", "--skip", "tests,timm,compile,ddp,sysinfo,dali")
     assert any("--synthetic-location" in c and _arg(c, "--synthetic-location") == "device"
                and _arg(c, "--num-batches") == "50" for c in machine.commands)
     assert "Median cnnbench 2,900.0" in summary
@@ -593,14 +602,14 @@ def test_with_an_even_number_of_rounds_the_device_location_runs_on_its_own(tmp_p
 
 
 def test_jpegs_against_the_rounds_median_where_no_location_ran(tmp_path):
-    _, summary, _ = _accept(tmp_path, FakeGpuMachine(ours=3000.0), "--skip", "tests,timm,locations,compile,ddp,sysinfo")
+    _, summary, _ = _accept(tmp_path, FakeGpuMachine(ours=3000.0), "--skip", "tests,timm,locations,compile,ddp,sysinfo,dali")
     assert ("The synthetic rate is the cnnbench rounds' median (synthetic input on the device) (3,000.0 img/s)"
             in summary)
 
 
 def test_a_failed_pipeline_alone_still_runs_the_model_on_the_jpegs(tmp_path):
     machine = FakeGpuMachine(fail={"data": (1, "RuntimeError: DataLoader worker (pid 12) is killed by signal")})
-    _, summary, _ = _accept(tmp_path, machine, "--skip", "tests,bare,timm,compile,ddp,sysinfo")
+    _, summary, _ = _accept(tmp_path, machine, "--skip", "tests,bare,timm,compile,ddp,sysinfo,dali")
     assert "| `cnnbench data --device cuda` (the pipeline alone) | — | — | — | — | — |" in summary
     assert "| `cnnbench run` resnet50 on the JPEGs | 15 | 2,910.0 | 0.970 |" in summary
     assert "### JPEG pipeline alone (exit 1)" in summary and "killed by signal" in summary
@@ -639,7 +648,7 @@ def test_compiling_the_optimizer_step_that_does_not_help_is_said(tmp_path):
 
 def test_the_compiled_optimizer_step_is_timed_only_when_asked(tmp_path):
     machine = FakeGpuMachine()
-    _, summary, _ = _accept(tmp_path, machine, "--skip", "tests,timm,locations,jpeg,ddp,sysinfo")
+    _, summary, _ = _accept(tmp_path, machine, "--skip", "tests,timm,locations,jpeg,ddp,sysinfo,dali")
     assert not any("--compile-step" in c for c in machine.commands)
     assert "Compiling optimizer.step too: not measured (`--compile-step` adds it)." in summary
     assert "bare, model and optimizer.step compiled" not in summary
@@ -731,7 +740,8 @@ def test_timm_command_matches_the_configuration():
     assert _arg(cmd, "--num-warm-iter") == "20" and _arg(cmd, "--num-bench-iter") == "100"
 
 
-def test_every_step_runs_the_variant_it_names(tmp_path):
+def test_every_step_runs_the_variant_it_names(tmp_path, monkeypatch):
+    monkeypatch.setattr(ga, "dali_installed", lambda: True)
     machine = FakeGpuMachine()
     _accept(tmp_path, machine, "--rounds", "1", "--timm-benchmark", "/t/benchmark.py", "--compile-step", gpus=4)
     joined = [" ".join(c) for c in machine.commands]
@@ -740,9 +750,12 @@ def test_every_step_runs_the_variant_it_names(tmp_path):
                and "torch.distributed.run" not in c]
     assert [c.split("--synthetic-location ")[1].split()[0] for c in located] == ["device", "host", "loader"]
     assert "--num-batches 100" in located[0]  # the round; no location run of its own for the device
-    assert any(" make-dataset " in c for c in joined) and sum("--data-dir" in c for c in joined) == 2
+    assert sum(" make-dataset " in c for c in joined) == 1  # the JPEGs made once, for both pipelines
+    assert sum("--data-dir" in c and "--input-pipeline" not in c for c in joined) == 2
+    dali = [c for c in joined if "--input-pipeline dali" in c]
+    assert len(dali) == 3 and " data " in dali[0] and "--compile-mode reduce-overhead" in dali[2]
     assert sum(c.endswith("--compile") for c in joined) == 1
-    assert sum("--compile-mode reduce-overhead" in c and " run " in c for c in joined) == 1
+    assert sum("--compile-mode reduce-overhead" in c and " run " in c and "dali" not in c for c in joined) == 1
     bare_compiled = [c for c in joined if " bare " in c and "--compile-mode reduce-overhead" in c]
     assert len(bare_compiled) == 2 and sum(c.endswith("--compile-step") for c in bare_compiled) == 1
     assert any("--nproc-per-node 4" in c for c in joined)
@@ -753,6 +766,71 @@ def test_a_command_past_its_time_is_stopped_with_124():
     done = ga.run_command([sys.executable, "-c", "import time; print('started', flush=True); time.sleep(60)"], 2)
     assert done.returncode == 124 and "started" in done.stdout and "stopped after 2 s" in done.stderr
     assert done.seconds < 30
+
+
+def _dali_section(summary: str) -> str:
+    return summary.split("## JPEGs through DALI", 1)[1].split("\n## ", 1)[0]
+
+
+def test_dali_feeds_the_model_eager_and_compiled_against_the_synthetic_rates(tmp_path, monkeypatch):
+    monkeypatch.setattr(ga, "dali_installed", lambda: True)
+    machine = FakeGpuMachine(ours=3000.0)
+    _, summary, _ = _accept(tmp_path, machine, "--skip", "tests,bare,timm,locations,ddp,fsdp,parameter_server,comm,"
+                            "sysinfo", "--rounds", "1")
+    section = _dali_section(summary)
+    assert "| `cnnbench data --device cuda --input-pipeline dali` (the pipeline alone) | 13,000.0 | — |" in section
+    # against the compile section's reduce-overhead run (3,600 img/s), not the eager rate
+    assert "| `cnnbench run` resnet50 through DALI, compiled (reduce-overhead) | 3,528.0 | 0.980 | 1.0% | 20% | 5.0 | " \
+           "mixed, hardware decoder 0.65 |" in section
+    assert "- compiled through DALI / compiled synthetic: 0.980 (goal ≥ 0.97: met);" in section
+    assert "- host cores of that run: 5.0 (goal ≤ 4: **not met**);" in section
+    assert "- the pipeline alone: 13,000.0 img/s (goal ≥ 12,000 on one H100: met)." in section
+    joined = [" ".join(c) for c in machine.commands]
+    assert sum(" make-dataset " in c for c in joined) == 1
+    assert not any("for DALI's ratio" in c for c in joined)  # the rates were there: nothing run again
+    assert not (tmp_path / "work" / "jpegs").exists()  # removed at the end
+
+
+def test_only_dali_runs_the_dali_step_alone_with_its_own_synthetic_rates(tmp_path, monkeypatch):
+    monkeypatch.setattr(ga, "dali_installed", lambda: True)
+    machine = FakeGpuMachine(ours=3000.0)
+    code, summary, _ = _accept(tmp_path, machine, "--only", "dali")
+    joined = [" ".join(c) for c in machine.commands]
+    assert not any("test_gpu.py" in c or " bare " in c or c.endswith(" sysinfo") or "--bench" in c for c in joined)
+    assert sum(" make-dataset " in c for c in joined) == 1 and sum("--input-pipeline dali" in c for c in joined) == 3
+    synthetic = [c for c in joined if "--synthetic-location device" in c]
+    assert len(synthetic) == 2 and "--compile-mode reduce-overhead" in synthetic[1]  # eager, then compiled
+    section = _dali_section(summary)
+    assert "| `cnnbench run` resnet50 through DALI, eager | 2,970.0 | 0.990 |" in section
+    assert "compiled synthetic: 0.980 (goal ≥ 0.97: met)" in section
+    assert "## Real JPEGs" not in summary and "## torch.compile" not in summary
+    assert code == 0
+
+
+def test_without_dali_the_step_says_so_in_one_line_and_runs_nothing(tmp_path, monkeypatch):
+    monkeypatch.setattr(ga, "dali_installed", lambda: False)
+    machine = FakeGpuMachine()
+    _, summary, said = _accept(tmp_path, machine, "--only", "dali")
+    assert machine.commands == []  # not even the JPEGs
+    assert f"gpu-check: {ga.DALI_MISSING_LINE}" in said and "cnnbench[dali]" in ga.DALI_MISSING_LINE
+    assert _dali_section(summary).strip() == ga.DALI_MISSING_LINE
+
+
+def test_jpegs_that_cannot_be_made_give_no_dali_runs(tmp_path, monkeypatch):
+    monkeypatch.setattr(ga, "dali_installed", lambda: True)
+    machine = FakeGpuMachine(fail={"make-dataset": (1, "No space left on device")})
+    _, summary, _ = _accept(tmp_path, machine, "--only", "jpeg,dali")
+    joined = [" ".join(c) for c in machine.commands]
+    assert joined and all(" make-dataset " in c for c in joined) and len(joined) == 1  # tried once, not per step
+    assert "`cnnbench make-dataset` failed (see Failures): no DALI figures." in _dali_section(summary)
+
+
+def test_skip_and_only_together_are_refused():
+    with pytest.raises(SystemExit, match="give one of them"):
+        ga.settings_from(ga.parse_args(["--skip", "tests", "--only", "dali"]))
+    with pytest.raises(SystemExit, match="--only: unknown section"):
+        ga.settings_from(ga.parse_args(["--only", "dali,nope"]))
+    assert ga.settings_from(ga.parse_args(["--only", "dali"])).skip == frozenset(ga.SECTIONS) - {"dali"}
 
 
 def test_unknown_skip_is_refused():
