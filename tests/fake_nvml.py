@@ -49,6 +49,7 @@ class FakeGpu:
     utilization_pct: list[int] | None = field(default_factory=lambda: [0])
     reasons: list[int] | None = field(default_factory=lambda: [0])
     energy_mj: list[int] | None = None
+    memory_used_bytes: list[int] | None = field(default_factory=lambda: [0])
     processes: list[tuple[int, int]] = field(default_factory=list)
     """(pid, used memory in bytes) of compute processes."""
     process_sm_pct: dict[int, int] | None = None
@@ -141,7 +142,8 @@ class FakeNvml:
             "nvmlDeviceGetName": lambda h: gpu(h).name,
             "nvmlDeviceGetUUID": lambda h: gpu(h).uuid,
             "nvmlDeviceGetPciInfo": lambda h: types.SimpleNamespace(busId=gpu(h).bus_id),
-            "nvmlDeviceGetMemoryInfo": lambda h: types.SimpleNamespace(total=gpu(h).memory_bytes, used=0),
+            "nvmlDeviceGetMemoryInfo": lambda h: types.SimpleNamespace(total=gpu(h).memory_bytes,
+                                                                        used=gpu(h).next("memory_used_bytes")),
             "nvmlDeviceGetCudaComputeCapability": lambda h: gpu(h).compute_capability,
             "nvmlDeviceGetCurrPcieLinkGeneration": lambda h: gpu(h).pcie[0],
             "nvmlDeviceGetCurrPcieLinkWidth": lambda h: gpu(h).pcie[1],

@@ -61,8 +61,8 @@ def _sampled(sampler: TelemetrySampler, extra_samples: int) -> dict:
 def test_means_maxima_energy_from_power_and_throttling(nvml):
     gpu = FakeGpu(power_mw=[100_000, 200_000, 300_000, 100_000], sm_clock_mhz=[1900, 1800, 1000, 1900],
                   memory_clock_mhz=[2600], temperature_c=[50, 60, 70, 80], utilization_pct=[0, 90, 100, 50],
-                  reasons=[0, 0x4, 0x1, 0], energy_mj=None)
-    idle = FakeGpu(power_mw=[50_000], reasons=[0x1, 0x2, 0x10, 0x100], energy_mj=None)
+                  reasons=[0, 0x4, 0x1, 0], energy_mj=None, memory_used_bytes=[2 << 30, 9 << 30, 7 << 30, 7 << 30])
+    idle = FakeGpu(power_mw=[50_000], reasons=[0x1, 0x2, 0x10, 0x100], energy_mj=None, memory_used_bytes=None)
     fake = nvml([gpu, idle])
     # clock: the window opens at 0 (start), samples at 0, 1, 2, the window closes at 3 (stop), last sample at 4
     sampler = TelemetrySampler([0, 1], interval_s=3600, clock=ScriptedClock([0.0, 0.0, 1.0, 2.0, 3.0, 4.0]))
@@ -74,6 +74,8 @@ def test_means_maxima_energy_from_power_and_throttling(nvml):
     assert g0["memory_clock_mean_mhz"] == 2600.0
     assert g0["temperature_mean_c"] == 65.0 and g0["temperature_max_c"] == 80.0
     assert g0["utilization_mean_pct"] == 60.0 and g0["utilization_max_pct"] == 100.0
+    # the most device memory in use, NVML's (torch's allocator does not see DALI's pool)
+    assert g0["memory_used_max_bytes"] == 9 << 30 and g1["memory_used_max_bytes"] is None  # not read: null
     # trapezoids over the window t = 0..3 s: (100+200)/2 + (200+300)/2 + (300+100)/2; the
     # sample after the window's end counts at its edge
     assert g0["energy_j"] == 600.0 and g0["energy_source"] == "power samples"

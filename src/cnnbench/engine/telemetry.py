@@ -96,6 +96,7 @@ class GpuReader:
     def sample(self, t: float) -> GpuSample:
         power = self._get("nvmlDeviceGetPowerUsage")
         util = self._get("nvmlDeviceGetUtilizationRates")
+        memory = self._get("nvmlDeviceGetMemoryInfo")
         reasons = self._get("nvmlDeviceGetCurrentClocksEventReasons")
         if reasons is None:
             reasons = self._get("nvmlDeviceGetCurrentClocksThrottleReasons")
@@ -108,6 +109,7 @@ class GpuReader:
             utilization_pct=getattr(util, "gpu", None),
             memory_utilization_pct=getattr(util, "memory", None),
             reasons=int(reasons) if reasons is not None else None,
+            memory_used_bytes=int(memory.used) if getattr(memory, "used", None) is not None else None,
         )
 
     def energy_mj(self) -> int | None:

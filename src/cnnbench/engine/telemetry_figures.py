@@ -28,6 +28,9 @@ class GpuSample:
     utilization_pct: float | None = None
     memory_utilization_pct: float | None = None
     reasons: int | None = None
+    memory_used_bytes: int | None = None
+    """The device's memory in use, every process's (NVML): also what torch's allocator does not
+    see, such as DALI's pool, which it keeps until the process ends."""
 
 
 @dataclass
@@ -75,14 +78,17 @@ Window = tuple[tuple[float, int | None], tuple[float, int | None]]
 
 def gpu_summary(index: int, name: str | None, samples: Sequence[GpuSample], *, complete: bool = True,
                 window: Window | None = None, sm_clock_limit_mhz: float | None = None) -> dict[str, Any]:
-    """Mean and maximum of each reading, the energy over the timed ``window``, the power
-    cap, the throttle reasons seen and how the busy SM clock compares with its maximum."""
+    """Mean and maximum of each reading, the most device memory in use (NVML's, every process's),
+    the energy over the timed ``window``, the power cap, the throttle reasons seen and how the
+    busy SM clock compares with its maximum."""
     out: dict[str, Any] = {"index": index, "name": name, "samples": len(samples)}
     for reading, unit in (("power", "w"), ("sm_clock", "mhz"), ("memory_clock", "mhz"), ("temperature", "c"),
                           ("utilization", "pct")):
         xs = _values(samples, f"{reading}_{unit}")
         out[f"{reading}_mean_{unit}"] = _rounded(_mean(xs))
         out[f"{reading}_max_{unit}"] = _rounded(max(xs)) if xs else None
+    used = [s.memory_used_bytes for s in samples if s.memory_used_bytes is not None]
+    out["memory_used_max_bytes"] = max(used) if used else None
     energy, source = _window_energy(samples, complete, window)
     out["energy_j"] = _rounded(energy, 3)
     out["energy_source"] = source
