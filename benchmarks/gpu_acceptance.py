@@ -932,8 +932,8 @@ def dali_section(acc: Acceptance, jpegs: JpegFolder, synthetic: float | None, co
     comp = acc.cnnbench(f"{s.model} on JPEGs through DALI, compiled",
                         lambda d: dali_run_command(s, d, data, compiled=True), budget["compiled"])
     if synthetic is None:
-        synthetic = rate(acc.cnnbench("synthetic, for DALI's ratio", lambda d: cnnbench_command(s, d, steps=s.short_steps),
-                                      budget["eager"]))
+        synthetic = rate(acc.cnnbench("synthetic, for DALI's ratio",
+                                      lambda d: cnnbench_command(s, d, steps=s.short_steps), budget["eager"]))
     if compiled is None:
         compiled = rate(acc.cnnbench("synthetic compiled, for DALI's ratio", lambda d: cnnbench_command(
             s, d, steps=s.short_steps, extra=["--compile-mode", "reduce-overhead"]), budget["compiled"]))
@@ -977,7 +977,8 @@ def dali_goal_lines(pipe: Mapping[str, Any] | None, compiled_run: Mapping[str, A
     return [
         f"- compiled through DALI / compiled synthetic: {'—' if ratio is None else f'{ratio:.3f}'} "
         f"(goal ≥ {g['compiled_vs_synthetic']}: {verdict(ratio, g['compiled_vs_synthetic'])});",
-        f"- host cores of that run: {fmt(cores)} (goal ≤ {g['host_cores']:g}: {verdict(cores, g['host_cores'], at_most=True)});",
+        f"- host cores of that run: {fmt(cores)} "
+        f"(goal ≤ {g['host_cores']:g}: {verdict(cores, g['host_cores'], at_most=True)});",
         f"- the pipeline alone: {fmt(rate(pipe))} img/s (goal ≥ {g['pipeline_images_per_sec']:,.0f} on one H100: "
         f"{verdict(rate(pipe), g['pipeline_images_per_sec'])}).",
     ]

@@ -129,7 +129,8 @@ class FakeGpuMachine:
                 compiled = "--compile-mode" in cmd
                 record["config"]["input_pipeline"] = _arg(cmd, "--input-pipeline")
                 record["metrics"]["dali"] = {"decode_device": "mixed", "hw_decoder_load": 0.65, "threads": 4}
-                record["metrics"]["host_telemetry"] = {"cpu_percent_mean": 20.0, "cores_used_mean": 5.0 if compiled else 3.2}
+                record["metrics"]["host_telemetry"] = {"cpu_percent_mean": 20.0,
+                                                       "cores_used_mean": 5.0 if compiled else 3.2}
                 record["metrics"]["total_images_per_sec"] = (
                     13000.0 if "data" in cmd else self.ours * (1.2 * 0.98 if compiled else 0.99))
             elif "--compile-mode" in cmd and "run" in cmd:  # synthetic, compiled: 1.2 times the eager rate
@@ -602,7 +603,8 @@ def test_with_an_even_number_of_rounds_the_device_location_runs_on_its_own(tmp_p
 
 
 def test_jpegs_against_the_rounds_median_where_no_location_ran(tmp_path):
-    _, summary, _ = _accept(tmp_path, FakeGpuMachine(ours=3000.0), "--skip", "tests,timm,locations,compile,ddp,sysinfo,dali")
+    _, summary, _ = _accept(tmp_path, FakeGpuMachine(ours=3000.0), "--skip",
+                            "tests,timm,locations,compile,ddp,sysinfo,dali")
     assert ("The synthetic rate is the cnnbench rounds' median (synthetic input on the device) (3,000.0 img/s)"
             in summary)
 
@@ -780,8 +782,8 @@ def test_dali_feeds_the_model_eager_and_compiled_against_the_synthetic_rates(tmp
     section = _dali_section(summary)
     assert "| `cnnbench data --device cuda --input-pipeline dali` (the pipeline alone) | 13,000.0 | — |" in section
     # against the compile section's reduce-overhead run (3,600 img/s), not the eager rate
-    assert "| `cnnbench run` resnet50 through DALI, compiled (reduce-overhead) | 3,528.0 | 0.980 | 1.0% | 20% | 5.0 | " \
-           "mixed, hardware decoder 0.65 |" in section
+    assert ("| `cnnbench run` resnet50 through DALI, compiled (reduce-overhead) | 3,528.0 | 0.980 | 1.0% | 20% | "
+            "5.0 | mixed, hardware decoder 0.65 |") in section
     assert "- compiled through DALI / compiled synthetic: 0.980 (goal ≥ 0.97: met);" in section
     assert "- host cores of that run: 5.0 (goal ≤ 4: **not met**);" in section
     assert "- the pipeline alone: 13,000.0 img/s (goal ≥ 12,000 on one H100: met)." in section

@@ -50,7 +50,8 @@ def _real(config: Any) -> None:
     _folder(config)
     unused(config, "synthetic_location", "with --data-dir (images are read, not made)")
     if config.input_pipeline != "dali":
-        unused(config, "dali_hw_decoder_load", f"with --input-pipeline {config.input_pipeline or DEFAULT_INPUT_PIPELINE} "
+        pipeline = config.input_pipeline or DEFAULT_INPUT_PIPELINE
+        unused(config, "dali_hw_decoder_load", f"with --input-pipeline {pipeline} "
                                                "(it sets DALI's hardware JPEG decoder: --input-pipeline dali)")
 
 
