@@ -8,7 +8,7 @@ import pytest
 
 from cnnbench.cli import main
 from cnnbench.config import ConfigError, RunConfig
-from cnnbench.results.record import error_text
+from cnnbench.results.error_text import error_text
 from cnnbench.results.store import read_records
 from cnnbench.sweep.runner import SweepOptions, run_suite
 from cnnbench.sweep.suite import SuiteError, parse_suite

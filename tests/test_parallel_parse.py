@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from cnnbench.results import cache, cache_body, cache_shape, file_ranges, parallel_parse, reader
+from cnnbench.results import cache, file_ranges, parallel_parse, reader
 from cnnbench.results.store import read_records
 from tests.test_store_cache import odd_lines, rec, same
 
@@ -100,8 +100,8 @@ def test_the_childrens_rows_are_written_as_their_processes_wrote_them(big, monke
     reader's own as it dumped them while the children finished: none is dumped as the cache is
     written (the cache is byte for byte one process's: above)."""
     seen: list[tuple[int, list]] = []
-    real = cache_body.rows_pieces
-    monkeypatch.setattr(cache_body, "rows_pieces", lambda rows, texts: seen.append((len(rows), list(texts)))
+    real = cache.rows_pieces
+    monkeypatch.setattr(cache, "rows_pieces", lambda rows, texts: seen.append((len(rows), list(texts)))
                         or real(rows, texts))
     records, _ = read_records(big.parent)
     assert len(forks) == 3 and len(seen) == 1
@@ -450,7 +450,7 @@ def test_a_part_being_checked_is_not_lost_to_an_interrupt(big, monkeypatch, fork
     def interrupted(*args):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cache_shape, "check_shape", interrupted)  # as the part is read
+    monkeypatch.setattr(cache, "check_shape", interrupted)  # as the part is read
     with pytest.raises(KeyboardInterrupt):
         read_records(big.parent)
     assert len(forks) == 3 and reaped(forks)

@@ -353,7 +353,7 @@ def test_every_csv_goes_through_the_one_writer():
 def test_the_import_check_finds_what_a_reader_drops(rec):
     import copy
 
-    from cnnbench.results.record import drop_unusable_figures, unusable_figure
+    from cnnbench.results.cleaning import drop_unusable_figures, unusable_figure
 
     dropped = drop_unusable_figures(copy.deepcopy(rec))
     found = unusable_figure(rec)

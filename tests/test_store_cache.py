@@ -4,8 +4,10 @@ or foreign cache is ignored and rebuilt; the results file is never touched."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -294,3 +296,17 @@ def test_no_cache_is_built_where_none_can_be_written(store, monkeypatch):
     monkeypatch.setattr(cache.CachedRecords, "add", lambda self, r: built.append(1) or real_add(self, r))
     assert same(read_records(store.parent), plain_read(store, monkeypatch))
     assert built == [] and not cache.cache_path(store).exists()
+
+
+@pytest.mark.parametrize("name", ["record", "cleaning", "migrate", "step_summary"])
+def test_a_cache_follows_the_code_its_records_were_read_with(tmp_path, monkeypatch, name):
+    """The record contract, the cleaning of unusable figures, the migrations and the step-time
+    summaries each decide what a cached record holds: a change to the source of any of them
+    makes another cache key (a cache written before is not used)."""
+    module = importlib.import_module(f"cnnbench.results.{name}")
+    key = cache.code_key()
+    changed = tmp_path / f"{name}.py"
+    changed.write_bytes(Path(module.__file__).read_bytes() + b"\n# changed\n")
+    monkeypatch.setattr(module, "__file__", str(changed))
+    monkeypatch.setattr(cache, "_CODE_KEY", [])
+    assert cache.code_key() != key

@@ -142,7 +142,7 @@ def _under_torchrun(config: RunConfig, emit: Any, *, quiet: bool) -> int:
         raise UserError.from_config(exc) from None
     except Exception as exc:  # this worker failed; rank 0 has recorded it
         if main:
-            from cnnbench.results.record import error_text
+            from cnnbench.results.error_text import error_text
 
             first = error_text(exc).splitlines()[0]
             print(f"cnnbench run: error: {first} (recorded in {config.results_dir})", file=sys.stderr)

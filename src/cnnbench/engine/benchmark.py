@@ -59,7 +59,9 @@ from cnnbench.engine.stats import throughput_stats
 from cnnbench.machine.affinity import cpu_count_available
 from cnnbench.machine.environment import capture_environment
 from cnnbench.oom import is_out_of_memory
-from cnnbench.results.record import Record, error_text, new_run_id, now_iso
+from cnnbench.results.error_text import error_text
+from cnnbench.results.record import Record
+from cnnbench.results.stamps import new_run_id, now_iso
 
 log = logging.getLogger(__name__)
 

@@ -39,7 +39,9 @@ from cnnbench.engine.timer import synchronize
 from cnnbench.machine.affinity import cpu_count_available
 from cnnbench.machine.devices import cuda_available, resolve_device_kind
 from cnnbench.machine.environment import capture_environment
-from cnnbench.results.record import Record, error_text, now_iso
+from cnnbench.results.error_text import error_text
+from cnnbench.results.record import Record
+from cnnbench.results.stamps import now_iso
 from cnnbench.words import plural
 
 log = logging.getLogger(__name__)

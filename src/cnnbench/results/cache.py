@@ -43,13 +43,14 @@ import stat
 import struct
 import time
 from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
 
 import orjson
 
-from cnnbench.results import cache_body, cache_shape, files
+from cnnbench.results import files
 from cnnbench.results import step_summary as summary
 from cnnbench.results.cache_columns import DeferredColumn, defer_column, read_column
 from cnnbench.results.crc import Crc32, hexdigest
@@ -90,13 +91,14 @@ _CODE_KEY: list[str] = []
 
 
 def code_key() -> str:
-    """What the cached records depend on besides the file: the record contract, the
-    migrations and the run options' types (from their source), and this cache's format."""
+    """What the cached records depend on besides the file: the record contract, the cleaning of
+    figures no reader can compute with, the migrations and the run options' types (from their
+    source), and this cache's format."""
     if not _CODE_KEY:
-        from cnnbench.results import migrate, record
+        from cnnbench.results import cleaning, migrate, record
 
         digest = hashlib.sha256(f"{_FORMAT}".encode())
-        for module in (record, migrate, summary):
+        for module in (record, cleaning, migrate, summary):
             digest.update(Path(str(module.__file__)).read_bytes())
         digest.update(repr(record._config_groups()).encode())
         _CODE_KEY.append(digest.hexdigest())
@@ -124,6 +126,9 @@ def _finite(value: Any) -> bool:
     """False for a float NaN or infinity (anything else: True)."""
     return type(value) is not float or math.isfinite(value)
 _FLOATS = frozenset({float})
+
+RowText = tuple[int, int, bytes]
+"""``(first row, rows, text)``: the JSON text (an array) of ``rows`` consecutive rows."""
 
 
 @dataclass
@@ -156,7 +161,7 @@ class CachedRecords:
     digest: Crc32 | None = field(default_factory=Crc32, repr=False)
     """A running CRC-32 of the covered bytes, when known (whoever extends :attr:`end` updates
     it); None: :func:`write` hashes them from the file."""
-    row_texts: list[cache_body.RowText] = field(default_factory=list, repr=False)
+    row_texts: list[RowText] = field(default_factory=list, repr=False)
     """JSON texts of consecutive rows as they are (a forked part's): written, not dumped again."""
     prefix: str = field(default="", repr=False)
     """The CRC-32 of the covered bytes that the cache file records (set by :func:`load`)."""
@@ -281,9 +286,96 @@ class CachedRecords:
             lines.append(ProblemLine(position, line, base64.b64decode(text, validate=True)))
         cached = cls(end=end, digest=None, next_line=next_line, sections=sections, rows=rows, refs=tuple(refs),
                      step_counts=counts, steps=None, summaries=None, problems=lines)
-        cache_shape.check_shape(cached, len(_SECTIONS))
+        check_shape(cached, len(_SECTIONS))
         cached._section_index = {orjson.dumps(s): i for i, s in enumerate(sections)}  # -1s are found again
         return cached
+
+
+Piece = bytes | memoryview
+
+
+def pieces(cached: CachedRecords) -> tuple[list[Piece], tuple[int, int]]:
+    """The JSON body of the cache in pieces, in order, and where its rows' array lies in it
+    (offset, length): the text ``orjson.dumps`` gives for ``[end, next_line, sections, rows,
+    refs, step_counts, problems]``, hashed and written one piece after another, never joined
+    into one text (70 MB for 100,000 engine records).
+
+    Rows whose JSON text is at hand (:attr:`CachedRecords.row_texts`) are that text instead of
+    being dumped again: a part of a cold read parsed in a forked process
+    (:mod:`cnnbench.results.parallel_parse`) arrives as the text its process wrote, from which
+    this process made its rows, and orjson writes a value it read back to the same bytes."""
+    head = orjson.dumps([cached.end, cached.next_line, cached.sections])
+    tail = orjson.dumps([list(cached.refs), cached.step_counts,
+                         [[p.position, p.line, base64.b64encode(p.raw).decode()] for p in cached.problems]])
+    rows = rows_pieces(cached.rows, cached.row_texts)
+    return ([memoryview(head)[:-1], b",", *rows, b",", memoryview(tail)[1:]],
+            (len(head), sum(map(len, rows))))
+
+
+def rows_pieces(rows: Sequence[dict[str, Any]], texts: Sequence[RowText]) -> list[Piece]:
+    """The JSON text of the array ``rows`` in pieces: each of ``texts`` (in order, not
+    overlapping) as it is, the rows before, between and after them dumped."""
+    out: list[Piece] = [b"["]
+
+    def add(array: bytes) -> None:  # an array's items, after a comma unless they are the first
+        if len(array) > 2:
+            if len(out) > 1:
+                out.append(b",")
+            out.append(memoryview(array)[1:-1])
+
+    at = 0
+    for first, count, text in texts:
+        if first > at:
+            add(orjson.dumps(rows[at:first]))
+        add(text)
+        at = first + count
+    if at < len(rows):
+        add(orjson.dumps(rows[at:]))
+    out.append(b"]")
+    return out
+
+
+def check_shape(cached: CachedRecords, kinds: int) -> None:
+    """Raise an error unless the loaded parts fit together, before anything uses them: a cache
+    is data from disk, from anyone."""
+    n = len(cached.rows)
+    fits = _parts_fit(cached) and _refs_fit(cached, n, kinds) and _counts_fit(cached, n) and _problems_fit(cached, n)
+    with_steps = [row.get("metrics") for row, count in zip(cached.rows, cached.step_counts, strict=True)
+                  if count >= 0]
+    if not fits or not {dict}.issuperset(map(type, with_steps)):
+        raise ValueError("parts of the cache do not fit together")
+
+
+def _parts_fit(cached: CachedRecords) -> bool:
+    return (type(cached.end) is int and type(cached.next_line) is int
+            and {dict}.issuperset(map(type, cached.rows)) and {dict}.issuperset(map(type, cached.sections)))
+
+
+def _refs_fit(cached: CachedRecords, n: int, kinds: int) -> bool:
+    """A list of section indexes per section kind, one per row, each -1 or a section."""
+    return len(cached.refs) == kinds and all(
+        type(r) is list and len(r) == n and {int}.issuperset(map(type, r))
+        and (not r or min(r) >= -1 and max(r) < len(cached.sections)) for r in cached.refs)
+
+
+def _counts_fit(cached: CachedRecords, n: int) -> bool:
+    return (type(cached.step_counts) is list and len(cached.step_counts) == n
+            and {int}.issuperset(map(type, cached.step_counts)))
+
+
+def _problems_fit(cached: CachedRecords, n: int) -> bool:
+    return all(type(p.position) is int and 0 <= p.position <= n and type(p.line) is int
+               and type(p.raw) is bytes for p in cached.problems)
+
+
+def check_columns(cached: CachedRecords) -> None:
+    """Raise an error unless the step-time column holds every record's step times, and the
+    summaries column the summaries of all of them but the last ``len(cached.means)``."""
+    with_steps = [n for n in cached.step_counts if n >= 0]
+    summed = with_steps[:len(with_steps) - len(cached.means)]
+    if (len(cached.means) > len(with_steps) or len(cached.steps or ()) != sum(with_steps)
+            or len(cached.summaries or ()) != sum(map(summary.column_width, summed))):
+        raise ValueError("the step times or their summaries do not fit the records")
 
 
 def _hash_prefix(f: BinaryIO, size: int) -> Crc32:
@@ -344,7 +436,7 @@ def load(path: Path, f: BinaryIO, st: os.stat_result, *,
                 lazily = step_times == "lazy" and not touched and st.st_size == end  # nothing to write: values if asked
                 cached.steps = defer_column(c, header, where, opened) if lazily else read_column(c, header, "steps")
                 cached.summaries = read_column(c, header, "summaries")
-                cache_shape.check_columns(cached)
+                check_columns(cached)
             return cached, touched
     except FileNotFoundError:
         return None, True
@@ -377,7 +469,7 @@ def write(path: Path, f: BinaryIO, st: os.stat_result, cached: CachedRecords) ->
         if cached.steps is None or cached.summaries is None:
             raise ValueError("its step times were not read")
         cached.complete_summaries()
-        body, _ = cache_body.pieces(cached)
+        body, _ = pieces(cached)
         body_hash = Crc32()
         for piece in body:
             body_hash.update(piece)

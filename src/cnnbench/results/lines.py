@@ -11,14 +11,9 @@ from typing import Any
 
 import orjson
 
+from cnnbench.results.cleaning import MAX_FIGURE, drop_unusable_figures
 from cnnbench.results.migrate import migrate
-from cnnbench.results.record import (
-    MAX_DEPTH,
-    MAX_FIGURE,
-    RecordError,
-    check_record,
-    drop_unusable_figures,
-)
+from cnnbench.results.record import MAX_DEPTH, RecordError, check_record
 
 
 class StoreProblem(str):
@@ -27,7 +22,7 @@ class StoreProblem(str):
 
 class StoreNotice(StoreProblem):
     """A line whose record was read, but with figures no reader can compute with (NaN,
-    infinite, beyond :data:`~cnnbench.results.record.MAX_FIGURE`) shown as not available:
+    infinite, beyond :data:`~cnnbench.results.cleaning.MAX_FIGURE`) shown as not available:
     ``"<file>:<line>: metrics.total_images_per_sec is NaN: shown as not available"``; or with
     text that is not Unicode (a lone surrogate, ``\\ud800`` in the line) shown as U+FFFD."""
 
@@ -167,13 +162,13 @@ def loads(raw: bytes) -> Any:
 _FALLBACKS = [0]
 """How many lines :func:`loads` gave to the standard library's parser: a line read by orjson
 holds no NaN, no infinity and no integer beyond 64 bits (orjson refuses them), so of the
-figures :func:`~cnnbench.results.record.drop_unusable_figures` replaces it can hold only a
-metric over :data:`~cnnbench.results.record.MAX_FIGURE`; any other line is walked whole."""
+figures :func:`~cnnbench.results.cleaning.drop_unusable_figures` replaces it can hold only a
+metric over :data:`~cnnbench.results.cleaning.MAX_FIGURE`; any other line is walked whole."""
 
 
 def _metrics_in_range(value: Any) -> bool:
     """True when no number in ``metrics`` (of a line orjson read) is larger in size than
-    :data:`~cnnbench.results.record.MAX_FIGURE`; False when one may be (the walk decides).
+    :data:`~cnnbench.results.cleaning.MAX_FIGURE`; False when one may be (the walk decides).
     A list of numbers (step times) is bounded by its ``min`` and ``max``, in C."""
     kind = type(value)
     if kind is float or kind is int:

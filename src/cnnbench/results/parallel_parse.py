@@ -58,7 +58,7 @@ from typing import BinaryIO, NoReturn
 import orjson
 
 from cnnbench.lifetime import die_with_parent
-from cnnbench.results import cache, cache_body, cache_shape, file_ranges
+from cnnbench.results import cache, file_ranges
 from cnnbench.results import step_summary as summary
 
 PART_BYTES = 16 << 20
@@ -285,7 +285,7 @@ def _child(parse: PartParser, fd: int, begin: int, end: int, w: int, part_fd: in
         part = cache.CachedRecords(digest=None)
         _, crc = _parse_range(part, parse, fd, begin, end)
         part.complete_summaries()
-        body, (rows_at, rows_size) = cache_body.pieces(part)
+        body, (rows_at, rows_size) = cache.pieces(part)
         assert part.steps is not None and part.summaries is not None and not part.means
         with open(part_fd, "wb") as out:
             for piece in body:
@@ -348,7 +348,7 @@ def _part(part_fd: int, body_size: int, steps_size: int, summaries_size: int,
         if text[:1] != b"[" or text[-1:] != b"]":
             return None
         part.steps, part.summaries, part.row_texts = steps, summaries, [(0, len(part.rows), text)]
-        cache_shape.check_columns(part)
+        cache.check_columns(part)
     except Exception:  # does not fit: parsed here instead
         return None
     return part

@@ -8,21 +8,22 @@ fields (``source``, ``case_name``, ``suite_name``, ...) may be added freely. ``k
 a record measures (:func:`record_kind`): a model's run (``run``, when absent) or collective
 bandwidth (``comm``, ``cnnbench comm``), whose ``config`` and ``metrics`` are their own.
 
-This module does not import torch.
+A new record's ``run_id`` and ``started_at`` come from :mod:`cnnbench.results.stamps`, its
+``error`` from :mod:`cnnbench.results.error_text`; numbers no reader can compute with are cleaned
+out by :mod:`cnnbench.results.cleaning`. This module does not import torch.
 """
 
 from __future__ import annotations
 
-import datetime as _dt
 import math
-import re
-import sys
-import uuid
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from cnnbench.results.cleaning import MAX_FIGURE, figure_text
+from cnnbench.results.error_text import clip
 from cnnbench.results.sessions import session_id as current_session_id
+from cnnbench.results.stamps import new_run_id, now_iso
 from cnnbench.version import __version__
 
 SCHEMA_VERSION = 2
@@ -57,45 +58,6 @@ ENVIRONMENT_FIELDS = (
     "python_version",
     "platform",
 )
-
-
-ERROR_LIMIT = 2000
-"""Most characters a record's ``error`` keeps (the start of the text, which names the cause)."""
-
-_NATIVE_STACK = re.compile(
-    r"^\s*(Exception raised from |frame #\d+|C\+\+ CapturedTraceback:|#\d+ \S.*\bfrom\b|"
-    r"\[ ?frame \d+ ?\]|0x[0-9a-f]+ in |-+ C\+\+ Traceback)"
-)
-
-
-def without_native_stack(text: str) -> str:
-    """``text`` without the C++ stack traces torch appends to its errors (``Exception raised
-    from ...`` and ``frame #0: ...`` lines, ``C++ CapturedTraceback:`` blocks); the Python
-    lines around them stay."""
-    kept: list[str] = []
-    in_stack = False
-    for line in text.splitlines():
-        if _NATIVE_STACK.match(line):
-            in_stack = True
-            continue
-        if in_stack and (line.startswith((" ", "\t")) or not line.strip()):
-            continue  # the indented continuation of a frame
-        in_stack = False
-        kept.append(line)
-    return "\n".join(kept).strip()
-
-
-def clip(text: str, limit: int = ERROR_LIMIT) -> str:
-    """``text`` cut to ``limit`` characters (an ellipsis marks the cut)."""
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def error_text(exc: BaseException, limit: int = ERROR_LIMIT) -> str:
-    """``"Type: message"`` for a record's ``error``: the message without the C++ stack that
-    some torch errors append (``Exception raised from ...``, ``frame #0``), cut to ``limit``."""
-    message = without_native_stack(str(exc).strip())
-    text = f"{type(exc).__name__}: {message}".strip().rstrip(":")
-    return clip(text, limit)
 
 
 RUN_KIND = "run"
@@ -161,8 +123,8 @@ def check_record(record: Mapping[str, Any], *, shallow: bool = False) -> None:
 def check_figures(metrics: Mapping[str, Any]) -> None:
     """Raise :class:`RecordError` for a measured figure no run can have: a metric (or an
     element of a list of them) that is negative, NaN or infinite, or one larger than
-    :data:`MAX_FIGURE`, which readers show as not available. Used where figures come from
-    outside cnnbench (imported tables, ``--set``)."""
+    :data:`~cnnbench.results.cleaning.MAX_FIGURE`, which readers show as not available. Used
+    where figures come from outside cnnbench (imported tables, ``--set``)."""
     for name, value in metrics.items():
         for item in value if isinstance(value, list) else (value,):
             if isinstance(item, bool) or not isinstance(item, (int, float)):
@@ -170,106 +132,8 @@ def check_figures(metrics: Mapping[str, Any]) -> None:
             if item != item or item < 0 or item in (math.inf, -math.inf):  # an int too large for a float too
                 raise RecordError(f"metrics.{name} is {item!r}: a measured figure is a finite number, 0 or more")
             if item > MAX_FIGURE:
-                raise RecordError(f"metrics.{name} is {_figure_text(item)}: more than {MAX_FIGURE:g}, which no run "
+                raise RecordError(f"metrics.{name} is {figure_text(item)}: more than {MAX_FIGURE:g}, which no run "
                                   "measures and readers show as not available")
-
-
-MAX_FIGURE = 1e18
-"""Largest size of a stored metric a reader computes with. No measured rate, time, count or
-byte total comes near it (a loss that large has diverged); a figure beyond it (``1e300``,
-``10**400``: another tool's, or a hand-edited line) is shown as not available."""
-_MAX_FLOAT = sys.float_info.max
-_SUSPECT = re.compile(rb"NaN|Infinity|[0-9.][eE]\+?[0-9]{2}|[0-9]{19}")
-
-
-def may_hold_unusable_figures(raw: bytes) -> bool:
-    """Whether a record's JSON text may hold a number :func:`drop_unusable_figures` replaces
-    (NaN, an infinity, an exponent of two digits, an integer of 19 digits or more): a
-    cheap test that spares readers the walk for nearly every line."""
-    return _SUSPECT.search(raw) is not None
-
-
-def drop_unusable_figures(record: dict[str, Any]) -> list[str]:
-    """Replace by null, in ``record`` itself, every number a reader cannot compute with: a NaN
-    or infinity anywhere, a number beyond a float's range anywhere, and a metric (or an
-    element of one) larger in size than :data:`MAX_FIGURE`. Returns one description per
-    replaced field (``"metrics.total_images_per_sec is NaN"``), empty when none was."""
-    found: list[str] = []
-    for key, value in record.items():
-        limit = MAX_FIGURE if key == "metrics" else _MAX_FLOAT
-        if type(value) in _CONTAINERS or _unusable(value, limit):
-            record[key] = _usable(value, key, limit, found)
-    return list(dict.fromkeys(found))
-
-
-def unusable_figure(record: Mapping[str, Any]) -> str | None:
-    """The description of a number in ``record`` that :func:`drop_unusable_figures` would
-    replace (``"metrics.total_images_per_sec is 1e+19"``), or None when there is none: the
-    same test, without changing or copying the record (an import checks every record so). A
-    list of numbers is bounded by its sum, ``min`` and ``max``, in C."""
-    for key, value in record.items():
-        limit = MAX_FIGURE if key == "metrics" else _MAX_FLOAT
-        stack: list[tuple[Any, str]] = [(value, str(key))]
-        while stack:
-            node, path = stack.pop()
-            kind = type(node)
-            if kind is dict:
-                stack.extend((item, f"{path}.{name}") for name, item in node.items() if type(item) in _WALKED)
-            elif kind is list:
-                if not _numbers_in_range(node, limit):
-                    stack.extend((item, path) for item in node if type(item) in _WALKED)
-            elif _unusable(node, limit):
-                return f"{path} is {_figure_text(node)}"
-    return None
-
-
-_WALKED = (dict, list, float, int)
-
-
-def _numbers_in_range(values: list[Any], limit: float) -> bool:
-    """True when ``values`` are all numbers, none NaN, infinite or larger in size than ``limit``;
-    False when that may not be so (the caller looks at each)."""
-    try:
-        total = sum(values)
-        return total == total and -_MAX_FLOAT <= total <= _MAX_FLOAT and -limit <= min(values, default=0) \
-            and max(values, default=0) <= limit
-    except (TypeError, OverflowError):  # not all numbers (objects, text, null), or ints beyond a float
-        return False
-
-
-def _unusable(value: Any, limit: float) -> bool:
-    if type(value) is float:
-        return not -limit <= value <= limit  # NaN too
-    if type(value) is int:
-        return not -limit <= value <= limit
-    return False
-
-
-def _usable(value: Any, path: str, limit: float, found: list[str]) -> Any:
-    if type(value) is dict:
-        for key, item in value.items():
-            if type(item) in _CONTAINERS or _unusable(item, limit):
-                value[key] = _usable(item, f"{path}.{key}", limit, found)
-        return value
-    if type(value) is list:
-        for index, item in enumerate(value):
-            if type(item) in _CONTAINERS or _unusable(item, limit):
-                value[index] = _usable(item, path, limit, found)
-        return value
-    if _unusable(value, limit):
-        found.append(f"{path} is {_figure_text(value)}")
-        return None
-    return value
-
-
-def _figure_text(value: float | int) -> str:
-    if type(value) is int and abs(value) > _MAX_FLOAT:
-        return f"an integer of {math.floor(math.log10(abs(value))) + 1} digits"
-    if value != value:
-        return "NaN"
-    if value in (math.inf, -math.inf):
-        return "-Infinity" if value < 0 else "Infinity"
-    return f"{value:g}"
 
 
 _LONG_LIST = 64
@@ -358,45 +222,9 @@ def _check_metric_types(metrics: Mapping[str, Any]) -> None:
             raise RecordError(f"metrics.{name} is {_kind(metrics[name])}, not {word}")
 
 
-def finite_numbers(record: Mapping[str, Any]) -> dict[str, Any]:
-    """``record`` with every NaN or infinite number replaced by null (JSON has no such numbers),
-    and, when any was, a ``metrics.warnings`` entry naming the fields. A copy; ``record`` is
-    not changed."""
-    replaced: list[str] = []
-    out = _finite_copy(record, "", replaced)
-    if replaced:
-        metrics = out.get("metrics")
-        if not isinstance(metrics, dict):
-            metrics = out["metrics"] = {}
-        warnings = metrics.get("warnings")
-        warnings = list(warnings) if isinstance(warnings, list) else []
-        warnings.append("non-finite numbers (NaN or infinity) stored as null: " + ", ".join(dict.fromkeys(replaced)))
-        metrics["warnings"] = warnings
-    return out
-
-
-def _finite_copy(value: Any, path: str, replaced: list[str]) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        replaced.append(path or "(value)")
-        return None
-    if isinstance(value, Mapping):
-        return {k: _finite_copy(v, f"{path}.{k}" if path else str(k), replaced) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite_copy(v, path, replaced) for v in value]
-    return value
-
-
 STARTED_AT_FILLED_IN = "import"
 """The top-level ``started_at_source`` of a record whose ``started_at`` an import filled in (the
 file's modification time, or the time of the import): not when the run started."""
-
-
-def new_run_id() -> str:
-    return uuid.uuid4().hex[:16]
-
-
-def now_iso() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
 @dataclass(frozen=True)

@@ -39,9 +39,9 @@ from pathlib import Path
 from typing import Any
 
 from cnnbench.results import files, space
+from cnnbench.results.cleaning import finite_numbers
 from cnnbench.results.lines import StoreNotice, StoreProblem, problem_text
 from cnnbench.results.reader import SUFFIX, StoreReader, iter_store_files, read_records
-from cnnbench.results.record import finite_numbers
 from cnnbench.words import quoted
 
 log = logging.getLogger(__name__)
@@ -84,7 +84,7 @@ def record_line(record: Mapping[str, Any]) -> bytes:
 
     JSON has no NaN or infinity: a run whose loss diverged must keep its record, so such
     numbers are stored as null and a ``metrics.warnings`` entry names the fields
-    (:func:`~cnnbench.results.record.finite_numbers`). Values JSON cannot hold are written
+    (:func:`~cnnbench.results.cleaning.finite_numbers`). Values JSON cannot hold are written
     as their text. Nothing is rejected.
     """
     try:

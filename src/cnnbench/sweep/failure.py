@@ -9,7 +9,7 @@ from __future__ import annotations
 import signal
 
 from cnnbench.oom import is_out_of_memory_text
-from cnnbench.results.record import clip, without_native_stack
+from cnnbench.results.error_text import clip, without_native_stack
 from cnnbench.sweep.waiting import ChildOutcome, signal_name
 
 

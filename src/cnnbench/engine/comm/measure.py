@@ -26,7 +26,7 @@ from cnnbench.engine.comm.ops import Op, make_op, torch_dtype
 from cnnbench.engine.comm.records import comm_record, summary_lines, table_header, table_line
 from cnnbench.engine.comm.spec import CommConfig
 from cnnbench.engine.comm.timing import synchronize, time_op
-from cnnbench.results.record import error_text
+from cnnbench.results.error_text import error_text
 
 log = logging.getLogger(__name__)
 

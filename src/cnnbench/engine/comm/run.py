@@ -22,7 +22,9 @@ from typing import Any
 from cnnbench.config import ConfigError
 from cnnbench.distributed.world import World, launched_by_torchrun
 from cnnbench.engine.comm.spec import KIND, CommConfig, default_backend
-from cnnbench.results.record import Record, error_text, now_iso
+from cnnbench.results.error_text import error_text
+from cnnbench.results.record import Record
+from cnnbench.results.stamps import now_iso
 from cnnbench.results.store import append_record, machine_file_name
 from cnnbench.words import plural
 

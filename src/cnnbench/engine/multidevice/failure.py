@@ -10,7 +10,9 @@ from cnnbench.distributed.world import World
 from cnnbench.engine.resolve import resolve
 from cnnbench.machine.environment import capture_environment
 from cnnbench.oom import is_out_of_memory
-from cnnbench.results.record import Record, error_text, now_iso
+from cnnbench.results.error_text import error_text
+from cnnbench.results.record import Record
+from cnnbench.results.stamps import now_iso
 
 
 def failure_record(config: RunConfig, world: World, failure: BaseException, *,

@@ -85,7 +85,7 @@ def launched_worker(config_fields: dict[str, Any], extra: dict[str, Any], consol
 def write_failure_note(notes_dir: str, rank: int, exc: BaseException) -> None:
     """Leave ``rank<rank>.json``; an error that names another worker as the one that failed
     (``failed_rank``: a worker too slow for the others) speaks for that worker, ``by`` this one."""
-    from cnnbench.results.record import error_text
+    from cnnbench.results.error_text import error_text
 
     failed = getattr(exc, "failed_rank", rank)
     note = {"rank": failed, "by": rank, "time": time.time(), "error": error_text(exc).splitlines()[0]}
@@ -110,7 +110,7 @@ def run_under_torchrun(config: RunConfig, *, emit: Callable[[str], None] | None,
     from cnnbench.engine.multidevice.launch import WorkerFailed
     from cnnbench.engine.multidevice.watchdog import FailureWatch
     from cnnbench.machine.affinity import restrict_host_cpus
-    from cnnbench.results.record import error_text
+    from cnnbench.results.error_text import error_text
     from cnnbench.results.store import append_record
 
     die_with_parent()  # torchrun's agent started this process: when it is killed, so is this one

@@ -20,7 +20,8 @@ from cnnbench.config import RunConfig
 from cnnbench.engine.multidevice.failure import failure_record
 from cnnbench.engine.multidevice.launch import WorkerFailed, launch_workers
 from cnnbench.engine.resolve import preflight
-from cnnbench.results.record import Record, now_iso
+from cnnbench.results.record import Record
+from cnnbench.results.stamps import now_iso
 
 
 def run_on_workers(config: RunConfig, *, emit: Callable[[str], None] | None = None,

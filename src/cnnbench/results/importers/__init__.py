@@ -140,14 +140,9 @@ def check_imported(record: Mapping[str, Any], *, native: bool | None = None) -> 
 
     from cnnbench.config.errors import ConfigError
     from cnnbench.config.run_config import check_config_values
+    from cnnbench.results.cleaning import unusable_figure
     from cnnbench.results.migrate import record_version
-    from cnnbench.results.record import (
-        SCHEMA_VERSION,
-        RecordError,
-        check_figures,
-        check_record,
-        unusable_figure,
-    )
+    from cnnbench.results.record import SCHEMA_VERSION, RecordError, check_figures, check_record
 
     try:
         check_record(record)

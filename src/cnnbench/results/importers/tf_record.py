@@ -13,7 +13,8 @@ from typing import Any
 
 from cnnbench.results.importers.tf_layout import PRECISION_WORDS, LayoutInfo, folder_words, layout_of
 from cnnbench.results.importers.tf_log import ParsedLog, has_loss_column, parse_log
-from cnnbench.results.record import SCHEMA_VERSION, STARTED_AT_FILLED_IN, now_iso
+from cnnbench.results.record import SCHEMA_VERSION, STARTED_AT_FILLED_IN
+from cnnbench.results.stamps import now_iso
 from cnnbench.version import __version__
 
 SOURCE = "tf_cnn_benchmarks"

@@ -29,7 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cnnbench.results.record import Record, clip, now_iso
+from cnnbench.results.error_text import clip
+from cnnbench.results.record import Record
+from cnnbench.results.stamps import now_iso
 from cnnbench.results.store import StoreReader, append_new_records
 from cnnbench.sweep.slurm.job import case_fields, read_note
 from cnnbench.sweep.slurm.ledger import JobEntry, latest_jobs, read_jobs

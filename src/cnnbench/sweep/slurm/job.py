@@ -26,8 +26,9 @@ from typing import Any
 
 from cnnbench.results import files
 from cnnbench.results.locking import check_locking
-from cnnbench.results.record import Record, now_iso
+from cnnbench.results.record import Record
 from cnnbench.results.sessions import set_session_id, slurm_session_id
+from cnnbench.results.stamps import now_iso
 from cnnbench.results.store import append_record
 from cnnbench.sweep.slurm.ledger import FOLDER, slurm_folder
 from cnnbench.sweep.suite import Suite
