@@ -1,76 +1,186 @@
-"""The executor protocol (issue 45, item 3): ``sweep`` and ``study`` look the executor up by name and call
-only it; ``--executor``'s choices are the registry's names."""
+"""The executor protocol (issue 45, item 3): ``sweep`` and ``study`` call only the executor ``--executor`` names;
+a new executor is one module that registers itself, its flags and its part of the suite's ``executor:`` block
+its own, and nothing else changes.
+
+:class:`QueueExecutor` is such a new executor, written here and nowhere else: it "submits" each case to a
+queue of its own (a file in the results folder, as a Kubernetes executor would create one job per case).
+"""
 
 from __future__ import annotations
 
 import argparse
+import ast
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
-from cnnbench.cli import build_parser, executors, main
-from cnnbench.sweep.suite import load_suite
+from cnnbench.cli import build_parser, main
+from cnnbench.sweep import executors
+from cnnbench.sweep.executors import ExecutorError, Work
+from cnnbench.sweep.session import load_labelled
+from cnnbench.sweep.suite import SuiteError, load_suite
+
+SRC = Path(__file__).resolve().parent.parent / "src" / "cnnbench"
 
 
-class FakeExecutor:
-    """Takes the cases of the suite it is given and runs nothing."""
+class QueueExecutor:
+    """Each case of the work becomes one line of ``<results>/queue.jsonl``, in the block's namespace."""
 
-    name = "fake"
-    summary = "a test's"
-    flags_title: str | None = None
+    name = "queue"
+    summary = "a test's: write each case to a queue file"
+    flags_title: str | None = "on a test's queue"
+    block_keys: tuple[str, ...] = ("namespace",)
 
-    def __init__(self) -> None:
-        self.cases: list[str] = []
+    def check_block(self, block: Mapping[str, Any]) -> None:
+        if not isinstance(block["namespace"], str) or not block["namespace"]:
+            raise ValueError(f"executor.namespace: must be non-empty text (got {block['namespace']!r})")
 
     def add_flags(self, group: argparse._ArgumentGroup) -> None:
-        pass
+        group.add_argument("--queue-priority", type=int, metavar="N", help="The queue's priority of every case.")
 
     def chosen_by(self, args: argparse.Namespace) -> bool:
-        return False
+        return args.queue_priority is not None
 
-    def sweep(self, args: argparse.Namespace) -> int:
-        self.cases += [case.label for case in load_suite(args.suite).cases]
-        return 0
-
-    def study(self, args: argparse.Namespace, request: object) -> int:
+    def execute(self, args: argparse.Namespace, work: Work) -> int:
+        if args.queue_priority is not None and args.queue_priority < 0:
+            raise ExecutorError("--queue-priority: must be 0 or more")
+        suite, results_dir = work.elsewhere(writing=True)
+        suite = load_labelled(suite, args.machine_label)
+        results_dir.mkdir(parents=True, exist_ok=True)
+        with open(results_dir / "queue.jsonl", "a") as queue:
+            for case in suite.cases:
+                data = case.config.data_dir
+                queue.write(json.dumps({"case": case.label, "batch_size": case.config.batch_size,
+                                        "data_made": None if data is None else any(Path(data).rglob("*.*")),
+                                        "namespace": suite.executor.get("namespace", "default"),
+                                        "priority": args.queue_priority, "command": work.command}) + "\n")
+        print(f"queued {len(suite.cases)} cases")
         return 0
 
 
 @pytest.fixture
-def fake(monkeypatch):
-    executors.executors()  # the shipped ones first, as --executor lists them
-    executor = FakeExecutor()
-    monkeypatch.setitem(executors._REGISTRY, executor.name, executor)
-    return executor
+def queue(monkeypatch):
+    """The test's executor registered (and gone after the test)."""
+    executors.executors()  # the shipped ones registered first, in the registry kept after the test
+    monkeypatch.setattr(executors, "_REGISTRY", dict(executors._REGISTRY))
+    return executors.register(QueueExecutor())
 
 
-def test_a_sweep_runs_through_the_executor_it_names_and_only_through_it(fake, tmp_path, monkeypatch):
-    from cnnbench.cli import sweep_cmd, sweep_slurm
+@pytest.fixture
+def not_here(monkeypatch):
+    """Running here, or submitting to Slurm, fails the test: only the chosen executor may run the cases."""
+    from cnnbench.cli import study_cmd, sweep_cmd
+    from cnnbench.sweep.slurm import executor as slurm
 
     def refuse(*args, **kwargs):
-        raise AssertionError("the sweep went round the protocol")
+        raise AssertionError("the command went round the protocol")
 
-    monkeypatch.setattr(sweep_cmd, "run_here", refuse)
-    monkeypatch.setattr(sweep_slurm, "handle_slurm", refuse)
-    suite = tmp_path / "tiny.yaml"
+    for module, name in ((sweep_cmd, "run_here"), (study_cmd, "run_here"), (slurm, "handle_slurm")):
+        monkeypatch.setattr(module, name, refuse)
+
+
+def tiny_suite(folder: Path, **more: Any) -> Path:
+    suite = folder / "tiny.yaml"
     suite.write_text(yaml.safe_dump({"name": "tiny", "base": {"model": "trivial", "device": "cpu", "num_batches": 1},
-                                     "matrix": {"batch_size": [2, 4]}, "repeats": 2}))
-    assert main(["sweep", str(suite), "--executor", "fake", "--results-dir", str(tmp_path / "r")]) == 0
-    assert sorted(fake.cases) == sorted(case.label for case in load_suite(suite).cases) and len(fake.cases) == 4
-    assert not (tmp_path / "r").exists()
+                                     "matrix": {"batch_size": [2, 4]}, "repeats": 2, **more}))
+    return suite
+
+
+def queued(results: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (results / "queue.jsonl").read_text().splitlines()]
+
+
+def test_a_new_executor_registered_in_one_module_runs_a_sweeps_cases(queue, not_here, tmp_path, capsys):
+    suite = tiny_suite(tmp_path, executor={"namespace": "bench", "partition": "cpu"})  # its key beside Slurm's
+    code = main(["sweep", str(suite), "--executor", "queue", "--queue-priority", "3", "--results-dir",
+                 str(tmp_path / "r")])
+    assert code == 0 and capsys.readouterr().out == "queued 4 cases\n"
+    jobs = queued(tmp_path / "r")
+    assert sorted(j["case"] for j in jobs) == sorted(c.label for c in load_suite(suite).cases)
+    assert sorted(j["batch_size"] for j in jobs) == [2, 2, 4, 4]
+    assert {(j["namespace"], j["priority"], j["command"]) for j in jobs} == {("bench", 3, f"cnnbench sweep {suite}")}
+
+
+def test_its_own_flag_chooses_it_and_its_errors_are_one_line(queue, not_here, tmp_path, capsys):
+    suite = tiny_suite(tmp_path)
+    assert main(["sweep", str(suite), "--queue-priority", "1", "--results-dir", str(tmp_path / "r")]) == 0
+    assert {j["namespace"] for j in queued(tmp_path / "r")} == {"default"}
+    capsys.readouterr()
+    assert main(["sweep", str(suite), "--queue-priority", "-1", "--results-dir", str(tmp_path / "r")]) == 2
+    assert capsys.readouterr().err == "cnnbench sweep: error: --queue-priority: must be 0 or more\n"
+
+
+def test_a_new_executor_runs_a_studys_cases_from_the_folder_the_study_made_ready(queue, not_here, tmp_path):
+    """The study's data set is made, in its results folder, before its cases go elsewhere."""
+    results = tmp_path / "results"
+    code = main(["study", "scaling", "--smoke", "--executor", "queue", "--results-dir", str(results),
+                 "-o", str(tmp_path / "report")])
+    assert code == 0
+    from cnnbench.study import load_study
+
+    study = load_study("scaling", smoke=True, data_root=results / "data")
+    jobs = queued(results)
+    assert sorted(j["case"] for j in jobs) == sorted(c.label for c in study.suite.cases) and jobs
+    assert {j["command"] for j in jobs} == {"cnnbench study scaling --smoke"}
+    assert {j["data_made"] for j in jobs} == {None, True}  # cases on synthetic data, and on the data set made
+    assert main(["study", "scaling", "--smoke", "--executor", "queue", "--report-only",
+                 "--results-dir", str(results)]) == 2  # it runs elsewhere: nothing to report from yet
+
+
+def test_the_suites_executor_block_is_checked_by_the_executor_that_owns_each_key(queue, tmp_path):
+    with pytest.raises(SuiteError, match=r"executor\.namespace: must be non-empty text \(got ''\)"):
+        load_suite(tiny_suite(tmp_path, executor={"namespace": ""}))
+    with pytest.raises(SuiteError, match=r"executor\.time_min: must be a whole number > 0"):  # Slurm's, still
+        load_suite(tiny_suite(tmp_path, executor={"namespace": "bench", "time_min": 0}))
+    with pytest.raises(SuiteError, match=r"executor: unknown key 'nodes' \(known: partition, .*machines, namespace\)"):
+        load_suite(tiny_suite(tmp_path, executor={"nodes": 2}))
+
+
+def test_a_key_no_registered_executor_owns_is_refused(tmp_path):
+    with pytest.raises(SuiteError, match=r"executor: unknown key 'namespace' \(known: partition, .*, machines\)$"):
+        load_suite(tiny_suite(tmp_path, executor={"namespace": "bench"}))
 
 
 @pytest.mark.parametrize("command", ["sweep", "study"])
-def test_the_executor_choices_are_the_registrys_names(fake, command):
+def test_the_executor_choices_and_flags_are_the_registrys(queue, command):
     sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
-    flag = next(a for a in sub.choices[command]._actions if "--executor" in a.option_strings)
-    assert list(flag.choices) == executors.names() == ["local", "slurm", "fake"]
-    assert flag.default == "local" and "fake: a test's" in flag.help
+    parser = sub.choices[command]
+    flag = next(a for a in parser._actions if "--executor" in a.option_strings)
+    assert list(flag.choices) == executors.names() == ["local", "slurm", "queue"]
+    assert flag.default == "local" and "queue: a test's: write each case to a queue file" in flag.help
+    [group] = [g for g in parser._action_groups if any(a is flag for a in g._group_actions)]
+    assert group.title == "on a Slurm cluster (docs/slurm.md); on a test's queue"
+    assert any("--queue-priority" in a.option_strings for a in group._group_actions)
 
 
 def test_the_shipped_executors_come_in_their_order_whichever_was_imported_first(monkeypatch):
-    from cnnbench.cli import executors
-
     slurm, local = (next(e for e in executors.executors() if e.name == n) for n in ("slurm", "local"))
     monkeypatch.setattr(executors, "_REGISTRY", {"slurm": slurm, "local": local})  # slurm registered first
     assert executors.names()[:2] == ["local", "slurm"]
+
+
+def _imported(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names |= {node.module, *(f"{node.module}.{a.name}" for a in node.names)}
+        elif isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+    return names
+
+
+def test_no_module_names_an_executor_but_the_executor_itself_and_the_registry():
+    """``sweep``, ``study`` and the suite reader reach executors through the registry only: no module outside
+    an executor imports it (the registry names the shipped ones in BUILTIN)."""
+    shipped = {"cnnbench.sweep.local": SRC / "sweep" / "local.py", "cnnbench.sweep.slurm": SRC / "sweep" / "slurm"}
+    bad = []
+    for path in sorted(SRC.rglob("*.py")):
+        for module, home in shipped.items():
+            own = path == home or home in path.parents
+            if not own and any(n == module or n.startswith(module + ".") for n in _imported(path)):
+                bad.append(f"{path.relative_to(SRC)} imports {module}")
+    assert bad == []

@@ -144,15 +144,16 @@ def test_a_study_on_slurm_is_followed_and_cancelled_without_asking_to_write_in_i
                                                                                         capsys, flag):
     """Following or cancelling a colleague's study reads its store: it need not be writable (a read-only
     store was refused once the results folder was checked for writing before every Slurm call)."""
-    from cnnbench.cli import sweep_slurm
     from cnnbench.results import outputs
+    from cnnbench.sweep.slurm import executor as slurm_executor
 
     results = tmp_path / "results"
     results.mkdir()
     probed: list[object] = []
     monkeypatch.setattr(outputs, "check_results_dir", lambda *a, **k: probed.append(a))
     followed: list[object] = []
-    monkeypatch.setattr(sweep_slurm, "handle_slurm", lambda args, **k: followed.append(args.results_dir) or 0)
+    monkeypatch.setattr(slurm_executor, "handle_slurm",
+                        lambda args, suite, results_dir, command: followed.append(results_dir) or 0)
     code = main(["study", "host-cpus", "--smoke", "--executor", "slurm", flag, "--results-dir", str(results),
                  "-o", str(tmp_path / "report")])
     assert code == 0, capsys.readouterr().err

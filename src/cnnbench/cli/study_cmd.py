@@ -7,7 +7,9 @@ sweep``'s (resumes, shares work with another run of the same study); never impor
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
+from pathlib import Path
 from typing import Any
 
 from cnnbench.cli.common import UserError
@@ -48,7 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--report-only", action="store_true",
                    help="Run nothing: write the report from what the results folder holds (after --executor slurm, "
                    "once --status shows the cases done).")
-    from cnnbench.cli.executors import add_flags
+    from cnnbench.sweep.executors import add_flags
 
     add_flags(p)
     p.set_defaults(handler=handle)
@@ -70,13 +72,43 @@ def handle(args: argparse.Namespace) -> int:
     request = StudyRequest(study=args.study, smoke=args.smoke, results_dir=args.results_dir, output=args.output,
                            rerun=args.rerun, machine_label=args.machine_label, skip_invalid=args.skip_invalid,
                            max_plots=0 if args.no_plots else 8)
-    from cnnbench.cli.executors import chosen
+    from cnnbench.sweep.executors import ExecutorError, chosen
 
-    return chosen(args).study(args, request)
+    executor = chosen(args)
+    try:
+        return executor.execute(args, StudyWork(args, request, executor.name))
+    except ExecutorError as exc:
+        raise UserError(str(exc), exit_code=exc.exit_code) from None
+
+
+class StudyWork:
+    """A study, as its executor runs it (:class:`cnnbench.sweep.executors.Work`): here, its sweep then its report;
+    elsewhere, its suite (its data set made here first, in the results folder the cases share)."""
+
+    def __init__(self, args: argparse.Namespace, request: Any, executor: str) -> None:
+        self.args, self.request, self.executor = args, request, executor
+        self.command = f"cnnbench study {shlex.quote(args.study)}" + (" --smoke" if args.smoke else "")
+
+    def run_here(self) -> int:
+        return run_here(self.args, self.request)
+
+    def elsewhere(self, *, writing: bool) -> tuple[Any, Path]:
+        from cnnbench.results.outputs import OutputError
+        from cnnbench.study import StudyError, prepare, prepare_data
+
+        if self.args.report_only:
+            raise UserError(f"--report-only runs nothing: give it without --executor {self.executor} or its flags")
+        try:
+            study, results_dir, _ = prepare(self.request, writing=writing)  # a read-only store is followed too
+            if writing:
+                prepare_data(study, results_dir, _made)
+        except (StudyError, OutputError) as exc:
+            raise UserError(str(exc)) from None
+        return study.suite, results_dir
 
 
 def run_here(args: argparse.Namespace, request: Any) -> int:
-    """The ``local`` executor's study (:mod:`cnnbench.cli.sweep_local`): its sweep here, then its report."""
+    """The study run here (the ``local`` executor, :mod:`cnnbench.sweep.local`): its sweep, then its report."""
     run = _run(request, plain=args.plain, report_only=args.report_only)
     from cnnbench.sweep.progress import summary_lines
 

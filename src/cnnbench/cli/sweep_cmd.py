@@ -10,7 +10,9 @@ whatever its status (``--strict``: 1 if any case was not ok); 2 for a bad suite 
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
+from pathlib import Path
 from typing import Any
 
 from cnnbench.cli.common import UserError
@@ -45,20 +47,38 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="Warn when the relative stdev of a configuration's repeats in images/sec (sample "
                    "standard deviation over the mean) exceeds PCT percent (default 2; cnnbench report shows "
                    "it as the cell's ±x%% above the same 2%%).")
-    from cnnbench.cli.executors import add_flags
+    from cnnbench.sweep.executors import add_flags
 
     add_flags(p)
     p.set_defaults(handler=handle)
 
 
 def handle(args: argparse.Namespace) -> int:
-    from cnnbench.cli.executors import chosen
+    """The suite's cases, run by the executor ``--executor`` names (:mod:`cnnbench.sweep.executors`)."""
+    from cnnbench.sweep.executors import ExecutorError, chosen
 
-    return chosen(args).sweep(args)
+    try:
+        return chosen(args).execute(args, SweepWork(args))
+    except ExecutorError as exc:
+        raise UserError(str(exc), exit_code=exc.exit_code) from None
+
+
+class SweepWork:
+    """A sweep, as its executor runs it (:class:`cnnbench.sweep.executors.Work`): the suite file of ``args``."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.command = f"cnnbench sweep {shlex.quote(args.suite)}"
+
+    def run_here(self) -> int:
+        return run_here(self.args)
+
+    def elsewhere(self, *, writing: bool) -> tuple[str, Path]:
+        return self.args.suite, Path(self.args.results_dir)
 
 
 def run_here(args: argparse.Namespace) -> int:
-    """The ``local`` executor's sweep (:mod:`cnnbench.cli.sweep_local`): the cases run here."""
+    """The sweep run here (the ``local`` executor, :mod:`cnnbench.sweep.local`)."""
     from cnnbench.cli.report_cmd import parse_noise
     from cnnbench.results.files import path_too_long, shown
     from cnnbench.sweep.session import SweepRequest

@@ -36,7 +36,7 @@ import yaml
 from cnnbench.config.errors import ConfigError
 from cnnbench.config.run_config import RunConfig
 from cnnbench.results.files import NAME_RULE, name_problem, read_regular
-from cnnbench.sweep.slurm.settings import checked_executor
+from cnnbench.sweep.executors import checked_block
 from cnnbench.words import quoted, shortened
 
 TOP_LEVEL_KEYS = ("name", "description", "base", "matrix", "exclude", "include", "repeats", "timeout_s", "auto_batch",
@@ -77,7 +77,8 @@ class Suite:
     auto_batch: bool = False
     description: str = ""
     executor: Mapping[str, Any] = field(default_factory=dict)
-    """The ``executor:`` block: Slurm options, per machine label too (:mod:`cnnbench.sweep.slurm.settings`)."""
+    """The ``executor:`` block, each key checked by the executor that owns it
+    (:func:`cnnbench.sweep.executors.checked_block`; Slurm's: :mod:`cnnbench.sweep.slurm.settings`)."""
     path: Path | None = None
     cases: tuple[Case, ...] = field(default=(), repr=False)
     """Every case, repeats included, in run order: repeat 1 of all cases, then repeat 2, ..."""
@@ -242,7 +243,7 @@ def parse_suite(data: Any, source: Path | str | None = None) -> Suite:
         timeout_s=float(timeout_s),
         auto_batch=auto_batch,
         description=description,
-        executor=checked_executor(data.get("executor"), fail),
+        executor=checked_block(data.get("executor"), fail),
         path=Path(source) if source is not None else None,
     )
     return dataclasses.replace(suite, cases=tuple(_expand(suite, fail)))

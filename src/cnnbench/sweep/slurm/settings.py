@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -99,15 +99,6 @@ def parse_executor(value: Any) -> ExecutorBlock:
         machines[label] = parse_settings(options or {}, f"executor.machines.{shortened(label, 60)}")
     default = parse_settings({k: v for k, v in value.items() if k != "machines"}, "executor")
     return ExecutorBlock(default, machines)
-
-
-def checked_executor(value: Any, fail: Callable[[str], Exception]) -> dict[str, Any]:
-    """A suite's ``executor:`` block, checked (``fail(message)`` is raised) and kept as written."""
-    try:
-        parse_executor(value)
-    except SettingsError as exc:
-        raise fail(str(exc)) from None
-    return dict(value or {})
 
 
 def parse_settings(value: Any, place: str) -> SlurmSettings:

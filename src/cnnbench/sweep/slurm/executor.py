@@ -1,8 +1,10 @@
-"""``cnnbench sweep SUITE --executor slurm | --status | --cancel``: a sweep on a Slurm cluster.
+"""The ``slurm`` executor: a suite's cases submitted to a Slurm cluster, followed, or cancelled.
+
+``--executor slurm`` submits, ``--status`` follows, ``--cancel`` cancels.
 
 Submits and returns once queued (the job ids and the command to follow them printed), shows where
-each case stands, or cancels what the sweep submitted; see :mod:`cnnbench.sweep.slurm`. The
-``slurm`` executor (:mod:`cnnbench.cli.executors`): its flags are its own, read here.
+each case stands, or cancels what the sweep submitted; see :mod:`cnnbench.sweep.slurm`. It owns the
+suite's ``executor:`` block (:mod:`cnnbench.sweep.slurm.settings`) and its flags, and reads them here.
 """
 
 from __future__ import annotations
@@ -10,10 +12,12 @@ from __future__ import annotations
 import argparse
 import shlex
 from collections import Counter
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
-from cnnbench.cli.common import UserError
-from cnnbench.cli.executors import register
+from cnnbench.sweep.executors import ExecutorError, Work, register
+from cnnbench.sweep.slurm.settings import KEYS, SettingsError, parse_executor
 from cnnbench.words import plural
 
 
@@ -22,6 +26,10 @@ class SlurmExecutor:
     summary = ("submit them as Slurm job arrays through submitit and return once queued (what is recorded ok, "
                "pending or running is left alone)")
     flags_title: str | None = "on a Slurm cluster (docs/slurm.md)"
+    block_keys: tuple[str, ...] = (*KEYS, "machines")
+
+    def check_block(self, block: Mapping[str, Any]) -> None:
+        parse_executor(block)  # a SettingsError (a ValueError) names the key
 
     def add_flags(self, g: argparse._ArgumentGroup) -> None:
         """The Slurm flags of ``sweep`` and ``study`` (docs/slurm.md)."""
@@ -44,92 +52,69 @@ class SlurmExecutor:
     def chosen_by(self, args: argparse.Namespace) -> bool:
         return bool(args.status or args.cancel)
 
-    def sweep(self, args: argparse.Namespace) -> int:
-        return handle_slurm(args)
+    def execute(self, args: argparse.Namespace, work: Work) -> int:
+        if args.status and args.cancel:
+            raise ExecutorError("--status and --cancel: give one of them")
+        suite, results_dir = work.elsewhere(writing=not (args.status or args.cancel))  # following reads only
+        return handle_slurm(args, suite, results_dir, work.command)
 
-    def study(self, args: argparse.Namespace, request: Any) -> int:
-        return handle_study(request, args)
 
-
-def handle_slurm(args: argparse.Namespace, suite: Any = None, command: str | None = None) -> int:
-    """``args``: sweep's or study's flags; ``suite``: the suite to submit (default: ``args.suite``'s file);
-    ``command``: the command line that names it, for the follow line (default: ``cnnbench sweep SUITE``)."""
-    if args.status and args.cancel:
-        raise UserError("--status and --cancel: give one of them")
+def handle_slurm(args: argparse.Namespace, suite: Any, results_dir: Path | str, command: str) -> int:
+    """Submit ``suite`` (a suite or its file), show its cases (``--status``) or cancel them (``--cancel``);
+    ``command``: the command line that names it, for the follow line."""
     try:
-        return _handle(args, suite, command or f"cnnbench sweep {shlex.quote(args.suite)}")
-    except UserError:
+        return _handle(args, suite, results_dir, command)
+    except ExecutorError:
         raise
     except Exception as exc:
-        raise _one_line(exc, getattr(args, "results_dir", None) or ".") from None
+        raise _one_line(exc, results_dir) from None
 
 
-def handle_study(request: Any, args: argparse.Namespace) -> int:
-    """The study's sweep submitted to Slurm (or followed, or cancelled) as ``cnnbench sweep --executor slurm``
-    does; its data set is made here first, in the results folder the jobs share."""
-    from cnnbench.cli.study_cmd import _made
-    from cnnbench.results.outputs import OutputError
-    from cnnbench.study import StudyError, prepare, prepare_data
-
-    if args.report_only:
-        raise UserError("--report-only runs nothing: give it without --executor slurm, --status or --cancel")
-    try:
-        study, results_dir, _ = prepare(request, writing=not (args.status or args.cancel))  # read-only stores too
-        if not (args.status or args.cancel):
-            prepare_data(study, results_dir, _made)
-    except (StudyError, OutputError) as exc:
-        raise UserError(str(exc)) from None
-    args.results_dir = results_dir
-    command = f"cnnbench study {shlex.quote(args.study)}" + (" --smoke" if args.smoke else "")
-    return handle_slurm(args, suite=study.suite, command=command)
-
-
-def _one_line(exc: Exception, results_dir: Any = ".") -> Exception:
+def _one_line(exc: Exception, results_dir: Any) -> Exception:
     from cnnbench.config.errors import ConfigError
     from cnnbench.results.files import FileProblem
     from cnnbench.results.locking import LockingUnsupported
     from cnnbench.results.outputs import OutputError
-    from cnnbench.sweep.slurm.settings import SettingsError
     from cnnbench.sweep.slurm.states import SlurmUnavailable
     from cnnbench.sweep.slurm.submit import SubmitError
     from cnnbench.sweep.suite import SuiteError
 
     if isinstance(exc, ConfigError):
-        return UserError.from_config(exc, "sweep")
+        return ExecutorError(f"{exc} (see cnnbench sweep --help)")
     if isinstance(exc, (SuiteError, OutputError, SubmitError, SettingsError)):
-        return UserError(str(exc))
+        return ExecutorError(str(exc))
     if isinstance(exc, FileProblem):  # a special file or a symlink out of the folder in <results>/.slurm
-        return UserError(f"--results-dir: {exc}", exit_code=1)
+        return ExecutorError(f"--results-dir: {exc}", exit_code=1)
     if isinstance(exc, (LockingUnsupported, SlurmUnavailable)):
-        return UserError(str(exc), exit_code=1)
+        return ExecutorError(str(exc), exit_code=1)
     if isinstance(exc, OSError):  # --status records the jobs Slurm ended: a read-only store, a full disk
         from cnnbench.results.space import os_error_text
 
-        return UserError(f"--results-dir {results_dir}: {os_error_text(exc, results_dir)}", exit_code=1)
+        return ExecutorError(f"--results-dir {results_dir}: {os_error_text(exc, results_dir)}", exit_code=1)
     return exc
 
 
-def _handle(args: argparse.Namespace, suite: Any, command: str) -> int:
+def _handle(args: argparse.Namespace, suite: Any, results_dir: Path | str, command: str) -> int:
     from cnnbench.sweep.session import load_labelled
     from cnnbench.sweep.slurm.settings import SlurmSettings, slurm_args
 
-    suite = load_labelled(suite if suite is not None else args.suite, args.machine_label)
+    suite = load_labelled(suite, args.machine_label)
     if args.status:
-        return _status(suite, args)
+        return _status(suite, results_dir)
     if args.cancel:
-        return _cancel(suite, args)
+        return _cancel(suite, results_dir)
     settings = SlurmSettings(partition=args.partition, account=args.account, qos=args.qos,
                              constraint=args.constraint, max_concurrent=args.max_concurrent,
                              slurm_args=slurm_args(args.slurm_arg, "--slurm-arg"))
     if args.max_concurrent is not None and args.max_concurrent < 1:
-        raise UserError("--max-concurrent: must be 1 or more")
-    return _submit(suite, settings, args, command)
+        raise ExecutorError("--max-concurrent: must be 1 or more")
+    return _submit(suite, settings, args, results_dir, command)
 
 
-def _submit(suite: Any, settings: Any, args: argparse.Namespace, command: str) -> int:
+def _submit(suite: Any, settings: Any, args: argparse.Namespace, results_dir: Path | str, command: str) -> int:
     from cnnbench.sweep.slurm.submit import SlurmRequest, plan, submit_sweep
 
-    request = SlurmRequest(suite, args.results_dir, settings, rerun=args.rerun)
+    request = SlurmRequest(suite, results_dir, settings, rerun=args.rerun)
     if getattr(args, "dry_run", False):
         for i, (unit, resources) in enumerate(plan(request), 1):
             print(f"{i:>4}  {unit.name}  [{resources.describe()}]")
@@ -140,15 +125,15 @@ def _submit(suite: Any, settings: Any, args: argparse.Namespace, command: str) -
     settled = Counter(u.state if u.state != "done" else "recorded ok" for u in done.units if u.settled())
     left = ", ".join(f"{n} {state}" for state, n in sorted(settled.items()))
     print(f"{plural(len(done.jobs), 'case')} submitted" + (f"; left alone: {left}" if left else ""))
-    follow = f"{command} --status --results-dir {shlex.quote(str(args.results_dir))}"
+    follow = f"{command} --status --results-dir {shlex.quote(str(results_dir))}"
     print(f"follow with: {follow}   (or: squeue --me)")
     return 0
 
 
-def _status(suite: Any, args: argparse.Namespace) -> int:
+def _status(suite: Any, results_dir: Path | str) -> int:
     from cnnbench.sweep.slurm.submit import sweep_status
 
-    units = sweep_status(suite, args.results_dir)
+    units = sweep_status(suite, results_dir)
     for unit in units:
         print(unit.describe())
     counts = Counter(f"done ({u.status})" if u.state == "done" else u.state for u in units)
@@ -156,10 +141,10 @@ def _status(suite: Any, args: argparse.Namespace) -> int:
     return 0
 
 
-def _cancel(suite: Any, args: argparse.Namespace) -> int:
+def _cancel(suite: Any, results_dir: Path | str) -> int:
     from cnnbench.sweep.slurm.submit import cancel_sweep
 
-    units, refused = cancel_sweep(suite, args.results_dir)
+    units, refused = cancel_sweep(suite, results_dir)
     jobs = [u.job.job_id for u in units if u.job is not None]
     if not jobs:
         print("nothing to cancel: no job of this sweep is pending or running")
