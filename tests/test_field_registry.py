@@ -17,17 +17,6 @@ from cnnbench.results import fields as R
 SRC = Path(__file__).resolve().parent.parent / "src" / "cnnbench"
 REGISTRY = "results/fields.py"
 
-STILL_SPELLED: dict[str, int] = {
-    # Another helper was writing the history command while the registry landed (issue 45):
-    # its option lists of environment fields and its config keys.
-    "analysis/history.py": 28,
-    # Being edited by another helper at the time (the SQL runs table, the flattened columns).
-    "results/flatten.py": 6,
-    "results/sql.py": 11,
-}
-"""Modules that still spell registered paths, and how often. This may only shrink: convert a module
-to the registry's constants and lower (or drop) its count."""
-
 
 def test_declarations_of_known_fields():
     ips = R.field(R.IPS)
@@ -138,10 +127,9 @@ def spelled_paths(root: Path = SRC) -> Counter[str]:
 
 def test_no_module_spells_a_registered_path():
     """Readers name fields by the registry's constants; a module that spells a path as a string
-    literal fails here, unless :data:`STILL_SPELLED` allows it (and then no more often)."""
+    literal fails here."""
     found = spelled_paths()
-    over = {m: n for m, n in found.items() if n > STILL_SPELLED.get(m, 0)}
-    assert over == {}, f"spell these through cnnbench.results.fields (or analysis.fields): {over}"
+    assert found == {}, f"spell these through cnnbench.results.fields (or analysis.fields): {dict(found)}"
 
 
 def test_the_scan_sees_literals_and_skips_docstrings(tmp_path):
@@ -151,3 +139,39 @@ def test_the_scan_sees_literals_and_skips_docstrings(tmp_path):
                                    'def f(r):\n    """config.model"""\n    return r.get("config.model"), r["status"]\n')
     (tmp_path / "b.py").write_text('X = ("environment.gpu_model", f"config.{1}", "config.bytes")\n"config.model"\n')
     assert spelled_paths(tmp_path) == Counter({"a.py": 1, "b.py": 1})
+
+
+def test_table_cells_read_the_registry_format():
+    """Report cells of a registered field are in the format the registry declares for it."""
+    from cnnbench.report.table import MISSING, field_number
+
+    assert field_number(R.IPS, 1234.56)[:2] == ("1,234.6", 1234.56)
+    assert field_number(R.IMAGES_PER_JOULE, 3.14159).text == "3.14"
+    assert field_number(R.ENERGY, None).text == MISSING
+
+
+def test_tables_compare_and_predict_take_images_per_sec_format_from_the_registry(monkeypatch):
+    """The history table, ``compare`` and ``predict`` print images/sec as the registry declares."""
+    import dataclasses
+
+    from cnnbench.analysis.history import Outlier, Run
+    from cnnbench.analysis.points import Measure
+    from cnnbench.compare import render as compare_render
+    from cnnbench.predict import render as predict_render
+    from cnnbench.report.tables import history as history_table
+
+    run = Run("r1", "2026-01-02T00:00:00", None, 1500.0, None)
+    assert [c.text for c in history_table._outlier_row(Outlier("s", "m", run, 2000.0))[3:5]] == ["1,500.0", "2,000.0"]
+    monkeypatch.setitem(R.FIELDS, R.IPS, dataclasses.replace(R.FIELDS[R.IPS], format=".3e"))
+    assert [c.text for c in history_table._outlier_row(Outlier("s", "m", run, 2000.0))[3:5]] == [
+        "1.500e+03", "2.000e+03"]
+    assert history_table._ips(1500.0) == predict_render._ips(1500.0) == "1.500e+03"
+    assert compare_render._ips(Measure([1500.0])) == "1.500e+03"
+
+
+def test_compare_of_bus_bandwidth_heads_its_columns_with_the_registry_unit():
+    from cnnbench.compare.bandwidth import HEADER
+
+    unit = R.field(R.BUSBW).unit
+    assert unit == "GB/s"
+    assert HEADER[4:6] == (f"baseline busbw {unit}", f"candidate busbw {unit}")

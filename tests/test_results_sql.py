@@ -225,6 +225,22 @@ def test_json_inside_lists_and_structs_reads_as_values(tmp_path, capsys):
     assert frame["tags"].tolist() == [[1, "x", None], ["z"]]
 
 
+def test_json_inside_maps_reads_as_values(tmp_path):
+    """A map's JSON values (and keys) read as values, from a query and a DataFrame, and in the
+    ``{"key": [...], "value": [...]}`` shape older DuckDB versions give a map in."""
+    import duckdb
+
+    from cnnbench.results.sql import _decode
+
+    folder = tmp_path / "results"
+    append_record(folder, make_record(0, tags=[1, "x"]))
+    sql = "SELECT MAP(['k1', 'k2'], [tags[1], tags[2]]) AS m FROM runs"
+    assert run_query(sql, folder).rows == [({"k1": 1, "k2": "x"},)]
+    assert cnnbench.query(sql, folder)["m"].tolist() == [{"k1": 1, "k2": "x"}]
+    kind = duckdb.connect(":memory:").execute("SELECT MAP(['1'::JSON], ['\"x\"'::JSON])").description[0][1]
+    assert _decode({"key": ["1"], "value": ['"x"']}, kind) == {"key": [1], "value": ["x"]}
+
+
 def test_a_record_of_many_megabytes_is_read(tmp_path):
     folder = tmp_path / "results"
     append_record(folder, make_record(0, blob="x" * (17 << 20)))

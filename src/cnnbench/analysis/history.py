@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 
 from cnnbench.analysis import fields as F
 from cnnbench.analysis.points import build_points
+from cnnbench.results import fields as R
 from cnnbench.results.query import get_value
 from cnnbench.results.record import STARTED_AT_FILLED_IN
 
@@ -66,14 +67,10 @@ _FLOOR = 1e-4
 """The smallest spread (relative) the noise model uses: a constant series is not infinitely sure."""
 
 SUSPECT_FIELDS = (
-    "environment.torch_version", "environment.torchvision_version", "environment.cuda_version",
-    "environment.cudnn_version", "environment.nccl_version", "environment.gpu_driver",
-    "environment.cuda_driver_version", "environment.python_version", "environment.platform",
-    "environment.torch_num_threads", "environment.available_cpus", "environment.cpu_threads",
-    "environment.memory_bytes", "environment.hostname", "environment.gpu_mig_profile",
-    "environment.gpus.power_limit_w", "environment.gpus.sm_clock_max_mhz",
-    "environment.gpus.memory_clock_max_mhz", "environment.gpus.pcie_generation", "environment.gpus.pcie_width",
-    "tool_version",
+    R.TORCH_VERSION, R.TORCHVISION_VERSION, R.CUDA_VERSION, R.CUDNN_VERSION, R.NCCL_VERSION, R.GPU_DRIVER,
+    R.CUDA_DRIVER_VERSION, R.PYTHON_VERSION, R.PLATFORM, R.TORCH_NUM_THREADS, R.AVAILABLE_CPUS, R.CPU_THREADS,
+    R.MEMORY_BYTES, R.HOSTNAME, R.GPU_MIG_PROFILE, R.GPU_POWER_LIMIT, R.GPU_SM_CLOCK, R.GPU_MEMORY_CLOCK,
+    R.GPU_PCIE_GENERATION, R.GPU_PCIE_WIDTH, "tool_version",
 )
 """Fields compared between the two sides of a change (``environment.gpus.X``: each GPU's ``X``)."""
 
@@ -488,26 +485,48 @@ def build_history(records: Sequence[Mapping[str, Any]], *, order_by: str | None 
 
 def _series(label: str, machine: str, identity: Mapping[str, Any], recs: Sequence[Mapping[str, Any]],
             order_by: str | None, alpha: float, min_change: float) -> Series:
-    runs = tuple(Run(str(r.get("run_id") or ""), str(r.get("started_at") or ""),
-                     get_value(r, order_by) if order_by else None, float(_ips(r) or 0.0),
-                     _text_or_none(r.get("session_id"))) for r in recs)
+    runs = tuple(_run(r, order_by) for r in recs)
     fit = fit_levels([r.ips for r in runs], [r.job for r in runs], alpha=alpha, min_change=min_change)
+    changes = _changes(label, machine, runs, recs, fit)
+    outliers = tuple(Outlier(label, machine, runs[j], _level_of(fit, j).value) for j in fit.outliers)
+    ident = tuple((k, v) for k, v in identity.items() if k.startswith("config.") or k == F.MACHINE)
+    return Series(label, machine, ident, runs, _job_count(runs), fit, changes, outliers)
+
+
+def _run(record: Mapping[str, Any], order_by: str | None) -> Run:
+    """A record as a point of its series (``order``: its ``order_by`` value, if any)."""
+    return Run(str(record.get("run_id") or ""), str(record.get("started_at") or ""),
+               get_value(record, order_by) if order_by else None, float(_ips(record) or 0.0),
+               _text_or_none(record.get("session_id")))
+
+
+def _job_count(runs: Sequence[Run]) -> int:
+    """How many jobs the runs make (a run without a job id is a job of its own)."""
+    return len(set(_job_index([r.job for r in runs], len(runs)).tolist()))
+
+
+def _level_of(fit: LevelFit, index: int) -> Level:
+    """The level run ``index`` lies in."""
+    return next(lv for lv in fit.levels if lv.start <= index < lv.stop)
+
+
+def _changes(label: str, machine: str, runs: Sequence[Run], recs: Sequence[Mapping[str, Any]],
+             fit: LevelFit) -> tuple[Change, ...]:
+    """Each shift of ``fit`` as a change: its last run before and first after, and the suspects
+    between the runs of its two levels (outliers left out)."""
     outlier_set = set(fit.outliers)
+
+    def kept(level: Level) -> list[int]:
+        return [j for j in range(level.start, level.stop) if j not in outlier_set]
+
     changes = []
     for i, shift in enumerate(fit.shifts):
         before_level, after_level = fit.levels[i], fit.levels[i + 1]
-        last = max(j for j in range(before_level.start, before_level.stop) if j not in outlier_set)
-        side_a = [recs[j] for j in range(before_level.start, before_level.stop) if j not in outlier_set]
-        side_b = [recs[j] for j in range(after_level.start, after_level.stop) if j not in outlier_set]
-        changes.append(Change(label, machine, runs[last], runs[shift.index], before_level.value, after_level.value,
-                              shift.ratio, shift.low, shift.high, shift.p, suspects(side_a, side_b)))
-    outliers = []
-    for j in fit.outliers:
-        level = next(lv for lv in fit.levels if lv.start <= j < lv.stop)
-        outliers.append(Outlier(label, machine, runs[j], level.value))
-    ident = tuple((k, v) for k, v in identity.items() if k.startswith("config.") or k == F.MACHINE)
-    return Series(label, machine, ident, runs, len(set(_job_index([r.job for r in runs], len(runs)).tolist())), fit,
-                  tuple(changes), tuple(outliers))
+        before, after = kept(before_level), kept(after_level)
+        changes.append(Change(label, machine, runs[max(before)], runs[shift.index], before_level.value,
+                              after_level.value, shift.ratio, shift.low, shift.high, shift.p,
+                              suspects([recs[j] for j in before], [recs[j] for j in after])))
+    return tuple(changes)
 
 
 def _ips(rec: Mapping[str, Any]) -> float | None:
@@ -565,14 +584,14 @@ def _order_key(value: Any) -> tuple:
 def _labels(points: Any) -> list[str]:
     """A name per series: model, precision, batch size, any other varying configuration, the machine."""
     varying = [k for k in points.key_fields if k.startswith("config.") and k not in
-               ("config.model", "config.precision", "config.batch_size") and points.varies(k)]
+               (F.MODEL, F.PRECISION, F.BATCH) and points.varies(k)]
     out = []
     for p in points.points:
-        parts = [str(p.get("config.model"))]
-        if p.get("config.precision") is not None:
-            parts.append(str(p.get("config.precision")))
-        if p.get("config.batch_size") is not None:
-            parts.append(f"b{p.get('config.batch_size')}")
+        parts = [str(p.get(F.MODEL))]
+        if p.get(F.PRECISION) is not None:
+            parts.append(str(p.get(F.PRECISION)))
+        if p.get(F.BATCH) is not None:
+            parts.append(f"b{p.get(F.BATCH)}")
         parts += [f"{k.split('.', 1)[1]}={F.text(p.get(k))}" for k in varying]
         out.append(f"{' '.join(parts)} on {p.get(F.MACHINE)}")
     return out

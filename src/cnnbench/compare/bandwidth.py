@@ -23,7 +23,9 @@ from cnnbench.results.csv_out import csv_text
 from cnnbench.results.record import record_kind
 from cnnbench.words import plural, size_text
 
-HEADER = ("collective", "size", "setting", "machine", "baseline busbw GB/s", "candidate busbw GB/s", "ratio",
+_UNIT = F.FIELDS[F.BUSBW].unit
+"""Bus bandwidth's unit, as the field registry declares it."""
+HEADER = ("collective", "size", "setting", "machine", f"baseline busbw {_UNIT}", f"candidate busbw {_UNIT}", "ratio",
           "95% interval", "p", "test", "result")
 _SETTING = ("num_devices", "num_nodes", "backend", "device", "dtype")
 

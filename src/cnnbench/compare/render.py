@@ -32,7 +32,7 @@ def _ips(m: Measure) -> str:
     med = m.median
     if med is None:
         return m.failure_text() or "—"
-    return f"{med:,.1f}" if med < 1e5 else f"{med:,.0f}"
+    return F.FIELDS[F.IPS].show(med) if med < 1e5 else f"{med:,.0f}"  # the registry's format; no decimals past 1e5
 
 
 def _interval(pair: ComparedPair) -> str:

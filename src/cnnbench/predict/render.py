@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from cnnbench.predict.scaling import PredictResult, Row
+from cnnbench.results import fields as R
 from cnnbench.results.csv_out import csv_text
 
 COLUMNS = ("model", "configuration", "strategy", "devices", "nodes", "images/sec", "speedup", "efficiency",
@@ -28,12 +29,17 @@ def configuration(row: Row) -> str:
     return ", ".join(parts)
 
 
+def _ips(value: float) -> str:
+    """Images/sec in the field registry's format for it."""
+    return R.field(R.IPS).show(value)
+
+
 def cells(row: Row) -> list[str]:
-    measured = "" if row.measured is None else f"{row.measured:,.1f}"
+    measured = "" if row.measured is None else _ips(row.measured)
     error = "" if row.error is None else f"{row.error:+.1%}"
     naive = "" if row.baseline_error is None else f"{row.baseline_error:+.1%}"
     return [row.base.model, configuration(row), row.strategy, str(row.devices), str(row.nodes),
-            f"{row.images_per_sec:,.1f}", f"{row.speedup:.2f}", f"{row.efficiency:.0%}", row.bound, measured, error,
+            _ips(row.images_per_sec), f"{row.speedup:.2f}", f"{row.efficiency:.0%}", row.bound, measured, error,
             naive]
 
 
@@ -78,7 +84,7 @@ def calibration_lines(result: PredictResult) -> list[str]:
                      f"RMS error {item['rms_error']:.1%} over {len(item['residuals'])} points")
         for r in item["residuals"]:
             lines.append(f"  {r['model']} {r['strategy']} {r['devices']} devices/{r['nodes']} nodes: "
-                         f"measured {r['measured']:,.1f}, fitted {r['predicted']:,.1f} ({r['error']:+.1%})")
+                         f"measured {_ips(r['measured'])}, fitted {_ips(r['predicted'])} ({r['error']:+.1%})")
         if len(item["residuals"]) == 1:
             lines.append("  one point fixes the one number exactly: nothing checks the fit")
     return lines

@@ -15,6 +15,7 @@ from cnnbench.analysis.marks import measure_marks
 from cnnbench.analysis.points import Measure
 from cnnbench.analysis.repeat_stats import median, spread_percent
 from cnnbench.report.numbers import fixed, significant
+from cnnbench.results import fields as R
 
 MISSING = "—"
 
@@ -59,6 +60,14 @@ def number(value: float | None, digits: int = 2, suffix: str = "") -> Cell:
     if value is None:
         return missing()
     return Cell(f"{fixed(value, digits)}{suffix}", value)
+
+
+def field_number(path: str, value: float | None) -> Cell:
+    """A value of the registered field ``path`` in the number format the field registry declares
+    for it (``metrics.total_images_per_sec``: ``1,234.6``), or ``—`` for ``None``."""
+    if value is None:
+        return missing()
+    return Cell(R.field(path).show(value), value)
 
 
 def percent(fraction: float | None, digits: int = 1) -> Cell:

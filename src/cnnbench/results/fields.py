@@ -107,6 +107,20 @@ CPU_THREADS = "environment.cpu_threads"
 MEMORY_BYTES = "environment.memory_bytes"
 TORCH_NUM_THREADS = "environment.torch_num_threads"
 CUDNN_VERSION = "environment.cudnn_version"
+AVAILABLE_CPUS = "environment.available_cpus"
+TORCH_VERSION = "environment.torch_version"
+TORCHVISION_VERSION = "environment.torchvision_version"
+PYTHON_VERSION = "environment.python_version"
+CUDA_VERSION = "environment.cuda_version"
+CUDA_DRIVER_VERSION = "environment.cuda_driver_version"
+NCCL_VERSION = "environment.nccl_version"
+GPU_DRIVER = "environment.gpu_driver"
+GPU_MIG_PROFILE = "environment.gpu_mig_profile"
+GPU_SM_CLOCK = "environment.gpus.sm_clock_max_mhz"
+GPU_MEMORY_CLOCK = "environment.gpus.memory_clock_max_mhz"
+GPU_POWER_LIMIT = "environment.gpus.power_limit_w"
+GPU_PCIE_GENERATION = "environment.gpus.pcie_generation"
+GPU_PCIE_WIDTH = "environment.gpus.pcie_width"
 IPS = "metrics.total_images_per_sec"
 STEP_TIMES = "metrics.step_times_s"
 ENERGY = "metrics.energy_j"
@@ -175,23 +189,23 @@ _ENVIRONMENT: tuple[Field, ...] = (
     Field(GPU_COUNT, hardware=True),
     Field(PLATFORM, hardware=True),
     Field(CPU_THREADS),
-    Field("environment.available_cpus"),
+    Field(AVAILABLE_CPUS),
     Field(MEMORY_BYTES, unit="bytes"),
     Field(TORCH_NUM_THREADS),
-    Field("environment.torch_version"),
-    Field("environment.torchvision_version"),
-    Field("environment.python_version"),
-    Field("environment.cuda_version"),
-    Field("environment.cuda_driver_version"),
+    Field(TORCH_VERSION),
+    Field(TORCHVISION_VERSION),
+    Field(PYTHON_VERSION),
+    Field(CUDA_VERSION),
+    Field(CUDA_DRIVER_VERSION),
     Field(CUDNN_VERSION),
-    Field("environment.nccl_version"),
-    Field("environment.gpu_driver"),
-    Field("environment.gpu_mig_profile"),
-    Field("environment.gpus.sm_clock_max_mhz", unit="MHz"),
-    Field("environment.gpus.memory_clock_max_mhz", unit="MHz"),
-    Field("environment.gpus.power_limit_w", unit="W"),
-    Field("environment.gpus.pcie_generation"),
-    Field("environment.gpus.pcie_width"),
+    Field(NCCL_VERSION),
+    Field(GPU_DRIVER),
+    Field(GPU_MIG_PROFILE),
+    Field(GPU_SM_CLOCK, unit="MHz"),
+    Field(GPU_MEMORY_CLOCK, unit="MHz"),
+    Field(GPU_POWER_LIMIT, unit="W"),
+    Field(GPU_PCIE_GENERATION),
+    Field(GPU_PCIE_WIDTH),
 )
 
 _METRICS: tuple[Field, ...] = (

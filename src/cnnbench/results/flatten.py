@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from cnnbench.results import fields as R
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -20,15 +22,15 @@ SEP = "."
 # Columns first in tables and exports, in this order, when present.
 LEADING_COLUMNS = (
     "started_at",
-    "environment.machine",
+    R.MACHINE,
     "suite_name",
     "case_name",
-    "config.model",
-    "config.batch_size",
-    "config.precision",
-    "config.data_format",
-    "status",
-    "metrics.total_images_per_sec",
+    R.MODEL,
+    R.BATCH,
+    R.PRECISION,
+    R.DATA_FORMAT,
+    R.STATUS,
+    R.IPS,
 )
 
 

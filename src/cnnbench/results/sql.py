@@ -32,6 +32,8 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from cnnbench.results import fields as R
+from cnnbench.results.fields import STEP_TIMES
 from cnnbench.results.flatten import flatten_records, ordered_columns
 from cnnbench.results.reader import read_records
 
@@ -40,7 +42,6 @@ if TYPE_CHECKING:
 
 RUNS = "runs"
 STEPS = "steps"
-STEP_TIMES = "metrics.step_times_s"
 
 _SANDBOX = (
     "SET enable_external_access = false",
@@ -217,21 +218,33 @@ def _decode(value: Any, kind: Any) -> Any:
         return _json_value(value) if isinstance(value, str) else value
     if not _holds_json(kind):
         return value
-    children = kind.children
-    if kind.id in ("list", "array") and hasattr(value, "tolist"):  # a DataFrame's cell: a numpy array
-        value = value.tolist()
-    if kind.id in ("list", "array") and isinstance(value, (list, tuple)):
-        return [_decode(v, children[0][1]) for v in value]
+    if kind.id in ("list", "array"):
+        return _decode_list(value, kind)
     if kind.id == "struct" and isinstance(value, dict):
-        types = dict(children)
+        types = dict(kind.children)
         return {k: _decode(v, types.get(k)) if k in types else v for k, v in value.items()}
     if kind.id == "map" and isinstance(value, dict):
-        key_type, value_type = children[0][1], children[1][1]
-        if isinstance(value.get("key"), list) and isinstance(value.get("value"), list):
-            return {"key": [_decode(v, key_type) for v in value["key"]],
-                    "value": [_decode(v, value_type) for v in value["value"]]}
-        return {k: _decode(v, value_type) for k, v in value.items()}
+        return _decode_map(value, kind)
     return value
+
+
+def _decode_list(value: Any, kind: Any) -> Any:
+    """A list's (or array's) cell with JSON in its items: each item decoded."""
+    if hasattr(value, "tolist"):  # a DataFrame's cell: a numpy array
+        value = value.tolist()
+    if isinstance(value, (list, tuple)):
+        return [_decode(v, kind.children[0][1]) for v in value]
+    return value
+
+
+def _decode_map(value: dict[Any, Any], kind: Any) -> dict[Any, Any]:
+    """A map's cell with JSON in its keys or values, each part decoded: a ``{"key": [...],
+    "value": [...]}`` cell part by part, any other dict value by value."""
+    key_type, value_type = kind.children[0][1], kind.children[1][1]
+    if isinstance(value.get("key"), list) and isinstance(value.get("value"), list):
+        return {"key": [_decode(v, key_type) for v in value["key"]],
+                "value": [_decode(v, value_type) for v in value["value"]]}
+    return {k: _decode(v, value_type) for k, v in value.items()}
 
 
 def _json_value(text: str) -> Any:
@@ -309,10 +322,9 @@ def _contract_types() -> dict[str, str]:
                   for name in ENVIRONMENT_FIELDS})
     types.update({f"metrics.{name}": "DOUBLE[]" if name == "per_device_images_per_sec" else "DOUBLE"
                   for name in METRIC_FIELDS if f"metrics.{name}" != STEP_TIMES})
-    types.update({"config.model": "VARCHAR", "config.batch_size": "BIGINT", "config.num_devices": "BIGINT",
-                  "config.precision": "VARCHAR", "config.data_format": "VARCHAR", "config.forward_only": "BOOLEAN",
-                  "config.device": "VARCHAR", "config.variable_update": "VARCHAR",
-                  "metrics.energy_j": "DOUBLE", "metrics.images_per_joule": "DOUBLE"})
+    types.update({R.MODEL: "VARCHAR", R.BATCH: "BIGINT", R.DEVICES: "BIGINT", R.PRECISION: "VARCHAR",
+                  R.DATA_FORMAT: "VARCHAR", R.FORWARD_ONLY: "BOOLEAN", R.DEVICE: "VARCHAR",
+                  R.VARIABLE_UPDATE: "VARCHAR", R.ENERGY: "DOUBLE", R.IMAGES_PER_JOULE: "DOUBLE"})
     return types
 
 

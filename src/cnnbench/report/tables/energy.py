@@ -16,7 +16,7 @@ from cnnbench.analysis import fields as F
 from cnnbench.analysis.repeat_stats import median
 from cnnbench.report.document import Block, Heading, Report, TableBlock
 from cnnbench.report.kinds import TableKind, register
-from cnnbench.report.table import Cell, Table, label_cell, missing, number
+from cnnbench.report.table import Cell, Table, field_number, label_cell, missing
 from cnnbench.report.tables.throughput import Section
 
 HEADING = "Energy efficiency (images per joule)"
@@ -56,7 +56,7 @@ def _table(section: Section) -> Table:
         row = [label_cell(v) if i == 0 else Cell(F.text(v), v) for i, v in enumerate(key)]
         for c in columns:
             xs = cells.get((key, c)) or []
-            row.append(number(median(xs), 2) if xs else missing())
+            row.append(field_number(F.IMAGES_PER_JOULE, median(xs)) if xs else missing())
         rows.append(row)
     notes = [f"Images per joule: images of the timed steps over the energy the GPUs drew meanwhile (NVML; "
              f"host CPU and memory not included); columns: {layout.column_name}; batch = per device. "

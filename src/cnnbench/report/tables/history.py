@@ -19,7 +19,7 @@ from cnnbench.analysis.points import build_points
 from cnnbench.report.document import Figure, Heading, Paragraph, Report, TableBlock
 from cnnbench.report.kinds import Inputs, Observes, TableKind, register
 from cnnbench.report.observations import Observation, Ref
-from cnnbench.report.table import Cell, Table, label_cell, number
+from cnnbench.report.table import Cell, Table, field_number, label_cell
 from cnnbench.report.tables.pipeline import is_pipeline_record
 from cnnbench.words import plural
 
@@ -54,13 +54,18 @@ def _run_cell(run: Run) -> Cell:
     return Cell(f"{run.run_id} ({run.started_at[:10] or '?'})", run.run_id)
 
 
+def _ips(value: float) -> str:
+    """Images/sec in the registry's format for it."""
+    return field_number(F.IPS, value).text
+
+
 def _pct(ratio: float) -> str:
     return f"{(ratio - 1.0) * 100.0:+.1f}%"
 
 
 def _change_row(c: Change) -> list[Cell]:
     return [label_cell(_series_name(c.series, c.machine)), label_cell(c.machine),
-            Cell(f"{c.level_before:,.1f} → {c.level_after:,.1f}", round(c.level_after, 4)),
+            Cell(f"{_ips(c.level_before)} → {_ips(c.level_after)}", round(c.level_after, 4)),
             _run_cell(c.before), _run_cell(c.after),
             Cell(f"{_pct(c.ratio)} ({_pct(c.low)} to {_pct(c.high)})", round(c.ratio - 1.0, 6)),
             Cell(f"{c.p:.2g}", float(f"{c.p:.3g}")),
@@ -69,7 +74,7 @@ def _change_row(c: Change) -> list[Cell]:
 
 def _outlier_row(o: Outlier) -> list[Cell]:
     return [label_cell(_series_name(o.series, o.machine)), label_cell(o.machine), _run_cell(o.run),
-            number(o.run.ips, 1), number(o.level, 1), Cell(_pct(o.ratio), round(o.ratio - 1.0, 6))]
+            field_number(F.IPS, o.run.ips), field_number(F.IPS, o.level), Cell(_pct(o.ratio), round(o.ratio - 1.0, 6))]
 
 
 def history_tables(history: History) -> tuple[Table | None, Table | None]:

@@ -25,7 +25,7 @@ from cnnbench.analysis.speedup import speedup_efficiency
 from cnnbench.config.parallel_options import thread_rule
 from cnnbench.report.document import Figure, Heading, Report, TableBlock
 from cnnbench.report.kinds import Inputs, Observes, TableKind, register
-from cnnbench.report.table import Cell, Table, failed, label_cell, missing, number, percent, throughput
+from cnnbench.report.table import Cell, Table, failed, field_number, label_cell, missing, number, percent, throughput
 from cnnbench.report.tables.predicted import predict_series, predicted_text
 from cnnbench.results.record import record_kind
 from cnnbench.words import plural
@@ -215,7 +215,7 @@ def _predicted_cells(s: Series, n: int, shown: bool) -> list[Cell]:
     if n not in s.predicted:
         return [missing(), missing(), missing()]
     ips, efficiency, bound = s.predicted[n]
-    return [Cell(f"{ips:,.1f}", ips), percent(efficiency), Cell(bound, bound)]
+    return [field_number(F.IPS, ips), percent(efficiency), Cell(bound, bound)]
 
 
 def speedup_text(speedup: float, efficiency: float) -> str:
