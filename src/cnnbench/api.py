@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from cnnbench.config import RunConfig
     from cnnbench.config.data_bench import DataBenchConfig
     from cnnbench.report.document import Report
+    from cnnbench.report.options import ReportOptions
     from cnnbench.results.cache import StepTimesMode
     from cnnbench.results.record import Record
     from cnnbench.study import StudyRun
@@ -495,10 +496,25 @@ def make_report(results: Results, output: PathLike | None = None, *, rows: str |
     >>> rep = cnnbench.make_report("results/quick", output="report/quick")
     >>> [t.id for t in rep.tables]
     """
-    from cnnbench.report import ReportOptions, build_report, write_report
-    from cnnbench.report.layout import split_fields
+    from cnnbench.report import ReportOptions, build_report
     from cnnbench.report.options import ReportError
     from cnnbench.report.output import check_report_folder
+
+    _check_report_arguments(output, title, baselines, max_plots)
+    settings = _report_settings(rows, columns, observations, effects, baselines, ignore, include_warned, where,
+                                title, noise, max_plots)
+    out = None if output is None else check_report_folder(output)
+    records, problems, _ = _records(results, "results", ReportError)
+    options = ReportOptions(**settings, problems=problems)
+    if out is None:
+        return build_report(records, options)
+    return _build_and_write_report(records, options, out, max_plots)
+
+
+def _check_report_arguments(output: PathLike | None, title: Any, baselines: Any, max_plots: Any) -> None:
+    """Raise ``ReportError`` (``ValueError`` for a negative ``max_plots``) for a :func:`make_report`
+    argument of the wrong type."""
+    from cnnbench.report.options import ReportError
 
     if isinstance(max_plots, bool) or not isinstance(max_plots, int):
         raise ReportError(f"max_plots: is {_given(max_plots)}; give a whole number (0 draws no plot)")
@@ -511,25 +527,37 @@ def make_report(results: Results, output: PathLike | None = None, *, rows: str |
     if baselines is not None and not (isinstance(baselines, Mapping) and all(
             isinstance(k, str) and isinstance(v, str) for k, v in baselines.items())):
         raise ReportError(f"baselines: is {_given(baselines)}; give a dict of field to value, both texts")
+
+
+def _report_settings(rows: Any, columns: Any, observations: Any, effects: Any, baselines: Mapping[str, str] | None,
+                     ignore: Any, include_warned: bool, where: Any, title: str, noise: Any,
+                     max_plots: int) -> dict[str, Any]:
+    """The :class:`~cnnbench.report.ReportOptions` arguments (all but ``problems``) from
+    :func:`make_report`'s; ``ReportError`` for a field list or ``noise`` of the wrong type."""
+    from cnnbench.report.layout import split_fields
+    from cnnbench.report.options import ReportError
+
     optional = {name: None if value is None else _texts(value, name, ReportError) for name, value in (
         ("columns", columns), ("observations", observations), ("effects", effects))}
     row_fields = _texts(rows, "rows", ReportError)
     ignored, wheres = _texts(ignore, "ignore", ReportError), _texts(where, "where", ReportError)
-    noise = _number(noise, "noise", ReportError)
-    out = None if output is None else check_report_folder(output)
-    records, problems, _ = _records(results, "results", ReportError)
-    options = ReportOptions(
-        rows=split_fields(row_fields), columns=None if columns is None else split_fields(optional["columns"] or ()),
-        observations=None if observations is None else split_fields(optional["observations"] or ()),
-        effects=optional["effects"], baselines=dict(baselines or {}),
-        ignore=ignored, include_warned=bool(include_warned), where=wheres,
-        title=title, noise=noise, max_plots=max_plots, problems=problems,
-    )
-    if out is None:
-        return build_report(records, options)
+    return {
+        "rows": split_fields(row_fields),
+        "columns": None if columns is None else split_fields(optional["columns"] or ()),
+        "observations": None if observations is None else split_fields(optional["observations"] or ()),
+        "effects": optional["effects"], "baselines": dict(baselines or {}),
+        "ignore": ignored, "include_warned": bool(include_warned), "where": wheres,
+        "title": title, "noise": _number(noise, "noise", ReportError), "max_plots": max_plots,
+    }
+
+
+def _build_and_write_report(records: list[Mapping[str, Any]], options: ReportOptions, out: Path,
+                            max_plots: int) -> Report:
+    """Build the report and write it in ``out``, as ``cnnbench report`` does: the plots known early
+    drawn while the rest is built."""
+    from cnnbench.report import build_report, write_report
     from cnnbench.report.render.drawing import prepare_drawing
 
-    # as cnnbench report draws: the plots known early drawn while the rest is built
     with prepare_drawing(None if max_plots else 0, reusing=out) as pool:
         built = build_report(records, options, on_figures=lambda figures: pool.draw_ahead(figures, out))
         write_report(built, out, plots=max_plots > 0, drawing_pool=pool)

@@ -109,23 +109,34 @@ def compare_runs(base: Sequence[RunSample], cand: Sequence[RunSample], noise: fl
     ``spread``: the run-to-run spread pooled over the pairs being compared on the same machine, see
     :func:`log_ratio_test`; ``p_value=False`` with ``interval=False``: the p-value only where a
     table of Student's critical values cannot give the verdict, as in :func:`compare_many`)."""
-    nb, nc = len(base), len(cand)
-    if not nb or not nc:
-        return Comparison(None, False, NONE, n_base=nb, n_cand=nc)
-    ratio = statistics.median([r.rate for r in cand]) / statistics.median([r.rate for r in base])
-    basis = _basis(base, cand)
-    if basis == NONE:
-        return Comparison(ratio, False, NONE, n_base=nb, n_cand=nc)
-    if not interval and abs(ratio - 1.0) < noise:  # never significant: spare the test
-        return Comparison(ratio, False, basis, n_base=nb, n_cand=nc)
+    head = _untested(base, cand)
+    if head.ratio is None or head.basis == NONE:
+        return head
+    if not interval and abs(head.ratio - 1.0) < noise:  # never significant: spare the test
+        return head
     if not interval and not p_value:
-        stats: Any = (log_ratio_statistic([r.rate for r in cand], [r.rate for r in base], spread) if basis == REPEATS
-                      else ratio_statistic(_all_blocks(base), _all_blocks(cand), autocorrelated=True))
-        decided = _decided(ratio, basis, stats, nb, nc, noise, alpha, p_values=False)
-        if decided is not None:
-            return decided
-        test_ratio, t, df, _ = stats
-        return _verdict(ratio, basis, test_ratio, t_two_sided_p(t, df), nb, nc, noise, alpha)
+        return _verdict_only(head.ratio, head.basis, base, cand, noise, alpha, spread)
+    return _tested(head.ratio, head.basis, base, cand, noise, alpha, interval, spread)
+
+
+def _verdict_only(ratio: float, basis: str, base: Sequence[RunSample], cand: Sequence[RunSample], noise: float,
+                  alpha: float, spread: RepeatSpread | None) -> Comparison:
+    """The comparison of a tested pair without an interval, its p-value computed only where a table
+    of Student's critical values cannot give the verdict."""
+    nb, nc = len(base), len(cand)
+    stats: Any = (log_ratio_statistic([r.rate for r in cand], [r.rate for r in base], spread) if basis == REPEATS
+                  else ratio_statistic(_all_blocks(base), _all_blocks(cand), autocorrelated=True))
+    decided = _decided(ratio, basis, stats, nb, nc, noise, alpha, p_values=False)
+    if decided is not None:
+        return decided
+    test_ratio, t, df, _ = stats
+    return _verdict(ratio, basis, test_ratio, t_two_sided_p(t, df), nb, nc, noise, alpha)
+
+
+def _tested(ratio: float, basis: str, base: Sequence[RunSample], cand: Sequence[RunSample], noise: float,
+            alpha: float, interval: bool, spread: RepeatSpread | None) -> Comparison:
+    """The comparison of a tested pair from the whole test: its p-value and (with ``interval``)
+    the interval of the ratio."""
     if basis == REPEATS:
         test = log_ratio_test([r.rate for r in cand], [r.rate for r in base], alpha, interval, spread)
     else:
@@ -134,7 +145,7 @@ def compare_runs(base: Sequence[RunSample], cand: Sequence[RunSample], noise: fl
                           autocorrelated=True, interval=interval)
     same_direction = (test.ratio - 1.0) * (ratio - 1.0) > 0
     significant = test.p < alpha and abs(ratio - 1.0) >= noise and same_direction
-    return Comparison(ratio, significant, basis, test.p, test.low, test.high, nb, nc)
+    return Comparison(ratio, significant, basis, test.p, test.low, test.high, len(base), len(cand))
 
 
 def compare_many(pairs: Sequence[tuple[Sequence[RunSample], Sequence[RunSample], RepeatSpread | None]],

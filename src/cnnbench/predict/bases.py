@@ -147,28 +147,55 @@ def _base(key: tuple[tuple[str, Any], ...], recs: Sequence[Mapping[str, Any]], c
         return f"{model} on {values['machine']}: no parameter count (no model_cost, and not a model known here)"
     imported = (first.get("source") or "cnnbench") != "cnnbench"
     precision = str(values.get("precision") or "fp32")
-    grad_element = 2 if precision in HALF or (imported and precision == "amp_fp16") else 4
     ips = statistics.median(float(r["metrics"]["total_images_per_sec"]) for r in recs)
     batch = int(values["batch_size"])
     step = batch / ips
     f, b, o, source = _split(recs, step)
     env = dict(first.get("environment") or {})
-    device = str(values.get("device") or ("cuda" if env.get("gpu_model") else "cpu"))
-    bucket = get_value(first, F.BUCKET_CAP_MB)
+    device = _device(values, env)
     return Base(model=model, key=key, batch_size=batch, step_time_s=step, forward_s=f, backward_s=b, optimizer_s=o,
-                split_source=source, gradient_bytes=params * grad_element,
+                split_source=source, gradient_bytes=params * _gradient_element(precision, imported),
                 parameter_bytes=params * (2 if precision in GATHERED_HALF else 4), device=device,
-                overlap=not imported and device != "cpu",
-                bucket_bytes=float(bucket) * 2**20 if _positive(bucket) else DEFAULT_BUCKET_BYTES,
+                overlap=not imported and device != "cpu", bucket_bytes=_bucket_bytes(first),
                 machine=str(values["machine"]), environment=env,
                 input_rate_per_core=_input_rate(first, pipeline),
                 host_cpus=env.get("available_cpus") or env.get("cpu_threads"), threads=_threads(first),
                 threads_per_worker=get_value(first, F.THREADS_PER_WORKER),
-                busy_cores=statistics.median(_busy(r) for r in recs) if device == "cpu" else 0.0,
-                source=str(first.get("source") or "cnnbench"), parameters=float(params),
-                parameter_device="cpu" if any(get_value(r, F.LOCAL_PARAMETER_DEVICE) == "cpu" for r in recs)
-                else "device",
-                one_device_server=any(get_value(r, F.VARIABLE_UPDATE) == "parameter_server" for r in recs))
+                busy_cores=_busy_cores(recs, device), source=str(first.get("source") or "cnnbench"),
+                parameters=float(params), parameter_device=_parameter_device(recs),
+                one_device_server=_one_device_server(recs))
+
+
+def _gradient_element(precision: str, imported: bool) -> int:
+    """Bytes a gradient element is exchanged in: 2 in pure half precision, and in imported
+    tf_cnn_benchmarks runs under fp16 mixed precision (its compact gradient transfer), else 4."""
+    return 2 if precision in HALF or (imported and precision == "amp_fp16") else 4
+
+
+def _device(values: Mapping[str, Any], env: Mapping[str, Any]) -> str:
+    """The configuration's device, else ``cuda`` where the environment names a GPU, else ``cpu``."""
+    return str(values.get("device") or ("cuda" if env.get("gpu_model") else "cpu"))
+
+
+def _bucket_bytes(record: Mapping[str, Any]) -> float:
+    """The gradient bucket size the run used, in bytes (the default where it set none)."""
+    bucket = get_value(record, F.BUCKET_CAP_MB)
+    return float(bucket) * 2**20 if _positive(bucket) else DEFAULT_BUCKET_BYTES
+
+
+def _busy_cores(recs: Sequence[Mapping[str, Any]], device: str) -> float:
+    """The median of the cores other processes kept busy during the runs (on a CPU device only)."""
+    return statistics.median(_busy(r) for r in recs) if device == "cpu" else 0.0
+
+
+def _parameter_device(recs: Sequence[Mapping[str, Any]]) -> str:
+    """Where the parameters lived: ``cpu`` if any run kept them there, else ``device``."""
+    return "cpu" if any(get_value(r, F.LOCAL_PARAMETER_DEVICE) == "cpu" for r in recs) else "device"
+
+
+def _one_device_server(recs: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether any one-device run updated through a parameter server."""
+    return any(get_value(r, F.VARIABLE_UPDATE) == "parameter_server" for r in recs)
 
 
 def _threads(record: Mapping[str, Any]) -> int | None:

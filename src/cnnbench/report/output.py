@@ -41,6 +41,7 @@ from cnnbench.report.render.csv_json import table_texts
 from cnnbench.report.render.drawing import DrawingPool, start_drawing
 from cnnbench.report.render.html import render_html
 from cnnbench.report.render.markdown import render_markdown
+from cnnbench.report.table import Table
 from cnnbench.results import files
 from cnnbench.results.outputs import OutputError
 
@@ -93,37 +94,63 @@ def write_report(report: Report, outdir: str | os.PathLike[str], plots: bool = T
         for fig in report.figures:
             fig.drawn = False
     tables = {t.id: t for t in report.tables if t.written}
-    planned = {SUMMARY, HTML}
-    planned |= {f"tables/{tid}{suffix}" for tid in tables for suffix in (".csv", ".json")}
-    planned |= {fig.path for fig in report.figures if fig.drawn}
-    for name in sorted(planned - previous):
-        if os.path.lexists(out / name):
-            raise OutputError(f"-o {out}: {name} is there and was not written by a report; move it or name "
-                              "another folder")
+    planned = _planned(report, tables)
+    _refuse_foreign(out, planned - previous)
 
     out.mkdir(parents=True, exist_ok=True)
     write_manifest(out, previous | planned)  # the list alone: until the end, this folder holds no whole report
     if any(f.drawn for f in report.figures):
         subfolder(out, "plots")
     drawing = start_drawing([f for f in report.figures if f.drawn], out, drawing_pool)  # elsewhere, meanwhile:
-    tables_dir = subfolder(out, "tables")
     written = Written(out, out / SUMMARY, out / HTML)
-    digests: dict[str, str | None] = {}
-    for tid, t in tables.items():
-        for suffix, text in zip((".csv", ".json"), table_texts(t), strict=True):
-            path = tables_dir / f"{tid}{suffix}"
-            digests[f"tables/{path.name}"] = write_text(path, text, out)
-            written.tables.append(path)
+    digests = _write_tables(out, tables, written)
     written.plots = drawing.wait()
     digests.update((f"plots/{path.name}", file_digest(path)) for path in written.plots)
     digests[SUMMARY] = write_text(written.summary, render_markdown(report))
     digests[HTML] = write_text(written.html, render_html(report, out))
     for name in sorted(previous - planned):  # an earlier report's files this one did not write again
         _remove(out, name)
+    _write_final_manifest(out, planned, digests, written)
+    log.info("wrote %s (%d tables, %d plots)", out, len(report.tables), len(written.plots))
+    return written
+
+
+def _planned(report: Report, tables: dict[str, Table]) -> set[str]:
+    """The names (in the folder) of every file the report writes: its summary, its HTML page, a
+    ``.csv`` and a ``.json`` of each of ``tables`` and each plot it draws."""
+    planned = {SUMMARY, HTML}
+    planned |= {f"tables/{tid}{suffix}" for tid in tables for suffix in (".csv", ".json")}
+    planned |= {fig.path for fig in report.figures if fig.drawn}
+    return planned
+
+
+def _refuse_foreign(out: Path, new: set[str]) -> None:
+    """Raise :class:`OutputError` where one of the ``new`` files (not written by an earlier report
+    into ``out``) is there: it is the user's."""
+    for name in sorted(new):
+        if os.path.lexists(out / name):
+            raise OutputError(f"-o {out}: {name} is there and was not written by a report; move it or name "
+                              "another folder")
+
+
+def _write_tables(out: Path, tables: dict[str, Table], written: Written) -> dict[str, str | None]:
+    """Write the ``.csv`` and the ``.json`` of each table in ``out/tables`` (listed in ``written``);
+    return their digests by name in the folder."""
+    tables_dir = subfolder(out, "tables")
+    digests: dict[str, str | None] = {}
+    for tid, t in tables.items():
+        for suffix, text in zip((".csv", ".json"), table_texts(t), strict=True):
+            path = tables_dir / f"{tid}{suffix}"
+            digests[f"tables/{path.name}"] = write_text(path, text, out)
+            written.tables.append(path)
+    return digests
+
+
+def _write_final_manifest(out: Path, planned: set[str], digests: dict[str, str | None], written: Written) -> None:
+    """The manifest of the whole report: the ``planned`` files with their digests (also kept in
+    ``written.outputs``), or the list alone where a file could not be read back."""
     if all(digests.values()):
         written.outputs = {name: digest for name, digest in digests.items() if digest}
         write_manifest(out, planned, outputs=written.outputs)
     else:  # a plot could not be read back: the list alone (such a report is never taken as up to date)
         write_manifest(out, planned)
-    log.info("wrote %s (%d tables, %d plots)", out, len(report.tables), len(written.plots))
-    return written
