@@ -6,21 +6,26 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
+import cnnbench.data
 from cnnbench.cli import main
 from cnnbench.config import ConfigError, RunConfig
-from cnnbench.config.choices import DEFAULT_INPUT_PIPELINE, INPUT_PIPELINES
+from cnnbench.config.choices import DEFAULT_INPUT_PIPELINE, INPUT_PIPELINE_HELP, INPUT_PIPELINES
+from cnnbench.config.input_options import InputOptions
 from cnnbench.config.input_rules import INPUT_RULES
 from cnnbench.config.options import field_choices
 from cnnbench.data import pipelines
+from cnnbench.data.cpu import cpu_pipeline
 from cnnbench.data.generate import make_data_set
 from cnnbench.data.loader import DataSetSource
-from cnnbench.data.pipelines import cpu_pipeline, register_pipeline, registered_pipelines
+from cnnbench.data.pipelines import pipeline_of, register_pipeline, registered_pipelines
 from cnnbench.engine import run_benchmark
 from cnnbench.engine.resolve import resolve
 from cnnbench.results.store import StoreReader
@@ -57,6 +62,34 @@ def test_the_registry_names_every_pipeline_and_cpu_is_the_default():
         register_pipeline("cpu")(cpu_pipeline)
     with pytest.raises(ValueError, match="not an --input-pipeline choice"):
         register_pipeline("nope")(cpu_pipeline)  # type: ignore[arg-type]
+
+
+def test_each_pipeline_is_the_module_named_after_it():
+    for name, pipeline in registered_pipelines().items():
+        assert pipeline.factory.__module__ == f"cnnbench.data.{name}"
+
+
+def test_a_pipelines_module_is_imported_when_a_run_asks_for_it_and_no_other(own_registry, monkeypatch):
+    for name in INPUT_PIPELINES:  # as if no pipeline had been imported (both back after the test)
+        monkeypatch.delitem(sys.modules, f"cnnbench.data.{name}", raising=False)
+        monkeypatch.delattr(cnnbench.data, name, raising=False)
+    assert pipeline_of(InputOptions(input_pipeline="cpu")).factory.__module__ == "cnnbench.data.cpu"
+    assert list(own_registry) == ["cpu"]
+    assert [n for n in INPUT_PIPELINES if f"cnnbench.data.{n}" in sys.modules] == ["cpu"]
+
+
+def test_a_module_that_registers_no_pipeline_of_its_name_is_named(own_registry):
+    with pytest.raises(ValueError, match=r"^input pipeline 'cpu': its module, cnnbench.data.cpu, registers no "):
+        pipeline_of(InputOptions(input_pipeline="cpu"))  # imported before this test, into the real registry
+    with pytest.raises(ValueError, match=r"^no input pipeline 'nope' \(known: "):
+        pipeline_of(InputOptions(input_pipeline="nope"))  # type: ignore[arg-type]
+
+
+def test_the_help_of_input_pipeline_gives_each_pipelines_words_in_order():
+    field = next(f for f in dataclasses.fields(RunConfig) if f.name == "input_pipeline")
+    listed = ", ".join(f"{name} ({INPUT_PIPELINE_HELP[name]})" for name in INPUT_PIPELINES)
+    assert f"become batches: {listed} [default there: {DEFAULT_INPUT_PIPELINE}]." in field.metadata["help"]
+    assert list(INPUT_PIPELINE_HELP) == list(INPUT_PIPELINES)
 
 
 class _Counted:
@@ -120,7 +153,8 @@ def test_an_unknown_pipeline_is_refused_in_one_line_before_any_work(folder, tmp_
     err = capsys.readouterr().err.strip()
     assert "argument --input-pipeline: invalid choice: 'nope'" in err and "\n" not in err
     assert not (tmp_path / "r").exists()
-    with pytest.raises(ConfigError, match=r"^--input-pipeline: invalid choice 'nope' \(choose from cpu, dali\)$"):
+    choices = re.escape(", ".join(INPUT_PIPELINES))
+    with pytest.raises(ConfigError, match=rf"^--input-pipeline: invalid choice 'nope' \(choose from {choices}\)$"):
         RunConfig(model="trivial", data_dir=str(folder), input_pipeline="nope")  # a suite file's value
 
 

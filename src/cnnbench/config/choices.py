@@ -5,8 +5,9 @@ an input source of :mod:`cnnbench.data` and ``--input-pipeline`` one of its inpu
 each implementation registers against its name (``@register_strategy``, ``@register_input``,
 ``@register_pipeline``, typed with these ``Literal`` types so that
 mypy checks the names), and the options' choices (the CLI's, a suite file's) are these
-tuples. What each choice takes and refuses is declared with it, as :class:`Declared`
-(:mod:`~cnnbench.config.strategy_rules`, :mod:`~cnnbench.config.input_rules`).
+tuples; an input pipeline's few words for ``--help`` are written beside its name
+(:data:`INPUT_PIPELINE_HELP`). What each choice takes and refuses is declared with it, as
+:class:`Declared` (:mod:`~cnnbench.config.strategy_rules`, :mod:`~cnnbench.config.input_rules`).
 """
 
 from __future__ import annotations
@@ -29,8 +30,16 @@ DATA_NAMES: tuple[DataName, ...] = (SYNTHETIC, *REAL_DATA_NAMES)
 
 InputPipeline = Literal["cpu", "dali"]
 INPUT_PIPELINES: tuple[InputPipeline, ...] = get_args(InputPipeline)
-"""How a data set's images become batches (:mod:`cnnbench.data.pipelines`), the default first."""
+"""How a data set's images become batches (:mod:`cnnbench.data.pipelines`: the pipeline ``name`` is
+registered by its module, ``cnnbench.data.<name>``), the default first."""
 DEFAULT_INPUT_PIPELINE: InputPipeline = INPUT_PIPELINES[0]
+INPUT_PIPELINE_HELP: dict[InputPipeline, str] = {
+    "cpu": "decoded, cropped and resized on the host in --num-workers DataLoader processes, normalised on the device",
+    "dali": "image folders decoded and augmented by NVIDIA DALI, on the GPU for a GPU run, in --num-workers threads; "
+            "pip install 'cnnbench[dali]'",
+}
+"""Each pipeline in a few words, as the help of ``--input-pipeline`` lists them (every name of
+:data:`INPUT_PIPELINES` has one)."""
 
 NameT = TypeVar("NameT", bound=str)
 

@@ -16,6 +16,7 @@ from typing import Any
 from cnnbench.config.choices import (
     DATA_NAMES,
     DEFAULT_INPUT_PIPELINE,
+    INPUT_PIPELINE_HELP,
     INPUT_PIPELINES,
     SYNTHETIC,
     DataName,
@@ -31,6 +32,8 @@ MAX_WORKERS = 256
 DEFAULT_RESIZE_METHOD = "bilinear"
 DEFAULT_DALI_HW_DECODER_LOAD = 0.65
 """The share of the images DALI hands its hardware JPEG decoder, on a GPU that has one (DALI's own default)."""
+_PIPELINES_HELP = ", ".join(f"{name} ({INPUT_PIPELINE_HELP[name]})" for name in INPUT_PIPELINES)
+"""Every input pipeline with its few words (:data:`~cnnbench.config.choices.INPUT_PIPELINE_HELP`), in order."""
 
 
 @dataclass(frozen=True)
@@ -59,10 +62,7 @@ class InputOptions:
     )
     input_pipeline: InputPipeline | None = option(
         None,
-        "How the images of --data-dir become batches: cpu (decoded, cropped and resized on the host in "
-        "--num-workers DataLoader processes, normalised on the device), dali (image folders decoded and "
-        "augmented by NVIDIA DALI, on the GPU for a GPU run, in --num-workers threads; pip install "
-        f"'cnnbench[dali]') [default there: {DEFAULT_INPUT_PIPELINE}].",
+        f"How the images of --data-dir become batches: {_PIPELINES_HELP} [default there: {DEFAULT_INPUT_PIPELINE}].",
         choices=INPUT_PIPELINES, unnamed=(DEFAULT_INPUT_PIPELINE,), depends_on=("data_name",),
     )
     dali_hw_decoder_load: float | None = option(

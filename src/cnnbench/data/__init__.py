@@ -8,8 +8,9 @@ from one module per step of their path:
 - :mod:`~cnnbench.data.layouts`: the folder layouts, and guessing which one a folder holds;
 - :mod:`~cnnbench.data.imagefolder`, :mod:`~cnnbench.data.cifar`: the readers;
   :mod:`~cnnbench.data.catalog` opens the one a configuration names;
-- :mod:`~cnnbench.data.pipelines`: how a data set's images become batches (``--input-pipeline``):
-  ``cpu``, the default, is :mod:`~cnnbench.data.loader`'s, made of the steps below;
+- :mod:`~cnnbench.data.pipelines`: how a data set's images become batches (``--input-pipeline``),
+  each pipeline the module named after it: ``cpu`` (:mod:`~cnnbench.data.cpu`), the default, is
+  :mod:`~cnnbench.data.loader`'s, made of the steps below;
 - :mod:`~cnnbench.data.sharding`: which images each worker reads, batch by batch;
 - :mod:`~cnnbench.data.decode`: JPEG decoding at reduced size (DCT scaling), other formats;
 - :mod:`~cnnbench.data.preprocess`: crops, resizing and flips in uint8 on the host;

@@ -12,17 +12,12 @@ that refuses what it cannot do with a data set or a configuration, with a
     @register_pipeline("cpu")
     def cpu_pipeline(request: InputRequest, data_set: DataSetReader) -> InputSource: ...
 
-A new pipeline is its module, its name in ``InputPipeline`` with its module imported by
-:func:`_load_pipelines`, and its test.
-
-``cpu``, the first and the default: each image decoded on the host at reduced size
-(:mod:`~cnnbench.data.decode`: simplejpeg when installed, else Pillow; CIFAR's arrays need no
-decoding), cropped, resized and flipped in uint8 (:mod:`~cnnbench.data.preprocess`) in
-``--num-workers`` DataLoader processes, then normalised on the device (:mod:`~cnnbench.data.loader`).
-
-``dali``: image folders read, decoded and augmented by NVIDIA DALI (:mod:`~cnnbench.data.dali`),
-on the GPU for a GPU run (nvJPEG and the hardware JPEG decoder), on the CPU for a CPU run; an
-optional extra (``cnnbench[dali]``), refused in one line when it is not installed.
+The pipeline ``name`` is the module ``cnnbench.data.<name>``, which registers it: the registry
+imports a pipeline's module when it is first asked for it (:func:`pipeline_of`; every one with
+:func:`registered_pipelines`), so nothing of a pipeline is imported before a run uses it. A new
+pipeline is its module, its name in ``InputPipeline`` with its few words for ``--help`` beside it
+(:data:`~cnnbench.config.choices.INPUT_PIPELINE_HELP`), and its test. The first, the default, is
+``cpu`` (:mod:`~cnnbench.data.cpu`); ``dali`` (:mod:`~cnnbench.data.dali`) is an optional extra.
 
 Synthetic input is made, not decoded, so no pipeline applies to it: ``--input-pipeline``
 with synthetic input accepts the default (a suite may set it for all its cases) and the
@@ -35,6 +30,7 @@ This module also registers the input source of the real data sets: the data set 
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -42,8 +38,6 @@ from cnnbench.config.choices import DEFAULT_INPUT_PIPELINE, INPUT_PIPELINES, Inp
 from cnnbench.config.input_options import InputOptions
 from cnnbench.config.input_rules import REAL_DATA_SET
 from cnnbench.data.catalog import DataSetFacts, DataSetReader, open_data_set
-from cnnbench.data.decode import default_jpeg_decoder
-from cnnbench.data.loader import DataSetSource
 from cnnbench.data.source import InputRequest, InputSource, register_input
 
 PipelineFactory = Callable[[InputRequest, DataSetReader], InputSource]
@@ -91,13 +85,15 @@ def registered_pipelines() -> dict[str, RegisteredPipeline]:
 
 
 def pipeline_of(config: InputOptions) -> RegisteredPipeline:
-    """The pipeline ``config.input_pipeline`` names (the default when unset)."""
-    pipelines = registered_pipelines()
+    """The pipeline ``config.input_pipeline`` names (the default when unset; its module imported now)."""
     name = config.input_pipeline or DEFAULT_INPUT_PIPELINE
-    try:
-        return pipelines[name]
-    except KeyError:
-        raise ValueError(f"no input pipeline {name!r} (known: {', '.join(sorted(pipelines))})") from None
+    if name not in INPUT_PIPELINES:
+        raise ValueError(f"no input pipeline {name!r} (known: {', '.join(INPUT_PIPELINES)})")
+    _load_pipelines(name)
+    if name not in _PIPELINES:
+        raise ValueError(f"input pipeline {name!r}: its module, cnnbench.data.{name}, "
+                         "registers no pipeline of that name")
+    return _PIPELINES[name]
 
 
 def check_pipeline(config: InputOptions, data_set: DataSetFacts) -> None:
@@ -110,16 +106,6 @@ def make_pipeline(request: InputRequest, data_set: DataSetReader) -> InputSource
     return pipeline_of(request.config).factory(request, data_set)
 
 
-@register_pipeline("cpu")
-def cpu_pipeline(request: InputRequest, data_set: DataSetReader) -> InputSource:
-    """Decoded with the host's JPEG decoder in loader processes (:class:`~cnnbench.data.loader.DataSetSource`)."""
-    data_name = request.config.data_name
-    if data_name is None:
-        raise ValueError("an input pipeline needs a resolved --data-name")
-    decoder = None if hasattr(data_set, "image") else default_jpeg_decoder()  # CIFAR: arrays, not files
-    return DataSetSource(request, data_set, data_name, jpeg_decoder=decoder)
-
-
 @register_input(REAL_DATA_SET)
 def data_set_input(request: InputRequest) -> InputSource:
     """Batches of the data set in ``--data-dir``: this worker's shard, through the run's input pipeline."""
@@ -129,6 +115,9 @@ def data_set_input(request: InputRequest) -> InputSource:
     return make_pipeline(request, open_data_set(cfg.data_name, cfg.data_dir))
 
 
-def _load_pipelines() -> None:
-    """Import the modules of the pipelines that register elsewhere (``cpu`` is this module's)."""
-    from cnnbench.data import dali  # noqa: F401  (it registers on import)
+def _load_pipelines(*names: str) -> None:
+    """Import the modules (``cnnbench.data.<name>``) that register the pipelines ``names`` (every
+    ``--input-pipeline`` choice when none is given; names that are no choice are left alone)."""
+    for name in names or INPUT_PIPELINES:
+        if name in INPUT_PIPELINES:
+            importlib.import_module(f"cnnbench.data.{name}")
