@@ -3,9 +3,11 @@
 A :class:`Field` is one dotted path in a record (``config.model``, ``environment.gpu_model``,
 ``metrics.total_images_per_sec``, ``source``) with its unit, which way is better, how the
 workers of a multi-device run combine it, its label and number format, whether it is part of
-a configuration's identity, and its aliases. Tables, observations, ``compare``, ``predict``,
-``--where`` and the exports name fields by the constants here (:data:`MODEL`, :data:`IPS`, ...)
-rather than by spelling the path (``tests/test_field_registry.py`` holds them to it).
+a configuration's identity, its aliases, and whether a report shows it in tables of its own
+(:class:`Shown`: declaring a field with ``shown=Shown()`` is all it takes to have them).
+Tables, observations, ``compare``, ``predict``, ``--where`` and the exports name fields by the
+constants here (:data:`MODEL`, :data:`IPS`, ...) rather than by spelling the path
+(``tests/test_field_registry.py`` holds them to it).
 
 The ``config`` fields are not repeated here: they come from the run options' own declarations
 (:func:`cnnbench.config.run_config.config_fields`, identity from ``identity_fields()``), with
@@ -24,6 +26,24 @@ from cnnbench.config.run_config import config_fields, identity_fields
 
 Direction = Literal["higher", "lower"]
 Combine = Literal["sum", "max", "mean", "per_rank"]
+
+
+@dataclass(frozen=True)
+class Shown:
+    """How a report shows a field: one table of it per configuration, under its own heading
+    (:mod:`cnnbench.report.tables.shown`); each part has a default made of the field's label,
+    unit and direction."""
+
+    heading: str = ""
+    """The heading of its tables (default: the label, with the unit in brackets)."""
+    name: str = ""
+    """Its tables' kind and the start of their ids (default: the key, ``-`` for ``_``)."""
+    means: str = ""
+    """What a value is, in the tables' note (default: its unit and which way is better)."""
+    absent: str = "no value"
+    """What a ``—`` cell means."""
+    positive: bool = False
+    """Only values above 0 count (a 0 or less is no figure)."""
 
 
 @dataclass(frozen=True)
@@ -53,6 +73,8 @@ class Field:
     """Describes the machine itself: it comes with the machine label, never splits a configuration."""
     bare: bool = False
     """Its values read on their own in a label (``resnet50``, ``fp16``); others read ``name=value``."""
+    shown: Shown | None = None
+    """Shown in reports, a table of it per configuration, as this says; ``None``: in no table of its own."""
 
     def __post_init__(self) -> None:
         if not self.label:
@@ -226,7 +248,10 @@ _METRICS: tuple[Field, ...] = (
     Field("metrics.peak_device_memory_bytes", unit="bytes", direction="lower", combine="max", format=",.0f"),
     Field("metrics.peak_host_memory_bytes", unit="bytes", direction="lower", combine="sum", format=",.0f"),
     Field(ENERGY, unit="J", direction="lower", combine="sum", format=",.0f"),
-    Field(IMAGES_PER_JOULE, unit="images/J", direction="higher", format=",.2f"),
+    Field(IMAGES_PER_JOULE, unit="images/J", direction="higher", label="images per joule", format=",.2f",
+          shown=Shown(heading="Energy efficiency (images per joule)", name="energy", absent="no energy figure",
+                      means="images of the timed steps over the energy the GPUs drew meanwhile (NVML; host CPU "
+                            "and memory not included)", positive=True)),
     Field(BUSBW, unit="GB/s", direction="higher", format=",.1f"),
     Field("metrics.loss_first", direction="lower", combine="mean", format=".4f"),
     Field("metrics.loss_last", direction="lower", combine="mean", format=".4f"),
