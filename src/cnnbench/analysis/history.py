@@ -7,19 +7,22 @@ a field (a version) and then time. Runs with the same ``session_id`` next to eac
 estimated from the series itself (on the log of images/sec): within a job (the pooled spread of
 runs around their job's mean) and between jobs (from the differences of successive job means,
 trimmed of the few large ones that are changes, less the within part). A job's mean is then
-weighted by ``1 / (between^2 + within^2 / runs)``.
+weighted by ``1 / (between^2 + within^2 / runs)``; the tests take the scale of those variances
+from the residuals of the job means around the levels fitted (with the split tested), so that a
+step is no part of the noise it is judged against.
 
 :func:`fit_levels` finds the levels: a run, or a burst of two, far from both the runs before
 and the runs after it (more than :data:`OUTLIER_SIGMAS` robust spreads from the median of
 each side, the same way) is an outlier, left out of the fit and reported apart (the newest run
 too, unless the run before it is as far the same way: two runs make a level); then
-binary segmentation on the job means splits where the weighted two-sample t of the two sides is
-largest, when its p-value times the number of places it could have split (Bonferroni) is under
-:data:`ALPHA`, with at least two runs on each side and a change of at least :data:`MIN_CHANGE`;
-then each change is tested again between its two neighbouring levels and the weakest dropped
-until every one holds. ``benchmarks/history_methods.py`` measured this against asv's step
-detection, Apache Otava's E-Divisive, a Conbench-style lookback z-score and ruptures' PELT
-(``benchmarks/README.md``).
+binary segmentation on the job means splits the level where the weighted two-sample t of the two
+sides is most significant, when the chance that a split at any of the places it could have been
+reaches that t (:func:`_adjusted`; Bonferroni's places times one p overstates it where
+neighbouring places' ts nearly agree) is under :data:`ALPHA`, with at least two runs on each side
+and a change of at least :data:`MIN_CHANGE`, and again until no split is; then each change is
+tested again between its two neighbouring levels and the weakest dropped until every one holds.
+``benchmarks/history_methods.py`` measured this against asv's step detection, Apache Otava's
+E-Divisive, a Conbench-style lookback z-score and ruptures' PELT (``benchmarks/README.md``).
 
 :func:`build_history` does this for every series of a set of records and names, for each change,
 the last run before and the first after, its size with a 95% interval, its p-value, and the
@@ -33,10 +36,10 @@ No torch here.
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import math
 import os
 import re
-import warnings
 from collections import Counter
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
@@ -52,7 +55,7 @@ if TYPE_CHECKING:
     import numpy as np
 
 ALPHA = 0.005
-"""A split is kept when its Bonferroni-adjusted p-value is under this."""
+"""A split is kept when its p-value, adjusted for the places it could have been, is under this."""
 MIN_CHANGE = 0.01
 """Changes smaller than this (1%) are never reported."""
 MIN_POINTS = 8
@@ -65,6 +68,8 @@ _WINDOW = 4
 """Neighbours each side an outlier is judged against."""
 _FLOOR = 1e-4
 """The smallest spread (relative) the noise model uses: a constant series is not infinitely sure."""
+_NODES = 48
+"""Points of the quadrature in :func:`_adjusted`."""
 
 SUSPECT_FIELDS = (
     R.TORCH_VERSION, R.TORCHVISION_VERSION, R.CUDA_VERSION, R.CUDNN_VERSION, R.NCCL_VERSION, R.GPU_DRIVER,
@@ -85,7 +90,7 @@ __all__ = [
 @dataclass(frozen=True)
 class Noise:
     """The spreads of a series (standard deviations of the log, about relative): ``within`` a job
-    and ``between`` jobs; ``df``: the degrees of freedom its tests use."""
+    and ``between`` jobs; ``df``: the degrees of freedom its tests use (the jobs less the levels)."""
 
     within: float
     between: float
@@ -140,6 +145,17 @@ def _job_index(jobs: Sequence[Hashable | None] | None, n: int) -> np.ndarray:
     return out
 
 
+def _median_of_sorted(rows: np.ndarray) -> np.ndarray:
+    """Each row's median, its numbers sorted first and gaps (nan) after them; nan for a row of gaps
+    (as ``np.nanmedian``, whose masked arrays took most of a fit's time)."""
+    import numpy as np  # here, not at the top: a report without history loads no numpy
+    k = (~np.isnan(rows)).sum(axis=1)
+    at = np.arange(len(rows))
+    lo = rows[at, np.maximum(k - 1, 0) // 2]
+    hi = rows[at, k // 2 - (k == 0)]
+    return np.where(k > 0, (lo + hi) / 2.0, np.nan)
+
+
 def _outliers(y: np.ndarray) -> np.ndarray:
     """Runs, alone or two together, far from the median of the runs before them and from that of
     the runs after them, on the same side of both (a boolean mask; a run at a step is near one of
@@ -150,11 +166,9 @@ def _outliers(y: np.ndarray) -> np.ndarray:
         return np.zeros(n, dtype=bool)
     pad = np.full(n + 2 * _WINDOW, np.nan)
     pad[_WINDOW:_WINDOW + n] = y
-    win = np.lib.stride_tricks.sliding_window_view(pad, _WINDOW)
-    with np.errstate(all="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # the first run has nothing before it
-        before = np.nanmedian(win[:n], axis=1)
-        after = np.nanmedian(win[_WINDOW + 1:_WINDOW + 1 + n], axis=1)
+    win = np.sort(np.lib.stride_tricks.sliding_window_view(pad, _WINDOW), axis=1)  # the gaps (nan) last
+    before = _median_of_sorted(win[:n])
+    after = _median_of_sorted(win[_WINDOW + 1:_WINDOW + 1 + n])
     r_before, r_after = y - before, y - after
     r_before = np.where(np.isnan(r_before), r_after, r_before)
     r_after = np.where(np.isnan(r_after), r_before, r_after)
@@ -207,10 +221,57 @@ def _p_values(z: np.ndarray, df: int) -> np.ndarray:
     return 2.0 * stdtr(df, -np.abs(z))
 
 
-def _split(m: np.ndarray, w: np.ndarray, cnt: np.ndarray, df: int, min_log: float,
+@functools.lru_cache(maxsize=1)
+def _nodes() -> tuple[np.ndarray, np.ndarray]:
+    import numpy as np  # here, not at the top: a report without history loads no numpy
+
+    return np.polynomial.legendre.leggauss(_NODES)
+
+
+def _adjusted(t: float, w: np.ndarray, cnt: np.ndarray, df: int) -> float:
+    """The p-value of the largest of the split ts of jobs with weights ``w`` and runs ``cnt``
+    reaching ``|t|``: each split's t (its scale from the residuals of the fit with that split,
+    ``df`` degrees of freedom) over the places with :data:`MIN_RUNS` runs each side. The chance
+    that one of them does is at most that of the first plus, for each next place, that of
+    reaching it where the place before did not (exact for two places: the residuals' direction
+    is uniform on a sphere, and two splits' ts are two directions in it); neighbouring places'
+    ts nearly agree, so this is near the truth where Bonferroni (the places times one p) is not."""
+    import numpy as np  # here, not at the top: a report without history loads no numpy
+    c = np.cumsum(cnt)
+    valid = (c[:-1] >= MIN_RUNS) & (c[-1] - c[:-1] >= MIN_RUNS)
+    one = float(_p_values(np.array([t]), df)[0])
+    if valid.sum() < 2:
+        return one
+    frac = (np.cumsum(w)[:-1] / w.sum())[valid]
+    rho = np.sqrt(frac[:-1] * (1.0 - frac[1:]) / (frac[1:] * (1.0 - frac[:-1])))
+    r2 = t * t / (df + t * t)
+    half = math.acos(math.sqrt(r2))
+    x, wx = _nodes()
+    th = x * half  # the angles, from a split's direction, where its t is beyond |t|
+    a1 = r2 / (np.cos(th) ** 2 - r2)
+    c0 = np.cos(th[None, :] + np.arccos(np.minimum(rho, 1.0))[:, None]) ** 2 - r2
+    a0 = np.where(c0 > 0, r2 / np.where(c0 > 0, c0, 1.0), np.inf)
+    h = (df - 1) / 2.0
+    new = (1.0 + a1) ** -h - (1.0 + np.maximum(a0, a1)) ** -h  # beyond at this place, not at the one before
+    return min(1.0, one + float((new @ wx).sum()) * half / math.pi)
+
+
+def _rss(m: np.ndarray, w: np.ndarray, bounds: Sequence[int]) -> float:
+    """The weighted sum of squares of job means ``m`` around their level's weighted mean."""
+    total = 0.0
+    for a, b in zip(bounds, bounds[1:], strict=False):
+        if b > a:
+            mu = float((w[a:b] * m[a:b]).sum() / w[a:b].sum())
+            total += float((w[a:b] * (m[a:b] - mu) ** 2).sum())
+    return total
+
+
+def _split(m: np.ndarray, w: np.ndarray, cnt: np.ndarray, rest: float, df: int, min_log: float,
            alpha: float) -> tuple[int, float] | None:
     """The best place to split job means ``m`` (index of the first job after) and its adjusted p,
-    or None when no split is significant."""
+    or None when no split is significant: the weighted t of the two sides, scaled by the residuals
+    of the fit with this split (``rest``: the sum of squares of the other levels; ``df``: the
+    degrees of freedom of the fit with this split)."""
     import numpy as np  # here, not at the top: a report without history loads no numpy
     cw = np.cumsum(w)
     cs = np.cumsum(w * m)
@@ -218,31 +279,67 @@ def _split(m: np.ndarray, w: np.ndarray, cnt: np.ndarray, df: int, min_log: floa
     wl, sl, nl = cw[:-1], cs[:-1], cc[:-1]
     wr, sr = cw[-1] - wl, cs[-1] - sl
     diff = sr / wr - sl / wl
-    z = diff / np.sqrt(1.0 / wl + 1.0 / wr)
+    gain = diff ** 2 / (1.0 / wl + 1.0 / wr)  # what the split takes off the sum of squares
     valid = (nl >= MIN_RUNS) & (cc[-1] - nl >= MIN_RUNS)
     tries = int(valid.sum())
-    if not tries:
+    if not tries or df < 1:
         return None
-    z = np.where(valid, np.abs(z), -1.0)
-    k = int(np.argmax(z))
+    k = int(np.argmax(np.where(valid, gain, -1.0)))
     if abs(diff[k]) < min_log:
         return None
-    p = float(_p_values(z[k:k + 1], df)[0]) * tries
+    whole = float((w * (m - cs[-1] / cw[-1]) ** 2).sum())
+    scale = max((rest + whole - float(gain[k])) / df, _FLOOR ** 2 * float(w.max()))
+    t = math.sqrt(float(gain[k]) / scale)
+    if float(_p_values(np.array([t]), df)[0]) >= alpha:  # the adjusted p is no smaller
+        return None
+    p = _adjusted(t, w, cnt, df)
     return (k + 1, p) if p < alpha else None
 
 
 def _compare(m: np.ndarray, w: np.ndarray, cnt: np.ndarray, a: int, k: int, b: int,
-             df: int) -> tuple[float, float, float]:
+             scale: float, df: int) -> tuple[float, float, float]:
     """Jobs ``a..k-1`` against ``k..b-1``: the log ratio, its standard error and the adjusted p."""
-    import numpy as np  # here, not at the top: a report without history loads no numpy
     wl, wr = w[a:k].sum(), w[k:b].sum()
     diff = float((w[k:b] * m[k:b]).sum() / wr - (w[a:k] * m[a:k]).sum() / wl)
-    se = math.sqrt(1.0 / wl + 1.0 / wr)
-    c = np.cumsum(cnt[a:b])
-    left = c[:-1]
-    tries = max(1, int(((left >= MIN_RUNS) & (c[-1] - left >= MIN_RUNS)).sum()))
-    p = min(1.0, float(_p_values(np.array([diff / se]), df)[0]) * tries)
-    return diff, se, p
+    se = math.sqrt(scale * (1.0 / wl + 1.0 / wr))
+    return diff, se, _adjusted(abs(diff) / se, w[a:b], cnt[a:b], df)
+
+
+def _segment(m: np.ndarray, w: np.ndarray, cnt: np.ndarray, min_log: float,
+             alpha: float) -> tuple[list[int], float, int]:
+    """Where job means ``m`` change (the first job after each), the scale of the weights' variances
+    and its degrees of freedom: the most significant split of any level, again until none is; then
+    each change tested again between its neighbouring levels, the weakest dropped until every one
+    holds."""
+    n_jobs = len(m)
+    floor = _FLOOR ** 2 * float(w.max()) if n_jobs else 0.0
+    cuts: list[int] = []
+    while True:
+        bounds = [0, *cuts, n_jobs]
+        parts = [_rss(m, w, bounds[i:i + 2]) for i in range(len(bounds) - 1)]
+        total = sum(parts)
+        best: tuple[int, float] | None = None
+        for i in range(len(bounds) - 1):
+            a, b = bounds[i], bounds[i + 1]
+            if b - a < 2:
+                continue
+            found = _split(m[a:b], w[a:b], cnt[a:b], total - parts[i], n_jobs - len(bounds), min_log, alpha)
+            if found is not None and (best is None or found[1] < best[1]):
+                best = (a + found[0], found[1])
+        if best is None:
+            break
+        cuts = sorted([*cuts, best[0]])
+    while True:
+        bounds = [0, *cuts, n_jobs]
+        df = max(n_jobs - len(bounds) + 1, 1)
+        scale = max(_rss(m, w, bounds) / df, floor)
+        if not cuts:
+            return cuts, scale, df
+        tests = [_compare(m, w, cnt, bounds[i], bounds[i + 1], bounds[i + 2], scale, df) for i in range(len(cuts))]
+        weak = [(p, i) for i, (d, _, p) in enumerate(tests) if p >= alpha or abs(d) < min_log]
+        if not weak:
+            return cuts, scale, df
+        cuts.pop(max(weak)[1])
 
 
 def fit_levels(values: Sequence[float], jobs: Sequence[Hashable | None] | None = None, *,
@@ -263,30 +360,10 @@ def fit_levels(values: Sequence[float], jobs: Sequence[Hashable | None] | None =
     n_jobs = int(job.max()) + 1 if len(job) else 0
     cnt = np.bincount(job, minlength=n_jobs).astype(np.float64)
     m = np.bincount(job, weights=yk, minlength=n_jobs) / np.maximum(cnt, 1)
-    noise = _noise(yk, job, m, cnt)
-    var = np.maximum(noise.between ** 2 + noise.within ** 2 / np.maximum(cnt, 1), _FLOOR ** 2)
-    w = 1.0 / var
-    min_log = math.log1p(min_change)
-    cuts: list[int] = []
-    todo = [(0, n_jobs)]
-    while todo:
-        a, b = todo.pop()
-        if b - a < 2:
-            continue
-        found = _split(m[a:b], w[a:b], cnt[a:b], noise.df, min_log, alpha)
-        if found is not None:
-            k = a + found[0]
-            cuts.append(k)
-            todo += [(a, k), (k, b)]
-    cuts.sort()
-    # drop the weakest change until every one holds between its neighbouring levels
-    while cuts:
-        bounds = [0, *cuts, n_jobs]
-        tests = [_compare(m, w, cnt, bounds[i], bounds[i + 1], bounds[i + 2], noise.df) for i in range(len(cuts))]
-        weak = [(p, i) for i, (d, _, p) in enumerate(tests) if p >= alpha or abs(d) < min_log]
-        if not weak:
-            break
-        cuts.pop(max(weak)[1])
+    spreads = _noise(yk, job, m, cnt)
+    w = 1.0 / np.maximum(spreads.between ** 2 + spreads.within ** 2 / np.maximum(cnt, 1), _FLOOR ** 2)
+    cuts, scale, df = _segment(m, w, cnt, math.log1p(min_change), alpha)
+    noise = Noise(within=spreads.within, between=spreads.between, df=df)
     first_run = np.searchsorted(job, np.arange(n_jobs)) if n_jobs else np.zeros(0, dtype=np.int64)
     bounds = [0, *cuts, n_jobs]
     levels = []
@@ -296,10 +373,10 @@ def fit_levels(values: Sequence[float], jobs: Sequence[Hashable | None] | None =
         stop = n if b == n_jobs else int(kept[first_run[b]])
         value = math.exp(float((w[a:b] * m[a:b]).sum() / w[a:b].sum())) if b > a else float("nan")
         levels.append(Level(start, stop, value))
-    t = _t975(noise.df)
+    t = _t975(df)
     shifts = []
     for i, k in enumerate(cuts):
-        diff, se, p = _compare(m, w, cnt, bounds[i], k, bounds[i + 2], noise.df)
+        diff, se, p = _compare(m, w, cnt, bounds[i], k, bounds[i + 2], scale, df)
         shifts.append(Shift(levels[i + 1].start, math.exp(diff), math.exp(diff - t * se), math.exp(diff + t * se), p))
     return LevelFit(tuple(levels), tuple(shifts), tuple(int(i) for i in np.flatnonzero(outlier)), noise)
 
