@@ -184,3 +184,88 @@ def test_no_module_names_an_executor_but_the_executor_itself_and_the_registry():
             if not own and any(n == module or n.startswith(module + ".") for n in _imported(path)):
                 bad.append(f"{path.relative_to(SRC)} imports {module}")
     assert bad == []
+
+
+def test_slurm_reads_only_its_own_keys_of_a_block_another_executor_shares(queue, tmp_path, capsys):
+    """The suite's block holds the queue's ``namespace`` beside Slurm's keys: a submit, ``--status`` and
+    ``--cancel`` read Slurm's (per machine label too) and leave the queue's alone."""
+    suite = tiny_suite(tmp_path, executor={"namespace": "bench", "partition": "cpu",
+                                           "machines": {"a": {"partition": "pa"}, "b": {}}})
+    results = str(tmp_path / "r")
+    assert main(["sweep", str(suite), "--executor", "slurm", "--dry-run", "--results-dir", results]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 8  # each case once on each machine
+    placed = sorted((line.split("  [")[0].rsplit(" ", 1)[1], line.rsplit(" on ", 1)[1]) for line in lines)
+    assert placed == 4 * [("a", "pa]")] + 4 * [("b", "cpu]")], lines  # machine a's partition, else the block's
+    assert main(["sweep", str(suite), "--status", "--results-dir", results]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "8 cases: 8 not submitted"
+    assert main(["sweep", str(suite), "--cancel", "--results-dir", results]) == 0
+    assert capsys.readouterr().out == "nothing to cancel: no job of this sweep is pending or running\n"
+
+
+class Clash(QueueExecutor):
+    name = "clash"
+
+
+def test_two_executors_claiming_one_key_of_the_block_are_refused_when_the_second_registers(queue):
+    with pytest.raises(ValueError, match=r"^executor 'clash' claims the executor: block's key 'namespace', which "
+                                         r"executor 'queue' owns \(one executor a key\)$"):
+        executors.register(Clash())
+    Clash.block_keys = ("qos", "namespace", "partition")
+    with pytest.raises(ValueError, match=r"^executor 'clash' claims the executor: block's keys 'qos', "
+                                         r"'partition', which executor 'slurm' owns"):
+        executors.register(Clash())
+    assert executors.names() == ["local", "slurm", "queue"]
+    executors.register(QueueExecutor())  # a name taken again: the replacement keeps its keys
+    assert executors.names() == ["local", "slurm", "queue"]
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--max-concurrent", "0"], "--max-concurrent: must be 1 or more"),
+    (["--slurm-arg", "partition"], "--slurm-arg: expected KEY=VALUE, an sbatch option without its dashes "
+                                   "(got 'partition')"),
+])
+def test_a_study_with_bad_slurm_flags_is_refused_before_its_data_set_is_made(tmp_path, capsys, flags, message):
+    results = tmp_path / "results"
+    code = main(["study", "scaling", "--smoke", "--executor", "slurm", *flags, "--results-dir", str(results),
+                 "-o", str(tmp_path / "report")])
+    assert code == 2 and capsys.readouterr().err == f"cnnbench study: error: {message}\n"
+    assert not results.exists() and not (tmp_path / "report").exists()
+
+
+class LocalStandIn:
+    """Registered as ``local`` in a test: what ``sweep`` and ``study`` hand it, and its exit status passed on."""
+
+    name = "local"
+    summary = "a test's stand-in for the local executor"
+    flags_title: str | None = None
+    block_keys: tuple[str, ...] = ()
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str]] = []
+
+    def check_block(self, block: Mapping[str, Any]) -> None:
+        pass
+
+    def add_flags(self, group: argparse._ArgumentGroup) -> None:
+        pass
+
+    def chosen_by(self, args: argparse.Namespace) -> bool:
+        return False
+
+    def execute(self, args: argparse.Namespace, work: Work) -> int:
+        self.seen.append((args.executor, work.command))
+        return 7
+
+
+def test_sweep_and_study_run_here_only_through_the_local_executor(monkeypatch, not_here, tmp_path):
+    """No command runs its cases here by itself: a ``local`` executor that replaces the shipped one is the one
+    that runs them (the registry is restored after the test)."""
+    executors.executors()
+    monkeypatch.setattr(executors, "_REGISTRY", dict(executors._REGISTRY))
+    local = executors.register(LocalStandIn())
+    suite = tiny_suite(tmp_path)
+    assert main(["sweep", str(suite), "--results-dir", str(tmp_path / "r")]) == 7
+    assert main(["study", "scaling", "--smoke", "--results-dir", str(tmp_path / "s"), "-o", str(tmp_path / "o")]) == 7
+    assert local.seen == [("local", f"cnnbench sweep {suite}"), ("local", "cnnbench study scaling --smoke")]
+    assert not (tmp_path / "r").exists() and not (tmp_path / "s").exists()

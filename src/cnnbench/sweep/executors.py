@@ -67,7 +67,8 @@ class Executor(Protocol):
     flags_title: str | None
     """The title of its flags' group in ``--help`` (None: it has none)."""
     block_keys: tuple[str, ...]
-    """The keys of a suite's ``executor:`` block that are its own (none: it reads no block)."""
+    """The keys of a suite's ``executor:`` block that are its own (none: it reads no block), no other's; it reads
+    only these."""
 
     def check_block(self, block: Mapping[str, Any]) -> None:
         """Check its part of a suite's ``executor:`` block (only its keys, at least one); raise ``ValueError``
@@ -85,7 +86,14 @@ class Executor(Protocol):
 
 
 def register(executor: Executor) -> Executor:
-    """Make ``executor`` one of ``--executor``'s choices (a name taken again replaces the first)."""
+    """Make ``executor`` one of ``--executor``'s choices (a name taken again replaces the first). A key of the
+    ``executor:`` block that another executor owns is refused (``ValueError``, naming both): one owner a key."""
+    for other in _REGISTRY.values():
+        shared = [key for key in executor.block_keys if key in other.block_keys]
+        if other.name != executor.name and shared:
+            raise ValueError(f"executor {quoted(executor.name)} claims the executor: block's "
+                             f"{'key' if len(shared) == 1 else 'keys'} {', '.join(map(quoted, shared))}, "
+                             f"which executor {quoted(other.name)} owns (one executor a key)")
     _REGISTRY[executor.name] = executor
     return executor
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from cnnbench.sweep.executors import ExecutorError, Work, register
-from cnnbench.sweep.slurm.settings import KEYS, SettingsError, parse_executor
+from cnnbench.sweep.slurm.settings import BLOCK_KEYS, SettingsError, SlurmSettings, parse_executor, slurm_args
 from cnnbench.words import plural
 
 
@@ -26,7 +26,7 @@ class SlurmExecutor:
     summary = ("submit them as Slurm job arrays through submitit and return once queued (what is recorded ok, "
                "pending or running is left alone)")
     flags_title: str | None = "on a Slurm cluster (docs/slurm.md)"
-    block_keys: tuple[str, ...] = (*KEYS, "machines")
+    block_keys: tuple[str, ...] = BLOCK_KEYS
 
     def check_block(self, block: Mapping[str, Any]) -> None:
         parse_executor(block)  # a SettingsError (a ValueError) names the key
@@ -55,7 +55,10 @@ class SlurmExecutor:
     def execute(self, args: argparse.Namespace, work: Work) -> int:
         if args.status and args.cancel:
             raise ExecutorError("--status and --cancel: give one of them")
-        suite, results_dir = work.elsewhere(writing=not (args.status or args.cancel))  # following reads only
+        following = args.status or args.cancel
+        if not following:
+            submit_settings(args)  # its flags checked before any work (a study's data set)
+        suite, results_dir = work.elsewhere(writing=not following)  # following reads only
         return handle_slurm(args, suite, results_dir, work.command)
 
 
@@ -94,21 +97,28 @@ def _one_line(exc: Exception, results_dir: Any) -> Exception:
     return exc
 
 
+def submit_settings(args: argparse.Namespace) -> SlurmSettings:
+    """The options of every job that the flags give (over the suite's block); :class:`ExecutorError` for a
+    flag Slurm cannot be given."""
+    try:
+        words = slurm_args(args.slurm_arg, "--slurm-arg")
+    except SettingsError as exc:
+        raise ExecutorError(str(exc)) from None
+    if args.max_concurrent is not None and args.max_concurrent < 1:
+        raise ExecutorError("--max-concurrent: must be 1 or more")
+    return SlurmSettings(partition=args.partition, account=args.account, qos=args.qos, constraint=args.constraint,
+                         max_concurrent=args.max_concurrent, slurm_args=words)
+
+
 def _handle(args: argparse.Namespace, suite: Any, results_dir: Path | str, command: str) -> int:
     from cnnbench.sweep.session import load_labelled
-    from cnnbench.sweep.slurm.settings import SlurmSettings, slurm_args
 
     suite = load_labelled(suite, args.machine_label)
     if args.status:
         return _status(suite, results_dir)
     if args.cancel:
         return _cancel(suite, results_dir)
-    settings = SlurmSettings(partition=args.partition, account=args.account, qos=args.qos,
-                             constraint=args.constraint, max_concurrent=args.max_concurrent,
-                             slurm_args=slurm_args(args.slurm_arg, "--slurm-arg"))
-    if args.max_concurrent is not None and args.max_concurrent < 1:
-        raise ExecutorError("--max-concurrent: must be 1 or more")
-    return _submit(suite, settings, args, results_dir, command)
+    return _submit(suite, submit_settings(args), args, results_dir, command)
 
 
 def _submit(suite: Any, settings: Any, args: argparse.Namespace, results_dir: Path | str, command: str) -> int:

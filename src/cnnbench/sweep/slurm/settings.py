@@ -36,6 +36,9 @@ DEFAULT_STARTUP_S = 300.0
 (the Python environment, importing torch on a cold node, the machine probe)."""
 TEXT_OPTIONS = ("partition", "account", "qos", "constraint", "mem")
 KEYS = (*TEXT_OPTIONS, "startup_s", "time_min", "max_concurrent", "slurm_args")
+"""The options of a job, in the block and in each of its ``machines``."""
+BLOCK_KEYS = (*KEYS, "machines")
+"""The keys of a suite's ``executor:`` block that are Slurm's (the others are other executors')."""
 _ARG_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
 
 
@@ -83,12 +86,11 @@ class ExecutorBlock:
         return own.over(self.default) if own is not None else self.default
 
 
-def parse_executor(value: Any) -> ExecutorBlock:
-    """Check a suite's ``executor:`` block (plain data from YAML); :class:`SettingsError` names the key."""
-    if value is None:
-        return ExecutorBlock()
-    if not isinstance(value, Mapping):
-        raise SettingsError("executor: must be a mapping of Slurm options (partition, account, ..., machines)")
+def parse_executor(value: Mapping[str, Any] | None) -> ExecutorBlock:
+    """Slurm's part of a suite's ``executor:`` block (plain data from YAML), checked: its :data:`BLOCK_KEYS`
+    only, the others being other executors' (the suite reader refused a key no executor owns);
+    :class:`SettingsError` names the key."""
+    value = {key: v for key, v in (value or {}).items() if key in BLOCK_KEYS}
     machines_raw = value.get("machines") or {}
     if not isinstance(machines_raw, Mapping):
         raise SettingsError("executor.machines: must map machine labels to their options")
@@ -106,8 +108,7 @@ def parse_settings(value: Any, place: str) -> SlurmSettings:
         raise SettingsError(f"{place}: must be a mapping of Slurm options")
     for key in value:
         if key not in KEYS:
-            raise SettingsError(f"{place}: unknown key {quoted(key)} (known: {', '.join(KEYS)}"
-                                + (", machines)" if place == "executor" else ")"))
+            raise SettingsError(f"{place}: unknown key {quoted(key)} (known: {', '.join(KEYS)})")
     out: dict[str, Any] = {}
     for key in TEXT_OPTIONS:
         if value.get(key) is not None:
