@@ -10,10 +10,10 @@ import sys
 import pytest
 
 from cnnbench.config import ConfigError, RunConfig
-from cnnbench.config.choices import DATA_NAMES, REAL_DATA_NAMES, VARIABLE_UPDATES, Declared
+from cnnbench.config.choices import DATA_NAMES, REAL_DATA_NAMES, Declared
 from cnnbench.config.input_rules import INPUT_RULES
-from cnnbench.config.options import field_choices
-from cnnbench.config.strategy_rules import STRATEGY_RULES
+from cnnbench.config.options import field_choices, field_help
+from cnnbench.config.strategy_rules import STRATEGY_RULES, VARIABLE_UPDATES
 from cnnbench.data.source import register_input, registered_inputs
 from cnnbench.distributed.strategy import ParallelStrategy, register_strategy, registered_strategies
 
@@ -25,7 +25,7 @@ def test_every_variable_update_has_exactly_one_strategy_and_every_strategy_a_nam
     for name, cls in strategies.items():
         assert cls.name == name
         assert cls.declared is STRATEGY_RULES[name]
-    assert sorted(STRATEGY_RULES) == sorted(VARIABLE_UPDATES)
+    assert tuple(STRATEGY_RULES) == VARIABLE_UPDATES  # one declaration a name, in the Literal's order
 
 
 def test_every_data_name_has_exactly_one_input_source_and_every_source_a_name():
@@ -41,11 +41,17 @@ def test_every_data_name_has_exactly_one_input_source_and_every_source_a_name():
 
 def test_the_options_choices_are_the_declared_names_in_help_order():
     fields = {f.name: f for f in dataclasses.fields(RunConfig)}
-    assert field_choices(fields["variable_update"]) == ("replicated", "parameter_server", "independent", "fsdp")
     assert field_choices(fields["data_name"]) == ("synthetic", "imagefolder", "cifar10", "cifar100")
     assert field_choices(fields["variable_update"]) == VARIABLE_UPDATES
     assert field_choices(fields["data_name"]) == DATA_NAMES
     assert DATA_NAMES[1:] == REAL_DATA_NAMES
+
+
+def test_the_variable_update_help_is_each_declarations_words_in_help_order():
+    """Issue 45: a strategy's words in ``--variable-update``'s help are written in its declaration."""
+    help_text = field_help(next(f for f in dataclasses.fields(RunConfig) if f.name == "variable_update"))
+    words = ", ".join(f"{name} ({STRATEGY_RULES[name].help})" for name in VARIABLE_UPDATES)
+    assert help_text == f"How devices share variables (tf_cnn_benchmarks' word): {words}."
 
 
 def test_a_name_outside_the_choices_or_twice_is_refused():

@@ -140,6 +140,22 @@ def test_calibrate_recovers_a_known_bandwidth_from_synthetic_records():
     assert uncalibrated.fits == {} and uncalibrated.links["box"][0].bandwidth_gbps == 12.0
 
 
+def test_calibration_leaves_out_a_strategy_whose_declaration_exchanges_nothing():
+    """Issue 45: which measured points fit a link is read from each strategy's declared exchange
+    (``independent``'s is ``none``: its points say nothing about the links)."""
+    one = _record(1, 400.0)
+    b = find_bases([one], _no_lookup)[0][0]
+    truth = Scenario(default_link("pcie").with_bandwidth(7.5, "truth"), default_link("ib"))
+    measured = [_record(n, predict(b, "replicated", n, 1, truth).images_per_sec) for n in (2, 4, 8)]
+    alone = [_record(n, 100.0 * n) for n in (2, 4, 8)]  # far below what any link would give
+    for record in alone:
+        record["config"]["variable_update"] = "independent"
+    result = predict_scaling([one, *measured, *alone], PredictOptions(calibrate=True, devices=(1, 2, 4, 8)),
+                             _no_lookup)
+    (fit,) = result.fits["box"]
+    assert len(fit.residuals) == 3 and fit.link.bandwidth_gbps == pytest.approx(7.5, rel=1e-3)
+
+
 def test_a_record_without_split_or_cost_uses_the_documented_assumptions():
     tf = _record(1, 500.0, split=False, source="tf_cnn_benchmarks", params=None, model="inception3")
     (b,), skipped = find_bases([tf], lambda name: 27_161_264 if name == "inception3" else None)

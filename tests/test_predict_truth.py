@@ -206,13 +206,34 @@ def test_a_part_named_inside_another_parts_name_is_not_guessed():
 
 
 def test_predict_reads_the_one_list_of_strategies():
-    """Issue 45 item 5: the strategy names are listed once, in config/choices.py; predict and its
+    """Issue 45 item 5: the strategy names are listed once, in config/strategy_rules.py; predict and its
     CLI read that list (a new strategy reaches them without another edit)."""
     from typing import get_args
 
     from cnnbench.cli import predict_cmd
-    from cnnbench.config.choices import VariableUpdate
+    from cnnbench.config.strategy_rules import VariableUpdate
     from cnnbench.predict import STRATEGIES
 
     assert get_args(VariableUpdate) == STRATEGIES
     assert not hasattr(predict_cmd, "STRATEGY_NAMES")
+
+
+def test_predict_models_a_strategy_by_the_exchange_its_declaration_names(monkeypatch):
+    """Issue 45: predict reads each strategy's pattern of exchange from its declaration (no list of
+    names to extend), and has a formula for every pattern."""
+    from dataclasses import replace
+    from typing import get_args
+
+    from cnnbench.config.strategy_rules import STRATEGY_RULES, Exchange
+    from cnnbench.predict import model
+
+    assert set(model._FORMULAS) == set(get_args(Exchange))
+    base, scenario = _base(), Scenario(default_link("nvlink"), default_link("ib"))
+    figures = {d.exchange: predict(base, name, 8, 2, scenario) for name, d in STRATEGY_RULES.items()}
+    assert len(set(figures.values())) == len(figures)  # the patterns differ here
+    for name, declared in list(STRATEGY_RULES.items()):
+        for exchange, expected in figures.items():
+            monkeypatch.setitem(STRATEGY_RULES, name, replace(declared, exchange=exchange))
+            assert predict(base, name, 8, 2, scenario) == expected
+    with pytest.raises(ValueError, match="unknown strategy 'horovod'"):
+        predict(base, "horovod", 8, 2, scenario)

@@ -13,7 +13,7 @@ import math
 import sys
 
 from cnnbench.cli.common import UserError
-from cnnbench.config.choices import VARIABLE_UPDATES
+from cnnbench.config.strategy_rules import VARIABLE_UPDATES
 
 FORMATS = ("table", "csv", "json")
 LINKS = ("nvlink", "pcie", "pcie-host", "loopback", "ib", "ethernet")

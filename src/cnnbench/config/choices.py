@@ -1,13 +1,13 @@
 """The names of the choices that implementations register against, written once (no torch).
 
-``--variable-update`` names a strategy of :mod:`cnnbench.distributed`, ``--data-name``
-an input source of :mod:`cnnbench.data` and ``--input-pipeline`` one of its input pipelines;
-each implementation registers against its name (``@register_strategy``, ``@register_input``,
-``@register_pipeline``, typed with these ``Literal`` types so that
-mypy checks the names), and the options' choices (the CLI's, a suite file's) are these
-tuples; an input pipeline's few words for ``--help`` are written beside its name
-(:data:`INPUT_PIPELINE_HELP`). What each choice takes and refuses is declared with it, as
-:class:`Declared` (:mod:`~cnnbench.config.strategy_rules`, :mod:`~cnnbench.config.input_rules`).
+``--data-name`` names an input source of :mod:`cnnbench.data` and ``--input-pipeline`` one of
+its input pipelines; each implementation registers against its name (``@register_input``,
+``@register_pipeline``, typed with these ``Literal`` types so that mypy checks the names), and
+the options' choices (the CLI's, a suite file's) are these tuples; an input pipeline's few words
+for ``--help`` are written beside its name (:data:`INPUT_PIPELINE_HELP`). What each choice takes
+and refuses is declared with it, as :class:`Declared` (:mod:`~cnnbench.config.input_rules`). The
+strategies of ``--variable-update`` (``@register_strategy``) have their names written with their
+declarations, in one place: :mod:`~cnnbench.config.strategy_rules`.
 """
 
 from __future__ import annotations
@@ -15,10 +15,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar, get_args
-
-VariableUpdate = Literal["replicated", "parameter_server", "independent", "fsdp"]
-VARIABLE_UPDATES: tuple[VariableUpdate, ...] = get_args(VariableUpdate)
-"""The strategies, in the order ``--help`` lists them."""
 
 Synthetic = Literal["synthetic"]
 RealDataName = Literal["imagefolder", "cifar10", "cifar100"]

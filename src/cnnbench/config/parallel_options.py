@@ -13,13 +13,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from cnnbench.config.checks import finite
-from cnnbench.config.choices import VARIABLE_UPDATES, VariableUpdate
 from cnnbench.config.errors import ConfigError
 from cnnbench.config.options import option
 from cnnbench.config.strategy_rules import (
     DEFAULT_BUCKET_CAP_MB,
     STRATEGY_RULES,
+    VARIABLE_UPDATES,
+    VariableUpdate,
     check_strategy_options,
+    strategies_help,
     strategy_defaults,
 )
 
@@ -88,10 +90,7 @@ class ParallelOptions:
     )
     variable_update: VariableUpdate = option(
         "replicated",
-        "How devices share variables (tf_cnn_benchmarks' word): replicated (DistributedDataParallel: "
-        "gradients all-reduced), parameter_server (one master copy of the weights on rank 0's "
-        "--local-parameter-device: gradients reduced to it, updated weights broadcast back), "
-        "independent (no exchange: the upper bound of scaling), fsdp (FSDP2: weights sharded).",
+        f"How devices share variables (tf_cnn_benchmarks' word): {strategies_help()}.",
         choices=VARIABLE_UPDATES,
     )
     all_reduce: str | None = option(

@@ -1,20 +1,49 @@
-"""What each strategy (``--variable-update``) takes and refuses, checked before anything runs.
+"""The strategies (``--variable-update``), declared: each one's name and what it takes, refuses and is.
 
-Each :class:`~cnnbench.config.choices.Declared` here is one strategy's: its name, the options
-that apply to it alone, and its own rules; the strategy of :mod:`cnnbench.distributed` that
-implements the name declares it as its ``declared`` (so the rules are read next to it, and
-stay torch-free for the configuration, which sits below ``distributed``). The options a strategy
-takes and leaves unset get their values from the same declaration (:func:`strategy_defaults`).
+This is where a strategy is registered, torch-free: its name in :data:`VariableUpdate`, and its
+:class:`DeclaredStrategy` in :data:`STRATEGY_RULES`: the name, the options that apply to it
+alone, its own rules (checked before anything runs), its words in ``--variable-update``'s help,
+and the pattern of its exchange that ``cnnbench predict`` models (:data:`Exchange`). The strategy
+of :mod:`cnnbench.distributed` that implements the name, in a module of that package (which
+:func:`~cnnbench.distributed.strategy.registered_strategies` finds by itself), declares it as
+its ``declared``: the rules are read next to it, and stay torch-free for the configuration, which
+sits below ``distributed``. The options a strategy takes and leaves unset get their values from
+the same declaration (:func:`strategy_defaults`).
 :meth:`~cnnbench.config.parallel_options.ParallelOptions.check_parallel_options` applies them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal, get_args
 
-from cnnbench.config.choices import Declared, VariableUpdate
+from cnnbench.config.choices import Declared
 from cnnbench.config.errors import ConfigError
+
+VariableUpdate = Literal["replicated", "parameter_server", "independent", "fsdp"]
+VARIABLE_UPDATES: tuple[VariableUpdate, ...] = get_args(VariableUpdate)
+"""The strategies, in the order ``--help`` lists them (each has its declaration in :data:`STRATEGY_RULES`)."""
+
+Exchange = Literal["none", "bucketed_all_reduce", "parameter_server", "sharded"]
+"""How a strategy's workers exchange, as ``cnnbench predict`` models it (:mod:`cnnbench.predict.model`
+has a formula for each): ``none``, nothing; ``bucketed_all_reduce``, gradients all-reduced in buckets
+as the backward pass fills them (DDP); ``parameter_server``, gradients to one master copy of the
+weights and the weights back; ``sharded``, weights all-gathered before the forward and the backward
+pass, gradients reduce-scattered after it (FSDP)."""
+EXCHANGES: tuple[Exchange, ...] = get_args(Exchange)
+
+
+@dataclass(frozen=True, kw_only=True)
+class DeclaredStrategy(Declared[VariableUpdate]):
+    """One strategy's declaration: a :class:`~cnnbench.config.choices.Declared`, with what the
+    strategy is in ``--variable-update``'s help and in ``cnnbench predict``."""
+
+    help: str
+    """What it does, in the parentheses after its name in ``--variable-update``'s help."""
+    exchange: Exchange
+    """The pattern of its exchange, which ``cnnbench predict`` models."""
+
 
 DDP_OPTIONS = ("bucket_cap_mb", "gradient_as_bucket_view", "static_graph", "gradient_compression",
                "broadcast_buffers")
@@ -96,16 +125,25 @@ def _independent(config: Any) -> None:
                                         "device count (use none)")
 
 
-REPLICATED: Declared[VariableUpdate] = Declared(("replicated",), ("all_reduce", *DDP_OPTIONS), _replicated,
-                                                training_only=DDP_OPTIONS)
-PARAMETER_SERVER: Declared[VariableUpdate] = Declared(("parameter_server",), ("all_reduce", "local_parameter_device"),
-                                                      _parameter_server)
-INDEPENDENT: Declared[VariableUpdate] = Declared(("independent",), validate=_independent)
-FSDP: Declared[VariableUpdate] = Declared(("fsdp",), ("all_reduce",), _fsdp)
+REPLICATED = DeclaredStrategy(("replicated",), ("all_reduce", *DDP_OPTIONS), _replicated, training_only=DDP_OPTIONS,
+                              help="DistributedDataParallel: gradients all-reduced", exchange="bucketed_all_reduce")
+PARAMETER_SERVER = DeclaredStrategy(("parameter_server",), ("all_reduce", "local_parameter_device"), _parameter_server,
+                                    help="one master copy of the weights on rank 0's --local-parameter-device: "
+                                         "gradients reduced to it, updated weights broadcast back",
+                                    exchange="parameter_server")
+INDEPENDENT = DeclaredStrategy(("independent",), validate=_independent,
+                               help="no exchange: the upper bound of scaling", exchange="none")
+FSDP = DeclaredStrategy(("fsdp",), ("all_reduce",), _fsdp, help="FSDP2: weights sharded", exchange="sharded")
 
-STRATEGY_RULES: dict[VariableUpdate, Declared[VariableUpdate]] = {
+STRATEGY_RULES: dict[VariableUpdate, DeclaredStrategy] = {
     d.name: d for d in (REPLICATED, PARAMETER_SERVER, INDEPENDENT, FSDP)
 }
+"""Every strategy's declaration, by name, in the order of :data:`VARIABLE_UPDATES`."""
+
+
+def strategies_help() -> str:
+    """Every strategy with its line of help, in ``--help``'s order: ``name (help), ...``."""
+    return ", ".join(f"{name} ({STRATEGY_RULES[name].help})" for name in VARIABLE_UPDATES)
 
 
 def check_strategy_options(config: Any) -> None:

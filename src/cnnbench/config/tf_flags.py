@@ -21,9 +21,9 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from cnnbench.config.choices import VARIABLE_UPDATES
 from cnnbench.config.options import field_types
 from cnnbench.config.run_config import RunConfig
+from cnnbench.config.strategy_rules import VARIABLE_UPDATES
 from cnnbench.words import plural
 
 _TRUE = {"true", "t", "yes", "y", "1"}

@@ -12,9 +12,10 @@ A strategy is asked, in this order, by the engine's prepare phase:
 change little of it. Its ``measurement_hooks()`` are what the engine measures around the
 timed steps for it: the time spent communicating (:class:`~cnnbench.distributed.comm_timer.CommunicationTimer`),
 where that can be measured. A strategy declares what it is (``declared``: its name among
-:data:`~cnnbench.config.choices.VARIABLE_UPDATES`, its options and its ``validate(config)``
-rules, written torch-free in :mod:`cnnbench.config.strategy_rules`) and joins with
-``@register_strategy`` on its class (made from a :class:`StrategyContext`).
+:data:`~cnnbench.config.strategy_rules.VARIABLE_UPDATES`, its options, its ``validate(config)``
+rules, its help and its exchange, written torch-free in :mod:`cnnbench.config.strategy_rules`)
+and joins with ``@register_strategy`` on its class (made from a :class:`StrategyContext`), in a
+module of :mod:`cnnbench.distributed`: :func:`registered_strategies` imports every one of them.
 
 Without a process group (one device, ``cnnbench run`` alone) there is nothing to exchange:
 replicated, independent and fsdp all run the model as it is (:class:`SingleDevice`); a
@@ -23,6 +24,8 @@ parameter server still keeps its master copy on ``--local-parameter-device``.
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, TypeVar
@@ -31,8 +34,8 @@ import torch
 from torch import nn
 
 from cnnbench.config import RunConfig
-from cnnbench.config.choices import VARIABLE_UPDATES, Declared, VariableUpdate
-from cnnbench.config.strategy_rules import INDEPENDENT
+from cnnbench.config.choices import Declared
+from cnnbench.config.strategy_rules import INDEPENDENT, VARIABLE_UPDATES, VariableUpdate
 from cnnbench.distributed.comm_timer import CommunicationTimer
 from cnnbench.distributed.world import World
 
@@ -175,9 +178,12 @@ register_strategy(Independent)
 
 
 def registered_strategies() -> dict[str, StrategyClass]:
-    """Every strategy, by name (importing the modules that register them)."""
-    from cnnbench.distributed import fsdp, parameter_server, replicated  # noqa: F401  (they register)
+    """Every strategy, by name (importing every module of :mod:`cnnbench.distributed`: those that
+    hold a strategy register it)."""
+    import cnnbench.distributed as package
 
+    for module in pkgutil.iter_modules(package.__path__):
+        importlib.import_module(f"{package.__name__}.{module.name}")
     return dict(_STRATEGIES)
 
 

@@ -3,17 +3,20 @@
 A :class:`Base` is what one device measured (step time and its forward/backward/optimizer
 split, the gradient and parameter bytes, the per-device batch); a :class:`Scenario` the links
 and the host; :func:`predict` the step at ``n`` devices on ``m`` nodes for one strategy, as
-``docs/predict.md`` writes it down:
+``docs/predict.md`` writes it down. Each strategy declares the pattern of its exchange
+(:data:`~cnnbench.config.strategy_rules.Exchange`, in its declaration), and each pattern has its
+formula here:
 
-* ``replicated`` (DDP): gradients all-reduced in buckets (25 MB by default) that start as the
-  backward pass fills them: a pipeline of ``k`` buckets, each made in ``b/k`` and sent in ``c``,
-  ends ``b/k + c + (k-1) max(b/k, c)`` after the backward pass starts. Implementations that
-  all-reduce only after the whole backward pass (tf_cnn_benchmarks' replicated) add ``b + C``;
+* ``bucketed_all_reduce`` (replicated, DDP): gradients all-reduced in buckets (25 MB by default)
+  that start as the backward pass fills them: a pipeline of ``k`` buckets, each made in ``b/k``
+  and sent in ``c``, ends ``b/k + c + (k-1) max(b/k, c)`` after the backward pass starts.
+  Implementations that all-reduce only after the whole backward pass (tf_cnn_benchmarks'
+  replicated) add ``b + C``;
 * ``parameter_server``: after the backward pass, as the tool that made the records builds it
   (:func:`parameter_server_time`);
-* ``fsdp``: parameters all-gathered before the forward pass and again before the backward pass,
-  gradients reduce-scattered after it; each overlaps its pass (layer by layer prefetch);
-* ``independent``: no exchange at all.
+* ``sharded`` (fsdp): parameters all-gathered before the forward pass and again before the
+  backward pass, gradients reduce-scattered after it; each overlaps its pass (layer by layer prefetch);
+* ``none`` (independent): no exchange at all.
 
 CPU workers on one host share its cores: a node's compute is the one-device figure split
 between its workers (what other processes used of it during the one-device run stays used).
@@ -25,10 +28,11 @@ compute, communication (all of it, overlapped or not) and input is busiest per s
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from cnnbench.config.choices import VARIABLE_UPDATES, VariableUpdate
+from cnnbench.config.strategy_rules import STRATEGY_RULES, VARIABLE_UPDATES, Exchange, VariableUpdate
 from cnnbench.predict import collectives as coll
 from cnnbench.predict.links import Link, default_link
 
@@ -149,24 +153,48 @@ def _core_share(base: Base, per_node: int) -> float:
     return alone / min(mine, free / per_node)
 
 
+def exchange_of(strategy: str) -> Exchange:
+    """The pattern of ``strategy``'s exchange, from its declaration (a :class:`ValueError` for a name
+    that is no strategy)."""
+    try:
+        return STRATEGY_RULES[strategy].exchange  # type: ignore[index]
+    except KeyError:
+        raise ValueError(f"unknown strategy {strategy!r} (one of {', '.join(STRATEGIES)})") from None
+
+
+Phases = tuple[float, float, float]
+"""One worker's forward, backward and optimizer seconds."""
+
+
 def _exchange(base: Base, strategy: str, per_node: int, nodes: int, scenario: Scenario,
-              phases: tuple[float, float, float]) -> tuple[float, float]:
-    """(communication seconds, step seconds) of ``strategy``."""
-    f, b, o = phases
-    intra, inter = scenario.intra, scenario.inter
-    if strategy == "independent" or per_node * nodes == 1:
+              phases: Phases) -> tuple[float, float]:
+    """(communication seconds, step seconds) of ``strategy``: its exchange's formula
+    (:data:`_FORMULAS`), none on one device."""
+    exchange = exchange_of(strategy)
+    if per_node * nodes == 1:
+        f, b, o = phases
         return 0.0, f + b + o
-    if strategy == "replicated":
-        return _replicated(base, per_node, nodes, scenario, phases)
-    if strategy == "parameter_server":
-        alone = parameter_server_time(base, 1, 1, scenario) if base.one_device_server else 0.0
-        comm = parameter_server_time(base, per_node, nodes, scenario) - alone
-        return comm, f + b + comm + o
-    if strategy == "fsdp":
-        gather = coll.gather_or_scatter(base.parameter_bytes, per_node, nodes, intra, inter)
-        scatter = coll.gather_or_scatter(base.gradient_bytes, per_node, nodes, intra, inter)
-        return 2 * gather + scatter, max(f, gather) + max(b, gather + scatter) + o
-    raise ValueError(f"unknown strategy {strategy!r} (one of {', '.join(STRATEGIES)})")
+    return _FORMULAS[exchange](base, per_node, nodes, scenario, phases)
+
+
+def _no_exchange(base: Base, per_node: int, nodes: int, scenario: Scenario, phases: Phases) -> tuple[float, float]:
+    f, b, o = phases
+    return 0.0, f + b + o
+
+
+def _parameter_server(base: Base, per_node: int, nodes: int, scenario: Scenario,
+                      phases: Phases) -> tuple[float, float]:
+    f, b, o = phases
+    alone = parameter_server_time(base, 1, 1, scenario) if base.one_device_server else 0.0
+    comm = parameter_server_time(base, per_node, nodes, scenario) - alone
+    return comm, f + b + comm + o
+
+
+def _sharded(base: Base, per_node: int, nodes: int, scenario: Scenario, phases: Phases) -> tuple[float, float]:
+    f, b, o = phases
+    gather = coll.gather_or_scatter(base.parameter_bytes, per_node, nodes, scenario.intra, scenario.inter)
+    scatter = coll.gather_or_scatter(base.gradient_bytes, per_node, nodes, scenario.intra, scenario.inter)
+    return 2 * gather + scatter, max(f, gather) + max(b, gather + scatter) + o
 
 
 def parameter_server_time(base: Base, per_node: int, nodes: int, scenario: Scenario) -> float:
@@ -196,8 +224,8 @@ def parameter_server_time(base: Base, per_node: int, nodes: int, scenario: Scena
     return coll.exchange(size, per_node, nodes, intra, inter)
 
 
-def _replicated(base: Base, per_node: int, nodes: int, scenario: Scenario,
-                phases: tuple[float, float, float]) -> tuple[float, float]:
+def _bucketed_all_reduce(base: Base, per_node: int, nodes: int, scenario: Scenario,
+                         phases: Phases) -> tuple[float, float]:
     f, b, o = phases
     size = base.gradient_bytes
     if not base.overlap:
@@ -208,6 +236,16 @@ def _replicated(base: Base, per_node: int, nodes: int, scenario: Scenario,
     made = b / buckets
     backward_and_exchange = made + each + (buckets - 1) * max(made, each)
     return buckets * each, f + backward_and_exchange + o
+
+
+_FORMULAS: dict[Exchange, Callable[[Base, int, int, Scenario, Phases], tuple[float, float]]] = {
+    "none": _no_exchange,
+    "bucketed_all_reduce": _bucketed_all_reduce,
+    "parameter_server": _parameter_server,
+    "sharded": _sharded,
+}
+"""(communication seconds, step seconds) of each pattern of exchange, from the base, the devices
+per node, the nodes, the scenario and one worker's phases."""
 
 
 def _input_time(base: Base, per_node: int, scenario: Scenario) -> float:

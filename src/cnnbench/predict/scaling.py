@@ -33,7 +33,7 @@ from cnnbench.predict.links import (
     machine_link,
     with_generation,
 )
-from cnnbench.predict.model import STRATEGIES, Base, Scenario, predict
+from cnnbench.predict.model import STRATEGIES, Base, Scenario, exchange_of, predict
 from cnnbench.results import fields as F
 from cnnbench.results.query import get_value, parse_where, select
 
@@ -267,7 +267,7 @@ def _calibrated(scenario: Scenario, machine: str, bases: Sequence[Base],
     """The machine's links fitted to its measured points: within a node first, then between."""
     by_key = {b.key: b for b in bases if b.machine == machine}
     pairs = [(by_key[m.key], m) for m in measured
-             if m.key in by_key and m.devices > 1 and m.strategy in STRATEGIES and m.strategy != "independent"]
+             if m.key in by_key and m.devices > 1 and m.strategy in STRATEGIES and exchange_of(m.strategy) != "none"]
     fits: list[Fit] = []
     for which, points in (("intra", [p for p in pairs if p[1].nodes == 1]),
                           ("inter", [p for p in pairs if p[1].nodes > 1])):
