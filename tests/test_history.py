@@ -323,3 +323,15 @@ def test_the_last_run_before_a_change_is_never_an_outlier_and_its_environment_is
     assert change.before.run_id.endswith("-018") and change.after.run_id.endswith("-020")
     assert [o.run.run_id[-3:] for o in history.series[0].outliers] == ["019"]
     assert not [s for s in change.suspects if s.field == "environment.torch_version"]
+
+
+def test_a_split_of_three_jobs_is_judged_against_both_places_it_could_take():
+    """With 1 degree of freedom (3 jobs, a first split) the chance that either place reaches t is
+    not the one place's: a simulation gives 0.050 for the two places where one gives 0.025."""
+    from cnnbench.analysis.history import _adjusted, _p_values
+
+    w, cnt = np.ones(3), np.array([3, 3, 2])
+    one = float(_p_values(np.array([12.7]), 1)[0])  # t of 12.7 on 1 degree of freedom: p 0.05
+    assert one == pytest.approx(0.05, abs=0.001)
+    assert _adjusted(12.7, w, cnt, 1) == pytest.approx(2 * one)  # two places: Bonferroni's bound
+    assert _adjusted(12.7, w, cnt, 1) > one

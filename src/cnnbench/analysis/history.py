@@ -242,6 +242,8 @@ def _adjusted(t: float, w: np.ndarray, cnt: np.ndarray, df: int) -> float:
     one = float(_p_values(np.array([t]), df)[0])
     if valid.sum() < 2:
         return one
+    if df < 2:  # the sum below vanishes at 1 degree of freedom (its terms are powers of 0): Bonferroni
+        return min(1.0, one * int(valid.sum()))
     frac = (np.cumsum(w)[:-1] / w.sum())[valid]
     rho = np.sqrt(frac[:-1] * (1.0 - frac[1:]) / (frac[1:] * (1.0 - frac[:-1])))
     r2 = t * t / (df + t * t)
