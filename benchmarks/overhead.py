@@ -20,7 +20,7 @@ import time
 import torch
 
 from cnnbench.config import RunConfig
-from cnnbench.engine import run_benchmark
+from cnnbench.engine import run_in_process
 from cnnbench.engine.precision import precision_policy
 from cnnbench.models import create_model
 
@@ -72,7 +72,7 @@ def cnnbench_loop(args: argparse.Namespace) -> float:
         num_batches=args.steps, num_warmup_batches=args.warmup, precision=args.precision,
         data_format=args.data_format, optimizer="sgd", synthetic_location="device",
     )
-    record = run_benchmark(config)
+    record = run_in_process(config)
     if record.status != "ok":
         raise SystemExit(f"cnnbench run failed: {record.error}")
     return float(record.metrics["total_images_per_sec"])

@@ -94,7 +94,7 @@ def train_epochs_recording_shards(config_fields: dict[str, Any]) -> dict[str, An
     """Train to accuracy through the engine on this worker, noting which images of the data set
     it was given: ``{"rank", "train": [[epoch, indices], ...], "eval": [indices, ...], "record"}``."""
     from cnnbench.data.sharding import ShardPlan
-    from cnnbench.engine.benchmark import run_benchmark
+    from cnnbench.engine.benchmark import resolve_and_measure
 
     seen: dict[str, list] = {"train": [], "eval": []}
     train, evaluation = ShardPlan.train_batches, ShardPlan.eval_batches
@@ -112,14 +112,14 @@ def train_epochs_recording_shards(config_fields: dict[str, Any]) -> dict[str, An
     ShardPlan.train_batches = train_batches  # type: ignore[method-assign]
     ShardPlan.eval_batches = eval_batches  # type: ignore[method-assign]
     world = World.from_env()
-    record = run_benchmark(RunConfig.from_mapping(config_fields), world=world)
+    record = resolve_and_measure(RunConfig.from_mapping(config_fields), world=world)
     return {"rank": world.rank, **seen, "record": record.to_dict() if world.is_main else None}
 
 
 def run_each(configs: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
     """Run every configuration in turn through the engine in one process group (what
-    :func:`run_benchmark` does in a worker of ``cnnbench run``, but joining the group once);
-    rank 0 returns each record's status and error."""
+    :func:`~cnnbench.engine.benchmark.resolve_and_measure` does in a worker of ``cnnbench run``,
+    but joining the group once); rank 0 returns each record's status and error."""
     from cnnbench.engine import benchmark
 
     world = World.from_env()
@@ -214,7 +214,7 @@ def uneven_run(config_fields: dict[str, Any], slow_s: float) -> dict[str, Any] |
     benchmark.start_process_group = start  # type: ignore[assignment]
     benchmark.profile_steps = slow_profile  # type: ignore[assignment]
     torch.compile = compile_slowly  # type: ignore[assignment]
-    record = benchmark.run_benchmark(RunConfig.from_mapping(config_fields), world=world)
+    record = benchmark.resolve_and_measure(RunConfig.from_mapping(config_fields), world=world)
     return record.to_dict() if world.is_main else None
 
 

@@ -35,7 +35,7 @@ def no_work(monkeypatch):
     def forbidden(*args, **kwargs):
         raise AssertionError("the run started")
 
-    monkeypatch.setattr(cnnbench.engine, "execute", forbidden)
+    monkeypatch.setattr(cnnbench.engine, "run_and_append", forbidden)
 
 
 @pytest.mark.parametrize("flags,message", OUT_OF_RANGE, ids=[m.split(":")[0] for _, m in OUT_OF_RANGE])

@@ -132,7 +132,7 @@ def test_worker_log_lines_say_which_rank(monkeypatch, capsys):
         logging.getLogger("cnnbench.engine.test").warning("something to say")
         return Done()
 
-    monkeypatch.setattr(benchmark, "run_benchmark", logs)
+    monkeypatch.setattr(benchmark, "resolve_and_measure", logs)
     for key, value in {"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2"}.items():
         monkeypatch.setenv(key, value)
     root = logging.getLogger()

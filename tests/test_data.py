@@ -27,7 +27,7 @@ from cnnbench.data.normalize import IMAGENET_MEAN, IMAGENET_STD, Normalize
 from cnnbench.data.preprocess import Preprocessing
 from cnnbench.data.sharding import ShardPlan
 from cnnbench.data.source import InputRequest, make_input
-from cnnbench.engine import run_benchmark
+from cnnbench.engine import run_in_process
 from cnnbench.engine.resolve import resolve
 from cnnbench.report.build import build_report
 from cnnbench.report.tables.pipeline import is_pipeline_record
@@ -441,8 +441,8 @@ def damaged(tmp_path) -> tuple[Path, list[Path]]:
 @pytest.mark.parametrize("workers", [0, 1])
 def test_a_bad_image_stops_the_run_naming_the_file(damaged, workers):
     root, bad = damaged
-    record = run_benchmark(RunConfig(model="trivial", device="cpu", data_dir=str(root), batch_size=4,
-                                     num_batches=8, num_warmup_batches=0, num_workers=workers))
+    record = run_in_process(RunConfig(model="trivial", device="cpu", data_dir=str(root), batch_size=4,
+                                      num_batches=8, num_warmup_batches=0, num_workers=workers))
     assert record.status == "error" and "\n" not in record.error
     assert record.error.startswith("BadImageError: bad image ") and any(str(p) in record.error for p in bad)
     assert "--skip-bad-images" in record.error
@@ -450,8 +450,8 @@ def test_a_bad_image_stops_the_run_naming_the_file(damaged, workers):
 
 def test_skip_bad_images_counts_them(damaged):
     root, _ = damaged
-    record = run_benchmark(RunConfig(model="trivial", device="cpu", data_dir=str(root), batch_size=4,
-                                     num_epochs=2, num_workers=1, skip_bad_images=True))
+    record = run_in_process(RunConfig(model="trivial", device="cpu", data_dir=str(root), batch_size=4,
+                                      num_epochs=2, num_workers=1, skip_bad_images=True))
     assert record.status == "ok"
     assert record.metrics["bad_images"] == 4  # two bad files, read once per epoch
     assert [e["images_per_sec"] * e["time_s"] for e in record.metrics["epochs"]] == pytest.approx([14, 14])
@@ -466,8 +466,8 @@ def test_skipped_images_and_a_class_with_no_good_image_are_warned(tmp_path):
                   image_size=(40, 30))
     for f in (root / "train" / "001_square").iterdir():
         f.write_bytes(b"corrupt")
-    record = run_benchmark(RunConfig(model="trivial", device="cpu", data_dir=str(root), batch_size=4,
-                                     num_epochs=1, num_workers=0, skip_bad_images=True))
+    record = run_in_process(RunConfig(model="trivial", device="cpu", data_dir=str(root), batch_size=4,
+                                      num_epochs=1, num_workers=0, skip_bad_images=True))
     assert record.status == "ok", record.error
     warnings = record.metrics["warnings"]
     assert record.metrics["bad_images"] == 6
@@ -482,8 +482,8 @@ def test_a_failure_in_a_loader_process_is_one_line(sets, monkeypatch):
         raise ValueError(f"boom reading {index}")
 
     monkeypatch.setattr(ImageFolderReader, "read", broken)  # before the loader process forks
-    record = run_benchmark(RunConfig(model="trivial", device="cpu", data_dir=str(sets["imagefolder"]), batch_size=4,
-                                     num_batches=3, num_warmup_batches=0, num_workers=1))
+    record = run_in_process(RunConfig(model="trivial", device="cpu", data_dir=str(sets["imagefolder"]), batch_size=4,
+                                      num_batches=3, num_warmup_batches=0, num_workers=1))
     assert record.status == "error" and "\n" not in record.error
     assert record.error.startswith("InputPipelineError: ValueError: boom reading") and "DataLoader worker" in \
         record.error
@@ -638,7 +638,7 @@ def _train(data_dir: Path, **changes):
     base = dict(model="trivial", device="cpu", data_dir=str(data_dir), num_epochs=4, batch_size=16,
                 optimizer="momentum", learning_rate=0.1, num_workers=0, display_every=1000)
     base.update(changes)
-    return run_benchmark(RunConfig(**base))
+    return run_in_process(RunConfig(**base))
 
 
 def test_a_small_model_learns_the_generated_classes(sets):

@@ -437,7 +437,7 @@ def test_scaling_runs_each_device_count_in_its_own_workers_and_prints_speedup(tm
     def not_here(*args, **kwargs):
         raise AssertionError("a scaling point ran in the launching process")
 
-    monkeypatch.setattr(benchmark, "run_benchmark", not_here)
+    monkeypatch.setattr(benchmark, "resolve_and_measure", not_here)
     code = main([*TINY, "--num-devices", "2", "--scaling", "--quiet", "--results-dir", str(tmp_path)])
     out = capsys.readouterr()
     assert code == 0, out.err

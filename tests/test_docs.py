@@ -116,7 +116,8 @@ def _path_section() -> str:
 
 def test_the_run_path_in_the_layout_page_names_what_exists() -> None:
     """Issue 45 item 7: the modules and entry points from ``cnnbench.run`` to the first timed step
-    are listed in docs/layout.md; a renamed or removed one fails here, so the list cannot rot."""
+    are listed in docs/layout.md; a renamed or removed one fails here, so the list cannot rot, and
+    no two layers' entry points share a name."""
     section = _path_section()
     modules = re.findall(r"`([\w/]+\.py)`", section)
     missing = [m for m in modules if not (ROOT / "src" / "cnnbench" / m).is_file()]
@@ -125,9 +126,13 @@ def test_the_run_path_in_the_layout_page_names_what_exists() -> None:
     count = re.search(r"Count: (\d+) modules", section)
     assert count and int(count.group(1)) == len(chain), "the stated count is the length of the list"
     entry = section.split("The entry points along it:", 1)[1].split(". ", 1)[0]
-    for name in re.findall(r"`([\w.]+)`", entry):
+    names = re.findall(r"`([\w.]+)`", entry)
+    for name in names:
         module, attr = name.rsplit(".", 1)
         assert hasattr(importlib.import_module(f"cnnbench.{module}"), attr), f"docs/layout.md names {name}"
+    attrs = [name.rsplit(".", 1)[1] for name in names]
+    repeated = sorted({a for a in attrs if attrs.count(a) > 1})
+    assert not repeated, f"two layers' entry points share a name: {repeated}"
 
 
 def test_the_reference_fills_in_what_help_fills_in(gen: ModuleType) -> None:

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from cnnbench.config import ConfigError, RunConfig
-from cnnbench.engine import execute, log_format, run_benchmark
+from cnnbench.engine import log_format, run_and_append, run_in_process
 from cnnbench.models import register_model
 from cnnbench.results.record import ENVIRONMENT_FIELDS, METRIC_FIELDS
 
@@ -49,7 +49,7 @@ def _oom(num_classes=1000, image_size=16):
 
 def test_output_follows_tf_cnn_benchmarks_format():
     lines: list[str] = []
-    record = run_benchmark(tiny(), emit=lines.append)
+    record = run_in_process(tiny(), emit=lines.append)
     assert record.status == "ok"
     assert "Model:       trivial" in lines and "Mode:        training" in lines
     assert "Batch size:  4 global" in lines
@@ -65,7 +65,7 @@ def test_output_follows_tf_cnn_benchmarks_format():
 
 
 def test_record_contract(results_dir):
-    record, path = execute(tiny(results_dir=str(results_dir), machine_label="test box"))
+    record, path = run_and_append(tiny(results_dir=str(results_dir), machine_label="test box"))
     assert path.parent == results_dir and path.name == "test_box.jsonl"
     (line,) = path.read_text().splitlines()
     data = json.loads(line)
@@ -90,15 +90,15 @@ def test_record_contract(results_dir):
 
 
 def test_records_append_without_touching_earlier_ones(results_dir):
-    _, path = execute(tiny(results_dir=str(results_dir), machine_label="m"))
+    _, path = run_and_append(tiny(results_dir=str(results_dir), machine_label="m"))
     first = path.read_text()
-    execute(tiny(results_dir=str(results_dir), machine_label="m", forward_only=True))
+    run_and_append(tiny(results_dir=str(results_dir), machine_label="m", forward_only=True))
     text = path.read_text()
     assert text.startswith(first) and len(text.splitlines()) == 2
 
 
 def test_warmup_is_excluded_from_figures():
-    record = run_benchmark(tiny(num_warmup_batches=3, num_batches=4))
+    record = run_in_process(tiny(num_warmup_batches=3, num_batches=4))
     assert len(record.metrics["step_times_s"]) == 4
     assert record.metrics["first_step_time_s"] > 0
 
@@ -106,7 +106,7 @@ def test_warmup_is_excluded_from_figures():
 @pytest.mark.parametrize("location", ["device", "host", "loader"])
 def test_synthetic_locations_run(location):
     workers = {"num_workers": 1} if location == "loader" else {}
-    record = run_benchmark(tiny(synthetic_location=location, **workers))
+    record = run_in_process(tiny(synthetic_location=location, **workers))
     assert record.status == "ok", record.error
     assert record.config["synthetic_location"] == location
 
@@ -124,53 +124,53 @@ def test_synthetic_locations_run(location):
     ],
 )
 def test_modes_run_on_cpu(changes):
-    record = run_benchmark(tiny(**changes))
+    record = run_in_process(tiny(**changes))
     assert record.status == "ok", record.error
     assert all(record.config[k] == v for k, v in changes.items())
 
 
 def test_aux_heads_are_trained():
-    record = run_benchmark(tiny(model="googlenet", image_size=64, batch_size=2, num_batches=1,
-                                num_warmup_batches=1))
+    record = run_in_process(tiny(model="googlenet", image_size=64, batch_size=2, num_batches=1,
+                                 num_warmup_batches=1))
     assert record.status == "ok", record.error
 
 
 def test_same_seed_same_loss():
-    a = run_benchmark(tiny(seed=3)).metrics
-    b = run_benchmark(tiny(seed=3)).metrics
+    a = run_in_process(tiny(seed=3)).metrics
+    b = run_in_process(tiny(seed=3)).metrics
     assert (a["loss_first"], a["loss_last"]) == (b["loss_first"], b["loss_last"])
 
 
 def test_model_error_still_writes_a_record(results_dir):
-    record, path = execute(tiny(model="test_raises", results_dir=str(results_dir)))
+    record, path = run_and_append(tiny(model="test_raises", results_dir=str(results_dir)))
     assert record.status == "error" and "boom in the model" in record.error
     assert json.loads(path.read_text())["status"] == "error"
 
 
 def test_out_of_memory_is_recorded_as_oom(results_dir):
-    record, _ = execute(tiny(model="test_oom", results_dir=str(results_dir)))
+    record, _ = run_and_append(tiny(model="test_oom", results_dir=str(results_dir)))
     assert record.status == "oom" and "out of memory" in record.error
 
 
 def test_machine_checks_happen_before_work(results_dir):
     with pytest.raises(ConfigError, match="--precision"):
-        execute(tiny(precision="tf32", results_dir=str(results_dir)))
+        run_and_append(tiny(precision="tf32", results_dir=str(results_dir)))
     with pytest.raises(ConfigError, match="--image-size: 20 is too small for alexnet"):
-        execute(tiny(model="alexnet", image_size=20, results_dir=str(results_dir)))
+        run_and_append(tiny(model="alexnet", image_size=20, results_dir=str(results_dir)))
     assert not results_dir.exists()
 
 
 @pytest.mark.slow
 def test_compile_reports_compile_time_apart():
-    record = run_benchmark(tiny(compile=True, num_warmup_batches=1, num_batches=3))
+    record = run_in_process(tiny(compile=True, num_warmup_batches=1, num_batches=3))
     assert record.status == "ok", record.error
     assert record.metrics["compile_time_s"] > 0
     assert len(record.metrics["step_times_s"]) == 3
 
 
 def test_records_carry_model_cost_and_flop_rates():
-    record = run_benchmark(tiny(model="resnet18", image_size=64, batch_size=2, num_batches=2,
-                                num_warmup_batches=1))
+    record = run_in_process(tiny(model="resnet18", image_size=64, batch_size=2, num_batches=2,
+                                 num_warmup_batches=1))
     cost = record.to_dict()["model_cost"]
     assert cost["name"] == "resnet18" and cost["image_size"] == 64
     m = record.metrics

@@ -18,7 +18,7 @@ from torch import nn
 
 from cnnbench.config import RunConfig
 from cnnbench.data.synthetic import SyntheticInput
-from cnnbench.engine import run_benchmark
+from cnnbench.engine import run_in_process
 from cnnbench.engine.loop import timed_loop, warm_up
 from cnnbench.engine.precision import POLICIES
 from cnnbench.engine.prepare import Prepared, prepare
@@ -68,7 +68,7 @@ def cfg(**changes) -> RunConfig:
 def observe(**changes) -> dict:
     """What the probe saw during the timed steps of a run."""
     SEEN.clear()
-    record = run_benchmark(cfg(**changes))
+    record = run_in_process(cfg(**changes))
     assert record.status == "ok", record.error
     split = record.metrics.get("phase_split_steps") or 0  # training: the forward/backward split's, after
     assert len(SEEN) == 4 + split  # 1 warm-up + 3 timed (+ the split's steps)
@@ -160,7 +160,7 @@ def test_training_runs_in_train_mode_and_updates_weights():
 
 
 def test_inference_records_null_for_training_options():
-    record = run_benchmark(cfg(forward_only=True))
+    record = run_in_process(cfg(forward_only=True))
     assert (record.config["optimizer"], record.config["learning_rate"], record.config["momentum"]) == (
         None, None, None)
 
@@ -359,7 +359,7 @@ def test_cpu_timer_restart_drops_the_gap():
 
 @pytest.mark.parametrize("changes", [{}, {"forward_only": True}])
 def test_run_records_the_progress_time_it_left_out(changes):
-    record = run_benchmark(cfg(display_every=1, **changes))
+    record = run_in_process(cfg(display_every=1, **changes))
     assert record.metrics["progress_time_s"] > 0
     assert record.metrics["wall_time_s"] > 0 and record.metrics["diverged"] is False
 

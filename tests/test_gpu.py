@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from cnnbench.config import RunConfig
-from cnnbench.engine import run_benchmark
+from cnnbench.engine import run_in_process
 from tests.conftest import requires_cuda
 
 pytestmark = requires_cuda
@@ -22,7 +22,7 @@ def _cfg(**changes) -> RunConfig:
 
 
 def test_cuda_event_timing_and_device_memory():
-    record = run_benchmark(_cfg())
+    record = run_in_process(_cfg())
     assert record.status == "ok", record.error
     m = record.metrics
     assert len(m["step_times_s"]) == 5 and all(t > 0 for t in m["step_times_s"])
@@ -32,24 +32,24 @@ def test_cuda_event_timing_and_device_memory():
 
 @pytest.mark.parametrize("precision", ["fp32", "tf32", "amp_fp16", "amp_bf16", "fp16", "bf16"])
 def test_precisions(precision):
-    record = run_benchmark(_cfg(precision=precision, data_format="NHWC"))
+    record = run_in_process(_cfg(precision=precision, data_format="NHWC"))
     assert record.status == "ok", record.error
 
 
 def test_the_input_wait_is_the_gpus_and_near_zero_for_a_resident_batch():
     """On CUDA the input wait comes from events (the GPU's wait), not from the host's next()."""
-    record = run_benchmark(_cfg(num_batches=20, synthetic_location="device"))
+    record = run_in_process(_cfg(num_batches=20, synthetic_location="device"))
     assert record.status == "ok", record.error
     assert 0.0 <= record.metrics["input_wait_fraction"] < 0.05
 
 
 @pytest.mark.parametrize("location", ["device", "host", "loader"])
 def test_synthetic_locations(location):
-    assert run_benchmark(_cfg(synthetic_location=location)).status == "ok"
+    assert run_in_process(_cfg(synthetic_location=location)).status == "ok"
 
 
 def test_compile():
-    record = run_benchmark(_cfg(compile=True, precision="amp_bf16"))
+    record = run_in_process(_cfg(compile=True, precision="amp_bf16"))
     assert record.status == "ok", record.error
     assert record.metrics["compile_time_s"] > 0
 
@@ -101,9 +101,9 @@ def test_comm_over_nccl_on_one_gpu_times_batches_with_cuda_events(tmp_path):
 @pytest.mark.skipif(_gpus() < 2, reason="needs 2 CUDA GPUs")
 @pytest.mark.parametrize("variable_update", ["replicated", "parameter_server", "independent", "fsdp"])
 def test_two_gpus(tmp_path, variable_update):
-    from cnnbench.engine import execute
+    from cnnbench.engine import run_and_append
 
-    record, _ = execute(_cfg(num_devices=2, variable_update=variable_update, results_dir=str(tmp_path)))
+    record, _ = run_and_append(_cfg(num_devices=2, variable_update=variable_update, results_dir=str(tmp_path)))
     assert record.status == "ok", record.error
     assert len(record.metrics["per_device_images_per_sec"]) == 2
 
@@ -161,7 +161,7 @@ def test_dali_decodes_on_the_gpu_into_the_runs_layout_and_dtype(tmp_path):
         assert source.metrics()["dali"]["hw_decoder_load"] == 0.65  # DALI's default, where none is given
     finally:
         source.close()
-    record = run_benchmark(_cfg(model="trivial", data_dir=str(tmp_path / "f"), input_pipeline="dali",
-                                distortions=True, batch_size=4, num_workers=2))
+    record = run_in_process(_cfg(model="trivial", data_dir=str(tmp_path / "f"), input_pipeline="dali",
+                                 distortions=True, batch_size=4, num_workers=2))
     assert record.status == "ok", record.error
     assert record.metrics["dali"]["decode_device"] == "mixed"

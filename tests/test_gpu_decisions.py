@@ -172,7 +172,7 @@ def test_a_one_device_run_on_gpu_k_never_asks_for_gpu_0(monkeypatch):
     assert fake.asked and set(fake.asked) == {3}, fake.asked
 
 
-def test_run_benchmark_makes_the_device_current_before_anything_else(monkeypatch):
+def test_resolve_and_measure_makes_the_device_current_before_anything_else(monkeypatch):
     """The order in the engine: resolve, then make_current, then the rest (stopped there)."""
     from cnnbench.engine import benchmark
 
@@ -185,7 +185,7 @@ def test_run_benchmark_makes_the_device_current_before_anything_else(monkeypatch
 
     monkeypatch.setattr(benchmark, "_run", stop)
     with pytest.raises(RuntimeError, match="stop here"):
-        benchmark.run_benchmark(RunConfig(model="trivial", device="cpu", batch_size=2))
+        benchmark.resolve_and_measure(RunConfig(model="trivial", device="cpu", batch_size=2))
     assert calls == ["current cpu", "run"]
 
 
@@ -279,10 +279,10 @@ def test_pure_half_precision_keeps_normalization_layers_in_fp32():
 
 
 def test_a_bf16_run_keeps_batch_norm_fp32_and_records_it():
-    from cnnbench.engine import run_benchmark
+    from cnnbench.engine import run_in_process
 
-    record = run_benchmark(RunConfig(model="resnet18", image_size=32, batch_size=2, num_batches=1,
-                                     num_warmup_batches=1, device="cpu", precision="bf16"))
+    record = run_in_process(RunConfig(model="resnet18", image_size=32, batch_size=2, num_batches=1,
+                                      num_warmup_batches=1, device="cpu", precision="bf16"))
     assert record.status == "ok", record.error
     assert record.metrics["normalization_fp32_layers"] == 20  # resnet18's batch norms
     prepared = prepare(resolve(RunConfig(model="resnet18", image_size=32, batch_size=2, device="cpu",

@@ -11,7 +11,7 @@ import os
 import torch
 
 from cnnbench.config import RunConfig
-from cnnbench.engine import execute, run_benchmark
+from cnnbench.engine import run_and_append, run_in_process
 from cnnbench.engine.hooks import nvml_indices
 from cnnbench.machine.environment import capture_environment
 from cnnbench.machine.nvml import open_nvml
@@ -51,7 +51,7 @@ def test_the_runs_gpu_maps_to_its_nvml_index():
 
 
 def test_a_run_records_power_clocks_energy_and_images_per_joule():
-    record = run_benchmark(_cfg())
+    record = run_in_process(_cfg())
     assert record.status == "ok", record.error
     m = record.metrics
     (g,) = m["gpu_telemetry"]
@@ -65,7 +65,7 @@ def test_a_run_records_power_clocks_energy_and_images_per_joule():
 
 
 def test_profile_on_a_gpu_ranks_by_device_time(tmp_path):
-    record, path = execute(_cfg(num_batches=5, profile_steps=2, results_dir=str(tmp_path)))
+    record, path = run_and_append(_cfg(num_batches=5, profile_steps=2, results_dir=str(tmp_path)))
     assert record.status == "ok", record.error
     top = record.metrics["profile_top_operators"]
     assert top and top[0]["self_device_ms"] is not None and top[0]["self_device_ms"] > 0

@@ -41,7 +41,7 @@ def test_one_hiccup_does_not_warn_but_one_that_moves_the_mean_does():
 def test_a_run_records_unstable_steps_from_its_own_step_times(monkeypatch):
     """The check runs where step times become metrics: fake a jumpy loop, see the warning."""
     from cnnbench.config import RunConfig
-    from cnnbench.engine import benchmark, loop, run_benchmark
+    from cnnbench.engine import benchmark, loop, run_in_process
 
     real = loop.timed_loop
 
@@ -51,8 +51,8 @@ def test_a_run_records_unstable_steps_from_its_own_step_times(monkeypatch):
         return loop.LoopResult(times, result.losses, result.input_wait_s, sum(times), 0.0, None, result.images)
 
     monkeypatch.setattr(benchmark, "timed_loop", jumpy)
-    record = run_benchmark(RunConfig(model="trivial", batch_size=4, num_batches=6, num_warmup_batches=1,
-                                     device="cpu"))
+    record = run_in_process(RunConfig(model="trivial", batch_size=4, num_batches=6, num_warmup_batches=1,
+                                      device="cpu"))
     assert any(w.startswith("unstable: step times vary by") for w in record.metrics["warnings"])
 
 

@@ -1,4 +1,4 @@
-"""``--host-cpus N`` pins the run, not the caller: a library call (``cnnbench.run``, ``engine.execute``,
+"""``--host-cpus N`` pins the run, not the caller: a library call (``cnnbench.run``, ``engine.run_and_append``,
 a test in the pytest process) gets its process's cores and torch threads back afterwards."""
 
 from __future__ import annotations

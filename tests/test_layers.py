@@ -166,7 +166,7 @@ def test_the_check_catches_an_upward_import(tmp_path, monkeypatch):
     fake = tmp_path / "cnnbench"
     (fake / "results").mkdir(parents=True)
     (fake / "results" / "__init__.py").write_text("")
-    (fake / "results" / "x.py").write_text("def f():\n    from cnnbench.engine import run_benchmark\n")
+    (fake / "results" / "x.py").write_text("def f():\n    from cnnbench.engine import run_in_process\n")
     monkeypatch.setattr(sys.modules[__name__], "SRC", fake)
     assert upward_imports() == ["results/x.py:2: results imports engine"]
 

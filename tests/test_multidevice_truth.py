@@ -22,7 +22,7 @@ from cnnbench.data.generate import make_data_set
 from cnnbench.distributed.replicated import Replicated, powersgd_start_iter
 from cnnbench.distributed.strategy import StrategyContext
 from cnnbench.distributed.world import World
-from cnnbench.engine import benchmark, epochs, run_benchmark
+from cnnbench.engine import benchmark, epochs, run_in_process
 from cnnbench.engine.hooks import HookSet
 from cnnbench.engine.multidevice import watchdog
 from cnnbench.engine.multidevice.watchdog import ROUND_TRIPS_PER_BEAT, SILENT_S, FailureWatch
@@ -76,9 +76,9 @@ def test_an_epoch_runs_first_step_is_untimed_and_inside_the_uneven_phase(small_s
     monkeypatch.setattr(epochs, "warm_up", warm_up)
     monkeypatch.setattr(epochs, "timed_loop", timed_loop)
     monkeypatch.setattr(HookSet, "start", start)
-    record = run_benchmark(RunConfig(model="trivial", device="cpu", data_dir=str(small_set), num_epochs=2,
-                                     batch_size=4, num_workers=0, display_every=1000, optimizer="momentum",
-                                     num_learning_rate_warmup_epochs=1))
+    record = run_in_process(RunConfig(model="trivial", device="cpu", data_dir=str(small_set), num_epochs=2,
+                                      batch_size=4, num_workers=0, display_every=1000, optimizer="momentum",
+                                      num_learning_rate_warmup_epochs=1))
     assert record.status == "ok", record.error
     assert events == ["enter the first step", "untimed step", "exit", "hooks start", "timed loop", "timed loop"]
     # the untimed step trains nothing (not at the base rate before the warm-up schedule exists),

@@ -26,7 +26,7 @@ def no_work(monkeypatch):
     def forbidden(*args, **kwargs):
         raise AssertionError("work started before the output was checked")
 
-    monkeypatch.setattr(cnnbench.engine, "execute", forbidden)
+    monkeypatch.setattr(cnnbench.engine, "run_and_append", forbidden)
     monkeypatch.setattr(cnnbench.sweep.runner, "preload_engine", forbidden)
 
 

@@ -7,7 +7,7 @@ import torch
 from cnnbench.config import RunConfig
 from cnnbench.engine import benchmark, phase_split
 from cnnbench.engine.backend import phase_timing_syncs
-from cnnbench.engine.benchmark import run_benchmark
+from cnnbench.engine.benchmark import resolve_and_measure
 from cnnbench.engine.phase_split import measure_phase_split, split_line, splits_phases
 
 SPLIT = ("forward_time_s", "backward_time_s", "optimizer_time_s")
@@ -29,7 +29,7 @@ def test_the_split_comes_after_the_timed_window_and_stays_out_of_its_figures(mon
 
     monkeypatch.setattr(benchmark, "timed_loop", loop)
     monkeypatch.setattr(benchmark, "measure_phase_split", split)
-    record = run_benchmark(RunConfig(model="trivial", device="cpu", num_batches=4, num_warmup_batches=1))
+    record = resolve_and_measure(RunConfig(model="trivial", device="cpu", num_batches=4, num_warmup_batches=1))
     m = record.metrics
     assert events == ["timed loop starts", "timed loop ends after 4 steps", "split"]
     assert len(m["step_times_s"]) == 4  # the split's steps are not timed steps
@@ -45,8 +45,8 @@ def test_forward_only_and_multi_worker_runs_measure_no_split():
     assert not splits_phases(training=False, world_size=1, epochs=False)
     assert not splits_phases(training=True, world_size=2, epochs=False)
     assert not splits_phases(training=True, world_size=1, epochs=True)
-    record = run_benchmark(RunConfig(model="trivial", device="cpu", num_batches=2, num_warmup_batches=1,
-                                     forward_only=True))
+    record = resolve_and_measure(RunConfig(model="trivial", device="cpu", num_batches=2, num_warmup_batches=1,
+                                           forward_only=True))
     assert not any(k in record.metrics for k in (*SPLIT, "phase_split_steps"))
 
 

@@ -26,7 +26,7 @@ from cnnbench.data.cpu import cpu_pipeline
 from cnnbench.data.generate import make_data_set
 from cnnbench.data.loader import DataSetSource
 from cnnbench.data.pipelines import pipeline_of, register_pipeline, registered_pipelines
-from cnnbench.engine import run_benchmark
+from cnnbench.engine import run_in_process
 from cnnbench.engine.resolve import resolve
 from cnnbench.results.store import StoreReader
 
@@ -120,7 +120,7 @@ def test_a_pipeline_registered_here_makes_the_batches_of_a_run_on_real_data(fold
         made.append((request.config.data_name, data_set.root))
         return _Counted(cpu_pipeline(request, data_set))
 
-    record = run_benchmark(_run(folder))
+    record = run_in_process(_run(folder))
     assert record.status == "ok", record.error
     assert made == [("imagefolder", str(folder.resolve()))]
     assert record.metrics["fake_pipeline_batches"] == 2

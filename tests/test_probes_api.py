@@ -60,7 +60,7 @@ def no_work(monkeypatch):
     def forbidden(*args, **kwargs):
         raise AssertionError("work started before the results folder was checked")
 
-    monkeypatch.setattr(cnnbench.engine, "execute", forbidden)
+    monkeypatch.setattr(cnnbench.engine, "run_and_append", forbidden)
     monkeypatch.setattr(cnnbench.engine.input_bench, "run_data_benchmark", forbidden)
 
 

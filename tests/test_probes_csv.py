@@ -414,12 +414,12 @@ def _oom(num_classes=1000, image_size=16):
 
 def test_cnnbench_s_own_failed_records_import_back_from_their_export(tmp_path, capsys):
     from cnnbench.config import RunConfig
-    from cnnbench.engine import execute
+    from cnnbench.engine import run_and_append
 
     store = tmp_path / "r"
     for model in ("probe_csv_raises", "probe_csv_oom"):
-        record, _ = execute(RunConfig(model=model, batch_size=4, num_batches=6, num_warmup_batches=2, device="cpu",
-                                      results_dir=str(store)))
+        record, _ = run_and_append(RunConfig(model=model, batch_size=4, num_batches=6, num_warmup_batches=2,
+                                             device="cpu", results_dir=str(store)))
         assert record.status in ("error", "oom")
     written, _ = read_records(store)
     assert sorted(r["status"] for r in written) == ["error", "oom"]

@@ -298,13 +298,13 @@ def test_an_oversubscribed_run_keeps_the_warning_in_its_record(tmp_path, monkeyp
     """One process stands for a worker among more than the cores (the engine's own record path)."""
     import cnnbench.engine.benchmark as benchmark
     from cnnbench.config import RunConfig
-    from cnnbench.engine import execute
+    from cnnbench.engine import run_and_append
 
     _few_cores(monkeypatch, 1)
     monkeypatch.setattr(benchmark, "oversubscribed_note",
                         lambda run: "oversubscribed: 2 CPU workers shared 1 core (--oversubscribe); x")
-    record, _ = execute(RunConfig(model="trivial", device="cpu", image_size=16, batch_size=2, num_batches=2,
-                                  num_warmup_batches=1, oversubscribe=True, results_dir=str(tmp_path)))
+    record, _ = run_and_append(RunConfig(model="trivial", device="cpu", image_size=16, batch_size=2, num_batches=2,
+                                         num_warmup_batches=1, oversubscribe=True, results_dir=str(tmp_path)))
     assert record.status == "ok" and record.config["oversubscribe"] is True
     assert any(w.startswith("oversubscribed: 2 CPU workers") for w in record.metrics["warnings"])
 

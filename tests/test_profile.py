@@ -8,7 +8,7 @@ import pytest
 
 from cnnbench.cli import main
 from cnnbench.config import ConfigError, RunConfig
-from cnnbench.engine import execute
+from cnnbench.engine import run_and_append
 
 
 def tiny(results_dir, **changes) -> RunConfig:
@@ -20,7 +20,7 @@ def tiny(results_dir, **changes) -> RunConfig:
 
 def test_profiled_steps_write_a_trace_and_rank_operators(results_dir):
     lines: list[str] = []
-    record, path = execute(tiny(results_dir, profile_steps=2), emit=lines.append)
+    record, path = run_and_append(tiny(results_dir, profile_steps=2), emit=lines.append)
     assert record.status == "ok", record.error
     m = record.metrics
     assert m["profile_trace"] == f"traces/{record.run_id}.pt.trace.json"
@@ -43,7 +43,7 @@ def test_profiled_steps_write_a_trace_and_rank_operators(results_dir):
 
 def test_no_profile_by_default_or_with_zero(results_dir):
     for changes in ({}, {"profile_steps": 0}):
-        record, _ = execute(tiny(results_dir, **changes))
+        record, _ = run_and_append(tiny(results_dir, **changes))
         assert "profile_trace" not in record.metrics
     assert not (results_dir / "traces").exists()
 
@@ -67,7 +67,7 @@ def test_cli_prints_the_top_operators_after_the_result(tmp_path, capsys):
 
 
 def test_two_workers_profile_on_rank_zero_only(results_dir):
-    record, path = execute(tiny(results_dir, num_devices=2, oversubscribe=True, profile_steps=2, image_size=16))
+    record, path = run_and_append(tiny(results_dir, num_devices=2, oversubscribe=True, profile_steps=2, image_size=16))
     assert record.status == "ok", record.error
     traces = list((results_dir / "traces").iterdir())
     assert [p.name for p in traces] == [f"{record.run_id}.pt.trace.json"]

@@ -271,10 +271,10 @@ def test_several_workers_merge_energy_throttling_and_warnings():
 
 def test_a_cpu_run_records_host_telemetry_and_null_energy():
     from cnnbench.config import RunConfig
-    from cnnbench.engine import run_benchmark
+    from cnnbench.engine import run_in_process
 
-    record = run_benchmark(RunConfig(model="trivial", batch_size=4, num_batches=6, num_warmup_batches=1,
-                                     device="cpu"))
+    record = run_in_process(RunConfig(model="trivial", batch_size=4, num_batches=6, num_warmup_batches=1,
+                                      device="cpu"))
     m = record.metrics
     assert m["gpu_telemetry"] == [] and m["energy_j"] is None and m["images_per_joule"] is None
     assert m["throttled"] is None and isinstance(m["warnings"], list)
@@ -284,12 +284,12 @@ def test_a_cpu_run_records_host_telemetry_and_null_energy():
 def test_a_run_on_a_scripted_gpu_carries_its_telemetry(nvml, monkeypatch):
     """The whole path on CPU: the engine's hooks sample 'GPU 0' of a scripted NVML."""
     from cnnbench.config import RunConfig
-    from cnnbench.engine import hooks, run_benchmark
+    from cnnbench.engine import hooks, run_in_process
 
     nvml([FakeGpu(power_mw=[200_000], energy_mj=[1_000_000, 1_000_500], reasons=[0, 0x8])])
     monkeypatch.setattr(hooks, "nvml_indices", lambda device: [0])
-    record = run_benchmark(RunConfig(model="trivial", batch_size=4, num_batches=6, num_warmup_batches=1,
-                                     device="cpu"))
+    record = run_in_process(RunConfig(model="trivial", batch_size=4, num_batches=6, num_warmup_batches=1,
+                                      device="cpu"))
     m = record.metrics
     assert m["gpu_telemetry"][0]["energy_source"] == "counter" and m["energy_j"] == 0.5
     assert m["images_per_joule"] == pytest.approx(24 / 0.5)

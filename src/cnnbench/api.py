@@ -98,7 +98,7 @@ def run(*, results_dir: PathLike | None = None, progress: bool | Callable[[str],
         emit = _print_line
     else:
         emit = progress or None
-    record, _ = execute(config, emit=emit, append=results_dir is not None)
+    record, _ = check_store_and_run(config, emit=emit, append=results_dir is not None)
     return record
 
 
@@ -106,14 +106,14 @@ def _print_line(line: str) -> None:
     print(line, flush=True)
 
 
-def execute(config: RunConfig, *, emit: Callable[[str], None] | None = None, append: bool = True,
-            own_process: bool = False) -> tuple[Record, Path | None]:
-    """Run ``config`` (in worker processes when it asks for several devices, or with
-    ``own_process``) and return its record with the store file it was appended to
-    (``append=False``: nothing is written, and the path is ``None``). The library call behind
-    :func:`run` and ``cnnbench run``.
+def check_store_and_run(config: RunConfig, *, emit: Callable[[str], None] | None = None, append: bool = True,
+                        own_process: bool = False) -> tuple[Record, Path | None]:
+    """Check the results store (with ``append``), then run ``config`` (in worker processes when
+    it asks for several devices, or with ``own_process``) and return its record with the store
+    file it was appended to (``append=False``: nothing is checked or written, and the path is
+    ``None``). The library call behind :func:`run` and ``cnnbench run``.
 
-    >>> record, path = execute(run_config(model="trivial", device="cpu", results_dir="results"))
+    >>> record, path = check_store_and_run(run_config(model="trivial", device="cpu", results_dir="results"))
 
     With ``append``, the store is checked before any work (``OutputError``, a ``ValueError``): a
     folder that cannot take the record, or a file of this machine's label in it that cannot
@@ -123,11 +123,11 @@ def execute(config: RunConfig, *, emit: Callable[[str], None] | None = None, app
         indices = config.gpu_index_list()
         _check_store(config.results_dir, config.device, config.machine_label, indices[0] if indices else 0,
                      traces=bool(config.profile_steps))
-    from cnnbench.engine import execute as engine_execute
+    from cnnbench.engine import run_and_append
     from cnnbench.results.sessions import invocation
 
     with invocation():  # before any worker process starts, so that its record carries this invocation's id
-        return engine_execute(config, emit=emit, own_process=own_process, append=append)
+        return run_and_append(config, emit=emit, own_process=own_process, append=append)
 
 
 def _check_store(results_dir: PathLike, device: str, machine_label: str | None, gpu_index: int = 0, *,

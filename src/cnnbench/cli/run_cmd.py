@@ -60,13 +60,13 @@ def handle(args: argparse.Namespace) -> int:
 
 
 def _execute(config: RunConfig, emit: Any, *, own_process: bool = False) -> tuple[Any, Any]:
-    from cnnbench.api import execute
+    from cnnbench.api import check_store_and_run
     from cnnbench.engine.multidevice.launch import WorkersStopped
     from cnnbench.results.files import FileProblem
     from cnnbench.results.outputs import OutputError
 
     try:
-        return execute(config, emit=emit, own_process=own_process)
+        return check_store_and_run(config, emit=emit, own_process=own_process)
     except ConfigError as exc:
         raise UserError.from_config(exc) from None
     except OutputError as exc:  # the store's file for the derived machine label, checked before the run

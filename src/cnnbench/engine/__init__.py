@@ -4,7 +4,8 @@ May import: every layer below (``distributed``, ``results``, ``models``, ``data`
 Resolve a configuration, prepare, warm up, run the timed loop, store the record; a run on
 several devices is :mod:`~cnnbench.engine.multidevice`'s.
 
-``execute(config, emit=print)`` is what ``cnnbench run`` and each sweep case call. The
+``run_and_append(config, emit=print)`` is what ``cnnbench run`` and each sweep case call;
+``run_in_process(config)`` runs it here, on one device, and stores nothing. The
 phases live in their own modules, in the order they run: :mod:`~cnnbench.engine.resolve`,
 :mod:`~cnnbench.engine.prepare` (the strategy's wrap point and the input source),
 :mod:`~cnnbench.engine.loop` (warm-up and timed loop), :mod:`~cnnbench.engine.hooks`
@@ -21,24 +22,24 @@ from typing import Any
 from cnnbench.config import RunConfig
 from cnnbench.results.record import Record
 
-__all__ = ["execute", "run_benchmark"]
+__all__ = ["run_and_append", "run_in_process"]
 
 
-def run_benchmark(config: RunConfig, *, emit: Callable[[str], None] | None = None,
-                  extra: Mapping[str, Any] | None = None) -> Record:
+def run_in_process(config: RunConfig, *, emit: Callable[[str], None] | None = None,
+                   extra: Mapping[str, Any] | None = None) -> Record:
     """Run one benchmark on one device in this process (with ``--threads-per-worker``, that many
     torch threads while it runs) and return its record."""
-    from cnnbench.engine.benchmark import run_benchmark as _run
+    from cnnbench.engine.benchmark import resolve_and_measure
     from cnnbench.engine.threads import run_threads
 
     with run_threads(config.threads_per_worker):
-        return _run(config, emit=emit, extra=extra)
+        return resolve_and_measure(config, emit=emit, extra=extra)
 
 
-def execute(config: RunConfig, *, emit: Callable[[str], None] | None = None,
-            extra: Mapping[str, Any] | None = None, own_process: bool = False,
-            append: bool = True) -> tuple[Record, Path | None]:
-    """Run one benchmark (starting a worker per device when it asks for several) and append
+def run_and_append(config: RunConfig, *, emit: Callable[[str], None] | None = None,
+                   extra: Mapping[str, Any] | None = None, own_process: bool = False,
+                   append: bool = True) -> tuple[Record, Path | None]:
+    """Run one benchmark, here or in a worker per device when it asks for several, and append
     its record to ``config.results_dir`` (``append=False``: nothing is written, the path is None).
 
     ``own_process``: a run on one device runs in a worker process too, so that this process
@@ -57,7 +58,7 @@ def execute(config: RunConfig, *, emit: Callable[[str], None] | None = None,
 
             record = run_on_workers(config, emit=emit, extra=extra)
         else:
-            record = run_benchmark(config, emit=emit, extra=extra)
+            record = run_in_process(config, emit=emit, extra=extra)
     if not append:
         return record, None
     return record, append_record(config.results_dir, record.to_dict())

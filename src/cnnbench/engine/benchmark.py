@@ -1,6 +1,6 @@
 """One benchmark run, phase by phase: resolve → prepare → warm up → timed loop → metrics → record.
 
-    record = run_benchmark(RunConfig(model="resnet18", image_size=64, device="cpu"), emit=print)
+    record = resolve_and_measure(RunConfig(model="resnet18", image_size=64, device="cpu"), emit=print)
 
 * :func:`~cnnbench.engine.resolve.resolve` fills every default and checks the machine
   (a :class:`ConfigError` here means nothing ran);
@@ -72,9 +72,10 @@ def _silent(_: str) -> None:
     pass
 
 
-def run_benchmark(config: RunConfig, *, emit: Emit | None = None, extra: Mapping[str, Any] | None = None,
-                  world: World | None = None) -> Record:
-    """Run one benchmark in this process (one worker of it, with ``world``) and return its record.
+def resolve_and_measure(config: RunConfig, *, emit: Emit | None = None, extra: Mapping[str, Any] | None = None,
+                        world: World | None = None) -> Record:
+    """Resolve ``config`` and measure it in this process (one worker of it, with ``world``);
+    return its record.
 
     Raises :class:`~cnnbench.config.ConfigError` before any work for what this machine
     cannot do. With one device, failures after the start are returned as records with

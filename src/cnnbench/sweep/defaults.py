@@ -16,7 +16,7 @@ from cnnbench.sweep.isolation import wait_for_server
 Emit = Callable[[str], None]
 Worker = Callable[[RunConfig, "Emit | None", Mapping[str, Any]], Any]
 """Runs one case in the child: ``worker(config, emit, extra)`` returns a record
-(:class:`Record`, its dict, or ``(Record, path)`` as :func:`cnnbench.engine.execute` does)."""
+(:class:`Record`, its dict, or ``(Record, path)`` as :func:`cnnbench.engine.run_and_append` does)."""
 Probe = Callable[[str, "str | None"], dict[str, Any]]
 """Runs in a child: ``probe(device, machine_label)`` -> ``{"device": concrete, "environment": {...}}``."""
 
@@ -24,11 +24,11 @@ PROBE_TIMEOUT_S = 300.0
 
 
 def engine_worker(config: RunConfig, emit: Emit | None, extra: Mapping[str, Any]) -> dict[str, Any]:
-    """The default worker: :func:`cnnbench.engine.execute`."""
-    from cnnbench.engine import execute
+    """The default worker: :func:`cnnbench.engine.run_and_append`."""
+    from cnnbench.engine import run_and_append
     from cnnbench.engine.log_format import closing_lines
 
-    record, _ = execute(config, emit=emit, extra=extra)
+    record, _ = run_and_append(config, emit=emit, extra=extra)
     if emit is not None and record.status == "ok":
         for line in closing_lines(record.metrics):
             emit(line)

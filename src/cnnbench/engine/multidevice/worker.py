@@ -60,7 +60,7 @@ def launched_worker(config_fields: dict[str, Any], extra: dict[str, Any], consol
     in one line), so that the launcher can name the worker that failed first even when its
     peers fail a moment later because it is gone.
     """
-    from cnnbench.engine.benchmark import run_benchmark
+    from cnnbench.engine.benchmark import resolve_and_measure
 
     die_with_parent(launcher_pid)
     leave_interrupts_to_the_agent()
@@ -74,7 +74,7 @@ def launched_worker(config_fields: dict[str, Any], extra: dict[str, Any], consol
     logging.getLogger("cnnbench.engine.resolve").setLevel(logging.ERROR)
     emit: Callable[[str], None] | None = (lambda line: print(line, flush=True)) if console else None
     try:
-        record = run_benchmark(config, emit=emit, extra=extra, world=world)
+        record = resolve_and_measure(config, emit=emit, extra=extra, world=world)
     except BaseException as exc:
         if notes_dir is not None:
             write_failure_note(notes_dir, world.rank, exc)
@@ -105,7 +105,7 @@ def run_under_torchrun(config: RunConfig, *, emit: Callable[[str], None] | None,
     records it, naming that rank, from its :class:`~cnnbench.engine.multidevice.watchdog.FailureWatch`
     thread, even while its main thread is blocked in a collective (NCCL) that never returns.
     """
-    from cnnbench.engine.benchmark import run_benchmark
+    from cnnbench.engine.benchmark import resolve_and_measure
     from cnnbench.engine.multidevice.failure import failure_record
     from cnnbench.engine.multidevice.launch import WorkerFailed
     from cnnbench.engine.multidevice.watchdog import FailureWatch
@@ -126,7 +126,7 @@ def run_under_torchrun(config: RunConfig, *, emit: Callable[[str], None] | None,
 
     with FailureWatch(world, record_failure if world.is_main else None) as watch:
         try:
-            record = run_benchmark(config, emit=emit, extra=extra, world=world)
+            record = resolve_and_measure(config, emit=emit, extra=extra, world=world)
         except ConfigError:
             raise  # nothing ran: no record
         except Exception as exc:

@@ -1,6 +1,6 @@
 """A run on several devices of this node: check, start one worker per device, collect the record.
 
-``cnnbench run --num-devices N`` comes here (:func:`cnnbench.engine.execute`). Every check
+``cnnbench run --num-devices N`` comes here (:func:`cnnbench.engine.run_and_append`). Every check
 ``cnnbench run`` makes happens first, in this process, so a bad option is one line before
 any worker starts. The workers run the same engine (:func:`cnnbench.engine.multidevice.worker.launched_worker`);
 rank 0 prints the progress lines and returns the record. When a worker fails, the others

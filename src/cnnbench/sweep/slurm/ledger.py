@@ -9,7 +9,6 @@ shell and never see half a line. The latest line of a case is its job. No torch 
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import os
 from collections.abc import Iterable
@@ -66,10 +65,6 @@ def check_submitit_folder(results_dir: str | os.PathLike[str]) -> None:
     for entry in entries:
         if entry.is_symlink() and not os.path.realpath(entry.path).startswith(home + os.sep):
             raise files.LinkedFolder(entry.path, os.path.realpath(entry.path), root)
-
-
-def now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
 def append_jobs(results_dir: str | os.PathLike[str], entries: Iterable[JobEntry]) -> None:

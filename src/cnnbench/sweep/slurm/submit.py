@@ -21,9 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cnnbench.results.stamps import now_iso
 from cnnbench.sweep.slurm.follow import Unit, active_jobs, follow, units_of
 from cnnbench.sweep.slurm.job import JobSpec, environment_here, run_job
-from cnnbench.sweep.slurm.ledger import JobEntry, append_jobs, check_submitit_folder, now, slurm_folder
+from cnnbench.sweep.slurm.ledger import JobEntry, append_jobs, check_submitit_folder, slurm_folder
 from cnnbench.sweep.slurm.resources import Resources, case_resources
 from cnnbench.sweep.slurm.settings import ExecutorBlock, SlurmSettings, parse_executor
 from cnnbench.sweep.slurm.states import cancel, slurm_words, trouble
@@ -135,7 +136,7 @@ def _submit_array(request: SlurmRequest, resources: Resources, group: list[Unit]
         cause = trouble("sbatch", str(exc))
         raise SubmitError(f"--executor slurm: {cause}" if cause else
                           f"sbatch refused the job array: {slurm_words(str(exc)) or type(exc).__name__}") from None
-    stamp = now()
+    stamp = now_iso()
     return [JobEntry(suite=suite.name, key=unit.case.key, label=unit.label, job_id=str(job.job_id),
                      attempt=_attempt(unit), submitted_at=stamp, folder=str(job.paths.folder))
             for unit, job in zip(group, jobs, strict=True)]
