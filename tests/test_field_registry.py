@@ -175,3 +175,15 @@ def test_compare_of_bus_bandwidth_heads_its_columns_with_the_registry_unit():
     unit = R.field(R.BUSBW).unit
     assert unit == "GB/s"
     assert HEADER[4:6] == (f"baseline busbw {unit}", f"candidate busbw {unit}")
+
+
+def test_every_declared_record_field_has_a_constant_to_name_it_by():
+    """A reader (a new table kind, an observation) names a field by its constant, never by its path:
+    every section field the registry declares itself (not the config fields, which come from the
+    options; not the top-level keys, read by their names) has one, so a new reader of a declared
+    field edits nothing here."""
+    from cnnbench.results import fields as registry
+
+    constants = {value for name, value in vars(registry).items() if name.isupper() and isinstance(value, str)}
+    declared = [path for path in registry.FIELDS if "." in path and not path.startswith("config.")]
+    assert declared and [path for path in declared if path not in constants] == []

@@ -151,6 +151,22 @@ BUSBW = "metrics.busbw_gbps"
 IPS_PER_CORE = "metrics.images_per_sec_per_core"
 PER_DEVICE_TORCH_THREADS = "metrics.per_device_torch_threads"
 OTHER_PROCESSES_CPU_CORES = "metrics.other_processes_cpu_cores"
+IPS_MEAN = "metrics.images_per_sec_mean"
+IPS_MEDIAN = "metrics.images_per_sec_median"
+IPS_STDERR = "metrics.images_per_sec_stderr"
+IPS_JITTER = "metrics.images_per_sec_jitter"
+PER_DEVICE_IPS = "metrics.per_device_images_per_sec"
+WALL_TIME = "metrics.wall_time_s"
+COMPILE_TIME = "metrics.compile_time_s"
+COMMUNICATION_TIME = "metrics.communication_time_s"
+COMMUNICATION_FRACTION = "metrics.communication_fraction"
+INPUT_WAIT_FRACTION = "metrics.input_wait_fraction"
+PEAK_DEVICE_MEMORY = "metrics.peak_device_memory_bytes"
+PEAK_HOST_MEMORY = "metrics.peak_host_memory_bytes"
+LOSS_FIRST = "metrics.loss_first"
+LOSS_LAST = "metrics.loss_last"
+ACC1 = "metrics.acc1"
+ACC5 = "metrics.acc5"
 
 TOP_LEVEL = (
     "status", "source", "run_id", "suite_name", "case_name", "tool_version",
@@ -232,31 +248,31 @@ _ENVIRONMENT: tuple[Field, ...] = (
 
 _METRICS: tuple[Field, ...] = (
     Field(IPS, unit="images/s", direction="higher", combine="sum", format=",.1f"),
-    Field("metrics.images_per_sec_mean", unit="images/s", direction="higher", combine="sum", format=",.1f"),
-    Field("metrics.images_per_sec_median", unit="images/s", direction="higher", combine="sum", format=",.1f"),
-    Field("metrics.images_per_sec_stderr", unit="images/s", direction="lower", format=",.1f"),
-    Field("metrics.images_per_sec_jitter", unit="images/s", direction="lower", format=",.1f"),
-    Field("metrics.per_device_images_per_sec", unit="images/s", direction="higher", combine="per_rank",
+    Field(IPS_MEAN, unit="images/s", direction="higher", combine="sum", format=",.1f"),
+    Field(IPS_MEDIAN, unit="images/s", direction="higher", combine="sum", format=",.1f"),
+    Field(IPS_STDERR, unit="images/s", direction="lower", format=",.1f"),
+    Field(IPS_JITTER, unit="images/s", direction="lower", format=",.1f"),
+    Field(PER_DEVICE_IPS, unit="images/s", direction="higher", combine="per_rank",
           format=",.1f"),
     Field(IPS_PER_CORE, unit="images/s", direction="higher", format=",.1f"),
     Field(STEP_TIMES, unit="s", direction="lower", combine="max", format=".4f"),
-    Field("metrics.wall_time_s", unit="s", direction="lower", combine="max", format=".1f"),
-    Field("metrics.compile_time_s", unit="s", direction="lower", combine="max", format=".1f"),
-    Field("metrics.communication_time_s", unit="s", direction="lower", combine="max", format=".4f"),
-    Field("metrics.communication_fraction", direction="lower", combine="mean", format=".1%"),
-    Field("metrics.input_wait_fraction", direction="lower", combine="mean", format=".1%"),
-    Field("metrics.peak_device_memory_bytes", unit="bytes", direction="lower", combine="max", format=",.0f"),
-    Field("metrics.peak_host_memory_bytes", unit="bytes", direction="lower", combine="sum", format=",.0f"),
+    Field(WALL_TIME, unit="s", direction="lower", combine="max", format=".1f"),
+    Field(COMPILE_TIME, unit="s", direction="lower", combine="max", format=".1f"),
+    Field(COMMUNICATION_TIME, unit="s", direction="lower", combine="max", format=".4f"),
+    Field(COMMUNICATION_FRACTION, direction="lower", combine="mean", format=".1%"),
+    Field(INPUT_WAIT_FRACTION, direction="lower", combine="mean", format=".1%"),
+    Field(PEAK_DEVICE_MEMORY, unit="bytes", direction="lower", combine="max", format=",.0f"),
+    Field(PEAK_HOST_MEMORY, unit="bytes", direction="lower", combine="sum", format=",.0f"),
     Field(ENERGY, unit="J", direction="lower", combine="sum", format=",.0f"),
     Field(IMAGES_PER_JOULE, unit="images/J", direction="higher", label="images per joule", format=",.2f",
           shown=Shown(heading="Energy efficiency (images per joule)", name="energy", absent="no energy figure",
                       means="images of the timed steps over the energy the GPUs drew meanwhile (NVML; host CPU "
                             "and memory not included)", positive=True)),
     Field(BUSBW, unit="GB/s", direction="higher", format=",.1f"),
-    Field("metrics.loss_first", direction="lower", combine="mean", format=".4f"),
-    Field("metrics.loss_last", direction="lower", combine="mean", format=".4f"),
-    Field("metrics.acc1", unit="%", direction="higher", format=".2f"),
-    Field("metrics.acc5", unit="%", direction="higher", format=".2f"),
+    Field(LOSS_FIRST, direction="lower", combine="mean", format=".4f"),
+    Field(LOSS_LAST, direction="lower", combine="mean", format=".4f"),
+    Field(ACC1, unit="%", direction="higher", format=".2f"),
+    Field(ACC5, unit="%", direction="higher", format=".2f"),
     Field(OTHER_PROCESSES_CPU_CORES, direction="lower", format=".1f"),
     Field(PER_DEVICE_TORCH_THREADS, combine="per_rank"),
 )
