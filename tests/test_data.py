@@ -541,6 +541,15 @@ def test_the_data_command_measures_the_pipeline_and_records_it(sets, tmp_path, c
     assert total.cell(row, "box").value == pytest.approx(m["total_images_per_sec"], rel=1e-3)
     through = "imagefolder through dali 32 px, distortions, bilinear, batch 4, 1 worker"
     assert total.cell(through, "box").value == 1000.0 and per_core.cell(through, "box").value == 250.0
+    # another share for the hardware decoder is another configuration, not a repeat
+    loaded = json.loads(json.dumps(dali))
+    loaded["run_id"] += "-hw"
+    loaded["config"]["dali_hw_decoder_load"] = 0.25
+    loaded["metrics"]["total_images_per_sec"] = 3000.0
+    (total, _) = [t for t in build_report([record, dali, loaded]).tables if t.kind == "pipeline"]
+    assert total.cell(through, "box").value == 1000.0
+    hw = "imagefolder through dali, hardware decoder 0.25, 32 px, distortions, bilinear, batch 4, 1 worker"
+    assert total.cell(hw, "box").value == 3000.0
 
 
 def _data(sets, tmp_path, *extra: str) -> int:

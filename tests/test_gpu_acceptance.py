@@ -827,6 +827,16 @@ def test_jpegs_that_cannot_be_made_give_no_dali_runs(tmp_path, monkeypatch):
     assert "`cnnbench make-dataset` failed (see Failures): no DALI figures." in _dali_section(summary)
 
 
+def test_only_jpeg_measures_its_own_synthetic_rate(tmp_path):
+    machine = FakeGpuMachine(ours=3000.0)
+    _, summary, _ = _accept(tmp_path, machine, "--only", "jpeg")
+    joined = [" ".join(c) for c in machine.commands]
+    assert sum("--synthetic-location device" in c for c in joined) == 1  # no rounds ran: one run of its own
+    section = summary.split("## Real JPEGs", 1)[1].split("\n## ", 1)[0]
+    assert "| `cnnbench run` resnet50 on the JPEGs | 15 | 2,910.0 | 0.970 |" in section
+    assert "The synthetic rate is cnnbench's on the device, measured for this step (3,000.0 img/s)." in section
+
+
 def test_skip_and_only_together_are_refused():
     with pytest.raises(SystemExit, match="give one of them"):
         ga.settings_from(ga.parse_args(["--skip", "tests", "--only", "dali"]))

@@ -22,8 +22,6 @@ from cnnbench.report.table import Cell, Table, label_cell, missing, throughput
 from cnnbench.words import plural
 
 DATA_MODE = "data"
-_ROW_FIELDS = ("data_name", "input_pipeline", "image_size", "distortions", "resize_method", "batch_size", "num_workers",
-               "host_cpus", "device")
 METRICS = ((F.IPS, "images/sec"),
            (F.IPS_PER_CORE, "images/sec per core"))
 
@@ -37,9 +35,13 @@ def is_pipeline_record(record: Mapping[str, Any]) -> bool:
 def row_label(config: Mapping[str, Any]) -> str:
     """``imagefolder 224 px, distortions, bilinear, batch 64, 3 workers, 4 cores``; a pipeline other
     than ``cpu`` (the default, and what records from before ``--input-pipeline`` ran) is named:
-    ``imagefolder through dali 224 px, ...``."""
+    ``imagefolder through dali 224 px, ...``, with the hardware decoder's share where one was given
+    (``through dali, hardware decoder 0.25``: runs that differ in it are not repeats)."""
     pipeline = config.get("input_pipeline")
     through = f" through {pipeline}" if pipeline not in (None, "cpu") else ""
+    load = config.get("dali_hw_decoder_load")
+    if isinstance(load, (int, float)) and not isinstance(load, bool):
+        through += f", hardware decoder {load:g},"
     parts = [f"{config.get('data_name') or 'data'}{through} {F.text(config.get('image_size'))} px",
              "distortions" if config.get("distortions") else "centre crop"]
     if config.get("resize_method"):
