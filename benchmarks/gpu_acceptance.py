@@ -952,8 +952,9 @@ def dali_section(acc: Acceptance, jpegs: JpegFolder, synthetic: float | None, co
                     f"{'—' if wait is None else f'{wait:.1%}'} | {'—' if cpu is None else f'{cpu:.0f}%'} | "
                     f"{fmt(cores)} | {decoded_text(fig)} |")
     rows += ["", f"{jpegs_text(made)} `--distortions` (the crop fused into the decode, flip, colour jitter), "
-             f"cnnbench's default --num-workers as DALI's threads. The synthetic rates are cnnbench's on the device, eager ({fmt(synthetic)} img/s) "
-             f"and under reduce-overhead ({fmt(compiled)} img/s).", "", *dali_goal_lines(pipe, comp, compiled)]
+             f"cnnbench's default --num-workers as DALI's threads. The synthetic rates are cnnbench's on the device, "
+             f"eager ({fmt(synthetic)} img/s) and under reduce-overhead ({fmt(compiled)} img/s).", "",
+             *dali_goal_lines(pipe, comp, compiled)]
     acc.section(title, rows)
 
 
