@@ -874,14 +874,16 @@ class JpegFolder:
         shutil.rmtree(self.path, ignore_errors=True)
 
 
-def jpeg_section(acc: Acceptance, jpegs: JpegFolder, synthetic: float | None, synthetic_label: str) -> None:
+def jpeg_section(acc: Acceptance, jpegs: JpegFolder, synthetic: float | None,
+                 synthetic_label: str) -> float | None:
     """resnet50 fed from JPEG files against its synthetic rate (``synthetic``, which
-    ``synthetic_label`` names), and the input pipeline alone."""
+    ``synthetic_label`` names; measured here when it is None), and the input pipeline alone.
+    Returns the synthetic rate it compared with (for the steps after it)."""
     s = acc.settings
     made = jpegs.ready()
     if made is None:
         acc.section("Real JPEGs", [f"{jpegs.why}: no real-data figures."])
-        return
+        return synthetic
     data = jpegs.path
     pipe = acc.cnnbench("JPEG pipeline alone", lambda d: jpeg_pipeline_command(s, d, data))
     train = acc.cnnbench(f"{s.model} on JPEGs", lambda d: jpeg_run_command(s, d, data))
@@ -905,6 +907,7 @@ def jpeg_section(acc: Acceptance, jpegs: JpegFolder, synthetic: float | None, sy
         rows.append(f"The pipeline alone makes {made_rate / used_rate:.2f}× what {s.model} consumed"
                     + (f" ({fmt(per)} img/s per loader process)." if per is not None else "."))
     acc.section("Real JPEGs", rows)
+    return synthetic
 
 
 def jpegs_text(made: Copies) -> str:
@@ -1248,15 +1251,17 @@ def accept(acc: Acceptance, gpus: int) -> tuple[bool | None, Verdict | None]:
     device = locations_section(acc, device_round) if "locations" not in skip else None
     jpegs = JpegFolder(acc)
     compiled = None
+    synthetic = device or ours
     try:
         if "jpeg" not in skip:
-            jpeg_section(acc, jpegs, device or ours, "the synthetic-on-the-device run's" if device is not None and
-                         device_round is None else "the cnnbench rounds' median (synthetic input on the device)")
+            synthetic = jpeg_section(acc, jpegs, synthetic, "the synthetic-on-the-device run's" if device is not None
+                                     and device_round is None else
+                                     "the cnnbench rounds' median (synthetic input on the device)")
         if "compile" not in skip:
             compiled = compile_section(acc, ours)
         if "dali" not in skip:
             reduce_overhead = acc.records.get("cnnbench compile reduce-overhead")
-            dali_section(acc, jpegs, device or ours,
+            dali_section(acc, jpegs, synthetic,
                          None if reduce_overhead is None else record_figures(reduce_overhead)["images_per_sec"])
     finally:
         jpegs.remove()

@@ -550,6 +550,11 @@ def test_the_data_command_measures_the_pipeline_and_records_it(sets, tmp_path, c
     assert total.cell(through, "box").value == 1000.0
     hw = "imagefolder through dali, hardware decoder 0.25, 32 px, distortions, bilinear, batch 4, 1 worker"
     assert total.cell(hw, "box").value == 3000.0
+    default = json.loads(json.dumps(dali))  # the default share, given: the same row as left unset
+    default["run_id"] += "-default"
+    default["config"]["dali_hw_decoder_load"] = 0.65
+    (total, _) = [t for t in build_report([dali, default]).tables if t.kind == "pipeline"]
+    assert [row[0].text for row in total.rows] == [through]
 
 
 def _data(sets, tmp_path, *extra: str) -> int:

@@ -837,6 +837,16 @@ def test_only_jpeg_measures_its_own_synthetic_rate(tmp_path):
     assert "The synthetic rate is cnnbench's on the device, measured for this step (3,000.0 img/s)." in section
 
 
+def test_only_jpeg_and_dali_measure_the_synthetic_rate_once(tmp_path, monkeypatch):
+    monkeypatch.setattr(ga, "dali_installed", lambda: True)
+    machine = FakeGpuMachine(ours=3000.0)
+    _, summary, _ = _accept(tmp_path, machine, "--only", "jpeg,dali")
+    joined = [" ".join(c) for c in machine.commands]
+    eager = [c for c in joined if "--synthetic-location device" in c and "--compile-mode" not in c]
+    assert len(eager) == 1  # the JPEG step's, which the DALI step compares with too
+    assert "| `cnnbench run` resnet50 through DALI, eager | 2,970.0 | 0.990 |" in _dali_section(summary)
+
+
 def test_skip_and_only_together_are_refused():
     with pytest.raises(SystemExit, match="give one of them"):
         ga.settings_from(ga.parse_args(["--skip", "tests", "--only", "dali"]))

@@ -16,6 +16,7 @@ from typing import Any
 
 from cnnbench.analysis import fields as F
 from cnnbench.analysis.points import Measure
+from cnnbench.config.input_options import DEFAULT_DALI_HW_DECODER_LOAD
 from cnnbench.report.kinds import Inputs, TableKind, register, table_section
 from cnnbench.report.layout import header, shown_value
 from cnnbench.report.table import Cell, Table, label_cell, missing, throughput
@@ -35,12 +36,13 @@ def is_pipeline_record(record: Mapping[str, Any]) -> bool:
 def row_label(config: Mapping[str, Any]) -> str:
     """``imagefolder 224 px, distortions, bilinear, batch 64, 3 workers, 4 cores``; a pipeline other
     than ``cpu`` (the default, and what records from before ``--input-pipeline`` ran) is named:
-    ``imagefolder through dali 224 px, ...``, with the hardware decoder's share where one was given
-    (``through dali, hardware decoder 0.25``: runs that differ in it are not repeats)."""
+    ``imagefolder through dali 224 px, ...``, with the hardware decoder's share where one other than
+    the default was given (``through dali, hardware decoder 0.25``: runs that differ in it are not
+    repeats; the default given or not reads the same)."""
     pipeline = config.get("input_pipeline")
     through = f" through {pipeline}" if pipeline not in (None, "cpu") else ""
     load = config.get("dali_hw_decoder_load")
-    if isinstance(load, (int, float)) and not isinstance(load, bool):
+    if isinstance(load, (int, float)) and not isinstance(load, bool) and load != DEFAULT_DALI_HW_DECODER_LOAD:
         through += f", hardware decoder {load:g},"
     parts = [f"{config.get('data_name') or 'data'}{through} {F.text(config.get('image_size'))} px",
              "distortions" if config.get("distortions") else "centre crop"]
