@@ -888,17 +888,12 @@ def jpeg_section(acc: Acceptance, jpegs: JpegFolder, synthetic: float | None,
     pipe = acc.cnnbench("JPEG pipeline alone", lambda d: jpeg_pipeline_command(s, d, data))
     train = acc.cnnbench(f"{s.model} on JPEGs", lambda d: jpeg_run_command(s, d, data))
     if synthetic is None:  # the sections that measure it were left out (--only jpeg): measured here
-        synthetic = rate(acc.cnnbench("synthetic, for the JPEGs' ratio",
-                                      lambda d: cnnbench_command(s, d, steps=s.short_steps)))
+        synthetic = synthetic_rate(acc, "the JPEGs' ratio")
         synthetic_label = "cnnbench's on the device, measured for this step"
     rows = ["| run | loader processes | img/s | vs synthetic | input wait | host CPU |", "|--|--|--|--|--|--|"]
     for label, fig, base in (("`cnnbench data --device cuda` (the pipeline alone)", pipe, None),
                              (f"`cnnbench run` {s.model} on the JPEGs", train, synthetic)):
-        wait = None if fig is None else fig.get("input_wait_fraction")
-        cpu = None if fig is None else fig.get("host_cpu_percent")
-        rows.append(f"| {label} | {fmt(None if fig is None else fig.get('num_workers'))} | {fmt(rate(fig))} | "
-                    f"{ratio_text(rate(fig), base) if base else '—'} | {'—' if wait is None else f'{wait:.1%}'} | "
-                    f"{'—' if cpu is None else f'{cpu:.0f}%'} |")
+        rows.append(f"| {label} | {fmt(None if fig is None else fig.get('num_workers'))} | {run_cells(fig, base)} |")
     rows += ["", f"{jpegs_text(made)} `--distortions` (random resized crop, flip, colour jitter), cnnbench's default "
              f"loader processes. The synthetic rate is {synthetic_label} ({fmt(synthetic)} img/s)."]
     per = None if pipe is None else pipe.get("images_per_sec_per_worker")
@@ -908,6 +903,24 @@ def jpeg_section(acc: Acceptance, jpegs: JpegFolder, synthetic: float | None,
                     + (f" ({fmt(per)} img/s per loader process)." if per is not None else "."))
     acc.section("Real JPEGs", rows)
     return synthetic
+
+
+def synthetic_rate(acc: Acceptance, purpose: str, *, compiled: bool = False,
+                   timeout_s: float | None = None) -> float | None:
+    """cnnbench's rate on synthetic input on the device, eager or under reduce-overhead, measured
+    for ``purpose`` (a step whose baseline's section was left out: ``--only``)."""
+    s = acc.settings
+    extra = ["--compile-mode", "reduce-overhead"] if compiled else []
+    return rate(acc.cnnbench(f"synthetic{' compiled' if compiled else ''}, for {purpose}",
+                             lambda d: cnnbench_command(s, d, steps=s.short_steps, extra=extra), timeout_s))
+
+
+def run_cells(fig: Mapping[str, Any] | None, base: float | None) -> str:
+    """A fed run's img/s, its ratio to ``base`` (none: —), its input wait and its host CPU, as table cells."""
+    wait = None if fig is None else fig.get("input_wait_fraction")
+    cpu = None if fig is None else fig.get("host_cpu_percent")
+    return (f"{fmt(rate(fig))} | {ratio_text(rate(fig), base) if base else '—'} | "
+            f"{'—' if wait is None else f'{wait:.1%}'} | {'—' if cpu is None else f'{cpu:.0f}%'}")
 
 
 def jpegs_text(made: Copies) -> str:
@@ -939,21 +952,15 @@ def dali_section(acc: Acceptance, jpegs: JpegFolder, synthetic: float | None, co
     comp = acc.cnnbench(f"{s.model} on JPEGs through DALI, compiled",
                         lambda d: dali_run_command(s, d, data, compiled=True), budget["compiled"])
     if synthetic is None:
-        synthetic = rate(acc.cnnbench("synthetic, for DALI's ratio",
-                                      lambda d: cnnbench_command(s, d, steps=s.short_steps), budget["eager"]))
+        synthetic = synthetic_rate(acc, "DALI's ratio", timeout_s=budget["eager"])
     if compiled is None:
-        compiled = rate(acc.cnnbench("synthetic compiled, for DALI's ratio", lambda d: cnnbench_command(
-            s, d, steps=s.short_steps, extra=["--compile-mode", "reduce-overhead"]), budget["compiled"]))
+        compiled = synthetic_rate(acc, "DALI's ratio", compiled=True, timeout_s=budget["compiled"])
     rows = ["| run | img/s | vs synthetic | input wait | host CPU | host cores | decoded |", "|--|--|--|--|--|--|--|"]
     for label, fig, base in (("`cnnbench data --device cuda --input-pipeline dali` (the pipeline alone)", pipe, None),
                              (f"`cnnbench run` {s.model} through DALI, eager", eager, synthetic),
                              (f"`cnnbench run` {s.model} through DALI, compiled (reduce-overhead)", comp, compiled)):
-        wait = None if fig is None else fig.get("input_wait_fraction")
-        cpu = None if fig is None else fig.get("host_cpu_percent")
         cores = None if fig is None else fig.get("host_cores_used")
-        rows.append(f"| {label} | {fmt(rate(fig))} | {ratio_text(rate(fig), base) if base else '—'} | "
-                    f"{'—' if wait is None else f'{wait:.1%}'} | {'—' if cpu is None else f'{cpu:.0f}%'} | "
-                    f"{fmt(cores)} | {decoded_text(fig)} |")
+        rows.append(f"| {label} | {run_cells(fig, base)} | {fmt(cores)} | {decoded_text(fig)} |")
     rows += ["", f"{jpegs_text(made)} `--distortions` (the crop fused into the decode, flip, colour jitter), "
              f"cnnbench's default --num-workers as DALI's threads. The synthetic rates are cnnbench's on the device, "
              f"eager ({fmt(synthetic)} img/s) and under reduce-overhead ({fmt(compiled)} img/s).", "",

@@ -21,6 +21,7 @@ import yaml
 from cnnbench.cli import build_parser, main
 from cnnbench.sweep import executors
 from cnnbench.sweep.executors import ExecutorError, Work
+from cnnbench.sweep.local import LocalExecutor
 from cnnbench.sweep.session import load_labelled
 from cnnbench.sweep.suite import SuiteError, load_suite
 
@@ -233,25 +234,11 @@ def test_a_study_with_bad_slurm_flags_is_refused_before_its_data_set_is_made(tmp
     assert not results.exists() and not (tmp_path / "report").exists()
 
 
-class LocalStandIn:
+class LocalStandIn(LocalExecutor):
     """Registered as ``local`` in a test: what ``sweep`` and ``study`` hand it, and its exit status passed on."""
-
-    name = "local"
-    summary = "a test's stand-in for the local executor"
-    flags_title: str | None = None
-    block_keys: tuple[str, ...] = ()
 
     def __init__(self) -> None:
         self.seen: list[tuple[str, str]] = []
-
-    def check_block(self, block: Mapping[str, Any]) -> None:
-        pass
-
-    def add_flags(self, group: argparse._ArgumentGroup) -> None:
-        pass
-
-    def chosen_by(self, args: argparse.Namespace) -> bool:
-        return False
 
     def execute(self, args: argparse.Namespace, work: Work) -> int:
         self.seen.append((args.executor, work.command))
