@@ -44,6 +44,11 @@ wheels it requires: polars' runtime), its import time in a fresh interpreter (be
 (DuckDB's ``enable_external_access`` / ``lock_configuration``), and reading a file handed over as
 ``/proc/self/fd/N``.
 
+And (``behaviours``): how DuckDB's ``read_json`` reads the lines a shared store may hold
+(:data:`HOSTILE_LINES`: numbers as text, a key given twice, a section that is not an object, NaN,
+a lone surrogate, a torn last line...), with the contract's columns typed and as JSON leaves, beside
+what cnnbench's checked reader makes of each line.
+
 An engine not installed is named in one line and skipped (none of them is a dependency of
 cnnbench; install them with ``.venv/bin/pip install duckdb polars``).
 
@@ -251,6 +256,100 @@ except Exception as exc:
 print("SQL: none (pyarrow.compute and Acero plans, no SQL front end); sandbox: none")
 """,
 }
+
+
+HOSTILE_LINES: tuple[tuple[str, bytes], ...] = (
+    ("a plain record", b'{"schema_version":2,"status":"ok","config":{"batch_size":32},"environment":{},'
+                       b'"metrics":{"total_images_per_sec":1.5}}'),
+    ("a number as text", b'{"schema_version":2,"status":"ok","config":{"batch_size":"32"},"environment":{},'
+                         b'"metrics":{"total_images_per_sec":"2.5"}}'),
+    ("a fraction and a boolean where numbers go", b'{"schema_version":2,"status":"ok","config":{"batch_size":1.5},'
+                                                  b'"environment":{},"metrics":{"total_images_per_sec":true}}'),
+    ("an integer beyond 64 bits, NaN", b'{"schema_version":2,"status":"ok","config":{"batch_size":'
+                                       b'99999999999999999999999},"environment":{},"metrics":'
+                                       b'{"total_images_per_sec":NaN}}'),
+    ("1e400", b'{"schema_version":2,"status":"ok","config":{"batch_size":4},"environment":{},'
+              b'"metrics":{"total_images_per_sec":1e400}}'),
+    ("a key twice", b'{"schema_version":2,"status":"ok","status":"bad","config":{"batch_size":5},"environment":{},'
+                    b'"metrics":{}}'),
+    ("a section as text", b'{"schema_version":2,"status":"ok","config":"abc","environment":{},"metrics":{}}'),
+    ("a section as null", b'{"schema_version":2,"status":"ok","config":null,"environment":{},"metrics":{}}'),
+    ("nested 20 deep in a field no command reads", b'{"schema_version":2,"status":"ok","config":{},'
+                                                   b'"environment":{},"metrics":{},"x":' + b'{"a":' * 20 + b'1'
+                                                   + b'}' * 20 + b'}'),
+    ("NaN in a field no command reads", b'{"schema_version":2,"status":"ok","config":{},"environment":'
+                                        b'{"load":NaN},"metrics":{}}'),
+    ("a lone surrogate", b'{"schema_version":2,"status":"ok","config":{"model":"\\ud800x"},"environment":{},'
+                         b'"metrics":{}}'),
+    ("not UTF-8", b'{"schema_version":2,"status":"ok","config":{"model":"r\xff"},"environment":{},"metrics":{}}'),
+    ("a list, not an object", b"[1,2]"),
+    ("malformed", b'{"status":"ok", broken'),
+    ("blank (spaces)", b"   "),
+    ("a stray \\r at the end", b'{"schema_version":2,"status":"ok","config":{"batch_size":7},"environment":{},'
+                               b'"metrics":{}}\r'),
+    ("torn: the last line, no newline", b'{"schema_version":2,"status":"ok","config":{"batch_size":10},"metr'),
+)
+"""Lines a shared store may hold, each read by the checked reader and by DuckDB (``behaviours``)."""
+
+BEHAVIOURS = """
+import json, os, sys, duckdb
+from cnnbench.results.lines import loads, parse_line
+lines = json.loads(sys.argv[1])
+labels = [label for label, _ in lines]
+raw = [bytes.fromhex(text) for _, text in lines]
+path = sys.argv[2]
+with open(path, "wb") as f:
+    f.write(b"\\n".join(raw))  # the last line without its newline: torn
+fd = os.open(path, os.O_RDONLY)
+con = duckdb.connect()
+source = (f"read_json('/proc/self/fd/{fd}', format='newline_delimited', records=true, ignore_errors=true, "
+          "columns={{'status': '{s}', 'config': 'STRUCT(batch_size {n}, model VARCHAR)', "
+          "'metrics': 'STRUCT(total_images_per_sec {d})'}})")
+typed = con.execute("SELECT status, config, metrics FROM "
+                    + source.format(s="VARCHAR", n="BIGINT", d="DOUBLE")).fetchall()
+leaves = con.execute("SELECT status, config.batch_size, metrics.total_images_per_sec FROM "
+                     + source.format(s="JSON", n="JSON", d="JSON")).fetchall()
+try:
+    strict = "read (" + str(con.execute("SELECT count(*) FROM " + source.format(s="VARCHAR", n="BIGINT", d="DOUBLE")
+                                        .replace("ignore_errors=true", "ignore_errors=false")).fetchone()[0]) + " rows)"
+except duckdb.Error as exc:
+    strict = "refused: " + str(exc).splitlines()[0][:100]
+try:
+    text = con.execute(f"SELECT count(*) FROM read_csv('/proc/self/fd/{fd}', columns={{'line': 'VARCHAR'}}, "
+                       "delim='\\\\x01', quote='', escape='', header=false, auto_detect=false, "
+                       "new_line='\\\\n')").fetchone()[0]
+    lines_as_text = f"read ({text} rows)"
+except duckdb.Error as exc:
+    lines_as_text = "refused: " + str(exc).splitlines()[0][:100]
+print(f"{len(raw)} lines; read_json with ignore_errors gave {len(typed)} rows (one per line that is not blank, "
+      "in file order: a line it cannot read is a row of nulls, not left out)")
+print(f"read_json without ignore_errors: {strict}")
+print(f"the lines as text (read_csv, one VARCHAR column): {lines_as_text}")
+rows = iter(zip(typed, leaves))
+for index, (label, line) in enumerate(zip(labels, raw)):
+    if not line.strip():
+        print(f"  {label}: skipped by DuckDB; by cnnbench too")
+        continue
+    (t, l) = next(rows)
+    rec, why = parse_line(line, loads, truncated=index == len(raw) - 1)
+    verdict = ("refused: " + why) if rec is None else ("kept" + (f" ({why})" if why else ""))
+    if rec is not None:
+        verdict += f" status={rec.get('status')!r} config={rec.get('config')!r}"
+    print(f"  {label}:\\n    typed {t}\\n    JSON leaves {l}\\n    cnnbench: {verdict[:160]}")
+"""
+
+
+def behaviours(scratch: Path) -> None:
+    """How DuckDB's ``read_json`` reads the lines a shared store may hold (:data:`HOSTILE_LINES`),
+    typed and with JSON leaves, beside what cnnbench's checked reader makes of each: where the two
+    disagree is where an engine-backed read must hand a line back to the reader (issue 44, item 4)."""
+    print("\nbehaviours, duckdb read_json against cnnbench's checked reader:", flush=True)
+    lines = json.dumps([(label, line.hex()) for label, line in HOSTILE_LINES])
+    path = scratch / "hostile.jsonl"
+    out = subprocess.run([sys.executable, "-c", BEHAVIOURS, lines, str(path)], env=child_env(),
+                         capture_output=True, text=True)
+    path.unlink(missing_ok=True)
+    print("  " + "\n  ".join((out.stdout + out.stderr).strip().splitlines()), flush=True)
 
 
 # --- the stores ------------------------------------------------------------------------------
@@ -569,7 +668,7 @@ def main() -> int:
                     "(default: one `cnnbench run --model trivial --device cpu --num-batches 100`, made once).")
     ap.add_argument("--stores", default="varied,uniform", help="Comma-separated: varied, uniform.")
     ap.add_argument("--engines", default="duckdb,polars,pyarrow", help="Comma-separated engines to measure.")
-    ap.add_argument("--skip", default="", help="Comma-separated parts to skip: reads, sizes, features.")
+    ap.add_argument("--skip", default="", help="Comma-separated parts to skip: reads, sizes, features, behaviours.")
     ap.add_argument("--cases", default="", help="Comma-separated words: only the reads whose label holds one "
                     "(e.g. 'schema given').")
     ap.add_argument("--remove", action="store_true", help="Delete the stores at the end.")
@@ -599,6 +698,8 @@ def main() -> int:
             sizes_and_imports(engines, args.rounds + 2)
         if "features" not in skip:
             features(engines, next(iter(stores.values())))
+        if "behaviours" not in skip and "duckdb" in engines:
+            behaviours(args.data)
     finally:
         if args.remove:
             shutil.rmtree(args.data, ignore_errors=True)
