@@ -154,9 +154,10 @@ def main() -> int:
             for label, seconds in writes_per_call_size(Path(tmp), args.rounds).items():
                 print(f"| 160 MiB into a new file, {label} | {' '.join(f'{x:.3f}' for x in seconds)} s |")
         return 0
-    from report_store_speed import READ, make_stores, timed
+    from report_store_speed import READ, drop_cache, make_stores, timed, use_record_caches
 
     store = make_stores(args.data, {"cold"})["engine-100k"]
+    use_record_caches(args.data)
     (path,) = sorted(store.glob("*.jsonl"))
     src = HERE.parent / "src"
     print(f"{path}: {path.stat().st_size / 1e6:.0f} MB; load average "
@@ -167,7 +168,7 @@ def main() -> int:
         cases = [("pyarrow.json.read_json", [py, "-c", ARROW_READ, str(path)], None),
                  ("pyarrow.json.read_json + to_pylist", [py, "-c", ARROW_RECORDS, str(path)], None),
                  ("cnnbench cold read (lazy)", [py, "-c", READ, str(store), "lazy"],
-                  lambda: [c.unlink() for c in store.glob(".*.cache")]),
+                  lambda: drop_cache(store)),
                  ("writing the Arrow IPC cache (read_json included)", [py, "-c", ARROW_WRITE, str(path), str(feather)],
                   None),
                  ("Arrow IPC cache, memory-mapped, to_pylist (warm)", [py, "-c", ARROW_WARM, str(path), str(feather)],

@@ -114,8 +114,26 @@ def timed(cmd: list[str], src: Path, setup=None) -> tuple[float, float, float]: 
     return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
 
 
+def use_record_caches(data: Path) -> Path:
+    """Keep the parsed-record caches of this script and of every process it starts in ``data``
+    (``CNNBENCH_CACHE_DIR``), not in the user's cache folder: what :func:`drop_cache` clears."""
+    folder = data / "record-caches"
+    os.environ["CNNBENCH_CACHE_DIR"] = str(folder)
+    return folder
+
+
+def record_caches(folder: Path) -> list[Path]:
+    """The parsed-record caches of the results files in ``folder`` that exist: in the cache folder
+    (cnnbench now), or beside each file (older cnnbench, as an old side writes them)."""
+    sys.path.insert(0, str(ROOT / "src"))
+    from cnnbench.results.cache import cache_path
+
+    found = [cache_path(p) for p in folder.glob("*.jsonl")] + list(folder.glob(".*.cache"))
+    return [c for c in found if c.is_file()]
+
+
 def drop_cache(folder: Path) -> None:
-    for c in folder.glob(".*.cache"):
+    for c in record_caches(folder):
         c.unlink()
 
 
@@ -206,6 +224,7 @@ def main() -> int:
     args = ap.parse_args()
     only = set(args.only.split(","))
     stores = make_stores(args.data, only)
+    use_record_caches(args.data)
     sides = {"old": old_tree(args.old) / "src", "new": ROOT / "src"}
     from startup import compiled
 

@@ -32,8 +32,9 @@ the order of the cases turned from round to round, over ``--rounds``:
 
 "cold": every file of the store dropped from the page cache first (``posix_fadvise(...,
 POSIX_FADV_DONTNEED)`` on each; the script prints how much of the store was still resident
-after the first drop, by ``mincore``), and for cnnbench its parsed-record caches (``.*.cache``)
-removed as well, so its cold read parses and writes them again. "warm": the files read once
+after the first drop, by ``mincore``), and for cnnbench its parsed-record caches (kept in
+``--data``'s ``record-caches``, ``CNNBENCH_CACHE_DIR``) removed as well, so its cold read parses
+and writes them again. "warm": the files read once
 just before (and cnnbench's caches present). Wall time, CPU time (user + system of the process
 and its threads) and peak memory (``ru_maxrss`` of the child, from ``wait4``) are printed per
 round; the machine's load average before and after each measurement.
@@ -81,6 +82,8 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
+
+from report_store_speed import drop_cache, record_caches, use_record_caches  # noqa: E402
 
 MODELS = ["trivial", "resnet18", "resnet50", "vgg16", "inception3", "mobilenet_v2", "alexnet", "densenet121"]
 BATCH_SIZES = [32, 64, 128, 256]
@@ -439,7 +442,8 @@ def child_env() -> dict[str, str]:
 
 
 def store_files(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.iterdir() if p.is_file() and (p.suffix == ".jsonl" or p.name.endswith(".cache")))
+    """The store's results files and cnnbench's parsed-record caches of them."""
+    return sorted(p for p in folder.iterdir() if p.is_file() and p.suffix == ".jsonl") + record_caches(folder)
 
 
 def drop_from_page_cache(folder: Path) -> None:
@@ -524,15 +528,14 @@ def cases(store: Path, n: int, engines: list[str], only: list[str]) -> list[Case
         drop_from_page_cache(store)
 
     def cnnbench_cold() -> None:
-        for c in store.glob(".*.cache"):
-            c.unlink()
+        drop_cache(store)
         drop_from_page_cache(store)
 
     def warm() -> None:
         into_page_cache(store)
 
     def cnnbench_warm() -> None:
-        if not any(store.glob(".*.cache")):
+        if not record_caches(store):
             subprocess.run([py, "-c", CNNBENCH_READ, *args], check=True, env=child_env())
         into_page_cache(store)
 
@@ -687,6 +690,7 @@ def main() -> int:
 
     compiled(ROOT / "src", keep=True)  # as installed: cnnbench's modules compiled once, not in every process
     args.data.mkdir(parents=True, exist_ok=True)
+    use_record_caches(args.data)
     template = template_record(args.data, args.template)
     stores = {name: args.data / f"{name}-{args.records}" for name in args.stores.split(",")}
     for name, folder in stores.items():

@@ -43,6 +43,16 @@ def _temporary_files_in_the_sessions_folder(tmp_path_factory):
         yield folder
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _record_caches_in_the_sessions_folder(tmp_path_factory):
+    """The parsed-record caches of this process and of every process a test starts
+    (``CNNBENCH_CACHE_DIR``) go to a folder of the session's, not to the user's cache folder."""
+    folder = tmp_path_factory.mktemp("record-caches")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("CNNBENCH_CACHE_DIR", str(folder))
+        yield folder
+
+
 SHORT_ENOUGH = 60
 """Longest temporary folder the tests move to: multiprocessing's ``pymp-*/listener-*`` socket
 adds 31 characters, and a socket's path may have 103 (macOS) or 107 (Linux)."""

@@ -268,7 +268,7 @@ def test_a_cache_overwritten_in_place_as_new_lines_are_read_is_read_afresh(store
 
 def test_a_damaged_cache_reached_by_a_link_is_unlinked_and_made_again(store):
     where = cache.cache_path(store)
-    target = store.parent / "elsewhere.cache"
+    target = where.parent / "elsewhere.cache"
     where.rename(target)
     where.symlink_to(target.name)
     damage_column(store)

@@ -172,7 +172,7 @@ def test_the_cache_is_json_never_marshal(cached_store, monkeypatch):
     monkeypatch.setattr(marshal, "loads", refuse)
     monkeypatch.setattr(marshal, "dumps", refuse)
     first, _ = read_records(cached_store)
-    [where] = cached_store.glob(".*.cache")
+    where = cache.cache_path(next(cached_store.glob("*.jsonl")))
     data = where.read_bytes()
     size = cache._HEADER.unpack_from(data, len(cache._MAGIC))[0]
     start = len(cache._MAGIC) + cache._HEADER.size
@@ -190,7 +190,7 @@ def test_an_old_marshal_cache_is_never_loaded(cached_store):
     import marshal
 
     read_records(cached_store)
-    [where] = cached_store.glob(".*.cache")
+    where = cache.cache_path(next(cached_store.glob("*.jsonl")))
     header = marshal.dumps({"code": cache.code_key()})
     code = marshal.dumps(compile("1", "x", "eval"))
     where.write_bytes(cache._MAGIC + cache._HEADER.pack(len(header)) + header + code)
@@ -201,11 +201,15 @@ def test_an_old_marshal_cache_is_never_loaded(cached_store):
     assert orjson.loads(where.read_bytes()[start:start + size])["code"] == cache.code_key()
 
 
+@pytest.mark.parametrize("where", ["cache folder", "store"])
 @pytest.mark.parametrize("kind", ["fifo", "zero"])
-def test_a_cache_that_is_a_special_file_is_ignored(tmp_path, kind):
+def test_a_cache_that_is_a_special_file_is_ignored(tmp_path, kind, where):
+    """In the cache folder, or beside the results file where an older cnnbench kept it."""
     folder = tmp_path / "store"
     write_store(folder, [record()])
-    _special(kind, folder / ".m-fast.jsonl.cache")
+    at = cache.cache_path(folder / "m-fast.jsonl") if where == "cache folder" else folder / ".m-fast.jsonl.cache"
+    at.parent.mkdir(parents=True, exist_ok=True)
+    _special(kind, at)
     script = ("import sys; from cnnbench.results import cache; cache.MIN_BYTES = 0; "
               "from cnnbench.results.store import read_records; r, p = read_records(sys.argv[1]); "
               "print(len(r), len(p))")

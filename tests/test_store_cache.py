@@ -95,7 +95,8 @@ def test_cached_reads_give_what_a_plain_read_gives(store, monkeypatch, step_time
         assert any(type(r["metrics"].get("step_times_s")) is StepTimes for r in read[0]) == (step_times == "lazy")
     assert same(other_mode, plain_read(store, monkeypatch, step_times=not step_times))
     assert store.read_bytes() == before
-    assert sorted(p.name for p in store.parent.iterdir()) == [".box.jsonl.cache", "box.jsonl"]
+    assert sorted(p.name for p in store.parent.iterdir()) == ["box.jsonl"]  # nothing written in the store
+    assert cache.cache_path(store).parent == cache.cache_home()
 
 
 def test_the_warm_read_comes_from_the_cache(store, monkeypatch):
@@ -220,7 +221,24 @@ def test_a_change_at_the_start_is_seen_even_when_the_file_looks_untouched(store,
     assert records[1]["config"]["model"] == "resnetX"
 
 
-def test_a_copied_store_uses_its_cache(store, tmp_path, monkeypatch):
+def test_a_touched_file_keeps_its_cache(store, monkeypatch):
+    """Times changed, lines not (``touch``, a restore from a backup): the cache is verified by the
+    hash of its lines, not rebuilt, and written again so later reads need not hash them."""
+    read_records(store.parent)
+    os.utime(store, (1, 1))
+    built = []
+    real_add = cache.CachedRecords.add
+    monkeypatch.setattr(cache.CachedRecords, "add", lambda self, r: built.append(1) or real_add(self, r))
+    assert same(read_records(store.parent), plain_read(store, monkeypatch))
+    assert built == []  # verified by the hash of its lines, not rebuilt
+    hashed = []
+    real_hash = cache._hash_prefix
+    monkeypatch.setattr(cache, "_hash_prefix", lambda f, size: hashed.append(size) or real_hash(f, size))
+    read_records(store.parent)
+    assert hashed == []  # the cache was written again: its lines are not hashed every time
+
+
+def test_a_copied_store_gets_a_cache_of_its_own(store, tmp_path, monkeypatch):
     read_records(store.parent)
     copy = tmp_path / "copy"
     copy.mkdir()
@@ -230,12 +248,9 @@ def test_a_copied_store_uses_its_cache(store, tmp_path, monkeypatch):
     real_add = cache.CachedRecords.add
     monkeypatch.setattr(cache.CachedRecords, "add", lambda self, r: built.append(1) or real_add(self, r))
     assert same(read_records(copy), plain_read(copy / "box.jsonl", monkeypatch))
-    assert built == []  # verified by the hash of its lines, not rebuilt
-    hashed = []
-    real_hash = cache._hash_prefix
-    monkeypatch.setattr(cache, "_hash_prefix", lambda f, size: hashed.append(size) or real_hash(f, size))
-    read_records(copy)
-    assert hashed == []  # the cache was written again for the copy: its lines are not hashed every time
+    assert built and cache.cache_path(copy / "box.jsonl") != cache.cache_path(store)
+    built.clear()
+    assert same(read_records(copy), plain_read(copy / "box.jsonl", monkeypatch)) and built == []
 
 
 @pytest.mark.parametrize("damage", ["garbage", "truncated", "flipped byte", "empty", "foreign", "directory"])
@@ -281,6 +296,7 @@ def test_small_files_get_no_cache(tmp_path):
 
 def test_a_dead_writers_temporary_file_is_removed(store):
     where = cache.cache_path(store)
+    where.parent.mkdir(parents=True, exist_ok=True)
     old, fresh = where.with_name(f".{where.name}.k2j4x9.tmp"), where.with_name(f".{where.name}.a8b7c6.tmp")
     for tmp in (old, fresh):
         tmp.write_bytes(b"half a cache")
@@ -310,3 +326,53 @@ def test_a_cache_follows_the_code_its_records_were_read_with(tmp_path, monkeypat
     monkeypatch.setattr(module, "__file__", str(changed))
     monkeypatch.setattr(cache, "_CODE_KEY", [])
     assert cache.code_key() != key
+
+
+def _store_state(folder: Path) -> list[tuple[str, int, int]]:
+    return sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in folder.iterdir())
+
+
+def test_a_reader_writes_nothing_in_the_store_and_its_cache_still_serves(store, monkeypatch):
+    """The cache lives in this user's cache folder: reading a store (cold, warm, after an append)
+    changes nothing in its folder, so a store a reader may only read gets a cache too."""
+    before = _store_state(store.parent)
+    cold = read_records(store.parent)
+    assert cache.cache_path(store).is_file() and _store_state(store.parent) == before
+    loads = []
+    real = cache.CachedRecords._from_payload.__func__  # type: ignore[attr-defined]
+    monkeypatch.setattr(cache.CachedRecords, "_from_payload",
+                        classmethod(lambda cls, body: loads.append(1) or real(cls, body)))
+    assert same(read_records(store.parent), cold) and loads == [1]  # warm: from the cache
+    assert _store_state(store.parent) == before
+
+
+def test_a_cache_left_in_the_store_by_an_older_cnnbench_is_never_read_nor_touched(store, monkeypatch):
+    read_records(store.parent)  # a valid cache, in the cache folder
+    left = store.with_name(f".{store.name}.cache")  # where older cnnbench kept it
+    left.write_bytes(cache.cache_path(store).read_bytes())
+    cache.cache_path(store).unlink()
+    before = _store_state(store.parent)
+    opened: list[str] = []
+    real_open = cache.files.open_regular
+    monkeypatch.setattr(cache.files, "open_regular", lambda path: opened.append(Path(path).name) or real_open(path))
+    assert same(read_records(store.parent), plain_read(store, monkeypatch))
+    assert left.name not in opened and _store_state(store.parent) == before
+    assert cache.cache_path(store).is_file()  # built again where caches live now
+
+
+def test_the_same_file_by_another_name_has_one_cache(store, tmp_path):
+    link = tmp_path / "elsewhere.jsonl"
+    link.symlink_to(store)
+    assert cache.cache_path(link) == cache.cache_path(store) != cache.cache_path(tmp_path / "box.jsonl")
+    assert cache.cache_path(Path(os.path.relpath(store))) == cache.cache_path(store)
+
+
+def test_the_cache_folder_is_the_users(monkeypatch, tmp_path):
+    monkeypatch.delenv("CNNBENCH_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cache.cache_home() == tmp_path / "xdg" / "cnnbench" / "records"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert cache.cache_home() == tmp_path / "home" / ".cache" / "cnnbench" / "records"
+    monkeypatch.setenv("CNNBENCH_CACHE_DIR", str(tmp_path / "mine"))
+    assert cache.cache_home() == tmp_path / "mine"

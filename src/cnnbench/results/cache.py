@@ -1,7 +1,9 @@
-"""The parsed-record cache beside a big results file: loading without parsing JSON again.
+"""The parsed-record cache of a big results file: loading without parsing JSON again.
 
-A store file's records, once read, checked and upgraded, are kept in a hidden file next to
-it (``.<name>.jsonl.cache``) in a form that loads several times faster than the JSON:
+A store file's records, once read, checked and upgraded, are kept in a file of this user's
+cache folder (:func:`cache_home`; never in the store: a reader writes nothing there, so a store
+it may only read gets a cache too, and a ``.<name>.jsonl.cache`` an older cnnbench left beside a
+results file is never read nor touched) in a form that loads several times faster than the JSON:
 ``config`` and ``environment`` objects (the same for most runs of a machine) are stored
 once and copied per record (or shared by the records, for readers that change none), and the
 raw step times of all records are one column of float64s, beside a column of each run's
@@ -17,15 +19,15 @@ the whole prefix is hashed again (CRC-32: :mod:`cnnbench.results.crc`) and must 
 cache is rebuilt. Lines appended since are parsed as usual and the cache is rewritten to cover
 them. A cache written by another cnnbench (other record contract, migrations or run options) is
 never used. A cache that cannot be read, is damaged (its records and each of its columns have a
-CRC-32) or has an unexpected shape is ignored and rebuilt; where none can be written (a
-read-only folder) none is built, and one that cannot be written after all (a full disk) is
+CRC-32) or has an unexpected shape is ignored and rebuilt; where none can be written (no cache
+folder can be made) none is built, and one that cannot be written after all (a full disk) is
 skipped; a temporary file left by a writer that died is removed after an hour.
-Nothing here ever changes the results file. No torch here.
+Nothing here ever changes the results file, nor anything else in its folder. No torch here.
 
-Caches travel with copied stores, so a cache is data from anyone: it is JSON (orjson) and
-raw float64s, never an executable format (no ``marshal``, no ``pickle``), read only from a
-regular file, and its parts are checked to fit together before use. It is written to a
-unique temporary file in the same folder (``mkstemp``: machines sharing a store never
+A cache folder may be shared (a home on a network file system), so a cache is data from
+anyone: it is JSON (orjson) and raw float64s, never an executable format (no ``marshal``, no
+``pickle``), read only from a regular file, and its parts are checked to fit together before
+use. It is written to a unique temporary file in the same folder (``mkstemp``: readers never
 collide) and renamed over the old one (a symlink there is replaced, not written through).
 
 Lines that broke the contract are kept as their bytes and checked again at every load, so
@@ -39,6 +41,7 @@ import hashlib
 import logging
 import math
 import os
+import socket
 import stat
 import struct
 import time
@@ -73,18 +76,42 @@ StepTimesMode = bool | Literal["lazy"]
 read-only views of the cache's column that carry their summaries (``"lazy"``)."""
 
 
+CACHE_DIR_VARIABLE = "CNNBENCH_CACHE_DIR"
+
+
+def cache_home() -> Path:
+    """This user's folder of parsed-record caches: ``$CNNBENCH_CACHE_DIR``, else
+    ``$XDG_CACHE_HOME/cnnbench/records``, else ``~/.cache/cnnbench/records``."""
+    given = os.environ.get(CACHE_DIR_VARIABLE)
+    if given:
+        return Path(given)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "cnnbench" / "records"
+
+
 def cache_path(path: Path) -> Path:
-    """Where the cache of results file ``path`` lives."""
-    return path.with_name(f".{path.name}.cache")
+    """Where the cache of results file ``path`` lives: in :func:`cache_home`, named by a hash of
+    this machine's name and the file's real path (the same file reached through a link or a
+    relative path has one cache; two machines sharing a home keep one each)."""
+    real = os.path.realpath(path)
+    key = hashlib.sha256(f"{socket.gethostname()}\0{real}".encode("utf-8", "surrogateescape")).hexdigest()
+    return cache_home() / f"{key[:40]}.cache"
 
 
 def worth_it(path: Path, size: int) -> bool:
     """Whether to read ``path`` (``size`` bytes) through its cache: it is big enough, and the
-    cache exists or can be written (building one that cannot be kept only costs time)."""
+    cache exists or its folder can be made and written (building one that cannot be kept only
+    costs time)."""
     if size < MIN_BYTES:
         return False
     where = cache_path(path)
-    return where.exists() or os.access(where.parent, os.W_OK)
+    if where.exists():
+        return True
+    try:
+        where.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError:
+        return False
+    return os.access(where.parent, os.W_OK)
 
 
 _CODE_KEY: list[str] = []
