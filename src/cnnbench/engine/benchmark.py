@@ -17,6 +17,10 @@
 * every worker's measure is gathered on rank 0, and :mod:`cnnbench.engine.metrics` turns
   them into the record's metrics.
 
+One :class:`Measurement` carries the run through these phases: the :class:`ResolvedRun` every
+phase reads, and what each phase leaves for the later ones (the strategy and the hooks, the
+prepared model and input, the metrics so far).
+
 On one device, a failure after the start (out of memory, an exception in the model) still
 yields a record, with status ``oom`` or ``error``, the error's text, and what was measured
 so far. In a worker of a multi-device run a failure propagates instead: the process that
@@ -27,13 +31,15 @@ from __future__ import annotations
 
 import logging
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 from cnnbench.config import RunConfig
 from cnnbench.config.training_options import scaled_learning_rate
+from cnnbench.data.source import Batch
 from cnnbench.distributed.phases import uneven_phase
 from cnnbench.distributed.process_group import (
     barrier,
@@ -49,7 +55,7 @@ from cnnbench.engine import log_format
 from cnnbench.engine.backend import make_current
 from cnnbench.engine.epochs import EpochMeasure, epoch_metrics, train_epochs, untimed_first_step
 from cnnbench.engine.hooks import HookSet, default_hooks
-from cnnbench.engine.loop import timed_loop, warm_up
+from cnnbench.engine.loop import Progress, timed_loop, warm_up
 from cnnbench.engine.metrics import WorkerMeasure, flop_metrics, measured_metrics, model_cost
 from cnnbench.engine.phase_split import measure_phase_split, split_line, splits_phases
 from cnnbench.engine.prepare import Prepared, prepare
@@ -88,8 +94,7 @@ def resolve_and_measure(config: RunConfig, *, emit: Emit | None = None, extra: M
     emit = (emit or _silent) if world.is_main else _silent
     if not world.process_group:
         return _run(run, emit, extra, keep_failures=True)
-    cfg = run.config
-    start_process_group(world, cfg.all_reduce or "gloo", run.device, cfg.timeout)
+    start_process_group(world, run.config.all_reduce or "gloo", run.device, run.config.timeout)
     record = _run(run, emit, extra, keep_failures=False)
     # Only after success: on a failure the process is about to end, and tearing the group
     # down could wait on a peer that is gone.
@@ -97,25 +102,189 @@ def resolve_and_measure(config: RunConfig, *, emit: Emit | None = None, extra: M
     return record
 
 
+@dataclass
+class Measurement:
+    """One run on its way through the phases: the resolved run (which every phase reads), what
+    its start made, and what each phase leaves for the later ones (the outcome, ``status`` and
+    ``error``, set only when the run fails)."""
+
+    run: ResolvedRun
+    emit: Emit
+    started_at: str
+    run_id: str
+    environment: dict[str, Any]
+    strategy: ParallelStrategy
+    hooks: HookSet
+    """The measurement hooks, the strategy's among them."""
+    metrics: dict[str, Any] = field(default_factory=dict)
+    """What was measured so far (kept when a run fails midway)."""
+    status: str = "ok"
+    error: str | None = None
+    prepared: Prepared = field(init=False, repr=False)
+    """Input, model, optimizer and step, once :func:`_measure` has prepared them."""
+    first_step_s: float | None = None
+    first_epoch: Iterator[Batch] | None = None
+    """Epoch 1's batches, begun by the untimed first step of a training-to-accuracy run."""
+    epochs: list[EpochMeasure] = field(default_factory=list)
+    split: dict[str, Any] = field(default_factory=dict)
+    """The forward/backward split, measured after the timed window."""
+
+    @classmethod
+    def start(cls, run: ResolvedRun, emit: Emit) -> Measurement:
+        """The run's start: its time and id, the environment, the strategy and the hooks."""
+        started_at, run_id = now_iso(), new_run_id()
+        environment = capture_environment(run.device, run.config.machine_label)
+        strategy = make_strategy(StrategyContext(run.config, run.world, run.device))
+        hooks = HookSet([*default_hooks(run.device, run.world), *strategy.measurement_hooks()])
+        return cls(run, emit, started_at, run_id, environment, strategy, hooks)
+
+
 def _run(run: ResolvedRun, emit: Emit, extra: Mapping[str, Any] | None, *, keep_failures: bool) -> Record:
-    cfg = run.config
-    started_at = now_iso()
-    run_id = new_run_id()
-    environment = capture_environment(run.device, cfg.machine_label)
-    strategy = make_strategy(StrategyContext(cfg, run.world, run.device))
-    hooks = HookSet([*default_hooks(run.device, run.world), *strategy.measurement_hooks()])
-    metrics: dict[str, Any] = {}  # what was measured so far (kept when a run fails midway)
-    status, error = "ok", None
+    m = Measurement.start(run, emit)
     try:
-        _measure(run, strategy, hooks, emit, metrics, framework=environment["torch_version"], run_id=run_id)
+        _measure(m)
     except Exception as exc:  # on one device, every failure becomes a record
         if not keep_failures:
             raise
-        status = "oom" if is_out_of_memory(exc) else "error"
-        error = error_text(exc)
+        m.status = "oom" if is_out_of_memory(exc) else "error"
+        m.error = error_text(exc)
         log.debug("run failed:\n%s", traceback.format_exc())
-        hooks.stop()
-        metrics.update(hooks.metrics())
+        m.hooks.stop()
+        m.metrics.update(m.hooks.metrics())
+    return _record(m, extra)
+
+
+def _measure(m: Measurement) -> None:
+    """Prepare, print the header, warm up, run the timed steps between the hooks' start and
+    stop, measure the forward/backward split; rank 0 then turns every worker's measure into
+    the run's metrics."""
+    run = m.run
+    device, world = run.device, run.world
+    barrier_fn = (lambda: barrier(device)) if world.process_group else None
+    slowest = (lambda times: max_over_workers(times, device)) if world.process_group else None
+    m.prepared = prepare(run, strategy=m.strategy)
+    m.metrics.update(m.prepared.notes())
+    try:
+        _print_header(m)
+        progress = _progress(m)
+        if run.trains_epochs:
+            _first_step_untimed(m)
+        else:
+            _warm_up_and_profile(m)
+        m.emit("Step\tImg/sec\ttotal_loss")
+        m.hooks.start()
+        try:
+            if run.trains_epochs:
+                def total(values: list[float]) -> list[float]:
+                    return sum_over_workers(values, device) if world.process_group else values
+
+                loop, m.epochs = train_epochs(m.prepared, run, emit=m.emit, on_progress=progress, barrier=barrier_fn,
+                                              total=total, slowest=slowest, first_epoch=m.first_epoch)
+            else:
+                loop = timed_loop(m.prepared, run.timed_steps, device, display_every=run.config.display_every,
+                                  on_progress=progress, barrier=barrier_fn, slowest=slowest)
+        finally:
+            m.hooks.stop()
+        mine = WorkerMeasure.of(loop, m.hooks.metrics(), m.prepared.source.metrics(), threads=torch.get_num_threads())
+        m.split = _phase_split(m)  # after the timed window: its figures are final
+    finally:
+        m.prepared.close()
+    workers = gather_to_main(mine, world) if world.process_group else [mine]
+    if workers is not None:  # else not rank 0: its measure went to rank 0
+        _metrics(m, workers)
+
+
+def _print_header(m: Measurement) -> None:
+    """The run's header (tf_cnn_benchmarks' lines, with the input, the threads and the notes)."""
+    run = m.run
+    threads = None
+    if run.device.type == "cpu":
+        threads = log_format.threads_text(torch.get_num_threads(), cpu_count_available(), run.world.local_world_size,
+                                          fixed=run.config.threads_per_worker is not None)
+    for line in log_format.header_lines(run.config.recorded(), framework=f"torch {m.environment['torch_version']}",
+                                        dataset=m.prepared.source.description, threads=threads,
+                                        notes=m.prepared.notes()):
+        m.emit(line)
+
+
+def _progress(m: Measurement) -> Progress:
+    """The timed loop's progress line (with an ETA on a terminal, for a run of so many steps)."""
+    emit, timed_steps, images_per_step = m.emit, m.run.timed_steps, m.run.images_per_step
+    with_eta = not m.run.trains_epochs and log_format.eta_shown()
+
+    def progress(step: int, times: list[float], loss: float) -> None:
+        eta = log_format.eta_s(step, timed_steps, times) if with_eta else None
+        emit(log_format.step_line(step, throughput_stats(times, images_per_step), loss, eta))
+
+    return progress
+
+
+def _warm_up_and_profile(m: Measurement) -> None:
+    """The untimed steps, then, with ``--profile-steps``, the profiled ones (rank 0 writes the
+    trace); each an uneven phase with several workers. Keeps the first step's time."""
+    run, prepared, emit = m.run, m.prepared, m.emit
+    device, world, timeout = run.device, run.world, run.config.timeout
+    emit("Running warm up")
+    with uneven_phase(world, "warm-up (compilation)" if run.config.compile else "warm-up", timeout):
+        m.first_step_s = warm_up(prepared, run.warmup_steps, device)
+    emit("Done warm up")
+    steps = run.config.profile_steps
+    if steps:
+        emit(f"Profiling {steps} steps")
+        with uneven_phase(world, "profiling (rank 0 writes the trace)", timeout):
+            if world.is_main:
+                profiled = profile_steps(prepared, steps, device, run.config.results_dir, m.run_id)
+                m.metrics.update(profiled.as_metrics())
+            else:
+                run_steps(prepared, steps, device)
+        emit("Done profiling")
+
+
+def _first_step_untimed(m: Measurement) -> None:
+    """A training-to-accuracy run has no warm-up: one untimed step, in the same uneven phase,
+    takes compilation out of epoch 1. Keeps epoch 1's batches and the step's time."""
+    run = m.run
+    with_compile = " (compilation)" if run.config.compile else ""
+    m.first_epoch, m.first_step_s = untimed_first_step(
+        m.prepared, run.device, lambda: uneven_phase(run.world, f"the first step{with_compile}", run.config.timeout))
+
+
+def _phase_split(m: Measurement) -> dict[str, Any]:
+    """The forward/backward split (:mod:`cnnbench.engine.phase_split`) where the run measures it;
+    a failure there is a warning, never the run's failure."""
+    run, prepared = m.run, m.prepared
+    if prepared.phases is None or not splits_phases(training=not run.config.forward_only,
+                                                    world_size=run.world.world_size, epochs=run.trains_epochs):
+        return {}
+    try:
+        split = measure_phase_split(prepared.phases, prepared.source, run.device)
+    except Exception as exc:  # out of memory in the unfused phases, ...
+        m.emit(f"Forward/backward split not measured: {error_text(exc)}")
+        return {"phase_split_error": error_text(exc)}
+    m.emit(split_line(split))
+    return split
+
+
+def _metrics(m: Measurement, workers: list[WorkerMeasure]) -> None:
+    """On rank 0: every worker's measure, the epochs and the split, as the run's metrics."""
+    run = m.run
+    m.metrics.update(measured_metrics(workers, run.batch_size, first_step_s=m.first_step_s,
+                                      compiled=run.config.compile, check_spread=not run.trains_epochs))
+    if run.trains_epochs:
+        m.metrics.update(epoch_metrics(m.epochs))
+    m.metrics.update(m.split)
+    rate, scaling = run.config.learning_rate, run.config.lr_scaling
+    if rate is not None and scaling not in (None, "none"):
+        # training under --lr-scaling: the rate the optimizer started from (the record's config keeps the one given)
+        m.metrics["learning_rate"] = scaled_learning_rate(rate, scaling, run.config.num_devices or 1)
+    # The closing `total images/sec` block is printed by whoever reports the record
+    # (log_format.closing_lines), after its warnings and path: tf_cnn_benchmarks' logs end so.
+
+
+def _record(m: Measurement, extra: Mapping[str, Any] | None) -> Record:
+    """The run's record: what was measured, with the oversubscription warning and the model's
+    cost and FLOP figures added (on a failure too)."""
+    run, metrics = m.run, m.metrics
     oversubscribed = oversubscribed_note(run)
     if oversubscribed:
         metrics.setdefault("warnings", []).append(oversubscribed)
@@ -123,109 +292,7 @@ def _run(run: ResolvedRun, emit: Emit, extra: Mapping[str, Any] | None, *, keep_
     cost = model_cost(run)
     if cost is not None:
         extra_fields.setdefault("model_cost", cost)
-        metrics.update(flop_metrics(cost, run, environment, metrics.get("total_images_per_sec"),
+        metrics.update(flop_metrics(cost, run, m.environment, metrics.get("total_images_per_sec"),
                                     metrics.get("gpu_devices")))
-    return Record(config=cfg.recorded(), environment=environment, metrics=metrics, status=status,
-                  error=error, run_id=run_id, started_at=started_at, extra=extra_fields)
-
-
-def _measure(run: ResolvedRun, strategy: ParallelStrategy, hooks: HookSet, emit: Emit,
-             metrics: dict[str, Any], *, framework: str, run_id: str) -> None:
-    cfg, device, world = run.config, run.device, run.world
-    barrier_fn = (lambda: barrier(device)) if world.process_group else None
-    slowest = (lambda times: max_over_workers(times, device)) if world.process_group else None
-    epochs: list[EpochMeasure] = []
-    prepared = prepare(run, strategy=strategy)
-    metrics.update(prepared.notes())
-    try:
-        threads = None
-        if device.type == "cpu":
-            threads = log_format.threads_text(torch.get_num_threads(), cpu_count_available(), world.local_world_size,
-                                              fixed=cfg.threads_per_worker is not None)
-        for line in log_format.header_lines(cfg.recorded(), framework=f"torch {framework}",
-                                            dataset=prepared.source.description, threads=threads,
-                                            notes=prepared.notes()):
-            emit(line)
-
-        with_eta = cfg.num_epochs is None and log_format.eta_shown()
-
-        def progress(step: int, times: list[float], loss: float) -> None:
-            eta = log_format.eta_s(step, run.timed_steps, times) if with_eta else None
-            emit(log_format.step_line(step, throughput_stats(times, run.images_per_step), loss, eta))
-
-        first_step_s = None
-        first_epoch = None
-        if cfg.num_epochs is None:
-            first_step_s = _warm_up_and_profile(run, prepared, emit, metrics, run_id)
-        else:  # no warm-up: one untimed step, in the same uneven phase, takes compilation out of epoch 1
-            with_compile = " (compilation)" if cfg.compile else ""
-            first_epoch, first_step_s = untimed_first_step(
-                prepared, device, lambda: uneven_phase(world, f"the first step{with_compile}", cfg.timeout))
-        emit("Step\tImg/sec\ttotal_loss")
-        hooks.start()
-        try:
-            if cfg.num_epochs is None:
-                loop = timed_loop(prepared, run.timed_steps, device, display_every=cfg.display_every,
-                                  on_progress=progress, barrier=barrier_fn, slowest=slowest)
-            else:
-                def total(values: list[float]) -> list[float]:
-                    return sum_over_workers(values, device) if world.process_group else values
-
-                loop, epochs = train_epochs(prepared, run, emit=emit, on_progress=progress, barrier=barrier_fn,
-                                            total=total, slowest=slowest, first_epoch=first_epoch)
-        finally:
-            hooks.stop()
-        mine = WorkerMeasure.of(loop, hooks.metrics(), prepared.source.metrics(), threads=torch.get_num_threads())
-        split = _phase_split(run, prepared, emit)  # after the timed window: its figures are final
-    finally:
-        prepared.close()
-    workers = gather_to_main(mine, world) if world.process_group else [mine]
-    if workers is None:  # not rank 0: its measure went to rank 0
-        return
-    metrics.update(measured_metrics(workers, run.batch_size, first_step_s=first_step_s, compiled=cfg.compile,
-                                    check_spread=cfg.num_epochs is None))
-    if cfg.num_epochs is not None:
-        metrics.update(epoch_metrics(epochs))
-    metrics.update(split)
-    if cfg.learning_rate is not None and cfg.lr_scaling not in (None, "none"):
-        # training under --lr-scaling: the rate the optimizer started from (the record's config keeps the one given)
-        metrics["learning_rate"] = scaled_learning_rate(cfg.learning_rate, cfg.lr_scaling, cfg.num_devices or 1)
-    # The closing `total images/sec` block is printed by whoever reports the record
-    # (log_format.closing_lines), after its warnings and path: tf_cnn_benchmarks' logs end so.
-
-
-def _phase_split(run: ResolvedRun, prepared: Prepared, emit: Emit) -> dict[str, Any]:
-    """The forward/backward split (:mod:`cnnbench.engine.phase_split`) where the run measures it;
-    a failure there is a warning, never the run's failure."""
-    cfg = run.config
-    if prepared.phases is None or not splits_phases(training=not cfg.forward_only, world_size=run.world.world_size,
-                                                    epochs=cfg.num_epochs is not None):
-        return {}
-    try:
-        split = measure_phase_split(prepared.phases, prepared.source, run.device)
-    except Exception as exc:  # out of memory in the unfused phases, ...
-        emit(f"Forward/backward split not measured: {error_text(exc)}")
-        return {"phase_split_error": error_text(exc)}
-    emit(split_line(split))
-    return split
-
-
-def _warm_up_and_profile(run: ResolvedRun, prepared: Prepared, emit: Emit, metrics: dict[str, Any],
-                         run_id: str) -> float | None:
-    """The untimed steps, then, with ``--profile-steps``, the profiled ones (rank 0 writes the
-    trace); each an uneven phase with several workers. Returns the first step's time."""
-    cfg, device, world = run.config, run.device, run.world
-    emit("Running warm up")
-    with uneven_phase(world, "warm-up (compilation)" if cfg.compile else "warm-up", cfg.timeout):
-        first_step_s = warm_up(prepared, run.warmup_steps, device)
-    emit("Done warm up")
-    if cfg.profile_steps:
-        emit(f"Profiling {cfg.profile_steps} steps")
-        with uneven_phase(world, "profiling (rank 0 writes the trace)", cfg.timeout):
-            if world.is_main:
-                profiled = profile_steps(prepared, cfg.profile_steps, device, cfg.results_dir, run_id)
-                metrics.update(profiled.as_metrics())
-            else:
-                run_steps(prepared, cfg.profile_steps, device)
-        emit("Done profiling")
-    return first_step_s
+    return Record(config=run.config.recorded(), environment=m.environment, metrics=metrics, status=m.status,
+                  error=m.error, run_id=m.run_id, started_at=m.started_at, extra=extra_fields)

@@ -57,6 +57,11 @@ class ResolvedRun:
         return self.config.num_batches or 0
 
     @property
+    def trains_epochs(self) -> bool:
+        """A training-to-accuracy run (``--num-epochs``): timed epochs, after one untimed step instead of a warm-up."""
+        return self.config.num_epochs is not None
+
+    @property
     def images_per_step(self) -> int:
         """Images per step over all workers."""
         return self.batch_size * self.world.world_size
