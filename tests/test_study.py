@@ -193,15 +193,70 @@ def test_host_cpus_smoke_gives_models_by_cpus_and_the_cost_table(smoke_study):
     assert "host_cpus" in {c for t in _tables(report, "effect") for c in [t["id"]] for c in [c.split("-")[1]]}
 
 
+LOCATION_COLUMNS = ["synthetic · device · input_pipeline=none", "synthetic · host · input_pipeline=none",
+                    "synthetic · loader · input_pipeline=none", "imagefolder · synthetic_location=none · cpu",
+                    "imagefolder · synthetic_location=none · dali"]
+"""input-location's columns with one implementation: the three locations of synthetic input, then
+the study's JPEGs through each input pipeline, each pipeline a column of its own."""
+
+
 @pytest.mark.slow
-def test_input_location_smoke_gives_device_counts_by_locations(smoke_study):
+def test_input_location_smoke_gives_device_counts_by_locations_and_pipelines(smoke_study):
     results, report = _smoke("input-location", smoke_study)
     tables = _tables(report, "configuration")
-    assert sorted(t["title"].split("-")[1] for t in tables) == ["parameter_server", "replicated"]
-    for table in tables:  # one implementation here: the columns are the three locations
-        assert _shape(table) == (["num_devices"], ["device", "host", "loader"])
+    assert sorted(t["title"].split("-")[0] for t in tables) == ["parameter_server", "replicated"]
+    for table in tables:  # one implementation here: three locations, then real JPEGs through cpu and dali
+        assert _shape(table) == (["num_devices"], LOCATION_COLUMNS)
         assert [r["num_devices"] for r in table["rows"]] == [1, 2]
-        assert all(isinstance(r[c], float) for r in table["rows"] for c in ("device", "host", "loader"))
+        assert all(isinstance(r[c], float) for r in table["rows"] for c in LOCATION_COLUMNS)
+    real = [r["config"] for r in _records(results) if r["config"]["data_name"] == "imagefolder"]
+    assert sorted((c["input_pipeline"], c["num_devices"]) for c in real) == \
+        sorted((p, n) for p in ("cpu", "dali") for n in (1, 2) for _ in range(2))  # x 2 variable updates
+    assert {c["device"] for c in real} == {"cpu"}  # dali on its CPU backend
+    assert {"effect-input_pipeline-dali-vs-cpu", "effect-synthetic_location-loader-vs-device"} <= \
+        {t["id"] for t in _tables(report, "effect")}
+
+
+def test_input_location_smoke_reads_jpegs_of_its_own_through_cpu_and_dali():
+    study = load_study("input-location", smoke=True)
+    assert study.dataset is not None and study.dataset.kind == "imagefolder"  # JPEGs, made by the study
+    real = [c.config for c in study.suite.cases if c.config.data_dir is not None]
+    assert sorted((c.input_pipeline, c.num_devices, c.variable_update) for c in real) == sorted(
+        (p, n, v) for p in ("cpu", "dali") for n in (1, 2) for v in ("replicated", "parameter_server"))
+    assert {c.data_dir for c in real} == {str(study.dataset.folder(Path("data")).resolve())}
+    assert {(c.device, c.num_workers) for c in real} == {("cpu", 1)}
+    synthetic = [c.config for c in study.suite.cases if c.config.data_dir is None]
+    assert len(synthetic) == 12 and {c.input_pipeline for c in synthetic} == {None}
+    full = load_study("input-location")
+    real = [c.config for c in full.suite.distinct_cases() if c.config.data_dir is not None]
+    assert sorted((c.input_pipeline, c.num_devices, c.variable_update) for c in real) == sorted(
+        (p, n, v) for p in ("cpu", "dali") for n in (1, 2, 4, 8) for v in ("replicated", "parameter_server"))
+    assert len(full.suite.cases) == 80
+
+
+@pytest.mark.slow
+def test_input_location_without_dali_refuses_its_dali_cases_naming_it(tmp_path, monkeypatch):
+    """Where DALI is not installed, the checks every case goes through before a sweep runs
+    (preflight) refuse each dali case, naming DALI and how to install it; the rest pass."""
+    from cnnbench.data import dali
+    from cnnbench.engine.resolve import preflight
+    from cnnbench.study.run import make_dataset
+
+    study = load_study("input-location", smoke=True, data_root=tmp_path / "data")
+    assert study.dataset is not None
+    make_dataset(study.dataset, tmp_path / "data")
+    monkeypatch.setattr(dali, "dali_installed", lambda: False)
+    refused = {}
+    for case in study.suite.distinct_cases():
+        try:
+            preflight(case.config)
+        except ConfigError as exc:
+            refused[case.description] = str(exc)
+    assert sorted(refused) == sorted(c.description for c in study.suite.distinct_cases()
+                                     if c.config.input_pipeline == "dali")
+    assert len(refused) == 4
+    assert all("dali needs NVIDIA DALI, which is not installed" in why and "cnnbench[dali]" in why
+               for why in refused.values())
 
 
 @pytest.mark.slow
@@ -267,6 +322,17 @@ def test_input_location_columns_are_locations_by_implementation_when_records_hol
     assert sum("tf_cnn_benchmarks" in label for label in labels) == 3
     [(headers, labels, rows)] = _layout_shape("input-location", _location_records((None,)))
     assert labels == ["device", "host", "loader"]  # one implementation: the three locations
+
+
+def test_input_location_gives_each_input_pipeline_a_column_beside_the_locations():
+    """Real-data runs (the data set's name, no location, their pipeline) join the synthetic ones in
+    one table per variable update: cpu and dali each a column, after the three locations."""
+    real = [record("resnet50", "dgx1", rate * n, num_devices=n, data_name="imagefolder", synthetic_location=None,
+                   input_pipeline=pipeline)
+            for n in (1, 2, 4, 8) for pipeline, rate in (("cpu", 180.0), ("dali", 225.0))]
+    [(headers, labels, rows)] = _layout_shape("input-location", _location_records((None,)) + real)
+    assert headers == ["num_devices"] and rows == [1, 2, 4, 8]
+    assert labels == LOCATION_COLUMNS
 
 
 def test_host_cpus_columns_are_cpus_when_results_of_several_machines_are_merged():
