@@ -187,3 +187,60 @@ def test_every_declared_record_field_has_a_constant_to_name_it_by():
     constants = {value for name, value in vars(registry).items() if name.isupper() and isinstance(value, str)}
     declared = [path for path in registry.FIELDS if "." in path and not path.startswith("config.")]
     assert declared and [path for path in declared if path not in constants] == []
+
+
+# Labels of registered fields that no header may spell: the text a table, compare, predict or the CLI
+# heads a column (or a table) of that field with. Short words (``batch``, ``devices``) are also record
+# keys and values, so the scan leaves them to the test below it, which relabels the fields.
+SPELLED_LABELS = (R.IPS, R.IPS_PER_CORE, R.BUSBW, R.IMAGES_PER_JOULE, R.FORWARD_ONLY)
+
+
+def spelled_labels(root: Path = SRC) -> Counter[str]:
+    """Per module of ``report``, ``compare``, ``predict`` and ``cli``, the string constants (not
+    docstrings) equal to one of :data:`SPELLED_LABELS`' labels; prose that holds one is no header."""
+    labels = {R.field(name).label for name in SPELLED_LABELS}
+    found: Counter[str] = Counter()
+    for package in ("report", "compare", "predict", "cli"):
+        for path in sorted((root / package).rglob("*.py")):
+            tree = ast.parse(path.read_text())
+            docs = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr)}
+            found[path.relative_to(root).as_posix()] += sum(
+                1 for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+                and n.value in labels and id(n) not in docs)
+    return +found
+
+
+def test_no_header_spells_a_registered_label():
+    assert R.field(R.IPS).label == "images/sec" and R.field(R.BUSBW).label == "busbw"
+    found = spelled_labels()
+    assert found == {}, f"head these columns with the registry's label (F.field(F.X).label): {dict(found)}"
+
+
+def test_report_headers_are_the_registry_labels(monkeypatch):
+    """The throughput, scaling and input-pipeline tables (and the figures' axes) head a registered field's
+    column with its registry label: relabelled, the headers follow."""
+    import dataclasses
+
+    from cnnbench.report import build_report
+    from tests.report_fixtures import record, scaling_records
+
+    default = build_report(scaling_records())
+    new = {name: f"<{R.field(name).label}>" for name in (R.MODEL, R.MACHINE, R.BATCH, R.DEVICES, R.IPS,
+                                                          R.IPS_PER_CORE)}
+    for name, label in new.items():
+        monkeypatch.setitem(R.FIELDS, name, dataclasses.replace(R.FIELDS[name], label=label))
+    data = record("pipeline", ips=800.0)
+    data["config"]["mode"] = "data"
+    data["metrics"]["images_per_sec_per_core"] = 200.0
+    report = build_report(scaling_records() + [data])
+    by_kind = {t.kind: t for t in report.tables}
+    throughput, scaling, summary = by_kind["configuration"], by_kind["scaling"], by_kind["scaling-summary"]
+    assert throughput.columns[:2] == ["model", new[R.BATCH]]  # row field (its short name), then the batch
+    assert scaling.columns[:5] == [new[R.MODEL], new[R.MACHINE], new[R.BATCH], new[R.DEVICES], new[R.IPS]]
+    assert summary.columns[2].startswith(f"{new[R.IPS]}, ")
+    assert [t.title for t in report.tables if t.kind == "pipeline"] == [
+        f"Input pipeline alone: {new[R.IPS]}", f"Input pipeline alone: {new[R.IPS_PER_CORE]}"]
+    # with the registry's own labels, the headers as they were printed before it held them
+    before = {t.kind: t.columns for t in default.tables}
+    assert before["configuration"][:2] == ["model", "batch"]
+    assert before["scaling"][:7] == ["model", "machine", "batch", "devices", "images/sec", "speedup", "efficiency"]

@@ -155,6 +155,103 @@ def test_no_cycle_between_packages():
     assert import_cycles(package_graph()) == []
 
 
+
+def _module_imports(path: Path, modules: set[str]) -> set[str]:
+    """The modules of ``modules`` that ``path`` imports in any form: at the top, inside a function,
+    under ``TYPE_CHECKING``; ``from a import b`` imports ``a.b`` where that is a module, else ``a``
+    (a package above a module it imports is not counted, as for ``from a.b import c``)."""
+    name = ".".join(("cnnbench", *path.relative_to(SRC).with_suffix("").parts)).removesuffix(".__init__")
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[:len(package.split(".")) - node.level + 1]
+                base = ".".join([*parts, *([base] if base else [])])
+            found |= {f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names}
+    return (found & modules) - {name}
+
+
+def report_imports(package: str = "report") -> dict[str, set[str]]:
+    """Which module under ``src/cnnbench/<package>`` imports which of them, in any form."""
+    paths = {".".join(("cnnbench", *p.relative_to(SRC).with_suffix("").parts)).removesuffix(".__init__"): p
+             for p in (SRC / package).rglob("*.py")}
+    return {name: _module_imports(path, set(paths)) for name, path in paths.items()}
+
+
+def mutual_imports(package: str = "report") -> set[tuple[str, str]]:
+    """The pairs of modules under ``src/cnnbench/<package>`` that import each other in any form."""
+    imports = report_imports(package)
+    return {(a, b) for a, targets in imports.items() for b in targets if a < b and a in imports[b]}
+
+
+def module_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import loops of ``graph``: its strongly connected components of two or more modules
+    (Tarjan's algorithm), each sorted, in order."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(found)
+
+
+def test_no_two_report_modules_import_each_other():
+    """Issue 45: each dependency goes one way (a configuration section, a scaling series: modules of
+    their own that the tables and the observations import; each kind's observations in its table
+    module; the kinds declare what they read of the options, which read the kinds' names)."""
+    assert mutual_imports() == set(), "report modules that import each other (make it one way)"
+
+
+def test_no_import_loop_among_report_modules():
+    """No loop of any length either (``observations -> scaling -> predicted -> observations`` was one)."""
+    assert module_cycles(report_imports()) == [], "report modules in an import loop (make it one way)"
+
+
+def test_the_loop_check_finds_loops_of_every_length():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set(), "e": {"f"}, "f": {"e"}, "g": {"g"}}
+    assert module_cycles(graph) == [["a", "b", "c"], ["e", "f"]]
+    assert module_cycles({"a": {"b"}, "b": {"c"}}) == []
+
+
+def test_the_mutual_import_check_sees_function_and_type_checking_imports(tmp_path, monkeypatch):
+    fake = tmp_path / "cnnbench"
+    (fake / "report" / "tables").mkdir(parents=True)
+    for init in ("report/__init__.py", "report/tables/__init__.py"):
+        (fake / init).write_text("")
+    (fake / "report" / "a.py").write_text("from cnnbench.report.tables import b\nfrom .c import x\n")
+    (fake / "report" / "tables" / "b.py").write_text("def f():\n    from cnnbench.report.a import y\n")
+    (fake / "report" / "c.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from . import a\n")
+    (fake / "report" / "d.py").write_text("import cnnbench.report.a\n")
+    monkeypatch.setattr(sys.modules[__name__], "SRC", fake)
+    assert mutual_imports() == {("cnnbench.report.a", "cnnbench.report.tables.b"),
+                                ("cnnbench.report.a", "cnnbench.report.c")}
+
 def test_every_package_is_in_the_table():
     packages = {p.name for p in SRC.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
     modules = {p.stem for p in SRC.glob("*.py")}

@@ -9,8 +9,9 @@ from types import SimpleNamespace
 
 from cnnbench.cli.run_cmd import _print_scaling
 from cnnbench.report import ReportOptions, build_report
-from cnnbench.report.observations import ALL_WARNED, verdict
+from cnnbench.report.observations import ALL_WARNED
 from cnnbench.report.render.markdown import render_markdown
+from cnnbench.report.tables.scaling import verdict
 from tests.report_fixtures import record
 
 BUSY = ["busy CPU: other processes used 1.20 of the 2 cores"]

@@ -10,11 +10,11 @@ from cnnbench.analysis.points import build_points
 from cnnbench.report import ReportOptions, build_report
 from cnnbench.report.document import Figure, Heading
 from cnnbench.report.kinds import KINDS, Observes, TableKind, observation_kinds, register, table_section
-from cnnbench.report.observations import Observation, implementation_observations, scaling_observations
+from cnnbench.report.observations import Observation
 from cnnbench.report.render.markdown import render_markdown
 from cnnbench.report.table import Table, label_cell, number
-from cnnbench.report.tables.implementations import Implementations, implementation_tables
-from cnnbench.report.tables.scaling import scaling_groups
+from cnnbench.report.tables.implementations import Implementations, implementation_observations, implementation_tables
+from cnnbench.report.tables.scaling import scaling_groups, scaling_observations
 from tests.report_fixtures import record, scaling_records
 
 FAKE = TableKind("fake", 25, lambda inputs: Table("fake", "Fake table", "fake", ["model", "records"],

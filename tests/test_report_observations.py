@@ -7,7 +7,7 @@ import re
 import pytest
 
 from cnnbench.report import ReportOptions, build_report
-from cnnbench.report.observations import verdict
+from cnnbench.report.tables.scaling import verdict
 from tests.report_fixtures import record, scaling_records
 
 NUMBER = re.compile(r"\d+(?:\.\d+)?%?")

@@ -17,18 +17,10 @@ from cnnbench.cli.common import CliParser, UserError
 from cnnbench.results import fields as F
 from cnnbench.words import plural
 
-LIST_COLUMNS = (
-    ("started_at", "started"),
-    (F.MACHINE, "machine"),
-    ("case_name", "case"),
-    (F.MODEL, "model"),
-    (F.BATCH, "batch"),
-    (F.PRECISION, "precision"),
-    (F.DATA_FORMAT, "format"),
-    (F.FORWARD_ONLY, "fwd-only"),
-    ("status", "status"),
-    (F.IPS, "images/sec"),
-)
+LIST_COLUMNS = tuple((name, F.field(name).label) for name in (
+    "started_at", F.MACHINE, "case_name", F.MODEL, F.BATCH, F.PRECISION, F.DATA_FORMAT, F.FORWARD_ONLY, "status",
+    F.IPS))
+"""``results list``'s columns: each field with its registry label."""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -132,8 +124,8 @@ def handle_list(args: argparse.Namespace) -> int:
     from cnnbench.terminal import print_table
 
     table = Table(show_lines=False, header_style="bold")
-    for _, title in LIST_COLUMNS:
-        table.add_column(title, justify="right" if title in ("batch", "images/sec") else "left")
+    for col, title in LIST_COLUMNS:
+        table.add_column(title, justify="right" if col in (F.BATCH, F.IPS) else "left")
     styles = {"ok": "green", "oom": "yellow", "error": "red", "timeout": "magenta"}
     for row in rows:
         cells = [_text(row.get(col)) for col, _ in LIST_COLUMNS]

@@ -251,13 +251,14 @@ def _print_scaling(rows: list[tuple[int, Any]], path: str) -> None:
     ``⚠`` where a run (or the base run) recorded warnings and ``superlinear`` over 105%."""
     from rich.table import Table
 
+    from cnnbench.results import fields as R
     from cnnbench.terminal import print_table
 
     ok = [(n, r) for n, r in rows if r.status == "ok"]
     base = (ok[0][0], ok[0][1].metrics["total_images_per_sec"], _warned(ok[0][1])) \
         if ok and ok[0][1].metrics["total_images_per_sec"] else None
     table = Table(title="Scaling", header_style="bold")
-    for name in ("devices", "images/sec", "speedup", "efficiency"):
+    for name in (R.field(R.DEVICES).label, R.field(R.IPS).label, "speedup", "efficiency"):
         table.add_column(name, justify="right")
     printed: list[tuple[str, ...]] = []
     for n, record in rows:

@@ -25,8 +25,10 @@ from cnnbench.words import plural, size_text
 
 _UNIT = F.FIELDS[F.BUSBW].unit
 """Bus bandwidth's unit, as the field registry declares it."""
-HEADER = ("collective", "size", "setting", "machine", f"baseline busbw {_UNIT}", f"candidate busbw {_UNIT}", "ratio",
-          "95% interval", "p", "test", "result")
+_BUSBW = F.field(F.BUSBW).label
+"""Its label (``busbw``), as the registry declares it."""
+HEADER = ("collective", "size", "setting", F.field(F.MACHINE).label, f"baseline {_BUSBW} {_UNIT}",
+          f"candidate {_BUSBW} {_UNIT}", "ratio", "95% interval", "p", "test", "result")
 _SETTING = ("num_devices", "num_nodes", "backend", "device", "dtype")
 
 
@@ -154,7 +156,7 @@ def bandwidth_markdown(pairs: Sequence[BandwidthPair]) -> str:
     from cnnbench.words import escape_markdown
 
     header, body = bandwidth_rows(pairs)
-    right = {h for h in header if "busbw" in h} | {"ratio", "95% interval", "p"}
+    right = {h for h in header if _BUSBW in h} | {"ratio", "95% interval", "p"}
     out = ["| " + " | ".join(escape_markdown(h) for h in header) + " |",
            "|" + "|".join("--:" if h in right else ":--" for h in header) + "|"]
     out += ["| " + " | ".join(escape_markdown(c) for c in r) + " |" for r in body]
@@ -171,7 +173,7 @@ def print_bandwidth(pairs: Sequence[BandwidthPair]) -> None:
     header, body = bandwidth_rows(pairs)
     table = Table(*header, title="Bus bandwidth (cnnbench comm)", caption=escape(NOTE), caption_justify="left")
     for col in table.columns:
-        if str(col.header) in ("ratio", "95% interval", "p") or "busbw" in str(col.header):
+        if str(col.header) in ("ratio", "95% interval", "p") or _BUSBW in str(col.header):
             col.justify = "right"
     for r in body:
         table.add_row(*(escape(c) for c in r))

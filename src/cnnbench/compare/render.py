@@ -24,8 +24,8 @@ from cnnbench.results.csv_out import csv_text
 from cnnbench.words import escape_markdown, plural
 
 FORMATS = ("table", "md", "csv", "json")
-HEADER = ("model", "batch", "configuration", "machine", "baseline img/s", "candidate img/s", "ratio",
-          "95% interval", "p", "test", "result")
+HEADER = (F.field(F.MODEL).label, F.field(F.BATCH).label, "configuration", F.field(F.MACHINE).label,
+          "baseline img/s", "candidate img/s", "ratio", "95% interval", "p", "test", "result")
 
 
 def _ips(m: Measure) -> str:
@@ -71,7 +71,7 @@ def _show_machine(result: CompareResult) -> bool:
 def rows(result: CompareResult) -> tuple[list[str], list[list[str]]]:
     """The header and the display rows (the machine column only where it says something)."""
     machine = _show_machine(result)
-    header = [h for h in HEADER if machine or h != "machine"]
+    header = [h for h in HEADER if machine or h != F.field(F.MACHINE).label]
     out = []
     for p in result.pairs:
         ratio = "—" if p.comparison.ratio is None else f"{p.comparison.ratio:.3f}"

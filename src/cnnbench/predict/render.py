@@ -10,8 +10,8 @@ from cnnbench.predict.scaling import PredictResult, Row
 from cnnbench.results import fields as R
 from cnnbench.results.csv_out import csv_text
 
-COLUMNS = ("model", "configuration", "strategy", "devices", "nodes", "images/sec", "speedup", "efficiency",
-           "bound", "measured", "error", "baseline error")
+COLUMNS = (R.field(R.MODEL).label, "configuration", "strategy", R.field(R.DEVICES).label, "nodes",
+           R.field(R.IPS).label, "speedup", "efficiency", "bound", "measured", "error", "baseline error")
 SETUP_LABELS = (("host_cpus", "host cpus"), ("threads_per_worker", "threads/worker"),
                 ("synthetic_location", "synthetic"), ("num_workers", "loader workers"))
 """Fields of the configuration that set up the host (shown where recorded)."""

@@ -18,7 +18,7 @@ from cnnbench.analysis.points import build_points
 from cnnbench.report.document import Bullets, Contents, Figure, Heading, Paragraph, Report, set_anchors
 from cnnbench.report.facts import facts
 from cnnbench.report.figures import budgeted
-from cnnbench.report.kinds import Inputs, TableKind, observation_kinds, observers, register, registered
+from cnnbench.report.kinds import Inputs, KindOptions, TableKind, observation_kinds, observers, register, registered
 from cnnbench.report.layout import Layout
 from cnnbench.report.observations import ALL_WARNED, Observation, all_warned, lead_with_warnings
 from cnnbench.report.options import NoMatchingRecords, ReportError, ReportOptions, resolve_layout
@@ -185,7 +185,7 @@ register(TableKind("marks", 90, lambda inputs: None, _marks))  # after every tab
 register(TableKind("problems", 95, lambda inputs: None, _problems))
 
 
-def _nothing_observed(opts: ReportOptions) -> str:
+def _nothing_observed(opts: KindOptions) -> str:
     if opts.observations is not None and set(opts.observations) != set(observation_kinds()):
         return f"Nothing to observe of the kinds asked (--observations {','.join(opts.observations)})."
     return "Nothing to observe: no table has two comparable figures."

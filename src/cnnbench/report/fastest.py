@@ -13,8 +13,8 @@ from cnnbench.analysis.points import Measure
 from cnnbench.analysis.significance import DEFAULT_NOISE, compare_runs
 from cnnbench.report.layout import Layout
 from cnnbench.report.observations import Observation, Ref, usable
+from cnnbench.report.section import Section
 from cnnbench.report.table import Cell
-from cnnbench.report.tables.throughput import Section
 from cnnbench.words import plural
 
 MAX_MODELS_LISTED = 12

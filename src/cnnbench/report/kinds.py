@@ -16,18 +16,33 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from cnnbench.analysis.points import PointSet
 from cnnbench.report.document import Figure, Heading, Report, TableBlock
 from cnnbench.report.layout import Layout
-from cnnbench.report.options import ReportOptions
 from cnnbench.report.table import Table
 
 if TYPE_CHECKING:
     from cnnbench.report.observations import Observation
+
+
+class KindOptions(Protocol):
+    """What the kinds (and the report around them) read of the report's flags:
+    :class:`cnnbench.report.options.ReportOptions` is one. Declared here, not imported, so that the
+    dependency goes one way: the options read the kinds' names of observation (``--observations``)."""
+
+    title: str
+    where: Sequence[str]
+    observations: tuple[str, ...] | None
+    noise: float
+    repeat_noise: float
+    include_warned: bool
+    max_plots: int
+    predict: bool
+    problems: Sequence[str]
 
 
 @dataclass
@@ -38,7 +53,7 @@ class Inputs:
     records: list[Mapping[str, Any]]
     points: PointSet
     layout: Layout
-    options: ReportOptions
+    options: KindOptions
     effect_fields: list[str] | None = None
     baselines: dict[str, str] = field(default_factory=dict)
     ignore: list[str] = field(default_factory=list)

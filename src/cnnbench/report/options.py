@@ -32,7 +32,8 @@ if TYPE_CHECKING:
 
 
 def __getattr__(name: str) -> Any:
-    """:data:`OBSERVATION_KINDS`, read from the kinds of table when asked (they import this module)."""
+    """:data:`OBSERVATION_KINDS`, read from the kinds of table when asked (loading
+    them loads the table modules, and some import this module; :mod:`cnnbench.report.kinds` does not)."""
     if name == "OBSERVATION_KINDS":
         from cnnbench.report.kinds import observation_kinds
 

@@ -60,15 +60,17 @@ class Field:
     """How the workers of one run make the run's value: ``"sum"``, ``"max"``, ``"mean"``,
     ``"per_rank"`` (a list, one per worker), or ``None`` (one value for the run)."""
     label: str = ""
-    """The short display name (default: the last dotted part)."""
+    """Its name as output heads a column or a table of it (``images/sec``, ``batch``; default: the
+    last dotted part): printed headers of a registered field read it, never spell it."""
     format: str = ""
     """A format spec for numbers (``",.1f"``); empty for ``str()``."""
     identity: bool = False
     """Part of a configuration's identity: runs that differ in it are different configurations."""
     aliases: tuple[str, ...] = ()
-    """Short names a user may write for it (``model``, ``gpu``)."""
+    """Short names a user may write for it (``model``, ``gpu``); a common field's first one is its short name."""
     common: bool = False
-    """A common field: output that names fields briefly uses its label for its path."""
+    """A common field: output that names fields briefly (``batch_size=64``, ``columns: machine``) uses its
+    first alias for its path (:data:`SHORT_NAMES`)."""
     hardware: bool = False
     """Describes the machine itself: it comes with the machine label, never splits a configuration."""
     bare: bool = False
@@ -175,20 +177,24 @@ TOP_LEVEL = (
 """The record's top-level fields (no section)."""
 SECTIONS = ("config", "environment", "metrics")
 
+_TOP_LABELS = {"started_at": "started", "case_name": "case"}
+
 _TOP: tuple[Field, ...] = (
     Field(STATUS, aliases=("status",)),
     Field(SOURCE, aliases=("source",), bare=True),
-    *(Field(name) for name in TOP_LEVEL if name not in (STATUS, SOURCE)),
+    *(Field(name, label=_TOP_LABELS.get(name, "")) for name in TOP_LEVEL if name not in (STATUS, SOURCE)),
 )
 
 # Display details of config fields; the fields themselves, and their identity, are the run options'.
 _CONFIG_DETAILS: dict[str, dict[str, Any]] = {
     "model": {"aliases": ("model",), "common": True, "bare": True},
-    "batch_size": {"aliases": ("batch_size", "batch"), "common": True, "unit": "images"},
-    "num_devices": {"aliases": ("num_devices", "devices"), "common": True},
+    "batch_size": {"label": "batch", "aliases": ("batch_size", "batch"), "common": True, "unit": "images"},
+    "num_devices": {"label": "devices", "aliases": ("num_devices", "devices"), "common": True},
     "data_name": {"label": "data", "aliases": ("data",), "common": True, "bare": True},
     "variable_update": {"aliases": ("variable_update",), "common": True, "bare": True},
     "precision": {"aliases": ("precision",), "common": True, "bare": True},
+    "data_format": {"label": "format"},
+    "forward_only": {"label": "fwd-only"},
     "device": {"aliases": ("device",)},
     "compile": {"aliases": ("compile",)},
     "image_size": {"unit": "px"},
@@ -247,14 +253,14 @@ _ENVIRONMENT: tuple[Field, ...] = (
 )
 
 _METRICS: tuple[Field, ...] = (
-    Field(IPS, unit="images/s", direction="higher", combine="sum", format=",.1f"),
+    Field(IPS, unit="images/s", direction="higher", combine="sum", label="images/sec", format=",.1f"),
     Field(IPS_MEAN, unit="images/s", direction="higher", combine="sum", format=",.1f"),
     Field(IPS_MEDIAN, unit="images/s", direction="higher", combine="sum", format=",.1f"),
     Field(IPS_STDERR, unit="images/s", direction="lower", format=",.1f"),
     Field(IPS_JITTER, unit="images/s", direction="lower", format=",.1f"),
     Field(PER_DEVICE_IPS, unit="images/s", direction="higher", combine="per_rank",
           format=",.1f"),
-    Field(IPS_PER_CORE, unit="images/s", direction="higher", format=",.1f"),
+    Field(IPS_PER_CORE, unit="images/s", direction="higher", label="images/sec per core", format=",.1f"),
     Field(STEP_TIMES, unit="s", direction="lower", combine="max", format=".4f"),
     Field(WALL_TIME, unit="s", direction="lower", combine="max", format=".1f"),
     Field(COMPILE_TIME, unit="s", direction="lower", combine="max", format=".1f"),
@@ -268,7 +274,7 @@ _METRICS: tuple[Field, ...] = (
           shown=Shown(heading="Energy efficiency (images per joule)", name="energy", absent="no energy figure",
                       means="images of the timed steps over the energy the GPUs drew meanwhile (NVML; host CPU "
                             "and memory not included)", positive=True)),
-    Field(BUSBW, unit="GB/s", direction="higher", format=",.1f"),
+    Field(BUSBW, unit="GB/s", direction="higher", label="busbw", format=",.1f"),
     Field(LOSS_FIRST, direction="lower", combine="mean", format=".4f"),
     Field(LOSS_LAST, direction="lower", combine="mean", format=".4f"),
     Field(ACC1, unit="%", direction="higher", format=".2f"),
@@ -316,8 +322,9 @@ def paths(pattern: str = "*", **where: object) -> Iterator[str]:
     return (f.path for f in list_fields(pattern, **where))
 
 
-SHORT_NAMES: dict[str, str] = {f.path: f.label for f in FIELDS.values() if f.common}
-"""Short display names of the common fields."""
+SHORT_NAMES: dict[str, str] = {f.path: (*f.aliases, f.label)[0] for f in FIELDS.values() if f.common}
+"""Short display names of the common fields: their first alias (``batch_size``; the label, ``batch``,
+heads its columns), or the label for one declared without aliases."""
 
 HARDWARE_FIELDS = frozenset(paths(hardware=True))
 """Fields that describe the machine itself: they come with the machine label, so they never

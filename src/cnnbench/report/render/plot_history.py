@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from cnnbench.analysis import fields as F
 from cnnbench.report.document import Figure
 from cnnbench.report.render.plot_style import COLORS, FAIL_COLOR, _figure, _layout, _title
 
@@ -47,7 +48,7 @@ def _history(figure: Figure) -> Any:
     ax.set_xticks(ticks, [days[i] or "?" for i in ticks], rotation=30, ha="right", fontsize=8)
     ax.set_xlim(-0.5 - 0.02 * len(ips), len(ips) - 0.5 + 0.02 * len(ips))
     ax.set_xlabel("runs in time order", fontsize=9)
-    ax.set_ylabel("images/sec", fontsize=9)
+    ax.set_ylabel(F.field(F.IPS).label, fontsize=9)
     ax.grid(True, alpha=0.3)
     fig.legend(*ax.get_legend_handles_labels(), loc="lower center", ncol=4, fontsize=8, frameon=False)
     top = _title(fig, figure.title)

@@ -8,6 +8,7 @@ import math
 import statistics
 from typing import Any
 
+from cnnbench.analysis import fields as F
 from cnnbench.report.document import Figure
 from cnnbench.report.render.plot_style import (
     COLORS,
@@ -136,7 +137,7 @@ def _scaling(figure: Figure) -> Any:
             for s in series:
                 _series_line(ax, s, color[s["label"]])
         ax.set_title(_short(name), fontsize=10)
-        ax.set_xlabel("devices", fontsize=9)
+        ax.set_xlabel(F.field(F.DEVICES).label, fontsize=9)
         if i % cols == 0:
             ax.set_ylabel(ylabel, fontsize=9)
     top = _title(fig, figure.title)
@@ -164,7 +165,7 @@ def _scaling_overview(figure: Figure, models: dict[str, list[dict[str, Any]]], d
         ax.plot([p[0] for p in med], [p[1] for p in med], marker="o", markersize=3, linewidth=1.4,
                 color=COLORS[i % len(COLORS)], linestyle=styles[(i // len(COLORS)) % len(styles)],
                 label=_short(name, 24) + suffix)
-    ax.set_xlabel("devices", fontsize=9)
+    ax.set_xlabel(F.field(F.DEVICES).label, fontsize=9)
     ax.set_ylabel(ylabel, fontsize=9)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7, frameon=False)
     more = f" (first {MAX_LINES_OVERVIEW} of {len(models)} models)" if len(models) > MAX_LINES_OVERVIEW else ""

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from cnnbench.analysis import fields as F
 from cnnbench.report.document import Figure
 from cnnbench.report.render.plot_style import (
     COLORS,
@@ -68,7 +69,7 @@ def _throughput(figure: Figure) -> Any:
         ax.yaxis.set_major_locator(_locator())
         ax.set_title(_short(name), fontsize=10)
         if i % ncols == 0:
-            ax.set_ylabel("images/sec", fontsize=9)
+            ax.set_ylabel(F.field(F.IPS).label, fontsize=9)
         ax.tick_params(axis="y", labelsize=8)
         ax.grid(True, axis="y", alpha=0.3)
     handles = [fig.axes[0].patches[j] for j in range(len(columns))]
@@ -136,7 +137,7 @@ def _grouped_bars(figure: Figure, rows: list[str], columns: list[str], values: l
     if log_scale:
         ax.set_yscale("log")
     ax.set_xticks(range(len(rows)), [_short(r, 18) for r in rows], rotation=35, ha="right", fontsize=8)
-    ax.set_ylabel("images/sec" + (" (log scale)" if log_scale else ""), fontsize=9)
+    ax.set_ylabel(F.field(F.IPS).label + (" (log scale)" if log_scale else ""), fontsize=9)
     ax.grid(True, axis="y", alpha=0.3)
     ax.set_xlim(-0.6, len(rows) - 0.4)
     ncol = min(k, 8)
@@ -166,7 +167,7 @@ def _single_column(figure: Figure, rows: list[str], column: str, vals: list[floa
                     color="black" if v is not None else FAIL_COLOR)
     ax.set_yticks(ys, [_short(r) for r in rows], fontsize=8)
     ax.set_xlim(0, top * 1.2)
-    ax.set_xlabel(f"images/sec on {column}", fontsize=9)
+    ax.set_xlabel(f"{F.field(F.IPS).label} on {column}", fontsize=9)
     ax.grid(True, axis="x", alpha=0.3)
     top = _title(fig, figure.title)
     _layout(fig, top=top, bottom=0.55, left=0.3 + 0.065 * max(len(_short(r)) for r in rows))

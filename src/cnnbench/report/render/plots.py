@@ -28,6 +28,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from cnnbench.analysis import fields as F
 from cnnbench.report.document import Figure
 from cnnbench.report.kinds import drawer
 from cnnbench.report.render.plot_style import COLORS, _figure, _layout, _title
@@ -80,7 +81,7 @@ def _training(figure: Figure) -> Any:
     ax.set_xlabel("training time (s)")
     ax.set_ylabel("test accuracy")
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8, title="devices", title_fontsize=8)
+    ax.legend(fontsize=8, title=F.field(F.DEVICES).label, title_fontsize=8)
     top = _title(fig, figure.title)
     _layout(fig, top=top, bottom=0.6, left=0.8)
     return fig

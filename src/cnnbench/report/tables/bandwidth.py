@@ -57,7 +57,7 @@ def _title(key: tuple[Any, ...]) -> str:
     where = plural(devices, "rank") if isinstance(devices, int) else f"{F.text(devices)} ranks"
     if isinstance(nodes, int) and nodes > 1:
         where += f" on {plural(nodes, 'node')}"
-    return f"busbw: {collective}, {where}, {F.text(backend)} on {F.text(device)}, {F.text(dtype)}"
+    return f"{F.field(F.BUSBW).label}: {collective}, {where}, {F.text(backend)} on {F.text(device)}, {F.text(dtype)}"
 
 
 def _cell(records: list[Mapping[str, Any]], noise: float) -> tuple[Cell, float | None]:
@@ -108,7 +108,7 @@ def _order(key: tuple[Any, ...]) -> tuple[Any, ...]:
 
 
 def bandwidth_figure(b: Bandwidth) -> Figure:
-    return Figure("bandwidth", b.table.id, b.table.title.replace("busbw: ", "Bus bandwidth: ", 1),
+    return Figure("bandwidth", b.table.id, b.table.title.replace(f"{F.field(F.BUSBW).label}: ", "Bus bandwidth: ", 1),
                   {"lines": b.lines})
 
 

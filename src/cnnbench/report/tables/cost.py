@@ -18,7 +18,7 @@ from cnnbench.report.numbers import significant
 from cnnbench.report.table import Cell, Table, label_cell, missing
 from cnnbench.report.tables.tf_models import UNMAPPED, tf_cost
 
-COLUMNS = ["model", "input size", "params", "param memory (MiB)", "feature memory (MiB)", "forward MACs",
+COLUMNS = [*F.headers(F.MODEL), "input size", "params", "param memory (MiB)", "feature memory (MiB)", "forward MACs",
            "forward FLOPs", "train FLOPs/image", "top-1 / top-5 error (%)"]
 """MACs and FLOPs (= 2 x MACs) apart, as ``cnnbench models`` shows them: tables that write
 "FLOPs" for multiply-adds are read against the MACs column. Memory in MiB (2**20 bytes), which

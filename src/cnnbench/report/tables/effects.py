@@ -21,11 +21,19 @@ import functools
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from cnnbench.analysis import fields as F
 from cnnbench.analysis.labels import followers
-from cnnbench.analysis.marks import NO_SAMPLES, NOT_SIGNIFICANT, combined, legend, measure_marks, symbols_of
+from cnnbench.analysis.marks import (
+    NO_SAMPLES,
+    NOT_SIGNIFICANT,
+    combined,
+    legend,
+    measure_marks,
+    symbols_of,
+    warnings_behind,
+)
 from cnnbench.analysis.pairing import (
     default_baseline,
     differing_fields,
@@ -42,12 +50,10 @@ from cnnbench.analysis.significance import NONE, Comparison, compare_many
 from cnnbench.config.run_config import dependent_fields
 from cnnbench.report.document import Bullets, Heading, Report, TableBlock
 from cnnbench.report.kinds import Inputs, Observes, TableKind, register
+from cnnbench.report.observations import Observation, Ref, pct
 from cnnbench.report.options import ReportError
 from cnnbench.report.table import Cell, Table, label_cell, missing, number
 from cnnbench.words import plural
-
-if TYPE_CHECKING:
-    from cnnbench.report.observations import Observation
 
 ROW_PREFERENCE = (F.DEVICES, F.BATCH, F.MODEL)
 DDP_KNOBS = frozenset(f"config.{name}" for name in dependent_fields("variable_update"))
@@ -422,9 +428,71 @@ def _effects_section(report: Report, found: Effects, inputs: Inputs) -> None:
             b.append(Bullets(found.notes))
 
 
-def _observe(found: Effects, inputs: Inputs, warned: bool) -> list[Observation]:
-    from cnnbench.report.observations import effect_observations
+MAX_EFFECT_BULLETS = 10
 
+
+def _locate(table: Table, value: float) -> Ref | None:
+    for row in table.rows:
+        for i, c in enumerate(row[1:-1], 1):
+            if c.is_number and c.value == value:
+                return Ref(table.id, row[0].text, table.columns[i])
+    return None
+
+
+def _effect_tail(e: Effect, pairs: list, med: float, n: int) -> str:
+    """What the effect's median says, with how many of its pairs are significant."""
+    faster = sum(1 for p in pairs if p.significant and p.ratio is not None and p.ratio > 1)
+    slower = sum(1 for p in pairs if p.significant and p.ratio is not None and p.ratio < 1)
+    agreeing = faster if med > 1 else slower
+    counted = f"{faster + slower} of {plural(n, 'pair')} significant"
+    a, b = F.label(e.field, e.a), F.label(e.field, e.b)
+    if abs(med - 1) < e.noise or agreeing * 2 < n:
+        tail = f"no significant effect ({counted}"
+        return tail + (f"; the median is within the {pct(e.noise)} minimum effect)" if abs(med - 1) < e.noise else ")")
+    if med >= 1.5:
+        return f"{a} is {med:.2f}× as fast as {b} ({counted})"
+    if med > 1:
+        return f"{a} is {pct(med - 1)} faster than {b} ({counted})"
+    return f"{a} is {pct(1 - med)} slower than {b} ({counted})"
+
+
+def _effect_observation(e: Effect, include_warned: bool) -> Observation | None:
+    pairs = [p for p in e.pairs if p.ratio is not None and (include_warned or not p.warned)]
+    if not pairs:
+        return None
+    ratios = [p.ratio for p in pairs if p.ratio is not None]
+    left_out = len(e.ratios) - len(ratios)
+    med = e.median if not left_out else median(ratios)
+    if med is None:
+        return None
+    t = e.table
+    refs = [Ref(t.id, e.summary_row, "median")] if not left_out else []
+    n = len(ratios)
+    head = f"{e.title} ({F.short_name(e.field)}"
+    head += f"; {', '.join(map(F.short_name, e.ignored))} ignored)" if e.ignored else ")"
+    head += f": median {med:.2f}"
+    if n > 1:
+        lo, hi = min(ratios), max(ratios)
+        head += f" over {n} pairs (range {lo:.2f}–{hi:.2f})"
+        refs += [r for r in (_locate(t, lo), _locate(t, hi)) if r is not None]
+    else:
+        head += " from 1 pair"
+        refs += [r for r in (_locate(t, med),) if r is not None]
+    if left_out:
+        head += f", {plural(left_out, 'pair')} with warned runs left out"
+    return Observation(f"{head}: {_effect_tail(e, pairs, med, n)}.", refs,
+                       warnings_behind(m for p in pairs for m in (p.a, p.b)))
+
+
+def effect_observations(effects: Sequence[Effect], include_warned: bool = False) -> list[Observation]:
+    """Each effect's median over its pairs, named only when the pairs bear it out: at least
+    half of them significant in the direction of the median (the test of
+    :mod:`cnnbench.analysis.significance`), and the median beyond the minimum effect."""
+    found = (_effect_observation(e, include_warned) for e in effects[:MAX_EFFECT_BULLETS])
+    return [o for o in found if o is not None]
+
+
+def _observe(found: Effects, inputs: Inputs, warned: bool) -> list[Observation]:
     return effect_observations(found.effects, warned)
 
 

@@ -82,13 +82,14 @@ def history_tables(history: History) -> tuple[Table | None, Table | None]:
     changes = outliers = None
     if history.changes:
         changes = Table("history-changes", "Changes over time", "history-changes",
-                        ["series", "machine", "images/sec before → after", "last run before", "first run after",
+                        ["series", F.field(F.MACHINE).label, f"{F.field(F.IPS).label} before → after",
+                         "last run before", "first run after",
                          CHANGE_COLUMN, "p", "suspects"],
                         [_change_row(c) for c in history.changes], [NOTE], label_columns=2,
                         row_names=[_change_name(c) for c in history.changes])
     if history.outliers:
         outliers = Table("history-outliers", "Outliers", "history-outliers",
-                         ["series", "machine", "run", "images/sec", "level", "off the level"],
+                         ["series", F.field(F.MACHINE).label, "run", F.field(F.IPS).label, "level", "off the level"],
                          [_outlier_row(o) for o in history.outliers],
                          ["A run (or two) far from the runs before and after it: left out of the levels."],
                          label_columns=2, row_names=[o.series for o in history.outliers])

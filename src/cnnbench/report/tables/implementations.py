@@ -13,19 +13,18 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from cnnbench.analysis import fields as F
-from cnnbench.analysis.marks import NO_SAMPLES, NOT_SIGNIFICANT, legend_for
+from cnnbench.analysis.marks import NO_SAMPLES, NOT_SIGNIFICANT, is_warned, legend_for, warnings_behind
 from cnnbench.analysis.points import Measure, Point, PointSet, combine
+from cnnbench.analysis.repeat_stats import median
 from cnnbench.analysis.significance import DEFAULT_NOISE, NONE, compare_runs
 from cnnbench.report.document import Heading, Report, TableBlock
 from cnnbench.report.kinds import Inputs, Observes, TableKind, register
+from cnnbench.report.observations import Observation, Ref
 from cnnbench.report.table import Cell, Table, missing, number, throughput
 from cnnbench.results.naming import data_kind
-
-if TYPE_CHECKING:
-    from cnnbench.report.observations import Observation
 
 COMPILE = F.COMPILE
 LOCATION = F.SYNTHETIC_LOCATION
@@ -137,7 +136,7 @@ def implementation_tables(points: PointSet, noise: float, min_effect: float = DE
         behind: list[list[Measure]] = []
         verdicts: list[bool | None] = []
         rows = _rows(by_impl, impls, noise, min_effect, behind, verdicts)
-        columns = ["devices"] + impls + ([f"{impls[0]} / {impls[1]}"] if ratio else [])
+        columns = [F.field(F.DEVICES).label] + impls + ([f"{impls[0]} / {impls[1]}"] if ratio else [])
         untested = any(v is False for v in verdicts) and ratio
         notes = ["images/sec over all devices, median of repeats; rows: device count."
                  + (f" {NOT_SIGNIFICANT}: the ratio is not significant (the test of cnnbench compare)."
@@ -179,9 +178,41 @@ def _section(report: Report, found: Implementations, inputs: Inputs) -> None:
             b += [Heading(t.title.split(": ", 1)[-1], 3), TableBlock(t)]
 
 
-def _observe(found: Implementations, inputs: Inputs, warned: bool) -> list[Observation]:
-    from cnnbench.report.observations import implementation_observations
+def implementation_observations(found: Implementations, include_warned: bool = False,
+                                noise: float = 0.03) -> list[Observation]:
+    """Median ratio of two implementations over all their side-by-side device counts (rows with a
+    warned cell left out), named only when at least half of the ratios are significant in the
+    median's direction (as the test found them: :attr:`Implementations.significant`; a ratio
+    marked ``n.s.``/``no samples`` is not) and the median is at least ``noise`` from 1; otherwise
+    "no significant difference". The warnings of the runs behind an observation are those of
+    :attr:`Implementations.measures`."""
+    by_pair: dict[str, list[tuple[Table, str, Cell]]] = defaultdict(list)
+    for t in found.tables:
+        if len(t.columns) != 4:
+            continue
+        ratio_col = t.columns[-1]
+        for row in t.rows:
+            if row[-1].is_number and all(include_warned or not is_warned(c.marks) for c in row):
+                by_pair[ratio_col].append((t, row[0].text, row[-1]))
+    out = []
+    for col, items in by_pair.items():
+        xs = [c.value for _, _, c in items]
+        med = median(xs)
+        assert med is not None
+        refs = [Ref(t.id, r, col) for t, r, _ in items]
+        significant = [found.significant.get((t.title, r)) is True for t, r, _ in items]
+        agreeing = sum(1 for (_, _, c), sig in zip(items, significant, strict=True)
+                       if sig and (c.value > 1) == (med > 1))
+        said = (f"median ratio {med:.2f} over {len(xs)} side-by-side results (range {min(xs):.2f}–{max(xs):.2f}; "
+                f"{sum(significant)} of {len(xs)} significant)")
+        if agreeing * 2 < len(xs) or abs(med - 1) < noise:
+            said += ": no significant difference"
+        behind = [m for t, r, _ in items for m in found.measures.get((t.title, r), ())]
+        out.append(Observation(f"Implementations {col}: {said}.", refs, warnings_behind(behind)))
+    return out
 
+
+def _observe(found: Implementations, inputs: Inputs, warned: bool) -> list[Observation]:
     return implementation_observations(found, warned, inputs.options.noise)
 
 

@@ -23,8 +23,8 @@ from cnnbench.report.table import Cell, Table, label_cell, missing, throughput
 from cnnbench.words import plural
 
 DATA_MODE = "data"
-METRICS = ((F.IPS, "images/sec"),
-           (F.IPS_PER_CORE, "images/sec per core"))
+METRICS = (F.IPS, F.IPS_PER_CORE)
+"""The fields of its tables, one table each, titled by the field's label."""
 
 
 def is_pipeline_record(record: Mapping[str, Any]) -> bool:
@@ -69,7 +69,8 @@ def pipeline_tables(records: Sequence[Mapping[str, Any]], column_field: str, noi
         rows[row_label(rec["config"])][F.hashable(column)].append(rec)
     columns = sorted({c for cells in rows.values() for c in cells}, key=F.sort_key)
     tables = []
-    for metric, what in METRICS:
+    for metric in METRICS:
+        what = F.field(metric).label
         body: list[list[Cell]] = []
         for label in sorted(rows, key=F.sort_key):
             row = [label_cell(label)]

@@ -11,15 +11,13 @@ parameter count, gets no prediction.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from cnnbench.analysis.marks import warnings_behind
 from cnnbench.predict import STRATEGIES, PredictError, PredictOptions, predict_scaling
+from cnnbench.report.observations import Observation
+from cnnbench.report.tables.scaling_series import ScalingGroup, Series
 from cnnbench.report.tables.tf_models import tf_cost
-
-if TYPE_CHECKING:
-    from cnnbench.report.observations import Observation
-    from cnnbench.report.tables.scaling import ScalingGroup, Series
 
 
 def parameter_count(model: str) -> int | None:
@@ -67,8 +65,6 @@ def prediction_observations(groups: Sequence[ScalingGroup], noise: float) -> lis
     """Where a series' measured efficiency falls short of the predicted by more than ``noise``:
     ``resnet50 (...) falls short of the prediction beyond 4 devices: measured 71% vs predicted 93%
     efficiency at 8 devices, where the model expects it communication-bound (...)``."""
-    from cnnbench.report.observations import Observation
-
     out = []
     for g in groups:
         for s in g.series:

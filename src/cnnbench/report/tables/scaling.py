@@ -13,66 +13,23 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 from cnnbench.analysis import fields as F
 from cnnbench.analysis.labels import Namer, join_labels, unique_names
-from cnnbench.analysis.marks import WARNED, legend_for, symbols_of
+from cnnbench.analysis.marks import WARNED, RunWarnings, is_warned, legend_for, symbols_of, warnings_behind
 from cnnbench.analysis.points import Measure, Point, PointSet, combine
 from cnnbench.analysis.repeat_stats import median
-from cnnbench.analysis.speedup import speedup_efficiency
 from cnnbench.config.parallel_options import thread_rule
 from cnnbench.report.document import Figure, Heading, Report, TableBlock
 from cnnbench.report.kinds import Inputs, Observes, TableKind, register
+from cnnbench.report.observations import Observation, Ref, pct, usable
 from cnnbench.report.table import Cell, Table, failed, field_number, label_cell, missing, number, percent, throughput
-from cnnbench.report.tables.predicted import predict_series, predicted_text
+from cnnbench.report.tables.predicted import predict_series, predicted_text, prediction_observations
+from cnnbench.report.tables.scaling_series import ScalingGroup, Series
 from cnnbench.results.record import record_kind
 from cnnbench.words import plural
-
-if TYPE_CHECKING:
-    from cnnbench.report.observations import Observation
-
-
-@dataclass
-class Series:
-    """One model/batch/machine at several device counts."""
-
-    label: str
-    values: dict[str, Any]
-    measures: dict[int, Measure]
-    base: int | None = None
-    speedup: dict[int, float] = field(default_factory=dict)
-    efficiency: dict[int, float] = field(default_factory=dict)
-    predicted: dict[int, tuple[float, float, str]] = field(default_factory=dict)
-    """With ``report --predict``: per device count, predicted images/sec, efficiency and bound."""
-    batch_in_label: bool = False
-    """The label names the batch (``resnet50 · batch_size=64``: one model on one machine at
-    several batch sizes), so the summary has no batch column to say it again."""
-
-    def compute(self) -> None:
-        ok = {n: m.median for n, m in self.measures.items() if m.median is not None}
-        if not ok:
-            return
-        self.base = min(ok)
-        base_ips = ok[self.base]
-        for n, ips in ok.items():
-            self.speedup[n], self.efficiency[n] = speedup_efficiency(ips, n, base_ips, self.base)
-
-
-@dataclass
-class ScalingGroup:
-    """All series of one configuration (without its device count)."""
-
-    name: str
-    series: list[Series]
-    devices: list[int]
-    table: Table
-    """Long form, one row per series and device count (images/sec, speedup, efficiency):
-    written to CSV/JSON, not printed."""
-    summary: Table
-    """What the report prints: one row per series, speedup and efficiency per device count."""
-
 
 SERIES_FIELDS = (F.MODEL, F.MACHINE, F.BATCH)
 PREDICTED_COLUMNS = ("predicted images/sec", "predicted efficiency", "predicted bound")
@@ -200,7 +157,7 @@ def _build(name: str, series: list[Series], noise: float) -> ScalingGroup:
     base_note = _base_note(series)
     legend = legend_for([m for s in series for m in s.measures.values()])
     table = Table(f"scaling-{F.slug(name)}", f"Scaling: {name}", "scaling",
-                  ["model", "machine", "batch", "devices", "images/sec", "speedup", "efficiency"]
+                  F.headers(F.MODEL, F.MACHINE, F.BATCH, F.DEVICES, F.IPS) + ["speedup", "efficiency"]
                   + (list(PREDICTED_COLUMNS) if predicted else []), rows,
                   [f"Speedup over {base_note}; efficiency = speedup / (devices / base devices)."]
                   + threads_note(series) + legend,
@@ -272,7 +229,8 @@ def _summary(name: str, series: list[Series], devices: list[int], noise: float, 
             + f". Images/sec at every device count: tables/scaling-{F.slug(name)}.csv and .json.")
     effs_all = [e for s in series for n, e in s.efficiency.items() if n != s.base]
     return Table(f"scaling-summary-{F.slug(name)}", f"Scaling: {name}", "scaling-summary",
-                 ["series", *(["batch"] if batch_column else []), f"images/sec, {device_column(first)}"]
+                 ["series", *(F.headers(F.BATCH) if batch_column else []),
+                  f"{F.field(F.IPS).label}, {device_column(first)}"]
                  + [device_column(n) for n in counts],
                  rows, [note] + superlinear_note(effs_all) + threads_note(series) + legend,
                  label_columns=1 + batch_column, written=False)
@@ -367,15 +325,168 @@ def _scaling_section(report: Report, s: Scaling, inputs: Inputs) -> None:
         report.figures.append(fig)
 
 
-def _observe(s: Any, inputs: Inputs, warned: bool) -> list[Observation]:
-    from cnnbench.report.observations import scaling_observations
+MAX_SCALING_BULLETS = 6
 
+
+def verdict(efficiency: float) -> str:
+    """Plain words for a median scaling efficiency (over 105%: superlinear, with its likely causes)."""
+    if efficiency > SUPERLINEAR:
+        return f"superlinear: more than each added device can give, {SUPERLINEAR_CAUSE}"
+    if efficiency >= 0.9:
+        return "near-linear: each added device is almost fully used"
+    if efficiency >= 0.75:
+        return "good: most of each added device is used"
+    if efficiency >= 0.5:
+        return "moderate: a large share of each added device is lost"
+    return "poor: adding devices gains little"
+
+
+LOW_EFFICIENCY = 0.75
+"""Series below this efficiency at any device count are named in the scaling bullet."""
+MAX_LOW_LISTED = 4
+
+
+def _median_cell(cells: list[tuple[str, Cell]], all_numbers: int, med: Cell) -> Cell:
+    """The summary's median cell, or, when warned cells were left out, the lower median of the
+    cells left (itself a cell of the table)."""
+    if len(cells) == all_numbers:
+        return med
+    ordered = sorted(cells, key=lambda c: c[1].value)
+    return ordered[(len(ordered) - 1) // 2][1]
+
+
+def _eff(cell: Cell) -> str:
+    """The efficiency of a scaling cell (its value: ``1.92× · 96.1%`` -> ``96.1%``), with ``⚠``
+    when it rests on warned runs."""
+    return pct(cell.value) + (f" {WARNED}" if is_warned(cell.marks) else "")
+
+
+_Part = tuple[str, list[tuple[str, Cell]], Cell, str]
+"""One device count of a scaling summary: its column, the usable cells, the median cell and its row."""
+
+
+def _scaling_part(t: Table, series_rows: list[tuple[str, list[Cell]]], med_row: Any, i: int,
+                  include_warned: bool) -> _Part | None:
+    col = t.columns[i]
+    cells = [(label, r[i]) for label, r in series_rows if r[i].is_number and usable(r[i], include_warned)]
+    if not cells:
+        return None
+    n_numbers = sum(1 for _, r in series_rows if r[i].is_number)
+    med = med_row[i] if med_row is not None and med_row[i].is_number else cells[0][1]
+    med = _median_cell(cells, n_numbers, med)
+    med_ref = "median" if med_row is not None and med is med_row[i] else \
+        next(label for label, c in cells if c is med)
+    return col, cells, med, med_ref
+
+
+def _scaling_parts(g: ScalingGroup, include_warned: bool) -> list[_Part]:
+    """The summary's rows are its series, in order, then the median row where there are two or more."""
+    t, n = g.summary, len(g.series)
+    series_rows = [(s.label, row) for s, row in zip(g.series, t.rows, strict=False)]
+    med_row = t.rows[n] if len(t.rows) > n else None
+    parts = (_scaling_part(t, series_rows, med_row, i, include_warned)
+             for i in range(t.label_columns + 1, len(t.columns)))
+    return [part for part in parts if part is not None]
+
+
+def _listed_cells(label: str, found: list[tuple[str, str, Cell]], reverse: bool) -> tuple[str, list[tuple[str, str]]]:
+    """`` Below 75%: a at 2 devices (1.00× · 50.0%); ...``, furthest out first, and the cells it names."""
+    shown = sorted(found, key=lambda x: x[2].value, reverse=reverse)[:MAX_LOW_LISTED]
+    listed = [f"{name} at {col} ({c.text})" for name, col, c in shown]
+    more = f" and {len(found) - MAX_LOW_LISTED} more" if len(found) > MAX_LOW_LISTED else ""
+    return f" {label}: " + "; ".join(listed) + more + ".", [(name, col) for name, col, _ in shown]
+
+
+def _scaling_runs(g: ScalingGroup, parts: list[_Part]) -> RunWarnings:
+    """The warnings of the runs behind the parts' cells: each series' runs at the part's device
+    count and at its base."""
+    by_label = {s.label: s for s in g.series}
+    by_column = {device_column(n): n for n in g.devices}
+    measures = []
+    for col, cells, _, _ in parts:
+        n = by_column.get(col)
+        for label, _ in cells:
+            s = by_label.get(label)
+            if s is not None and n is not None:
+                measures += [s.measures.get(n), s.measures.get(s.base) if s.base is not None else None]
+    return warnings_behind(measures)
+
+
+def _scaling_bullet(g: ScalingGroup, t: Table, parts: list[_Part]) -> Observation:
+    refs: list[Ref] = []
+    counts = []
+    lows: list[tuple[str, str, Cell]] = []
+    highs: list[tuple[str, str, Cell]] = []
+    for col, cells, med, med_ref in parts:
+        lo = min(cells, key=lambda c: c[1].value)
+        hi = max(cells, key=lambda c: c[1].value)
+        refs += [Ref(t.id, med_ref, col)]
+        if len(cells) == 1:
+            counts.append(f"{_eff(med)} at {col}")
+        else:
+            refs += [Ref(t.id, lo[0], col), Ref(t.id, hi[0], col)]
+            counts.append(f"{_eff(med)} at {col} (range {_eff(lo[1])}–{_eff(hi[1])} over {len(cells)} series)")
+        lows += [(label, col, c) for label, c in cells if c.value < LOW_EFFICIENCY]
+        highs += [(label, col, c) for label, c in cells if c.value > SUPERLINEAR]
+    what = "median efficiency" if any(len(c) > 1 for _, c, _, _ in parts) else "efficiency"
+    final = parts[-1][2].value
+    text = f"Scaling, {g.name}: {what} " + ", ".join(counts) + f" — {verdict(final)}."
+    for label, found, reverse in ((f"Below {LOW_EFFICIENCY * 100:.0f}%", lows, False),
+                                  (f"Superlinear, over {SUPERLINEAR * 100:.0f}%"
+                                   + ("" if final > SUPERLINEAR else f" ({SUPERLINEAR_CAUSE})"), highs, True)):
+        if found:
+            more, named = _listed_cells(label, found, reverse)
+            text += more
+            refs += [Ref(t.id, row, col) for row, col in named]
+    return Observation(text, refs, _scaling_runs(g, parts))
+
+
+def _scaling_rest(rest: list[tuple[ScalingGroup, Table, list[_Part]]]) -> Observation:
+    last = [(t, parts[-1]) for _, t, parts in rest]
+    lowest = min(last, key=lambda x: x[1][2].value)
+    highest = max(last, key=lambda x: x[1][2].value)
+    overall = median([x[1][2].value for x in last])
+    over = (f" Over {SUPERLINEAR * 100:.0f}% is superlinear, {SUPERLINEAR_CAUSE}."
+            if highest[1][2].value > SUPERLINEAR else "")
+    return Observation(
+        f"Scaling, {len(rest)} further configurations: median efficiency at their largest device count "
+        f"ranges {_eff(lowest[1][2])}–{_eff(highest[1][2])} (overall median {pct(overall or 0.0)}).{over}",
+        [Ref(t.id, part[3], part[0]) for t, part in last], _rest_runs(rest))
+
+
+def _rest_runs(rest: list[tuple[ScalingGroup, Table, list[_Part]]]) -> RunWarnings:
+    """The warnings of the runs behind the largest device count of each configuration of ``rest``."""
+    total = RunWarnings()
+    for g, _, parts in rest:
+        w = _scaling_runs(g, parts[-1:])
+        total.runs += w.runs
+        total.warned += w.warned
+        total.reasons.update(w.reasons)
+        total.kinds.update(w.kinds)
+    return total
+
+
+def scaling_observations(groups: Sequence[ScalingGroup], include_warned: bool = False) -> list[Observation]:
+    """Per scaling configuration, the efficiency at every device count (median and range over
+    its series), the verdict at the largest, and the series below 75% at any count (warned
+    cells left out: then the median quoted is the lower median of the cells left, itself a cell)."""
+    summaries = []
+    for g in groups:
+        parts = _scaling_parts(g, include_warned)
+        if parts:
+            summaries.append((g, g.summary, parts))
+    out = [_scaling_bullet(g, t, parts) for g, t, parts in summaries[:MAX_SCALING_BULLETS]]
+    rest = summaries[MAX_SCALING_BULLETS:]
+    if rest:
+        out.append(_scaling_rest(rest))
+    return out
+
+
+def _observe(s: Any, inputs: Inputs, warned: bool) -> list[Observation]:
     return scaling_observations(s.groups, warned)
 
 
 def _observe_predicted(s: Any, inputs: Inputs, warned: bool) -> list[Observation]:
-    from cnnbench.report.tables.predicted import prediction_observations
-
     return prediction_observations(s.groups, inputs.options.noise) if inputs.options.predict else []
 
 

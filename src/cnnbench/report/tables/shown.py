@@ -19,8 +19,8 @@ from cnnbench.analysis import fields as F
 from cnnbench.analysis.repeat_stats import median
 from cnnbench.report.document import Block, Heading, Report, TableBlock
 from cnnbench.report.kinds import Inputs, TableKind, register
+from cnnbench.report.section import Section
 from cnnbench.report.table import Cell, Table, field_number, label_cell, missing
-from cnnbench.report.tables.throughput import Section
 from cnnbench.results.fields import Shown
 
 LATER = ("Model cost", "Results that could not be read")
@@ -100,7 +100,7 @@ def _table(field: F.Field, section: Section) -> Table:
     means = _means(field)
     notes = [f"{title(field) + ': ' + means + '; ' if means else ''}columns: {layout.column_name}; "
              f"batch = per device. Cell = median of repeats; — = {_shown(field).absent}."]
-    labels = layout.row_headers + ([] if F.BATCH in layout.rows else ["batch"])
+    labels = layout.row_headers + ([] if F.BATCH in layout.rows else [F.field(F.BATCH).label])
     name = table_name(field)
     return Table(f"{name}-{F.slug(section.name)}", f"{title(field)}: {section.name}", name,
                  labels + [layout.column_label(c) for c in columns], rows, notes, label_columns=len(labels))

@@ -106,7 +106,7 @@ def systems_table(records: Sequence[Mapping[str, Any]]) -> Table | None:
     notes = ["From the records' environment (cnnbench sysinfo shows the same for this machine). GPUs: the "
              "machine's GPUs when the run was made; CUDA: the version torch was built with (or the log's); "
              "several values: the records of that machine disagree."]
-    columns = ["machine"] + [COLUMNS[i][0] for i in keep]
+    columns = F.headers(F.MACHINE) + [COLUMNS[i][0] for i in keep]
     return Table("systems", "Systems", "systems", columns, rows, notes, label_columns=len(columns))
 
 

@@ -16,38 +16,20 @@ row is split into one row per batch size.
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from cnnbench.analysis import fields as F
 from cnnbench.analysis.labels import Namer, data_set_note, followers, unique_names
 from cnnbench.analysis.marks import legend_for
-from cnnbench.analysis.points import Measure, Point, PointSet, combine
+from cnnbench.analysis.points import Point, PointSet, combine
 from cnnbench.analysis.repeat_stats import SPREAD_NAME
 from cnnbench.report.document import Figure, Heading, Report, TableBlock
+from cnnbench.report.fastest import fastest_observations
 from cnnbench.report.kinds import Inputs, Observes, TableKind, register
 from cnnbench.report.layout import Layout, gpu_notes
+from cnnbench.report.observations import Observation, failure_observations
+from cnnbench.report.section import Section
 from cnnbench.report.table import Cell, Table, missing, throughput
-
-if TYPE_CHECKING:
-    from cnnbench.report.observations import Observation
-
-
-@dataclass
-class Section:
-    """One configuration's table and the points behind it."""
-
-    name: str
-    table: Table
-    layout: Layout
-    points: list[Point] = field(default_factory=list)
-    measures: dict[tuple[str, str], Measure] = field(default_factory=dict)
-    """The measure behind each number cell, by (row label, column): what the observations test."""
-    row_labels: list[str] = field(default_factory=list)
-    """Each table row in a sentence (``resnet50``, ``m-a · num_devices=2``), the key of :attr:`measures`."""
-
-    def row_label(self, i: int) -> str:
-        return self.row_labels[i] if i < len(self.row_labels) else self.table.rows[i][0].text
 
 
 def shown_fields(points: PointSet, layout: Layout) -> set[str]:
@@ -118,7 +100,7 @@ def _table(points: PointSet, s: Section, noise: float) -> Table:
         f"exceeds {noise * 100:g}%; OOM/error/timeout = every repeat failed that way; — = not run."
     ] + gpu_notes(layout, [p.values for p in group]) + data_set_note(group[0].values) + legend_for(
         [p.measure for p in group])
-    labels = layout.row_headers + (["batch"] if batch_column else [])
+    labels = layout.row_headers + ([F.field(F.BATCH).label] if batch_column else [])
     named = any(name != row[0].text for name, row in zip(s.row_labels, rows, strict=True))
     return Table(f"throughput-{F.slug(s.name)}", s.name, "configuration",
                  labels + [layout.column_label(c) for c in columns], rows, notes, label_columns=len(labels),
@@ -188,7 +170,7 @@ def throughput_figure(s: Section) -> Figure | None:
               for row in t.rows]
     data = {"rows": [s.row_label(i) for i in range(len(t.rows))], "columns": cols, "values": values,
             "status": status, "errors": errors, "column_name": s.layout.column_name, "batches": _batches(s, cols)}
-    return Figure("throughput", t.id, f"images/sec: {s.name}", data)
+    return Figure("throughput", t.id, f"{F.field(F.IPS).label}: {s.name}", data)
 
 
 def _batches(s: Section, cols: list[str]) -> list[list[str]]:
@@ -219,15 +201,11 @@ def _throughput_section(report: Report, sections: list[Section], inputs: Inputs)
 
 
 def _observe_fastest(sections: list[Section], inputs: Inputs, warned: bool) -> list[Observation]:
-    from cnnbench.report.fastest import fastest_observations
-
     return fastest_observations(sections, inputs.layout, warned, inputs.options.noise)
 
 
 def _observe_failures(sections: list[Section], inputs: Inputs, warned: bool) -> list[Observation]:
     """The failed cells: after every other observation, as they are (no warnings before them)."""
-    from cnnbench.report.observations import failure_observations
-
     return failure_observations(sections)
 
 
