@@ -41,7 +41,6 @@ import hashlib
 import logging
 import math
 import os
-import socket
 import stat
 import struct
 import time
@@ -91,10 +90,12 @@ def cache_home() -> Path:
 
 def cache_path(path: Path) -> Path:
     """Where the cache of results file ``path`` lives: in :func:`cache_home`, named by a hash of
-    this machine's name and the file's real path (the same file reached through a link or a
-    relative path has one cache; two machines sharing a home keep one each)."""
+    the file's real path (the same file reached through a link or a relative path has one cache).
+    Machines sharing a home (a cluster's nodes reading one store) share it too, as they shared
+    the cache that older cnnbench kept beside the file: one copy, not one per node; a file of
+    the same path on another machine is told apart by its lines, and its cache rebuilt."""
     real = os.path.realpath(path)
-    key = hashlib.sha256(f"{socket.gethostname()}\0{real}".encode("utf-8", "surrogateescape")).hexdigest()
+    key = hashlib.sha256(os.fsencode(real)).hexdigest()
     return cache_home() / f"{key[:40]}.cache"
 
 
