@@ -376,3 +376,31 @@ def test_the_cache_folder_is_the_users(monkeypatch, tmp_path):
     assert cache.cache_home() == tmp_path / "home" / ".cache" / "cnnbench" / "records"
     monkeypatch.setenv("CNNBENCH_CACHE_DIR", str(tmp_path / "mine"))
     assert cache.cache_home() == tmp_path / "mine"
+
+
+def test_a_relative_cache_folder_is_never_used(store, monkeypatch, tmp_path):
+    """A relative ``CNNBENCH_CACHE_DIR`` or ``XDG_CACHE_HOME`` (or a home that is none) would put
+    caches wherever the reader runs, in the store when it runs there: ignored, the next taken."""
+    monkeypatch.chdir(store.parent)
+    monkeypatch.setenv("CNNBENCH_CACHE_DIR", ".caches")
+    monkeypatch.setenv("XDG_CACHE_HOME", "xdg")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert cache.cache_home() == tmp_path / "home" / ".cache" / "cnnbench" / "records"
+    monkeypatch.setenv("HOME", "relative")
+    assert cache.cache_home() is None
+    before = _store_state(store.parent)
+    assert same(read_records("."), plain_read(Path(store.name), monkeypatch))
+    assert _store_state(store.parent) == before  # no cache, and nothing made in the store
+
+
+def test_no_cache_in_a_folder_others_may_write_in(store, monkeypatch, tmp_path):
+    """A cache is records handed to the reader: not kept where someone else could write one."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    monkeypatch.setenv("CNNBENCH_CACHE_DIR", str(shared))
+    read_records(store.parent)
+    assert list(shared.iterdir()) == []
+    shared.chmod(0o700)
+    read_records(store.parent)
+    assert cache.cache_path(store).stat().st_mode & 0o777 == 0o600  # the user's alone to read

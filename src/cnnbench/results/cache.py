@@ -24,10 +24,11 @@ folder can be made) none is built, and one that cannot be written after all (a f
 skipped; a temporary file left by a writer that died is removed after an hour.
 Nothing here ever changes the results file, nor anything else in its folder. No torch here.
 
-A cache folder may be shared (a home on a network file system), so a cache is data from
-anyone: it is JSON (orjson) and raw float64s, never an executable format (no ``marshal``, no
-``pickle``), read only from a regular file, and its parts are checked to fit together before
-use. It is written to a unique temporary file in the same folder (``mkstemp``: readers never
+A cache hands records to the reader, so it is kept only in a folder that is this user's and no
+one else's to write in (:func:`worth_it`), readable by this user alone (0600). It is still read
+as data that may be damaged: JSON (orjson) and raw float64s, never an executable format (no
+``marshal``, no ``pickle``), read only from a regular file, its parts checked to fit together
+before use. It is written to a unique temporary file in the same folder (``mkstemp``: readers never
 collide) and renamed over the old one (a symlink there is replaced, not written through).
 
 Lines that broke the contract are kept as their bytes and checked again at every load, so
@@ -78,14 +79,19 @@ read-only views of the cache's column that carry their summaries (``"lazy"``).""
 CACHE_DIR_VARIABLE = "CNNBENCH_CACHE_DIR"
 
 
-def cache_home() -> Path:
+def cache_home() -> Path | None:
     """This user's folder of parsed-record caches: ``$CNNBENCH_CACHE_DIR``, else
-    ``$XDG_CACHE_HOME/cnnbench/records``, else ``~/.cache/cnnbench/records``."""
+    ``$XDG_CACHE_HOME/cnnbench/records``, else ``~/.cache/cnnbench/records``; each only when it
+    is an absolute path (a relative one would put caches wherever the reader runs, a store
+    among them; XDG says to ignore it), None when none is (no home: no cache)."""
     given = os.environ.get(CACHE_DIR_VARIABLE)
-    if given:
+    if given and os.path.isabs(given):
         return Path(given)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "cnnbench" / "records"
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    if xdg and os.path.isabs(xdg):
+        return Path(xdg) / "cnnbench" / "records"
+    home = os.path.expanduser("~")
+    return Path(home) / ".cache" / "cnnbench" / "records" if os.path.isabs(home) else None
 
 
 def cache_path(path: Path) -> Path:
@@ -94,25 +100,30 @@ def cache_path(path: Path) -> Path:
     Machines sharing a home (a cluster's nodes reading one store) share it too, as they shared
     the cache that older cnnbench kept beside the file: one copy, not one per node; a file of
     the same path on another machine is told apart by its lines, and its cache rebuilt."""
-    real = os.path.realpath(path)
-    key = hashlib.sha256(os.fsencode(real)).hexdigest()
-    return cache_home() / f"{key[:40]}.cache"
+    home = cache_home()
+    if home is None:
+        raise LookupError("no cache folder (no absolute CNNBENCH_CACHE_DIR, XDG_CACHE_HOME or home)")
+    key = hashlib.sha256(os.fsencode(os.path.realpath(path))).hexdigest()
+    return home / f"{key[:40]}.cache"
 
 
 def worth_it(path: Path, size: int) -> bool:
     """Whether to read ``path`` (``size`` bytes) through its cache: it is big enough, and the
-    cache exists or its folder can be made and written (building one that cannot be kept only
-    costs time)."""
-    if size < MIN_BYTES:
+    cache folder is there (made, 0700, when missing), this user's, and no one else's to write
+    in (a cache is records handed to the reader; building one that cannot be kept only costs
+    time)."""
+    if size < MIN_BYTES or cache_home() is None:
         return False
-    where = cache_path(path)
-    if where.exists():
-        return True
+    folder = cache_path(path).parent
     try:
-        where.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        st = os.stat(folder)
     except OSError:
         return False
-    return os.access(where.parent, os.W_OK)
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o022:
+        log.debug("no cache: %s is not this user's alone to write in", folder)
+        return False
+    return os.access(folder, os.W_OK)
 
 
 _CODE_KEY: list[str] = []
@@ -509,7 +520,7 @@ def write(path: Path, f: BinaryIO, st: os.stat_result, cached: CachedRecords) ->
             "steps_size": len(steps), "steps": hexdigest(steps),
             "summaries_size": len(summaries), "summaries": hexdigest(summaries),
         })
-        with files.replacing(where) as out:  # .<cache name>.<random>.tmp, then renamed over it
+        with files.replacing(where, mode=0o600) as out:  # .<cache name>.<random>.tmp, renamed over it
             out.write(_MAGIC + _HEADER.pack(len(header)) + header)
             for piece in body:
                 out.write(piece)

@@ -388,34 +388,34 @@ _MODE = 0o666 & ~_umask()
 """What a file made by ``open(path, "w")`` would get (``mkstemp`` makes its files 0600)."""
 
 
-def _temporary(dir_fd: int, path: Path) -> tuple[str, int]:
+def _temporary(dir_fd: int, path: Path, mode: int = _MODE) -> tuple[str, int]:
     """A new file ``.<name>.<random>.tmp`` beside ``path`` (``O_EXCL``: never one already there,
     nor a link), open for writing; its name and descriptor."""
     for _ in range(100):
         name = f".{path.name}.{secrets.token_hex(6)}.tmp"
         try:
-            return name, open_in(dir_fd, name, os.O_WRONLY, path.parent / name, fresh=True, mode=_MODE)
+            return name, open_in(dir_fd, name, os.O_WRONLY, path.parent / name, fresh=True, mode=mode)
         except FileExistsError:
             continue
     raise FileExistsError(errno.EEXIST, "no unused temporary name", os.fspath(path.parent))
 
 
 @contextlib.contextmanager
-def replacing(path: Path, root: Path | None = None) -> Iterator[BinaryIO]:
+def replacing(path: Path, root: Path | None = None, mode: int = _MODE) -> Iterator[BinaryIO]:
     """A new file, open for writing, that replaces ``path`` when the block ends without an
     error (renamed over it: a symlink there is replaced, not written through); on an error
     it is removed and ``path`` is left as it was (a full disk raises
     :class:`~cnnbench.results.space.NoSpace`, one line). Its temporary name is unique
     (``.<name>.<random>.tmp``, made with ``O_EXCL`` in the same folder): no other file is
     touched. ``root``: the folder given, of which ``path``'s folder is a real sub-folder (see
-    :func:`open_folder`)."""
+    :func:`open_folder`). ``mode``: its permissions (default: what ``open(path, "w")`` gives)."""
     home, names = _parts(path, root)
     dir_fd = open_folder(home, *names)
     try:
-        tmp, fd = _temporary(dir_fd, path)
+        tmp, fd = _temporary(dir_fd, path, mode)
         try:
             try:
-                os.fchmod(fd, _MODE)
+                os.fchmod(fd, mode)
             except BaseException:
                 os.close(fd)  # not yet the writer's to close
                 raise
