@@ -155,11 +155,10 @@ def test_no_cycle_between_packages():
     assert import_cycles(package_graph()) == []
 
 
-
 def _module_imports(path: Path, modules: set[str]) -> set[str]:
-    """The modules of ``modules`` that ``path`` imports in any form: at the top, inside a function,
-    under ``TYPE_CHECKING``; ``from a import b`` imports ``a.b`` where that is a module, else ``a``
-    (a package above a module it imports is not counted, as for ``from a.b import c``)."""
+    """The modules of ``modules`` that ``path`` imports by an import statement, in any form: at the
+    top, inside a function, under ``TYPE_CHECKING``; ``from a import b`` imports ``a.b`` where that
+    is a module, else ``a`` (a package above a module it imports is not counted, as for ``from a.b import c``)."""
     name = ".".join(("cnnbench", *path.relative_to(SRC).with_suffix("").parts)).removesuffix(".__init__")
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found = set()
@@ -176,14 +175,15 @@ def _module_imports(path: Path, modules: set[str]) -> set[str]:
 
 
 def report_imports(package: str = "report") -> dict[str, set[str]]:
-    """Which module under ``src/cnnbench/<package>`` imports which of them, in any form."""
+    """Which module under ``src/cnnbench/<package>`` imports which of them, by an import statement in any form
+    (not what ``importlib.import_module`` loads by a name made at run time: the kinds' own modules)."""
     paths = {".".join(("cnnbench", *p.relative_to(SRC).with_suffix("").parts)).removesuffix(".__init__"): p
              for p in (SRC / package).rglob("*.py")}
     return {name: _module_imports(path, set(paths)) for name, path in paths.items()}
 
 
 def mutual_imports(package: str = "report") -> set[tuple[str, str]]:
-    """The pairs of modules under ``src/cnnbench/<package>`` that import each other in any form."""
+    """The pairs of modules under ``src/cnnbench/<package>`` that import each other by import statements."""
     imports = report_imports(package)
     return {(a, b) for a, targets in imports.items() for b in targets if a < b and a in imports[b]}
 

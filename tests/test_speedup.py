@@ -28,12 +28,12 @@ def _spy(calls):
 
 
 def test_the_reports_scaling_series_compute_them_here(monkeypatch):
-    import cnnbench.report.tables.scaling as scaling
+    import cnnbench.report.tables.scaling_series as scaling_series
     from cnnbench.analysis.points import Measure
 
     calls = []
-    monkeypatch.setattr(scaling, "speedup_efficiency", _spy(calls))
-    series = scaling.Series("s", {}, {1: Measure([100.0]), 4: Measure([300.0])})
+    monkeypatch.setattr(scaling_series, "speedup_efficiency", _spy(calls))
+    series = scaling_series.Series("s", {}, {1: Measure([100.0]), 4: Measure([300.0])})
     series.compute()
     assert (series.speedup[4], series.efficiency[4]) == (7.0, 0.25)
     assert (300.0, 4, 100.0, 1) in calls
