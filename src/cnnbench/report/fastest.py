@@ -12,6 +12,7 @@ from cnnbench.analysis.marks import warnings_behind
 from cnnbench.analysis.points import Measure
 from cnnbench.analysis.significance import DEFAULT_NOISE, compare_runs
 from cnnbench.report.layout import Layout
+from cnnbench.report.numbers import significant
 from cnnbench.report.observations import Observation, Ref, usable
 from cnnbench.report.section import Section
 from cnnbench.report.table import Cell
@@ -91,7 +92,9 @@ def _contests(sections: Sequence[Section], include_warned: bool, noise: float) -
                 continue
             found.wins[model][col] += 1
             found.refs[model].append(Ref(t.id, model, col))
-            found.best_text[model] = f"{cell.text.split(' ')[0]} images/sec in {t.title}"
+            best = s.measures.get((model, col))
+            figure = best.median if best is not None and best.median is not None else cell.value
+            found.best_text[model] = f"{significant(figure)} {F.field(F.IPS).label} in {t.title}"
     return found
 
 
