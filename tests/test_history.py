@@ -335,37 +335,3 @@ def test_a_split_of_three_jobs_is_judged_against_both_places_it_could_take():
     assert one == pytest.approx(0.05, abs=0.001)
     assert _adjusted(12.7, w, cnt, 1) == pytest.approx(2 * one)  # two places: Bonferroni's bound
     assert _adjusted(12.7, w, cnt, 1) > one
-
-
-def test_a_change_goes_to_the_job_boundary_most_likely_near_it_not_to_the_single_most_likely_one(monkeypatch):
-    """16 jobs of 1-5 runs whose means drift by 0.6%, runs of 1.5%, a 4% slowdown from run 25: the
-    single most likely boundary is the next job's (run 31, 6 runs off), but the boundaries within
-    NEAR_RUNS runs of run 25 hold more of the likelihood, and the change is placed there."""
-    from cnnbench.analysis import history
-
-    rng = np.random.default_rng(315)
-    jobs = np.repeat(np.arange(16), rng.integers(1, 6, 16))
-    y = rng.normal(0.0, 0.006, 16)[jobs] + rng.normal(0.0, 0.015, len(jobs))
-    starts = np.flatnonzero(np.diff(jobs)) + 1
-    assert starts[len(starts) // 2] == 25
-    y[25:] -= 0.04
-    fit = fit_levels(1000.0 * np.exp(y), jobs.tolist())
-    (shift,) = fit.shifts
-    assert shift.index == 25 and shift.ratio < 0.98 and shift.p < history.ALPHA
-    assert fit.levels[0].stop == 25
-    monkeypatch.setattr(history, "_place", lambda m, w, cnt, cuts, *rest: list(cuts))
-    (single_best,) = fit_levels(1000.0 * np.exp(y), jobs.tolist()).shifts
-    assert single_best.index - 25 > history.NEAR_RUNS  # the single most likely place: one job (6 runs) off
-
-
-def test_a_clear_step_stays_at_its_most_likely_boundary():
-    """A 6% slowdown in the same kind of series: the boundaries around the most likely one are as
-    likely to lie within NEAR_RUNS runs of it, so the change stays at the most likely one, where
-    it was planted (taking the first of them, it went 1-2 runs off)."""
-    for seed, planted in ((0, 19), (1, 27), (2, 22)):
-        rng = np.random.default_rng(seed)
-        jobs = np.repeat(np.arange(16), rng.integers(1, 6, 16))
-        y = rng.normal(0.0, 0.006, 16)[jobs] + rng.normal(0.0, 0.015, len(jobs))
-        y[planted:] -= 0.06
-        (shift,) = fit_levels(1000.0 * np.exp(y), jobs.tolist()).shifts
-        assert shift.index == planted and shift.p < 1e-6

@@ -20,11 +20,7 @@ sides is most significant, when the chance that a split at any of the places it 
 reaches that t (:func:`_adjusted`; Bonferroni's places times one p overstates it where
 neighbouring places' ts nearly agree) is under :data:`ALPHA`, with at least two runs on each side
 and a change of at least :data:`MIN_CHANGE`, and again until no split is; then each change is
-tested again between its two neighbouring levels and the weakest dropped until every one holds;
-last, each change is moved, between its neighbours, to the job boundary most likely to lie within
-:data:`NEAR_RUNS` runs of where it happened (:func:`_place`: the likelihood of each place summed
-over the boundaries that near; a small step's single most likely boundary is often one job off),
-staying where it is when that chance is about the same there.
+tested again between its two neighbouring levels and the weakest dropped until every one holds.
 ``benchmarks/history_methods.py`` measured this against asv's step detection, Apache Otava's
 E-Divisive, a Conbench-style lookback z-score and ruptures' PELT (``benchmarks/README.md``).
 
@@ -68,10 +64,6 @@ MIN_RUNS = 2
 """Runs (outliers left out) each side of a change must have."""
 OUTLIER_SIGMAS = 5.0
 """How many robust spreads from the median of the runs each side make a run an outlier."""
-NEAR_RUNS = 3
-"""A change is placed at the job boundary most likely to lie within this many runs of it."""
-_NEAR_SLACK = 0.02
-"""A change stays at the likelier of two boundaries whose chances of lying near it differ by less."""
 _WINDOW = 4
 """Neighbours each side an outlier is judged against."""
 _FLOOR = 1e-4
@@ -276,20 +268,6 @@ def _rss(m: np.ndarray, w: np.ndarray, bounds: Sequence[int]) -> float:
     return total
 
 
-def _gains(m: np.ndarray, w: np.ndarray, cnt: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """For each place job means ``m`` could split (before job 1, 2, ...): the difference of the two
-    sides' weighted means, what the split takes off the weighted sum of squares, and whether it
-    leaves :data:`MIN_RUNS` runs each side."""
-    import numpy as np  # here, not at the top: a report without history loads no numpy
-    cw = np.cumsum(w)
-    cs = np.cumsum(w * m)
-    cc = np.cumsum(cnt)
-    wl, sl, nl = cw[:-1], cs[:-1], cc[:-1]
-    wr, sr = cw[-1] - wl, cs[-1] - sl
-    diff = sr / wr - sl / wl
-    return diff, diff ** 2 / (1.0 / wl + 1.0 / wr), (nl >= MIN_RUNS) & (cc[-1] - nl >= MIN_RUNS)
-
-
 def _split(m: np.ndarray, w: np.ndarray, cnt: np.ndarray, rest: float, df: int, min_log: float,
            alpha: float) -> tuple[int, float] | None:
     """The best place to split job means ``m`` (index of the first job after) and its adjusted p,
@@ -297,14 +275,21 @@ def _split(m: np.ndarray, w: np.ndarray, cnt: np.ndarray, rest: float, df: int, 
     of the fit with this split (``rest``: the sum of squares of the other levels; ``df``: the
     degrees of freedom of the fit with this split)."""
     import numpy as np  # here, not at the top: a report without history loads no numpy
-    diff, gain, valid = _gains(m, w, cnt)
+    cw = np.cumsum(w)
+    cs = np.cumsum(w * m)
+    cc = np.cumsum(cnt)
+    wl, sl, nl = cw[:-1], cs[:-1], cc[:-1]
+    wr, sr = cw[-1] - wl, cs[-1] - sl
+    diff = sr / wr - sl / wl
+    gain = diff ** 2 / (1.0 / wl + 1.0 / wr)  # what the split takes off the sum of squares
+    valid = (nl >= MIN_RUNS) & (cc[-1] - nl >= MIN_RUNS)
     tries = int(valid.sum())
     if not tries or df < 1:
         return None
     k = int(np.argmax(np.where(valid, gain, -1.0)))
     if abs(diff[k]) < min_log:
         return None
-    whole = float((w * (m - (w * m).sum() / w.sum()) ** 2).sum())
+    whole = float((w * (m - cs[-1] / cw[-1]) ** 2).sum())
     scale = max((rest + whole - float(gain[k])) / df, _FLOOR ** 2 * float(w.max()))
     t = math.sqrt(float(gain[k]) / scale)
     if float(_p_values(np.array([t]), df)[0]) >= alpha:  # the adjusted p is no smaller
@@ -359,34 +344,6 @@ def _segment(m: np.ndarray, w: np.ndarray, cnt: np.ndarray, min_log: float,
         cuts.pop(max(weak)[1])
 
 
-def _place(m: np.ndarray, w: np.ndarray, cnt: np.ndarray, cuts: Sequence[int], at: np.ndarray, scale: float,
-           df: int, min_log: float, alpha: float) -> list[int]:
-    """Each change moved, between its neighbouring changes, to the job boundary most likely within
-    :data:`NEAR_RUNS` runs of where it happened: a place's likelihood is ``exp(gain / 2 scale)``
-    (the levels each side fitted), a boundary's chance the share of it held by the boundaries
-    within ``NEAR_RUNS`` runs (``at``: the run each job starts at); of the boundaries within
-    :data:`_NEAR_SLACK` of the highest chance, the likeliest itself is taken (a clear step stays
-    where it is); a move that no longer holds (its p at ``alpha``, its size under ``min_log``) is
-    not made."""
-    import numpy as np  # here, not at the top: a report without history loads no numpy
-    out = list(cuts)
-    for i in range(len(out)):
-        bounds = [0, *out, len(m)]
-        a, b = bounds[i], bounds[i + 2]
-        _, gain, valid = _gains(m[a:b], w[a:b], cnt[a:b])
-        log_l = np.where(valid, gain / (2.0 * scale), -np.inf)
-        like = np.exp(log_l - log_l.max())
-        pos = at[a + 1:b]
-        near = (np.abs(pos[:, None] - pos[None, :]) <= NEAR_RUNS) @ like / like.sum()
-        near = np.where(valid, near, -1.0)
-        k = a + 1 + int(np.argmax(np.where(near >= near.max() - _NEAR_SLACK, like, -1.0)))
-        if k != out[i]:
-            diff, _, p = _compare(m, w, cnt, a, k, b, scale, df)
-            if p < alpha and abs(diff) >= min_log:
-                out[i] = k
-    return out
-
-
 def fit_levels(values: Sequence[float], jobs: Sequence[Hashable | None] | None = None, *,
                alpha: float = ALPHA, min_change: float = MIN_CHANGE) -> LevelFit:
     """The levels, shifts and outliers of one series of throughputs (positive, in order; ``jobs``:
@@ -410,7 +367,6 @@ def fit_levels(values: Sequence[float], jobs: Sequence[Hashable | None] | None =
     cuts, scale, df = _segment(m, w, cnt, math.log1p(min_change), alpha)
     noise = Noise(within=spreads.within, between=spreads.between, df=df)
     first_run = np.searchsorted(job, np.arange(n_jobs)) if n_jobs else np.zeros(0, dtype=np.int64)
-    cuts = _place(m, w, cnt, cuts, kept[first_run], scale, df, math.log1p(min_change), alpha)
     bounds = [0, *cuts, n_jobs]
     levels = []
     for i in range(len(bounds) - 1):
