@@ -232,6 +232,25 @@ def test_input_location_smoke_reads_jpegs_of_its_own_through_cpu_and_dali():
     assert sorted((c.input_pipeline, c.num_devices, c.variable_update) for c in real) == sorted(
         (p, n, v) for p in ("cpu", "dali") for n in (1, 2, 4, 8) for v in ("replicated", "parameter_server"))
     assert len(full.suite.cases) == 80
+    assert {c.num_workers for c in real} == {8}  # one table per variable update: see the next test
+
+
+def test_input_location_real_data_at_every_device_count_stays_in_one_table():
+    """Loader processes per device are identity: left to the default (cores per device less one),
+    they would differ at each device count and split the report into a table per count; the
+    study's full-size cases pin them (8, the recipe's), so cpu and dali keep their two columns."""
+    full = load_study("input-location")
+    pinned = {c.config.num_workers for c in full.suite.distinct_cases() if c.config.data_dir is not None}
+
+    def real(workers):
+        return [record("resnet50", "dgx1", rate * n, num_devices=n, data_name="imagefolder", synthetic_location=None,
+                       input_pipeline=pipeline, num_workers=workers(n))
+                for n in (1, 2, 4, 8) for pipeline, rate in (("cpu", 180.0), ("dali", 225.0))]
+
+    [(_, labels, rows)] = _layout_shape("input-location", _location_records((None,)) + real(lambda n: min(pinned)))
+    assert rows == [1, 2, 4, 8] and labels == LOCATION_COLUMNS
+    split = _layout_shape("input-location", _location_records((None,)) + real(lambda n: 80 // n - 1))
+    assert len(split) > 1  # what the default would give
 
 
 @pytest.mark.slow
