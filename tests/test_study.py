@@ -232,25 +232,21 @@ def test_input_location_smoke_reads_jpegs_of_its_own_through_cpu_and_dali():
     assert sorted((c.input_pipeline, c.num_devices, c.variable_update) for c in real) == sorted(
         (p, n, v) for p in ("cpu", "dali") for n in (1, 2, 4, 8) for v in ("replicated", "parameter_server"))
     assert len(full.suite.cases) == 80
-    assert {c.num_workers for c in real} == {8}  # one table per variable update: see the next test
+    assert {c.num_workers for c in real} == {8}  # the same loader budget per device at every count
 
 
 def test_input_location_real_data_at_every_device_count_stays_in_one_table():
-    """Loader processes per device are identity: left to the default (cores per device less one),
-    they would differ at each device count and split the report into a table per count; the
-    study's full-size cases pin them (8, the recipe's), so cpu and dali keep their two columns."""
-    full = load_study("input-location")
-    pinned = {c.config.num_workers for c in full.suite.distinct_cases() if c.config.data_dir is not None}
-
+    """cpu and dali keep their two columns beside the locations whether the runs had the recipe's
+    8 loader processes per device or the default (cores per device less one, which follows the
+    device count: ``num_workers`` depends on ``num_devices``)."""
     def real(workers):
         return [record("resnet50", "dgx1", rate * n, num_devices=n, data_name="imagefolder", synthetic_location=None,
                        input_pipeline=pipeline, num_workers=workers(n))
                 for n in (1, 2, 4, 8) for pipeline, rate in (("cpu", 180.0), ("dali", 225.0))]
 
-    [(_, labels, rows)] = _layout_shape("input-location", _location_records((None,)) + real(lambda n: min(pinned)))
-    assert rows == [1, 2, 4, 8] and labels == LOCATION_COLUMNS
-    split = _layout_shape("input-location", _location_records((None,)) + real(lambda n: 80 // n - 1))
-    assert len(split) > 1  # what the default would give
+    for workers in (lambda n: 8, lambda n: 80 // n - 1):
+        [(_, labels, rows)] = _layout_shape("input-location", _location_records((None,)) + real(workers))
+        assert rows == [1, 2, 4, 8] and labels == LOCATION_COLUMNS
 
 
 @pytest.mark.slow
@@ -352,6 +348,16 @@ def test_input_location_gives_each_input_pipeline_a_column_beside_the_locations(
     [(headers, labels, rows)] = _layout_shape("input-location", _location_records((None,)) + real)
     assert headers == ["num_devices"] and rows == [1, 2, 4, 8]
     assert labels == LOCATION_COLUMNS
+
+
+def test_scaling_of_real_data_is_one_series_whatever_loader_processes_each_device_count_had():
+    """Left unset, ``--num-workers`` is the cores per device less one: 79 at 1 device of an 80-core
+    machine, 9 at 8. It follows the device count, so it must not split the scaling table into a
+    table per count (which would show no scaling at all)."""
+    records = [record(model, "dgx1", ips * n, num_devices=n, data_name="imagefolder", num_workers=80 // n - 1)
+               for n in (1, 2, 4, 8) for model, ips in (("resnet50", 220.0), ("vgg16", 120.0))]
+    [(headers, labels, rows)] = _layout_shape("scaling", records)
+    assert headers == ["model"] and labels == ["1", "2", "4", "8"] and sorted(rows) == ["resnet50", "vgg16"]
 
 
 def test_host_cpus_columns_are_cpus_when_results_of_several_machines_are_merged():

@@ -78,7 +78,9 @@ class InputOptions:
         f"DataLoader worker processes per device: with --data-dir they decode and augment images "
         f"[default: from the cores this run may use]; with --synthetic-location loader "
         f"[default there: {DEFAULT_SYNTHETIC_WORKERS}].",
-        depends_on=("synthetic_location", "data_name"), metavar="N", minimum=0, maximum=MAX_WORKERS,
+        # its default, the cores per device less one, follows the devices on a node: it never splits a scaling series
+        depends_on=("synthetic_location", "data_name", "num_devices", "num_nodes"), metavar="N", minimum=0,
+        maximum=MAX_WORKERS,
     )
     distortions: bool = option(
         False, "Training augmentation of real images: random resized crop, horizontal flip, colour jitter "

@@ -34,8 +34,10 @@ def option(
     differ only in such fields are repeats of one measurement. ``unnamed``: values a
     configuration's name leaves out (the value a run uses when the option is left unset),
     besides ``None`` and ``False``. ``depends_on``: the fields whose values decide whether
-    this option applies at all (the DDP knobs apply with ``variable_update`` replicated): a
-    comparison of two values of such a field pairs runs whatever this option says.
+    this option applies at all (the DDP knobs apply with ``variable_update`` replicated), or what
+    it is when left unset (loader processes: the cores per device): a comparison of two values of
+    such a field pairs runs whatever this option says, and an option that takes one value for
+    each combination of them never splits a table.
     ``minimum`` / ``maximum``: the sane range of a number (both ends included), checked
     before any work wherever a value comes from (flags, suite files, imported tables).
     """
