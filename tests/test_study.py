@@ -389,3 +389,21 @@ def test_the_training_table_shows_the_rate_the_rule_gave_when_records_hold_it():
         pytest.approx([0.0125, 0.025, 0.05])
     [table] = [t for t in build_report([training_record(n) for n in (1, 2)]).tables if t.kind == "training"]
     assert not any("Learning rate" in r[0].text for r in table.rows)  # records without it: no row
+
+
+def test_loader_processes_left_to_their_default_pair_across_device_counts_and_set_ones_stay_apart():
+    """Across device counts, runs pair whatever loader processes the default gave each count (79
+    at 1, 9 at 8); runs whose count the user set at one device count (4 and 16 at each) pair 4
+    with 4 and 16 with 16, never pooled as repeats of one run."""
+    from cnnbench.analysis.pairing import pair_key_fields, pair_points
+    from cnnbench.analysis.points import build_points
+
+    def pairs(workers):
+        recs = [record("resnet50", "dgx1", 220.0 * n, num_devices=n, data_name="imagefolder", num_workers=w)
+                for n in (1, 8) for w in workers(n)]
+        points = build_points(recs)
+        fields = pair_key_fields(points.key_fields, "config.num_devices", points=points)
+        return [(len(p.a), len(p.b)) for p in pair_points(points, "config.num_devices", 1, 8, fields).pairs]
+
+    assert pairs(lambda n: [80 // n - 1]) == [(1, 1)]
+    assert pairs(lambda n: [4, 16]) == [(1, 1), (1, 1)]

@@ -4,8 +4,10 @@ Two points pair when their identities (:attr:`PointSet.key_fields`: every config
 field that changes what is measured, the machine and the source) agree on every field except
 
 - the field that tells the sides apart (the effect's field, or the side of ``cnnbench compare``),
-- the options that apply only with some of its values (the DDP knobs when comparing
-  ``variable_update``; declared with ``option(depends_on=...)`` in the configuration),
+- the options that apply only with some of its values, or whose default follows it (the DDP
+  knobs when comparing ``variable_update``; loader processes per device count; declared with
+  ``option(depends_on=...)`` in the configuration), where they take one value for each of its
+  values,
 - the machine, when the field describes the machine (GPU, CPU) or when asked
   (``--across-machines``),
 - the fields the user chose to ignore (``--ignore batch_size``: tf_cnn_benchmarks' fp16
@@ -22,19 +24,27 @@ from operator import itemgetter
 from typing import Any
 
 from cnnbench.analysis import fields as F
+from cnnbench.analysis.labels import followers
 from cnnbench.analysis.points import Point, PointSet
 from cnnbench.config.run_config import dependent_fields
 from cnnbench.results.query import value_matches
 
 
 def pair_key_fields(key_fields: Sequence[str], split: str, ignore: Collection[str] = (),
-                    across_machines: bool = False) -> tuple[str, ...]:
-    """The identity fields two results must agree on to pair across ``split``."""
+                    across_machines: bool = False, points: PointSet | None = None) -> tuple[str, ...]:
+    """The identity fields two results must agree on to pair across ``split``. A field that
+    depends on ``split`` is left out, but, given the ``points``, only where it follows the
+    fields it depends on (one value for each combination of them: loader processes left to
+    their default, one count per device count): a value the user varied at one ``split`` value
+    (``--num-workers 4`` and ``16`` at each device count) keeps its runs apart, never pooled as
+    repeats of one."""
     drop = {split, *ignore}
     if split in F.HARDWARE_FIELDS or across_machines:
         drop.add(F.MACHINE)
     if split.startswith("config."):
-        drop.update(f"config.{dep}" for dep in dependent_fields(split.split(".", 1)[1]))
+        follow = followers(points) if points is not None else None
+        drop.update(f for f in (f"config.{dep}" for dep in dependent_fields(split.split(".", 1)[1]))
+                    if follow is None or points is None or not points.varies(f) or f in follow)
     return tuple(f for f in key_fields if f not in drop)
 
 

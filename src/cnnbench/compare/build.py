@@ -199,7 +199,7 @@ def compare_records(baseline: Side, candidate: Side, options: CompareOptions | N
     both, split_field, a, b = _pooled(baseline, candidate, split)
     both, ignore = _selected(both, opts, split)
     points = build_points(both, [split_field, *ignore])
-    fields = pair_key_fields(points.key_fields, split_field, ignore, opts.across_machines)
+    fields = pair_key_fields(points.key_fields, split_field, ignore, opts.across_machines, points=points)
     pairing = pair_points(points, split_field, a, b, fields)
     exclude = {F.MODEL, F.BATCH, F.MACHINE, split_field, *ignore}  # the machine has its own column
     namer = Namer(points, exclude)

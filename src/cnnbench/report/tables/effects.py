@@ -187,7 +187,7 @@ def compute_effects(points: PointSet, names: Sequence[str], baselines: Mapping[s
 def _why_unpaired(points: PointSet, name: str, a: Any, b: Any, ignore: Sequence[str]) -> str:
     """``; they differ in batch_size (12 results): --ignore batch_size pairs them anyway``, or empty."""
     ignore = tuple(f for f in ignore if f in points.key_fields and f != name)
-    key_fields = pair_key_fields(points.key_fields, name, ignore)
+    key_fields = pair_key_fields(points.key_fields, name, ignore, points=points)
     pairing = pair_points(points, name, a, b, key_fields)
     differs = differing_fields(pairing.unmatched_a, pairing.unmatched_b, key_fields)
     if not differs:
@@ -207,7 +207,7 @@ def _layout(key_fields: Sequence[str], pairs: Sequence[Pair]) -> tuple[int | Non
 
 def _effect(points: PointSet, name: str, a: Any, b: Any, noise: float, ignore: tuple[str, ...]) -> Effect | None:
     ignore = tuple(f for f in ignore if f in points.key_fields)
-    key_fields = pair_key_fields(points.key_fields, name, ignore)
+    key_fields = pair_key_fields(points.key_fields, name, ignore, points=points)
     pairing = pair_points(points, name, a, b, key_fields)
     if not pairing.pairs:
         return None
