@@ -69,6 +69,7 @@ from cnnbench.results.fields import Field as Field
 from cnnbench.results.fields import UnknownField as UnknownField
 from cnnbench.results.fields import by_alias as by_alias
 from cnnbench.results.fields import field as field
+from cnnbench.results.fields import headers as headers
 from cnnbench.results.fields import list_fields as list_fields
 from cnnbench.results.fields import paths as paths
 from cnnbench.results.query import get_value as get_value
@@ -125,11 +126,6 @@ def resolve_field(name: str, records: Sequence[Mapping[str, Any]]) -> str:
 def short_name(field: str) -> str:
     """A short display name: the alias for common fields, else the last dotted part."""
     return SHORT_NAMES.get(field) or field.rsplit(".", 1)[-1]
-
-
-def headers(*names: str) -> list[str]:
-    """The column headers of registered fields: their registry labels (``batch``, ``images/sec``)."""
-    return [field(name).label for name in names]
 
 
 def hashable(value: Any) -> Hashable:

@@ -42,9 +42,9 @@ def pair_key_fields(key_fields: Sequence[str], split: str, ignore: Collection[st
     if split in F.HARDWARE_FIELDS or across_machines:
         drop.add(F.MACHINE)
     if split.startswith("config."):
-        follow = followers(points) if points is not None else None
+        follow = followers(points) if points is not None else {}
         drop.update(f for f in (f"config.{dep}" for dep in dependent_fields(split.split(".", 1)[1]))
-                    if follow is None or points is None or not points.varies(f) or f in follow)
+                    if points is None or not points.varies(f) or f in follow)
     return tuple(f for f in key_fields if f not in drop)
 
 

@@ -258,7 +258,7 @@ def _print_scaling(rows: list[tuple[int, Any]], path: str) -> None:
     base = (ok[0][0], ok[0][1].metrics["total_images_per_sec"], _warned(ok[0][1])) \
         if ok and ok[0][1].metrics["total_images_per_sec"] else None
     table = Table(title="Scaling", header_style="bold")
-    for name in (R.field(R.DEVICES).label, R.field(R.IPS).label, "speedup", "efficiency"):
+    for name in (*R.headers(R.DEVICES, R.IPS), "speedup", "efficiency"):
         table.add_column(name, justify="right")
     printed: list[tuple[str, ...]] = []
     for n, record in rows:

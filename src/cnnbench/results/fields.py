@@ -302,6 +302,11 @@ def field(name: str) -> Field:
     return found
 
 
+def headers(*names: str) -> list[str]:
+    """The column headers of registered fields: their labels (``batch``, ``images/sec``)."""
+    return [field(name).label for name in names]
+
+
 def by_alias(alias: str) -> Field:
     """The field an alias names (``gpu`` -> ``environment.gpu_model``); raises :class:`UnknownField`."""
     if alias not in ALIASES:
