@@ -49,6 +49,9 @@ And (``behaviours``): how DuckDB's ``read_json`` reads the lines a shared store 
 (:data:`HOSTILE_LINES`: numbers as text, a key given twice, a section that is not an object, NaN,
 a lone surrogate, a torn last line...), with the contract's columns typed and as JSON leaves, beside
 what cnnbench's checked reader makes of each line.
+And (``sqlcosts``): what checking the record contract in SQL costs, each DuckDB read of the first
+store in one process: typed summary columns, the contract's columns as JSON leaves, the lines as
+text with ``json_extract``, line numbers per file, and the sections read as JSON.
 
 An engine not installed is named in one line and skipped (none of them is a dependency of
 cnnbench; install them with ``.venv/bin/pip install duckdb polars``).
@@ -353,6 +356,85 @@ def behaviours(scratch: Path) -> None:
                          capture_output=True, text=True)
     path.unlink(missing_ok=True)
     print("  " + "\n  ".join((out.stdout + out.stderr).strip().splitlines()), flush=True)
+
+
+SQL_COSTS = """
+import glob, json, os, sys, time, duckdb
+paths = sorted(glob.glob(sys.argv[1] + '/*.jsonl'))
+fds = [os.open(p, os.O_RDONLY) for p in paths]
+files = ", ".join(f"'/proc/self/fd/{fd}'" for fd in fds)
+con = duckdb.connect()
+INTS = ['batch_size', 'image_size', 'num_batches', 'num_epochs', 'num_warmup_batches', 'display_every', 'seed',
+        'num_devices', 'num_nodes', 'threads_per_worker', 'bucket_cap_mb', 'timeout', 'num_workers',
+        'num_epochs_per_decay', 'num_learning_rate_warmup_epochs']
+FLOATS = ['learning_rate', 'momentum', 'weight_decay', 'learning_rate_decay_factor', 'dali_hw_decoder_load']
+METRICS = ['total_images_per_sec', 'images_per_sec_mean', 'images_per_sec_stderr', 'images_per_sec_jitter',
+           'images_per_sec_median', 'wall_time_s', 'peak_device_memory_bytes', 'peak_host_memory_bytes',
+           'input_wait_fraction', 'loss_first', 'loss_last']
+LISTS = ['per_device_images_per_sec', 'step_times_s', 'warnings']
+TOP = ['schema_version', 'tool_version', 'run_id', 'started_at', 'session_id', 'error', 'started_at_source', 'status']
+
+def struct(names):
+    return "STRUCT(" + ", ".join(f"{n} JSON" for n in names) + ")"
+
+def read_json(columns):
+    return (f"read_json([{files}], format='newline_delimited', records=true, ignore_errors=true, "
+            f"maximum_object_size=1073741824, columns={{{', '.join(f'{k!r}: {v!r}' for k, v in columns.items())}}})")
+
+def lines():
+    return (f"read_csv([{files}], columns={{'line': 'VARCHAR'}}, delim='\\\\x01', quote='', escape='', "
+            "header=false, auto_detect=false, new_line='\\\\n', max_line_size=1073741824)")
+
+summary = {'run_id': 'VARCHAR', 'status': 'VARCHAR',
+           'config': 'STRUCT(model VARCHAR, batch_size BIGINT, num_devices BIGINT)',
+           'environment': 'STRUCT(machine VARCHAR)', 'metrics': 'STRUCT(total_images_per_sec DOUBLE)'}
+contract = {**{n: 'JSON' for n in TOP}, 'config': struct(['model', *INTS, *FLOATS]),
+            'environment': struct(['machine']), 'metrics': struct(METRICS + LISTS)}
+as_json = {**contract, 'config': 'JSON', 'environment': 'JSON'}
+paths52 = ([f'$.{n}' for n in [*TOP, 'config', 'environment', 'metrics', 'case_name', 'kind']]
+           + [f'$.config.{n}' for n in ['model', 'precision', 'data_format', 'forward_only', *INTS, *FLOATS]]
+           + ['$.environment.machine', '$.environment.hostname']
+           + [f'$.metrics.{n}' for n in METRICS + LISTS[:1] + LISTS[2:]])
+checks = ("json_type(status) = 'VARCHAR' and json_type(config.batch_size) in ('BIGINT', 'UBIGINT') "
+          "and json_type(metrics.total_images_per_sec) = 'DOUBLE'")
+cases = [
+    ("read_json, 7 summary columns typed (count)", f"SELECT count(*) FROM {read_json(summary)}", False),
+    ("the same, the rows fetched into Python", f"SELECT * FROM {read_json(summary)}", True),
+    (f"read_json, {len(TOP) + 1 + len(INTS) + len(FLOATS) + 1 + len(METRICS) + len(LISTS)} contract columns as JSON "
+     "leaves, json_type checks on 3", f"SELECT count(*) FILTER (WHERE {checks}) FROM {read_json(contract)}", False),
+    ("lines as text (read_csv), json_extract of 9 paths",
+     f"SELECT count(*) FILTER (WHERE e[1] IS NOT NULL) FROM (SELECT json_extract(line, {paths52[:9]!r}) e "
+     f"FROM {lines()})", False),
+    (f"lines as text, json_extract of {len(paths52)} paths",
+     f"SELECT count(*) FILTER (WHERE e[1] IS NOT NULL) FROM (SELECT json_extract(line, {paths52!r}) e "
+     f"FROM {lines()})", False),
+    ("lines as text, numbered by row_number() OVER () per file, joined by UNION ALL",
+     "SELECT count(*) FROM (" + " UNION ALL ".join(
+         f"SELECT row_number() OVER () n, line FROM read_csv('/proc/self/fd/{fd}', columns={{'line': 'VARCHAR'}}, "
+         "delim='\\\\x01', quote='', escape='', header=false, auto_detect=false, new_line='\\\\n', "
+         "max_line_size=1073741824)" for fd in fds) + ")", False),
+    ("read_json with config and environment as JSON, json_type object checks",
+     f"SELECT count(*) FILTER (WHERE json_type(config) = 'OBJECT' AND json_type(environment) = 'OBJECT' "
+     f"AND {checks.replace('config.batch_size', 'config->' + chr(39) + '$.batch_size' + chr(39))}) "
+     f"FROM {read_json(as_json)}", False),
+]
+for label, sql, fetch in cases:
+    t = time.perf_counter()
+    result = con.execute(sql).fetchall()
+    print(f"| {label} | {time.perf_counter() - t:.2f} s | {len(result) if fetch else result[0][0]} |", flush=True)
+"""
+
+
+def sql_costs(store: Path) -> None:
+    """What checking the record contract in SQL costs (issue 44): DuckDB reads of the store's files
+    handed over as ``/proc/self/fd/N``, in one process each, warm page cache; the last column is
+    the rows counted (or fetched)."""
+    print(f"\nsql costs, duckdb, {store.name} (load average {load()}):\n\n| read | time | rows |\n|--|--:|--:|",
+          flush=True)
+    into_page_cache(store)
+    out = subprocess.run([sys.executable, "-c", SQL_COSTS, str(store)], env=child_env(), capture_output=True,
+                         text=True)
+    print((out.stdout + out.stderr).strip(), flush=True)
 
 
 # --- the stores ------------------------------------------------------------------------------
@@ -671,7 +753,8 @@ def main() -> int:
                     "(default: one `cnnbench run --model trivial --device cpu --num-batches 100`, made once).")
     ap.add_argument("--stores", default="varied,uniform", help="Comma-separated: varied, uniform.")
     ap.add_argument("--engines", default="duckdb,polars,pyarrow", help="Comma-separated engines to measure.")
-    ap.add_argument("--skip", default="", help="Comma-separated parts to skip: reads, sizes, features, behaviours.")
+    ap.add_argument("--skip", default="", help="Comma-separated parts to skip: reads, sizes, features, behaviours, "
+                    "sqlcosts.")
     ap.add_argument("--cases", default="", help="Comma-separated words: only the reads whose label holds one "
                     "(e.g. 'schema given').")
     ap.add_argument("--remove", action="store_true", help="Delete the stores at the end.")
@@ -704,6 +787,8 @@ def main() -> int:
             features(engines, next(iter(stores.values())))
         if "behaviours" not in skip and "duckdb" in engines:
             behaviours(args.data)
+        if "sqlcosts" not in skip and "duckdb" in engines:
+            sql_costs(next(iter(stores.values())))
     finally:
         if args.remove:
             shutil.rmtree(args.data, ignore_errors=True)
