@@ -109,15 +109,28 @@ def _text(value: Any) -> str:
     return str(value)
 
 
-def handle_list(args: argparse.Namespace) -> int:
-    from cnnbench.results.export import newest
-    from cnnbench.results.flatten import flatten_record
+def _newest(paths: Sequence[str], where: Sequence[str], limit: int) -> tuple[list[dict[str, Any]], int]:
+    """The newest ``limit`` runs (flat) that meet ``where``, and how many do; each unreadable line warned of."""
+    from cnnbench.results.engine import newest_runs
+    from cnnbench.results.store import problem_text
 
+    def warn(problem: str) -> None:
+        print(f"warning: {problem_text(problem)}", file=sys.stderr)
+
+    fields = [name for name, _ in LIST_COLUMNS] + ["kind", "config.bytes", "config.collective", F.BUSBW]
+    try:
+        found = newest_runs(list(paths), fields, where=where, limit=limit, on_problem=warn)
+    except FileNotFoundError as exc:
+        raise UserError(str(exc)) from None
+    except ValueError as exc:  # a malformed --where, or a FieldError naming the nearest fields
+        raise UserError(f"--where: {exc}") from None
+    return found.rows, found.total
+
+
+def handle_list(args: argparse.Namespace) -> int:
     if args.limit < 0:
         raise UserError(f"--limit: must be >= 0 (0 shows all), got {args.limit}")
-    records, _ = _load(args.results, args.where, step_times=False)
-    shown, total = newest(records, args.limit)
-    rows = [flatten_record(r) for r in shown]  # only those shown
+    rows, total = _newest(args.results, args.where, args.limit)
 
     from rich.table import Table
 

@@ -69,6 +69,12 @@ def list_order(record: Mapping[str, Any]) -> tuple[Any, ...]:
     return started[:16], natural_key(config.get("model")), natural_key(config.get("batch_size")), started
 
 
+def flat_list_order(row: Mapping[str, Any]) -> tuple[Any, ...]:
+    """:func:`list_order` of a flat run (``{"config.model": ...}``, :mod:`cnnbench.results.engine`)."""
+    started = str(row.get("started_at") or "")
+    return started[:16], natural_key(row.get("config.model")), natural_key(row.get("config.batch_size")), started
+
+
 def newest(records: Sequence[Mapping[str, Any]], limit: int) -> tuple[list[Mapping[str, Any]], int]:
     """The newest ``limit`` runs (all with 0), oldest first, and how many there are in all.
 

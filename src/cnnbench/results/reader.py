@@ -233,6 +233,17 @@ def _read_file(path: Path, records: list[dict[str, Any]], problems: list[StorePr
         return start, first_line
     if not data:
         return start, first_line
+    consumed, complete = read_lines(path, data, records, problems, step_times=step_times, first_line=first_line,
+                                    partial_is_problem=partial_is_problem)
+    return start + consumed, first_line + complete
+
+
+def read_lines(path: Path, data: bytes, records: list[dict[str, Any]], problems: list[StoreProblem], *,
+               step_times: StepTimesMode, first_line: int = 1, partial_is_problem: bool = True) -> tuple[int, int]:
+    """Each line of ``data`` (``path``'s, from line ``first_line``) checked: its record added to
+    ``records``, or why not to ``problems`` (``file:line: why``). A last line without its newline
+    is checked as torn (``partial_is_problem``) or left for later. Returns the bytes consumed and
+    the whole lines met."""
     parse = _parser(step_times)
     pieces = data.split(b"\n")
     complete = len(pieces) - 1  # the piece after the last newline is partial (empty when none)
@@ -249,7 +260,7 @@ def _read_file(path: Path, records: list[dict[str, Any]], problems: list[StorePr
             problems.append(store_lines.problem(f"{path}:{first_line + index}: {why}", kept=rec is not None))
         if rec is not None:
             records.append(rec)
-    return start + consumed, first_line + complete
+    return consumed, complete
 
 
 def _read_through_cache(path: Path, f: BinaryIO, st: os.stat_result, records: list[dict[str, Any]],

@@ -1,0 +1,507 @@
+"""The store read by DuckDB: the fields a command asks for, of every record the contract accepts,
+as a table of the engine's, without a Python object made per record.
+
+Each results file is found and opened as the checked reader does (:func:`~cnnbench.results.reader.
+iter_store_files`, :func:`~cnnbench.results.files.open_regular`: a FIFO, a device or a symlink loop
+is a problem, never waited on) and handed to DuckDB as ``/proc/self/fd/N``, the descriptor checked,
+so a file swapped in after the check is never read. ``read_json`` reads each line's fields as JSON
+values (what the line said: text stays text, a fraction a fraction), and the record contract
+(:func:`~cnnbench.results.record.check_record`) is checked in the same query: ``status`` one of
+the four, ``schema_version`` the current one, each text, whole-number, number and list field of
+the contract of its kind, ``config`` and ``environment`` (and a finished run's ``metrics``)
+objects that hold some of them, every number read finite (and a metric within
+:data:`~cnnbench.results.cleaning.MAX_FIGURE`). A line the engine cannot read (malformed, torn,
+not UTF-8, a lone surrogate, not an object) is a row of nulls, which fails the check.
+
+A file with a line that fails it is read again by the checked reader
+(:func:`~cnnbench.results.reader.read_lines`), whole and line by line: its problems are named
+``file:line: why`` as everywhere, an older record is upgraded, a figure no reader can use is shown
+as not available, and its records replace the engine's rows of that file. The engine never
+decides alone that a line is bad; it only vouches for lines it fully checked.
+
+What the engine does not see, and the checked reader would: a key given twice (DuckDB takes the
+first, Python's parsers the last), and nesting deeper than
+:data:`~cnnbench.results.record.MAX_DEPTH`, a NaN or an oversized figure in a field the read does
+not ask for. Such a line is read here as the engine reads it. ``benchmarks/store_engines.py``
+(part ``behaviours``) shows each case.
+
+A run met twice (the same ``run_id``) is kept once, where it was first met, as the checked reader
+keeps it. Nothing here writes anywhere: the engine's database is in memory and spills nowhere.
+DuckDB is imported only when a store is read (``import cnnbench`` and ``--help`` load none).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, BinaryIO
+
+import orjson
+
+from cnnbench.results import files
+from cnnbench.results import record as contract
+from cnnbench.results.cleaning import MAX_FIGURE
+from cnnbench.results.lines import StoreProblem
+from cnnbench.results.reader import iter_store_files, read_lines
+
+if TYPE_CHECKING:
+    import duckdb
+
+RUN_ID = "run_id"
+MAX_OBJECT = 1 << 30
+"""Longest line the engine reads (DuckDB's default is 16 MiB): a run with a million step times."""
+
+_LEAF = "leaf"
+
+
+class EngineCannot(Exception):
+    """What the engine read cannot answer alone (a field no record holds: the checked reader names
+    the nearest ones); the caller reads the store the checked way."""
+
+
+def _contract() -> dict[str, str]:
+    """Each field of the record contract and the kind of value it must hold when present."""
+    kinds = {"status": "status", "schema_version": "version"}
+    kinds.update((name, "text") for name in contract._TEXT_FIELDS)
+    for base, names in contract._config_groups():
+        kinds.update((f"config.{name}", "int" if base is int else "float") for name in names)
+    for name in contract.METRIC_FIELDS:
+        kinds[f"metrics.{name}"] = "list" if name in contract._LIST_METRICS else "metric"
+    kinds["metrics.warnings"] = "list"
+    kinds["environment.machine"] = "text"
+    return kinds
+
+
+def ident(name: str) -> str:
+    """``name`` as a quoted SQL identifier."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def literal(text: str) -> str:
+    """``text`` as an SQL string literal."""
+    return "'" + text.replace("'", "''") + "'"
+
+
+class _Layout:
+    """How ``read_json`` is asked for a set of dotted fields: the sections as structs of JSON
+    leaves, and the SQL expression that gives each field (a field below a leaf taken out of it)."""
+
+    def __init__(self, paths: Iterable[str]) -> None:
+        self.tree: dict[str, Any] = {}
+        for path in paths:
+            node = self.tree
+            parts = path.split(".")
+            for i, part in enumerate(parts):
+                if node.get(part) == _LEAF:
+                    break
+                if i == len(parts) - 1:
+                    node[part] = _LEAF  # whatever was asked below it is taken out of its JSON
+                else:
+                    child = node.setdefault(part, {})
+                    node = child
+
+    def columns(self) -> str:
+        """The ``columns`` argument of ``read_json``."""
+        def kind(node: Any) -> str:
+            if node == _LEAF:
+                return "JSON"
+            return "STRUCT(" + ", ".join(f"{ident(k)} {kind(v)}" for k, v in node.items()) + ")"
+
+        return "{" + ", ".join(f"{literal(k)}: {literal(kind(v))}" for k, v in self.tree.items()) + "}"
+
+    def expr(self, path: str) -> str:
+        """The SQL expression of a dotted field (a JSON value, NULL where absent or null)."""
+        parts = path.split(".")
+        node: Any = self.tree
+        out = ""
+        for i, part in enumerate(parts):
+            out = ident(part) if not out else f"{out}.{ident(part)}"
+            node = node[part]
+            if node == _LEAF:
+                rest = parts[i + 1:]
+                if rest:
+                    inner = ".".join('"' + p.replace("\\", "\\\\").replace('"', '\\"') + '"' for p in rest)
+                    out = f"json_extract({out}, {literal('$.' + inner)})"
+                return out
+        raise KeyError(path)
+
+    def section_leaves(self, section: str) -> list[str]:
+        node = self.tree.get(section)
+        if not isinstance(node, dict):
+            return []
+        found: list[str] = []
+
+        def walk(n: dict[str, Any], prefix: str) -> None:
+            for k, v in n.items():
+                if v == _LEAF:
+                    found.append(f"{prefix}.{k}")
+                else:
+                    walk(v, f"{prefix}.{k}")
+
+        walk(node, section)
+        return found
+
+
+def _check(kind: str, e: str) -> str:
+    """SQL that is true when the JSON value ``e`` is what a contract field of ``kind`` may hold.
+
+    Told from its JSON text (DuckDB's, of the value read), not by parsing it again: text starts
+    with a quote, a list with a bracket, a whole number is digits (and a minus) alone, and a number
+    is what reads as a finite one (``NaN``, ``Infinity``, ``1e400`` are not). A line the check is
+    not sure of is only read again by the checked reader, so it may refuse more than the contract."""
+    x = f"{e}::VARCHAR"
+    if kind == "status":
+        return f"coalesce({x} IN ({', '.join(literal(json.dumps(s)) for s in contract.STATUSES)}), false)"
+    if kind == "version":
+        return f"coalesce({x} = {literal(str(contract.SCHEMA_VERSION))}, false)"
+    if kind == "text":
+        return f"({e} IS NULL OR starts_with({x}, '\"'))"
+    if kind == "list":
+        return f"({e} IS NULL OR starts_with({x}, '['))"
+    if kind == "int":
+        # up to 18 characters: a whole number of 64 bits (orjson reads a longer one as a fraction)
+        return f"({e} IS NULL OR (length({x}) BETWEEN 1 AND 18 AND ltrim({x}, '-0123456789') = ''))"
+    if kind == "float":
+        return f"({e} IS NULL OR coalesce(isfinite(TRY_CAST({x} AS DOUBLE)), false))"
+    if kind == "metric":
+        return f"({e} IS NULL OR coalesce(abs(TRY_CAST({x} AS DOUBLE)) <= {MAX_FIGURE!r}, false))"
+    raise ValueError(kind)
+
+
+def _holds_some(layout: _Layout, section: str) -> str:
+    """SQL that is true when ``section`` is an object holding a field read: read as a struct, a
+    section that is no object reads as one of nulls, as an empty one does (either is read again)."""
+    leaves = layout.section_leaves(section)
+    if not leaves:  # the section itself was asked for: a JSON value
+        return f"starts_with({layout.expr(section)}::VARCHAR, '{{')"
+    return f"coalesce({', '.join(map(layout.expr, leaves))}) IS NOT NULL"
+
+
+def _usable(path: str, e: str) -> str:
+    """SQL that is true unless the value of a field read is a number no reader computes with (the
+    checked reader shows it as not available, with a notice: its file is read that way)."""
+    v = f"TRY_CAST({e}::VARCHAR AS DOUBLE)"
+    limit = f" AND abs({v}) <= {MAX_FIGURE!r}" if path.startswith("metrics.") else ""
+    return f"coalesce(isfinite({v}){limit}, true)"
+
+
+@dataclass
+class StoreScan:
+    """The fields asked for of a store's runs, in the engine's table ``runs`` (a column per dotted
+    field, each a JSON value or NULL; ``_file``: the file each was read from, in the order of
+:func:`~cnnbench.results.reader.iter_store_files`; the rows of a file in no order), and
+    the lines that could not be used."""
+
+    con: duckdb.DuckDBPyConnection
+    fields: tuple[str, ...]
+    files: list[Path]
+    problems: list[StoreProblem] = field(default_factory=list)
+    repeated: int = 0
+    """Records of a run already read (the same ``run_id``), left out."""
+
+    def column(self, name: str) -> str:
+        return ident(name)
+
+    def close(self) -> None:
+        self.con.close()
+
+    def __enter__(self) -> StoreScan:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def present(self, name: str) -> bool:
+        """Whether some run holds a value for ``name`` that is not an object (one of the fields
+        a flat run has: :func:`~cnnbench.analysis.fields.known_fields`)."""
+        row = self.con.execute(f"SELECT count(*) FILTER (WHERE NOT starts_with({ident(name)}::VARCHAR, '{{')) "
+                               "FROM runs").fetchone()
+        return bool(row and row[0])
+
+    def rows(self, sql_tail: str = "", columns: Sequence[str] | None = None) -> list[dict[str, Any]]:
+        """Runs as flat dicts of Python values (``{"config.model": "resnet50", ...}``), a missing
+        or null field left out; ``sql_tail``: what follows ``FROM runs`` (``WHERE ... ORDER BY``)."""
+        names = list(self.fields if columns is None else columns)
+        picked = ", ".join(ident(n) for n in names)
+        out = []
+        for values in self.con.execute(f"SELECT {picked} FROM runs {sql_tail}").fetchall():
+            out.append({n: _value(v) for n, v in zip(names, values, strict=True) if v is not None})
+        return out
+
+
+def _value(text: str) -> Any:
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:  # an integer beyond 64 bits
+        return json.loads(text)
+
+
+def _get(record: Mapping[str, Any], path: str) -> Any:
+    node: Any = record
+    for part in path.split("."):
+        if not isinstance(node, Mapping):
+            return None
+        node = node.get(part)
+    return node
+
+
+def _dumps(value: Any) -> str | None:
+    if value is None:
+        return None
+    try:
+        return orjson.dumps(value).decode()
+    except TypeError:  # an integer beyond 64 bits
+        return json.dumps(value, separators=(",", ":"))
+
+
+def scan(paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[str], fields: Iterable[str], *,
+         below: bool = True) -> StoreScan:
+    """The runs of the stores at ``paths`` with the dotted ``fields`` (``run_id`` always), each
+    record checked (see the module's text). Raises ``FileNotFoundError`` for a path that is not
+    there, as :func:`~cnnbench.results.reader.read_records` does."""
+    import duckdb
+
+    wanted = tuple(dict.fromkeys((RUN_ID, *fields)))
+    for name in wanted:
+        if not name or any(not part for part in name.split(".")):
+            raise ValueError(f"not a field name: {name!r}")
+    found = iter_store_files(paths, below=below)
+    problems: dict[int, list[StoreProblem]] = {}
+    opened: list[tuple[int, Path, BinaryIO]] = []
+    con = duckdb.connect(":memory:", config={"temp_directory": ""})
+    try:
+        for index, path in enumerate(found):
+            f = _open(path, problems.setdefault(index, []))
+            if f is not None:
+                opened.append((index, path, f))
+        kinds = _contract()
+        layout = _Layout([*kinds, *wanted])
+        ok = [_check(kind, layout.expr(path)) for path, kind in kinds.items()]
+        ok += [_usable(path, layout.expr(path)) for path in wanted if path not in kinds]
+        held = {section: _holds_some(layout, section) for section in ("config", "environment", "metrics")}
+        finished = f"{layout.expr('status')}::VARCHAR = '\"ok\"'"
+        ok += [held["config"], held["environment"], f"(NOT {finished} OR {held['metrics']})"]
+        picked = ", ".join(f"{layout.expr(p)} AS {ident(p)}" for p in wanted)
+        check = " AND ".join(ok)
+        parts = [f"SELECT {index} AS _file, {check} AS _ok, {picked} "
+                 f"FROM read_json({literal(f'/proc/self/fd/{f.fileno()}')}, format='newline_delimited', "
+                 f"records=true, ignore_errors=true, maximum_object_size={MAX_OBJECT}, "
+                 f"columns={layout.columns()})"
+                 for index, _, f in opened]
+        columns = ", ".join(f"{ident(p)} JSON" for p in wanted)
+        con.execute("SET preserve_insertion_order = false")  # order kept costs 80% more; nothing needs it
+        con.execute(f"CREATE TEMP TABLE runs (_file INTEGER, _ok BOOLEAN, {columns})")
+        if parts:
+            con.execute("INSERT INTO runs " + " UNION ALL ".join(parts))
+        flagged = {row[0] for row in con.execute("SELECT DISTINCT _file FROM runs WHERE NOT _ok").fetchall()}
+        for index, path, f in opened:
+            if index in flagged:
+                _read_checked(con, index, path, f, wanted, problems[index])
+        repeated = _drop_repeats(con)
+    except BaseException:
+        con.close()
+        raise
+    finally:
+        for _, _, f in opened:
+            f.close()
+    return StoreScan(con, wanted, found, [p for i in sorted(problems) for p in problems[i]], repeated)
+
+
+def _drop_repeats(con: duckdb.DuckDBPyConnection) -> int:
+    """Drop each run met before (the same ``run_id``, not empty): of its copies the one of the
+    first file is kept (of two in one file, either: a line copied twice); how many were dropped.
+    A store without repeats is only counted."""
+    key = f"nullif(CASE WHEN starts_with({ident(RUN_ID)}::VARCHAR, '\"') THEN {ident(RUN_ID)}->>'$' END, '')"
+    row = con.execute(f"SELECT count({key}) - count(DISTINCT {key}) FROM runs").fetchone()
+    if not row or not row[0]:
+        return 0
+    before = con.execute("SELECT count(*) FROM runs").fetchone()
+    con.execute(f"DELETE FROM runs WHERE rowid IN (SELECT rowid FROM runs WHERE {key} IS NOT NULL "
+                f"QUALIFY row_number() OVER (PARTITION BY {key} ORDER BY _file) > 1)")
+    after = con.execute("SELECT count(*) FROM runs").fetchone()
+    return int(before[0]) - int(after[0]) if before and after else 0
+
+
+def _open(path: Path, problems: list[StoreProblem]) -> BinaryIO | None:
+    """``path`` opened as the checked reader opens it, or None with why in ``problems`` (an empty
+    file: None, nothing to say)."""
+    try:
+        f = files.open_regular(path)
+    except IsADirectoryError:
+        problems.append(StoreProblem(f"{path}: is a directory, not a results file"))
+        return None
+    except files.FileProblem as exc:
+        problems.append(StoreProblem(str(exc)))
+        return None
+    except OSError as exc:
+        problems.append(StoreProblem(f"{path}: cannot read ({exc.strerror or exc})"))
+        return None
+    if os.fstat(f.fileno()).st_size == 0:
+        f.close()
+        return None
+    return f
+
+
+def _read_checked(con: duckdb.DuckDBPyConnection, index: int, path: Path, f: BinaryIO, wanted: Sequence[str],
+                  problems: list[StoreProblem]) -> None:
+    """The runs of one file as the checked reader reads it (from the descriptor the engine read),
+    in place of the engine's rows of that file."""
+    f.seek(0)
+    data = f.read()
+    records: list[dict[str, Any]] = []
+    steps = any(p == "metrics.step_times_s" or p.startswith("metrics.step_times_s.") for p in wanted)
+    read_lines(path, data, records, problems, step_times=steps)
+    con.execute("DELETE FROM runs WHERE _file = ?", [index])
+    if records:  # after every other file's rows: ordered by file, then as inserted
+        marks = ", ".join("?::JSON" for _ in wanted)
+        con.executemany(f"INSERT INTO runs VALUES (?, true, {marks})",
+                        [[index, *(_dumps(_get(rec, p)) for p in wanted)] for rec in records])
+
+
+# --- --where, in the engine ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Filter:
+    """``--where`` conditions for a scan: the fields each may name (read with the rest), resolved
+    once the store is read."""
+
+    texts: tuple[str, ...]
+    conditions: tuple[Any, ...]
+    candidates: tuple[tuple[str, ...], ...]
+
+    @property
+    def fields(self) -> list[str]:
+        from cnnbench.results.fields import MACHINE
+
+        out: list[str] = []
+        for names in self.candidates:
+            for name in names:
+                out.append(name)
+                if name == MACHINE:
+                    out.append("environment.hostname")
+        return out
+
+
+def plan_where(texts: Sequence[str]) -> Filter:
+    """Parse ``--where`` texts (``ValueError`` for a malformed one) and the fields each may mean."""
+    from cnnbench.results.fields import ALIASES, SECTIONS, TOP_LEVEL
+    from cnnbench.results.query import parse_where
+
+    conditions = parse_where(texts)
+    candidates: list[tuple[str, ...]] = []
+    for c in conditions:
+        name = c.field.strip()
+        if not name:
+            raise ValueError("empty field name")
+        if name in ALIASES:
+            candidates.append((ALIASES[name],))
+        elif "." in name or name in TOP_LEVEL:
+            candidates.append((name,))
+        else:
+            candidates.append((*(f"{s}.{name}" for s in SECTIONS), name))
+    return Filter(tuple(texts), tuple(conditions), tuple(candidates))
+
+
+def where_sql(store: StoreScan, where: Filter) -> str:
+    """SQL that keeps the runs of ``store`` that meet every condition, as
+    :func:`~cnnbench.results.query.select` keeps records: each condition is decided by
+    :func:`~cnnbench.results.query.value_matches` once per distinct value of its field, and the
+    values that meet it are looked up in the engine. :class:`EngineCannot` for a field no run
+    holds (the checked reader names the nearest ones)."""
+    from cnnbench.results.fields import ALIASES, MACHINE, SOURCE, TOP_LEVEL
+    from cnnbench.results.query import get_value, value_matches
+
+    terms = []
+    for k, (condition, names) in enumerate(zip(where.conditions, where.candidates, strict=True)):
+        name = next((n for n in names if store.present(n)), None)
+        if name is None:
+            if names[0] in ALIASES.values() or names[0] in TOP_LEVEL or names[0] in (SOURCE, MACHINE):
+                name = names[0]  # a field every reader knows: absent in all, it is null in all
+            else:
+                raise EngineCannot(condition.text)
+        inputs = [name, "environment.hostname"] if name == MACHINE else [name]
+        key = f"json_array({', '.join(map(ident, inputs))})::VARCHAR"
+        matching = []
+        for (text,) in store.con.execute(f"SELECT DISTINCT {key} FROM runs").fetchall():
+            record: dict[str, Any] = {}
+            for path, value in zip(inputs, _value(text), strict=True):
+                _put(record, path, value)
+            value = get_value(record, name)
+            if any(value_matches(value, wanted) for wanted in condition.values) != condition.negate:
+                matching.append(text)
+        table = f"_where_{k}"
+        store.con.execute(f"CREATE OR REPLACE TEMP TABLE {table} (key VARCHAR)")
+        if matching:
+            store.con.executemany(f"INSERT INTO {table} VALUES (?)", [[m] for m in matching])
+        terms.append(f"{key} IN (SELECT key FROM {table})")
+    return " AND ".join(terms) if terms else "true"
+
+
+def _put(record: dict[str, Any], path: str, value: Any) -> None:
+    if value is None:
+        return
+    parts = path.split(".")
+    node = record
+    for part in parts[:-1]:
+        node = node.setdefault(part, {})
+    node[parts[-1]] = value
+
+
+# --- results list ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Newest:
+    """The newest runs of a store (oldest first, flat dotted fields) and how many runs there are."""
+
+    rows: list[dict[str, Any]]
+    total: int
+    problems: list[StoreProblem]
+
+
+def newest_runs(paths: Sequence[str | os.PathLike[str]], fields: Sequence[str], *, where: Sequence[str] = (),
+                limit: int = 0, on_problem: Callable[[str], None] | None = None) -> Newest:
+    """The newest ``limit`` runs (all with 0) of the stores at ``paths`` that meet ``where``, in
+    :func:`~cnnbench.results.export.list_order`, with ``fields``: what ``results list`` shows.
+    Read through the engine; a ``--where`` field no run holds is left to the checked reader,
+    which names the nearest ones."""
+    from cnnbench.results.export import flat_list_order
+
+    plan = plan_where(where)
+    shown = ("started_at", "config.model", "config.batch_size", *fields)
+    with scan(paths, [*shown, *plan.fields]) as store:
+        if on_problem is not None:
+            for problem in store.problems:
+                on_problem(problem)
+        try:
+            keep = where_sql(store, plan)
+        except EngineCannot:
+            return _newest_checked(paths, shown, where, limit)
+        minute = f"substr(coalesce({ident('started_at')}->>'$', ''), 1, 16)"
+        counted = store.con.execute(f"SELECT count(*) FROM runs WHERE {keep}").fetchone()
+        total = int(counted[0]) if counted else 0
+        tail = f"WHERE {keep}"
+        if 0 < limit < total:  # only the runs of the newest minutes that hold `limit` runs are sorted here
+            tail += (f" AND {minute} >= (SELECT min(m) FROM (SELECT {minute} AS m FROM runs WHERE {keep} "
+                     f"ORDER BY m DESC LIMIT {int(limit)}))")
+        rows = store.rows(tail + " ORDER BY _file", shown)
+        problems = store.problems
+    rows.sort(key=flat_list_order)
+    return Newest(rows[-limit:] if limit > 0 else rows, total, problems)
+
+
+def _newest_checked(paths: Sequence[str | os.PathLike[str]], fields: Sequence[str], where: Sequence[str],
+                    limit: int) -> Newest:
+    from cnnbench.api import read_records
+    from cnnbench.results.export import newest
+    from cnnbench.results.flatten import flatten_record
+
+    records, problems = read_records(list(paths), where=where, step_times=False, shared=True)
+    shown, total = newest(records, limit)
+    rows = [flatten_record(r) for r in shown]
+    return Newest([{k: v for k, v in row.items() if k in fields and v is not None} for row in rows], total,
+                  [StoreProblem(p) for p in problems])

@@ -1,0 +1,224 @@
+"""The store read by DuckDB (:mod:`cnnbench.results.engine`) gives what the checked reader gives:
+the same runs, the same values, every unusable line named ``file:line: why`` the same way, and
+``--where`` keeps the same runs; files are opened as the checked reader opens them."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+
+import pytest
+
+from cnnbench.cli import main
+from cnnbench.results import engine
+from cnnbench.results.record import Record
+from cnnbench.results.store import append_record
+
+FIELDS = ["started_at", "environment.machine", "case_name", "config.model", "config.batch_size", "config.precision",
+          "status", "metrics.total_images_per_sec", "kind", "environment.hostname", "source"]
+
+
+def good(i: int = 0, machine: str = "box", **top) -> dict:
+    return Record(config={"model": f"resnet{18 + i}", "batch_size": 8 + i, "precision": "fp32", "num_devices": 1},
+                  environment={"machine": machine, "hostname": "h"},
+                  metrics={"total_images_per_sec": 100.0 + i, "step_times_s": [0.1, 0.2]},
+                  extra=top).to_dict()
+
+
+def line(record: dict) -> str:
+    return json.dumps(record, ensure_ascii=False, allow_nan=True)
+
+
+ODD = {
+    # each: the line's text; the checked reader refuses it, or keeps it with a notice, or keeps it
+    "no status": line({k: v for k, v in good().items() if k != "status"}),
+    "status not allowed": line({**good(), "status": "great"}),
+    "status a number": line({**good(), "status": 1}),
+    "schema too new": line({**good(), "schema_version": 3}),
+    "schema as text": line({**good(), "schema_version": "2"}),
+    "schema 2.0": line({**good(), "schema_version": 2.0}),
+    "older schema (1)": line({**good(), "schema_version": 1}),
+    "no schema (0)": line({k: v for k, v in good().items() if k != "schema_version"}),
+    "config is text": line({**good(), "config": "resnet50"}),
+    "config is null": line({**good(), "config": None}),
+    "config is a list": line({**good(), "config": [1, 2]}),
+    "config is empty": line({**good(), "config": {}}),
+    "environment is a number": line({**good(), "environment": 5}),
+    "metrics is a list": line({**good(), "metrics": [1, 2]}),
+    "metrics is text of a finished run": line({**good(), "metrics": "fast"}),
+    "batch size as text": line({**good(), "config": {**good()["config"], "batch_size": "32"}}),
+    "batch size a fraction": line({**good(), "config": {**good()["config"], "batch_size": 1.5}}),
+    "batch size 2.0": line({**good(), "config": {**good()["config"], "batch_size": 2.0}}),
+    "batch size true": line({**good(), "config": {**good()["config"], "batch_size": True}}),
+    "batch size beyond 64 bits": line({**good(), "config": {**good()["config"], "batch_size": 2**70}}),
+    "learning rate NaN": line({**good(), "config": {**good()["config"], "learning_rate": float("nan")}}),
+    "figure as text": line({**good(), "metrics": {"total_images_per_sec": "fast"}}),
+    "figure true": line({**good(), "metrics": {"total_images_per_sec": True}}),
+    "figure NaN": line({**good(), "metrics": {"total_images_per_sec": float("nan")}}),
+    "figure Infinity": line({**good(), "metrics": {"total_images_per_sec": float("inf")}}),
+    "figure 1e400": line(good()).replace('"total_images_per_sec": 100.0', '"total_images_per_sec": 1e400'),
+    "figure 1e19": line({**good(), "metrics": {"total_images_per_sec": 1e19}}),
+    "figure beyond 64 bits": line({**good(), "metrics": {"total_images_per_sec": 2**70}}),
+    "step times not a list": line({**good(), "metrics": {"total_images_per_sec": 1.0, "step_times_s": 5}}),
+    "run_id a number": line({**good(), "run_id": 5}),
+    "error a list": line({**good(), "error": ["x"]}),
+    "machine a number": line({**good(), "environment": {"machine": 5, "hostname": "h"}}),
+    "model a number (free)": line({**good(), "config": {**good()["config"], "model": 5}}),
+    "case name NaN (read)": line({**good(), "case_name": float("nan")}),
+    "a lone surrogate": line(good()).replace('"fp32"', '"fp\\ud80032"'),
+    "a lone surrogate in the machine": line(good()).replace('"box"', '"b\\udc00ox"'),
+    "an escaped pair": line(good()).replace('"fp32"', '"fp\\ud83d\\ude0032"'),
+    "malformed": '{"status": "ok", "config": {',
+    "not an object": "[1, 2]",
+    "a number": "5",
+    "text": '"ok"',
+    "nested 200,000 deep": "[" * 200_000 + "]" * 200_000,
+    "a stray carriage return": line(good()) + "\r",
+    "spaces only": "   ",
+    "blank": "",
+}
+
+
+def write(path, lines: list[str], end: str = "\n") -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + end, encoding="utf-8", errors="surrogatepass")
+
+
+def both(paths, fields=FIELDS, where=(), limit=0):
+    """The engine's answer and the checked reader's, as comparable plain values."""
+    new = engine.newest_runs(paths, fields, where=where, limit=limit)
+    old = engine._newest_checked(paths, ("started_at", "config.model", "config.batch_size", *fields), where, limit)
+    return ((new.rows, new.total, [str(p) for p in new.problems]),
+            (old.rows, old.total, [str(p) for p in old.problems]))
+
+
+@pytest.mark.parametrize("name", list(ODD))
+def test_each_odd_line_reads_as_the_checked_reader_reads_it(tmp_path, name):
+    store = tmp_path / "results"
+    write(store / "box.jsonl", [line(good(0)), ODD[name], line(good(1))])
+    write(store / "other.jsonl", [line(good(2, machine="other"))])
+    new, old = both([store])
+    assert new == old
+    models = [r.get("config.model") for r in new[0]]
+    assert "resnet19" in models and "resnet20" in models  # the lines around it were read
+
+
+def test_every_odd_line_at_once_and_a_torn_last_line(tmp_path):
+    store = tmp_path / "results"
+    odd = [text for text in ODD.values()]
+    write(store / "box.jsonl", [line(good(0)), *odd, line(good(1)), line(good(3))[:40]], end="")
+    write(store / "clean.jsonl", [line(good(i, machine="clean")) for i in range(5)])
+    new, old = both([store])
+    assert new == old
+    problems = new[2]
+    assert any(p.startswith(f"{store / 'box.jsonl'}:{len(odd) + 3}: truncated line") for p in problems)
+
+
+def test_not_utf8_is_named_and_the_rest_read(tmp_path):
+    store = tmp_path / "results"
+    (store).mkdir()
+    (store / "box.jsonl").write_bytes(line(good(0)).encode() + b"\n" + line(good(1, machine="caf\u00e9"))
+                                      .encode("utf-8").replace("caf\u00e9".encode(), b"caf\xe9") + b"\n")
+    new, old = both([store])
+    assert new == old
+    assert new[1] == 1 and new[2][0].startswith(f"{store / 'box.jsonl'}:2: not UTF-8")
+
+
+def test_a_run_met_twice_is_counted_once(tmp_path):
+    store = tmp_path / "results"
+    first = good(0)
+    write(store / "a.jsonl", [line(first), line(good(1))])
+    write(store / "b.jsonl", [line({**first, "metrics": {"total_images_per_sec": 5.0}})])
+    write(store / "c.jsonl", [line({**good(2), "run_id": ""}), line({**good(3), "run_id": ""})])
+    with engine.scan([store], FIELDS) as scan:
+        assert scan.repeated == 1
+        rows = scan.rows()
+    assert len(rows) == 4
+    assert [r["metrics.total_images_per_sec"] for r in rows if r["run_id"] == first["run_id"]] == [100.0]
+    new, old = both([store])
+    assert new == old
+
+
+@pytest.mark.parametrize("where", [
+    ["model=resnet1*"], ["model=RESNET19,resnet20"], ["model!=resnet18"], ["batch_size=9"], ["batch_size=9.0"],
+    ["precision=fp32", "batch_size!=8"], ["machine=other"], ["machine=unknown"], ["source=cnnbench"],
+    ["case_name=null"], ["case_name=c*"], ["config.num_devices=1"], ["num_devices=1"], ["hostname=h"],
+    ["total_images_per_sec=101"], ["status=ok"], ["metrics.total_images_per_sec=null"], ["config.model.x=null"],
+    ["environment.cpu_cores=4"], ["cpu_cores!=4"],
+])
+def test_where_keeps_what_the_checked_reader_keeps(tmp_path, where):
+    store = tmp_path / "results"
+    write(store / "box.jsonl", [line(good(i)) for i in range(3)] + [line(good(4, case_name="case-a"))])
+    other = good(5, machine="other")
+    other["environment"].pop("machine")
+    other["environment"]["hostname"] = "other"
+    nameless = good(6)
+    nameless["environment"] = {"cpu_cores": 4}
+    write(store / "other.jsonl", [line(other), line(nameless)])
+    new, old = both([store], where=where)
+    assert new == old
+    assert new[1] == len(new[0])
+
+
+@pytest.mark.parametrize("where", ["batch_sise=8", "environment=x", "config.bogus=1"])
+def test_a_where_field_no_run_holds_is_named_as_the_checked_reader_names_it(tmp_path, capsys, where):
+    store = tmp_path / "results"
+    write(store / "box.jsonl", [line(good(0))])
+    assert main(["results", "list", str(store), "--where", where]) == 2
+    new = capsys.readouterr().err
+    with pytest.raises(ValueError) as old:
+        engine._newest_checked([store], FIELDS, [where], 0)
+    assert new.strip().endswith(f"--where: {old.value}") and "unknown field" in new
+
+
+def test_list_shows_the_newest_runs(tmp_path, capsys):
+    store = tmp_path / "results"
+    records = [good(i, started_at=f"2026-01-0{1 + i}T00:00:00+00:00") for i in range(5)]
+    write(store / "box.jsonl", [line(r) for r in reversed(records)])
+    assert main(["results", "list", str(store), "--limit", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "resnet21" in out and "resnet22" in out and "resnet20" not in out
+    assert out.index("resnet21") < out.index("resnet22")  # oldest first
+    assert "2 of 5 runs" in out
+
+
+def test_a_fifo_is_named_and_never_waited_on(tmp_path):
+    store = tmp_path / "results"
+    write(store / "box.jsonl", [line(good(0))])
+    os.mkfifo(store / "pipe.jsonl")
+    (store / "x.jsonl").mkdir()
+    found: list = []
+    reader = threading.Thread(target=lambda: found.append(engine.newest_runs([store], FIELDS)), daemon=True)
+    reader.start()
+    deadline = time.monotonic() + 60
+    while reader.is_alive() and time.monotonic() < deadline:
+        reader.join(0.1)
+    assert found, "the read waited on a FIFO"
+    problems = [str(p) for p in found[0].problems]
+    assert any("pipe.jsonl" in p for p in problems) and any("x.jsonl: is a directory" in p for p in problems)
+    assert [r["config.model"] for r in found[0].rows] == ["resnet18"]
+
+
+def test_a_results_file_reached_through_a_link_is_read(tmp_path):
+    real = tmp_path / "elsewhere" / "box.jsonl"
+    write(real, [line(good(0))])
+    store = tmp_path / "results"
+    store.mkdir()
+    (store / "box.jsonl").symlink_to(real)
+    (store / "loop.jsonl").symlink_to(store / "loop.jsonl")
+    new, old = both([store])
+    assert new == old
+    assert len(new[0]) == 1 and any("loop.jsonl" in p for p in new[2])
+
+
+def test_a_store_written_by_append_record_reads_through_the_engine_alone(tmp_path, monkeypatch):
+    """The engine vouches for what cnnbench writes: no line of a plain store is read twice."""
+    store = tmp_path / "results"
+    for i in range(20):
+        append_record(store, good(i, machine=f"m{i % 3}"))
+    called: list = []
+    monkeypatch.setattr(engine, "_read_checked", lambda *a: called.append(a))
+    found = engine.newest_runs([store], FIELDS)
+    assert found.total == 20 and not called
