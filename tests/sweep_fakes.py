@@ -118,3 +118,9 @@ def agent_like_worker(config, emit, extra):
     signal.signal(signal.SIGTERM, raise_on_term)
     emit("10\timages/sec: 12.5 +/- 0.1 (jitter = 0.2)\t6.900")
     time.sleep(60)
+
+
+def failing_worker(config, emit, extra):
+    """A case that fails inside its process before it makes a record (as the engine's would, mid-run)."""
+    emit(f"running {config.model} on {config.data_dir}")
+    raise RuntimeError("the loader died")

@@ -274,6 +274,22 @@ def test_a_node_whose_environment_differs_runs_nothing_and_records_why(tmp_path,
     assert record["environment"]["machine"] == "box"
 
 
+def test_a_job_notes_its_case_configuration_as_its_record_carries_it(tmp_path, monkeypatch):
+    import dataclasses
+
+    from cnnbench.sweep.slurm.job import JobSpec, read_note, run_job
+    from cnnbench.sweep.suite import load_suite
+
+    monkeypatch.setenv("SLURM_JOB_ID", "78")
+    suite = load_suite(write_suite(tmp_path, "note", base=FAST, timeout_s=120))
+    spec = JobSpec(dataclasses.replace(suite, cases=suite.cases[:1]), str(tmp_path / "r"), "box")
+    assert run_job(spec)["status"] == "ok"
+    (record,) = records(tmp_path / "r")
+    note = read_note(tmp_path / "r", "78")
+    assert note is not None and "unresolved" not in note
+    assert note["config"] == record["config"] != suite.cases[0].config.recorded()  # resolved: what Slurm's end keeps
+
+
 def _follow_with(tmp_path, monkeypatch, states, attempts=None):
     """``--status`` of a three-case suite whose jobs Slurm reports as ``states`` (job id -> JobState)."""
     from cnnbench.sweep.slurm import follow as follow_module
@@ -310,6 +326,28 @@ def test_jobs_slurm_ended_become_records_with_slurms_reason_and_never_started_on
     status(suite, results)  # asked again (another shell): recorded once
     assert len(records(results)) == 2
     assert "never started    batch_size=2 #1  job 5_1 (CANCELLED)" in [u.describe() for u in units]
+
+
+def test_a_job_slurm_ended_records_the_configuration_its_node_resolved(tmp_path, monkeypatch):
+    from cnnbench.results.naming import case_name
+    from cnnbench.sweep.slurm.job import write_note
+    from cnnbench.sweep.slurm.states import JobState
+
+    states = {"5_0": JobState("5_0", "TIMEOUT", nodes="n1"), "5_1": JobState("5_1", "NODE_FAIL", nodes="n2")}
+    suite, results, status = _follow_with(tmp_path, monkeypatch, states)
+    given = suite.cases[0].config.recorded()
+    resolved = {**given, "data_name": "imagefolder", "data_dir": "/data/x", "num_workers": 7}  # as the node said
+    write_note(str(results), {"job_id": "5_0"}, {"machine": "box", "hostname": "n1"}, resolved)
+    write_note(str(results), {"job_id": "5_1"}, {"machine": "box", "hostname": "n2"}, suite.cases[1].config.recorded(),
+               "(its configuration is recorded as the suite gave it, unresolved: ConfigError: --data-dir: gone)")
+    status(suite, results)
+    got = {r["slurm"]["job_id"]: r for r in records(results)}
+    assert got["5_0"]["config"] == resolved and got["5_0"]["case_name"] == case_name(resolved)
+    assert got["5_0"]["case_key"] == suite.cases[0].key
+    assert got["5_1"]["config"] == suite.cases[1].config.recorded()
+    first, second = got["5_1"]["error"].splitlines()[:2]
+    assert first.startswith("Slurm job 5_1 lost its node")
+    assert second.endswith("unresolved: ConfigError: --data-dir: gone)")
 
 
 def test_a_case_preempted_once_is_submitted_again_and_a_second_preemption_is_recorded(tmp_path, monkeypatch):

@@ -358,3 +358,62 @@ def test_a_sweep_through_the_engine(tmp_path):
         assert rec["environment"]["machine"]
     assert any("total images/sec" in line for line in lines)
     assert json.dumps(records)  # plain JSON all the way
+
+
+def test_a_failed_case_records_its_configuration_as_the_engine_resolves_it(tmp_path):
+    from cnnbench.data.generate import make_data_set
+    from cnnbench.report.build import build_report
+    from cnnbench.sweep.runner import SweepRunner, engine_resolver, preload_engine
+
+    preload_engine()
+    data = tmp_path / "data"
+    make_data_set("imagefolder", data, num_classes=2, images_per_class=4, val_images_per_class=1,
+                  image_size=(40, 40))
+    suite = parse_suite({
+        "name": "real", "timeout_s": 120,
+        "base": {"model": "trivial", "device": "cpu", "num_batches": 2, "num_warmup_batches": 1,
+                 "image_size": 32, "data_dir": str(data)},
+        "matrix": {"batch_size": [2]},
+    })
+    assert suite.cases[0].config.data_name is None and suite.cases[0].config.num_workers is None
+    results = tmp_path / "r"
+    ok = run_suite(suite, SweepOptions(results_dir=results))
+    assert [r.status for r in ok.results] == ["ok"], ok.results[0].record.get("error")
+    # the same case again, failing in its process: the record is the sweep's own
+    assert SweepRunner(suite, SweepOptions(results_dir=results)).resolver is engine_resolver
+    assert SweepRunner(suite, SweepOptions(), worker=fake_worker).resolver is None  # its records are its own
+    failed = run_suite(suite, SweepOptions(results_dir=results, rerun=True), worker=sweep_fakes.failing_worker,
+                       resolver=engine_resolver)
+    assert [r.status for r in failed.results] == ["error"]
+    records, problems = read_records(results)
+    assert problems == [] and [r["status"] for r in records] == ["ok", "error"]
+    done, error = records
+    assert "the loader died" in error["error"] and "unresolved" not in error["error"]
+    assert error["config"]["data_name"] == done["config"]["data_name"] == "imagefolder"
+    assert error["config"]["num_workers"] == done["config"]["num_workers"] is not None
+    assert error["config"] == done["config"]  # every resolved field: the failure sits beside the success
+    assert error["case_name"] == done["case_name"] and error["case_key"] == done["case_key"]
+    report = build_report(records)  # one table, one cell: the failure is a repeat of the success's configuration
+    tables = [t for t in report.tables if t.kind == "configuration"]
+    machine = done["environment"]["machine"]
+    assert error["environment"]["machine"] == machine
+    assert [(t.title, len(t.rows), t.columns[2:]) for t in tables] == [("real-replicated-1cpus", 1, [machine])]
+
+
+def test_a_failed_case_whose_configuration_cannot_be_resolved_keeps_it_as_given(tmp_path):
+    from cnnbench.sweep.runner import preload_engine
+
+    preload_engine()
+    missing = tmp_path / "no-such-data"
+    suite = parse_suite({
+        "name": "gone", "timeout_s": 120,
+        "base": {"model": "trivial", "device": "cpu", "num_batches": 2, "data_dir": str(missing)},
+        "matrix": {"batch_size": [2]},
+    })
+    result = run_suite(suite, SweepOptions(results_dir=tmp_path / "r"))  # the engine refuses it in the case
+    assert [r.status for r in result.results] == ["error"]
+    record = result.results[0].record
+    assert record["config"] == suite.cases[0].config.recorded()
+    first, second = record["error"].splitlines()[:2]
+    assert "no-such-data" in first
+    assert second.startswith("(its configuration is recorded as the suite gave it, unresolved: ConfigError: ")

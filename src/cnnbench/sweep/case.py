@@ -3,8 +3,11 @@
 A case that raises, crashes or is killed gives a record the sweep makes itself
 (:mod:`cnnbench.sweep.failure`); with ``auto_batch`` a case out of memory is tried again
 with half the batch until one fits, and the record says which batches were tried. The
-record is appended by the parent only, after the case has ended. A case's profiler
-traces move to the results folder.
+record is appended by the parent only, after the case has ended. A record made here carries
+the configuration as the worker's own record would (with the engine: data set named, loader
+processes counted, every default filled), resolved in a process of the fork server, so a
+failure is filed beside the successes of its configuration. A case's profiler traces move
+to the results folder.
 """
 
 from __future__ import annotations
@@ -23,8 +26,8 @@ from cnnbench.results.naming import case_name
 from cnnbench.results.record import Record
 from cnnbench.results.sessions import session_id
 from cnnbench.results.store import append_record
-from cnnbench.sweep.defaults import Worker
-from cnnbench.sweep.failure import failure_of
+from cnnbench.sweep.defaults import PROBE_TIMEOUT_S, Resolver, Worker
+from cnnbench.sweep.failure import failure_of, why
 from cnnbench.sweep.isolation import ChildOutcome, Send, StopFlag, run_in_child
 from cnnbench.sweep.machines import Machines
 from cnnbench.sweep.outcomes import CaseResult, Reporter, SweepOptions
@@ -37,8 +40,9 @@ class CaseRunner:
     """Runs the cases of one suite, one at a time (see the module documentation)."""
 
     def __init__(self, suite: Suite, options: SweepOptions, *, auto_batch: bool, worker: Worker,
-                 reporter: Reporter, stop: StopFlag, machines: Machines) -> None:
+                 reporter: Reporter, stop: StopFlag, machines: Machines, resolver: Resolver | None = None) -> None:
         self.suite = suite
+        self.resolver = resolver
         self.options = options
         self.auto_batch = auto_batch
         self.worker = worker
@@ -122,14 +126,40 @@ class CaseRunner:
             return record
         status, error = failure_of(outcome, self.suite.timeout_s)
         env = dict(self.machines.environment(config.device, config.machine_label)["environment"])
+        recorded, unresolved = self.resolved_config(config)
         return Record(
-            config=config.recorded(),
+            config=recorded,
             environment=env,
             metrics={},
             status=status,
-            error=error,
-            extra={**extra, "case_name": case_name(config.recorded())},
+            error=with_unresolved(error, unresolved),
+            extra={**extra, "case_name": case_name(recorded)},
         ).to_dict()
+
+    def resolved_config(self, config: RunConfig) -> tuple[dict[str, Any], str | None]:
+        """The ``config`` section of a failed attempt, as the worker's own record would have it:
+        resolved by the resolver, in a process of the fork server (the engine's rules there, where
+        torch is loaded; never in the sweep's process). When it cannot be resolved, the
+        configuration as the suite gave it, and a line that says why."""
+        if self.resolver is None:
+            return config.recorded(), None
+        with tempfile.TemporaryDirectory(prefix="cnnbench-resolve-") as tmp:
+            outcome = run_in_child(_resolve_main, (self.resolver, config), timeout_s=PROBE_TIMEOUT_S,
+                                   log_path=Path(tmp) / "output.log", stop=self.stop, grace_s=self.options.grace_s)
+        if isinstance(outcome.result, dict) and isinstance(outcome.result.get("config"), dict):
+            return outcome.result["config"], None
+        reason = "the sweep was stopped" if outcome.stopped else why(outcome, PROBE_TIMEOUT_S)
+        log.warning("could not resolve the case's configuration (%s); a record of its failure keeps it as given",
+                    reason)
+        return config.recorded(), f"(its configuration is recorded as the suite gave it, unresolved: {reason})"
+
+
+def with_unresolved(error: str, unresolved: str | None) -> str:
+    """``error`` with the line that says its record's configuration is unresolved, after its first line."""
+    if not unresolved:
+        return error
+    first, _, rest = error.partition("\n")
+    return "\n".join(part for part in (first, unresolved, rest) if part)
 
 
 def _batches_tried(record: Mapping[str, Any], tried: list[int | None]) -> dict[str, Any]:
@@ -157,6 +187,11 @@ def _keep_traces(case_results: Path, results_dir: Path) -> None:
                 shutil.copyfileobj(src, out, files.WRITE_PIECE)
         except OSError as exc:
             log.warning("could not keep the profiler trace %s: %s", path, exc)
+
+
+def _resolve_main(send: Send, resolver: Resolver, config: RunConfig) -> dict[str, Any]:
+    """In a case process: the configuration as the resolver resolves it."""
+    return {"config": dict(resolver(config))}
 
 
 def _case_main(send: Send, worker: Worker, config: RunConfig, extra: Mapping[str, Any]) -> dict[str, Any]:

@@ -19,6 +19,9 @@ Worker = Callable[[RunConfig, "Emit | None", Mapping[str, Any]], Any]
 (:class:`Record`, its dict, or ``(Record, path)`` as :func:`cnnbench.engine.run_and_append` does)."""
 Probe = Callable[[str, "str | None"], dict[str, Any]]
 """Runs in a child: ``probe(device, machine_label)`` -> ``{"device": concrete, "environment": {...}}``."""
+Resolver = Callable[[RunConfig], dict[str, Any]]
+"""Runs in a child: ``resolver(config)`` -> the ``config`` section the worker's record of ``config``
+would carry; raises when the configuration cannot be resolved here."""
 
 PROBE_TIMEOUT_S = 300.0
 
@@ -33,6 +36,18 @@ def engine_worker(config: RunConfig, emit: Emit | None, extra: Mapping[str, Any]
         for line in closing_lines(record.metrics):
             emit(line)
     return record.to_dict()
+
+
+def engine_resolver(config: RunConfig) -> dict[str, Any]:
+    """The default worker's resolver: the configuration as :func:`engine_worker`'s record would
+    carry it, resolved by the engine's own checks before any work
+    (:func:`cnnbench.engine.resolve.preflight`), on the cores ``--host-cpus`` leaves it as
+    :func:`cnnbench.engine.run_and_append` does. Raises :class:`~cnnbench.config.ConfigError`."""
+    from cnnbench.engine.resolve import preflight
+    from cnnbench.machine.affinity import host_cpus_pinned
+
+    with host_cpus_pinned(config.host_cpus):
+        return preflight(config).config.recorded()
 
 
 def engine_probe(device: str, machine_label: str | None) -> dict[str, Any]:

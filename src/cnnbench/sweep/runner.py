@@ -23,8 +23,11 @@
 * Cases are forked from a fork server that has imported torch and the engine once
   (:mod:`cnnbench.sweep.isolation`); the sweep's own process needs neither. ``device:
   auto`` and the machine's environment are resolved in a probe process, so parent-made
-  records (time-outs, crashes) carry the same machine label and device as the engine's.
-* Workers and probes are sent to the case processes by name: module-level functions
+  records (time-outs, crashes) carry the same machine label and device as the engine's; their
+  configuration is resolved by the engine's own rules (:func:`~cnnbench.sweep.defaults.engine_resolver`,
+  a resolver of the default worker) in a process of the fork server, so they carry the same
+  data set name, loader processes and defaults as the engine's records of the same case.
+* Workers, probes and resolvers are sent to the case processes by name: module-level functions
   (or ``functools.partial`` of them). As with :mod:`multiprocessing`, a script that calls
   :func:`run_suite` must guard its top level with ``if __name__ == "__main__":``.
 
@@ -42,14 +45,17 @@ import signal
 import time
 
 from cnnbench.results.store import machine_file_name
+from cnnbench.sweep import defaults
 from cnnbench.sweep.case import CaseRunner
 from cnnbench.sweep.claims import CaseClaims
 from cnnbench.sweep.defaults import (
     PROBE_TIMEOUT_S,
     Emit,
     Probe,
+    Resolver,
     Worker,
     engine_probe,
+    engine_resolver,
     engine_worker,
     preload_engine,
 )
@@ -64,9 +70,9 @@ from cnnbench.sweep.stopping import SignalScope
 from cnnbench.sweep.suite import Case, Suite
 
 __all__ = [
-    "PROBE_TIMEOUT_S", "CaseResult", "Emit", "InvalidCase", "NullReporter", "Probe", "Reporter", "SweepOptions",
-    "SweepResult", "SweepRunner", "Worker", "check_cases", "engine_probe", "engine_worker", "preload_engine",
-    "run_suite",
+    "PROBE_TIMEOUT_S", "CaseResult", "Emit", "InvalidCase", "NullReporter", "Probe", "Reporter", "Resolver",
+    "SweepOptions", "SweepResult", "SweepRunner", "Worker", "check_cases", "engine_probe", "engine_resolver",
+    "engine_worker", "preload_engine", "run_suite",
 ]
 
 
@@ -81,19 +87,25 @@ class SweepRunner:
         worker: Worker | None = None,
         probe: Probe | None = None,
         reporter: Reporter | None = None,
+        resolver: Resolver | None = None,
     ) -> None:
         self.suite = suite
         self.options = options
         self.worker: Worker = worker or engine_worker
         self.probe: Probe = probe or engine_probe
+        # The engine's rules resolve what the engine records; another worker's records are its own.
+        self.resolver = resolver or (engine_resolver if self.worker is defaults.engine_worker else None)
         check_picklable(self.worker, "worker")
         check_picklable(self.probe, "probe")
+        if self.resolver is not None:
+            check_picklable(self.resolver, "resolver")
         self.reporter: Reporter = reporter or NullReporter()
         self.auto_batch = suite.auto_batch if options.auto_batch is None else options.auto_batch
         self._stop = StopFlag()
         self.machines = Machines(self.probe, self._stop, options.grace_s)
         self.cases = CaseRunner(suite, options, auto_batch=self.auto_batch, worker=self.worker,
-                                reporter=self.reporter, stop=self._stop, machines=self.machines)
+                                reporter=self.reporter, stop=self._stop, machines=self.machines,
+                                resolver=self.resolver)
         self.done = DoneCases(suite.name, options.results_dir, rerun=options.rerun)
 
     # -- public -----------------------------------------------------------------------
@@ -165,6 +177,8 @@ def run_suite(
     worker: Worker | None = None,
     probe: Probe | None = None,
     reporter: Reporter | None = None,
+    resolver: Resolver | None = None,
 ) -> SweepResult:
     """Run ``suite`` (see :class:`SweepRunner`)."""
-    return SweepRunner(suite, options or SweepOptions(), worker=worker, probe=probe, reporter=reporter).run()
+    return SweepRunner(suite, options or SweepOptions(), worker=worker, probe=probe, reporter=reporter,
+                       resolver=resolver).run()

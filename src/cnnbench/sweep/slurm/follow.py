@@ -30,9 +30,11 @@ from pathlib import Path
 from typing import Any
 
 from cnnbench.results.error_text import clip
+from cnnbench.results.naming import case_name
 from cnnbench.results.record import Record
 from cnnbench.results.stamps import now_iso
 from cnnbench.results.store import StoreReader, append_new_records
+from cnnbench.sweep.case import with_unresolved
 from cnnbench.sweep.slurm.job import case_fields, read_note
 from cnnbench.sweep.slurm.ledger import JobEntry, latest_jobs, read_jobs
 from cnnbench.sweep.slurm.states import FAILED_STATUS, JobState, job_states
@@ -163,9 +165,13 @@ def failure_record(unit: Unit, state: JobState, results_dir: str | os.PathLike[s
     if not env:
         env = {"machine": unit.label or unit.case.config.machine_label or "unknown", "hostname": state.nodes}
     suite_one = Suite(name=unit.job.suite, base={}, matrix={}, cases=(unit.case,))
-    record = Record(config=unit.case.config.recorded(), environment=env, metrics={},
-                    status=FAILED_STATUS.get(state.state, "error"), error=_words(state, unit.job),
-                    extra=case_fields(suite_one, section)).to_dict()
+    # the configuration as the node resolved it before the case (the engine's rules, that machine's cores)
+    config = note["config"] if isinstance(note.get("config"), dict) else unit.case.config.recorded()
+    unresolved = note.get("unresolved") if isinstance(note.get("unresolved"), str) else None
+    record = Record(config=config, environment=env, metrics={},
+                    status=FAILED_STATUS.get(state.state, "error"),
+                    error=with_unresolved(_words(state, unit.job), unresolved),
+                    extra={**case_fields(suite_one, section), "case_name": case_name(config)}).to_dict()
     record["run_id"] = "slurm-" + hashlib.sha1(f"{unit.job.job_id}/{unit.case.key}".encode()).hexdigest()[:24]
     record["started_at"] = note.get("started_at") or now_iso()
     return record

@@ -7,7 +7,8 @@ machinery (:class:`~cnnbench.sweep.runner.SweepRunner`: its own process from the
 the suite's time limit, oom/error/timeout records, the claim and the resume check), and appends
 the record to the store; every record says where it ran (``slurm``: job id, nodes, partition,
 Python executable, cnnbench version). Before the case, the job leaves a note in
-``<results>/.slurm/started/`` with the machine as the node names it, which the record of a job
+``<results>/.slurm/started/`` with the machine as the node names it and the case's configuration
+as the node resolves it (as the sweep's own records of failures do), which the record of a job
 Slurm ends (a time-out, a lost node) carries.
 """
 
@@ -102,7 +103,8 @@ def run_job(spec: JobSpec) -> dict[str, Any]:
     options = SweepOptions(results_dir=Path(spec.results_dir), record_extra={"slurm": section, "session_id": session})
     sweep = runner.SweepRunner(spec.suite, options, reporter=PlainReporter(sys.stdout))
     env = sweep.machines.environment(case.config.device, case.config.machine_label)["environment"]
-    write_note(spec.results_dir, section, env)
+    config, unresolved = sweep.cases.resolved_config(case.config)  # for the record of a job Slurm ends
+    write_note(spec.results_dir, section, env, config, unresolved)
     result = sweep.run()
     if result.interrupted_by is not None:
         return {"status": None, "stopped_by": result.interrupted_by}
@@ -133,11 +135,18 @@ def case_fields(suite: Suite, section: dict[str, Any]) -> dict[str, Any]:
             "session_id": slurm_session_id(section["job_id"])}
 
 
-def write_note(results_dir: str, section: dict[str, Any], environment: dict[str, Any]) -> None:
-    """``.slurm/started/<job id>.json``: the job started, on which machine (written whole, then renamed)."""
+def write_note(results_dir: str, section: dict[str, Any], environment: dict[str, Any],
+               config: dict[str, Any] | None = None, unresolved: str | None = None) -> None:
+    """``.slurm/started/<job id>.json``: the job started, on which machine, with the case's configuration
+    as its own record would carry it (``unresolved``: why it could not be resolved), written whole, then
+    renamed."""
     folder = files.real_folder_inside(Path(results_dir), FOLDER, STARTED)  # real folders, never links
-    files.write_replacing(folder / f"{section['job_id']}.json", json.dumps(
-        {"started_at": now_iso(), "slurm": section, "environment": environment}, default=str).encode(),
+    note: dict[str, Any] = {"started_at": now_iso(), "slurm": section, "environment": environment}
+    if config is not None:
+        note["config"] = config
+    if unresolved:
+        note["unresolved"] = unresolved
+    files.write_replacing(folder / f"{section['job_id']}.json", json.dumps(note, default=str).encode(),
         root=Path(results_dir))
 
 
