@@ -76,6 +76,17 @@ ODD = {
     "text": '"ok"',
     "nested 200,000 deep": "[" * 200_000 + "]" * 200_000,
     "a stray carriage return": line(good()) + "\r",
+    "metrics null of a failed run": line({**good(), "status": "error", "metrics": None}),
+    "metrics text of a run out of memory": line({**good(), "status": "oom", "metrics": "none"}),
+    "figure 1000000000000000001": line(good()).replace('"total_images_per_sec": 100.0',
+                                                       '"total_images_per_sec": 1000000000000000001'),
+    "figure nan (so spelled) in a field read": line(good()).replace('"total_images_per_sec": 100.0',
+                                                                    '"total_images_per_sec": nan'),
+    "case name [NaN]": line({**good(), "case_name": [float("nan")]}),
+    "source {a: Infinity}": line({**good(), "source": {"a": float("inf")}}),
+    "model an object": line({**good(), "config": {**good()["config"], "model": {"a": 1}}}),
+    "model nested 20 deep": line({**good(), "config": {**good()["config"], "model": json.loads("[" * 20 + "]" * 20)}}),
+    "a run twice in its file": line({**good(), "run_id": "twice"}) + "\n" + line({**good(7), "run_id": "twice"}),
     "spaces only": "   ",
     "blank": "",
 }
@@ -89,7 +100,8 @@ def write(path, lines: list[str], end: str = "\n") -> None:
 def both(paths, fields=FIELDS, where=(), limit=0):
     """The engine's answer and the checked reader's, as comparable plain values."""
     new = engine.newest_runs(paths, fields, where=where, limit=limit)
-    old = engine._newest_checked(paths, ("started_at", "config.model", "config.batch_size", *fields), where, limit)
+    old = engine._newest_checked(paths, ("started_at", "config.model", "config.batch_size", "run_id", *fields), where,
+                                 limit)
     return ((new.rows, new.total, [str(p) for p in new.problems]),
             (old.rows, old.total, [str(p) for p in old.problems]))
 
@@ -113,7 +125,8 @@ def test_every_odd_line_at_once_and_a_torn_last_line(tmp_path):
     new, old = both([store])
     assert new == old
     problems = new[2]
-    assert any(p.startswith(f"{store / 'box.jsonl'}:{len(odd) + 3}: truncated line") for p in problems)
+    torn = chr(10).join(odd).count(chr(10)) + 4
+    assert any(p.startswith(f"{store / 'box.jsonl'}:{torn}: truncated line") for p in problems)
 
 
 def test_not_utf8_is_named_and_the_rest_read(tmp_path):
@@ -162,7 +175,8 @@ def test_where_keeps_what_the_checked_reader_keeps(tmp_path, where):
     assert new[1] == len(new[0])
 
 
-@pytest.mark.parametrize("where", ["batch_sise=8", "environment=x", "config.bogus=1"])
+@pytest.mark.parametrize("where", ["batch_sise=8", "environment=x", "config.bogus=1", "Model=x", "_ok=1",
+                                   "config.Model=resnet18", "config.=5", "x.y=3"])
 def test_a_where_field_no_run_holds_is_named_as_the_checked_reader_names_it(tmp_path, capsys, where):
     store = tmp_path / "results"
     write(store / "box.jsonl", [line(good(0))])
@@ -171,6 +185,7 @@ def test_a_where_field_no_run_holds_is_named_as_the_checked_reader_names_it(tmp_
     with pytest.raises(ValueError) as old:
         engine._newest_checked([store], FIELDS, [where], 0)
     assert new.strip().endswith(f"--where: {old.value}") and "unknown field" in new
+    assert "Traceback" not in new
 
 
 def test_list_shows_the_newest_runs(tmp_path, capsys):
@@ -222,3 +237,64 @@ def test_a_store_written_by_append_record_reads_through_the_engine_alone(tmp_pat
     monkeypatch.setattr(engine, "_read_checked", lambda *a: called.append(a))
     found = engine.newest_runs([store], FIELDS)
     assert found.total == 20 and not called
+
+
+@pytest.mark.parametrize("where", [["foo=5"], ["foo!=5"], ["x.y=3"], ["config.foo=null"]])
+def test_where_names_resolve_as_the_checked_reader_resolves_them(tmp_path, where):
+    """A bare name is the first section's that holds the key (a null too); a dotted name outside the
+    sections is what the checked reader makes of it."""
+    store = tmp_path / "results"
+    first = good(0)
+    first["config"]["foo"] = None
+    first["metrics"]["foo"] = 5
+    write(store / "box.jsonl", [line(first), line({**good(1), "x": {"y": 3}}), line(good(2))])
+    try:
+        new = both([store], where=where)
+    except ValueError as exc:  # both refuse it alike
+        with pytest.raises(ValueError, match=str(exc)[:30]):
+            engine._newest_checked([store], FIELDS, where, 0)
+        return
+    assert new[0] == new[1]
+
+
+def test_runs_alike_but_for_their_run_id_are_listed_as_the_checked_reader_lists_them(tmp_path):
+    store = tmp_path / "results"
+    alike = [line({**good(0), "run_id": f"c{i:03d}", "started_at": "2026-01-01T00:00:00+00:00"}) for i in range(300)]
+    write(store / "box.jsonl", alike[::-1])
+    new, old = both([store], limit=3)
+    assert new == old and [r["run_id"] for r in new[0]] == ["c297", "c298", "c299"]
+
+
+def test_many_files_are_read_with_few_descriptors(tmp_path):
+    """More files than a process may hold open at once: each batch is closed before the next."""
+    import resource
+    import subprocess
+    import sys
+
+    store = tmp_path / "results"
+    for i in range(300):
+        write(store / f"m{i:03d}.jsonl", [line(good(i % 7, machine=f"m{i:03d}"))])
+    limit = 64 + engine.BATCH  # the interpreter's own files, then one batch
+
+    def few() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
+
+    out = subprocess.run([sys.executable, "-m", "cnnbench", "results", "list", "--limit", "0", str(store)],
+                         capture_output=True, text=True, preexec_fn=few, timeout=600)
+    assert out.returncode == 0, out.stderr
+    assert "300 runs" in out.stdout and "warning" not in out.stderr
+
+
+def test_a_file_holding_a_run_twice_is_read_by_the_checked_reader(tmp_path, monkeypatch):
+    """The engine keeps no order of lines: the first of two copies in one file is the checked reader's."""
+    store = tmp_path / "results"
+    twice = [line({**good(i), "run_id": "twice"}) for i in (0, 2)]
+    write(store / "a.jsonl", [twice[0], line(good(1)), twice[1]])
+    write(store / "b.jsonl", [line(good(3, machine="b"))])
+    read: list = []
+    real = engine._read_checked
+    monkeypatch.setattr(engine, "_read_checked", lambda con, index, path, *a: (read.append(path.name),
+                                                                               real(con, index, path, *a)))
+    found = engine.newest_runs([store], FIELDS)
+    assert read == ["a.jsonl"]
+    assert [r["config.model"] for r in found.rows if r["run_id"] == "twice"] == ["resnet18"]

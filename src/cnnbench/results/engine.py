@@ -8,10 +8,10 @@ so a file swapped in after the check is never read. ``read_json`` reads each lin
 values (what the line said: text stays text, a fraction a fraction), and the record contract
 (:func:`~cnnbench.results.record.check_record`) is checked in the same query: ``status`` one of
 the four, ``schema_version`` the current one, each text, whole-number, number and list field of
-the contract of its kind, ``config`` and ``environment`` (and a finished run's ``metrics``)
-objects that hold some of them, every number read finite (and a metric within
-:data:`~cnnbench.results.cleaning.MAX_FIGURE`). A line the engine cannot read (malformed, torn,
-not UTF-8, a lone surrogate, not an object) is a row of nulls, which fails the check.
+the contract of its kind, ``config``, ``environment`` and ``metrics`` objects that hold some of
+them, every number read finite (and a metric within :data:`~cnnbench.results.cleaning.MAX_FIGURE`).
+A line the engine cannot read (malformed to its parser, torn, not UTF-8, a lone surrogate, not an
+object) is a row of nulls, which fails the check.
 
 A file with a line that fails it is read again by the checked reader
 (:func:`~cnnbench.results.reader.read_lines`), whole and line by line: its problems are named
@@ -20,13 +20,18 @@ as not available, and its records replace the engine's rows of that file. The en
 decides alone that a line is bad; it only vouches for lines it fully checked.
 
 What the engine does not see, and the checked reader would: a key given twice (DuckDB takes the
-first, Python's parsers the last), and nesting deeper than
+first, Python's parsers the last); JSON that DuckDB's parser allows and Python's refuses (a comma
+before a closing bracket, ``nan`` or ``inf`` spelled so) in a field the read does not ask for (in one
+it asks for, a number that is not finite is seen); and nesting deeper than
 :data:`~cnnbench.results.record.MAX_DEPTH`, a NaN or an oversized figure in a field the read does
 not ask for. Such a line is read here as the engine reads it. ``benchmarks/store_engines.py``
-(part ``behaviours``) shows each case.
+(part ``behaviours``) shows the first and the last. A field asked for that holds an object or a
+list has its file read by the checked reader.
 
 A run met twice (the same ``run_id``) is kept once, where it was first met, as the checked reader
-keeps it. Nothing here writes anywhere: the engine's database is in memory and spills nowhere.
+keeps it: a file that holds a run twice is read by the checked reader (the engine keeps no order of
+lines), and of copies in several files the first file's is kept. Nothing here writes anywhere: the
+engine's database is in memory and spills nowhere.
 DuckDB is imported only when a store is read (``import cnnbench`` and ``--help`` load none).
 """
 
@@ -167,7 +172,8 @@ def _check(kind: str, e: str) -> str:
     if kind == "float":
         return f"({e} IS NULL OR coalesce(isfinite(TRY_CAST({x} AS DOUBLE)), false))"
     if kind == "metric":
-        return f"({e} IS NULL OR coalesce(abs(TRY_CAST({x} AS DOUBLE)) <= {MAX_FIGURE!r}, false))"
+        return (f"({e} IS NULL OR (coalesce(abs(TRY_CAST({x} AS DOUBLE)) <= {MAX_FIGURE!r}, false) "
+                f"AND NOT {_LONG_WHOLE.format(x=x)}))")
     raise ValueError(kind)
 
 
@@ -180,19 +186,27 @@ def _holds_some(layout: _Layout, section: str) -> str:
     return f"coalesce({', '.join(map(layout.expr, leaves))}) IS NOT NULL"
 
 
+_LONG_WHOLE = "(length({x}) > 18 AND ltrim({x}, '-0123456789') = '')"
+"""SQL: a whole number too long for a double to hold exactly (near the limit, it compares wrong)."""
+
+
 def _usable(path: str, e: str) -> str:
-    """SQL that is true unless the value of a field read is a number no reader computes with (the
-    checked reader shows it as not available, with a notice: its file is read that way)."""
-    v = f"TRY_CAST({e}::VARCHAR AS DOUBLE)"
-    limit = f" AND abs({v}) <= {MAX_FIGURE!r}" if path.startswith("metrics.") else ""
-    return f"coalesce(isfinite({v}){limit}, true)"
+    """SQL that is true unless the value of a field read is one the checked reader would change or
+    refuse (its file is read that way): a number no reader computes with (shown as not available,
+    with a notice), or an object or list (which may hold such a number, or nest too deep)."""
+    x = f"{e}::VARCHAR"
+    v = f"TRY_CAST({x} AS DOUBLE)"
+    limit = f" AND abs({v}) <= {MAX_FIGURE!r} AND NOT {_LONG_WHOLE.format(x=x)}" if path.startswith("metrics.") else ""
+    return (f"(CASE WHEN {e} IS NULL THEN true WHEN starts_with({x}, '{{') OR starts_with({x}, '[') THEN false "
+            f"ELSE coalesce(isfinite({v}){limit}, true) END)")
 
 
 @dataclass
 class StoreScan:
     """The fields asked for of a store's runs, in the engine's table ``runs`` (a column per dotted
-    field, each a JSON value or NULL; ``_file``: the file each was read from, in the order of
-:func:`~cnnbench.results.reader.iter_store_files`; the rows of a file in no order), and
+    field, each a JSON value or NULL, named by :meth:`column`; ``_file``: the file each was read
+from, in the order of :func:`~cnnbench.results.reader.iter_store_files`; the rows of a file in no
+order), and
     the lines that could not be used."""
 
     con: duckdb.DuckDBPyConnection
@@ -203,7 +217,8 @@ class StoreScan:
     """Records of a run already read (the same ``run_id``), left out."""
 
     def column(self, name: str) -> str:
-        return ident(name)
+        """The column of ``runs`` that holds field ``name`` (one of :attr:`fields`)."""
+        return f"c{self.fields.index(name)}"
 
     def close(self) -> None:
         self.con.close()
@@ -217,18 +232,21 @@ class StoreScan:
     def present(self, name: str) -> bool:
         """Whether some run holds a value for ``name`` that is not an object (one of the fields
         a flat run has: :func:`~cnnbench.analysis.fields.known_fields`)."""
-        row = self.con.execute(f"SELECT count(*) FILTER (WHERE NOT starts_with({ident(name)}::VARCHAR, '{{')) "
+        c = self.column(name)
+        row = self.con.execute(f"SELECT count(*) FILTER (WHERE NOT starts_with({c}::VARCHAR, '{{')) "
                                "FROM runs").fetchone()
         return bool(row and row[0])
 
     def rows(self, sql_tail: str = "", columns: Sequence[str] | None = None) -> list[dict[str, Any]]:
         """Runs as flat dicts of Python values (``{"config.model": "resnet50", ...}``), a missing
-        or null field left out; ``sql_tail``: what follows ``FROM runs`` (``WHERE ... ORDER BY``)."""
+        or null field left out, and one that holds an object (a flat run has its fields instead:
+        :func:`~cnnbench.results.flatten.flatten_record`); ``sql_tail``: what follows ``FROM runs``."""
         names = list(self.fields if columns is None else columns)
-        picked = ", ".join(ident(n) for n in names)
+        picked = ", ".join(map(self.column, names))
         out = []
         for values in self.con.execute(f"SELECT {picked} FROM runs {sql_tail}").fetchall():
-            out.append({n: _value(v) for n, v in zip(names, values, strict=True) if v is not None})
+            row = {n: _value(v) for n, v in zip(names, values, strict=True) if v is not None}
+            out.append({n: v for n, v in row.items() if type(v) is not dict})
         return out
 
 
@@ -257,70 +275,95 @@ def _dumps(value: Any) -> str | None:
         return json.dumps(value, separators=(",", ":"))
 
 
+BATCH = 128
+"""Files read by one query (and open at once)."""
+
+
 def scan(paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[str], fields: Iterable[str], *,
          below: bool = True) -> StoreScan:
     """The runs of the stores at ``paths`` with the dotted ``fields`` (``run_id`` always), each
     record checked (see the module's text). Raises ``FileNotFoundError`` for a path that is not
-    there, as :func:`~cnnbench.results.reader.read_records` does."""
+    there, as :func:`~cnnbench.results.reader.read_records` does; :class:`EngineCannot` for fields
+    the engine cannot tell apart (two names that differ in case only: its names ignore case)."""
     import duckdb
 
     wanted = tuple(dict.fromkeys((RUN_ID, *fields)))
-    for name in wanted:
-        if not name or any(not part for part in name.split(".")):
-            raise ValueError(f"not a field name: {name!r}")
+    kinds = _contract()
+    _distinct_names([*kinds, *wanted])
     found = iter_store_files(paths, below=below)
     problems: dict[int, list[StoreProblem]] = {}
-    opened: list[tuple[int, Path, BinaryIO]] = []
     con = duckdb.connect(":memory:", config={"temp_directory": ""})
     try:
-        for index, path in enumerate(found):
-            f = _open(path, problems.setdefault(index, []))
-            if f is not None:
-                opened.append((index, path, f))
-        kinds = _contract()
         layout = _Layout([*kinds, *wanted])
         ok = [_check(kind, layout.expr(path)) for path, kind in kinds.items()]
         ok += [_usable(path, layout.expr(path)) for path in wanted if path not in kinds]
-        held = {section: _holds_some(layout, section) for section in ("config", "environment", "metrics")}
-        finished = f"{layout.expr('status')}::VARCHAR = '\"ok\"'"
-        ok += [held["config"], held["environment"], f"(NOT {finished} OR {held['metrics']})"]
-        picked = ", ".join(f"{layout.expr(p)} AS {ident(p)}" for p in wanted)
-        check = " AND ".join(ok)
-        parts = [f"SELECT {index} AS _file, {check} AS _ok, {picked} "
-                 f"FROM read_json({literal(f'/proc/self/fd/{f.fileno()}')}, format='newline_delimited', "
-                 f"records=true, ignore_errors=true, maximum_object_size={MAX_OBJECT}, "
-                 f"columns={layout.columns()})"
-                 for index, _, f in opened]
-        columns = ", ".join(f"{ident(p)} JSON" for p in wanted)
-        con.execute("SET preserve_insertion_order = false")  # order kept costs 80% more; nothing needs it
+        ok += [_holds_some(layout, section) for section in ("config", "environment", "metrics")]
+        picked = ", ".join(f"{layout.expr(p)} AS c{i}" for i, p in enumerate(wanted))
+        columns = ", ".join(f"c{i} JSON" for i in range(len(wanted)))
+        con.execute("SET preserve_insertion_order = false")  # order kept costs a third more; nothing needs it
         con.execute(f"CREATE TEMP TABLE runs (_file INTEGER, _ok BOOLEAN, {columns})")
-        if parts:
-            con.execute("INSERT INTO runs " + " UNION ALL ".join(parts))
-        flagged = {row[0] for row in con.execute("SELECT DISTINCT _file FROM runs WHERE NOT _ok").fetchall()}
-        for index, path, f in opened:
-            if index in flagged:
-                _read_checked(con, index, path, f, wanted, problems[index])
+        for start in range(0, len(found), BATCH):
+            opened: list[tuple[int, Path, BinaryIO]] = []
+            try:
+                for index in range(start, min(start + BATCH, len(found))):
+                    f = _open(found[index], problems.setdefault(index, []))
+                    if f is not None:
+                        opened.append((index, found[index], f))
+                if not opened:
+                    continue
+                names = {f"/proc/self/fd/{f.fileno()}": index for index, _, f in opened}
+                which = "CASE filename " + " ".join(f"WHEN {literal(n)} THEN {i}" for n, i in names.items()) + " END"
+                con.execute(
+                    f"INSERT INTO runs SELECT {which}, {' AND '.join(ok)}, {picked} "
+                    f"FROM read_json([{', '.join(map(literal, names))}], format='newline_delimited', records=true, "
+                    f"ignore_errors=true, maximum_object_size={MAX_OBJECT}, filename=true, "
+                    f"columns={layout.columns()})")
+                # a file with a line the engine cannot vouch for, or with a run twice (its first line
+                # is the one kept, and the engine keeps no order): read by the checked reader
+                flagged = {row[0] for row in con.execute(
+                    f"SELECT DISTINCT _file FROM runs WHERE _file >= {start} AND _ok IS NOT TRUE UNION "
+                    f"SELECT _file FROM runs WHERE _file >= {start} AND {_RUN_KEY} IS NOT NULL "
+                    f"GROUP BY _file, {_RUN_KEY} HAVING count(*) > 1").fetchall()}
+                for index, path, f in opened:
+                    if index in flagged:
+                        _read_checked(con, index, path, f, wanted, problems[index])
+            finally:
+                for _, _, f in opened:
+                    f.close()
         repeated = _drop_repeats(con)
     except BaseException:
         con.close()
         raise
-    finally:
-        for _, _, f in opened:
-            f.close()
     return StoreScan(con, wanted, found, [p for i in sorted(problems) for p in problems[i]], repeated)
 
 
+def _distinct_names(paths: Iterable[str]) -> None:
+    """:class:`EngineCannot` for a name with an empty part, or two names of one object that differ in
+    case only (DuckDB's names ignore case: it would read one for both)."""
+    seen: dict[tuple[str, str], str] = {}
+    for path in paths:
+        parts = path.split(".")
+        if not all(parts):
+            raise EngineCannot(path)
+        for i, part in enumerate(parts):
+            parent = ".".join(parts[:i])
+            if seen.setdefault((parent, part.lower()), part) != part:
+                raise EngineCannot(path)
+
+
+_RUN_KEY = "nullif(CASE WHEN starts_with(c0::VARCHAR, '\"') THEN c0->>'$' END, '')"
+"""SQL: the ``run_id`` of a run (column ``c0``), NULL where it has none (or an empty one)."""
+
+
 def _drop_repeats(con: duckdb.DuckDBPyConnection) -> int:
-    """Drop each run met before (the same ``run_id``, not empty): of its copies the one of the
-    first file is kept (of two in one file, either: a line copied twice); how many were dropped.
-    A store without repeats is only counted."""
-    key = f"nullif(CASE WHEN starts_with({ident(RUN_ID)}::VARCHAR, '\"') THEN {ident(RUN_ID)}->>'$' END, '')"
-    row = con.execute(f"SELECT count({key}) - count(DISTINCT {key}) FROM runs").fetchone()
+    """Drop each run met in an earlier file (the same ``run_id``; a file holds each run once by
+    now); how many were dropped. A store without repeats is only counted."""
+    row = con.execute(f"SELECT count({_RUN_KEY}) - count(DISTINCT {_RUN_KEY}) FROM runs").fetchone()
     if not row or not row[0]:
         return 0
     before = con.execute("SELECT count(*) FROM runs").fetchone()
-    con.execute(f"DELETE FROM runs WHERE rowid IN (SELECT rowid FROM runs WHERE {key} IS NOT NULL "
-                f"QUALIFY row_number() OVER (PARTITION BY {key} ORDER BY _file) > 1)")
+    con.execute(f"DELETE FROM runs WHERE rowid IN (SELECT rowid FROM runs WHERE {_RUN_KEY} IS NOT NULL "
+                f"QUALIFY row_number() OVER (PARTITION BY {_RUN_KEY} ORDER BY _file) > 1)")
     after = con.execute("SELECT count(*) FROM runs").fetchone()
     return int(before[0]) - int(after[0]) if before and after else 0
 
@@ -354,6 +397,16 @@ def _read_checked(con: duckdb.DuckDBPyConnection, index: int, path: Path, f: Bin
     records: list[dict[str, Any]] = []
     steps = any(p == "metrics.step_times_s" or p.startswith("metrics.step_times_s.") for p in wanted)
     read_lines(path, data, records, problems, step_times=steps)
+    seen: set[str] = set()
+    first = []  # of a run met twice in the file, its first line (as the checked reader keeps it)
+    for rec in records:
+        run_id = rec.get(RUN_ID)
+        if isinstance(run_id, str) and run_id:
+            if run_id in seen:
+                continue
+            seen.add(run_id)
+        first.append(rec)
+    records = first
     con.execute("DELETE FROM runs WHERE _file = ?", [index])
     if records:  # after every other file's rows: ordered by file, then as inserted
         marks = ", ".join("?::JSON" for _ in wanted)
@@ -366,65 +419,58 @@ def _read_checked(con: duckdb.DuckDBPyConnection, index: int, path: Path, f: Bin
 
 @dataclass(frozen=True)
 class Filter:
-    """``--where`` conditions for a scan: the fields each may name (read with the rest), resolved
-    once the store is read."""
+    """``--where`` conditions for a scan, each with the dotted field it names (read with the rest)."""
 
-    texts: tuple[str, ...]
     conditions: tuple[Any, ...]
-    candidates: tuple[tuple[str, ...], ...]
+    names: tuple[str, ...]
 
     @property
     def fields(self) -> list[str]:
         from cnnbench.results.fields import MACHINE
 
         out: list[str] = []
-        for names in self.candidates:
-            for name in names:
-                out.append(name)
-                if name == MACHINE:
-                    out.append("environment.hostname")
+        for name in self.names:
+            out.append(name)
+            if name == MACHINE:
+                out.append("environment.hostname")
         return out
 
 
 def plan_where(texts: Sequence[str]) -> Filter:
-    """Parse ``--where`` texts (``ValueError`` for a malformed one) and the fields each may mean."""
+    """Parse ``--where`` texts (``ValueError`` for a malformed one) and the field each names: an
+    alias, a top-level field or a dotted name in ``config``, ``environment`` or ``metrics``.
+    :class:`EngineCannot` for another name (a bare one, which the checked reader looks up in the
+    sections in turn, or one it may not know): the checked reader resolves it."""
     from cnnbench.results.fields import ALIASES, SECTIONS, TOP_LEVEL
     from cnnbench.results.query import parse_where
 
     conditions = parse_where(texts)
-    candidates: list[tuple[str, ...]] = []
+    names = []
     for c in conditions:
         name = c.field.strip()
-        if not name:
-            raise ValueError("empty field name")
         if name in ALIASES:
-            candidates.append((ALIASES[name],))
-        elif "." in name or name in TOP_LEVEL:
-            candidates.append((name,))
-        else:
-            candidates.append((*(f"{s}.{name}" for s in SECTIONS), name))
-    return Filter(tuple(texts), tuple(conditions), tuple(candidates))
+            name = ALIASES[name]
+        elif not (name in TOP_LEVEL or name.split(".", 1)[0] in SECTIONS and "." in name):
+            raise EngineCannot(c.text)
+        names.append(name)
+    return Filter(tuple(conditions), tuple(names))
 
 
 def where_sql(store: StoreScan, where: Filter) -> str:
     """SQL that keeps the runs of ``store`` that meet every condition, as
     :func:`~cnnbench.results.query.select` keeps records: each condition is decided by
     :func:`~cnnbench.results.query.value_matches` once per distinct value of its field, and the
-    values that meet it are looked up in the engine. :class:`EngineCannot` for a field no run
-    holds (the checked reader names the nearest ones)."""
-    from cnnbench.results.fields import ALIASES, MACHINE, SOURCE, TOP_LEVEL
+    values that meet it are looked up in the engine. :class:`EngineCannot` for a dotted field no
+    run holds a value of (the checked reader knows it, or names the nearest ones)."""
+    from cnnbench.results.fields import ALIASES, MACHINE, TOP_LEVEL
     from cnnbench.results.query import get_value, value_matches
 
     terms = []
-    for k, (condition, names) in enumerate(zip(where.conditions, where.candidates, strict=True)):
-        name = next((n for n in names if store.present(n)), None)
-        if name is None:
-            if names[0] in ALIASES.values() or names[0] in TOP_LEVEL or names[0] in (SOURCE, MACHINE):
-                name = names[0]  # a field every reader knows: absent in all, it is null in all
-            else:
-                raise EngineCannot(condition.text)
+    for k, (condition, name) in enumerate(zip(where.conditions, where.names, strict=True)):
+        if not (name in ALIASES.values() or name in TOP_LEVEL or store.present(name)):
+            raise EngineCannot(condition.text)
         inputs = [name, "environment.hostname"] if name == MACHINE else [name]
-        key = f"json_array({', '.join(map(ident, inputs))})::VARCHAR"
+        key = f"json_array({', '.join(map(store.column, inputs))})::VARCHAR"
         matching = []
         for (text,) in store.con.execute(f"SELECT DISTINCT {key} FROM runs").fetchall():
             record: dict[str, Any] = {}
@@ -471,9 +517,13 @@ def newest_runs(paths: Sequence[str | os.PathLike[str]], fields: Sequence[str], 
     which names the nearest ones."""
     from cnnbench.results.export import flat_list_order
 
-    plan = plan_where(where)
-    shown = ("started_at", "config.model", "config.batch_size", *fields)
-    with scan(paths, [*shown, *plan.fields]) as store:
+    shown = ("started_at", "config.model", "config.batch_size", RUN_ID, *fields)
+    try:
+        plan = plan_where(where)
+        store = scan(paths, [*shown, *plan.fields])
+    except EngineCannot:
+        return _newest_checked(paths, shown, where, limit, on_problem)
+    with store:
         if on_problem is not None:
             for problem in store.problems:
                 on_problem(problem)
@@ -481,26 +531,27 @@ def newest_runs(paths: Sequence[str | os.PathLike[str]], fields: Sequence[str], 
             keep = where_sql(store, plan)
         except EngineCannot:
             return _newest_checked(paths, shown, where, limit)
-        minute = f"substr(coalesce({ident('started_at')}->>'$', ''), 1, 16)"
+        minute = f"substr(coalesce({store.column('started_at')}->>'$', ''), 1, 16)"
         counted = store.con.execute(f"SELECT count(*) FROM runs WHERE {keep}").fetchone()
         total = int(counted[0]) if counted else 0
         tail = f"WHERE {keep}"
         if 0 < limit < total:  # only the runs of the newest minutes that hold `limit` runs are sorted here
             tail += (f" AND {minute} >= (SELECT min(m) FROM (SELECT {minute} AS m FROM runs WHERE {keep} "
                      f"ORDER BY m DESC LIMIT {int(limit)}))")
-        rows = store.rows(tail + " ORDER BY _file", shown)
+        rows = store.rows(tail, shown)
         problems = store.problems
     rows.sort(key=flat_list_order)
     return Newest(rows[-limit:] if limit > 0 else rows, total, problems)
 
 
 def _newest_checked(paths: Sequence[str | os.PathLike[str]], fields: Sequence[str], where: Sequence[str],
-                    limit: int) -> Newest:
+                    limit: int, on_problem: Callable[[str], None] | None = None) -> Newest:
+    """:func:`newest_runs` by the checked reader."""
     from cnnbench.api import read_records
     from cnnbench.results.export import newest
     from cnnbench.results.flatten import flatten_record
 
-    records, problems = read_records(list(paths), where=where, step_times=False, shared=True)
+    records, problems = read_records(list(paths), where=where, step_times=False, shared=True, on_problem=on_problem)
     shown, total = newest(records, limit)
     rows = [flatten_record(r) for r in shown]
     return Newest([{k: v for k, v in row.items() if k in fields and v is not None} for row in rows], total,

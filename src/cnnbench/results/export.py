@@ -63,16 +63,20 @@ def write_table(table: FlatTable, fmt: ExportFormat, output: str | None) -> None
 
 
 def list_order(record: Mapping[str, Any]) -> tuple[Any, ...]:
-    """Oldest first; runs of the same minute (a sweep, an import) by model in natural order, then batch."""
+    """Oldest first; runs of the same minute (a sweep, an import) by model in natural order, then
+    batch, then the time they started, then ``run_id`` (so runs alike in all of these have an order
+    that does not depend on where they stand in their file)."""
     started = str(record.get("started_at") or "")
     config = record.get("config") or {}
-    return started[:16], natural_key(config.get("model")), natural_key(config.get("batch_size")), started
+    return (started[:16], natural_key(config.get("model")), natural_key(config.get("batch_size")), started,
+            str(record.get("run_id") or ""))
 
 
 def flat_list_order(row: Mapping[str, Any]) -> tuple[Any, ...]:
     """:func:`list_order` of a flat run (``{"config.model": ...}``, :mod:`cnnbench.results.engine`)."""
     started = str(row.get("started_at") or "")
-    return started[:16], natural_key(row.get("config.model")), natural_key(row.get("config.batch_size")), started
+    return (started[:16], natural_key(row.get("config.model")), natural_key(row.get("config.batch_size")), started,
+            str(row.get("run_id") or ""))
 
 
 def newest(records: Sequence[Mapping[str, Any]], limit: int) -> tuple[list[Mapping[str, Any]], int]:
