@@ -16,6 +16,13 @@ from cnnbench.results import engine
 from cnnbench.results.record import Record
 from cnnbench.results.store import append_record
 
+
+@pytest.fixture(autouse=True)
+def _every_store_through_the_engine(monkeypatch):
+    """Stores of any size: the engine (a small one is otherwise the checked reader's)."""
+    monkeypatch.setattr(engine, "SMALL_STORE", 0)
+
+
 FIELDS = ["started_at", "environment.machine", "case_name", "config.model", "config.batch_size", "config.precision",
           "status", "metrics.total_images_per_sec", "kind", "environment.hostname", "source"]
 
@@ -279,7 +286,9 @@ def test_many_files_are_read_with_few_descriptors(tmp_path):
     def few() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
 
-    out = subprocess.run([sys.executable, "-m", "cnnbench", "results", "list", "--limit", "0", str(store)],
+    through_the_engine = ("import sys; from cnnbench.results import engine; engine.SMALL_STORE = 0; "
+                          "from cnnbench.cli import main; sys.exit(main(sys.argv[1:]))")
+    out = subprocess.run([sys.executable, "-c", through_the_engine, "results", "list", "--limit", "0", str(store)],
                          capture_output=True, text=True, preexec_fn=few, timeout=600)
     assert out.returncode == 0, out.stderr
     assert "300 runs" in out.stdout and "warning" not in out.stderr
@@ -298,3 +307,18 @@ def test_a_file_holding_a_run_twice_is_read_by_the_checked_reader(tmp_path, monk
     found = engine.newest_runs([store], FIELDS)
     assert read == ["a.jsonl"]
     assert [r["config.model"] for r in found.rows if r["run_id"] == "twice"] == ["resnet18"]
+
+
+def test_a_small_store_is_read_by_the_checked_reader_and_a_big_one_by_the_engine(tmp_path, monkeypatch):
+    store = tmp_path / "results"
+    write(store / "box.jsonl", [line(good(i)) for i in range(3)])
+    scans: list = []
+    real = engine.scan
+    monkeypatch.setattr(engine, "scan", lambda *a, **k: scans.append(1) or real(*a, **k))
+    size = (store / "box.jsonl").stat().st_size
+    monkeypatch.setattr(engine, "SMALL_STORE", size + 1)
+    small = engine.newest_runs([store], FIELDS)
+    assert not scans
+    monkeypatch.setattr(engine, "SMALL_STORE", size)
+    big = engine.newest_runs([store], FIELDS)
+    assert scans and big == small

@@ -509,6 +509,22 @@ class Newest:
     problems: list[StoreProblem]
 
 
+SMALL_STORE = 8 << 20
+"""Stores smaller than this (in bytes, all their files) are read by the checked reader, which is the
+quicker there (DuckDB's import and query cost about 0.2 s; ``benchmarks/README.md``): both give
+the same runs."""
+
+
+def _store_bytes(paths: Sequence[str | os.PathLike[str]]) -> int:
+    total = 0
+    for path in iter_store_files(paths):
+        try:
+            total += os.stat(path).st_size
+        except OSError:  # named when it is read
+            pass
+    return total
+
+
 def newest_runs(paths: Sequence[str | os.PathLike[str]], fields: Sequence[str], *, where: Sequence[str] = (),
                 limit: int = 0, on_problem: Callable[[str], None] | None = None) -> Newest:
     """The newest ``limit`` runs (all with 0) of the stores at ``paths`` that meet ``where``, in
@@ -519,6 +535,8 @@ def newest_runs(paths: Sequence[str | os.PathLike[str]], fields: Sequence[str], 
 
     shown = ("started_at", "config.model", "config.batch_size", RUN_ID, *fields)
     try:
+        if _store_bytes(paths) < SMALL_STORE:
+            raise EngineCannot("a small store")
         plan = plan_where(where)
         store = scan(paths, [*shown, *plan.fields])
     except EngineCannot:
