@@ -322,3 +322,88 @@ def test_a_small_store_is_read_by_the_checked_reader_and_a_big_one_by_the_engine
     monkeypatch.setattr(engine, "SMALL_STORE", size)
     big = engine.newest_runs([store], FIELDS)
     assert scans and big == small
+
+
+@pytest.fixture
+def sidecars(monkeypatch, tmp_path):
+    """Every results file gets a sidecar (however small), in a cache folder of the test's own."""
+    from cnnbench.results import cache
+
+    home = tmp_path / "cache"
+    monkeypatch.setenv("CNNBENCH_CACHE_DIR", str(home))
+    monkeypatch.setattr(cache, "MIN_BYTES", 0)
+    loads: list = []
+    real = engine._Sidecar.load
+    monkeypatch.setattr(engine._Sidecar, "load", lambda self, *a: (loads.append(a[2].name), real(self, *a))[1])
+    return home, loads
+
+
+def test_a_second_read_comes_from_the_sidecar_and_gives_the_same(tmp_path, sidecars):
+    home, loads = sidecars
+    store = tmp_path / "results"
+    write(store / "box.jsonl", [line(good(i)) for i in range(4)])
+    write(store / "odd.jsonl", [line(good(5, machine="odd")), ODD["figure NaN"]])
+    before = sorted(p.name for p in store.iterdir())
+    first = engine.newest_runs([store], FIELDS)
+    assert not loads
+    made = list(home.glob("*.parquet"))
+    assert len(made) == 1 and (made[0].stat().st_mode & 0o777) == 0o600  # none for a file with an odd line
+    second = engine.newest_runs([store], FIELDS)
+    assert loads == ["box.jsonl"] and second == first
+    assert sorted(p.name for p in store.iterdir()) == before  # nothing written in the store
+    new, old = both([store])
+    assert new == old
+
+
+def test_lines_appended_are_read_after_the_sidecar(tmp_path, sidecars):
+    home, loads = sidecars
+    store = tmp_path / "results"
+    path = store / "box.jsonl"
+    write(path, [line(good(i)) for i in range(3)])
+    engine.newest_runs([store], FIELDS)
+    with open(path, "a") as f:
+        f.write(line(good(7)) + "\n" + line({**good(8), "status": "great"}) + "\n")
+    new, old = both([store])
+    assert loads == ["box.jsonl"] and new == old
+    assert new[2] == [f"{path}:5: status 'great' is not one of ok, oom, error, timeout"]
+    assert len(new[0]) == 4
+    with open(path, "a") as f:  # a good line after: read after the sidecar, as the odd one was
+        f.write(line(good(9)) + "\n")
+    new, old = both([store])
+    assert new == old and len(new[0]) == 5
+
+
+def test_a_file_written_over_is_read_afresh(tmp_path, sidecars):
+    home, loads = sidecars
+    store = tmp_path / "results"
+    path = store / "box.jsonl"
+    write(path, [line(good(1)), line(good(2))])
+    engine.newest_runs([store], FIELDS)
+    text = path.read_text().replace('"resnet19"', '"resnetXX"')  # the same size, other lines
+    path.write_text(text)
+    found = engine.newest_runs([store], FIELDS)
+    assert sorted(r["config.model"] for r in found.rows) == ["resnet20", "resnetXX"]
+    with open(path, "r+") as f:  # cut, then grown past the size the sidecar covers
+        f.truncate(10)
+    with open(path, "a") as f:
+        f.write("\n" + line(good(3)) + "\n" + line(good(4)) + "\n" + line(good(5)) + "\n")
+    new, old = both([store])
+    assert new == old and len(new[0]) == 3
+
+
+def test_a_damaged_sidecar_or_one_for_other_fields_is_not_used(tmp_path, sidecars):
+    home, loads = sidecars
+    store = tmp_path / "results"
+    write(store / "box.jsonl", [line(good(i)) for i in range(3)])
+    first = engine.newest_runs([store], FIELDS)
+    (car,) = home.glob("*.parquet")
+    car.write_bytes(b"PAR1 not a parquet file")
+    assert engine.newest_runs([store], FIELDS) == first and not loads
+    assert engine.newest_runs([store], FIELDS) == first and loads == ["box.jsonl"]  # written again
+    loads.clear()
+    where = engine.newest_runs([store], FIELDS, where=["config.num_devices=1"])
+    assert where.rows == first.rows and not loads  # a field the sidecar does not hold
+    loads.clear()
+    car.rename(tmp_path / "elsewhere.parquet")  # a good sidecar, reached through a link: not read
+    car.symlink_to(tmp_path / "elsewhere.parquet")
+    assert engine.newest_runs([store], FIELDS) == first and not loads and not car.is_symlink()
