@@ -37,15 +37,8 @@ DuckDB is imported only when a store is read (``import cnnbench`` and ``--help``
 
 from __future__ import annotations
 
-import base64
-import contextlib
-import hashlib
 import json
-import logging
-import mmap
 import os
-import stat
-import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,8 +54,6 @@ from cnnbench.results.reader import iter_store_files, read_lines
 
 if TYPE_CHECKING:
     import duckdb
-
-log = logging.getLogger(__name__)
 
 RUN_ID = "run_id"
 MAX_OBJECT = 1 << 30
@@ -319,22 +310,7 @@ def scan(paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[str], field
                         opened.append((index, found[index], f))
                 if not opened:
                     continue
-                cars = {index: _Sidecar.of(con, path, f) for index, path, f in opened}
-                serving = {index: cover for index, _, f in opened if (cover := cars[index].covers(f, wanted))}
-                changed = [(index, f) for index, _, f in opened if index in serving and serving[index][1]]
-                hashes = {index: h[1] for (index, _), h in zip(changed, _digests(
-                    [(f, serving[index][0]) for index, f in changed]), strict=True)}
-                scanned = []
-                for index, path, f in opened:
-                    if index in serving and hashes.get(index, serving[index][1]) == serving[index][1]:
-                        size, _, served = serving[index]
-                        cars[index].load(con, index, path, f, wanted, served, size, problems[index])
-                    else:
-                        scanned.append((index, path, f))
-                if not scanned:
-                    continue
-                before = {index: _digest(f, 0) for index, _, f in scanned}  # the times, before the read
-                names = {f"/proc/self/fd/{f.fileno()}": index for index, _, f in scanned}
+                names = {f"/proc/self/fd/{f.fileno()}": index for index, _, f in opened}
                 which = "CASE filename " + " ".join(f"WHEN {literal(n)} THEN {i}" for n, i in names.items()) + " END"
                 con.execute(
                     f"INSERT INTO runs SELECT {which}, {' AND '.join(ok)}, {picked} "
@@ -347,14 +323,9 @@ def scan(paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[str], field
                     f"SELECT DISTINCT _file FROM runs WHERE _file >= {start} AND _ok IS NOT TRUE UNION "
                     f"SELECT _file FROM runs WHERE _file >= {start} AND {_RUN_KEY} IS NOT NULL "
                     f"GROUP BY _file, {_RUN_KEY} HAVING count(*) > 1").fetchall()}
-                for index, path, f in scanned:
+                for index, path, f in opened:
                     if index in flagged:
                         _read_checked(con, index, path, f, wanted, problems[index])
-                keep = [(index, f) for index, _, f in scanned if index not in flagged and cars[index].where]
-                hashed = _digests([(f, os.fstat(f.fileno()).st_size) for _, f in keep])
-                for (index, f), whole in zip(keep, hashed, strict=True):
-                    if whole[3] == before[index][3]:  # unchanged since before the read
-                        cars[index].save(con, index, f, wanted, whole)
             finally:
                 for _, _, f in opened:
                     f.close()
@@ -432,19 +403,15 @@ def _open(path: Path, problems: list[StoreProblem]) -> BinaryIO | None:
 
 
 def _read_checked(con: duckdb.DuckDBPyConnection, index: int, path: Path, f: BinaryIO, wanted: Sequence[str],
-                  problems: list[StoreProblem], *, start: int = 0, first_line: int = 1,
-                  seen: set[str] | None = None, keep: bool = True) -> None:
+                  problems: list[StoreProblem]) -> None:
     """The runs of one file as the checked reader reads it (from the descriptor the engine read),
-    in place of the engine's rows of that file; from byte ``start`` (line ``first_line``) on, added
-    to its rows then (the runs of ``seen`` already among them). ``keep=False``: only its problems."""
-    f.seek(start)
+    in place of the engine's rows of that file."""
+    f.seek(0)
     data = f.read()
     records: list[dict[str, Any]] = []
     steps = any(p == "metrics.step_times_s" or p.startswith("metrics.step_times_s.") for p in wanted)
-    read_lines(path, data, records, problems, step_times=steps, first_line=first_line)
-    if not keep:
-        return
-    seen = set() if seen is None else set(seen)
+    read_lines(path, data, records, problems, step_times=steps)
+    seen: set[str] = set()
     first = []  # of a run met twice in the file, its first line (as the checked reader keeps it)
     for rec in records:
         run_id = rec.get(RUN_ID)
@@ -454,8 +421,7 @@ def _read_checked(con: duckdb.DuckDBPyConnection, index: int, path: Path, f: Bin
             seen.add(run_id)
         first.append(rec)
     records = first
-    if not start:
-        con.execute("DELETE FROM runs WHERE _file = ?", [index])
+    con.execute("DELETE FROM runs WHERE _file = ?", [index])
     if records:
         _insert(con, index, [[_get(rec, p) for p in wanted] for rec in records])
 
@@ -477,151 +443,6 @@ def _insert(con: duckdb.DuckDBPyConnection, index: int, rows: list[list[Any]]) -
                     f"maximum_object_size={MAX_OBJECT}, columns={columns})")
     finally:
         os.close(fd)
-
-
-# --- the sidecar --------------------------------------------------------------------------------
-
-SIDECAR_FORMAT = 1
-
-
-@dataclass
-class _Sidecar:
-    """A results file's runs as the engine last read them, in a Parquet file DuckDB writes (in
-    this user's cache folder, :func:`~cnnbench.results.cache.cache_home`, beside the parsed-record
-    caches, named by a hash of the file's real path; never in the store): the columns read, and as
-    metadata the file's size, the SHA-256 of its bytes, its inode, size and times then, the fields,
-    and what made it (this format, the record contract's code, DuckDB's version). A file of
-    :data:`~cnnbench.results.cache.MIN_BYTES` or more whose every line the engine vouched for gets
-    one. It is used only for the same fields (or fewer), and while the file is as it was (its
-    inode, size and times unchanged) or its first ``size`` bytes hash as recorded: then the lines
-    appended since are read by the checked reader (and the sidecar written again when they are all
-    good); otherwise the file is read afresh. It is this user's alone (0600, in a folder no one
-    else may write in), written to a temporary file and renamed; one that cannot be read is
-    ignored and written again."""
-
-    where: Path | None
-    code: str = ""
-    meta: dict[str, str] | None = None
-
-    @classmethod
-    def of(cls, con: duckdb.DuckDBPyConnection, path: Path, f: BinaryIO) -> _Sidecar:
-        """``path``'s sidecar, its metadata read when there is one this cnnbench made."""
-        import duckdb
-
-        from cnnbench.results import cache
-
-        try:
-            if not cache.worth_it(path, os.fstat(f.fileno()).st_size):
-                return cls(None)
-            where = cache.cache_path(path).with_suffix(".parquet")
-        except (OSError, LookupError):
-            return cls(None)
-        car = cls(where, f"{SIDECAR_FORMAT}:{cache.code_key()}:{duckdb.__version__}")
-        try:
-            st = os.lstat(where)
-            if stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid():
-                meta = dict(con.execute("SELECT key::VARCHAR, value::VARCHAR FROM parquet_kv_metadata(?)",
-                                        [str(where)]).fetchall())
-                car.meta = meta if meta.get("code") == car.code else None
-        except (OSError, duckdb.Error):  # none, or not one DuckDB can read: read afresh
-            pass
-        return car
-
-    def covers(self, f: BinaryIO, wanted: Sequence[str]) -> tuple[int, str | None, list[str]] | None:
-        """The bytes the sidecar covers, their hash (None when the file is as it was when the
-        sidecar was written: the same inode, size, modification and change times, which no write
-        leaves as they were) and its columns of ``wanted``; None when it cannot serve (none, other
-        fields, a file now shorter)."""
-        if self.meta is None:
-            return None
-        try:
-            fields = json.loads(base64.b64decode(self.meta["fields"]))
-            size, digest = int(self.meta["size"]), self.meta["sha256"]
-            columns = [f"f{fields.index(name)}" for name in wanted]
-        except (KeyError, ValueError, TypeError):
-            return None
-        st = os.fstat(f.fileno())
-        if not 0 < size <= st.st_size:
-            return None
-        return size, None if self.meta.get("stat") == _identity(st) else digest, columns
-
-    def load(self, con: duckdb.DuckDBPyConnection, index: int, path: Path, f: BinaryIO, wanted: Sequence[str],
-             columns: list[str], size: int, problems: list[StoreProblem]) -> None:
-        """Put the file's runs into ``runs`` from the sidecar, and the lines appended since from the file."""
-        assert self.where is not None
-        con.execute(f"INSERT INTO runs SELECT {int(index)}, true, {', '.join(columns)} FROM read_parquet(?)",
-                    [str(self.where)])
-        if os.fstat(f.fileno()).st_size > size:
-            seen = {row[0] for row in con.execute(f"SELECT {_RUN_KEY} FROM runs WHERE _file = ?", [index]).fetchall()}
-            tail: list[StoreProblem] = []
-            _read_checked(con, index, path, f, wanted, tail, start=size, seen=seen, keep=False)
-            if tail:  # named by their lines: the lines before them counted (only now)
-                tail.clear()
-                _read_checked(con, index, path, f, wanted, tail, start=size, first_line=_lines(f, size) + 1,
-                              seen=seen)
-                problems.extend(tail)
-            else:
-                _read_checked(con, index, path, f, wanted, tail, start=size, seen=seen)
-                self.save(con, index, f, wanted, _digest(f, os.fstat(f.fileno()).st_size))
-
-    def save(self, con: duckdb.DuckDBPyConnection, index: int, f: BinaryIO, wanted: Sequence[str],
-             hashed: tuple[int, str, bytes, tuple[int, int]]) -> None:
-        """Write the file's runs into the sidecar (``hashed``: :func:`_digest` of the whole file, as
-        it was before the read); nothing when the file changed meanwhile, ends in a torn line, or
-        the sidecar cannot be written (a full disk: it is only a cache)."""
-        if self.where is None:
-            return
-        size, digest, last, times = hashed
-        st = os.fstat(f.fileno())
-        if last != b"\n" or (st.st_size, (st.st_mtime_ns, st.st_ctime_ns)) != (size, times):
-            return
-        meta = {"code": self.code, "size": str(size), "sha256": digest, "stat": _identity(st),
-                "fields": base64.b64encode(json.dumps(list(wanted)).encode()).decode()}
-        columns = ", ".join(f"c{i} AS f{i}" for i in range(len(wanted)))
-        fd, tmp = tempfile.mkstemp(prefix=self.where.name + ".", suffix=".tmp", dir=self.where.parent)
-        os.close(fd)
-        try:
-            con.execute(f"COPY (SELECT {columns} FROM runs WHERE _file = {int(index)}) TO {literal(tmp)} "
-                        f"(FORMAT parquet, KV_METADATA {{{', '.join(f'{k}: {literal(v)}' for k, v in meta.items())}}})")
-            os.chmod(tmp, 0o600)
-            os.replace(tmp, self.where)
-        except Exception as exc:  # a cache that cannot be written is only not kept
-            log.debug("no sidecar for %s: %s", self.where, exc)
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-
-
-def _identity(st: os.stat_result) -> str:
-    return f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
-
-
-def _digest(f: BinaryIO, size: int) -> tuple[int, str, bytes, tuple[int, int]]:
-    """``size``, the SHA-256 of the first ``size`` bytes of ``f``, their last byte, and the file's
-    modification and change times before the hash."""
-    st = os.fstat(f.fileno())
-    if size <= 0:
-        return 0, hashlib.sha256().hexdigest(), b"", (st.st_mtime_ns, st.st_ctime_ns)
-    with mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ) as view:
-        return size, hashlib.sha256(view).hexdigest(), view[size - 1:size], (st.st_mtime_ns, st.st_ctime_ns)
-
-
-def _digests(jobs: Sequence[tuple[BinaryIO, int]]) -> list[tuple[int, str, bytes, tuple[int, int]]]:
-    """:func:`_digest` of each file, on every core (hashlib lets the others run while it hashes)."""
-    if len(jobs) < 2:
-        return [_digest(f, size) for f, size in jobs]
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(max_workers=min(len(jobs), os.cpu_count() or 1)) as pool:
-        return list(pool.map(lambda job: _digest(*job), jobs))
-
-
-def _lines(f: BinaryIO, size: int) -> int:
-    """How many lines the first ``size`` bytes of ``f`` hold."""
-    with mmap.mmap(f.fileno(), size, access=mmap.ACCESS_READ) as view:
-        return sum(view[at:at + _CHUNK].count(b"\n") for at in range(0, size, _CHUNK))
-
-
-_CHUNK = 1 << 24
 
 
 # --- --where, in the engine ----------------------------------------------------------------------
