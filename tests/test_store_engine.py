@@ -324,3 +324,157 @@ def test_a_small_store_is_read_by_the_checked_reader_and_a_big_one_by_the_engine
     monkeypatch.setattr(engine, "SMALL_STORE", size)
     big = engine.newest_runs([store], FIELDS)
     assert scans and big == small
+
+
+@pytest.fixture
+def sidecars(monkeypatch, tmp_path):
+    """Every results file gets a sidecar (however small), in a cache folder of the test's own."""
+    from cnnbench.results import cache
+
+    home = tmp_path / "cache"
+    monkeypatch.setenv("CNNBENCH_CACHE_DIR", str(home))
+    monkeypatch.setattr(cache, "MIN_BYTES", 0)
+    served: list = []
+    real = engine._load_all
+    monkeypatch.setattr(engine, "_load_all", lambda con, files, *a: (lambda got: (
+        served.extend(sorted(p.name for i, p, _, _ in files if i in got)), got)[1])(real(con, files, *a)))
+    return home, served
+
+
+def test_a_second_read_comes_from_the_sidecar_and_gives_the_same(tmp_path, sidecars):
+    home, served = sidecars
+    store = tmp_path / "results"
+    write(store / "box.jsonl", [line(good(i)) for i in range(4)])
+    write(store / "odd.jsonl", [line(good(5, machine="odd")), ODD["figure NaN"]])
+    before = sorted(p.name for p in store.iterdir())
+    first = engine.newest_runs([store], FIELDS)
+    assert not served
+    made = list(home.glob("*.parquet"))
+    assert len(made) == 1 and (made[0].stat().st_mode & 0o777) == 0o600  # none for a file with an odd line
+    second = engine.newest_runs([store], FIELDS)
+    assert served == ["box.jsonl"] and second == first
+    assert sorted(p.name for p in store.iterdir()) == before  # nothing written in the store
+    new, old = both([store])
+    assert new == old
+
+
+def test_lines_appended_are_read_after_the_sidecar(tmp_path, sidecars):
+    home, served = sidecars
+    store = tmp_path / "results"
+    path = store / "box.jsonl"
+    write(path, [line(good(i)) for i in range(3)])
+    engine.newest_runs([store], FIELDS)
+    first = good(0)
+    with open(path, "a") as f:
+        f.write(line(good(7)) + "\n" + line({**good(8), "status": "great"}) + "\n")
+    new, old = both([store])
+    assert served == ["box.jsonl"] and new == old
+    assert new[2] == [f"{path}:5: status 'great' is not one of ok, oom, error, timeout"]
+    assert len(new[0]) == 4
+    with open(path, "a") as f:  # a good line, and a run already read: read after the sidecar, once
+        f.write(line(good(9)) + "\n" + path.read_text().splitlines()[0] + "\n")
+    new, old = both([store])
+    assert new == old and len(new[0]) == 5 and first
+
+
+def test_a_line_appended_while_the_tail_is_read_is_not_lost(tmp_path, sidecars, monkeypatch):
+    home, served = sidecars
+    store = tmp_path / "results"
+    path = store / "box.jsonl"
+    write(path, [line(good(i)) for i in range(3)])
+    engine.newest_runs([store], FIELDS)
+    with open(path, "a") as f:
+        f.write(line(good(3)) + "\n")
+    real = engine._add
+    appended: list = []
+
+    def add_then_append(*a):
+        real(*a)
+        if not appended:  # another writer appends while the tail is read
+            appended.append(1)
+            with open(path, "a") as f:
+                f.write(line(good(4)) + "\n" + "{malformed\n")
+
+    monkeypatch.setattr(engine, "_add", add_then_append)
+    engine.newest_runs([store], FIELDS)
+    monkeypatch.setattr(engine, "_add", real)
+    new, old = both([store])
+    assert new == old and len(new[0]) == 5 and new[2] == [f"{path}:6: malformed line (Expecting property name "
+                                                          "enclosed in double quotes: line 1 column 2 (char 1))"]
+
+
+def test_a_file_written_over_is_read_afresh(tmp_path, sidecars):
+    home, served = sidecars
+    store = tmp_path / "results"
+    path = store / "box.jsonl"
+    write(path, [line(good(1)), line(good(2))])
+    engine.newest_runs([store], FIELDS)
+    path.write_text(path.read_text().replace('"resnet19"', '"resnetXX"'))  # the same size, other lines
+    found = engine.newest_runs([store], FIELDS)
+    assert sorted(r["config.model"] for r in found.rows) == ["resnet20", "resnetXX"]
+    with open(path, "r+") as f:  # cut, then grown past the size the sidecar covers
+        f.truncate(10)
+    with open(path, "a") as f:
+        f.write("\n" + line(good(3)) + "\n" + line(good(4)) + "\n" + line(good(5)) + "\n")
+    new, old = both([store])
+    assert new == old and len(new[0]) == 3
+
+
+def test_a_file_touched_is_hashed_once_and_its_sidecar_kept(tmp_path, sidecars, monkeypatch):
+    home, served = sidecars
+    store = tmp_path / "results"
+    path = store / "box.jsonl"
+    write(path, [line(good(i)) for i in range(3)])
+    first = engine.newest_runs([store], FIELDS)
+    hashed: list = []
+    real = engine._sha256
+    monkeypatch.setattr(engine, "_sha256", lambda fd, size: hashed.append(size) or real(fd, size))
+    os.utime(path, ns=(1, 1))
+    assert engine.newest_runs([store], FIELDS) == first and served == ["box.jsonl"] and len(hashed) == 1
+    assert engine.newest_runs([store], FIELDS) == first and served == ["box.jsonl"] * 2 and len(hashed) == 1
+    with open(path, "rb") as f:
+        assert engine._sha256(f.fileno(), path.stat().st_size + 1) is None  # a file cut: no hash, no crash
+
+
+@pytest.mark.parametrize("damage", ["bits", "truncated", "shared", "link", "fields"])
+def test_a_damaged_or_foreign_sidecar_is_not_used(tmp_path, sidecars, damage):
+    home, served = sidecars
+    store = tmp_path / "results"
+    write(store / "box.jsonl", [line(good(i)) for i in range(40)])
+    first = engine.newest_runs([store], FIELDS)
+    (car,) = home.glob("*.parquet")
+    data = car.read_bytes()
+    if damage == "bits":  # a bit flipped at each of several places: not one is served, or served wrong
+        for at in range(4, len(data) - 4, max(1, len(data) // 25)):
+            car.write_bytes(data[:at] + bytes([data[at] ^ 0x10]) + data[at + 1:])
+            car.chmod(0o600)
+            served.clear()
+            assert engine.newest_runs([store], FIELDS) == first
+        return
+    if damage == "truncated":
+        car.write_bytes(data[: len(data) // 2])
+    elif damage == "shared":
+        car.chmod(0o644)  # others may read it: another user's, or written by hand
+    elif damage == "link":
+        car.rename(tmp_path / "elsewhere.parquet")
+        car.symlink_to(tmp_path / "elsewhere.parquet")
+    if damage == "fields":
+        assert engine.newest_runs([store], FIELDS, where=["config.num_devices=1"]).rows == first.rows
+    else:
+        assert engine.newest_runs([store], FIELDS) == first
+    assert not served and not car.is_symlink() and (car.stat().st_mode & 0o777) == 0o600  # written again
+
+
+def test_a_cache_folder_named_like_a_pattern_is_read_as_named(tmp_path, sidecars, monkeypatch):
+    home, served = sidecars
+    store = tmp_path / "results"
+    path = store / "box.jsonl"
+    write(path, [line(good(i)) for i in range(3)])
+    monkeypatch.setenv("CNNBENCH_CACHE_DIR", str(tmp_path / "cx"))
+    engine.newest_runs([store], FIELDS)  # a sidecar of these lines in cx
+    write(path, [line(good(i)) for i in range(5, 9)])
+    monkeypatch.setenv("CNNBENCH_CACHE_DIR", str(tmp_path / "c[x]"))
+    engine.newest_runs([store], FIELDS)
+    served.clear()
+    new, old = both([store])
+    assert new == old and served == ["box.jsonl"] and len(new[0]) == 4

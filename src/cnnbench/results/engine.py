@@ -37,8 +37,14 @@ DuckDB is imported only when a store is read (``import cnnbench`` and ``--help``
 
 from __future__ import annotations
 
+import base64
+import contextlib
+import hashlib
 import json
+import logging
 import os
+import stat
+import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,6 +60,8 @@ from cnnbench.results.reader import iter_store_files, read_lines
 
 if TYPE_CHECKING:
     import duckdb
+
+log = logging.getLogger(__name__)
 
 RUN_ID = "run_id"
 MAX_OBJECT = 1 << 30
@@ -310,7 +318,14 @@ def scan(paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[str], field
                         opened.append((index, found[index], f))
                 if not opened:
                     continue
-                names = {f"/proc/self/fd/{f.fileno()}": index for index, _, f in opened}
+                cars = {index: Sidecar.of(path) for index, path, _ in opened}
+                served = _load_all(con, [(index, path, f, cars[index]) for index, path, f in opened], wanted,
+                                   problems)
+                scanned = [(index, path, f) for index, path, f in opened if index not in served]
+                if not scanned:
+                    continue
+                before = {index: _identity(os.fstat(f.fileno())) for index, _, f in scanned}
+                names = {f"/proc/self/fd/{f.fileno()}": index for index, _, f in scanned}
                 which = "CASE filename " + " ".join(f"WHEN {literal(n)} THEN {i}" for n, i in names.items()) + " END"
                 con.execute(
                     f"INSERT INTO runs SELECT {which}, {' AND '.join(ok)}, {picked} "
@@ -323,9 +338,12 @@ def scan(paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[str], field
                     f"SELECT DISTINCT _file FROM runs WHERE _file >= {start} AND _ok IS NOT TRUE UNION "
                     f"SELECT _file FROM runs WHERE _file >= {start} AND {_RUN_KEY} IS NOT NULL "
                     f"GROUP BY _file, {_RUN_KEY} HAVING count(*) > 1").fetchall()}
-                for index, path, f in opened:
+                for index, path, f in scanned:
                     if index in flagged:
-                        _read_checked(con, index, path, f, wanted, problems[index])
+                        f.seek(0)
+                        _read_checked(con, index, path, f.read(), wanted, problems[index])
+                _save_all(con, [(index, f, cars[index], before[index]) for index, _, f in scanned
+                                if index not in flagged], wanted)
             finally:
                 for _, _, f in opened:
                     f.close()
@@ -402,28 +420,37 @@ def _open(path: Path, problems: list[StoreProblem]) -> BinaryIO | None:
     return f
 
 
-def _read_checked(con: duckdb.DuckDBPyConnection, index: int, path: Path, f: BinaryIO, wanted: Sequence[str],
-                  problems: list[StoreProblem]) -> None:
-    """The runs of one file as the checked reader reads it (from the descriptor the engine read),
-    in place of the engine's rows of that file."""
-    f.seek(0)
-    data = f.read()
+def _read_checked(con: duckdb.DuckDBPyConnection, index: int, path: Path, data: bytes, wanted: Sequence[str],
+                  problems: list[StoreProblem], *, first_line: int = 1, seen: set[str] | None = None) -> None:
+    """The runs of one file's ``data`` (its bytes, from the descriptor the engine read) as the
+    checked reader reads them, in place of the engine's rows of that file; or, with ``seen`` (the
+    runs already there: lines appended after them, from line ``first_line``), added to them."""
     records: list[dict[str, Any]] = []
-    steps = any(p == "metrics.step_times_s" or p.startswith("metrics.step_times_s.") for p in wanted)
-    read_lines(path, data, records, problems, step_times=steps)
-    seen: set[str] = set()
-    first = []  # of a run met twice in the file, its first line (as the checked reader keeps it)
+    read_lines(path, data, records, problems, step_times=_steps(wanted), first_line=first_line)
+    if seen is None:
+        con.execute("DELETE FROM runs WHERE _file = ?", [index])
+    _add(con, index, records, wanted, seen or set())
+
+
+def _steps(wanted: Sequence[str]) -> bool:
+    return any(p == "metrics.step_times_s" or p.startswith("metrics.step_times_s.") for p in wanted)
+
+
+def _add(con: duckdb.DuckDBPyConnection, index: int, records: list[dict[str, Any]], wanted: Sequence[str],
+         seen: set[str]) -> None:
+    """Add ``records`` to ``runs`` as file ``index``'s, each run once (its first line, as the checked
+    reader keeps it; none of the runs ``seen`` there already)."""
+    known = set(seen)
+    first = []
     for rec in records:
         run_id = rec.get(RUN_ID)
         if isinstance(run_id, str) and run_id:
-            if run_id in seen:
+            if run_id in known:
                 continue
-            seen.add(run_id)
+            known.add(run_id)
         first.append(rec)
-    records = first
-    con.execute("DELETE FROM runs WHERE _file = ?", [index])
-    if records:
-        _insert(con, index, [[_get(rec, p) for p in wanted] for rec in records])
+    if first:
+        _insert(con, index, [[_get(rec, p) for p in wanted] for rec in first])
 
 
 def _insert(con: duckdb.DuckDBPyConnection, index: int, rows: list[list[Any]]) -> None:
@@ -443,6 +470,230 @@ def _insert(con: duckdb.DuckDBPyConnection, index: int, rows: list[list[Any]]) -
                     f"maximum_object_size={MAX_OBJECT}, columns={columns})")
     finally:
         os.close(fd)
+
+
+# --- the sidecar --------------------------------------------------------------------------------
+
+SIDECAR_FORMAT = 1
+_CHUNK = 1 << 22
+
+
+class Sidecar:
+    """A results file's runs as the engine read them, in a Parquet file DuckDB writes, in this
+    user's cache folder (:func:`~cnnbench.results.cache.cache_home`: absolute, this user's, no one
+    else's to write in), named by a hash of the file's real path; never in the store.
+
+    Its metadata: what made it (this format, the record contract's code, DuckDB's version), the
+    fields, the rows and a sum of their hashes, and the results file's size, the SHA-256 of those
+    bytes, and its device, inode, size and times when they were read. It serves a read asking for
+    those fields or fewer, while its rows add up as recorded and the file is as it was (device,
+    inode, size and times unchanged: no hash) or its first ``size`` bytes hash as recorded; then
+    the lines appended since are read by the checked reader (and the sidecar written again, over
+    exactly the bytes read, when they are all good and the file did not move meanwhile).
+    Otherwise the file is read afresh and its sidecar written again. It is opened once, without
+    following a link, and read through that descriptor; only a regular file of this user's that
+    no one else may read is used. It is written to a temporary file beside it and renamed, 0600."""
+
+    def __init__(self, where: Path | None, code: str = "") -> None:
+        self.where = where
+        self.code = code
+
+    @classmethod
+    def of(cls, path: Path) -> Sidecar:
+        import duckdb
+
+        from cnnbench.results import cache
+
+        try:
+            if not cache.worth_it(path, os.stat(path).st_size):
+                return cls(None)
+            where = cache.cache_path(path).with_suffix(".parquet")
+        except (OSError, LookupError):
+            return cls(None)
+        return cls(where, f"{SIDECAR_FORMAT}:{cache.code_key()}:{duckdb.__version__}")
+
+    def open(self) -> int | None:
+        """The sidecar opened for reading (a descriptor), when it is a regular file of this user's
+        alone; None otherwise."""
+        if self.where is None:
+            return None
+        try:
+            fd = os.open(self.where, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError:
+            return None
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+            os.close(fd)
+            return None
+        return fd
+
+
+def _identity(st: os.stat_result) -> str:
+    return f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
+
+
+def _sha256(fd: int, size: int) -> Any:
+    """A SHA-256 of the first ``size`` bytes of ``fd`` (read, not mapped: a file cut meanwhile is
+    no crash), None when it holds fewer now."""
+    digest = hashlib.sha256()
+    at = 0
+    while at < size:
+        chunk = os.pread(fd, min(_CHUNK, size - at), at)
+        if not chunk:
+            return None
+        digest.update(chunk)
+        at += len(chunk)
+    return digest
+
+
+def _in_threads(fn: Callable[..., Any], jobs: Sequence[tuple[Any, ...]]) -> list[Any]:
+    """``fn(*job)`` for each job, on every core (hashing and reading let the others run)."""
+    if len(jobs) < 2:
+        return [fn(*job) for job in jobs]
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=min(len(jobs), os.cpu_count() or 1)) as pool:
+        return list(pool.map(lambda job: fn(*job), jobs))
+
+
+def _rows_check(con: duckdb.DuckDBPyConnection, source: str, width: int) -> tuple[int, str]:
+    row = con.execute(f"SELECT count(*), coalesce(sum(hash({', '.join(f'f{i}' for i in range(width))})::HUGEINT), 0)"
+                      f"::VARCHAR FROM {source}").fetchone()
+    return (int(row[0]), str(row[1])) if row else (0, "")
+
+
+def _load_all(con: duckdb.DuckDBPyConnection, files: Sequence[tuple[int, Path, BinaryIO, Sidecar]],
+              wanted: Sequence[str], problems: dict[int, list[StoreProblem]]) -> set[int]:
+    """Put into ``runs`` the runs of each file whose sidecar serves (see :class:`Sidecar`); the
+    indexes of those files."""
+    import duckdb
+
+    opened: list[tuple[int, Path, BinaryIO, Sidecar, int, dict[str, str], os.stat_result]] = []
+    try:
+        for index, path, f, car in files:
+            fd = car.open()
+            if fd is None:
+                continue
+            try:
+                meta = dict(con.execute("SELECT key::VARCHAR, value::VARCHAR FROM parquet_kv_metadata(?)",
+                                        [f"/proc/self/fd/{fd}"]).fetchall())
+            except duckdb.Error:
+                meta = {}
+            if meta.get("code") != car.code:
+                os.close(fd)
+                continue
+            opened.append((index, path, f, car, fd, meta, os.fstat(f.fileno())))
+        # the files not as they were: is what the sidecar covers unchanged? (hashed on every core)
+        moved = [(f.fileno(), int(meta.get("size", "0"))) for _, _, f, _, _, meta, st in opened
+                 if meta.get("stat") != _identity(st)]
+        hashes = iter(_in_threads(_sha256, moved))
+        served: set[int] = set()
+        for index, path, f, car, fd, meta, st in opened:
+            digest = next(hashes) if meta.get("stat") != _identity(st) else None
+            try:
+                fields = json.loads(base64.b64decode(meta["fields"]))
+                size, width = int(meta["size"]), len(fields)
+                columns = [f"f{fields.index(name)}" for name in wanted]
+            except (KeyError, ValueError, TypeError):
+                continue
+            if meta.get("stat") != _identity(st) and (digest is None or digest.hexdigest() != meta.get("sha256")):
+                continue
+            source = f"read_parquet('/proc/self/fd/{fd}')"
+            try:
+                if _rows_check(con, source, width) != (int(meta.get("rows", "-1")), meta.get("rowhash")):
+                    continue
+                con.execute(f"INSERT INTO runs SELECT {int(index)}, true, {', '.join(columns)} FROM {source}")
+            except duckdb.Error:
+                con.execute("DELETE FROM runs WHERE _file = ?", [index])
+                continue
+            served.add(index)
+            if st.st_size > size or digest is not None:
+                _tail(con, index, path, f, car, wanted, size, st, digest, problems[index])
+        return served
+    finally:
+        for *_, fd, _, _ in opened:
+            os.close(fd)
+
+
+def _tail(con: duckdb.DuckDBPyConnection, index: int, path: Path, f: BinaryIO, car: Sidecar, wanted: Sequence[str],
+          size: int, st: os.stat_result, digest: Any, problems: list[StoreProblem]) -> None:
+    """After a sidecar's rows: the lines appended since, read once by the checked reader, and the
+    sidecar written again over exactly the bytes read (when they are all good and the file did not
+    move as they were read)."""
+    data = os.pread(f.fileno(), st.st_size - size, size) if st.st_size > size else b""
+    seen = {row[0] for row in con.execute(f"SELECT {_RUN_KEY} FROM runs WHERE _file = ?", [index]).fetchall()}
+    tail: list[StoreProblem] = []
+    records: list[dict[str, Any]] = []
+    read_lines(path, data, records, tail, step_times=_steps(wanted))
+    if tail:  # named by their lines: the lines before them counted (only now), and read again so
+        tail.clear()
+        records.clear()
+        read_lines(path, data, records, tail, step_times=_steps(wanted), first_line=_lines(f.fileno(), size) + 1)
+        problems.extend(tail)
+        _add(con, index, records, wanted, seen)
+        return
+    _add(con, index, records, wanted, seen)
+    if len(data) == st.st_size - size and _identity(os.fstat(f.fileno())) == _identity(st):
+        whole = digest.copy() if digest is not None else _sha256(f.fileno(), size)
+        if whole is not None:
+            whole.update(data)
+            _save(con, index, car, wanted, _identity(st), st.st_size, whole.hexdigest())
+
+
+def _lines(fd: int, size: int) -> int:
+    """How many lines the first ``size`` bytes of ``fd`` hold."""
+    count = at = 0
+    while at < size:
+        chunk = os.pread(fd, min(_CHUNK, size - at), at)
+        if not chunk:
+            break
+        count += chunk.count(b"\n")
+        at += len(chunk)
+    return count
+
+
+def _save_all(con: duckdb.DuckDBPyConnection, files: Sequence[tuple[int, BinaryIO, Sidecar, str]],
+              wanted: Sequence[str]) -> None:
+    """Write the sidecar of each file the engine read whole (``before``: its identity before the
+    read), when the file is still as it was and ends in a whole line."""
+    keep = [(index, f, car, before) for index, f, car, before in files
+            if car.where is not None and _identity(os.fstat(f.fileno())) == before]
+    sizes = [os.fstat(f.fileno()).st_size for _, f, _, _ in keep]
+    hashes = _in_threads(_sha256, [(f.fileno(), size) for (_, f, _, _), size in zip(keep, sizes, strict=True)])
+    for (index, f, car, before), size, digest in zip(keep, sizes, hashes, strict=True):
+        last = os.pread(f.fileno(), 1, size - 1) if size else b""
+        if digest is not None and last == b"\n" and _identity(os.fstat(f.fileno())) == before:
+            _save(con, index, car, wanted, before, size, digest.hexdigest())
+
+
+def _save(con: duckdb.DuckDBPyConnection, index: int, car: Sidecar, wanted: Sequence[str], identity: str,
+          size: int, sha256: str) -> None:
+    """Write ``runs``' rows of file ``index`` as its sidecar; nothing when it cannot be written (a
+    full disk: it is only a cache)."""
+    import duckdb
+
+    if car.where is None:
+        return
+    width = len(wanted)
+    columns = ", ".join(f"c{i} AS f{i}" for i in range(width))
+    try:
+        rows = _rows_check(con, f"(SELECT {columns} FROM runs WHERE _file = {int(index)})", width)
+        meta = {"code": car.code, "size": str(size), "sha256": sha256, "stat": identity, "rows": str(rows[0]),
+                "rowhash": rows[1], "fields": base64.b64encode(json.dumps(list(wanted)).encode()).decode()}
+        fd, tmp = tempfile.mkstemp(prefix=f".{car.where.name}.", suffix=".tmp", dir=car.where.parent)
+        os.close(fd)
+    except (OSError, duckdb.Error) as exc:
+        log.debug("no sidecar for %s: %s", car.where, exc)
+        return
+    try:
+        con.execute(f"COPY (SELECT {columns} FROM runs WHERE _file = {int(index)}) TO {literal(tmp)} "
+                    f"(FORMAT parquet, KV_METADATA {{{', '.join(f'{k}: {literal(v)}' for k, v in meta.items())}}})")
+        os.chmod(tmp, 0o600)
+        os.replace(tmp, car.where)
+    except (OSError, duckdb.Error) as exc:
+        log.debug("no sidecar for %s: %s", car.where, exc)
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
 
 
 # --- --where, in the engine ----------------------------------------------------------------------
