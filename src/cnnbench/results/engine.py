@@ -680,6 +680,9 @@ def _save(con: duckdb.DuckDBPyConnection, index: int, car: Sidecar, wanted: Sequ
         rows = _rows_check(con, f"(SELECT {columns} FROM runs WHERE _file = {int(index)})", width)
         meta = {"code": car.code, "size": str(size), "sha256": sha256, "stat": identity, "rows": str(rows[0]),
                 "rowhash": rows[1], "fields": base64.b64encode(json.dumps(list(wanted)).encode()).decode()}
+        from cnnbench.results.cache import _remove_abandoned
+
+        _remove_abandoned(car.where)  # the temporary files of writers that died an hour ago or more
         fd, tmp = tempfile.mkstemp(prefix=f".{car.where.name}.", suffix=".tmp", dir=car.where.parent)
         os.close(fd)
     except (OSError, duckdb.Error) as exc:
