@@ -444,12 +444,18 @@ def test_a_damaged_or_foreign_sidecar_is_not_used(tmp_path, sidecars, damage):
     first = engine.newest_runs([store], FIELDS)
     (car,) = home.glob("*.parquet")
     data = car.read_bytes()
-    if damage == "bits":  # a bit flipped at each of several places: not one is served, or served wrong
-        for at in range(4, len(data) - 4, max(1, len(data) // 25)):
-            car.write_bytes(data[:at] + bytes([data[at] ^ 0x10]) + data[at + 1:])
-            car.chmod(0o600)
-            served.clear()
-            assert engine.newest_runs([store], FIELDS) == first
+    if damage == "bits":  # a bit flipped at one of many places (rows, types, metadata): never served wrong
+        for mask in (0x01, 0x10, 0x80):
+            for at in range(4 + mask % 7, len(data) - 4, max(1, len(data) // 40)):
+                car.write_bytes(data[:at] + bytes([data[at] ^ mask]) + data[at + 1:])
+                car.chmod(0o600)
+                assert engine.newest_runs([store], FIELDS) == first, (mask, at)
+        for key in (b"size", b"rows", b"stat", b"sha256", b"rowhash"):  # and in each value of its metadata
+            start = data.rfind(key) + len(key)
+            for at in range(start, start + 6):
+                car.write_bytes(data[:at] + bytes([data[at] ^ 0x10]) + data[at + 1:])
+                car.chmod(0o600)
+                assert engine.newest_runs([store], FIELDS) == first, (key, at)
         return
     if damage == "truncated":
         car.write_bytes(data[: len(data) // 2])

@@ -485,7 +485,9 @@ class Sidecar:
 
     Its metadata: what made it (this format, the record contract's code, DuckDB's version), the
     fields, the rows and a sum of their hashes, and the results file's size, the SHA-256 of those
-    bytes, and its device, inode, size and times when they were read. It serves a read asking for
+    bytes, and its device, inode, size and times when they were read; and a hash of all of these.
+    A sidecar whose metadata or columns' types are not as written, or whose rows do not add up,
+    is not used. It serves a read asking for
     those fields or fewer, while its rows add up as recorded and the file is as it was (device,
     inode, size and times unchanged: no hash) or its first ``size`` bytes hash as recorded; then
     the lines appended since are read by the checked reader (and the sidecar written again, over
@@ -562,48 +564,74 @@ def _rows_check(con: duckdb.DuckDBPyConnection, source: str, width: int) -> tupl
     return (int(row[0]), str(row[1])) if row else (0, "")
 
 
+_META = ("code", "size", "sha256", "stat", "rows", "rowhash", "fields")
+
+
+def _meta_hash(meta: Mapping[str, str]) -> str:
+    """A hash of a sidecar's metadata, kept with it: a value damaged in the file is seen."""
+    return hashlib.sha256("\0".join(str(meta.get(k)) for k in _META).encode()).hexdigest()
+
+
+def _read_meta(con: duckdb.DuckDBPyConnection, fd: int, code: str) -> dict[str, Any] | None:
+    """A sidecar's metadata, checked (made by this cnnbench, whole, of sound values): its fields
+    list, size and row count as such; None when it cannot be used."""
+    import duckdb
+
+    try:
+        meta = dict(con.execute("SELECT key::VARCHAR, value::VARCHAR FROM parquet_kv_metadata(?)",
+                                [f"/proc/self/fd/{fd}"]).fetchall())
+        if meta.get("code") != code or meta.get("metahash") != _meta_hash(meta):
+            return None
+        fields = json.loads(base64.b64decode(meta["fields"]))
+        size, rows = int(meta["size"]), int(meta["rows"])
+        kinds = con.execute(f"DESCRIBE SELECT * FROM read_parquet('/proc/self/fd/{fd}')").fetchall()
+    except (duckdb.Error, KeyError, ValueError, TypeError, UnicodeError):
+        return None
+    if (not isinstance(fields, list) or size <= 0 or rows < 0
+            or [(k[0], str(k[1])) for k in kinds] != [(f"f{i}", "JSON") for i in range(len(fields))]):
+        return None
+    return {**meta, "fields": fields, "size": size, "rows": rows}
+
+
 def _load_all(con: duckdb.DuckDBPyConnection, files: Sequence[tuple[int, Path, BinaryIO, Sidecar]],
               wanted: Sequence[str], problems: dict[int, list[StoreProblem]]) -> set[int]:
     """Put into ``runs`` the runs of each file whose sidecar serves (see :class:`Sidecar`); the
     indexes of those files."""
     import duckdb
 
-    opened: list[tuple[int, Path, BinaryIO, Sidecar, int, dict[str, str], os.stat_result]] = []
+    opened: list[tuple[int, Path, BinaryIO, Sidecar, int, dict[str, Any], os.stat_result]] = []
     try:
         for index, path, f, car in files:
             fd = car.open()
             if fd is None:
                 continue
-            try:
-                meta = dict(con.execute("SELECT key::VARCHAR, value::VARCHAR FROM parquet_kv_metadata(?)",
-                                        [f"/proc/self/fd/{fd}"]).fetchall())
-            except duckdb.Error:
-                meta = {}
-            if meta.get("code") != car.code:
+            meta = _read_meta(con, fd, car.code)
+            st = os.fstat(f.fileno())
+            if meta is None or meta["size"] > st.st_size or not set(wanted) <= set(meta["fields"]):
                 os.close(fd)
                 continue
-            opened.append((index, path, f, car, fd, meta, os.fstat(f.fileno())))
+            opened.append((index, path, f, car, fd, meta, st))
         # the files not as they were: is what the sidecar covers unchanged? (hashed on every core)
-        moved = [(f.fileno(), int(meta.get("size", "0"))) for _, _, f, _, _, meta, st in opened
-                 if meta.get("stat") != _identity(st)]
+        moved = [(f.fileno(), meta["size"]) for _, _, f, _, _, meta, st in opened if meta["stat"] != _identity(st)]
         hashes = iter(_in_threads(_sha256, moved))
         served: set[int] = set()
         for index, path, f, car, fd, meta, st in opened:
-            digest = next(hashes) if meta.get("stat") != _identity(st) else None
-            try:
-                fields = json.loads(base64.b64decode(meta["fields"]))
-                size, width = int(meta["size"]), len(fields)
-                columns = [f"f{fields.index(name)}" for name in wanted]
-            except (KeyError, ValueError, TypeError):
-                continue
-            if meta.get("stat") != _identity(st) and (digest is None or digest.hexdigest() != meta.get("sha256")):
-                continue
+            size, fields = meta["size"], meta["fields"]
+            if meta["stat"] == _identity(st):
+                digest = None
+                if size != st.st_size:
+                    continue
+            else:
+                digest = next(hashes)
+                if digest is None or digest.hexdigest() != meta["sha256"]:
+                    continue
             source = f"read_parquet('/proc/self/fd/{fd}')"
             try:
-                if _rows_check(con, source, width) != (int(meta.get("rows", "-1")), meta.get("rowhash")):
+                if _rows_check(con, source, len(fields)) != (meta["rows"], meta["rowhash"]):
                     continue
+                columns = [f"f{fields.index(name)}" for name in wanted]
                 con.execute(f"INSERT INTO runs SELECT {int(index)}, true, {', '.join(columns)} FROM {source}")
-            except duckdb.Error:
+            except (duckdb.Error, ValueError, UnicodeError):
                 con.execute("DELETE FROM runs WHERE _file = ?", [index])
                 continue
             served.add(index)
@@ -680,6 +708,7 @@ def _save(con: duckdb.DuckDBPyConnection, index: int, car: Sidecar, wanted: Sequ
         rows = _rows_check(con, f"(SELECT {columns} FROM runs WHERE _file = {int(index)})", width)
         meta = {"code": car.code, "size": str(size), "sha256": sha256, "stat": identity, "rows": str(rows[0]),
                 "rowhash": rows[1], "fields": base64.b64encode(json.dumps(list(wanted)).encode()).decode()}
+        meta["metahash"] = _meta_hash(meta)
         from cnnbench.results.cache import _remove_abandoned
 
         _remove_abandoned(car.where)  # the temporary files of writers that died an hour ago or more
