@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from cnnbench.analysis.fields import resolve_field
 from cnnbench.cli import main
 from cnnbench.results import engine
 from cnnbench.results.record import Record
@@ -22,6 +23,14 @@ def _every_store_through_the_engine(monkeypatch):
     """Stores of any size: the engine (a small one is otherwise the checked reader's)."""
     monkeypatch.setattr(engine, "SMALL_STORE", 0)
     monkeypatch.setattr(engine, "SMALL_FILES", 0)
+
+
+def through_engine(paths, fields, **k):
+    return engine.newest_runs(paths, fields, resolve=resolve_field, **k)
+
+
+def checked(paths, fields, where, limit):
+    return engine._newest_checked(paths, fields, where, limit, resolve_field)
 
 
 FIELDS = ["started_at", "environment.machine", "case_name", "config.model", "config.batch_size", "config.precision",
@@ -107,8 +116,8 @@ def write(path, lines: list[str], end: str = "\n") -> None:
 
 def both(paths, fields=FIELDS, where=(), limit=0):
     """The engine's answer and the checked reader's, as comparable plain values."""
-    new = engine.newest_runs(paths, fields, where=where, limit=limit)
-    old = engine._newest_checked(paths, ("started_at", "config.model", "config.batch_size", "run_id", *fields), where,
+    new = through_engine(paths, fields, where=where, limit=limit)
+    old = checked(paths, ("started_at", "config.model", "config.batch_size", "run_id", *fields), where,
                                  limit)
     return ((new.rows, new.total, [str(p) for p in new.problems]),
             (old.rows, old.total, [str(p) for p in old.problems]))
@@ -191,7 +200,7 @@ def test_a_where_field_no_run_holds_is_named_as_the_checked_reader_names_it(tmp_
     assert main(["results", "list", str(store), "--where", where]) == 2
     new = capsys.readouterr().err
     with pytest.raises(ValueError) as old:
-        engine._newest_checked([store], FIELDS, [where], 0)
+        checked([store], FIELDS, [where], 0)
     assert new.strip().endswith(f"--where: {old.value}") and "unknown field" in new
     assert "Traceback" not in new
 
@@ -213,7 +222,7 @@ def test_a_fifo_is_named_and_never_waited_on(tmp_path):
     os.mkfifo(store / "pipe.jsonl")
     (store / "x.jsonl").mkdir()
     found: list = []
-    reader = threading.Thread(target=lambda: found.append(engine.newest_runs([store], FIELDS)), daemon=True)
+    reader = threading.Thread(target=lambda: found.append(through_engine([store], FIELDS)), daemon=True)
     reader.start()
     deadline = time.monotonic() + 60
     while reader.is_alive() and time.monotonic() < deadline:
@@ -243,7 +252,7 @@ def test_a_store_written_by_append_record_reads_through_the_engine_alone(tmp_pat
         append_record(store, good(i, machine=f"m{i % 3}"))
     called: list = []
     monkeypatch.setattr(engine, "_read_checked", lambda *a: called.append(a))
-    found = engine.newest_runs([store], FIELDS)
+    found = through_engine([store], FIELDS)
     assert found.total == 20 and not called
 
 
@@ -260,7 +269,7 @@ def test_where_names_resolve_as_the_checked_reader_resolves_them(tmp_path, where
         new = both([store], where=where)
     except ValueError as exc:  # both refuse it alike
         with pytest.raises(ValueError, match=str(exc)[:30]):
-            engine._newest_checked([store], FIELDS, where, 0)
+            checked([store], FIELDS, where, 0)
         return
     assert new[0] == new[1]
 
@@ -306,7 +315,7 @@ def test_a_file_holding_a_run_twice_is_read_by_the_checked_reader(tmp_path, monk
     real = engine._read_checked
     monkeypatch.setattr(engine, "_read_checked", lambda con, index, path, *a: (read.append(path.name),
                                                                                real(con, index, path, *a)))
-    found = engine.newest_runs([store], FIELDS)
+    found = through_engine([store], FIELDS)
     assert read == ["a.jsonl"]
     assert [r["config.model"] for r in found.rows if r["run_id"] == "twice"] == ["resnet18"]
 
@@ -319,10 +328,10 @@ def test_a_small_store_is_read_by_the_checked_reader_and_a_big_one_by_the_engine
     monkeypatch.setattr(engine, "scan", lambda *a, **k: scans.append(1) or real(*a, **k))
     size = (store / "box.jsonl").stat().st_size
     monkeypatch.setattr(engine, "SMALL_STORE", size + 1)
-    small = engine.newest_runs([store], FIELDS)
+    small = through_engine([store], FIELDS)
     assert not scans
     monkeypatch.setattr(engine, "SMALL_STORE", size)
-    big = engine.newest_runs([store], FIELDS)
+    big = through_engine([store], FIELDS)
     assert scans and big == small
 
 
@@ -347,11 +356,11 @@ def test_a_second_read_comes_from_the_sidecar_and_gives_the_same(tmp_path, sidec
     write(store / "box.jsonl", [line(good(i)) for i in range(4)])
     write(store / "odd.jsonl", [line(good(5, machine="odd")), ODD["figure NaN"]])
     before = sorted(p.name for p in store.iterdir())
-    first = engine.newest_runs([store], FIELDS)
+    first = through_engine([store], FIELDS)
     assert not served
     made = list(home.glob("*.parquet"))
     assert len(made) == 1 and (made[0].stat().st_mode & 0o777) == 0o600  # none for a file with an odd line
-    second = engine.newest_runs([store], FIELDS)
+    second = through_engine([store], FIELDS)
     assert served == ["box.jsonl"] and second == first
     assert sorted(p.name for p in store.iterdir()) == before  # nothing written in the store
     new, old = both([store])
@@ -363,7 +372,7 @@ def test_lines_appended_are_read_after_the_sidecar(tmp_path, sidecars):
     store = tmp_path / "results"
     path = store / "box.jsonl"
     write(path, [line(good(i)) for i in range(3)])
-    engine.newest_runs([store], FIELDS)
+    through_engine([store], FIELDS)
     first = good(0)
     with open(path, "a") as f:
         f.write(line(good(7)) + "\n" + line({**good(8), "status": "great"}) + "\n")
@@ -382,7 +391,7 @@ def test_a_line_appended_while_the_tail_is_read_is_not_lost(tmp_path, sidecars, 
     store = tmp_path / "results"
     path = store / "box.jsonl"
     write(path, [line(good(i)) for i in range(3)])
-    engine.newest_runs([store], FIELDS)
+    through_engine([store], FIELDS)
     with open(path, "a") as f:
         f.write(line(good(3)) + "\n")
     real = engine._add
@@ -396,7 +405,7 @@ def test_a_line_appended_while_the_tail_is_read_is_not_lost(tmp_path, sidecars, 
                 f.write(line(good(4)) + "\n" + "{malformed\n")
 
     monkeypatch.setattr(engine, "_add", add_then_append)
-    engine.newest_runs([store], FIELDS)
+    through_engine([store], FIELDS)
     monkeypatch.setattr(engine, "_add", real)
     new, old = both([store])
     assert new == old and len(new[0]) == 5 and new[2] == [f"{path}:6: malformed line (Expecting property name "
@@ -408,9 +417,9 @@ def test_a_file_written_over_is_read_afresh(tmp_path, sidecars):
     store = tmp_path / "results"
     path = store / "box.jsonl"
     write(path, [line(good(1)), line(good(2))])
-    engine.newest_runs([store], FIELDS)
+    through_engine([store], FIELDS)
     path.write_text(path.read_text().replace('"resnet19"', '"resnetXX"'))  # the same size, other lines
-    found = engine.newest_runs([store], FIELDS)
+    found = through_engine([store], FIELDS)
     assert sorted(r["config.model"] for r in found.rows) == ["resnet20", "resnetXX"]
     with open(path, "r+") as f:  # cut, then grown past the size the sidecar covers
         f.truncate(10)
@@ -425,13 +434,13 @@ def test_a_file_touched_is_hashed_once_and_its_sidecar_kept(tmp_path, sidecars, 
     store = tmp_path / "results"
     path = store / "box.jsonl"
     write(path, [line(good(i)) for i in range(3)])
-    first = engine.newest_runs([store], FIELDS)
+    first = through_engine([store], FIELDS)
     hashed: list = []
     real = engine._sha256
     monkeypatch.setattr(engine, "_sha256", lambda fd, size: hashed.append(size) or real(fd, size))
     os.utime(path, ns=(1, 1))
-    assert engine.newest_runs([store], FIELDS) == first and served == ["box.jsonl"] and len(hashed) == 1
-    assert engine.newest_runs([store], FIELDS) == first and served == ["box.jsonl"] * 2 and len(hashed) == 1
+    assert through_engine([store], FIELDS) == first and served == ["box.jsonl"] and len(hashed) == 1
+    assert through_engine([store], FIELDS) == first and served == ["box.jsonl"] * 2 and len(hashed) == 1
     with open(path, "rb") as f:
         assert engine._sha256(f.fileno(), path.stat().st_size + 1) is None  # a file cut: no hash, no crash
 
@@ -441,7 +450,7 @@ def test_a_damaged_or_foreign_sidecar_is_not_used(tmp_path, sidecars, damage):
     home, served = sidecars
     store = tmp_path / "results"
     write(store / "box.jsonl", [line(good(i)) for i in range(40)])
-    first = engine.newest_runs([store], FIELDS)
+    first = through_engine([store], FIELDS)
     (car,) = home.glob("*.parquet")
     data = car.read_bytes()
     if damage == "bits":  # a bit flipped at one of many places (rows, types, metadata): never served wrong
@@ -449,13 +458,13 @@ def test_a_damaged_or_foreign_sidecar_is_not_used(tmp_path, sidecars, damage):
             for at in range(4 + mask % 7, len(data) - 4, max(1, len(data) // 40)):
                 car.write_bytes(data[:at] + bytes([data[at] ^ mask]) + data[at + 1:])
                 car.chmod(0o600)
-                assert engine.newest_runs([store], FIELDS) == first, (mask, at)
+                assert through_engine([store], FIELDS) == first, (mask, at)
         for key in (b"size", b"rows", b"stat", b"sha256", b"rowhash"):  # and in each value of its metadata
             start = data.rfind(key) + len(key)
             for at in range(start, start + 6):
                 car.write_bytes(data[:at] + bytes([data[at] ^ 0x10]) + data[at + 1:])
                 car.chmod(0o600)
-                assert engine.newest_runs([store], FIELDS) == first, (key, at)
+                assert through_engine([store], FIELDS) == first, (key, at)
         return
     if damage == "truncated":
         car.write_bytes(data[: len(data) // 2])
@@ -465,9 +474,9 @@ def test_a_damaged_or_foreign_sidecar_is_not_used(tmp_path, sidecars, damage):
         car.rename(tmp_path / "elsewhere.parquet")
         car.symlink_to(tmp_path / "elsewhere.parquet")
     if damage == "fields":
-        assert engine.newest_runs([store], FIELDS, where=["config.num_devices=1"]).rows == first.rows
+        assert through_engine([store], FIELDS, where=["config.num_devices=1"]).rows == first.rows
     else:
-        assert engine.newest_runs([store], FIELDS) == first
+        assert through_engine([store], FIELDS) == first
     assert not served and not car.is_symlink() and (car.stat().st_mode & 0o777) == 0o600  # written again
 
 
@@ -477,10 +486,10 @@ def test_a_cache_folder_named_like_a_pattern_is_read_as_named(tmp_path, sidecars
     path = store / "box.jsonl"
     write(path, [line(good(i)) for i in range(3)])
     monkeypatch.setenv("CNNBENCH_CACHE_DIR", str(tmp_path / "cx"))
-    engine.newest_runs([store], FIELDS)  # a sidecar of these lines in cx
+    through_engine([store], FIELDS)  # a sidecar of these lines in cx
     write(path, [line(good(i)) for i in range(5, 9)])
     monkeypatch.setenv("CNNBENCH_CACHE_DIR", str(tmp_path / "c[x]"))
-    engine.newest_runs([store], FIELDS)
+    through_engine([store], FIELDS)
     served.clear()
     new, old = both([store])
     assert new == old and served == ["box.jsonl"] and len(new[0]) == 4

@@ -111,6 +111,7 @@ def _text(value: Any) -> str:
 
 def _newest(paths: Sequence[str], where: Sequence[str], limit: int) -> tuple[list[dict[str, Any]], int]:
     """The newest ``limit`` runs (flat) that meet ``where``, and how many do; each unreadable line warned of."""
+    from cnnbench.analysis.fields import resolve_field
     from cnnbench.results.engine import newest_runs
     from cnnbench.results.store import problem_text
 
@@ -119,7 +120,7 @@ def _newest(paths: Sequence[str], where: Sequence[str], limit: int) -> tuple[lis
 
     fields = [name for name, _ in LIST_COLUMNS] + ["kind", "config.bytes", "config.collective", F.BUSBW]
     try:
-        found = newest_runs(list(paths), fields, where=where, limit=limit, on_problem=warn)
+        found = newest_runs(list(paths), fields, resolve=resolve_field, where=where, limit=limit, on_problem=warn)
     except FileNotFoundError as exc:
         raise UserError(str(exc)) from None
     except ValueError as exc:  # a malformed --where, or a FieldError naming the nearest fields

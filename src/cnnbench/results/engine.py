@@ -52,11 +52,12 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 import orjson
 
+from cnnbench.results import fields as R
 from cnnbench.results import files
 from cnnbench.results import record as contract
 from cnnbench.results.cleaning import MAX_FIGURE
 from cnnbench.results.lines import StoreProblem
-from cnnbench.results.reader import iter_store_files, read_lines
+from cnnbench.results.reader import iter_store_files, read_lines, read_records
 
 if TYPE_CHECKING:
     import duckdb
@@ -84,7 +85,7 @@ def _contract() -> dict[str, str]:
     for name in contract.METRIC_FIELDS:
         kinds[f"metrics.{name}"] = "list" if name in contract._LIST_METRICS else "metric"
     kinds["metrics.warnings"] = "list"
-    kinds["environment.machine"] = "text"
+    kinds[R.MACHINE] = "text"
     return kinds
 
 
@@ -300,11 +301,7 @@ def scan(paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[str], field
     problems: dict[int, list[StoreProblem]] = {}
     con = duckdb.connect(":memory:", config={"temp_directory": ""})
     try:
-        layout = _Layout([*kinds, *wanted])
-        ok = [_check(kind, layout.expr(path)) for path, kind in kinds.items()]
-        ok += [_usable(path, layout.expr(path)) for path in wanted if path not in kinds]
-        ok += [_holds_some(layout, section) for section in ("config", "environment", "metrics")]
-        picked = ", ".join(f"{layout.expr(p)} AS c{i}" for i, p in enumerate(wanted))
+        query = _query([*kinds, *wanted], kinds, wanted)
         columns = ", ".join(f"c{i} JSON" for i in range(len(wanted)))
         con.execute("SET preserve_insertion_order = false")  # order kept costs a third more; nothing needs it
         con.execute(f"CREATE TEMP TABLE runs (_file INTEGER, _ok BOOLEAN, {columns})")
@@ -316,34 +313,7 @@ def scan(paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[str], field
                     f = _open(found[index], problems.setdefault(index, []))
                     if f is not None:
                         opened.append((index, found[index], f))
-                if not opened:
-                    continue
-                cars = {index: Sidecar.of(path) for index, path, _ in opened}
-                served = _load_all(con, [(index, path, f, cars[index]) for index, path, f in opened], wanted,
-                                   problems)
-                scanned = [(index, path, f) for index, path, f in opened if index not in served]
-                if not scanned:
-                    continue
-                before = {index: _identity(os.fstat(f.fileno())) for index, _, f in scanned}
-                names = {f"/proc/self/fd/{f.fileno()}": index for index, _, f in scanned}
-                which = "CASE filename " + " ".join(f"WHEN {literal(n)} THEN {i}" for n, i in names.items()) + " END"
-                con.execute(
-                    f"INSERT INTO runs SELECT {which}, {' AND '.join(ok)}, {picked} "
-                    f"FROM read_json([{', '.join(map(literal, names))}], format='newline_delimited', records=true, "
-                    f"ignore_errors=true, maximum_object_size={MAX_OBJECT}, filename=true, "
-                    f"columns={layout.columns()})")
-                # a file with a line the engine cannot vouch for, or with a run twice (its first line
-                # is the one kept, and the engine keeps no order): read by the checked reader
-                flagged = {row[0] for row in con.execute(
-                    f"SELECT DISTINCT _file FROM runs WHERE _file >= {start} AND _ok IS NOT TRUE UNION "
-                    f"SELECT _file FROM runs WHERE _file >= {start} AND {_RUN_KEY} IS NOT NULL "
-                    f"GROUP BY _file, {_RUN_KEY} HAVING count(*) > 1").fetchall()}
-                for index, path, f in scanned:
-                    if index in flagged:
-                        f.seek(0)
-                        _read_checked(con, index, path, f.read(), wanted, problems[index])
-                _save_all(con, [(index, f, cars[index], before[index]) for index, _, f in scanned
-                                if index not in flagged], wanted)
+                _read_batch(con, query, start, opened, wanted, problems)
             finally:
                 for _, _, f in opened:
                     f.close()
@@ -352,6 +322,50 @@ def scan(paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[str], field
         con.close()
         raise
     return StoreScan(con, wanted, found, [p for i in sorted(problems) for p in problems[i]], repeated)
+
+
+def _query(paths: Sequence[str], kinds: Mapping[str, str], wanted: Sequence[str]) -> tuple[str, str, str]:
+    """What each row of a batch's ``read_json`` is: whether the contract holds (SQL), the fields
+    read (SQL, as ``c0, c1...``), and ``read_json``'s ``columns`` argument."""
+    layout = _Layout(paths)
+    ok = [_check(kind, layout.expr(path)) for path, kind in kinds.items()]
+    ok += [_usable(path, layout.expr(path)) for path in wanted if path not in kinds]
+    ok += [_holds_some(layout, section) for section in ("config", "environment", "metrics")]
+    picked = ", ".join(f"{layout.expr(p)} AS c{i}" for i, p in enumerate(wanted))
+    return " AND ".join(ok), picked, layout.columns()
+
+
+def _read_batch(con: duckdb.DuckDBPyConnection, query: tuple[str, str, str], start: int,
+                opened: Sequence[tuple[int, Path, BinaryIO]], wanted: Sequence[str],
+                problems: dict[int, list[StoreProblem]]) -> None:
+    """The runs of a batch of open files into ``runs``: from their sidecars where those serve, else
+    by one ``read_json`` of them all, and a file the engine cannot vouch for by the checked reader."""
+    if not opened:
+        return
+    cars = {index: Sidecar.of(path) for index, path, _ in opened}
+    served = _load_all(con, [(index, path, f, cars[index]) for index, path, f in opened], wanted, problems)
+    scanned = [(index, path, f) for index, path, f in opened if index not in served]
+    if not scanned:
+        return
+    ok, picked, columns = query
+    before = {index: _identity(os.fstat(f.fileno())) for index, _, f in scanned}
+    names = {f"/proc/self/fd/{f.fileno()}": index for index, _, f in scanned}
+    which = "CASE filename " + " ".join(f"WHEN {literal(n)} THEN {i}" for n, i in names.items()) + " END"
+    con.execute(f"INSERT INTO runs SELECT {which}, {ok}, {picked} "
+                f"FROM read_json([{', '.join(map(literal, names))}], format='newline_delimited', records=true, "
+                f"ignore_errors=true, maximum_object_size={MAX_OBJECT}, filename=true, columns={columns})")
+    # a file with a line the engine cannot vouch for, or with a run twice (its first line is the
+    # one kept, and the engine keeps no order): read by the checked reader
+    flagged = {row[0] for row in con.execute(
+        f"SELECT DISTINCT _file FROM runs WHERE _file >= {start} AND _ok IS NOT TRUE UNION "
+        f"SELECT _file FROM runs WHERE _file >= {start} AND {_RUN_KEY} IS NOT NULL "
+        f"GROUP BY _file, {_RUN_KEY} HAVING count(*) > 1").fetchall()}
+    for index, path, f in scanned:
+        if index in flagged:
+            f.seek(0)
+            _read_checked(con, index, path, f.read(), wanted, problems[index])
+    _save_all(con, [(index, f, cars[index], before[index]) for index, _, f in scanned if index not in flagged],
+              wanted)
 
 
 def _batch() -> int:
@@ -433,7 +447,7 @@ def _read_checked(con: duckdb.DuckDBPyConnection, index: int, path: Path, data: 
 
 
 def _steps(wanted: Sequence[str]) -> bool:
-    return any(p == "metrics.step_times_s" or p.startswith("metrics.step_times_s.") for p in wanted)
+    return any(p == R.STEP_TIMES or p.startswith(R.STEP_TIMES + ".") for p in wanted)
 
 
 def _add(con: duckdb.DuckDBPyConnection, index: int, records: list[dict[str, Any]], wanted: Sequence[str],
@@ -746,7 +760,7 @@ class Filter:
         for name in self.names:
             out.append(name)
             if name == MACHINE:
-                out.append("environment.hostname")
+                out.append(R.HOSTNAME)
         return out
 
 
@@ -783,7 +797,7 @@ def where_sql(store: StoreScan, where: Filter) -> str:
     for k, (condition, name) in enumerate(zip(where.conditions, where.names, strict=True)):
         if not (name in ALIASES.values() or name in TOP_LEVEL or store.present(name)):
             raise EngineCannot(condition.text)
-        inputs = [name, "environment.hostname"] if name == MACHINE else [name]
+        inputs = [name, R.HOSTNAME] if name == MACHINE else [name]
         key = f"json_array({', '.join(map(store.column, inputs))})::VARCHAR"
         matching = []
         for (text,) in store.con.execute(f"SELECT DISTINCT {key} FROM runs").fetchall():
@@ -845,22 +859,27 @@ def _worth_the_engine(paths: Sequence[str | os.PathLike[str]]) -> bool:
     return total >= SMALL_STORE and total >= count * SMALL_FILES
 
 
-def newest_runs(paths: Sequence[str | os.PathLike[str]], fields: Sequence[str], *, where: Sequence[str] = (),
-                limit: int = 0, on_problem: Callable[[str], None] | None = None) -> Newest:
+Resolve = Callable[[str, Sequence[Mapping[str, Any]]], str]
+"""How the checked reader turns a ``--where`` name into a dotted field, given the records
+(:func:`cnnbench.analysis.fields.resolve_field`: a layer above this one, so the caller's)."""
+
+
+def newest_runs(paths: Sequence[str | os.PathLike[str]], fields: Sequence[str], *, resolve: Resolve,
+                where: Sequence[str] = (), limit: int = 0, on_problem: Callable[[str], None] | None = None) -> Newest:
     """The newest ``limit`` runs (all with 0) of the stores at ``paths`` that meet ``where``, in
     :func:`~cnnbench.results.export.list_order`, with ``fields``: what ``results list`` shows.
     Read through the engine; a ``--where`` field no run holds is left to the checked reader,
     which names the nearest ones."""
     from cnnbench.results.export import flat_list_order
 
-    shown = ("started_at", "config.model", "config.batch_size", RUN_ID, *fields)
+    shown = ("started_at", R.MODEL, R.BATCH, RUN_ID, *fields)
     try:
         if not _worth_the_engine(paths):
             raise EngineCannot("a small store, or one of small files")
         plan = plan_where(where)
         store = scan(paths, [*shown, *plan.fields])
     except EngineCannot:
-        return _newest_checked(paths, shown, where, limit, on_problem)
+        return _newest_checked(paths, shown, where, limit, resolve, on_problem)
     with store:
         if on_problem is not None:
             for problem in store.problems:
@@ -868,7 +887,7 @@ def newest_runs(paths: Sequence[str | os.PathLike[str]], fields: Sequence[str], 
         try:
             keep = where_sql(store, plan)
         except EngineCannot:
-            return _newest_checked(paths, shown, where, limit)
+            return _newest_checked(paths, shown, where, limit, resolve)
         minute = f"substr(coalesce({store.column('started_at')}->>'$', ''), 1, 16)"
         counted = store.con.execute(f"SELECT count(*) FROM runs WHERE {keep}").fetchone()
         total = int(counted[0]) if counted else 0
@@ -883,14 +902,18 @@ def newest_runs(paths: Sequence[str | os.PathLike[str]], fields: Sequence[str], 
 
 
 def _newest_checked(paths: Sequence[str | os.PathLike[str]], fields: Sequence[str], where: Sequence[str],
-                    limit: int, on_problem: Callable[[str], None] | None = None) -> Newest:
+                    limit: int, resolve: Resolve, on_problem: Callable[[str], None] | None = None) -> Newest:
     """:func:`newest_runs` by the checked reader."""
-    from cnnbench.api import read_records
     from cnnbench.results.export import newest
     from cnnbench.results.flatten import flatten_record
+    from cnnbench.results.query import parse_where, select
 
-    records, problems = read_records(list(paths), where=where, step_times=False, shared=True, on_problem=on_problem)
-    shown, total = newest(records, limit)
+    records, problems = read_records(list(paths), step_times=False, shared=True)
+    if on_problem is not None:
+        for problem in problems:
+            on_problem(problem)
+    kept = select(records, parse_where(where, lambda name: resolve(name, records)))
+    shown, total = newest(kept, limit)
     rows = [flatten_record(r) for r in shown]
     return Newest([{k: v for k, v in row.items() if k in fields and v is not None} for row in rows], total,
                   [StoreProblem(p) for p in problems])

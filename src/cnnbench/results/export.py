@@ -18,6 +18,7 @@ from typing import Any, Literal, TextIO
 
 from cnnbench.results import files
 from cnnbench.results.csv_out import CsvWriter
+from cnnbench.results.fields import BATCH, MODEL
 from cnnbench.results.flatten import flatten_records, ordered_columns
 from cnnbench.results.gc_pause import collector_paused
 from cnnbench.words import natural_key
@@ -75,7 +76,7 @@ def list_order(record: Mapping[str, Any]) -> tuple[Any, ...]:
 def flat_list_order(row: Mapping[str, Any]) -> tuple[Any, ...]:
     """:func:`list_order` of a flat run (``{"config.model": ...}``, :mod:`cnnbench.results.engine`)."""
     started = str(row.get("started_at") or "")
-    return (started[:16], natural_key(row.get("config.model")), natural_key(row.get("config.batch_size")), started,
+    return (started[:16], natural_key(row.get(MODEL)), natural_key(row.get(BATCH)), started,
             str(row.get("run_id") or ""))
 
 
