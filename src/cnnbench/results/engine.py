@@ -45,7 +45,7 @@ import logging
 import os
 import stat
 import tempfile
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
@@ -501,8 +501,7 @@ class Sidecar:
     fields, the rows and a sum of their hashes, and the results file's size, the SHA-256 of those
     bytes, and its device, inode, size and times when they were read; and a hash of all of these.
     A sidecar whose metadata or columns' types are not as written, or whose rows do not add up,
-    is not used. It serves a read asking for
-    those fields or fewer, while its rows add up as recorded and the file is as it was (device,
+    is not used. It serves a read asking for those fields or fewer, while the file is as it was (device,
     inode, size and times unchanged: no hash) or its first ``size`` bytes hash as recorded; then
     the lines appended since are read by the checked reader (and the sidecar written again, over
     exactly the bytes read, when they are all good and the file did not move meanwhile).
@@ -548,18 +547,26 @@ def _identity(st: os.stat_result) -> str:
     return f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
 
 
-def _sha256(fd: int, size: int) -> Any:
-    """A SHA-256 of the first ``size`` bytes of ``fd`` (read, not mapped: a file cut meanwhile is
-    no crash), None when it holds fewer now."""
-    digest = hashlib.sha256()
+def _chunks(fd: int, size: int) -> Iterator[bytes]:
+    """The first ``size`` bytes of ``fd`` in parts (read, not mapped: a file cut meanwhile is no
+    crash); fewer when it holds fewer now."""
     at = 0
     while at < size:
         chunk = os.pread(fd, min(_CHUNK, size - at), at)
         if not chunk:
-            return None
-        digest.update(chunk)
+            return
+        yield chunk
         at += len(chunk)
-    return digest
+
+
+def _sha256(fd: int, size: int) -> Any:
+    """A SHA-256 of the first ``size`` bytes of ``fd``, None when it holds fewer now."""
+    digest = hashlib.sha256()
+    read = 0
+    for chunk in _chunks(fd, size):
+        digest.update(chunk)
+        read += len(chunk)
+    return digest if read == size else None
 
 
 def _in_threads(fn: Callable[..., Any], jobs: Sequence[tuple[Any, ...]]) -> list[Any]:
@@ -684,14 +691,7 @@ def _tail(con: duckdb.DuckDBPyConnection, index: int, path: Path, f: BinaryIO, c
 
 def _lines(fd: int, size: int) -> int:
     """How many lines the first ``size`` bytes of ``fd`` hold."""
-    count = at = 0
-    while at < size:
-        chunk = os.pread(fd, min(_CHUNK, size - at), at)
-        if not chunk:
-            break
-        count += chunk.count(b"\n")
-        at += len(chunk)
-    return count
+    return sum(chunk.count(b"\n") for chunk in _chunks(fd, size))
 
 
 def _save_all(con: duckdb.DuckDBPyConnection, files: Sequence[tuple[int, BinaryIO, Sidecar, str]],
