@@ -14,7 +14,7 @@ from cnnbench.results.flatten import flatten_record
 
 def reference(table: FlatTable) -> str:
     out = io.StringIO()
-    writer = csv.writer(out)
+    writer = csv.writer(out, lineterminator="\n")
     writer.writerow(table.columns)
     for row in table.rows:
         cells = []

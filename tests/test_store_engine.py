@@ -251,7 +251,7 @@ def test_a_store_written_by_append_record_reads_through_the_engine_alone(tmp_pat
     for i in range(20):
         append_record(store, good(i, machine=f"m{i % 3}"))
     called: list = []
-    monkeypatch.setattr(engine, "_read_checked", lambda *a: called.append(a))
+    monkeypatch.setattr(engine, "_read_checked", lambda *a, **k: called.append(a))
     found = through_engine([store], FIELDS)
     assert found.total == 20 and not called
 
@@ -313,8 +313,8 @@ def test_a_file_holding_a_run_twice_is_read_by_the_checked_reader(tmp_path, monk
     write(store / "b.jsonl", [line(good(3, machine="b"))])
     read: list = []
     real = engine._read_checked
-    monkeypatch.setattr(engine, "_read_checked", lambda con, index, path, *a: (read.append(path.name),
-                                                                               real(con, index, path, *a)))
+    monkeypatch.setattr(engine, "_read_checked", lambda con, index, path, *a, **k: (read.append(path.name),
+                                                                                    real(con, index, path, *a, **k)))
     found = through_engine([store], FIELDS)
     assert read == ["a.jsonl"]
     assert [r["config.model"] for r in found.rows if r["run_id"] == "twice"] == ["resnet18"]

@@ -11,11 +11,14 @@ import argparse
 import os
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cnnbench.cli.common import CliParser, UserError
 from cnnbench.results import fields as F
 from cnnbench.words import plural
+
+if TYPE_CHECKING:
+    from cnnbench.results.engine import CsvRows
 
 LIST_COLUMNS = tuple((name, F.field(name).label) for name in (
     "started_at", F.MACHINE, "case_name", F.MODEL, F.BATCH, F.PRECISION, F.DATA_FORMAT, F.FORWARD_ONLY, "status",
@@ -274,13 +277,47 @@ def _comm_text(row: Mapping[str, Any]) -> str:
     return text + (f": busbw {busbw:.3g} GB/s" if isinstance(busbw, (int, float)) else "")
 
 
+def _engine_csv(args: argparse.Namespace) -> CsvRows | None:
+    """The CSV rows of the export through the engine (its warnings printed); None where the checked
+    reader reads the store instead."""
+    from cnnbench.results.engine import EngineCannot, export_csv
+    from cnnbench.results.store import problem_text
+
+    try:
+        rows = export_csv(args.results, where=args.where, step_times=not args.no_step_times)
+    except EngineCannot:
+        return None
+    except FileNotFoundError as exc:
+        raise UserError(str(exc)) from None
+    except ValueError as exc:  # a malformed --where
+        raise UserError(f"--where: {exc}") from None
+    for problem in rows.problems:
+        print(f"warning: {problem_text(problem)}", file=sys.stderr)
+    return rows
+
+
 def handle_export(args: argparse.Namespace) -> int:
-    from cnnbench.results.export import ExportError, flat_table, write_table
+    from cnnbench.results.export import ExportError, flat_table, write_csv_rows, write_table
 
     if args.format == "parquet" and args.output is None:
         raise UserError("--format parquet needs -o FILE")
     if args.output is not None:
         _check_export_target(args.output, args.results)
+    rows = _engine_csv(args) if args.format == "csv" else None
+    if rows is not None:
+        with rows:
+            try:
+                write_csv_rows(rows, args.output)
+            except BrokenPipeError:
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, sys.stdout.fileno())
+                return 0
+            except OSError as exc:
+                raise UserError(_export_failure(args.output, exc), exit_code=1) from None
+        if args.output:
+            print(f"wrote {plural(rows.rows, 'run')} x {plural(len(rows.columns), 'column')} to {args.output}",
+                  file=sys.stderr)
+        return 0
     records, _ = _load(args.results, args.where, step_times=not args.no_step_times)
     table = flat_table(records)
     try:

@@ -29,7 +29,9 @@ from typing import Any, TextIO
 TRIGGERS = ("=", "+", "-", "@", "\t", "\r")
 """What a text cell may not begin with as written: a spreadsheet would read a formula."""
 
-_NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+NUMBER_PATTERN = r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
+"""A finite number written plainly, as a CSV cell holds it (also in SQL: :mod:`cnnbench.results.engine`)."""
+_NUMBER = re.compile(NUMBER_PATTERN)
 _PREFIX = "'"
 _QUOTED = re.compile(_PREFIX + "*[" + re.escape("".join(TRIGGERS)) + "]")
 """The start of text that gets a quote before it: a trigger, after any number of quotes (so

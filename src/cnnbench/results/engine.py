@@ -199,15 +199,32 @@ _LONG_WHOLE = "(length({x}) > 18 AND ltrim({x}, '-0123456789') = '')"
 """SQL: a whole number too long for a double to hold exactly (near the limit, it compares wrong)."""
 
 
-def _usable(path: str, e: str) -> str:
+def _usable(path: str, e: str, *, lists: bool = False) -> str:
     """SQL that is true unless the value of a field read is one the checked reader would change or
     refuse (its file is read that way): a number no reader computes with (shown as not available,
-    with a notice), or an object or list (which may hold such a number, or nest too deep)."""
+    with a notice), or an object, or a list (which may hold such a number, or nest too deep).
+    ``lists``: a list is usable when its text shows none of that (:data:`_LIST_DOUBT`)."""
     x = f"{e}::VARCHAR"
     v = f"TRY_CAST({x} AS DOUBLE)"
     limit = f" AND abs({v}) <= {MAX_FIGURE!r} AND NOT {_LONG_WHOLE.format(x=x)}" if path.startswith("metrics.") else ""
-    return (f"(CASE WHEN {e} IS NULL THEN true WHEN starts_with({x}, '{{') OR starts_with({x}, '[') THEN false "
-            f"ELSE coalesce(isfinite({v}){limit}, true) END)")
+    listed = "false"
+    if lists and path.count(".") < MAX_LIST_DEPTH:
+        listed = f"NOT regexp_matches({x}, {literal(_LIST_DOUBT)})"
+    return (f"(CASE WHEN {e} IS NULL THEN true WHEN starts_with({x}, '{{') THEN false "
+            f"WHEN starts_with({x}, '[') THEN {listed} ELSE coalesce(isfinite({v}){limit}, true) END)")
+
+
+MAX_LIST_DEPTH = contract.MAX_DEPTH - 4
+"""A list is read by the engine only in a field this shallow: with at most 3 levels nested in
+it (:data:`_LIST_DOUBT`), the record stays within :data:`~cnnbench.results.record.MAX_DEPTH`."""
+
+_LIST_DOUBT = (r"(?i)nan|inf|e\+?[0-9]{2}|[0-9]{19}"
+               r"|[\[{][^\]}]*[\[{][^\]}]*[\[{][^\]}]*[\[{]")
+"""What in a list's JSON text (DuckDB's) sends its file to the checked reader: what could be a
+NaN or an infinity, a number of 1e10 or more written with an exponent or one of 19 digits or
+more (a figure a reader may not compute with, :data:`~cnnbench.results.cleaning.MAX_FIGURE`), or
+four brackets opened with none closed between them. Text in the list that looks so is only
+read the slower way."""
 
 
 @dataclass
@@ -224,6 +241,9 @@ order), and
     problems: list[StoreProblem] = field(default_factory=list)
     repeated: int = 0
     """Records of a run already read (the same ``run_id``), left out."""
+    columns: list[str] = field(default_factory=list)
+    """Of a scan of every field: the fields some run read holds, in the order ``results export``
+    writes them (:func:`~cnnbench.results.flatten.ordered_columns`)."""
 
     def column(self, name: str) -> str:
         """The column of ``runs`` that holds field ``name`` (one of :attr:`fields`)."""
@@ -286,24 +306,33 @@ BATCH = 128
 """Files read by one query (and open at once)."""
 
 
-def scan(paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[str], fields: Iterable[str], *,
-         below: bool = True) -> StoreScan:
+def scan(paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[str], fields: Iterable[str] | None, *,
+         below: bool = True, leave_out: Iterable[str] = ()) -> StoreScan:
     """The runs of the stores at ``paths`` with the dotted ``fields`` (``run_id`` always), each
-    record checked (see the module's text). Raises ``FileNotFoundError`` for a path that is not
-    there, as :func:`~cnnbench.results.reader.read_records` does; :class:`EngineCannot` for fields
-    the engine cannot tell apart (two names that differ in case only: its names ignore case)."""
+    record checked (see the module's text); ``fields`` None: every field the runs hold but those
+    in ``leave_out`` (:attr:`StoreScan.columns`), rows kept in the store's order (its files',
+    then each file's lines': ``ORDER BY _file, rowid``). Raises ``FileNotFoundError`` for a path
+    that is not there, as :func:`~cnnbench.results.reader.read_records` does;
+    :class:`EngineCannot` for fields the engine cannot tell apart (two names that differ in case
+    only: its names ignore case; a name with a dot in it) or a file changed between finding its
+    fields and reading them."""
     import duckdb
 
+    found = iter_store_files(paths, below=below)
+    every = None
+    if fields is None:
+        every = _discover(found)
+        fields = sorted(frozenset().union(*every.leaves.values()).difference(leave_out))
     wanted = tuple(dict.fromkeys((RUN_ID, *fields)))
     kinds = _contract()
     _distinct_names([*kinds, *wanted])
-    found = iter_store_files(paths, below=below)
     problems: dict[int, list[StoreProblem]] = {}
     con = duckdb.connect(":memory:", config={"temp_directory": ""})
     try:
-        query = _query([*kinds, *wanted], kinds, wanted)
+        query = _query([*kinds, *wanted], kinds, wanted, lists=every is not None)
         columns = ", ".join(f"c{i} JSON" for i in range(len(wanted)))
-        con.execute("SET preserve_insertion_order = false")  # order kept costs a third more; nothing needs it
+        if every is None:  # order kept costs a third more; only an every-field scan (an export) keeps it
+            con.execute("SET preserve_insertion_order = false")
         con.execute(f"CREATE TEMP TABLE runs (_file INTEGER, _ok BOOLEAN, {columns})")
         batch = _batch()
         for start in range(0, len(found), batch):
@@ -313,23 +342,123 @@ def scan(paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[str], field
                     f = _open(found[index], problems.setdefault(index, []))
                     if f is not None:
                         opened.append((index, found[index], f))
-                _read_batch(con, query, start, opened, wanted, problems)
+                        if every is not None and every.seen.get(index) != _identity(os.fstat(f.fileno())):
+                            raise EngineCannot(f"{found[index]}: changed as it was read")
+                _read_batch(con, query, start, opened, wanted, problems, every)
             finally:
                 for _, _, f in opened:
                     f.close()
         repeated = _drop_repeats(con)
+        held = every.held(con, leave_out, wanted) if every is not None else []
     except BaseException:
         con.close()
         raise
-    return StoreScan(con, wanted, found, [p for i in sorted(problems) for p in problems[i]], repeated)
+    return StoreScan(con, wanted, found, [p for i in sorted(problems) for p in problems[i]], repeated, held)
 
 
-def _query(paths: Sequence[str], kinds: Mapping[str, str], wanted: Sequence[str]) -> tuple[str, str, str]:
+@dataclass
+class _Every:
+    """An every-field scan's account of each file's fields: its dotted leaves as its records hold
+    them (a field that holds an object has the fields in it instead, as in a flat run), found
+    before the read (from its sidecar, else by ``DESCRIBE``) and, for a file the checked reader
+    reads, from the records it gives."""
+
+    leaves: dict[int, frozenset[str]] = field(default_factory=dict)
+    seen: dict[int, str] = field(default_factory=dict)
+    """Each file's identity (:func:`_identity`) when its fields were found."""
+
+    def held(self, con: duckdb.DuckDBPyConnection, leave_out: Iterable[str], wanted: Sequence[str]) -> list[str]:
+        """The fields of the files that gave runs, in export's order; :class:`EngineCannot` when
+        one was not read (a field only the checked reader's records hold: an upgraded record's)."""
+        from cnnbench.results.flatten import ordered_columns
+
+        files = [row[0] for row in con.execute("SELECT DISTINCT _file FROM runs").fetchall()]
+        names = frozenset().union(*(self.leaves.get(i, frozenset()) for i in files)).difference(leave_out)
+        if not names <= set(wanted):
+            raise EngineCannot(", ".join(sorted(names.difference(wanted))[:3]))
+        return ordered_columns([dict.fromkeys(names)])
+
+
+def _discover(found: Sequence[Path]) -> _Every:
+    """The fields of each file of ``found`` that opens (those that do not are named by the read)."""
+    import duckdb
+
+    every = _Every()
+    con = duckdb.connect(":memory:", config={"temp_directory": ""})
+    try:
+        for index, path in enumerate(found):
+            f = _open(path, [])
+            if f is None:
+                continue
+            with f:
+                st = os.fstat(f.fileno())
+                every.seen[index] = _identity(st)
+                leaves = _sidecar_leaves(con, path, st)
+                if leaves is None:
+                    leaves = _described(con, f.fileno())
+                if leaves is None:  # a line it cannot read, names alike but for case: the checked reader's
+                    records: list[dict[str, Any]] = []
+                    read_lines(path, f.read(), records, [], step_times=True)
+                    leaves = _keys(records)
+                every.leaves[index] = leaves
+    finally:
+        con.close()
+    return every
+
+
+def _sidecar_leaves(con: duckdb.DuckDBPyConnection, path: Path, st: os.stat_result) -> frozenset[str] | None:
+    """The fields of ``path``'s records as its sidecar lists them, when the file is as it was then."""
+    car = Sidecar.of(path)
+    fd = car.open()
+    if fd is None:
+        return None
+    try:
+        meta = _read_meta(con, fd, car.code)
+    finally:
+        os.close(fd)
+    return meta["leaves"] if meta is not None and meta["stat"] == _identity(st) else None
+
+
+def _described(con: duckdb.DuckDBPyConnection, fd: int) -> frozenset[str] | None:
+    """The dotted leaves of the records of the file open as ``fd``, as DuckDB finds them reading
+    it whole (a key with only ``{}`` or values of several kinds is a leaf; a list is one); None
+    when it cannot (a line it cannot read, names alike but for case)."""
+    import duckdb
+
+    try:
+        rel = con.sql(f"SELECT * FROM read_json('/proc/self/fd/{int(fd)}', format='newline_delimited', "
+                      f"records=true, sample_size=-1, map_inference_threshold=-1, maximum_object_size={MAX_OBJECT})")
+        tops = list(zip(rel.columns, rel.types, strict=True))
+    except duckdb.Error:
+        return None
+    out: set[str] = set()
+    stack: list[tuple[str, Any]] = list(tops)
+    while stack:
+        path, kind = stack.pop()
+        if kind.id == "struct" and kind.children:
+            stack.extend((f"{path}.{name}", child) for name, child in kind.children)
+        else:
+            out.add(path)
+    return frozenset(out)
+
+
+def _keys(records: Iterable[Mapping[str, Any]]) -> frozenset[str]:
+    """The columns of these records flat (:func:`~cnnbench.results.flatten.flatten_record`)."""
+    from cnnbench.results.flatten import flatten_record
+
+    out: set[str] = set()
+    for rec in records:
+        out.update(flatten_record(rec))
+    return frozenset(out)
+
+
+def _query(paths: Sequence[str], kinds: Mapping[str, str], wanted: Sequence[str], *,
+           lists: bool = False) -> tuple[str, str, str]:
     """What each row of a batch's ``read_json`` is: whether the contract holds (SQL), the fields
     read (SQL, as ``c0, c1...``), and ``read_json``'s ``columns`` argument."""
     layout = _Layout(paths)
     ok = [_check(kind, layout.expr(path)) for path, kind in kinds.items()]
-    ok += [_usable(path, layout.expr(path)) for path in wanted if path not in kinds]
+    ok += [_usable(path, layout.expr(path), lists=lists) for path in wanted if path not in kinds]
     ok += [_holds_some(layout, section) for section in ("config", "environment", "metrics")]
     picked = ", ".join(f"{layout.expr(p)} AS c{i}" for i, p in enumerate(wanted))
     return " AND ".join(ok), picked, layout.columns()
@@ -337,13 +466,13 @@ def _query(paths: Sequence[str], kinds: Mapping[str, str], wanted: Sequence[str]
 
 def _read_batch(con: duckdb.DuckDBPyConnection, query: tuple[str, str, str], start: int,
                 opened: Sequence[tuple[int, Path, BinaryIO]], wanted: Sequence[str],
-                problems: dict[int, list[StoreProblem]]) -> None:
+                problems: dict[int, list[StoreProblem]], every: _Every | None = None) -> None:
     """The runs of a batch of open files into ``runs``: from their sidecars where those serve, else
     by one ``read_json`` of them all, and a file the engine cannot vouch for by the checked reader."""
     if not opened:
         return
     cars = {index: Sidecar.of(path) for index, path, _ in opened}
-    served = _load_all(con, [(index, path, f, cars[index]) for index, path, f in opened], wanted, problems)
+    served = _load_all(con, [(index, path, f, cars[index]) for index, path, f in opened], wanted, problems, every)
     scanned = [(index, path, f) for index, path, f in opened if index not in served]
     if not scanned:
         return
@@ -363,9 +492,9 @@ def _read_batch(con: duckdb.DuckDBPyConnection, query: tuple[str, str, str], sta
     for index, path, f in scanned:
         if index in flagged:
             f.seek(0)
-            _read_checked(con, index, path, f.read(), wanted, problems[index])
-    _save_all(con, [(index, f, cars[index], before[index]) for index, _, f in scanned if index not in flagged],
-              wanted)
+            _read_checked(con, index, path, f.read(), wanted, problems[index], every=every)
+    _save_all(con, [(index, f, cars[index], before[index], every.leaves.get(index) if every is not None else None)
+                    for index, _, f in scanned if index not in flagged], wanted)
 
 
 def _batch() -> int:
@@ -435,12 +564,16 @@ def _open(path: Path, problems: list[StoreProblem]) -> BinaryIO | None:
 
 
 def _read_checked(con: duckdb.DuckDBPyConnection, index: int, path: Path, data: bytes, wanted: Sequence[str],
-                  problems: list[StoreProblem], *, first_line: int = 1, seen: set[str] | None = None) -> None:
+                  problems: list[StoreProblem], *, first_line: int = 1, seen: set[str] | None = None,
+                  every: _Every | None = None) -> None:
     """The runs of one file's ``data`` (its bytes, from the descriptor the engine read) as the
     checked reader reads them, in place of the engine's rows of that file; or, with ``seen`` (the
-    runs already there: lines appended after them, from line ``first_line``), added to them."""
+    runs already there: lines appended after them, from line ``first_line``), added to them.
+    ``every``: the file's fields are its records' (step times read, so that they are whole)."""
     records: list[dict[str, Any]] = []
-    read_lines(path, data, records, problems, step_times=_steps(wanted), first_line=first_line)
+    read_lines(path, data, records, problems, step_times=every is not None or _steps(wanted), first_line=first_line)
+    if every is not None:
+        every.leaves[index] = _keys(records)
     if seen is None:
         con.execute("DELETE FROM runs WHERE _file = ?", [index])
     _add(con, index, records, wanted, seen or set())
@@ -488,7 +621,7 @@ def _insert(con: duckdb.DuckDBPyConnection, index: int, rows: list[list[Any]]) -
 
 # --- the sidecar --------------------------------------------------------------------------------
 
-SIDECAR_FORMAT = 1
+SIDECAR_FORMAT = 2
 _CHUNK = 1 << 22
 
 
@@ -585,7 +718,7 @@ def _rows_check(con: duckdb.DuckDBPyConnection, source: str, width: int) -> tupl
     return (int(row[0]), str(row[1])) if row else (0, "")
 
 
-_META = ("code", "size", "sha256", "stat", "rows", "rowhash", "fields")
+_META = ("code", "size", "sha256", "stat", "rows", "rowhash", "fields", "leaves")
 
 
 def _meta_hash(meta: Mapping[str, str]) -> str:
@@ -604,22 +737,25 @@ def _read_meta(con: duckdb.DuckDBPyConnection, fd: int, code: str) -> dict[str, 
         if meta.get("code") != code or meta.get("metahash") != _meta_hash(meta):
             return None
         fields = json.loads(base64.b64decode(meta["fields"]))
+        leaves = json.loads(base64.b64decode(meta["leaves"])) if meta["leaves"] else None
         size, rows = int(meta["size"]), int(meta["rows"])
         kinds = con.execute(f"DESCRIBE SELECT * FROM read_parquet('/proc/self/fd/{fd}')").fetchall()
     except (duckdb.Error, KeyError, ValueError, TypeError, UnicodeError):
         return None
     if (not isinstance(fields, list) or size <= 0 or rows < 0
+            or not (leaves is None or isinstance(leaves, list) and all(isinstance(x, str) for x in leaves))
             or [(k[0], str(k[1])) for k in kinds] != [(f"f{i}", "JSON") for i in range(len(fields))]):
         return None
-    return {**meta, "fields": fields, "size": size, "rows": rows}
+    return {**meta, "fields": fields, "size": size, "rows": rows,
+            "leaves": None if leaves is None else frozenset(leaves)}
 
 
 def _load_all(con: duckdb.DuckDBPyConnection, files: Sequence[tuple[int, Path, BinaryIO, Sidecar]],
-              wanted: Sequence[str], problems: dict[int, list[StoreProblem]]) -> set[int]:
+              wanted: Sequence[str], problems: dict[int, list[StoreProblem]], every: _Every | None = None) -> set[int]:
     """Put into ``runs`` the runs of each file whose sidecar serves (see :class:`Sidecar`); the
-    indexes of those files."""
-    import duckdb
-
+    indexes of those files. A sidecar serves a read of fields it lacks when it knows that no record
+    of its file holds them (its ``leaves``): they are null; an every-field read only from one that
+    knows its file's fields."""
     opened: list[tuple[int, Path, BinaryIO, Sidecar, int, dict[str, Any], os.stat_result]] = []
     try:
         for index, path, f, car in files:
@@ -628,7 +764,7 @@ def _load_all(con: duckdb.DuckDBPyConnection, files: Sequence[tuple[int, Path, B
                 continue
             meta = _read_meta(con, fd, car.code)
             st = os.fstat(f.fileno())
-            if meta is None or meta["size"] > st.st_size or not set(wanted) <= set(meta["fields"]):
+            if meta is None or not _may_serve(meta, st, wanted, every=every is not None):
                 os.close(fd)
                 continue
             opened.append((index, path, f, car, fd, meta, st))
@@ -637,7 +773,7 @@ def _load_all(con: duckdb.DuckDBPyConnection, files: Sequence[tuple[int, Path, B
         hashes = iter(_in_threads(_sha256, moved))
         served: set[int] = set()
         for index, path, f, car, fd, meta, st in opened:
-            size, fields = meta["size"], meta["fields"]
+            size = meta["size"]
             if meta["stat"] == _identity(st):
                 digest = None
                 if size != st.st_size:
@@ -646,47 +782,77 @@ def _load_all(con: duckdb.DuckDBPyConnection, files: Sequence[tuple[int, Path, B
                 digest = next(hashes)
                 if digest is None or digest.hexdigest() != meta["sha256"]:
                     continue
-            source = f"read_parquet('/proc/self/fd/{fd}')"
-            try:
-                if _rows_check(con, source, len(fields)) != (meta["rows"], meta["rowhash"]):
-                    continue
-                columns = [f"f{fields.index(name)}" for name in wanted]
-                con.execute(f"INSERT INTO runs SELECT {int(index)}, true, {', '.join(columns)} FROM {source}")
-            except (duckdb.Error, ValueError, UnicodeError):
-                con.execute("DELETE FROM runs WHERE _file = ?", [index])
+            if not _load(con, index, fd, meta, wanted):
                 continue
             served.add(index)
+            leaves = meta["leaves"]
             if st.st_size > size or digest is not None:
-                _tail(con, index, path, f, car, wanted, size, st, digest, problems[index])
+                leaves = _tail(con, index, path, f, car, wanted, size, st, digest, problems[index], leaves)
+            if every is not None and leaves is not None:  # it is known: an every-field read is served only so
+                every.leaves[index] = leaves
         return served
     finally:
         for *_, fd, _, _ in opened:
             os.close(fd)
 
 
+def _load(con: duckdb.DuckDBPyConnection, index: int, fd: int, meta: Mapping[str, Any], wanted: Sequence[str]) -> bool:
+    """Put the rows of the sidecar open as ``fd`` into ``runs`` as file ``index``'s (null for a
+    field it lacks), when they add up to its metadata; whether they did."""
+    import duckdb
+
+    fields = meta["fields"]
+    source = f"read_parquet('/proc/self/fd/{fd}')"
+    try:
+        if _rows_check(con, source, len(fields)) != (meta["rows"], meta["rowhash"]):
+            return False
+        columns = [f"f{fields.index(name)}" if name in fields else "NULL" for name in wanted]
+        con.execute(f"INSERT INTO runs SELECT {int(index)}, true, {', '.join(columns)} FROM {source}")
+    except (duckdb.Error, ValueError, UnicodeError):
+        con.execute("DELETE FROM runs WHERE _file = ?", [index])
+        return False
+    return True
+
+
+def _may_serve(meta: Mapping[str, Any], st: os.stat_result, wanted: Sequence[str], *, every: bool) -> bool:
+    """Whether a sidecar (its checked metadata) may serve a read of ``wanted`` of a file now as
+    ``st``: it covers no more than the file holds, and it holds each field wanted or knows that no
+    record of its file holds it; an every-field read needs its file's fields known."""
+    if meta["size"] > st.st_size or (every and meta["leaves"] is None):
+        return False
+    missing = set(wanted).difference(meta["fields"])
+    return not missing or meta["leaves"] is not None and missing.isdisjoint(meta["leaves"])
+
+
 def _tail(con: duckdb.DuckDBPyConnection, index: int, path: Path, f: BinaryIO, car: Sidecar, wanted: Sequence[str],
-          size: int, st: os.stat_result, digest: Any, problems: list[StoreProblem]) -> None:
+          size: int, st: os.stat_result, digest: Any, problems: list[StoreProblem],
+          leaves: frozenset[str] | None) -> frozenset[str] | None:
     """After a sidecar's rows: the lines appended since, read once by the checked reader, and the
     sidecar written again over exactly the bytes read (when they are all good and the file did not
-    move as they were read)."""
+    move as they were read). The file's fields now: ``leaves`` (the sidecar's) and the appended
+    records' (None when either is not known: their step times are read only when asked for)."""
     data = os.pread(f.fileno(), st.st_size - size, size) if st.st_size > size else b""
     seen = {row[0] for row in con.execute(f"SELECT {_RUN_KEY} FROM runs WHERE _file = ?", [index]).fetchall()}
     tail: list[StoreProblem] = []
     records: list[dict[str, Any]] = []
-    read_lines(path, data, records, tail, step_times=_steps(wanted))
+    steps = leaves is not None or _steps(wanted)
+    read_lines(path, data, records, tail, step_times=steps)
     if tail:  # named by their lines: the lines before them counted (only now), and read again so
         tail.clear()
         records.clear()
-        read_lines(path, data, records, tail, step_times=_steps(wanted), first_line=_lines(f.fileno(), size) + 1)
+        read_lines(path, data, records, tail, step_times=steps, first_line=_lines(f.fileno(), size) + 1)
         problems.extend(tail)
         _add(con, index, records, wanted, seen)
-        return
+        return leaves | _keys(records) if leaves is not None else None
     _add(con, index, records, wanted, seen)
+    if leaves is not None:
+        leaves |= _keys(records)
     if len(data) == st.st_size - size and _identity(os.fstat(f.fileno())) == _identity(st):
         whole = digest.copy() if digest is not None else _sha256(f.fileno(), size)
         if whole is not None:
             whole.update(data)
-            _save(con, index, car, wanted, _identity(st), st.st_size, whole.hexdigest())
+            _save(con, index, car, wanted, _identity(st), st.st_size, whole.hexdigest(), leaves)
+    return leaves
 
 
 def _lines(fd: int, size: int) -> int:
@@ -694,22 +860,26 @@ def _lines(fd: int, size: int) -> int:
     return sum(chunk.count(b"\n") for chunk in _chunks(fd, size))
 
 
-def _save_all(con: duckdb.DuckDBPyConnection, files: Sequence[tuple[int, BinaryIO, Sidecar, str]],
-              wanted: Sequence[str]) -> None:
+_Made = tuple[int, BinaryIO, Sidecar, str, "frozenset[str] | None"]
+"""A file read whole: its index, its file, its sidecar, its identity before the read, its fields."""
+
+
+def _save_all(con: duckdb.DuckDBPyConnection, files: Sequence[_Made], wanted: Sequence[str]) -> None:
     """Write the sidecar of each file the engine read whole (``before``: its identity before the
-    read), when the file is still as it was and ends in a whole line."""
-    keep = [(index, f, car, before) for index, f, car, before in files
+    read; ``leaves``: its records' fields, where known), when the file is still as it was and ends
+    in a whole line."""
+    keep = [(index, f, car, before, leaves) for index, f, car, before, leaves in files
             if car.where is not None and _identity(os.fstat(f.fileno())) == before]
-    sizes = [os.fstat(f.fileno()).st_size for _, f, _, _ in keep]
-    hashes = _in_threads(_sha256, [(f.fileno(), size) for (_, f, _, _), size in zip(keep, sizes, strict=True)])
-    for (index, f, car, before), size, digest in zip(keep, sizes, hashes, strict=True):
+    sizes = [os.fstat(f.fileno()).st_size for _, f, _, _, _ in keep]
+    hashes = _in_threads(_sha256, [(f.fileno(), size) for (_, f, _, _, _), size in zip(keep, sizes, strict=True)])
+    for (index, f, car, before, leaves), size, digest in zip(keep, sizes, hashes, strict=True):
         last = os.pread(f.fileno(), 1, size - 1) if size else b""
         if digest is not None and last == b"\n" and _identity(os.fstat(f.fileno())) == before:
-            _save(con, index, car, wanted, before, size, digest.hexdigest())
+            _save(con, index, car, wanted, before, size, digest.hexdigest(), leaves)
 
 
 def _save(con: duckdb.DuckDBPyConnection, index: int, car: Sidecar, wanted: Sequence[str], identity: str,
-          size: int, sha256: str) -> None:
+          size: int, sha256: str, leaves: frozenset[str] | None = None) -> None:
     """Write ``runs``' rows of file ``index`` as its sidecar; nothing when it cannot be written (a
     full disk: it is only a cache)."""
     import duckdb
@@ -721,7 +891,8 @@ def _save(con: duckdb.DuckDBPyConnection, index: int, car: Sidecar, wanted: Sequ
     try:
         rows = _rows_check(con, f"(SELECT {columns} FROM runs WHERE _file = {int(index)})", width)
         meta = {"code": car.code, "size": str(size), "sha256": sha256, "stat": identity, "rows": str(rows[0]),
-                "rowhash": rows[1], "fields": base64.b64encode(json.dumps(list(wanted)).encode()).decode()}
+                "rowhash": rows[1], "fields": base64.b64encode(json.dumps(list(wanted)).encode()).decode(),
+                "leaves": "" if leaves is None else base64.b64encode(json.dumps(sorted(leaves)).encode()).decode()}
         meta["metahash"] = _meta_hash(meta)
         from cnnbench.results.cache import _remove_abandoned
 
@@ -732,7 +903,7 @@ def _save(con: duckdb.DuckDBPyConnection, index: int, car: Sidecar, wanted: Sequ
         log.debug("no sidecar for %s: %s", car.where, exc)
         return
     try:
-        con.execute(f"COPY (SELECT {columns} FROM runs WHERE _file = {int(index)}) TO {literal(tmp)} "
+        con.execute(f"COPY (SELECT {columns} FROM runs WHERE _file = {int(index)} ORDER BY rowid) TO {literal(tmp)} "
                     f"(FORMAT parquet, KV_METADATA {{{', '.join(f'{k}: {literal(v)}' for k, v in meta.items())}}})")
         os.chmod(tmp, 0o600)
         os.replace(tmp, car.where)
@@ -917,3 +1088,78 @@ def _newest_checked(paths: Sequence[str | os.PathLike[str]], fields: Sequence[st
     rows = [flatten_record(r) for r in shown]
     return Newest([{k: v for k, v in row.items() if k in fields and v is not None} for row in rows], total,
                   [StoreProblem(p) for p in problems])
+
+
+# --- results export --------------------------------------------------------------------------------
+
+
+@dataclass
+class CsvRows:
+    """The runs of a store as CSV rows (a ``\\n`` after each; every text cell made safe, as the
+    one writer makes it: :mod:`cnnbench.results.csv_out`), in a file in memory (``fd``, at its
+    start), without the header; the ``columns``, how many rows, and the lines that could not be
+    read."""
+
+    columns: list[str]
+    rows: int
+    fd: int
+    problems: list[StoreProblem]
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+    def __enter__(self) -> CsvRows:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _safe_text(t: str) -> str:
+    """SQL: the text ``t`` as the one CSV writer writes it (:func:`~cnnbench.results.csv_out.safe_text`):
+    with a quote before it where a spreadsheet would read a formula (only text that begins with a
+    quote or one of :data:`~cnnbench.results.csv_out.TRIGGERS` is looked at further)."""
+    from cnnbench.results.csv_out import NUMBER_PATTERN, TRIGGERS
+
+    spelled = {"\t": r"\t", "\r": r"\r", "-": ""}
+    starts = "^'*[" + "".join(spelled.get(c, c) for c in TRIGGERS) + ("-" if "-" in TRIGGERS else "") + "]"
+    first = ", ".join(str(ord(c)) for c in ("'", *TRIGGERS))
+    number = f"coalesce(regexp_full_match({t}, {literal(NUMBER_PATTERN)}) AND isfinite(TRY_CAST({t} AS DOUBLE)), false)"
+    return (f"(CASE WHEN ascii({t}) IN ({first}) AND regexp_matches({t}, {literal(starts)}) AND NOT {number} "
+            f"THEN '''' || {t} ELSE {t} END)")
+
+
+def _csv_cell(c: str) -> str:
+    """SQL: the CSV cell of JSON value ``c`` (DuckDB's writer quotes it where it must): empty for
+    null, text as text, a number or true or false as written, a list or an object as its JSON
+    text (DuckDB's: compact)."""
+    x = f"{c}::VARCHAR"
+    return f"""(CASE WHEN starts_with({x}, '"') THEN nullif({_safe_text(f"({c}->>'$')")}, '') ELSE {x} END)"""
+
+
+def export_csv(paths: Sequence[str | os.PathLike[str]], *, where: Sequence[str] = (),
+               step_times: bool = True) -> CsvRows:
+    """The runs of the stores at ``paths`` that meet ``where`` as ``results export --format csv``
+    writes them: every field the runs hold (but the step times, without ``step_times``), in the
+    store's order, written by DuckDB. :class:`EngineCannot` where the checked reader reads it (a
+    small store; a ``--where`` field the engine does not resolve or no run holds; a field only
+    an upgraded record holds; see :func:`scan`)."""
+    if not _worth_the_engine(paths):
+        raise EngineCannot("a small store, or one of small files")
+    plan = plan_where(where)
+    with scan(paths, None, leave_out=() if step_times else (R.STEP_TIMES,)) as store:
+        if not set(plan.fields) <= set(store.fields):
+            raise EngineCannot("a --where field no run holds")
+        keep = where_sql(store, plan)
+        counted = store.con.execute(f"SELECT count(*) FROM runs WHERE {keep}").fetchone()
+        fd = os.memfd_create("cnnbench-export", os.MFD_CLOEXEC)
+        try:
+            if store.columns:
+                cells = ", ".join(_csv_cell(store.column(name)) for name in store.columns)
+                store.con.execute(f"COPY (SELECT {cells} FROM runs WHERE {keep} ORDER BY _file, rowid) "
+                                  f"TO '/proc/self/fd/{fd}' (FORMAT csv, HEADER false, USE_TMP_FILE false)")
+        except BaseException:
+            os.close(fd)
+            raise
+        os.lseek(fd, 0, os.SEEK_SET)
+        return CsvRows(store.columns, int(counted[0]) if counted else 0, fd, store.problems)

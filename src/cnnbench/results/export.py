@@ -10,11 +10,12 @@ import contextlib
 import heapq
 import io
 import json
+import os
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, TextIO
+from typing import TYPE_CHECKING, Any, Literal, TextIO
 
 from cnnbench.results import files
 from cnnbench.results.csv_out import CsvWriter
@@ -23,7 +24,13 @@ from cnnbench.results.flatten import flatten_records, ordered_columns
 from cnnbench.results.gc_pause import collector_paused
 from cnnbench.words import natural_key
 
+if TYPE_CHECKING:
+    from cnnbench.results.engine import CsvRows
+
 ExportFormat = Literal["csv", "json", "parquet"]
+
+LINE_END = "\n"
+"""What ends each line of a CSV export (as DuckDB writes it, and the report's tables)."""
 
 
 class ExportError(RuntimeError):
@@ -61,6 +68,32 @@ def write_table(table: FlatTable, fmt: ExportFormat, output: str | None) -> None
         return
     with _open_output(output, newline="" if fmt == "csv" else None) as out:
         write(table, out)
+
+
+def write_csv_rows(rows: CsvRows, output: str | None) -> None:
+    """Write the CSV rows the engine made (:func:`cnnbench.results.engine.export_csv`) under
+    their header, to ``output`` as :func:`write_table` writes a file, or to standard output."""
+    if not output:
+        sys.stdout.write(_header(rows.columns))
+        sys.stdout.flush()
+        _copy(rows.fd, sys.stdout.buffer)
+        sys.stdout.buffer.flush()
+        return
+    with _open_output(output, newline="") as out:
+        out.write(_header(rows.columns))
+        out.flush()
+        _copy(rows.fd, out.buffer)
+
+
+def _header(columns: Sequence[str]) -> str:
+    buffer = io.StringIO()
+    CsvWriter(buffer, lineterminator=LINE_END).writerow(columns)
+    return buffer.getvalue()
+
+
+def _copy(fd: int, out: Any) -> None:
+    while chunk := os.read(fd, 1 << 20):
+        out.write(chunk)
 
 
 def list_order(record: Mapping[str, Any]) -> tuple[Any, ...]:
@@ -127,7 +160,7 @@ def _write_csv(table: FlatTable, out: TextIO) -> None:
     """Rows in C where it can: each row's values fetched at once, and only the cells that need
     it (true/false, lists and objects as JSON) converted, found by the row's types, which the
     rows of one store share. Text a spreadsheet would run is made safe (:mod:`cnnbench.results.csv_out`)."""
-    writer = CsvWriter(out)
+    writer = CsvWriter(out, lineterminator=LINE_END)
     writer.writerow(table.columns)
     converted: dict[tuple[type, ...], tuple[list[int], tuple[type, ...]]] = {}
     for row in table.rows:

@@ -1,0 +1,183 @@
+"""``results export --format csv`` through DuckDB (:func:`cnnbench.results.engine.export_csv`)
+writes what the checked reader's export writes: the same columns in the same order, the same
+runs in the store's order, the same cells (a list's JSON may be spelled otherwise: the same
+value), every text cell made safe for a spreadsheet, and every unusable line named the same way."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+
+from cnnbench.cli import main
+from cnnbench.results import engine
+from cnnbench.results.csv_out import is_number_text
+from tests.test_store_engine import ODD, good, line, write
+
+REAL = engine.export_csv
+
+
+@pytest.fixture(autouse=True)
+def _every_store_through_the_engine(monkeypatch):
+    monkeypatch.setattr(engine, "SMALL_STORE", 0)
+    monkeypatch.setattr(engine, "SMALL_FILES", 0)
+
+
+def export(capsys, monkeypatch, args, *, engine_allowed: bool):
+    """What ``results export --format csv ARGS`` printed (output, warnings), and whether the engine wrote it."""
+    used: list[bool] = []
+
+    def spy(*a, **k):
+        if not engine_allowed:
+            raise engine.EngineCannot("the checked reader, for the comparison")
+        rows = REAL(*a, **k)
+        used.append(True)
+        return rows
+
+    monkeypatch.setattr(engine, "export_csv", spy)
+    capsys.readouterr()
+    assert main(["results", "export", "--format", "csv", *args]) == 0
+    out, err = capsys.readouterr()
+    return out, err, bool(used)
+
+
+def table(text: str) -> list[list]:
+    def value(cell: str):
+        if cell and cell[0] in "[{":
+            return json.loads(cell)
+        if is_number_text(cell):  # DuckDB spells some numbers otherwise (1e-05 as 0.00001): the same value
+            return float(cell)
+        return cell
+
+    rows = list(csv.reader(io.StringIO(text, newline="")))
+    return [rows[0]] + [[value(c) for c in row] for row in rows[1:]]
+
+
+def both(capsys, monkeypatch, args):
+    new = export(capsys, monkeypatch, args, engine_allowed=True)
+    old = export(capsys, monkeypatch, args, engine_allowed=False)
+    return new, old
+
+
+def same(capsys, monkeypatch, args, *, by_engine: bool | None = True):
+    """The export's table through the engine, once seen to be the checked reader's; ``by_engine``:
+    whether the engine wrote it (None: either)."""
+    (new_out, new_err, used), (old_out, old_err, _) = both(capsys, monkeypatch, args)
+    assert by_engine is None or used == by_engine
+    assert table(new_out) == table(old_out)
+    assert new_err == old_err
+    return table(new_out)
+
+
+@pytest.mark.parametrize("name", list(ODD))
+def test_each_odd_line_is_exported_as_the_checked_reader_exports_it(tmp_path, capsys, monkeypatch, name):
+    store = tmp_path / "results"
+    write(store / "box.jsonl", [line(good(0)), ODD[name], line(good(1))])
+    write(store / "other.jsonl", [line(good(2, machine="other"))])
+    rows = same(capsys, monkeypatch, [str(store)], by_engine=None)  # a file it cannot vouch for: the checked reader
+    assert len(rows) >= 4
+
+
+CELLS = ["=cmd|' /C calc'!A0", "+1+1", "-2", "-1.5e-3", "@SUM(A1)", "\tx", "\r=x", "'=x", "''-1", "", "a,b",
+         'say "hi"', "two\nlines", "é ü", "-", "+", "1e999", "-inf", "'", "plain"]
+
+
+def test_text_cells_are_made_safe_as_the_one_writer_makes_them(tmp_path, capsys, monkeypatch):
+    store = tmp_path / "results"
+    write(store / "box.jsonl", [line(good(i, case_name=text)) for i, text in enumerate(CELLS)])
+    rows = same(capsys, monkeypatch, [str(store)])
+    column = rows[0].index("case_name")
+    written = [row[column] for row in rows[1:]]
+    assert written[0] == "'=cmd|' /C calc'!A0" and written[2] == -2.0 and written[7] == "''=x"
+    assert written[9] == "" and written[12] == "two\nlines"
+
+
+def test_fields_of_every_shape_and_the_store_order(tmp_path, capsys, monkeypatch):
+    store = tmp_path / "results"
+    shapes = [
+        {"source": {"tool": "tf_cnn_benchmarks", "log": {"path": "a.log", "lines": [1, 2]}}},
+        {"suite_name": None, "labels": []},
+        {"labels": ["x", {"k": [1, 2.5, None, True]}]},
+        {"empty": {}},
+        {"gpus": [{"index": 0, "name": "H100", "clocks": {"sm": 1980}}]},
+        {"big": 10**20, "small": 1e-05, "neg": -0.0, "flag": False},
+    ]
+    write(store / "b.jsonl", [line(good(i, **extra)) for i, extra in enumerate(shapes)])
+    write(store / "a.jsonl", [line(good(9, machine="a", note="first file"))])
+    rows = same(capsys, monkeypatch, [str(store)])
+    assert [row[rows[0].index("run_id")] for row in rows[1:]][0]  # every run has its id
+    assert "source.log.lines" in rows[0] and "empty" not in rows[0]
+
+
+def test_a_field_that_is_a_section_in_another_run_is_left_to_the_checked_reader(tmp_path, capsys, monkeypatch):
+    store = tmp_path / "results"
+    write(store / "b.jsonl", [line(good(0, source={"tool": "x"})), line(good(1, source="flat text"))])
+    rows = same(capsys, monkeypatch, [str(store)], by_engine=False)
+    assert "source" in rows[0] and "source.tool" in rows[0]
+
+
+def test_no_step_times_and_where(tmp_path, capsys, monkeypatch):
+    store = tmp_path / "results"
+    write(store / "box.jsonl", [line(good(i)) for i in range(6)])
+    write(store / "other.jsonl", [line(good(i, machine="other")) for i in range(3)])
+    with_steps = same(capsys, monkeypatch, [str(store)])
+    assert "metrics.step_times_s" in with_steps[0]
+    without = same(capsys, monkeypatch, [str(store), "--no-step-times"])
+    assert "metrics.step_times_s" not in without[0] and len(without) == 10
+    kept = same(capsys, monkeypatch, [str(store), "--where", "machine=other", "--where", "batch_size!=9"])
+    assert len(kept) == 3
+    same(capsys, monkeypatch, [str(store), "--where", "model=resnet2*"])
+
+
+def test_a_run_in_two_files_and_an_older_record(tmp_path, capsys, monkeypatch):
+    store = tmp_path / "results"
+    write(store / "a.jsonl", [line({**good(0), "run_id": "twice"}), line(good(1))])
+    write(store / "b.jsonl", [line({**good(5), "run_id": "twice"}), ODD["older schema (1)"]])
+    rows = same(capsys, monkeypatch, [str(store)])  # the older record upgraded by the checked reader
+    assert len(rows) == 4
+
+
+@pytest.mark.parametrize("records", [[{"Path": 1, "PATH": 2}], [{"Path": 1}, {"PATH": 2}]])
+def test_names_alike_but_for_case_are_left_to_the_checked_reader(tmp_path, capsys, monkeypatch, records):
+    store = tmp_path / "results"
+    write(store / "box.jsonl", [line(good(i, extra=extra)) for i, extra in enumerate(records)] + [line(good(5))])
+    rows = same(capsys, monkeypatch, [str(store)], by_engine=False)
+    assert "extra.Path" in rows[0] and "extra.PATH" in rows[0]
+
+
+def test_a_csv_file_and_its_message(tmp_path, capsys, monkeypatch):
+    store = tmp_path / "results"
+    write(store / "box.jsonl", [line(good(i)) for i in range(3)])
+    out = tmp_path / "runs.csv"
+    used = export(capsys, monkeypatch, [str(store), "-o", str(out)], engine_allowed=True)
+    assert used[2] and "wrote 3 runs x" in used[1]
+    first = out.read_text()
+    export(capsys, monkeypatch, [str(store), "-o", str(out)], engine_allowed=False)
+    assert table(out.read_text()) == table(first)
+    assert first.endswith("\n") and "\r" not in first
+
+
+def test_sidecars_serve_an_export_and_a_field_appended_later(tmp_path, capsys, monkeypatch):
+    from cnnbench.results import cache
+
+    monkeypatch.setenv("CNNBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(cache, "MIN_BYTES", 0)
+    store = tmp_path / "results"
+    write(store / "box.jsonl", [line(good(i)) for i in range(4)])
+    write(store / "other.jsonl", [line(good(i, machine="other")) for i in range(2)])
+    first = same(capsys, monkeypatch, [str(store)])
+    described: list = []
+    real = engine._described
+    monkeypatch.setattr(engine, "_described", lambda con, fd: described.append(fd) or real(con, fd))
+    assert same(capsys, monkeypatch, [str(store)]) == first
+    assert not described  # each file's fields from its sidecar
+    with open(store / "box.jsonl", "a", encoding="utf-8") as f:
+        f.write(line(good(7, added_later={"x": 1})) + "\n")
+    rows = same(capsys, monkeypatch, [str(store)])
+    assert "added_later.x" in rows[0] and len(rows) == 8
+    # a list read between: its sidecar keeps the fields of the file
+    assert main(["results", "list", str(store)]) == 0
+    assert same(capsys, monkeypatch, [str(store)]) == rows
+
