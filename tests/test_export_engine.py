@@ -181,3 +181,22 @@ def test_sidecars_serve_an_export_and_a_field_appended_later(tmp_path, capsys, m
     assert main(["results", "list", str(store)]) == 0
     assert same(capsys, monkeypatch, [str(store)]) == rows
 
+
+
+@pytest.mark.parametrize("records", [[{"a.b": "v"}], [{"Tag": "v"}, {"tag": "t"}], [{"inner": {"x.y": 1}}]])
+def test_names_the_engine_cannot_name_as_they_are(tmp_path, capsys, monkeypatch, records):
+    """A dotted name reads as a nested path to the engine; DuckDB renames a name alike but for case
+    met in another record (``tag_1``): the checked export writes these."""
+    store = tmp_path / "results"
+    write(store / "box.jsonl", [line(good(i, **extra)) for i, extra in enumerate(records)] + [line(good(5))])
+    same(capsys, monkeypatch, [str(store)], by_engine=False)
+
+
+def test_the_columns_are_those_of_the_runs_kept(tmp_path, capsys, monkeypatch):
+    store = tmp_path / "results"
+    write(store / "a.jsonl", [line({**good(0), "run_id": "r0"}), line(good(1, tag="x"))])
+    write(store / "b.jsonl", [line({**good(0, tag="dup"), "run_id": "r0"}), line(good(2))])
+    rows = same(capsys, monkeypatch, [str(store), "--where", "model=resnet18"])
+    assert "tag" not in rows[0] and "error" in rows[0] and len(rows) == 2
+    rows = same(capsys, monkeypatch, [str(store), "--where", "model!=resnet19"])
+    assert "tag" not in rows[0]  # the repeat of r0 in b.jsonl is not exported: nor is its field

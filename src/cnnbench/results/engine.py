@@ -432,14 +432,27 @@ def _described(con: duckdb.DuckDBPyConnection, fd: int) -> frozenset[str] | None
     except duckdb.Error:
         return None
     out: set[str] = set()
+    _plain_names([name for name, _ in tops])
     stack: list[tuple[str, Any]] = list(tops)
     while stack:
         path, kind = stack.pop()
         if kind.id == "struct" and kind.children:
+            _plain_names([name for name, _ in kind.children])
             stack.extend((f"{path}.{name}", child) for name, child in kind.children)
         else:
             out.add(path)
     return frozenset(out)
+
+
+def _plain_names(names: Sequence[str]) -> None:
+    """:class:`EngineCannot` for keys of one object the engine's columns cannot name as they are: a
+    name with a dot (a dotted path would read it as nested), or one DuckDB renamed (``tag_1`` beside
+    ``Tag``: names alike but for case in different records)."""
+    lowered = {name.lower() for name in names}
+    for name in names:
+        base, _, number = name.rpartition("_")
+        if "." in name or (base and number.isdigit() and base.lower() in lowered):
+            raise EngineCannot(name)
 
 
 def _keys(records: Iterable[Mapping[str, Any]]) -> frozenset[str]:
@@ -1152,14 +1165,28 @@ def export_csv(paths: Sequence[str | os.PathLike[str]], *, where: Sequence[str] 
             raise EngineCannot("a --where field no run holds")
         keep = where_sql(store, plan)
         counted = store.con.execute(f"SELECT count(*) FROM runs WHERE {keep}").fetchone()
+        columns = _kept_columns(store, keep)
         fd = os.memfd_create("cnnbench-export", os.MFD_CLOEXEC)
         try:
-            if store.columns:
-                cells = ", ".join(_csv_cell(store.column(name)) for name in store.columns)
+            if columns:
+                cells = ", ".join(_csv_cell(store.column(name)) for name in columns)
                 store.con.execute(f"COPY (SELECT {cells} FROM runs WHERE {keep} ORDER BY _file, rowid) "
                                   f"TO '/proc/self/fd/{fd}' (FORMAT csv, HEADER false, USE_TMP_FILE false)")
         except BaseException:
             os.close(fd)
             raise
         os.lseek(fd, 0, os.SEEK_SET)
-        return CsvRows(store.columns, int(counted[0]) if counted else 0, fd, store.problems)
+        return CsvRows(columns, int(counted[0]) if counted else 0, fd, store.problems)
+
+
+def _kept_columns(store: StoreScan, keep: str) -> list[str]:
+    """The columns of the runs ``keep`` keeps: those with a value in one of them, and those no run
+    holds a value of (a field always null: a column as a run with it gives). A field that only runs
+    left out hold a value of is no column; nor is one a kept run holds as null beside others that
+    hold values, which the checked export would write empty."""
+    if not store.columns:
+        return []
+    counts = ", ".join(f"count({store.column(name)}) FILTER (WHERE {keep}), count({store.column(name)})"
+                       for name in store.columns)
+    row = store.con.execute(f"SELECT {counts} FROM runs").fetchone() or ()
+    return [name for i, name in enumerate(store.columns) if row[2 * i] or not row[2 * i + 1]]
