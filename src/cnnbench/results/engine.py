@@ -229,7 +229,7 @@ read the slower way."""
 
 @dataclass
 class StoreScan:
-    """The fields asked for of a store's runs, in the engine's table ``runs`` (a column per dotted
+    """The fields asked for of a store's runs, in the engine's table ``scanned`` (a column per dotted
     field, each a JSON value or NULL, named by :meth:`column`; ``_file``: the file each was read
 from, in the order of :func:`~cnnbench.results.reader.iter_store_files`; the rows of a file in no
 order), and
@@ -246,7 +246,7 @@ order), and
     writes them (:func:`~cnnbench.results.flatten.ordered_columns`)."""
 
     def column(self, name: str) -> str:
-        """The column of ``runs`` that holds field ``name`` (one of :attr:`fields`)."""
+        """The column of ``scanned`` that holds field ``name`` (one of :attr:`fields`)."""
         return f"c{self.fields.index(name)}"
 
     def close(self) -> None:
@@ -263,17 +263,17 @@ order), and
         a flat run has: :func:`~cnnbench.analysis.fields.known_fields`)."""
         c = self.column(name)
         row = self.con.execute(f"SELECT count(*) FILTER (WHERE NOT starts_with({c}::VARCHAR, '{{')) "
-                               "FROM runs").fetchone()
+                               "FROM scanned").fetchone()
         return bool(row and row[0])
 
     def rows(self, sql_tail: str = "", columns: Sequence[str] | None = None) -> list[dict[str, Any]]:
         """Runs as flat dicts of Python values (``{"config.model": "resnet50", ...}``), a missing
         or null field left out, and one that holds an object (a flat run has its fields instead:
-        :func:`~cnnbench.results.flatten.flatten_record`); ``sql_tail``: what follows ``FROM runs``."""
+        :func:`~cnnbench.results.flatten.flatten_record`); ``sql_tail``: what follows ``FROM scanned``."""
         names = list(self.fields if columns is None else columns)
         picked = ", ".join(map(self.column, names))
         out = []
-        for values in self.con.execute(f"SELECT {picked} FROM runs {sql_tail}").fetchall():
+        for values in self.con.execute(f"SELECT {picked} FROM scanned {sql_tail}").fetchall():
             row = {n: _value(v) for n, v in zip(names, values, strict=True) if v is not None}
             out.append({n: v for n, v in row.items() if type(v) is not dict})
         return out
@@ -333,7 +333,7 @@ def scan(paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[str], field
         columns = ", ".join(f"c{i} JSON" for i in range(len(wanted)))
         if every is None:  # order kept costs a third more; only an every-field scan (an export) keeps it
             con.execute("SET preserve_insertion_order = false")
-        con.execute(f"CREATE TEMP TABLE runs (_file INTEGER, _ok BOOLEAN, {columns})")
+        con.execute(f"CREATE TEMP TABLE scanned (_file INTEGER, _ok BOOLEAN, {columns})")
         batch = _batch()
         for start in range(0, len(found), batch):
             opened: list[tuple[int, Path, BinaryIO]] = []
@@ -372,7 +372,7 @@ class _Every:
         one was not read (a field only the checked reader's records hold: an upgraded record's)."""
         from cnnbench.results.flatten import ordered_columns
 
-        files = [row[0] for row in con.execute("SELECT DISTINCT _file FROM runs").fetchall()]
+        files = [row[0] for row in con.execute("SELECT DISTINCT _file FROM scanned").fetchall()]
         names = frozenset().union(*(self.leaves.get(i, frozenset()) for i in files)).difference(leave_out)
         if not names <= set(wanted):
             raise EngineCannot(", ".join(sorted(names.difference(wanted))[:3]))
@@ -480,7 +480,7 @@ def _query(paths: Sequence[str], kinds: Mapping[str, str], wanted: Sequence[str]
 def _read_batch(con: duckdb.DuckDBPyConnection, query: tuple[str, str, str], start: int,
                 opened: Sequence[tuple[int, Path, BinaryIO]], wanted: Sequence[str],
                 problems: dict[int, list[StoreProblem]], every: _Every | None = None) -> None:
-    """The runs of a batch of open files into ``runs``: from their sidecars where those serve, else
+    """The runs of a batch of open files into ``scanned``: from their sidecars where those serve, else
     by one ``read_json`` of them all, and a file the engine cannot vouch for by the checked reader."""
     if not opened:
         return
@@ -493,14 +493,14 @@ def _read_batch(con: duckdb.DuckDBPyConnection, query: tuple[str, str, str], sta
     before = {index: _identity(os.fstat(f.fileno())) for index, _, f in scanned}
     names = {f"/proc/self/fd/{f.fileno()}": index for index, _, f in scanned}
     which = "CASE filename " + " ".join(f"WHEN {literal(n)} THEN {i}" for n, i in names.items()) + " END"
-    con.execute(f"INSERT INTO runs SELECT {which}, {ok}, {picked} "
+    con.execute(f"INSERT INTO scanned SELECT {which}, {ok}, {picked} "
                 f"FROM read_json([{', '.join(map(literal, names))}], format='newline_delimited', records=true, "
                 f"ignore_errors=true, maximum_object_size={MAX_OBJECT}, filename=true, columns={columns})")
     # a file with a line the engine cannot vouch for, or with a run twice (its first line is the
     # one kept, and the engine keeps no order): read by the checked reader
     flagged = {row[0] for row in con.execute(
-        f"SELECT DISTINCT _file FROM runs WHERE _file >= {start} AND _ok IS NOT TRUE UNION "
-        f"SELECT _file FROM runs WHERE _file >= {start} AND {_RUN_KEY} IS NOT NULL "
+        f"SELECT DISTINCT _file FROM scanned WHERE _file >= {start} AND _ok IS NOT TRUE UNION "
+        f"SELECT _file FROM scanned WHERE _file >= {start} AND {_RUN_KEY} IS NOT NULL "
         f"GROUP BY _file, {_RUN_KEY} HAVING count(*) > 1").fetchall()}
     for index, path, f in scanned:
         if index in flagged:
@@ -546,13 +546,13 @@ _RUN_KEY = "nullif(CASE WHEN starts_with(c0::VARCHAR, '\"') THEN c0->>'$' END, '
 def _drop_repeats(con: duckdb.DuckDBPyConnection) -> int:
     """Drop each run met in an earlier file (the same ``run_id``; a file holds each run once by
     now); how many were dropped. A store without repeats is only counted."""
-    row = con.execute(f"SELECT count({_RUN_KEY}) - count(DISTINCT {_RUN_KEY}) FROM runs").fetchone()
+    row = con.execute(f"SELECT count({_RUN_KEY}) - count(DISTINCT {_RUN_KEY}) FROM scanned").fetchone()
     if not row or not row[0]:
         return 0
-    before = con.execute("SELECT count(*) FROM runs").fetchone()
-    con.execute(f"DELETE FROM runs WHERE rowid IN (SELECT rowid FROM runs WHERE {_RUN_KEY} IS NOT NULL "
+    before = con.execute("SELECT count(*) FROM scanned").fetchone()
+    con.execute(f"DELETE FROM scanned WHERE rowid IN (SELECT rowid FROM scanned WHERE {_RUN_KEY} IS NOT NULL "
                 f"QUALIFY row_number() OVER (PARTITION BY {_RUN_KEY} ORDER BY _file) > 1)")
-    after = con.execute("SELECT count(*) FROM runs").fetchone()
+    after = con.execute("SELECT count(*) FROM scanned").fetchone()
     return int(before[0]) - int(after[0]) if before and after else 0
 
 
@@ -588,7 +588,7 @@ def _read_checked(con: duckdb.DuckDBPyConnection, index: int, path: Path, data: 
     if every is not None:
         every.leaves[index] = _keys(records)
     if seen is None:
-        con.execute("DELETE FROM runs WHERE _file = ?", [index])
+        con.execute("DELETE FROM scanned WHERE _file = ?", [index])
     _add(con, index, records, wanted, seen or set())
 
 
@@ -598,7 +598,7 @@ def _steps(wanted: Sequence[str]) -> bool:
 
 def _add(con: duckdb.DuckDBPyConnection, index: int, records: list[dict[str, Any]], wanted: Sequence[str],
          seen: set[str]) -> None:
-    """Add ``records`` to ``runs`` as file ``index``'s, each run once (its first line, as the checked
+    """Add ``records`` to ``scanned`` as file ``index``'s, each run once (its first line, as the checked
     reader keeps it; none of the runs ``seen`` there already)."""
     known = set(seen)
     first = []
@@ -614,7 +614,7 @@ def _add(con: duckdb.DuckDBPyConnection, index: int, records: list[dict[str, Any
 
 
 def _insert(con: duckdb.DuckDBPyConnection, index: int, rows: list[list[Any]]) -> None:
-    """Add ``rows`` (the values of the fields read, in order) to ``runs`` as file ``index``'s:
+    """Add ``rows`` (the values of the fields read, in order) to ``scanned`` as file ``index``'s:
     written as JSON lines into a file in memory that DuckDB reads (a statement per row would
     cost a millisecond each)."""
     width = len(rows[0])
@@ -625,7 +625,7 @@ def _insert(con: duckdb.DuckDBPyConnection, index: int, rows: list[list[Any]]) -
                 out.write(b"{" + b",".join(b'"c%d":%s' % (i, _dumps(v).encode())
                                            for i, v in enumerate(row) if v is not None) + b"}\n")
         columns = "{" + ", ".join(f"'c{i}': 'JSON'" for i in range(width)) + "}"
-        con.execute(f"INSERT INTO runs SELECT {int(index)}, true, {', '.join(f'c{i}' for i in range(width))} "
+        con.execute(f"INSERT INTO scanned SELECT {int(index)}, true, {', '.join(f'c{i}' for i in range(width))} "
                     f"FROM read_json('/proc/self/fd/{fd}', format='newline_delimited', records=true, "
                     f"maximum_object_size={MAX_OBJECT}, columns={columns})")
     finally:
@@ -765,7 +765,7 @@ def _read_meta(con: duckdb.DuckDBPyConnection, fd: int, code: str) -> dict[str, 
 
 def _load_all(con: duckdb.DuckDBPyConnection, files: Sequence[tuple[int, Path, BinaryIO, Sidecar]],
               wanted: Sequence[str], problems: dict[int, list[StoreProblem]], every: _Every | None = None) -> set[int]:
-    """Put into ``runs`` the runs of each file whose sidecar serves (see :class:`Sidecar`); the
+    """Put into ``scanned`` the runs of each file whose sidecar serves (see :class:`Sidecar`); the
     indexes of those files. A sidecar serves a read of fields it lacks when it knows that no record
     of its file holds them (its ``leaves``): they are null; an every-field read only from one that
     knows its file's fields."""
@@ -810,7 +810,7 @@ def _load_all(con: duckdb.DuckDBPyConnection, files: Sequence[tuple[int, Path, B
 
 
 def _load(con: duckdb.DuckDBPyConnection, index: int, fd: int, meta: Mapping[str, Any], wanted: Sequence[str]) -> bool:
-    """Put the rows of the sidecar open as ``fd`` into ``runs`` as file ``index``'s (null for a
+    """Put the rows of the sidecar open as ``fd`` into ``scanned`` as file ``index``'s (null for a
     field it lacks), when they add up to its metadata; whether they did."""
     import duckdb
 
@@ -820,9 +820,9 @@ def _load(con: duckdb.DuckDBPyConnection, index: int, fd: int, meta: Mapping[str
         if _rows_check(con, source, len(fields)) != (meta["rows"], meta["rowhash"]):
             return False
         columns = [f"f{fields.index(name)}" if name in fields else "NULL" for name in wanted]
-        con.execute(f"INSERT INTO runs SELECT {int(index)}, true, {', '.join(columns)} FROM {source}")
+        con.execute(f"INSERT INTO scanned SELECT {int(index)}, true, {', '.join(columns)} FROM {source}")
     except (duckdb.Error, ValueError, UnicodeError):
-        con.execute("DELETE FROM runs WHERE _file = ?", [index])
+        con.execute("DELETE FROM scanned WHERE _file = ?", [index])
         return False
     return True
 
@@ -845,7 +845,7 @@ def _tail(con: duckdb.DuckDBPyConnection, index: int, path: Path, f: BinaryIO, c
     move as they were read). The file's fields now: ``leaves`` (the sidecar's) and the appended
     records' (None when either is not known: their step times are read only when asked for)."""
     data = os.pread(f.fileno(), st.st_size - size, size) if st.st_size > size else b""
-    seen = {row[0] for row in con.execute(f"SELECT {_RUN_KEY} FROM runs WHERE _file = ?", [index]).fetchall()}
+    seen = {row[0] for row in con.execute(f"SELECT {_RUN_KEY} FROM scanned WHERE _file = ?", [index]).fetchall()}
     tail: list[StoreProblem] = []
     records: list[dict[str, Any]] = []
     steps = leaves is not None or _steps(wanted)
@@ -893,7 +893,7 @@ def _save_all(con: duckdb.DuckDBPyConnection, files: Sequence[_Made], wanted: Se
 
 def _save(con: duckdb.DuckDBPyConnection, index: int, car: Sidecar, wanted: Sequence[str], identity: str,
           size: int, sha256: str, leaves: frozenset[str] | None = None) -> None:
-    """Write ``runs``' rows of file ``index`` as its sidecar; nothing when it cannot be written (a
+    """Write ``scanned``' rows of file ``index`` as its sidecar; nothing when it cannot be written (a
     full disk: it is only a cache)."""
     import duckdb
 
@@ -902,7 +902,7 @@ def _save(con: duckdb.DuckDBPyConnection, index: int, car: Sidecar, wanted: Sequ
     width = len(wanted)
     columns = ", ".join(f"c{i} AS f{i}" for i in range(width))
     try:
-        rows = _rows_check(con, f"(SELECT {columns} FROM runs WHERE _file = {int(index)})", width)
+        rows = _rows_check(con, f"(SELECT {columns} FROM scanned WHERE _file = {int(index)})", width)
         meta = {"code": car.code, "size": str(size), "sha256": sha256, "stat": identity, "rows": str(rows[0]),
                 "rowhash": rows[1], "fields": base64.b64encode(json.dumps(list(wanted)).encode()).decode(),
                 "leaves": "" if leaves is None else base64.b64encode(json.dumps(sorted(leaves)).encode()).decode()}
@@ -916,7 +916,7 @@ def _save(con: duckdb.DuckDBPyConnection, index: int, car: Sidecar, wanted: Sequ
         log.debug("no sidecar for %s: %s", car.where, exc)
         return
     try:
-        con.execute(f"COPY (SELECT {columns} FROM runs WHERE _file = {int(index)} ORDER BY rowid) TO {literal(tmp)} "
+        con.execute(f"COPY (SELECT {columns} FROM scanned WHERE _file = {int(index)} ORDER BY rowid) TO {literal(tmp)} "
                     f"(FORMAT parquet, KV_METADATA {{{', '.join(f'{k}: {literal(v)}' for k, v in meta.items())}}})")
         os.chmod(tmp, 0o600)
         os.replace(tmp, car.where)
@@ -984,7 +984,7 @@ def where_sql(store: StoreScan, where: Filter) -> str:
         inputs = [name, R.HOSTNAME] if name == MACHINE else [name]
         key = f"json_array({', '.join(map(store.column, inputs))})::VARCHAR"
         matching = []
-        for (text,) in store.con.execute(f"SELECT DISTINCT {key} FROM runs").fetchall():
+        for (text,) in store.con.execute(f"SELECT DISTINCT {key} FROM scanned").fetchall():
             record: dict[str, Any] = {}
             for path, value in zip(inputs, _value(text), strict=True):
                 _put(record, path, value)
@@ -1032,7 +1032,7 @@ SMALL_FILES = 256 << 10
 file costs the engine about 2 ms (a store of 5,000 one-line files: 10 s against 0.2 s)."""
 
 
-def _worth_the_engine(paths: Sequence[str | os.PathLike[str]]) -> bool:
+def worth_the_engine(paths: Sequence[str | os.PathLike[str]]) -> bool:
     total = count = 0
     for path in iter_store_files(paths):
         try:
@@ -1058,7 +1058,7 @@ def newest_runs(paths: Sequence[str | os.PathLike[str]], fields: Sequence[str], 
 
     shown = ("started_at", R.MODEL, R.BATCH, RUN_ID, *fields)
     try:
-        if not _worth_the_engine(paths):
+        if not worth_the_engine(paths):
             raise EngineCannot("a small store, or one of small files")
         plan = plan_where(where)
         store = scan(paths, [*shown, *plan.fields])
@@ -1073,11 +1073,11 @@ def newest_runs(paths: Sequence[str | os.PathLike[str]], fields: Sequence[str], 
         except EngineCannot:
             return _newest_checked(paths, shown, where, limit, resolve)
         minute = f"substr(coalesce({store.column('started_at')}->>'$', ''), 1, 16)"
-        counted = store.con.execute(f"SELECT count(*) FROM runs WHERE {keep}").fetchone()
+        counted = store.con.execute(f"SELECT count(*) FROM scanned WHERE {keep}").fetchone()
         total = int(counted[0]) if counted else 0
         tail = f"WHERE {keep}"
         if 0 < limit < total:  # only the runs of the newest minutes that hold `limit` runs are sorted here
-            tail += (f" AND {minute} >= (SELECT min(m) FROM (SELECT {minute} AS m FROM runs WHERE {keep} "
+            tail += (f" AND {minute} >= (SELECT min(m) FROM (SELECT {minute} AS m FROM scanned WHERE {keep} "
                      f"ORDER BY m DESC LIMIT {int(limit)}))")
         rows = store.rows(tail, shown)
         problems = store.problems
@@ -1157,20 +1157,20 @@ def export_csv(paths: Sequence[str | os.PathLike[str]], *, where: Sequence[str] 
     store's order, written by DuckDB. :class:`EngineCannot` where the checked reader reads it (a
     small store; a ``--where`` field the engine does not resolve or no run holds; a field only
     an upgraded record holds; see :func:`scan`)."""
-    if not _worth_the_engine(paths):
+    if not worth_the_engine(paths):
         raise EngineCannot("a small store, or one of small files")
     plan = plan_where(where)
     with scan(paths, None, leave_out=() if step_times else (R.STEP_TIMES,)) as store:
         if not set(plan.fields) <= set(store.fields):
             raise EngineCannot("a --where field no run holds")
         keep = where_sql(store, plan)
-        counted = store.con.execute(f"SELECT count(*) FROM runs WHERE {keep}").fetchone()
+        counted = store.con.execute(f"SELECT count(*) FROM scanned WHERE {keep}").fetchone()
         columns = _kept_columns(store, keep)
         fd = os.memfd_create("cnnbench-export", os.MFD_CLOEXEC)
         try:
             if columns:
                 cells = ", ".join(_csv_cell(store.column(name)) for name in columns)
-                store.con.execute(f"COPY (SELECT {cells} FROM runs WHERE {keep} ORDER BY _file, rowid) "
+                store.con.execute(f"COPY (SELECT {cells} FROM scanned WHERE {keep} ORDER BY _file, rowid) "
                                   f"TO '/proc/self/fd/{fd}' (FORMAT csv, HEADER false, USE_TMP_FILE false)")
         except BaseException:
             os.close(fd)
@@ -1188,5 +1188,5 @@ def _kept_columns(store: StoreScan, keep: str) -> list[str]:
         return []
     counts = ", ".join(f"count({store.column(name)}) FILTER (WHERE {keep}), count({store.column(name)})"
                        for name in store.columns)
-    row = store.con.execute(f"SELECT {counts} FROM runs").fetchone() or ()
+    row = store.con.execute(f"SELECT {counts} FROM scanned").fetchone() or ()
     return [name for i, name in enumerate(store.columns) if row[2 * i] or not row[2 * i + 1]]

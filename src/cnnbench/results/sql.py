@@ -82,12 +82,17 @@ class Store:
         import duckdb
 
         views = frozenset((RUNS, STEPS) if views is None else views)
-        records, problems = read_records(paths, step_times="lazy" if STEPS in views else False, shared=True)
-        self.problems: list[str] = list(problems)
-        # nothing spills to disk: a query's memory is this process's
-        self._con = duckdb.connect(":memory:", config={"temp_directory": ""})
+        made = _engine_views(paths, views)
+        if made is not None:
+            self._con, self.problems = made
+        else:
+            records, problems = read_records(paths, step_times="lazy" if STEPS in views else False, shared=True)
+            self.problems = list(problems)
+            # nothing spills to disk: a query's memory is this process's
+            self._con = duckdb.connect(":memory:", config={"temp_directory": ""})
         try:
-            _make_views(self._con, records, views)
+            if made is None:
+                _make_views(self._con, records, views)
             for statement in _SANDBOX:
                 self._con.execute(statement)
         except duckdb.Error as exc:  # the store's records as the engine cannot take them: one line
@@ -419,3 +424,95 @@ def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view):]
+
+
+# --- the views, from the engine's read ------------------------------------------------------------
+def _engine_views(paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[str],
+                  views: frozenset[str]) -> tuple[Any, list[str]] | None:
+    """A connection holding ``runs`` and ``steps`` (those of ``views``) of the stores at ``paths``,
+    read by the engine (:func:`cnnbench.results.engine.scan`: each file checked and handed over by
+    its descriptor, the record contract checked in SQL, a file it cannot vouch for read by the
+    checked reader), and the lines that could not be read; None where the checked reader reads
+    the store (a small store; names the engine cannot tell apart)."""
+    from cnnbench.results import engine
+
+    given = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    if not engine.worth_the_engine(given):
+        return None
+    try:  # every field, whichever view is read: each run checked whole, as the checked reader checks it
+        store = engine.scan(given, None)
+    except engine.EngineCannot:
+        return None
+    try:
+        if RUNS in views:
+            _engine_runs(store)
+        if STEPS in views:
+            _engine_steps(store)
+        store.con.execute("DROP TABLE scanned")
+    except BaseException:
+        store.close()
+        raise
+    return store.con, list(store.problems)
+
+
+def _kind_flag(c: str) -> str:
+    """SQL: what JSON value ``c`` is, as a bit: 1 text, 2 a list, 4 an object, 8 true or false, 16 a
+    whole number of 18 characters or fewer, 32 another number; 0 for null."""
+    x = f"{c}::VARCHAR"
+    return (f"""CASE WHEN {c} IS NULL THEN 0 WHEN starts_with({x}, '"') THEN 1 WHEN starts_with({x}, '[') THEN 2 """
+            f"WHEN starts_with({x}, '{{') THEN 4 WHEN {x} IN ('true', 'false') THEN 8 "
+            f"WHEN length({x}) > 18 OR contains({x}, '.') OR contains({x}, 'e') OR contains({x}, 'E') THEN 32 "
+            "ELSE 16 END")
+
+
+def _engine_runs(store: Any) -> None:
+    """``runs`` from the engine's read: each column of the one type all its values have (text
+    ``VARCHAR``, whole numbers ``BIGINT``, numbers ``DOUBLE``, ``BOOLEAN``, a list typed as DuckDB
+    types its values: ``DOUBLE[]``, a ``STRUCT`` list...), ``JSON`` where they are of several kinds;
+    a column of nulls alone of the contract's type, or ``JSON``; in the store's order."""
+    from cnnbench.results import engine
+
+    names = [name for name in store.columns if name != STEP_TIMES]
+    contract = _contract_types()
+    flags = store.con.execute("SELECT " + ", ".join(f"bit_or({_kind_flag(store.column(n))})" for n in names)
+                              + " FROM scanned").fetchone() if names else ()
+    lists = [n for n, flag in zip(names, flags, strict=True) if flag == 2]
+    shapes: dict[str, str] = {}
+    if lists:
+        found = store.con.execute("SELECT " + ", ".join(
+            f"json_group_structure({c}), bool_or(regexp_matches({c}::VARCHAR, '[0-9]{{19}}'))"
+            for c in map(store.column, lists)) + " FROM scanned").fetchone()
+        for i, name in enumerate(lists):
+            shape, long_whole = found[2 * i], found[2 * i + 1]
+            if '"NULL"' not in shape:  # a list of nulls alone, or objects with a field only ever null: JSON
+                shapes[name] = shape if long_whole else shape.replace('"UBIGINT"', '"BIGINT"')
+    select = []
+    for name, flag in zip(names, flags, strict=True):
+        c = store.column(name)
+        if flag == 0:
+            value = f"CAST(NULL AS {contract.get(name, 'JSON')})"
+        elif flag in _SCALARS:
+            value = _SCALARS[flag].format(c=c)
+        elif name in shapes:
+            value = f"json_transform({c}, {engine.literal(shapes[name])})"
+        else:
+            value = c
+        select.append(f"{value} AS {_quoted(name)}")
+    taken = {name.lower() for name in names}
+    select += [f"CAST(NULL AS {kind}) AS {_quoted(name)}" for name, kind in contract.items()
+               if name.lower() not in taken]
+    store.con.execute(f"CREATE TABLE {RUNS} AS SELECT {', '.join(select)} FROM scanned ORDER BY _file, rowid")
+
+
+_SCALARS = {1: "({c}->>'$')", 8: "{c}::BOOLEAN", 16: "{c}::BIGINT", 32: "{c}::DOUBLE", 48: "{c}::DOUBLE"}
+"""The SQL of a column of one kind of scalar (by :func:`_kind_flag`'s bits), as its type."""
+
+
+def _engine_steps(store: Any) -> None:
+    """``steps`` from the engine's read: each run's step times that are all numbers."""
+    run_id = store.column("run_id")
+    times = f"TRY_CAST({store.column(STEP_TIMES)} AS DOUBLE[])"
+    store.con.execute(
+        f"CREATE TABLE {STEPS} AS SELECT run_id, generate_subscripts(s, 1)::BIGINT AS step, unnest(s) AS seconds "
+        f"""FROM (SELECT CASE WHEN starts_with({run_id}::VARCHAR, '"') THEN {run_id}->>'$' END AS run_id, """
+        f"{times} AS s FROM scanned ORDER BY _file, rowid) WHERE len(s) > 0 AND list_count(s) = len(s)")

@@ -1,0 +1,106 @@
+"""``results query`` over a store read by DuckDB (:func:`cnnbench.results.sql._engine_views`) sees
+what it sees over the checked reader's records: the same ``runs`` (columns, their order and types,
+rows in the store's order, values) and the same ``steps``, the same lines named as unreadable."""
+
+from __future__ import annotations
+
+import pytest
+
+from cnnbench.results import engine, sql
+from tests.test_store_engine import ODD, good, line, write
+
+
+@pytest.fixture(autouse=True)
+def _every_store_through_the_engine(monkeypatch):
+    monkeypatch.setattr(engine, "SMALL_STORE", 0)
+    monkeypatch.setattr(engine, "SMALL_FILES", 0)
+
+
+def answer(store, query: str, *, engine_allowed: bool, monkeypatch):
+    real = ENGINE_VIEWS
+    used: list[bool] = []
+
+    def views(paths, wanted):
+        if not engine_allowed:
+            return None
+        made = real(paths, wanted)
+        used.append(made is not None)
+        return made
+
+    monkeypatch.setattr(sql, "_engine_views", views)
+    got = sql.run_query(query, [store])
+    rows = [tuple(sql.cell_value(v) for v in row) for row in got.rows]
+    return (got.columns, [_kind(t) for t in got.types], rows, [str(p) for p in got.problems]), any(used)
+
+
+def _kind(kind: str) -> str:
+    """DuckDB's type of a column, the integer types as one (the checked path's reader finds HUGEINT
+    or UBIGINT where the engine's read gives BIGINT), a list of nulls alone as JSON."""
+    return {"HUGEINT": "BIGINT", "UBIGINT": "BIGINT", '"NULL"[]': "JSON"}.get(kind, kind)
+
+
+ENGINE_VIEWS = sql._engine_views
+
+
+def same(store, query, monkeypatch, *, by_engine: bool | None = True):
+    new, used = answer(store, query, engine_allowed=True, monkeypatch=monkeypatch)
+    old, _ = answer(store, query, engine_allowed=False, monkeypatch=monkeypatch)
+    assert by_engine is None or used == by_engine
+    assert new == old
+    return new
+
+
+@pytest.mark.parametrize("name", list(ODD))
+def test_each_odd_line_is_seen_as_the_checked_reader_sees_it(tmp_path, monkeypatch, name):
+    store = tmp_path / "results"
+    write(store / "box.jsonl", [line(good(0)), ODD[name], line(good(1))])
+    write(store / "other.jsonl", [line(good(2, machine="other"))])
+    # both views named: the checked path reads the step times too, and checks them (read alone,
+    # runs gives the checked reader's records without their step times, unchecked)
+    both = "SELECT *, (SELECT count(*) FROM steps) AS steps FROM runs"
+    columns, _, rows, _ = same(store, both, monkeypatch, by_engine=None)
+    assert len(rows) >= 3 and "config.model" in columns
+    same(store, "SELECT *, (SELECT count(*) FROM runs) AS runs FROM steps", monkeypatch, by_engine=None)
+
+
+def test_columns_of_every_kind(tmp_path, monkeypatch):
+    store = tmp_path / "results"
+    shapes = [
+        {"source": {"tool": "tf_cnn_benchmarks", "log": {"lines": [1, 2]}}},
+        {"suite_name": None, "labels": []},
+        {"labels": ["x", "y"], "mixed": 1},
+        {"mixed": "one", "gpus": [{"index": 0, "name": "H100", "clocks": {"sm": 1980}}]},
+        {"big": 10**20, "small": 1e-05, "neg": -3, "flag": False, "when": "2026-01-01T00:00:00+00:00"},
+        {"flag": True, "neg": 4, "gpus": [{"index": 1, "name": "H100", "clocks": {"sm": 1755}}]},
+    ]
+    write(store / "b.jsonl", [line(good(i, **extra)) for i, extra in enumerate(shapes)])
+    write(store / "a.jsonl", [line(good(9, machine="a"))])
+    columns, types, rows, _ = same(store, "SELECT * FROM runs", monkeypatch)
+    kinds = dict(zip(columns, types, strict=True))
+    assert kinds["neg"] == "BIGINT" and kinds["flag"] == "BOOLEAN" and kinds["mixed"] == "JSON"
+    assert kinds["when"] == "VARCHAR" and kinds["small"] == "DOUBLE"
+    assert kinds["metrics.energy_j"] == "DOUBLE"  # a contract column no run holds, typed as the contract says
+    same(store, "SELECT run_id, step, seconds FROM steps ORDER BY run_id, step", monkeypatch)
+    same(store, 'SELECT "config.model", avg("metrics.total_images_per_sec") FROM runs GROUP BY 1 ORDER BY 1',
+         monkeypatch)
+
+
+def test_step_times_that_are_not_all_numbers_are_no_steps(tmp_path, monkeypatch):
+    store = tmp_path / "results"
+    records = [good(0), good(1), good(2), good(3)]
+    records[1]["metrics"]["step_times_s"] = [0.1, "x"]
+    records[2]["metrics"]["step_times_s"] = []
+    records[3]["metrics"]["step_times_s"] = [True, 0.5]
+    write(store / "box.jsonl", [line(r) for r in records])
+    _, _, rows, _ = same(store, "SELECT * FROM steps", monkeypatch, by_engine=None)
+    assert {row[0] for row in rows} == {records[0]["run_id"], records[3]["run_id"]}
+
+
+def test_the_sandbox_holds_over_the_engine_read(tmp_path, monkeypatch):
+    store = tmp_path / "results"
+    write(store / "box.jsonl", [line(good(i)) for i in range(3)])
+    with sql.Store([store]) as opened:
+        assert "scanned" not in {row[0] for row in opened.query("SHOW TABLES").rows}
+        for hostile in ("SELECT * FROM read_csv('/etc/passwd')", f"SELECT * FROM read_json('{store}/box.jsonl')"):
+            with pytest.raises(sql.QueryError):
+                opened.query(hostile)
