@@ -439,8 +439,8 @@ def _engine_views(paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[st
     given = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     if not engine.worth_the_engine(given):
         return None
-    try:  # every field, whichever view is read: each run checked whole, as the checked reader checks it
-        store = engine.scan(given, None)
+    try:  # every field, whichever view is read (each run checked whole); the step times for steps alone
+        store = engine.scan(given, None, leave_out=() if STEPS in views else (STEP_TIMES,))
     except engine.EngineCannot:
         return None
     try:
