@@ -20,6 +20,8 @@ stores of ``--records`` records, written once into ``--data`` and kept):
   machine, then the command timed; the copy's files are cut back to the store's sizes afterwards;
 - ``export``: ``cnnbench results export --format csv --no-step-times STORE`` (output discarded),
   cold and warm;
+- ``query``: ``cnnbench results query`` of the median images/sec per model (view ``runs``) and of
+  the five runs with the longest tail of step times (view ``steps``), cold and warm;
 - ``report``: ``cnnbench report --no-plots`` and ``cnnbench report`` (default plots) of a varied
   store of ``--report-records`` records (default 10,000), each into a fresh output folder, with
   the side's caches warm (one untimed report per side first).
@@ -62,9 +64,13 @@ from store_engines import (  # noqa: E402
     write_store,
 )
 
-PARTS = ("list", "append", "export", "report")
+PARTS = ("list", "append", "export", "query", "report")
 LISTING = ["results", "list", "--limit", "1"]
 EXPORT = ["results", "export", "--format", "csv", "--no-step-times"]
+QUERIES = {
+    "runs": 'SELECT "config.model", count(*), median("metrics.total_images_per_sec") FROM runs GROUP BY 1',
+    "steps": "SELECT run_id, max(seconds) / median(seconds) AS tail FROM steps GROUP BY 1 ORDER BY 2 DESC LIMIT 5",
+}
 
 
 @dataclass(frozen=True)
@@ -179,6 +185,11 @@ def build_cases(parts: set[str], stores: dict[str, Path], report_store: Path, ou
                           same([*EXPORT, str(store)]), cold(store)),
                      Case(f"results export csv --no-step-times, {name} {n:,}, warm", store,
                           same([*EXPORT, str(store)]), warm)]
+        if "query" in parts:
+            for view, sql in QUERIES.items():
+                args = same(["results", "query", sql, str(store)])
+                todo += [Case(f"results query over {view}, {name} {n:,}, cold", store, args, cold(store)),
+                         Case(f"results query over {view}, {name} {n:,}, warm", store, args, warm)]
     if "report" in parts:
         r = str(report_store)
 

@@ -200,3 +200,16 @@ def test_the_columns_are_those_of_the_runs_kept(tmp_path, capsys, monkeypatch):
     assert "tag" not in rows[0] and "error" in rows[0] and len(rows) == 2
     rows = same(capsys, monkeypatch, [str(store), "--where", "model!=resnet19"])
     assert "tag" not in rows[0]  # the repeat of r0 in b.jsonl is not exported: nor is its field
+
+
+@pytest.mark.parametrize("case", ["step 1e300", "empty object beside a number"])
+def test_values_a_review_found(tmp_path, capsys, monkeypatch, case):
+    records = [good(0), good(1), good(2)]
+    if case == "step 1e300":
+        records[1]["metrics"]["step_times_s"] = [1e300, 0.2]
+    else:
+        records[0]["metrics"]["x"] = {}
+        records[1]["metrics"]["x"] = 3
+    store = tmp_path / "results"
+    write(store / "box.jsonl", [line(r) for r in records])
+    same(capsys, monkeypatch, [str(store)], by_engine=None)

@@ -35,8 +35,8 @@ def answer(store, query: str, *, engine_allowed: bool, monkeypatch):
 
 def _kind(kind: str) -> str:
     """DuckDB's type of a column, the integer types as one (the checked path's reader finds HUGEINT
-    or UBIGINT where the engine's read gives BIGINT), a list of nulls alone as JSON."""
-    return {"HUGEINT": "BIGINT", "UBIGINT": "BIGINT", '"NULL"[]': "JSON"}.get(kind, kind)
+    or UBIGINT where the engine's read gives BIGINT), a list of nulls alone as a list of JSON."""
+    return {"HUGEINT": "BIGINT", "UBIGINT": "BIGINT", '"NULL"[]': "JSON[]"}.get(kind, kind)
 
 
 ENGINE_VIEWS = sql._engine_views
@@ -104,3 +104,33 @@ def test_the_sandbox_holds_over_the_engine_read(tmp_path, monkeypatch):
         for hostile in ("SELECT * FROM read_csv('/etc/passwd')", f"SELECT * FROM read_json('{store}/box.jsonl')"):
             with pytest.raises(sql.QueryError):
                 opened.query(hostile)
+
+
+@pytest.mark.parametrize("case", ["step 1e300", "list objects alike but for case", "seed of 19 digits",
+                                  "minus 18 nines", "empty object beside a number", "empty lists only"])
+def test_values_the_engine_must_not_type_alone(tmp_path, monkeypatch, case):
+    """Each found by a review: the engine's views give what the checked path gives."""
+    records = [good(0), good(1), good(2)]
+    if case == "step 1e300":
+        records[1]["metrics"]["step_times_s"] = [1e300, 0.2]
+    elif case == "list objects alike but for case":
+        records[1]["metrics"]["l"] = [{"a": 1}, {"A": 2}]
+    elif case == "seed of 19 digits":
+        records[1]["config"]["seed"] = 1234567890123456789
+    elif case == "minus 18 nines":
+        records[1]["metrics"]["x"] = -999999999999999999
+    elif case == "empty object beside a number":
+        records[0]["metrics"]["x"] = {}
+        records[1]["metrics"]["x"] = 3
+    else:
+        for r in records:
+            r["metrics"]["l"] = []
+    store = tmp_path / "results"
+    write(store / "box.jsonl", [line(r) for r in records])
+    both = "SELECT *, (SELECT count(*) FROM steps) AS steps FROM runs"
+    if case == "list objects alike but for case":  # no view DuckDB can type: the checked path says so
+        with pytest.raises(sql.QueryError, match="cannot make the views of the store"):
+            sql.run_query(both, [store])
+        return
+    same(store, both, monkeypatch, by_engine=None)
+    same(store, "SELECT *, (SELECT count(*) FROM runs) AS runs FROM steps", monkeypatch, by_engine=None)

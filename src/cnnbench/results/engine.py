@@ -471,7 +471,9 @@ def _query(paths: Sequence[str], kinds: Mapping[str, str], wanted: Sequence[str]
     read (SQL, as ``c0, c1...``), and ``read_json``'s ``columns`` argument."""
     layout = _Layout(paths)
     ok = [_check(kind, layout.expr(path)) for path, kind in kinds.items()]
-    ok += [_usable(path, layout.expr(path), lists=lists) for path in wanted if path not in kinds]
+    # a list the contract allows (step times) is looked into as the others where lists are read
+    ok += [_usable(path, layout.expr(path), lists=lists) for path in wanted
+           if path not in kinds or lists and kinds[path] == "list"]
     ok += [_holds_some(layout, section) for section in ("config", "environment", "metrics")]
     picked = ", ".join(f"{layout.expr(p)} AS c{i}" for i, p in enumerate(wanted))
     return " AND ".join(ok), picked, layout.columns()
@@ -1144,10 +1146,11 @@ def _safe_text(t: str) -> str:
 
 def _csv_cell(c: str) -> str:
     """SQL: the CSV cell of JSON value ``c`` (DuckDB's writer quotes it where it must): empty for
-    null, text as text, a number or true or false as written, a list or an object as its JSON
-    text (DuckDB's: compact)."""
+    null and for an empty object (a flat run has no such field), text as text, a number or true or
+    false as written, a list as its JSON text (DuckDB's: compact)."""
     x = f"{c}::VARCHAR"
-    return f"""(CASE WHEN starts_with({x}, '"') THEN nullif({_safe_text(f"({c}->>'$')")}, '') ELSE {x} END)"""
+    return (f"""(CASE WHEN starts_with({x}, '"') THEN nullif({_safe_text(f"({c}->>'$')")}, '') """
+            f"WHEN starts_with({x}, '{{') THEN NULL ELSE {x} END)")
 
 
 def export_csv(paths: Sequence[str | os.PathLike[str]], *, where: Sequence[str] = (),

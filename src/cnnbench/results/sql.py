@@ -443,12 +443,17 @@ def _engine_views(paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[st
         store = engine.scan(given, None, leave_out=() if STEPS in views else (STEP_TIMES,))
     except engine.EngineCannot:
         return None
+    import duckdb
+
     try:
         if RUNS in views:
             _engine_runs(store)
         if STEPS in views:
             _engine_steps(store)
         store.con.execute("DROP TABLE scanned")
+    except duckdb.Error:  # values it cannot type (names alike but for case in a list's objects): the checked path's
+        store.close()
+        return None
     except BaseException:
         store.close()
         raise
@@ -456,13 +461,14 @@ def _engine_views(paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[st
 
 
 def _kind_flag(c: str) -> str:
-    """SQL: what JSON value ``c`` is, as a bit: 1 text, 2 a list, 4 an object, 8 true or false, 16 a
-    whole number of 18 characters or fewer, 32 another number; 0 for null."""
+    """SQL: what JSON value ``c`` is, as a bit: 1 text, 2 a list, 8 true or false, 16 a whole number
+    a ``BIGINT`` holds, 32 another number; 0 for null and for an empty object (a flat run has no such
+    field: only an empty one is left in a field read)."""
     x = f"{c}::VARCHAR"
-    return (f"""CASE WHEN {c} IS NULL THEN 0 WHEN starts_with({x}, '"') THEN 1 WHEN starts_with({x}, '[') THEN 2 """
-            f"WHEN starts_with({x}, '{{') THEN 4 WHEN {x} IN ('true', 'false') THEN 8 "
-            f"WHEN length({x}) > 18 OR contains({x}, '.') OR contains({x}, 'e') OR contains({x}, 'E') THEN 32 "
-            "ELSE 16 END")
+    return (f"""CASE WHEN {c} IS NULL OR starts_with({x}, '{{') THEN 0 WHEN starts_with({x}, '"') THEN 1 """
+            f"WHEN starts_with({x}, '[') THEN 2 WHEN {x} IN ('true', 'false') THEN 8 "
+            f"WHEN contains({x}, '.') OR contains({x}, 'e') OR contains({x}, 'E') OR TRY_CAST({x} AS BIGINT) IS NULL "
+            "THEN 32 ELSE 16 END")
 
 
 def _engine_runs(store: Any) -> None:
@@ -484,11 +490,13 @@ def _engine_runs(store: Any) -> None:
             for c in map(store.column, lists)) + " FROM scanned").fetchone()
         for i, name in enumerate(lists):
             shape, long_whole = found[2 * i], found[2 * i + 1]
-            if '"NULL"' not in shape:  # a list of nulls alone, or objects with a field only ever null: JSON
+            if shape == '["NULL"]':  # lists of nothing but nulls (empty ones): of JSON
+                shapes[name] = '["JSON"]'
+            elif '"NULL"' not in shape:  # objects in lists with a field only ever null: JSON
                 shapes[name] = shape if long_whole else shape.replace('"UBIGINT"', '"BIGINT"')
     select = []
     for name, flag in zip(names, flags, strict=True):
-        c = store.column(name)
+        c = f"(CASE WHEN NOT starts_with({store.column(name)}::VARCHAR, '{{') THEN {store.column(name)} END)"
         if flag == 0:
             value = f"CAST(NULL AS {contract.get(name, 'JSON')})"
         elif flag in _SCALARS:
@@ -509,10 +517,12 @@ _SCALARS = {1: "({c}->>'$')", 8: "{c}::BOOLEAN", 16: "{c}::BIGINT", 32: "{c}::DO
 
 
 def _engine_steps(store: Any) -> None:
-    """``steps`` from the engine's read: each run's step times that are all numbers."""
+    """``steps`` from the engine's read: each run's step times that are all numbers (or null: a
+    figure no reader computes with, shown as not available)."""
     run_id = store.column("run_id")
-    times = f"TRY_CAST({store.column(STEP_TIMES)} AS DOUBLE[])"
+    times = store.column(STEP_TIMES)
     store.con.execute(
         f"CREATE TABLE {STEPS} AS SELECT run_id, generate_subscripts(s, 1)::BIGINT AS step, unnest(s) AS seconds "
         f"""FROM (SELECT CASE WHEN starts_with({run_id}::VARCHAR, '"') THEN {run_id}->>'$' END AS run_id, """
-        f"{times} AS s FROM scanned ORDER BY _file, rowid) WHERE len(s) > 0 AND list_count(s) = len(s)")
+        f"TRY_CAST({times} AS DOUBLE[]) AS s, list_count(TRY_CAST({times} AS JSON[])) AS given "
+        "FROM scanned ORDER BY _file, rowid) WHERE len(s) > 0 AND list_count(s) = given")
