@@ -213,3 +213,19 @@ def test_values_a_review_found(tmp_path, capsys, monkeypatch, case):
     store = tmp_path / "results"
     write(store / "box.jsonl", [line(r) for r in records])
     same(capsys, monkeypatch, [str(store)], by_engine=None)
+
+
+@pytest.mark.parametrize(("steps", "checked"), [([0.0016978024783322835, 0.002132074878779606], False),
+                                                ([0.1, 12345678901234567890123], True), ([0.1, 1e300], True)])
+def test_lists_the_engine_vouches_for(tmp_path, capsys, monkeypatch, steps, checked):
+    """Step times as runs write them (fractions of 19 digits) are the engine's to read; a list
+    holding a figure past the limit sends its file to the checked reader."""
+    records = [good(0), good(1)]
+    records[1]["metrics"]["step_times_s"] = steps
+    store = tmp_path / "results"
+    write(store / "box.jsonl", [line(r) for r in records])
+    read: list = []
+    real = engine._read_checked
+    monkeypatch.setattr(engine, "_read_checked", lambda *a, **k: (read.append(a[2].name), real(*a, **k)))
+    same(capsys, monkeypatch, [str(store)])
+    assert bool(read) == checked

@@ -218,11 +218,12 @@ MAX_LIST_DEPTH = contract.MAX_DEPTH - 4
 """A list is read by the engine only in a field this shallow: with at most 3 levels nested in
 it (:data:`_LIST_DOUBT`), the record stays within :data:`~cnnbench.results.record.MAX_DEPTH`."""
 
-_LIST_DOUBT = (r"(?i)nan|inf|e\+?[0-9]{2}|[0-9]{19}"
+_LIST_DOUBT = (r"(?i)nan|inf|e\+?[0-9]{2}|(?:^|[^.0-9])[0-9]{19}"
                r"|[\[{][^\]}]*[\[{][^\]}]*[\[{][^\]}]*[\[{]")
 """What in a list's JSON text (DuckDB's) sends its file to the checked reader: what could be a
-NaN or an infinity, a number of 1e10 or more written with an exponent or one of 19 digits or
-more (a figure a reader may not compute with, :data:`~cnnbench.results.cleaning.MAX_FIGURE`), or
+NaN or an infinity, a number of 1e10 or more written with an exponent or a whole part of 19
+digits or more (a figure a reader may not compute with, :data:`~cnnbench.results.cleaning.MAX_FIGURE`;
+fractions of 19 digits, ``0.0016978024783322835``, are any step time's), or
 four brackets opened with none closed between them. Text in the list that looks so is only
 read the slower way."""
 
