@@ -284,7 +284,7 @@ def main() -> int:
         print(f"{side.name}: {side.src} (imports {where})", flush=True)
     template = template_record(args.data, args.template)
     stores = {name: args.data / f"{name}-{args.records}" for name in args.stores.split(",")}
-    if parts & {"list", "append", "export"}:
+    if parts & {"list", "append", "export", "query"}:
         for name, store in stores.items():
             write_store(store, template, args.records, uniform=name == "uniform")
             mb = sum(p.stat().st_size for p in store.glob("*.jsonl")) / 1e6

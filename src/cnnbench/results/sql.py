@@ -439,8 +439,11 @@ def _engine_views(paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[st
     given = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
     if not engine.worth_the_engine(given):
         return None
-    try:  # every field, whichever view is read (each run checked whole); the step times for steps alone
-        store = engine.scan(given, None, leave_out=() if STEPS in views else (STEP_TIMES,))
+    try:  # runs: every field (but the step times for runs alone); steps alone: a run's id and step times
+        if RUNS in views:
+            store = engine.scan(given, None, leave_out=() if STEPS in views else (STEP_TIMES,))
+        else:
+            store = engine.scan(given, [STEP_TIMES])
     except engine.EngineCannot:
         return None
     import duckdb
