@@ -134,3 +134,4 @@ def test_values_the_engine_must_not_type_alone(tmp_path, monkeypatch, case):
         return
     same(store, both, monkeypatch, by_engine=None)
     same(store, "SELECT *, (SELECT count(*) FROM runs) AS runs FROM steps", monkeypatch, by_engine=None)
+    same(store, "SELECT * FROM steps", monkeypatch, by_engine=None)  # step times read alone

@@ -25,8 +25,14 @@ before a closing bracket, ``nan`` or ``inf`` spelled so) in a field the read doe
 it asks for, a number that is not finite is seen); and nesting deeper than
 :data:`~cnnbench.results.record.MAX_DEPTH`, a NaN or an oversized figure in a field the read does
 not ask for. Such a line is read here as the engine reads it. ``benchmarks/store_engines.py``
-(part ``behaviours``) shows the first and the last. A field asked for that holds an object or a
-list has its file read by the checked reader.
+(part ``behaviours``) shows the first and the last. A field asked for that holds an object, or a
+list whose text shows what could be a number no reader computes with or deep nesting
+(:data:`_LIST_DOUBT`), has its file read by the checked reader.
+
+A scan of every field (``results export``, ``results query``) finds each file's fields first:
+from its sidecar while the file is as it was, else by DuckDB reading it whole (``DESCRIBE``);
+names it cannot read as they are (a dot in a key, keys alike but for case) leave the store to
+the checked reader.
 
 A run met twice (the same ``run_id``) is kept once, where it was first met, as the checked reader
 keeps it: a file that holds a run twice is read by the checked reader (the engine keeps no order of
@@ -199,16 +205,16 @@ _LONG_WHOLE = "(length({x}) > 18 AND ltrim({x}, '-0123456789') = '')"
 """SQL: a whole number too long for a double to hold exactly (near the limit, it compares wrong)."""
 
 
-def _usable(path: str, e: str, *, lists: bool = False) -> str:
+def _usable(path: str, e: str) -> str:
     """SQL that is true unless the value of a field read is one the checked reader would change or
     refuse (its file is read that way): a number no reader computes with (shown as not available,
-    with a notice), or an object, or a list (which may hold such a number, or nest too deep).
-    ``lists``: a list is usable when its text shows none of that (:data:`_LIST_DOUBT`)."""
+    with a notice), or an object, or a list whose text shows it may hold such a number or nest
+    too deep (:data:`_LIST_DOUBT`)."""
     x = f"{e}::VARCHAR"
     v = f"TRY_CAST({x} AS DOUBLE)"
     limit = f" AND abs({v}) <= {MAX_FIGURE!r} AND NOT {_LONG_WHOLE.format(x=x)}" if path.startswith("metrics.") else ""
     listed = "false"
-    if lists and path.count(".") < MAX_LIST_DEPTH:
+    if path.count(".") < MAX_LIST_DEPTH:
         listed = f"NOT regexp_matches({x}, {literal(_LIST_DOUBT)})"
     return (f"(CASE WHEN {e} IS NULL THEN true WHEN starts_with({x}, '{{') THEN false "
             f"WHEN starts_with({x}, '[') THEN {listed} ELSE coalesce(isfinite({v}){limit}, true) END)")
@@ -330,7 +336,7 @@ def scan(paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[str], field
     problems: dict[int, list[StoreProblem]] = {}
     con = duckdb.connect(":memory:", config={"temp_directory": ""})
     try:
-        query = _query([*kinds, *wanted], kinds, wanted, lists=every is not None)
+        query = _query([*kinds, *wanted], kinds, wanted)
         columns = ", ".join(f"c{i} JSON" for i in range(len(wanted)))
         if every is None:  # order kept costs a third more; only an every-field scan (an export) keeps it
             con.execute("SET preserve_insertion_order = false")
@@ -466,15 +472,13 @@ def _keys(records: Iterable[Mapping[str, Any]]) -> frozenset[str]:
     return frozenset(out)
 
 
-def _query(paths: Sequence[str], kinds: Mapping[str, str], wanted: Sequence[str], *,
-           lists: bool = False) -> tuple[str, str, str]:
+def _query(paths: Sequence[str], kinds: Mapping[str, str], wanted: Sequence[str]) -> tuple[str, str, str]:
     """What each row of a batch's ``read_json`` is: whether the contract holds (SQL), the fields
     read (SQL, as ``c0, c1...``), and ``read_json``'s ``columns`` argument."""
     layout = _Layout(paths)
     ok = [_check(kind, layout.expr(path)) for path, kind in kinds.items()]
-    # a list the contract allows (step times) is looked into as the others where lists are read
-    ok += [_usable(path, layout.expr(path), lists=lists) for path in wanted
-           if path not in kinds or lists and kinds[path] == "list"]
+    # a list read is looked into, one the contract allows (step times) too
+    ok += [_usable(path, layout.expr(path)) for path in wanted if path not in kinds or kinds[path] == "list"]
     ok += [_holds_some(layout, section) for section in ("config", "environment", "metrics")]
     picked = ", ".join(f"{layout.expr(p)} AS c{i}" for i, p in enumerate(wanted))
     return " AND ".join(ok), picked, layout.columns()
