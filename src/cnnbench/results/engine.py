@@ -458,16 +458,23 @@ def _plain_names(names: Sequence[str]) -> None:
     lowered = {name.lower() for name in names}
     for name in names:
         base, _, number = name.rpartition("_")
-        if "." in name or (base and number.isdigit() and base.lower() in lowered):
+        if "." in name or not name or (base and number.isdigit() and base.lower() in lowered):
             raise EngineCannot(name)
 
 
 def _keys(records: Iterable[Mapping[str, Any]]) -> frozenset[str]:
-    """The columns of these records flat (:func:`~cnnbench.results.flatten.flatten_record`)."""
+    """The columns of these records flat (:func:`~cnnbench.results.flatten.flatten_record`);
+    :class:`EngineCannot` for a key with a dot in it (or none at all), which a dotted path would
+    read as nested."""
     from cnnbench.results.flatten import flatten_record
 
     out: set[str] = set()
     for rec in records:
+        stack: list[Mapping[str, Any]] = [rec]
+        while stack:
+            node = stack.pop()
+            _plain_names(list(node))
+            stack.extend(v for v in node.values() if isinstance(v, Mapping))
         out.update(flatten_record(rec))
     return frozenset(out)
 
