@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from cnnbench.cli.common import CliParser, UserError
@@ -297,7 +297,7 @@ def _engine_csv(args: argparse.Namespace) -> CsvRows | None:
 
 
 def handle_export(args: argparse.Namespace) -> int:
-    from cnnbench.results.export import ExportError, flat_table, write_csv_rows, write_table
+    from cnnbench.results.export import flat_table, write_csv_rows, write_table
 
     if args.format == "parquet" and args.output is None:
         raise UserError("--format parquet needs -o FILE")
@@ -306,22 +306,19 @@ def handle_export(args: argparse.Namespace) -> int:
     rows = _engine_csv(args) if args.format == "csv" else None
     if rows is not None:
         with rows:
-            try:
-                write_csv_rows(rows, args.output)
-            except BrokenPipeError:
-                devnull = os.open(os.devnull, os.O_WRONLY)
-                os.dup2(devnull, sys.stdout.fileno())
-                return 0
-            except OSError as exc:
-                raise UserError(_export_failure(args.output, exc), exit_code=1) from None
-        if args.output:
-            print(f"wrote {plural(rows.rows, 'run')} x {plural(len(rows.columns), 'column')} to {args.output}",
-                  file=sys.stderr)
-        return 0
+            return _written(lambda: write_csv_rows(rows, args.output), args.output, rows.rows, len(rows.columns))
     records, _ = _load(args.results, args.where, step_times=not args.no_step_times)
     table = flat_table(records)
+    return _written(lambda: write_table(table, args.format, args.output), args.output, len(table.rows),
+                    len(table.columns))
+
+
+def _written(write: Callable[[], None], output: str | None, runs: int, columns: int) -> int:
+    """Run ``write`` (an export to ``output``, or to standard output), its failures as one line."""
+    from cnnbench.results.export import ExportError
+
     try:
-        write_table(table, args.format, args.output)
+        write()
     except ExportError as exc:
         raise UserError(str(exc)) from None
     except BrokenPipeError:  # `| head`: the reader has what it wanted
@@ -329,10 +326,9 @@ def handle_export(args: argparse.Namespace) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         return 0
     except OSError as exc:
-        raise UserError(_export_failure(args.output, exc), exit_code=1) from None
-    if args.output:
-        print(f"wrote {plural(len(table.rows), 'run')} x {plural(len(table.columns), 'column')} to {args.output}",
-              file=sys.stderr)
+        raise UserError(_export_failure(output, exc), exit_code=1) from None
+    if output:
+        print(f"wrote {plural(runs, 'run')} x {plural(columns, 'column')} to {output}", file=sys.stderr)
     return 0
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TextIO
 
 from cnnbench.results import files
-from cnnbench.results.csv_out import CsvWriter
+from cnnbench.results.csv_out import CsvWriter, csv_text
 from cnnbench.results.fields import BATCH, MODEL
 from cnnbench.results.flatten import flatten_records, ordered_columns
 from cnnbench.results.gc_pause import collector_paused
@@ -74,21 +74,15 @@ def write_csv_rows(rows: CsvRows, output: str | None) -> None:
     """Write the CSV rows the engine made (:func:`cnnbench.results.engine.export_csv`) under
     their header, to ``output`` as :func:`write_table` writes a file, or to standard output."""
     if not output:
-        sys.stdout.write(_header(rows.columns))
+        sys.stdout.write(csv_text(rows.columns, []))
         sys.stdout.flush()
         _copy(rows.fd, sys.stdout.buffer)
         sys.stdout.buffer.flush()
         return
     with _open_output(output, newline="") as out:
-        out.write(_header(rows.columns))
+        out.write(csv_text(rows.columns, []))
         out.flush()
         _copy(rows.fd, out.buffer)
-
-
-def _header(columns: Sequence[str]) -> str:
-    buffer = io.StringIO()
-    CsvWriter(buffer, lineterminator=LINE_END).writerow(columns)
-    return buffer.getvalue()
 
 
 def _copy(fd: int, out: Any) -> None:
