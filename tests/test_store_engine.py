@@ -459,7 +459,7 @@ def test_a_damaged_or_foreign_sidecar_is_not_used(tmp_path, sidecars, damage):
                 car.write_bytes(data[:at] + bytes([data[at] ^ mask]) + data[at + 1:])
                 car.chmod(0o600)
                 assert through_engine([store], FIELDS) == first, (mask, at)
-        for key in (b"size", b"rows", b"stat", b"sha256", b"rowhash"):  # and in each value of its metadata
+        for key in (b"size", b"rows", b"stat", b"sha256", b"hashes"):  # and in each value of its metadata
             start = data.rfind(key) + len(key)
             for at in range(start, start + 6):
                 car.write_bytes(data[:at] + bytes([data[at] ^ 0x10]) + data[at + 1:])
@@ -478,6 +478,41 @@ def test_a_damaged_or_foreign_sidecar_is_not_used(tmp_path, sidecars, damage):
     else:
         assert through_engine([store], FIELDS) == first
     assert not served and not car.is_symlink() and (car.stat().st_mode & 0o777) == 0o600  # written again
+
+
+def test_sidecars_are_checked_each_and_loaded_together(tmp_path, sidecars, monkeypatch):
+    """Each sidecar's rows are checked before any goes in (one damaged is read afresh, the others
+    served); the rows of all go in by one statement, and when it fails every file is read afresh."""
+    home, served = sidecars
+    store = tmp_path / "results"
+    for name in ("a", "b", "c"):
+        write(store / f"{name}.jsonl", [line(good(i, machine=name)) for i in range(30)])
+    first = through_engine([store], FIELDS)
+    assert len(first.rows) == 90 and len(list(home.glob("*.parquet"))) == 3
+    statements: list[str] = []
+
+    class Counting:
+        def __init__(self, con):
+            self.con = con
+
+        def execute(self, sql, *a):
+            statements.append(sql)
+            return self.con.execute(sql, *a)
+
+    real_load = engine._load
+    monkeypatch.setattr(engine, "_load", lambda con, sound, wanted: real_load(Counting(con), sound, wanted))
+    assert through_engine([store], FIELDS) == first and served == ["a.jsonl", "b.jsonl", "c.jsonl"]
+    assert len(statements) == 1 and statements[0].count("read_parquet") == 3
+    car = next(iter(sorted(home.glob("*.parquet"), key=lambda p: p.stat().st_mtime)))
+    data = car.read_bytes()
+    at = data.find(b"resnet")  # a value of a row changed: that sidecar's rows do not add up
+    car.write_bytes(data[:at] + b"R" + data[at + 1:])
+    car.chmod(0o600)
+    served.clear()
+    assert through_engine([store], FIELDS) == first and len(served) == 2
+    served.clear()
+    monkeypatch.setattr(engine, "_load", lambda *a: False)  # the statement failed: nothing went in
+    assert through_engine([store], FIELDS) == first and served == []
 
 
 def test_a_cache_folder_named_like_a_pattern_is_read_as_named(tmp_path, sidecars, monkeypatch):

@@ -648,7 +648,7 @@ def _insert(con: duckdb.DuckDBPyConnection, index: int, rows: list[list[Any]]) -
 
 # --- the sidecar --------------------------------------------------------------------------------
 
-SIDECAR_FORMAT = 2
+SIDECAR_FORMAT = 3
 _CHUNK = 1 << 22
 
 
@@ -658,8 +658,9 @@ class Sidecar:
     else's to write in), named by a hash of the file's real path; never in the store.
 
     Its metadata: what made it (this format, the record contract's code, DuckDB's version), the
-    fields, the rows and a sum of their hashes, and the results file's size, the SHA-256 of those
-    bytes, and its device, inode, size and times when they were read; and a hash of all of these.
+    fields, the rows and per column a sum of its values' hashes (a read checks those of the columns it
+    reads: a narrow read of a wide sidecar hashes no more than it reads), and the results file's size,
+    the SHA-256 of those bytes, and its device, inode, size and times when they were read; and a hash of all of these.
     A sidecar whose metadata or columns' types are not as written, or whose rows do not add up,
     is not used. It serves a read asking for those fields or fewer, while the file is as it was (device,
     inode, size and times unchanged: no hash) or its first ``size`` bytes hash as recorded; then
@@ -739,13 +740,20 @@ def _in_threads(fn: Callable[..., Any], jobs: Sequence[tuple[Any, ...]]) -> list
         return list(pool.map(lambda job: fn(*job), jobs))
 
 
-def _rows_check(con: duckdb.DuckDBPyConnection, source: str, width: int) -> tuple[int, str]:
-    row = con.execute(f"SELECT count(*), coalesce(sum(hash({', '.join(f'f{i}' for i in range(width))})::HUGEINT), 0)"
-                      f"::VARCHAR FROM {source}").fetchone()
-    return (int(row[0]), str(row[1])) if row else (0, "")
+def _rows_check(con: duckdb.DuckDBPyConnection, source: str, columns: Iterable[int]) -> tuple[int, list[str]]:
+    """The rows of ``source`` and, per column ``f<i>`` of ``columns``, a sum of its values' hashes (not
+    an exclusive or: a value changed in every row that holds it, an even number, would cancel out)."""
+    sums = "".join(f", coalesce(sum(hash(f{i})::HUGEINT), 0)::VARCHAR" for i in columns)
+    row = con.execute(f"SELECT count(*){sums} FROM {source}").fetchone()
+    return (int(row[0]), [str(x) for x in row[1:]]) if row else (0, [])
 
 
-_META = ("code", "size", "sha256", "stat", "rows", "rowhash", "fields", "leaves")
+_META = ("code", "size", "sha256", "stat", "rows", "hashes", "fields", "leaves")
+
+
+def _b64(value: Any) -> str:
+    """``value`` as JSON in base64: a metadata value of a sidecar (text of any characters)."""
+    return base64.b64encode(json.dumps(value).encode()).decode()
 
 
 def _meta_hash(meta: Mapping[str, str]) -> str:
@@ -764,16 +772,18 @@ def _read_meta(con: duckdb.DuckDBPyConnection, fd: int, code: str) -> dict[str, 
         if meta.get("code") != code or meta.get("metahash") != _meta_hash(meta):
             return None
         fields = json.loads(base64.b64decode(meta["fields"]))
+        hashes = json.loads(base64.b64decode(meta["hashes"]))
         leaves = json.loads(base64.b64decode(meta["leaves"])) if meta["leaves"] else None
         size, rows = int(meta["size"]), int(meta["rows"])
         kinds = con.execute(f"DESCRIBE SELECT * FROM read_parquet('/proc/self/fd/{fd}')").fetchall()
     except (duckdb.Error, KeyError, ValueError, TypeError, UnicodeError):
         return None
     if (not isinstance(fields, list) or size <= 0 or rows < 0
+            or not (isinstance(hashes, list) and len(hashes) == len(fields))
             or not (leaves is None or isinstance(leaves, list) and all(isinstance(x, str) for x in leaves))
             or [(k[0], str(k[1])) for k in kinds] != [(f"f{i}", "JSON") for i in range(len(fields))]):
         return None
-    return {**meta, "fields": fields, "size": size, "rows": rows,
+    return {**meta, "fields": fields, "hashes": hashes, "size": size, "rows": rows,
             "leaves": None if leaves is None else frozenset(leaves)}
 
 
@@ -798,7 +808,7 @@ def _load_all(con: duckdb.DuckDBPyConnection, files: Sequence[tuple[int, Path, B
         # the files not as they were: is what the sidecar covers unchanged? (hashed on every core)
         moved = [(f.fileno(), meta["size"]) for _, _, f, _, _, meta, st in opened if meta["stat"] != _identity(st)]
         hashes = iter(_in_threads(_sha256, moved))
-        served: set[int] = set()
+        sound: list[tuple[int, Path, BinaryIO, Sidecar, int, dict[str, Any], os.stat_result, Any]] = []
         for index, path, f, car, fd, meta, st in opened:
             size = meta["size"]
             if meta["stat"] == _identity(st):
@@ -809,12 +819,16 @@ def _load_all(con: duckdb.DuckDBPyConnection, files: Sequence[tuple[int, Path, B
                 digest = next(hashes)
                 if digest is None or digest.hexdigest() != meta["sha256"]:
                     continue
-            if not _load(con, index, fd, meta, wanted):
-                continue
+            if _rows_sound(con, fd, meta, wanted):
+                sound.append((index, path, f, car, fd, meta, st, digest))
+        if not _load(con, [(index, fd, meta) for index, _, _, _, fd, meta, _, _ in sound], wanted):
+            return set()
+        served: set[int] = set()
+        for index, path, f, car, _, meta, st, digest in sound:
             served.add(index)
             leaves = meta["leaves"]
-            if st.st_size > size or digest is not None:
-                leaves = _tail(con, index, path, f, car, wanted, size, st, digest, problems[index], leaves)
+            if st.st_size > meta["size"] or digest is not None:
+                leaves = _tail(con, index, path, f, car, wanted, meta["size"], st, digest, problems[index], leaves)
             if every is not None and leaves is not None:  # it is known: an every-field read is served only so
                 every.leaves[index] = leaves
         return served
@@ -823,20 +837,37 @@ def _load_all(con: duckdb.DuckDBPyConnection, files: Sequence[tuple[int, Path, B
             os.close(fd)
 
 
-def _load(con: duckdb.DuckDBPyConnection, index: int, fd: int, meta: Mapping[str, Any], wanted: Sequence[str]) -> bool:
-    """Put the rows of the sidecar open as ``fd`` into ``scanned`` as file ``index``'s (null for a
-    field it lacks), when they add up to its metadata; whether they did."""
+def _rows_sound(con: duckdb.DuckDBPyConnection, fd: int, meta: Mapping[str, Any], wanted: Sequence[str]) -> bool:
+    """Whether the rows of the sidecar open as ``fd`` read and its columns of the fields ``wanted`` add
+    up to its metadata."""
     import duckdb
 
-    fields = meta["fields"]
-    source = f"read_parquet('/proc/self/fd/{fd}')"
     try:
-        if _rows_check(con, source, len(fields)) != (meta["rows"], meta["rowhash"]):
-            return False
-        columns = [f"f{fields.index(name)}" if name in fields else "NULL" for name in wanted]
-        con.execute(f"INSERT INTO scanned SELECT {int(index)}, true, {', '.join(columns)} FROM {source}")
+        used = [meta["fields"].index(name) for name in wanted if name in meta["fields"]]
+        return _rows_check(con, f"read_parquet('/proc/self/fd/{fd}')", used) == (
+            meta["rows"], [meta["hashes"][i] for i in used])
     except (duckdb.Error, ValueError, UnicodeError):
-        con.execute("DELETE FROM scanned WHERE _file = ?", [index])
+        return False
+
+
+def _load(con: duckdb.DuckDBPyConnection, sound: Sequence[tuple[int, int, Mapping[str, Any]]],
+          wanted: Sequence[str]) -> bool:
+    """Put the rows of each sidecar (file index, open descriptor, checked metadata) into ``scanned``
+    as its file's (null for a field it lacks), in one statement: a statement of DuckDB's costs in
+    proportion to the table it adds to (each sidecar added alone took three times as long); whether
+    they went in (a failed statement adds nothing)."""
+    import duckdb
+
+    if not sound:
+        return True
+    parts = []
+    for index, fd, meta in sound:
+        fields = meta["fields"]
+        columns = [f"f{fields.index(name)}" if name in fields else "NULL" for name in wanted]
+        parts.append(f"SELECT {int(index)}, true, {', '.join(columns)} FROM read_parquet('/proc/self/fd/{fd}')")
+    try:
+        con.execute("INSERT INTO scanned " + " UNION ALL ".join(parts))
+    except (duckdb.Error, ValueError, UnicodeError):
         return False
     return True
 
@@ -916,10 +947,10 @@ def _save(con: duckdb.DuckDBPyConnection, index: int, car: Sidecar, wanted: Sequ
     width = len(wanted)
     columns = ", ".join(f"c{i} AS f{i}" for i in range(width))
     try:
-        rows = _rows_check(con, f"(SELECT {columns} FROM scanned WHERE _file = {int(index)})", width)
+        rows = _rows_check(con, f"(SELECT {columns} FROM scanned WHERE _file = {int(index)})", range(width))
         meta = {"code": car.code, "size": str(size), "sha256": sha256, "stat": identity, "rows": str(rows[0]),
-                "rowhash": rows[1], "fields": base64.b64encode(json.dumps(list(wanted)).encode()).decode(),
-                "leaves": "" if leaves is None else base64.b64encode(json.dumps(sorted(leaves)).encode()).decode()}
+                "hashes": _b64(rows[1]), "fields": _b64(list(wanted)),
+                "leaves": "" if leaves is None else _b64(sorted(leaves))}
         meta["metahash"] = _meta_hash(meta)
         from cnnbench.results.cache import _remove_abandoned
 
