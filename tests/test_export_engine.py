@@ -131,6 +131,15 @@ def test_no_step_times_and_where(tmp_path, capsys, monkeypatch):
     same(capsys, monkeypatch, [str(store), "--where", "model=resnet2*"])
 
 
+def test_step_times_that_break_the_contract_and_no_step_times(tmp_path, capsys, monkeypatch):
+    """The checked reader reads a store without step times leaving them unread, so a line whose step
+    times are no list is kept there; the engine reads such a file so too (it had refused the line)."""
+    store = tmp_path / "results"
+    write(store / "box.jsonl", [line(good(0)), ODD["step times not a list"], line(good(1))])
+    assert len(same(capsys, monkeypatch, [str(store), "--no-step-times"])) == 4
+    assert len(same(capsys, monkeypatch, [str(store)])) == 3
+
+
 def test_a_run_in_two_files_and_an_older_record(tmp_path, capsys, monkeypatch):
     store = tmp_path / "results"
     write(store / "a.jsonl", [line({**good(0), "run_id": "twice"}), line(good(1))])

@@ -212,7 +212,8 @@ def read_results(paths: PathLike | Sequence[PathLike] = "results", *, where: str
     Python values: lists for step times, ``True``/``False``, ``None``/NaN for missing cells).
 
     ``where``: conditions every run must meet, as ``--where``. ``step_times=False`` leaves out
-    ``metrics.step_times_s`` (several times faster on a large store). Lines that could not be
+    ``metrics.step_times_s`` (faster on a large store). A store of 8 MiB or more is read by DuckDB,
+    as ``results query`` reads it (:func:`cnnbench.results.sql.runs_frame`: the same frame). Lines that could not be
     read are skipped and listed in ``frame.attrs["problems"]``; ``verbose=True`` also prints
     them to stderr.
 
@@ -220,13 +221,23 @@ def read_results(paths: PathLike | Sequence[PathLike] = "results", *, where: str
     >>> frame.groupby("config.model")["metrics.total_images_per_sec"].median()
     """
     from cnnbench.results.flatten import records_frame
+    from cnnbench.results.sql import runs_frame
     from cnnbench.results.store import problem_text
 
     def warn(problem: str) -> None:
         print(f"warning: {problem_text(problem)}", file=sys.stderr)
 
-    records, problems = read_records(paths, where=where, step_times=step_times, on_problem=warn if verbose else None)
-    frame = records_frame(records)
+    given = _paths(paths)
+    wheres = _texts(where, "where", ValueError)
+    read = runs_frame(given, where=wheres, step_times=step_times) if step_times in (True, False) else None
+    if read is not None:
+        frame, problems = read
+        for problem in problems if verbose else ():
+            warn(problem)
+    else:
+        records, problems = read_records(given, where=wheres, step_times=step_times,
+                                         on_problem=warn if verbose else None)
+        frame = records_frame(records)
     frame.attrs["problems"] = problems
     return frame
 

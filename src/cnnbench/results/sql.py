@@ -130,16 +130,11 @@ class Store:
 
         statement = self._checked(sql)
         try:
-            cursor = self._con.execute(statement)
-            kinds = [d[1] for d in cursor.description or []]
-            frame = cursor.df()
+            frame = _frame(self._con.execute(statement))
         except duckdb.Error as exc:
             raise QueryError(_one_line(exc)) from None
         except MemoryError:
             raise QueryError("the query's result does not fit in memory: add a LIMIT, or aggregate") from None
-        for index, kind in enumerate(kinds):
-            if _holds_json(kind):  # the values JSON text holds, as the CLI gives them
-                frame.isetitem(index, frame.iloc[:, index].map(lambda v, k=kind: _decode(v, k)))
         frame.attrs["problems"] = self.problems
         return frame
 
@@ -151,6 +146,22 @@ class Store:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _frame(cursor: Any) -> pd.DataFrame:
+    """The rows of an executed query as a DataFrame of DuckDB's types, each JSON text in them read
+    into the value it holds (as the CLI gives them; a null is None)."""
+    kinds = [d[1] for d in cursor.description or []]
+    frame = cursor.df()
+    for index, kind in enumerate(kinds):
+        if _holds_json(kind):
+            column = frame.iloc[:, index]
+            held = column.notna()
+            if held.any():
+                column = column.astype(object)
+                column[held] = column[held].map(lambda v, k=kind: _decode(v, k))
+                frame.isetitem(index, column)
+    return frame
 
 
 def check_sql(sql: str, con: Any = None) -> Any:
@@ -474,18 +485,21 @@ def _kind_flag(c: str) -> str:
             "THEN 32 ELSE 16 END")
 
 
-def _engine_runs(store: Any) -> None:
-    """``runs`` from the engine's read: each column of the one type all its values have (text
-    ``VARCHAR``, whole numbers ``BIGINT``, numbers ``DOUBLE``, ``BOOLEAN``, a list typed as DuckDB
-    types its values: ``DOUBLE[]``, a ``STRUCT`` list...), ``JSON`` where they are of several kinds;
-    a column of nulls alone of the contract's type, or ``JSON``; in the store's order."""
+def _engine_runs(store: Any, leave_out: Iterable[str] = (STEP_TIMES,), as_json: Iterable[str] = ()) -> None:
+    """``runs`` from the engine's read (but the fields ``leave_out``): each column of the one type all
+    its values have (text ``VARCHAR``, whole numbers ``BIGINT``, numbers ``DOUBLE``, ``BOOLEAN``, a
+    list typed as DuckDB types its values: ``DOUBLE[]``, a ``STRUCT`` list...), ``JSON`` where they
+    are of several kinds, or where named in ``as_json`` (not looked into: typing a column of step
+    times took 3 s of 100,000 runs); a column of nulls alone of the contract's type, or ``JSON``; in
+    the store's order."""
     from cnnbench.results import engine
 
-    names = [name for name in store.columns if name != STEP_TIMES]
+    names = [name for name in store.columns if name not in set(leave_out)]
     contract = _contract_types()
     flags = store.con.execute("SELECT " + ", ".join(f"bit_or({_kind_flag(store.column(n))})" for n in names)
                               + " FROM scanned").fetchone() if names else ()
-    lists = [n for n, flag in zip(names, flags, strict=True) if flag == 2]
+    untyped = set(as_json)
+    lists = [n for n, flag in zip(names, flags, strict=True) if flag == 2 and n not in untyped]
     shapes: dict[str, str] = {}
     if lists:
         found = store.con.execute("SELECT " + ", ".join(
@@ -500,7 +514,9 @@ def _engine_runs(store: Any) -> None:
     select = []
     for name, flag in zip(names, flags, strict=True):
         c = f"(CASE WHEN NOT starts_with({store.column(name)}::VARCHAR, '{{') THEN {store.column(name)} END)"
-        if flag == 0:
+        if name in untyped:
+            value = c
+        elif flag == 0:
             value = f"CAST(NULL AS {contract.get(name, 'JSON')})"
         elif flag in _SCALARS:
             value = _SCALARS[flag].format(c=c)
@@ -513,6 +529,54 @@ def _engine_runs(store: Any) -> None:
     select += [f"CAST(NULL AS {kind}) AS {_quoted(name)}" for name, kind in contract.items()
                if name.lower() not in taken]
     store.con.execute(f"CREATE TABLE {RUNS} AS SELECT {', '.join(select)} FROM scanned ORDER BY _file, rowid")
+
+
+def runs_frame(paths: Sequence[str | os.PathLike[str]], *, where: Sequence[str] = (),
+               step_times: bool = True) -> tuple[pd.DataFrame, list[str]] | None:
+    """:func:`cnnbench.read_results` by the engine: the runs of the stores at ``paths`` that meet
+    ``where``, as ``results export`` gives them (its rows, in the store's order, and its columns:
+    those of the runs kept), each column typed as in ``runs`` but that a list is a list, and a column
+    of nothing but nulls holds None; and the lines that could not be read. None where the checked
+    reader reads the store: a small store, a ``--where`` name the engine does not resolve, names it
+    cannot tell apart or values it cannot type (see :func:`_engine_views`)."""
+    import duckdb
+    import numpy as np
+    import pandas as pd
+
+    from cnnbench.results import engine
+
+    if not engine.worth_the_engine(paths):
+        return None
+    try:
+        plan = engine.plan_where(where)
+        store = engine.scan(paths, None, leave_out=() if step_times else (STEP_TIMES,))
+    except engine.EngineCannot:
+        return None
+    with store:
+        try:
+            if not set(plan.fields) <= set(store.fields):
+                return None
+            keep = engine.where_sql(store, plan)
+            columns = engine.kept_columns(store, keep)
+            store.con.execute(f"DELETE FROM scanned WHERE ({keep}) IS NOT TRUE")
+            if not store.con.execute("SELECT count(*) FROM scanned").fetchall()[0][0]:
+                return pd.DataFrame(), list(store.problems)
+            _engine_runs(store, leave_out=(), as_json=(STEP_TIMES,))  # read here, as lists
+            frame = _frame(store.con.execute(f"SELECT {', '.join(map(_quoted, columns))} FROM {RUNS}"))
+        except (engine.EngineCannot, duckdb.Error):
+            return None
+        for index in range(frame.shape[1]):  # each column as a frame of the records would have it
+            column = frame.iloc[:, index]
+            held = column.notna()
+            if not held.all() and isinstance(column.dtype, pd.api.extensions.ExtensionDtype):
+                # whole numbers or true/false beside nulls: as pandas makes them from Python values
+                column = pd.Series(column.astype(object).where(held, None).tolist(), index=column.index)
+            if not held.any() or column.dtype == object and not held.all():  # a null is None (not pd.NA)
+                column = column.astype(object).where(held, None)
+            if held.any() and column.dtype == object and isinstance(column[held].iloc[0], np.ndarray):
+                column = column.map(lambda v: v.tolist() if isinstance(v, np.ndarray) else v)
+            frame.isetitem(index, column)
+        return frame, list(store.problems)
 
 
 _SCALARS = {1: "({c}->>'$')", 8: "{c}::BOOLEAN", 16: "{c}::BIGINT", 32: "{c}::DOUBLE", 48: "{c}::DOUBLE"}
