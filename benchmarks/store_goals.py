@@ -22,6 +22,8 @@ stores of ``--records`` records, written once into ``--data`` and kept):
   cold and warm;
 - ``query``: ``cnnbench results query`` of the median images/sec per model (view ``runs``) and of
   the five runs with the longest tail of step times (view ``steps``), cold and warm;
+- ``frame``: ``cnnbench.read_results(STORE, step_times=False)`` in a fresh interpreter (import
+  included), cold and warm;
 - ``report``: ``cnnbench report --no-plots`` and ``cnnbench report`` (default plots) of a varied
   store of ``--report-records`` records (default 10,000), each into a fresh output folder, with
   the side's caches warm (one untimed report per side first).
@@ -64,7 +66,7 @@ from store_engines import (  # noqa: E402
     write_store,
 )
 
-PARTS = ("list", "append", "export", "query", "report")
+PARTS = ("list", "append", "export", "query", "frame", "report")
 LISTING = ["results", "list", "--limit", "1"]
 EXPORT = ["results", "export", "--format", "csv", "--no-step-times"]
 QUERIES = {
@@ -90,6 +92,11 @@ class Side:
         return ["env", f"PYTHONPATH={self.src}", f"CNNBENCH_CACHE_DIR={self.cache(store)}", sys.executable, "-m",
                 "cnnbench", *args]
 
+    def python(self, store: Path, code: str) -> list[str]:
+        """``python -c CODE`` with this side's code and cache folder for ``store``."""
+        return ["env", f"PYTHONPATH={self.src}", f"CNNBENCH_CACHE_DIR={self.cache(store)}", sys.executable, "-c",
+                code]
+
 
 Setup = Callable[[Side, list[str]], None]
 
@@ -101,6 +108,10 @@ class Case:
     args: Callable[[Side], list[str]]  # cnnbench's arguments for a side
     setup: Setup  # run just before the timed command
     finish: Callable[[], None] = lambda: None  # run after it, timed or failed
+    code: str | None = None  # Python to run instead of cnnbench's command line (``args`` unused)
+
+    def command(self, side: Side) -> list[str]:
+        return side.command(self.store, *self.args(side)) if self.code is None else side.python(self.store, self.code)
 
 
 def same(args: list[str]) -> Callable[[Side], list[str]]:
@@ -190,6 +201,11 @@ def build_cases(parts: set[str], stores: dict[str, Path], report_store: Path, ou
                 args = same(["results", "query", sql, str(store)])
                 todo += [Case(f"results query over {view}, {name} {n:,}, cold", store, args, cold(store)),
                          Case(f"results query over {view}, {name} {n:,}, warm", store, args, warm)]
+        if "frame" in parts:
+            code = f"import cnnbench; cnnbench.read_results({str(store)!r}, step_times=False)"
+            todo += [Case(f"read_results(step_times=False), {name} {n:,}, cold", store, same([]), cold(store),
+                          code=code),
+                     Case(f"read_results(step_times=False), {name} {n:,}, warm", store, same([]), warm, code=code)]
     if "report" in parts:
         r = str(report_store)
 
@@ -214,7 +230,7 @@ def measure(todo: list[Case], sides: list[Side], rounds: int) -> dict[str, dict[
         order = sides if rnd % 2 == 0 else sides[::-1]
         for case in todo:
             for side in order:
-                cmd = side.command(case.store, *case.args(side))
+                cmd = case.command(side)
                 try:
                     case.setup(side, cmd)
                     before = os.getloadavg()[0]

@@ -14,15 +14,20 @@ import pytest
 from cnnbench.cli import main
 from cnnbench.results import engine
 from cnnbench.results.csv_out import is_number_text
-from tests.test_store_engine import ODD, good, line, write
+from tests.test_store_engine import ODD, good, line, use_sidecars, write
 
 REAL = engine.export_csv
 
 
+@pytest.fixture
+def sidecar_cache(monkeypatch, tmp_path):
+    return use_sidecars(monkeypatch, tmp_path)
+
+
 @pytest.fixture(autouse=True)
 def _every_store_through_the_engine(monkeypatch):
-    monkeypatch.setattr(engine, "SMALL_STORE", 0)
-    monkeypatch.setattr(engine, "SMALL_FILES", 0)
+    for threshold in ("SMALL_STORE", "SMALL_FILES", "WIDE_STORE", "FRAME_STORE"):
+        monkeypatch.setattr(engine, threshold, 0)
 
 
 def export(capsys, monkeypatch, args, *, engine_allowed: bool):
@@ -138,6 +143,35 @@ def test_step_times_that_break_the_contract_and_no_step_times(tmp_path, capsys, 
     write(store / "box.jsonl", [line(good(0)), ODD["step times not a list"], line(good(1))])
     assert len(same(capsys, monkeypatch, [str(store), "--no-step-times"])) == 4
     assert len(same(capsys, monkeypatch, [str(store)])) == 3
+
+
+def test_an_appended_line_after_a_sidecar_and_no_step_times(tmp_path, capsys, monkeypatch, sidecar_cache):
+    home, served = sidecar_cache
+    store = tmp_path / "results"
+    write(store / "box.jsonl", [line(good(i)) for i in range(3)])
+    assert len(same(capsys, monkeypatch, [str(store)])) == 4 and not served  # the sidecar written
+    with open(store / "box.jsonl", "a") as f:
+        f.write(ODD["step times not a list"] + "\n")
+    assert len(same(capsys, monkeypatch, [str(store), "--no-step-times"])) == 5 and served == ["box.jsonl"]
+    assert len(same(capsys, monkeypatch, [str(store)])) == 4  # refused where its step times are read
+
+
+def test_step_times_only_appended_lines_hold_are_not_lost_to_a_sidecar(tmp_path, capsys, monkeypatch,
+                                                                       sidecar_cache):
+    """A read without step times writes the sidecar again after appended lines: it must not say that
+    the file holds no step times when only those lines do (a read with them would get none)."""
+    home, served = sidecar_cache
+    store = tmp_path / "results"
+    bare = [good(i) for i in range(3)]
+    for r in bare:
+        del r["metrics"]["step_times_s"]
+    write(store / "box.jsonl", [line(r) for r in bare])
+    assert "metrics.step_times_s" not in same(capsys, monkeypatch, [str(store)])[0]
+    with open(store / "box.jsonl", "a") as f:
+        f.write(line(good(7)) + "\n")
+    same(capsys, monkeypatch, [str(store), "--no-step-times"])
+    rows = same(capsys, monkeypatch, [str(store)])
+    assert rows[-1][rows[0].index("metrics.step_times_s")] == [0.1, 0.2]
 
 
 def test_a_run_in_two_files_and_an_older_record(tmp_path, capsys, monkeypatch):

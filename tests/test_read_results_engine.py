@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 
 import cnnbench
@@ -17,8 +18,8 @@ from tests.test_store_engine import ODD, good, line, write
 
 @pytest.fixture(autouse=True)
 def _every_store_through_the_engine(monkeypatch):
-    monkeypatch.setattr(engine, "SMALL_STORE", 0)
-    monkeypatch.setattr(engine, "SMALL_FILES", 0)
+    for threshold in ("SMALL_STORE", "SMALL_FILES", "WIDE_STORE", "FRAME_STORE"):
+        monkeypatch.setattr(engine, threshold, 0)
 
 
 def _plain(value):
@@ -31,7 +32,7 @@ def _plain(value):
     return value
 
 
-def frames(store, monkeypatch, **kw):
+def frames(store, monkeypatch, exact=True, **kw):
     """The engine's frame and the checked reader's (as comparable plain values), and whether the
     engine read it."""
     real = sql.runs_frame
@@ -52,6 +53,9 @@ def frames(store, monkeypatch, **kw):
         rows = [[_plain(v) for v in row] for row in frame.itertuples(index=False)]
         return list(frame.columns), rows, [str(p) for p in frame.attrs["problems"]]
 
+    # the same frame: columns, their types, every cell (None and NaN where the other has them)
+    if exact:
+        pd.testing.assert_frame_equal(new, old, check_exact=True)
     return plain(new), plain(old), any(used), (new, old)
 
 
@@ -66,7 +70,7 @@ def test_each_odd_line_reads_as_the_checked_reader_reads_it(tmp_path, monkeypatc
 
 
 SHAPES = [
-    {"source": {"tool": "tf_cnn_benchmarks", "log": {"lines": [1, 2]}}},
+    {"source": {"tool": "tf_cnn_benchmarks", "log": {"lines": [1, 2]}}, "null_once": None},
     {"suite_name": None, "labels": []},
     {"labels": ["x", "y"], "mixed": 1},
     {"mixed": "one", "gpus": [{"index": 0, "name": "H100", "clocks": {"sm": 1980}}]},
@@ -97,6 +101,9 @@ def test_columns_of_every_kind_and_where(tmp_path, monkeypatch, where, by_engine
             assert frame["metrics.step_times_s"][0] == [0.1, 0.2] and frame["metrics.step_times_s"][3] is None
         assert frame["labels"][3] == ["x", "y"] and frame["gpus"][4][0]["clocks"] == {"sm": 1980}
         assert frame["labels"][0] is None and frame["neg"].tolist()[5:] == [-3.0, 4.0]
+        # a cell missing is None beside text, lists or true/false (a field not there and a null alike)
+        assert frame["null_once"].tolist() == [None] * 7 and frame["flag"].tolist() == [None] * 5 + [False, True]
+        assert frame["mixed"].tolist() == [None, None, None, 1, "one", None, None] and frame["neg"].isna().sum() == 5
 
 
 def test_a_field_null_in_runs_left_out_alone_is_an_empty_column(tmp_path, monkeypatch):
@@ -107,7 +114,7 @@ def test_a_field_null_in_runs_left_out_alone_is_an_empty_column(tmp_path, monkey
     records = [good(i) for i in range(3)]
     records[0]["suite_name"] = None
     write(store / "b.jsonl", [line(r) for r in records])
-    new, old, used, (frame, _) = frames(store, monkeypatch, where=["batch_size!=8"])
+    new, old, used, (frame, _) = frames(store, monkeypatch, exact=False, where=["batch_size!=8"])
     assert used and "suite_name" not in old[0] and frame["suite_name"].tolist() == [None, None]
     assert [c for c in new[0] if c != "suite_name"] == old[0]
     assert [[v for c, v in zip(new[0], row, strict=True) if c != "suite_name"] for row in new[1]] == old[1]

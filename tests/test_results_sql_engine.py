@@ -12,8 +12,8 @@ from tests.test_store_engine import ODD, good, line, write
 
 @pytest.fixture(autouse=True)
 def _every_store_through_the_engine(monkeypatch):
-    monkeypatch.setattr(engine, "SMALL_STORE", 0)
-    monkeypatch.setattr(engine, "SMALL_FILES", 0)
+    for threshold in ("SMALL_STORE", "SMALL_FILES", "WIDE_STORE", "FRAME_STORE"):
+        monkeypatch.setattr(engine, threshold, 0)
 
 
 def answer(store, query: str, *, engine_allowed: bool, monkeypatch):

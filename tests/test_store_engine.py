@@ -335,9 +335,47 @@ def test_a_small_store_is_read_by_the_checked_reader_and_a_big_one_by_the_engine
     assert scans and big == small
 
 
+def test_a_read_of_every_field_takes_the_engine_from_a_bigger_store(tmp_path, monkeypatch, capsys):
+    """An export, the runs of a query and read_results cost the engine more than a read of a few
+    fields: each has its own threshold (measured), the store's size in bytes."""
+    import cnnbench
+    from cnnbench.cli import main
+    from cnnbench.results import sql
+
+    store = tmp_path / "results"
+    write(store / "box.jsonl", [line(good(i)) for i in range(3)])
+    size = (store / "box.jsonl").stat().st_size
+    scans: list = []
+    real = engine.scan
+    monkeypatch.setattr(engine, "scan", lambda *a, **k: scans.append(k.get("leave_out", "narrow")) or real(*a, **k))
+    frames: list = []
+    real_frame = sql.runs_frame
+    monkeypatch.setattr(sql, "runs_frame", lambda *a, **k: frames.append(real_frame(*a, **k)) or frames[-1])
+    monkeypatch.setattr(engine, "SMALL_STORE", size)
+    for wide, frame in ((size + 1, size + 1), (size, size + 1), (size, size)):
+        monkeypatch.setattr(engine, "WIDE_STORE", wide)
+        monkeypatch.setattr(engine, "FRAME_STORE", frame)
+        scans.clear()
+        frames.clear()
+        assert main(["results", "export", "--format", "csv", str(store)]) == 0
+        assert main(["results", "query", "SELECT count(*) FROM runs", str(store)]) == 0
+        assert main(["results", "query", "SELECT count(*) FROM steps", str(store)]) == 0
+        assert main(["results", "list", str(store)]) == 0
+        assert len(cnnbench.read_results(store)) == 3
+        assert scans.count("narrow") == 2  # the steps of a query, and results list: always the engine's
+        assert len([s for s in scans if s != "narrow"]) == (2 if wide == size else 0) + (1 if frame == size else 0)
+        assert (frames[0] is not None) == (frame == size)
+    capsys.readouterr()
+
+
 @pytest.fixture
 def sidecars(monkeypatch, tmp_path):
-    """Every results file gets a sidecar (however small), in a cache folder of the test's own."""
+    return use_sidecars(monkeypatch, tmp_path)
+
+
+def use_sidecars(monkeypatch, tmp_path):
+    """Every results file gets a sidecar (however small), in a cache folder of the test's own; the
+    folder and the list of the files each read served from a sidecar."""
     from cnnbench.results import cache
 
     home = tmp_path / "cache"
@@ -384,6 +422,20 @@ def test_lines_appended_are_read_after_the_sidecar(tmp_path, sidecars):
         f.write(line(good(9)) + "\n" + path.read_text().splitlines()[0] + "\n")
     new, old = both([store])
     assert new == old and len(new[0]) == 5 and first
+
+
+def test_an_appended_line_is_read_as_the_checked_reader_reads_it(tmp_path, sidecars):
+    """Lines appended after a sidecar's are read without their step times where the read leaves them
+    out, as the checked reader reads them (a line whose step times are no list is kept)."""
+    home, served = sidecars
+    store = tmp_path / "results"
+    path = store / "box.jsonl"
+    write(path, [line(good(i)) for i in range(3)])
+    through_engine([store], FIELDS)
+    with open(path, "a") as f:
+        f.write(ODD["step times not a list"] + "\n")
+    new, old = both([store])
+    assert served == ["box.jsonl"] and new == old and len(new[0]) == 4 and not new[2]
 
 
 def test_a_line_appended_while_the_tail_is_read_is_not_lost(tmp_path, sidecars, monkeypatch):

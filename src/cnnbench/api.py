@@ -209,13 +209,14 @@ def read_results(paths: PathLike | Sequence[PathLike] = "results", *, where: str
     """A pandas DataFrame of the runs in results folders or ``.jsonl`` files: one row per run,
     the columns dotted record names (``config.model``, ``metrics.total_images_per_sec``, ...)
     in the order of ``cnnbench results export`` (its rows and columns, with values kept as
-    Python values: lists for step times, ``True``/``False``, ``None``/NaN for missing cells).
+    Python values: lists for step times, ``True``/``False``).
 
     ``where``: conditions every run must meet, as ``--where``. ``step_times=False`` leaves out
-    ``metrics.step_times_s`` (faster on a large store). A store of 8 MiB or more is read by DuckDB,
-    as ``results query`` reads it (:func:`cnnbench.results.sql.runs_frame`: the same frame). Lines that could not be
-    read are skipped and listed in ``frame.attrs["problems"]``; ``verbose=True`` also prints
-    them to stderr.
+    ``metrics.step_times_s`` (faster on a large store). A store of 256 MiB or more is read by DuckDB,
+    as ``results query`` reads it (:func:`cnnbench.results.sql.runs_frame`: the same frame). A missing
+    cell (a field a run does not have, or holds as null) is NaN in a column of numbers, None in any
+    other. Lines that could not be read are skipped and listed in ``frame.attrs["problems"]``;
+    ``verbose=True`` also prints them to stderr.
 
     >>> frame = cnnbench.read_results("results/quick")
     >>> frame.groupby("config.model")["metrics.total_images_per_sec"].median()

@@ -467,10 +467,11 @@ def _plain_names(names: Sequence[str]) -> None:
             raise EngineCannot(name)
 
 
-def _keys(records: Iterable[Mapping[str, Any]]) -> frozenset[str]:
+def _keys(records: Iterable[Mapping[str, Any]], unread: bytes = b"") -> frozenset[str]:
     """The columns of these records flat (:func:`~cnnbench.results.flatten.flatten_record`);
     :class:`EngineCannot` for a key with a dot in it (or none at all), which a dotted path would
-    read as nested."""
+    read as nested. ``unread``: the text they were read from without their step times, which count
+    among the columns where it names them (it may: a sidecar then never claims a file holds none)."""
     from cnnbench.results.flatten import flatten_record
 
     out: set[str] = set()
@@ -481,6 +482,8 @@ def _keys(records: Iterable[Mapping[str, Any]]) -> frozenset[str]:
             _plain_names(list(node))
             stack.extend(v for v in node.values() if isinstance(v, Mapping))
         out.update(flatten_record(rec))
+    if b'"step_times_s"' in unread:
+        out.add(R.STEP_TIMES)
     return frozenset(out)
 
 
@@ -800,7 +803,7 @@ def _load_all(con: duckdb.DuckDBPyConnection, files: Sequence[tuple[int, Path, B
     indexes of those files. A sidecar serves a read of fields it lacks when it knows that no record
     of its file holds them (its ``leaves``): they are null; an every-field read only from one that
     knows its file's fields."""
-    opened: list[tuple[int, Path, BinaryIO, Sidecar, int, dict[str, Any], os.stat_result]] = []
+    opened: list[_Opened] = []
     try:
         for index, path, f, car in files:
             fd = car.open()
@@ -812,22 +815,7 @@ def _load_all(con: duckdb.DuckDBPyConnection, files: Sequence[tuple[int, Path, B
                 os.close(fd)
                 continue
             opened.append((index, path, f, car, fd, meta, st))
-        # the files not as they were: is what the sidecar covers unchanged? (hashed on every core)
-        moved = [(f.fileno(), meta["size"]) for _, _, f, _, _, meta, st in opened if meta["stat"] != _identity(st)]
-        hashes = iter(_in_threads(_sha256, moved))
-        sound: list[tuple[int, Path, BinaryIO, Sidecar, int, dict[str, Any], os.stat_result, Any]] = []
-        for index, path, f, car, fd, meta, st in opened:
-            size = meta["size"]
-            if meta["stat"] == _identity(st):
-                digest = None
-                if size != st.st_size:
-                    continue
-            else:
-                digest = next(hashes)
-                if digest is None or digest.hexdigest() != meta["sha256"]:
-                    continue
-            if _rows_sound(con, fd, meta, wanted):
-                sound.append((index, path, f, car, fd, meta, st, digest))
+        sound = _sound(con, opened, wanted)
         if not _load(con, [(index, fd, meta) for index, _, _, _, fd, meta, _, _ in sound], wanted):
             return set()
         served: set[int] = set()
@@ -835,13 +823,43 @@ def _load_all(con: duckdb.DuckDBPyConnection, files: Sequence[tuple[int, Path, B
             served.add(index)
             leaves = meta["leaves"]
             if st.st_size > meta["size"] or digest is not None:
-                leaves = _tail(con, index, path, f, car, wanted, meta["size"], st, digest, problems[index], leaves)
+                steps = _steps(wanted) or every is not None and every.steps
+                leaves = _tail(con, index, path, f, car, wanted, meta["size"], st, digest, problems[index], leaves,
+                               steps)
             if every is not None and leaves is not None:  # it is known: an every-field read is served only so
                 every.leaves[index] = leaves
         return served
     finally:
         for *_, fd, _, _ in opened:
             os.close(fd)
+
+
+_Opened = tuple[int, Path, BinaryIO, Sidecar, int, dict[str, Any], os.stat_result]
+"""A file whose sidecar may serve: its index, path, file, sidecar, the sidecar's descriptor and
+checked metadata, and the file's ``stat``."""
+
+
+def _sound(con: duckdb.DuckDBPyConnection, opened: Sequence[_Opened],
+           wanted: Sequence[str]) -> list[tuple[Any, ...]]:
+    """Those of ``opened`` whose file still holds what the sidecar covers (as it was, else the bytes
+    hashed as recorded: the SHA-256, or None when the file is as it was) and whose rows of
+    ``wanted`` add up."""
+    # the files not as they were: is what the sidecar covers unchanged? (hashed on every core)
+    moved = [(f.fileno(), meta["size"]) for _, _, f, _, _, meta, st in opened if meta["stat"] != _identity(st)]
+    hashes = iter(_in_threads(_sha256, moved))
+    sound = []
+    for index, path, f, car, fd, meta, st in opened:
+        if meta["stat"] == _identity(st):
+            digest = None
+            if meta["size"] != st.st_size:
+                continue
+        else:
+            digest = next(hashes)
+            if digest is None or digest.hexdigest() != meta["sha256"]:
+                continue
+        if _rows_sound(con, fd, meta, wanted):
+            sound.append((index, path, f, car, fd, meta, st, digest))
+    return sound
 
 
 def _rows_sound(con: duckdb.DuckDBPyConnection, fd: int, meta: Mapping[str, Any], wanted: Sequence[str]) -> bool:
@@ -891,16 +909,17 @@ def _may_serve(meta: Mapping[str, Any], st: os.stat_result, wanted: Sequence[str
 
 def _tail(con: duckdb.DuckDBPyConnection, index: int, path: Path, f: BinaryIO, car: Sidecar, wanted: Sequence[str],
           size: int, st: os.stat_result, digest: Any, problems: list[StoreProblem],
-          leaves: frozenset[str] | None) -> frozenset[str] | None:
-    """After a sidecar's rows: the lines appended since, read once by the checked reader, and the
-    sidecar written again over exactly the bytes read (when they are all good and the file did not
-    move as they were read). The file's fields now: ``leaves`` (the sidecar's) and the appended
-    records' (None when either is not known: their step times are read only when asked for)."""
+          leaves: frozenset[str] | None, steps: bool) -> frozenset[str] | None:
+    """After a sidecar's rows: the lines appended since, read once by the checked reader (with their
+    step times where the read reads them, ``steps``: else as the checked reader reads a store without
+    them), and the sidecar written again over exactly the bytes read (when they are all good and the
+    file did not move as they were read). The file's fields now: ``leaves`` (the sidecar's) and the
+    appended records' (the step times among them wherever their text names them; None when the
+    sidecar's are not known)."""
     data = os.pread(f.fileno(), st.st_size - size, size) if st.st_size > size else b""
     seen = {row[0] for row in con.execute(f"SELECT {_RUN_KEY} FROM scanned WHERE _file = ?", [index]).fetchall()}
     tail: list[StoreProblem] = []
     records: list[dict[str, Any]] = []
-    steps = leaves is not None or _steps(wanted)
     read_lines(path, data, records, tail, step_times=steps)
     if tail:  # named by their lines: the lines before them counted (only now), and read again so
         tail.clear()
@@ -908,10 +927,10 @@ def _tail(con: duckdb.DuckDBPyConnection, index: int, path: Path, f: BinaryIO, c
         read_lines(path, data, records, tail, step_times=steps, first_line=_lines(f.fileno(), size) + 1)
         problems.extend(tail)
         _add(con, index, records, wanted, seen)
-        return leaves | _keys(records) if leaves is not None else None
+        return leaves | _keys(records, data if not steps else b"") if leaves is not None else None
     _add(con, index, records, wanted, seen)
     if leaves is not None:
-        leaves |= _keys(records)
+        leaves |= _keys(records, data if not steps else b"")
     if len(data) == st.st_size - size and _identity(os.fstat(f.fileno())) == _identity(st):
         whole = digest.copy() if digest is not None else _sha256(f.fileno(), size)
         if whole is not None:
@@ -1084,7 +1103,23 @@ SMALL_FILES = 256 << 10
 file costs the engine about 2 ms (a store of 5,000 one-line files: 10 s against 0.2 s)."""
 
 
-def worth_the_engine(paths: Sequence[str | os.PathLike[str]]) -> bool:
+WIDE_STORE = 64 << 20
+"""Stores smaller than this are read by the checked reader for a read of every field (an export, the
+``runs`` of a query): the engine finds, checks, types and writes every column, which its speed on a
+varied store repays only from about 10,000 runs (2,000 runs, 13 MB: export 0.90 s against 0.35 s;
+20,000 runs, 128 MB: 1.45 s against 2.49 s; ``benchmarks/README.md``)."""
+
+FRAME_STORE = 256 << 20
+"""Stores smaller than this are read by the checked reader for :func:`cnnbench.read_results`: a
+DataFrame of every column costs the engine more again (20,000 runs: 2.32 s warm and 4.76 s cold
+against 2.43 s and 3.73 s; 100,000 runs, 644 MB: 7.5 s against 11.0 s warm)."""
+
+
+def worth_the_engine(paths: Sequence[str | os.PathLike[str]], least: int | None = None) -> bool:
+    """Whether the stores at ``paths`` are big enough for the engine: ``least`` bytes in all
+    (:data:`SMALL_STORE` by default: a read of a few fields), in files of :data:`SMALL_FILES` or more
+    on average."""
+    least = SMALL_STORE if least is None else least
     total = count = 0
     for path in iter_store_files(paths):
         try:
@@ -1092,7 +1127,7 @@ def worth_the_engine(paths: Sequence[str | os.PathLike[str]]) -> bool:
             count += 1
         except OSError:  # named when it is read
             pass
-    return total >= SMALL_STORE and total >= count * SMALL_FILES
+    return total >= least and total >= count * SMALL_FILES
 
 
 Resolve = Callable[[str, Sequence[Mapping[str, Any]]], str]
@@ -1210,7 +1245,7 @@ def export_csv(paths: Sequence[str | os.PathLike[str]], *, where: Sequence[str] 
     store's order, written by DuckDB. :class:`EngineCannot` where the checked reader reads it (a
     small store; a ``--where`` field the engine does not resolve or no run holds; a field only
     an upgraded record holds; see :func:`scan`)."""
-    if not worth_the_engine(paths):
+    if not worth_the_engine(paths, WIDE_STORE):
         raise EngineCannot("a small store, or one of small files")
     plan = plan_where(where)
     with scan(paths, None, leave_out=() if step_times else (R.STEP_TIMES,)) as store:

@@ -190,9 +190,35 @@ def ordered_columns(rows: Iterable[Mapping[str, Any]]) -> list[str]:
 
 
 def records_frame(records: Iterable[Mapping[str, Any]], columns: Sequence[str] | None = None) -> pd.DataFrame:
-    """A pandas DataFrame with one row per record and dotted column names."""
+    """A pandas DataFrame with one row per record and dotted column names (cells as
+    :func:`plain_cells` makes them)."""
     import pandas as pd
 
     rows = flatten_records(records)
     cols = list(columns) if columns is not None else ordered_columns(rows)
-    return pd.DataFrame.from_records(rows, columns=cols)
+    return plain_cells(pd.DataFrame.from_records(rows, columns=cols))
+
+
+def plain_cells(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` (changed in place) with Python values in its cells, one way whatever made it: a list
+    is a list (not a NumPy array); a column of whole numbers or of true and false with cells
+    missing is what pandas makes of the Python values (floats with NaN; objects), not a nullable
+    type; a missing cell is NaN in a column of numbers and None in any other (a field not there
+    and a null alike), and a column with no value at all holds None."""
+    import numpy as np
+    import pandas as pd
+
+    for index in range(frame.shape[1]):
+        column = frame.iloc[:, index]
+        held = column.notna()
+        if held.all() and column.dtype != object:
+            continue
+        if isinstance(column.dtype, pd.api.extensions.ExtensionDtype):
+            column = pd.Series(column.astype(object).where(held, None).tolist(), index=column.index, dtype=object)
+            column = column.infer_objects() if held.any() else column
+        if column.dtype == object or not held.any():
+            column = column.astype(object).where(held, None)
+            if held.any() and isinstance(column[held].iloc[0], np.ndarray):
+                column = column.map(lambda v: v.tolist() if isinstance(v, np.ndarray) else v)
+        frame.isetitem(index, column)
+    return frame

@@ -34,7 +34,7 @@ import orjson
 
 from cnnbench.results import fields as R
 from cnnbench.results.fields import STEP_TIMES
-from cnnbench.results.flatten import flatten_records, ordered_columns
+from cnnbench.results.flatten import flatten_records, ordered_columns, plain_cells, records_frame
 from cnnbench.results.reader import read_records
 
 if TYPE_CHECKING:
@@ -448,7 +448,7 @@ def _engine_views(paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[st
     from cnnbench.results import engine
 
     given = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
-    if not engine.worth_the_engine(given):
+    if not engine.worth_the_engine(given, engine.WIDE_STORE if RUNS in views else None):
         return None
     try:  # runs: every field (but the step times for runs alone); steps alone: a run's id and step times
         if RUNS in views:
@@ -485,6 +485,23 @@ def _kind_flag(c: str) -> str:
             "THEN 32 ELSE 16 END")
 
 
+def _list_shapes(store: Any, lists: Sequence[str]) -> dict[str, str]:
+    """The type of each column of lists of ``lists`` that DuckDB can give one (``json_group_structure``
+    of its values), as ``json_transform`` takes it; a column left out is JSON."""
+    shapes: dict[str, str] = {}
+    if lists:
+        found = store.con.execute("SELECT " + ", ".join(
+            f"json_group_structure({c}), bool_or(regexp_matches({c}::VARCHAR, '[0-9]{{19}}'))"
+            for c in map(store.column, lists)) + " FROM scanned").fetchone()
+        for i, name in enumerate(lists):
+            shape, long_whole = found[2 * i], found[2 * i + 1]
+            if shape == '["NULL"]':  # lists of nothing but nulls (empty ones): of JSON
+                shapes[name] = '["JSON"]'
+            elif '"NULL"' not in shape:  # objects in lists with a field only ever null: JSON
+                shapes[name] = shape if long_whole else shape.replace('"UBIGINT"', '"BIGINT"')
+    return shapes
+
+
 def _engine_runs(store: Any, leave_out: Iterable[str] = (STEP_TIMES,), as_json: Iterable[str] = ()) -> None:
     """``runs`` from the engine's read (but the fields ``leave_out``): each column of the one type all
     its values have (text ``VARCHAR``, whole numbers ``BIGINT``, numbers ``DOUBLE``, ``BOOLEAN``, a
@@ -499,18 +516,7 @@ def _engine_runs(store: Any, leave_out: Iterable[str] = (STEP_TIMES,), as_json: 
     flags = store.con.execute("SELECT " + ", ".join(f"bit_or({_kind_flag(store.column(n))})" for n in names)
                               + " FROM scanned").fetchone() if names else ()
     untyped = set(as_json)
-    lists = [n for n, flag in zip(names, flags, strict=True) if flag == 2 and n not in untyped]
-    shapes: dict[str, str] = {}
-    if lists:
-        found = store.con.execute("SELECT " + ", ".join(
-            f"json_group_structure({c}), bool_or(regexp_matches({c}::VARCHAR, '[0-9]{{19}}'))"
-            for c in map(store.column, lists)) + " FROM scanned").fetchone()
-        for i, name in enumerate(lists):
-            shape, long_whole = found[2 * i], found[2 * i + 1]
-            if shape == '["NULL"]':  # lists of nothing but nulls (empty ones): of JSON
-                shapes[name] = '["JSON"]'
-            elif '"NULL"' not in shape:  # objects in lists with a field only ever null: JSON
-                shapes[name] = shape if long_whole else shape.replace('"UBIGINT"', '"BIGINT"')
+    shapes = _list_shapes(store, [n for n, flag in zip(names, flags, strict=True) if flag == 2 and n not in untyped])
     select = []
     for name, flag in zip(names, flags, strict=True):
         c = f"(CASE WHEN NOT starts_with({store.column(name)}::VARCHAR, '{{') THEN {store.column(name)} END)"
@@ -535,17 +541,16 @@ def runs_frame(paths: Sequence[str | os.PathLike[str]], *, where: Sequence[str] 
                step_times: bool = True) -> tuple[pd.DataFrame, list[str]] | None:
     """:func:`cnnbench.read_results` by the engine: the runs of the stores at ``paths`` that meet
     ``where``, as ``results export`` gives them (its rows, in the store's order, and its columns:
-    those of the runs kept), each column typed as in ``runs`` but that a list is a list, and a column
-    of nothing but nulls holds None; and the lines that could not be read. None where the checked
+    those of the runs kept), each column typed as in ``runs``, its cells as the checked reader's frame
+    has them (:func:`~cnnbench.results.flatten.plain_cells`); and the lines that could not be read.
+    Below :data:`~cnnbench.results.engine.FRAME_STORE` bytes, and otherwise None where the checked
     reader reads the store: a small store, a ``--where`` name the engine does not resolve, names it
     cannot tell apart or values it cannot type (see :func:`_engine_views`)."""
     import duckdb
-    import numpy as np
-    import pandas as pd
 
     from cnnbench.results import engine
 
-    if not engine.worth_the_engine(paths):
+    if not engine.worth_the_engine(paths, engine.FRAME_STORE):
         return None
     try:
         plan = engine.plan_where(where)
@@ -560,23 +565,12 @@ def runs_frame(paths: Sequence[str | os.PathLike[str]], *, where: Sequence[str] 
             columns = engine.kept_columns(store, keep)
             store.con.execute(f"DELETE FROM scanned WHERE ({keep}) IS NOT TRUE")
             if not store.con.execute("SELECT count(*) FROM scanned").fetchall()[0][0]:
-                return pd.DataFrame(), list(store.problems)
+                return records_frame([]), list(store.problems)
             _engine_runs(store, leave_out=(), as_json=(STEP_TIMES,))  # read here, as lists
             frame = _frame(store.con.execute(f"SELECT {', '.join(map(_quoted, columns))} FROM {RUNS}"))
         except (engine.EngineCannot, duckdb.Error):
             return None
-        for index in range(frame.shape[1]):  # each column as a frame of the records would have it
-            column = frame.iloc[:, index]
-            held = column.notna()
-            if not held.all() and isinstance(column.dtype, pd.api.extensions.ExtensionDtype):
-                # whole numbers or true/false beside nulls: as pandas makes them from Python values
-                column = pd.Series(column.astype(object).where(held, None).tolist(), index=column.index)
-            if not held.any() or column.dtype == object and not held.all():  # a null is None (not pd.NA)
-                column = column.astype(object).where(held, None)
-            if held.any() and column.dtype == object and isinstance(column[held].iloc[0], np.ndarray):
-                column = column.map(lambda v: v.tolist() if isinstance(v, np.ndarray) else v)
-            frame.isetitem(index, column)
-        return frame, list(store.problems)
+        return plain_cells(frame), list(store.problems)
 
 
 _SCALARS = {1: "({c}->>'$')", 8: "{c}::BOOLEAN", 16: "{c}::BIGINT", 32: "{c}::DOUBLE", 48: "{c}::DOUBLE"}
