@@ -71,6 +71,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 RUN_ID = "run_id"
+SCANNED = "_engine.scanned"
+"""The table a scan fills (``scanned`` while the search path holds its schema)."""
 MAX_OBJECT = 1 << 30
 """Longest line the engine reads (DuckDB's default is 16 MiB): a run with a million step times."""
 
@@ -341,7 +343,11 @@ def scan(paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[str], field
         columns = ", ".join(f"c{i} JSON" for i in range(len(wanted)))
         if every is None:  # order kept costs a third more; only an every-field scan (an export) keeps it
             con.execute("SET preserve_insertion_order = false")
-        con.execute(f"CREATE TEMP TABLE scanned (_file INTEGER, _ok BOOLEAN, {columns})")
+        # in a schema of its own, found by name while the search path holds it (a view over it names
+        # it whole: SCANNED), and not listed by SHOW TABLES once the path is main's alone
+        con.execute("CREATE SCHEMA _engine")
+        con.execute("SET search_path = 'main,_engine'")
+        con.execute(f"CREATE TABLE {SCANNED} (_file INTEGER, _ok BOOLEAN, {columns})")
         batch = _batch()
         for start in range(0, len(found), batch):
             opened: list[tuple[int, Path, BinaryIO]] = []

@@ -460,11 +460,13 @@ def _engine_views(paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[st
     import duckdb
 
     try:
-        if RUNS in views:
-            _engine_runs(store)
         if STEPS in views:
             _engine_steps(store)
-        store.con.execute("DROP TABLE scanned")
+        if RUNS in views:
+            _engine_runs(store)  # a view of the engine's table: a query types only the rows and columns it reads
+        else:
+            store.con.execute("DROP TABLE scanned")
+        store.con.execute("SET search_path = 'main'")  # the engine's table is no table of the store's
     except duckdb.Error:  # values it cannot type (names alike but for case in a list's objects): the checked path's
         store.close()
         return None
@@ -508,7 +510,8 @@ def _engine_runs(store: Any, leave_out: Iterable[str] = (STEP_TIMES,), as_json: 
     list typed as DuckDB types its values: ``DOUBLE[]``, a ``STRUCT`` list...), ``JSON`` where they
     are of several kinds, or where named in ``as_json`` (not looked into: typing a column of step
     times took 3 s of 100,000 runs); a column of nulls alone of the contract's type, or ``JSON``; in
-    the store's order."""
+    the store's order. A view of the engine's table: a query types only what it reads (making the
+    table of every typed column took 1.6 s of a warm query's 4.6 s on 100,000 runs)."""
     from cnnbench.results import engine
 
     names = [name for name in store.columns if name not in set(leave_out)]
@@ -534,7 +537,7 @@ def _engine_runs(store: Any, leave_out: Iterable[str] = (STEP_TIMES,), as_json: 
     taken = {name.lower() for name in names}
     select += [f"CAST(NULL AS {kind}) AS {_quoted(name)}" for name, kind in contract.items()
                if name.lower() not in taken]
-    store.con.execute(f"CREATE TABLE {RUNS} AS SELECT {', '.join(select)} FROM scanned ORDER BY _file, rowid")
+    store.con.execute(f"CREATE VIEW {RUNS} AS SELECT {', '.join(select)} FROM {engine.SCANNED} ORDER BY _file, rowid")
 
 
 def runs_frame(paths: Sequence[str | os.PathLike[str]], *, where: Sequence[str] = (),
