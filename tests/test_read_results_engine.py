@@ -138,3 +138,20 @@ def test_a_where_name_the_engine_does_not_resolve_is_the_checked_readers(tmp_pat
     assert not used and new == old and len(new[1]) == 1
     with pytest.raises(ValueError):
         cnnbench.read_results(store, where=["no condition"])
+
+
+def test_plain_cells_makes_each_cell_one_way():
+    """Whatever made a frame (pandas from Python values, DuckDB's nullable types and NumPy arrays):
+    whole numbers stay whole, beside a missing cell floats; true/false beside one objects; a list is
+    a list wherever it stands; a missing cell None outside a column of numbers."""
+    from cnnbench.results.flatten import plain_cells
+
+    frame = pd.DataFrame({"whole": pd.array([1, 2], dtype="Int64"), "gap": pd.array([1, None], dtype="Int64"),
+                          "lists": ["x", np.array([1.0, 2.0])], "flags": pd.array([True, None], dtype="boolean"),
+                          "none": [None, np.nan], "floats": [1.5, np.nan]})
+    cells = plain_cells(frame)
+    assert {k: str(v) for k, v in cells.dtypes.items()} == {"whole": "int64", "gap": "float64", "lists": "object",
+                                                            "flags": "object", "none": "object", "floats": "float64"}
+    assert cells["lists"].tolist() == ["x", [1.0, 2.0]] and type(cells["lists"][1]) is list
+    assert cells["flags"].tolist() == [True, None] and cells["none"].tolist() == [None, None]
+    assert cells["gap"].tolist()[0] == 1.0 and math.isnan(cells["gap"].tolist()[1])

@@ -106,6 +106,18 @@ def test_the_sandbox_holds_over_the_engine_read(tmp_path, monkeypatch):
                 opened.query(hostile)
 
 
+def test_the_step_times_are_held_once(tmp_path):
+    """A query of both views: the engine's table, which ``runs`` is a view of, keeps no step times
+    beside ``steps`` (it is in the catalog, read-only, as ``_engine.scanned``)."""
+    store = tmp_path / "results"
+    write(store / "box.jsonl", [line(good(i)) for i in range(3)])
+    with sql.Store([store]) as opened:
+        assert opened.query("SELECT count(*) FROM steps").rows == [(6,)]
+        cells = [c for row in opened.query("SELECT * FROM _engine.scanned").rows for c in row]
+        assert len(cells) > 30 and [0.1, 0.2] not in cells
+        assert opened.query('SELECT count("metrics.total_images_per_sec") FROM runs').rows == [(3,)]
+
+
 @pytest.mark.parametrize("case", ["step 1e300", "list objects alike but for case", "seed of 19 digits",
                                   "minus 18 nines", "empty object beside a number", "empty lists only"])
 def test_values_the_engine_must_not_type_alone(tmp_path, monkeypatch, case):

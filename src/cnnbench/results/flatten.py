@@ -211,14 +211,15 @@ def plain_cells(frame: pd.DataFrame) -> pd.DataFrame:
     for index in range(frame.shape[1]):
         column = frame.iloc[:, index]
         held = column.notna()
-        if held.all() and column.dtype != object:
+        extension = isinstance(column.dtype, pd.api.extensions.ExtensionDtype)
+        if held.all() and column.dtype != object and not extension:
             continue
-        if isinstance(column.dtype, pd.api.extensions.ExtensionDtype):
+        if extension:
             column = pd.Series(column.astype(object).where(held, None).tolist(), index=column.index, dtype=object)
             column = column.infer_objects() if held.any() else column
         if column.dtype == object or not held.any():
             column = column.astype(object).where(held, None)
-            if held.any() and isinstance(column[held].iloc[0], np.ndarray):
+            if any(isinstance(v, np.ndarray) for v in column[held]):
                 column = column.map(lambda v: v.tolist() if isinstance(v, np.ndarray) else v)
         frame.isetitem(index, column)
     return frame

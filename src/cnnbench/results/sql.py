@@ -462,6 +462,8 @@ def _engine_views(paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[st
     try:
         if STEPS in views:
             _engine_steps(store)
+            if RUNS in views and STEP_TIMES in store.columns:  # in steps now: not held twice
+                store.con.execute(f"ALTER TABLE {engine.SCANNED} DROP COLUMN {store.column(STEP_TIMES)}")
         if RUNS in views:
             _engine_runs(store)  # a view of the engine's table: a query types only the rows and columns it reads
         else:
