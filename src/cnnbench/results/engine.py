@@ -1118,7 +1118,8 @@ varied store repays only from about 10,000 runs (2,000 runs, 13 MB: export 0.90 
 FRAME_STORE = 256 << 20
 """Stores smaller than this are read by the checked reader for :func:`cnnbench.read_results`: a
 DataFrame of every column costs the engine more again (20,000 runs: 2.32 s warm and 4.76 s cold
-against 2.43 s and 3.73 s; 100,000 runs, 644 MB: 7.5 s against 11.0 s warm)."""
+against 2.43 s and 3.73 s; 100,000 runs, 644 MB: 7.5–7.8 s against 11.2–11.8 s warm, and still
+17.5–17.7 s against 15.9–16.5 s cold, the sidecars written)."""
 
 
 def worth_the_engine(paths: Sequence[str | os.PathLike[str]], least: int | None = None) -> bool:

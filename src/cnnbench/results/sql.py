@@ -469,6 +469,8 @@ def _engine_views(paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[st
         else:
             store.con.execute("DROP TABLE scanned")
         store.con.execute("SET search_path = 'main'")  # the engine's table is no table of the store's
+    # the view's casts run when a query reads it, not here: each column's is chosen from the kinds of
+    # all its values (_kind_flag, json_group_structure), which is why none fails then
     except duckdb.Error:  # values it cannot type (names alike but for case in a list's objects): the checked path's
         store.close()
         return None
