@@ -106,6 +106,27 @@ def test_the_sandbox_holds_over_the_engine_read(tmp_path, monkeypatch):
                 opened.query(hostile)
 
 
+@pytest.mark.parametrize("threshold", [0, 1 << 40])
+def test_no_progress_bar_is_drawn_into_the_output(tmp_path, threshold):
+    """DuckDB draws a progress bar on standard output for a statement of 2 s or more (into a CSV a
+    command writes there, or a notebook's output): every connection that runs the store's statements
+    has it off, the engine's (a query's views are made in its scan's) and the checked path's. In a
+    process of its own: under pytest DuckDB draws none anyway."""
+    import subprocess
+    import sys
+
+    store = tmp_path / "results"
+    write(store / "box.jsonl", [line(good(i)) for i in range(3)])
+    code = ("import sys; from cnnbench.results import engine, sql\n"
+            f"engine.SMALL_STORE = engine.SMALL_FILES = engine.WIDE_STORE = engine.FRAME_STORE = {threshold}\n"
+            "q = \"SELECT current_setting('enable_progress_bar') AS bar\"\n"
+            "print(engine.connect().execute(q).fetchall())\n"
+            "with sql.Store([sys.argv[1]]) as s:\n    print(s.query(q).rows)\n")
+    out = subprocess.run([sys.executable, "-c", code, str(store)], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[:2] == ["[(False,)]", "[(False,)]"]
+
+
 def test_the_step_times_are_held_once(tmp_path):
     """A query of both views: the engine's table, which ``runs`` is a view of, keeps no step times
     beside ``steps`` (it is in the catalog, read-only, as ``_engine.scanned``)."""

@@ -325,7 +325,6 @@ def scan(paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[str], field
     :class:`EngineCannot` for fields the engine cannot tell apart (two names that differ in case
     only: its names ignore case; a name with a dot in it) or a file changed between finding its
     fields and reading them."""
-    import duckdb
 
     found = iter_store_files(paths, below=below)
     every = None
@@ -337,7 +336,7 @@ def scan(paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[str], field
     kinds = _contract()
     _distinct_names([*kinds, *wanted])
     problems: dict[int, list[StoreProblem]] = {}
-    con = duckdb.connect(":memory:", config={"temp_directory": ""})
+    con = connect()
     try:
         query = _query([*kinds, *wanted], kinds, wanted)
         columns = ", ".join(f"c{i} JSON" for i in range(len(wanted)))
@@ -397,12 +396,22 @@ class _Every:
         return ordered_columns([dict.fromkeys(names)])
 
 
-def _discover(found: Sequence[Path]) -> _Every:
-    """The fields of each file of ``found`` that opens (those that do not are named by the read)."""
+def connect() -> duckdb.DuckDBPyConnection:
+    """A DuckDB database of this process's memory: nothing spills to disk, and no progress bar is
+    printed (DuckDB draws one on standard output for a statement of 2 s or more: into a CSV or JSON a
+    command writes there, or a notebook's output)."""
     import duckdb
 
-    every = _Every()
     con = duckdb.connect(":memory:", config={"temp_directory": ""})
+    con.execute("SET enable_progress_bar = false")
+    return con
+
+
+def _discover(found: Sequence[Path]) -> _Every:
+    """The fields of each file of ``found`` that opens (those that do not are named by the read)."""
+
+    every = _Every()
+    con = connect()
     try:
         for index, path in enumerate(found):
             f = _open(path, [])

@@ -88,8 +88,9 @@ class Store:
         else:
             records, problems = read_records(paths, step_times="lazy" if STEPS in views else False, shared=True)
             self.problems = list(problems)
-            # nothing spills to disk: a query's memory is this process's
-            self._con = duckdb.connect(":memory:", config={"temp_directory": ""})
+            from cnnbench.results.engine import connect
+
+            self._con = connect()  # nothing spills to disk: a query's memory is this process's
         try:
             if made is None:
                 _make_views(self._con, records, views)
