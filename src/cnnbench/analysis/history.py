@@ -46,7 +46,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cnnbench.analysis import fields as F
-from cnnbench.analysis.points import build_points
+from cnnbench.analysis.points import PointSet, build_points
 from cnnbench.results import fields as R
 from cnnbench.results.query import get_value
 from cnnbench.results.record import STARTED_AT_FILLED_IN
@@ -526,14 +526,16 @@ class History:
 
 
 def build_history(records: Sequence[Mapping[str, Any]], *, order_by: str | None = None,
-                  min_points: int = MIN_POINTS, alpha: float = ALPHA, min_change: float = MIN_CHANGE) -> History:
+                  min_points: int = MIN_POINTS, alpha: float = ALPHA, min_change: float = MIN_CHANGE,
+                  points: PointSet | None = None) -> History:
     """The history of ``records``: one series per identity (configuration and machine), in
-    ``started_at`` order (or ``order_by``'s, then time), each fitted by :func:`fit_levels`."""
+    ``started_at`` order (or ``order_by``'s, then time), each fitted by :func:`fit_levels`.
+    ``points``: ``build_points(records)``, where the caller has it already."""
     no_start = not_ok = 0
     usable: list[Mapping[str, Any]] = []
     starts: dict[int, _dt.datetime] = {}
     mtimes: dict[str, float | None] = {}
-    points = build_points(records)
+    points = build_points(records) if points is None else points
     for point in points.points:
         for rec in point.records:
             if str(rec.get("status") or "ok") != "ok" or _ips(rec) is None:
@@ -545,7 +547,9 @@ def build_history(records: Sequence[Mapping[str, Any]], *, order_by: str | None 
                 continue
             starts[id(rec)] = when
             usable.append(rec)
-    by_point = build_points(usable)
+    # grouped again only when runs were left out (a field may vary only among those); otherwise the
+    # same groups (10,000 varied runs: 0.07 s each time)
+    by_point = points if len(usable) == sum(len(p.records) for p in points.points) else build_points(usable)
     labels = _labels(by_point)
     series: list[Series] = []
     short: list[TooShort] = []

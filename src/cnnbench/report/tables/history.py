@@ -128,10 +128,13 @@ def build_history_section(inputs: Inputs) -> HistorySection | None:
     no other table minds: an odd field it compares) leaves the section out, logged: the report
     stands without it."""
     records = [r for r in inputs.records if not is_pipeline_record(r)]
-    if len(records) < MIN_POINTS or max((len(p.records) for p in build_points(records).points), default=0) < MIN_POINTS:
+    if len(records) < MIN_POINTS:
+        return None
+    points = build_points(records)
+    if max((len(p.records) for p in points.points), default=0) < MIN_POINTS:
         return None  # no series long enough: nothing parsed, nothing fitted
     try:
-        history = build_history(records)
+        history = build_history(records, points=points)
     except (TypeError, ValueError, OSError) as exc:
         log.warning("report: the History section is left out: %s: %s", type(exc).__name__, exc)
         return None
