@@ -580,3 +580,32 @@ def test_a_cache_folder_named_like_a_pattern_is_read_as_named(tmp_path, sidecars
     served.clear()
     new, old = both([store])
     assert new == old and served == ["box.jsonl"] and len(new[0]) == 4
+
+
+def test_fields_are_found_a_file_per_core_and_a_few_files_at_most(tmp_path, monkeypatch):
+    """An every-field read finds its files' fields several at a time, but however many cores the
+    machine has, no more than ``DISCOVER_AT_ONCE`` files at once (each holds a whole file's read),
+    and each file's fields are its own."""
+    for i in range(12):
+        write(tmp_path / f"m{i:02d}.jsonl", [line({**good(i, machine=f"m{i:02d}"), f"only_{i}": i})])
+    monkeypatch.setattr(os, "cpu_count", lambda: 64)
+    found = engine._fields_of
+    active, most = [0], [0]
+    lock = threading.Lock()
+
+    def counted(con, path):
+        with lock:
+            active[0] += 1
+            most[0] = max(most[0], active[0])
+        try:
+            time.sleep(0.02)  # long enough for the others to start beside it
+            return found(con, path)
+        finally:
+            with lock:
+                active[0] -= 1
+
+    monkeypatch.setattr(engine, "_fields_of", counted)
+    every = engine._discover(sorted(tmp_path.glob("*.jsonl")))
+    assert 2 <= most[0] <= engine.DISCOVER_AT_ONCE
+    assert [sorted(n for n in every.leaves[i] if n.startswith("only_")) for i in range(12)] == [
+        [f"only_{i}"] for i in range(12)]

@@ -407,14 +407,21 @@ def connect() -> duckdb.DuckDBPyConnection:
     return con
 
 
+DISCOVER_AT_ONCE = 4
+"""Files whose fields are found at once, at most (one core each): each holds what DuckDB reads of a
+whole file, or, where the checked reader reads it, the file and its records."""
+
+
 def _discover(found: Sequence[Path]) -> _Every:
     """The fields of each file of ``found`` that opens (those that do not are named by the read),
     found for several files at once (DuckDB's reading of one file for its fields keeps one core busy:
-    10 files of 64 MB, 4.8 s one after the other, 2.3 s two at a time on 2 cores)."""
+    10 files of 64 MB, 4.8 s one after the other, 2.3 s two at a time on 2 cores), one a core and
+    :data:`DISCOVER_AT_ONCE` at most."""
     every = _Every()
     con = connect()
     try:
-        found_now = _in_threads(lambda index, path: _fields_of(con.cursor(), path), list(enumerate(found)))
+        found_now = _in_threads(lambda index, path: _fields_of(con.cursor(), path), list(enumerate(found)),
+                                DISCOVER_AT_ONCE)
     finally:
         con.close()
     for index, got in enumerate(found_now):
@@ -767,13 +774,15 @@ def _sha256(fd: int, size: int) -> Any:
     return digest if read == size else None
 
 
-def _in_threads(fn: Callable[..., Any], jobs: Sequence[tuple[Any, ...]]) -> list[Any]:
-    """``fn(*job)`` for each job, on every core (hashing and reading let the others run)."""
-    if len(jobs) < 2:
+def _in_threads(fn: Callable[..., Any], jobs: Sequence[tuple[Any, ...]], most: int | None = None) -> list[Any]:
+    """``fn(*job)`` for each job, on every core (hashing and reading let the others run), or on
+    ``most`` at a time."""
+    workers = min(len(jobs), os.cpu_count() or 1, most or len(jobs))
+    if workers < 2:
         return [fn(*job) for job in jobs]
     from concurrent.futures import ThreadPoolExecutor
 
-    with ThreadPoolExecutor(max_workers=min(len(jobs), os.cpu_count() or 1)) as pool:
+    with ThreadPoolExecutor(max_workers=workers) as pool:
         return list(pool.map(lambda job: fn(*job), jobs))
 
 
@@ -993,7 +1002,7 @@ def _save_all(con: duckdb.DuckDBPyConnection, files: Sequence[_Made], wanted: Se
         with con.cursor() as cursor:
             _save(cursor, index, car, wanted, before, size, sha256, leaves)
 
-    _in_threads(save, saves)  # each written by one core (10 of 10,000 runs: 2.2 s one after the other)
+    _in_threads(save, saves)  # one a core (10 of 10,000 runs: 2.2 s one after the other, 1.2 s on 2 cores)
 
 
 def _save(con: duckdb.DuckDBPyConnection, index: int, car: Sidecar, wanted: Sequence[str], identity: str,
