@@ -335,3 +335,22 @@ def test_a_split_of_three_jobs_is_judged_against_both_places_it_could_take():
     assert one == pytest.approx(0.05, abs=0.001)
     assert _adjusted(12.7, w, cnt, 1) == pytest.approx(2 * one)  # two places: Bonferroni's bound
     assert _adjusted(12.7, w, cnt, 1) > one
+
+
+def test_a_history_without_a_change_imports_no_scipy():
+    """Most series of a store hold no change: their splits are judged by the normal's tail alone
+    (Student's is heavier), and an interval is made only for a shift, so scipy (0.13 s to import,
+    a report's every time) is loaded only where a split comes near the level."""
+    code = ("import sys, numpy as np\n"
+            "from cnnbench.analysis.history import build_history\n"
+            "from tests.test_history import noisy, series\n"
+            "recs = [r for s in range(20) for r in series(noisy(40, seed=s), model=f'm{s}')]\n"
+            "h = build_history(recs)\n"
+            "print(len(h.series), len(h.changes), 'scipy' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parent.parent)
+    assert out.stdout.split() == ["20", "0", "False"]
+    values = noisy(40, seed=1)
+    values[24:] *= 0.94
+    (change,) = build_history(series(values, jobs=[f"s{i // 2}" for i in range(40)])).changes  # with its interval
+    assert change.low < change.ratio < change.high

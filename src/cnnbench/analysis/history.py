@@ -292,7 +292,9 @@ def _split(m: np.ndarray, w: np.ndarray, cnt: np.ndarray, rest: float, df: int, 
     whole = float((w * (m - cs[-1] / cw[-1]) ** 2).sum())
     scale = max((rest + whole - float(gain[k])) / df, _FLOOR ** 2 * float(w.max()))
     t = math.sqrt(float(gain[k]) / scale)
-    if float(_p_values(np.array([t]), df)[0]) >= alpha:  # the adjusted p is no smaller
+    # the adjusted p is no smaller than the t's, nor that than the normal's (Student's tails are
+    # heavier at every df): most splits are told apart by the normal's alone, without scipy (0.13 s)
+    if math.erfc(t / math.sqrt(2.0)) >= alpha or float(_p_values(np.array([t]), df)[0]) >= alpha:
         return None
     p = _adjusted(t, w, cnt, df)
     return (k + 1, p) if p < alpha else None
@@ -375,7 +377,7 @@ def fit_levels(values: Sequence[float], jobs: Sequence[Hashable | None] | None =
         stop = n if b == n_jobs else int(kept[first_run[b]])
         value = math.exp(float((w[a:b] * m[a:b]).sum() / w[a:b].sum())) if b > a else float("nan")
         levels.append(Level(start, stop, value))
-    t = _t975(df)
+    t = _t975(df) if cuts else math.nan  # scipy only where there is a shift to give an interval of
     shifts = []
     for i, k in enumerate(cuts):
         diff, se, p = _compare(m, w, cnt, bounds[i], k, bounds[i + 2], scale, df)
