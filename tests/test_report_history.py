@@ -153,3 +153,17 @@ def test_a_history_that_fails_leaves_its_section_out_and_says_so(tmp_path, monke
     report = build_report(records)
     assert report.tables and not any(t.id.startswith("history") for t in report.tables)
     assert "History section is left out: ValueError: an odd field" in caplog.text
+
+
+def test_a_field_a_flag_compares_does_not_cut_the_series(tmp_path):
+    """``--effect`` tells the report's points apart by one more field; a series is still one
+    configuration on one machine, whatever else its runs differ in."""
+    store = _store(tmp_path / "store", _step())
+    rows = read_records(store)[0]
+    for i, rec in enumerate(rows):
+        rec["environment"]["torch_version"] = "2.13.0" if i % 2 else "2.14.1"
+    again = tmp_path / "again"
+    for rec in rows:
+        append_record(again, rec)
+    text = _report(again, tmp_path / "report", "--effect", "environment.torch_version")
+    assert "1 series of 8 or more runs (12 runs): 1 change, 0 outliers." in text

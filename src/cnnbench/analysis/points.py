@@ -197,6 +197,9 @@ class PointSet:
 
     key_fields: tuple[str, ...]
     points: list[Point]
+    extra: tuple[str, ...] = ()
+    """Of :attr:`key_fields`, those beyond the configuration, machine and source (the
+    ``extra_fields`` of :func:`build_points` that tell points apart)."""
     _distinct: dict[str, list[Any]] = field(default_factory=dict, repr=False)
 
     def distinct(self, name: str, points: Sequence[Point] | None = None) -> list[Any]:
@@ -280,7 +283,7 @@ def build_points(records: Sequence[Mapping[str, Any]], extra_fields: Iterable[st
         status = str(rec.get("status") or "ok")
         point.measure.record(status, _metric(rec) if status == "ok" else None, rec)
     log.debug("%d records -> %d points over %d identity fields", len(records), len(groups), len(key_fields))
-    return PointSet(tuple(key_fields), list(groups.values()))
+    return PointSet(tuple(key_fields), list(groups.values()), tuple(extras))
 
 
 def _config_keys(records: Sequence[Mapping[str, Any]]) -> list[str]:

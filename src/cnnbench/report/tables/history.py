@@ -130,7 +130,8 @@ def build_history_section(inputs: Inputs) -> HistorySection | None:
     records = [r for r in inputs.records if not is_pipeline_record(r)]
     if len(records) < MIN_POINTS:
         return None
-    points = build_points(records)
+    # the report's own points where they are these records' alone (no field of a flag tells them apart)
+    points = build_points(records) if inputs.points.extra else inputs.points
     if max((len(p.records) for p in points.points), default=0) < MIN_POINTS:
         return None  # no series long enough: nothing parsed, nothing fitted
     try:
