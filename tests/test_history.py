@@ -354,3 +354,20 @@ def test_a_history_without_a_change_imports_no_scipy():
     values[24:] *= 0.94
     (change,) = build_history(series(values, jobs=[f"s{i // 2}" for i in range(40)])).changes  # with its interval
     assert change.low < change.ratio < change.high
+
+
+def test_a_series_label_names_its_fields_in_the_store_order_whichever_runs_are_left_out():
+    """The configuration fields a label names come in the order the store first holds them, whether
+    or not a run is left out of the series (a failed one here): the same series, the same label."""
+    def rec(i, cfg):
+        return {**record(model=cfg["model"], machine="box", ips=100.0), "config": cfg, "run_id": f"r{i:02d}",
+                "started_at": (START + dt.timedelta(hours=i)).isoformat()}
+
+    recs = [rec(0, {"model": "a", "batch_size": 8})]
+    recs += [rec(i, {"model": "b", "batch_size": 8, "z": 1}) for i in range(1, 10)]
+    recs += [rec(i, {"model": "a", "batch_size": 8, "y": None}) for i in range(10, 19)]
+    recs += [rec(i, {"model": "c", "batch_size": 8, "y": 2, "z": 3}) for i in range(19, 28)]
+    failed = {**rec(99, {"model": "a", "batch_size": 8}), "status": "failed"}
+    labels = [s.label for s in build_history(recs).series]
+    assert labels == [s.label for s in build_history([*recs, failed]).series]
+    assert labels[-1].startswith("c b8 z=3 y=2")  # z came first in the store

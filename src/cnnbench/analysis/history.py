@@ -552,7 +552,7 @@ def build_history(records: Sequence[Mapping[str, Any]], *, order_by: str | None 
     # grouped again only when runs were left out (a field may vary only among those); otherwise the
     # same groups (10,000 varied runs: 0.07 s each time)
     by_point = points if len(usable) == sum(len(p.records) for p in points.points) else build_points(usable)
-    labels = _labels(by_point)
+    labels = _labels(by_point, points.key_fields)
     series: list[Series] = []
     short: list[TooShort] = []
     for point, label in zip(by_point.points, labels, strict=True):
@@ -666,10 +666,11 @@ def _order_key(value: Any) -> tuple:
     return (2, tuple((1, int(p)) if p.isdigit() else (0, p) for p in parts if p))
 
 
-def _labels(points: Any) -> list[str]:
-    """A name per series: model, precision, batch size, any other varying configuration, the machine."""
-    varying = [k for k in points.key_fields if k.startswith("config.") and k not in
-               (F.MODEL, F.PRECISION, F.BATCH) and points.varies(k)]
+def _labels(points: Any, order: Sequence[str]) -> list[str]:
+    """A name per series: model, precision, batch size, any other varying configuration (in
+    ``order``: the store's, whichever runs were left out), the machine."""
+    varying = [k for k in order if k.startswith("config.") and k not in (F.MODEL, F.PRECISION, F.BATCH)
+               and k in points.key_fields and points.varies(k)]
     out = []
     for p in points.points:
         parts = [str(p.get(F.MODEL))]
