@@ -24,7 +24,7 @@ with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.St
         main(argv)
     except SystemExit:
         pass
-print(sorted(m for m in ("torch", "torchvision", "matplotlib", "numpy") if m in sys.modules))
+print(sorted(m for m in ("torch", "torchvision", "matplotlib", "numpy", "yaml") if m in sys.modules))
 """
 
 
@@ -52,6 +52,8 @@ def test_reading_commands_never_import_torch(argv, store, tmp_path):
         assert "matplotlib" not in imported  # plots load it, nothing else
     if argv[0] in ("--help", "run") or argv[:2] == ["results", "list"]:
         assert "numpy" not in imported  # building the command line needs none (make-dataset's choices included)
+    if argv[0] == "--help" or argv[0] == "results":
+        assert "yaml" not in imported  # nor the reading of suites (the executors' flags are built from their own)
 
 
 UP_TO_DATE_PROBE = """
