@@ -165,3 +165,22 @@ def test_lambda_logs_give_an_fp16_vs_fp32_table(tmp_path, capsys):
     capsys.readouterr()
     assert main(["report", str(store), "-o", str(out), "--effect", "precision", "--no-plots"]) == 0
     assert "no two results agree on every other field" in (out / "summary.md").read_text()
+
+
+def test_the_warnings_behind_cells_count_each_run_once_and_each_text_by_its_runs():
+    """The warnings an observation rests on: each run once however many cells hold it, each text by
+    the runs that recorded it (the most common one quoted for its kind), each kind by the runs with
+    one of that kind."""
+    from cnnbench.analysis.marks import untrusted, warnings_behind
+    from cnnbench.analysis.points import Measure
+
+    a = [_warned(warnings=("busy CPU: one core busy",)) for _ in range(3)]
+    b = _warned(warnings=("busy CPU: two cores busy", "unstable: 12% spread"))
+    quiet = record()
+    first, second = Measure(runs=[*a, b]), Measure(runs=[b, quiet])  # b behind both
+    w = warnings_behind([first, None, second])
+    assert (w.runs, w.warned) == (5, 4)
+    assert dict(w.reasons) == {"busy CPU: one core busy": 3, "busy CPU: two cores busy": 1, "unstable: 12% spread": 1}
+    assert dict(w.kinds) == {"busy CPU": 4, "unstable": 1}
+    assert untrusted(w).startswith("⚠ Untrusted — 4 of the 5 runs behind it recorded warnings: busy CPU (4 runs, "
+                                   "e.g. 'one core busy'); unstable (1 run, e.g. '12% spread').")

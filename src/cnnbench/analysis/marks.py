@@ -72,16 +72,23 @@ class Marks:
             self.reasons.update(other.reasons)
 
 
+def measure_warnings(measure: Measure) -> list[tuple[str, ...]]:
+    """The warnings of each run of a cell (:func:`run_warnings`; read once per measure: the marks
+    and every observation resting on the cell take them from here)."""
+    if measure.warnings is None or len(measure.warnings) != len(measure.runs):  # runs added since: again
+        measure.warnings = [tuple(run_warnings(run)) for run in measure.runs]
+    return measure.warnings
+
+
 def measure_marks(measure: Measure | None) -> Marks:
     """The marks of a cell's runs (computed once per measure)."""
     if measure is None:
         return Marks()
     if measure.marks is None:
         marks = Marks()
-        for run, sample in zip(measure.runs, measure.run_samples, strict=False):
+        for warnings, sample in zip(measure_warnings(measure), measure.run_samples, strict=False):
             if sample is not None and sample.cv is not None and sample.cv > WIDE_CV:
                 marks.wide += 1
-            warnings = run_warnings(run)
             if warnings:
                 marks.warned += 1
                 marks.reasons.update(dict.fromkeys(warnings, 1))
@@ -193,17 +200,23 @@ def warnings_behind(measures: Iterable[Measure | None]) -> RunWarnings:
     combined measure) is counted once."""
     out = RunWarnings()
     seen: set[int] = set()
+    alike: Counter = Counter()  # each run's warnings -> the runs that recorded just those (most runs share them)
     for m in measures:
-        for run in m.runs if m is not None else ():
+        if m is None:
+            continue
+        for run, texts in zip(m.runs, measure_warnings(m), strict=True):
             if id(run) in seen:
                 continue
             seen.add(id(run))
             out.runs += 1
-            texts = run_warnings(run)
             if texts:
-                out.warned += 1
-                out.reasons.update(dict.fromkeys(texts, 1))
-                out.kinds.update({warning_kind(text) for text in texts})
+                alike[texts] += 1
+    for texts, runs in alike.items():  # in the order first met: the reasons' order as run by run
+        out.warned += runs
+        for text in dict.fromkeys(texts):
+            out.reasons[text] += runs
+        for kind in {warning_kind(text) for text in texts}:
+            out.kinds[kind] += runs
     return out
 
 

@@ -54,8 +54,8 @@ _UNSET = object()
 class Measure:
     """Throughputs of ``ok`` repeats and the statuses of all repeats of one cell."""
 
-    __slots__ = ("ips", "statuses", "runs", "_median", "_spread", "_samples", "_ok_samples", "marks", "_machines",
-                 "_spread_part")
+    __slots__ = ("ips", "statuses", "runs", "_median", "_spread", "_samples", "_ok_samples", "marks", "warnings",
+                 "_machines", "_spread_part")
 
     def __init__(self, ips: list[float] | None = None, statuses: dict[str, int] | None = None,
                  runs: list[Mapping[str, Any]] | None = None) -> None:
@@ -69,6 +69,8 @@ class Measure:
         self._ok_samples: list[RunSample] | None = None
         self.marks: Any = None
         """Set by :func:`cnnbench.analysis.marks.measure_marks` (a cache)."""
+        self.warnings: list[tuple[str, ...]] | None = None
+        """Each run's warnings, set by :func:`cnnbench.analysis.marks.measure_warnings` (a cache)."""
         self._machines: list[Any] | None = None
         self._spread_part: tuple[set[Any], GroupSpread | None] | None = None
 
