@@ -20,7 +20,8 @@ __all__ = ["Case", "Suite", "SuiteError", "load_suite", "parse_suite"]
 
 def __getattr__(name: str) -> Any:
     """The suite's names, imported when first asked for: every command's parser imports
-    :mod:`~cnnbench.sweep.executors`, which need not read suites (30 ms)."""
+    :mod:`~cnnbench.sweep.executors`, which need not read suites (with them and PyYAML,
+    ``cnnbench --help`` took 0.097 s against 0.086 s)."""
     if name in __all__:
         from cnnbench.sweep import suite
 
