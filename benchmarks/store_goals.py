@@ -24,6 +24,9 @@ stores of ``--records`` records, written once into ``--data`` and kept):
   the five runs with the longest tail of step times (view ``steps``), cold and warm;
 - ``frame``: ``cnnbench.read_results(STORE, step_times=False)`` in a fresh interpreter (import
   included), cold and warm;
+- ``records``: ``cnnbench.read_records(STORE, step_times="lazy")`` in a fresh interpreter (import
+  included; what ``report``, ``compare`` and ``predict`` read, through the parsed-record cache), cold
+  and warm, on each store and on the report's store;
 - ``report``: ``cnnbench report --no-plots`` and ``cnnbench report`` (default plots) of a varied
   store of ``--report-records`` records (default 10,000), each into a fresh output folder, with
   the side's caches warm (one untimed report per side first).
@@ -66,7 +69,7 @@ from store_engines import (  # noqa: E402
     write_store,
 )
 
-PARTS = ("list", "append", "export", "query", "frame", "report")
+PARTS = ("list", "append", "export", "query", "frame", "records", "report")
 LISTING = ["results", "list", "--limit", "1"]
 EXPORT = ["results", "export", "--format", "csv", "--no-step-times"]
 QUERIES = {
@@ -206,6 +209,14 @@ def build_cases(parts: set[str], stores: dict[str, Path], report_store: Path, ou
             todo += [Case(f"read_results(step_times=False), {name} {n:,}, cold", store, same([]), cold(store),
                           code=code),
                      Case(f"read_results(step_times=False), {name} {n:,}, warm", store, same([]), warm, code=code)]
+    if "records" in parts:
+        for name, store in [*stores.items(), ("varied", report_store)]:
+            size = int(store.name.rsplit("-", 1)[-1])
+            code = f"import cnnbench; cnnbench.read_records({str(store)!r}, step_times='lazy')"
+            todo += [Case(f"read_records(step_times='lazy'), {name} {size:,}, cold", store, same([]), cold(store),
+                          code=code),
+                     Case(f"read_records(step_times='lazy'), {name} {size:,}, warm", store, same([]), warm,
+                          code=code)]
     if "report" in parts:
         r = str(report_store)
 

@@ -163,42 +163,38 @@ def cached_store(tmp_path, monkeypatch):
     return folder
 
 
-def test_the_cache_is_json_never_marshal(cached_store, monkeypatch):
+def test_the_cache_is_parquet_never_marshal_nor_pickle(cached_store, monkeypatch):
     import marshal
+    import pickle
 
     def refuse(*args, **kwargs):
-        raise AssertionError("marshal used on a cache")
+        raise AssertionError("marshal or pickle used on a cache")
 
-    monkeypatch.setattr(marshal, "loads", refuse)
-    monkeypatch.setattr(marshal, "dumps", refuse)
+    for module in (marshal, pickle):
+        monkeypatch.setattr(module, "loads", refuse)
+        monkeypatch.setattr(module, "dumps", refuse)
     first, _ = read_records(cached_store)
-    where = cache.cache_path(next(cached_store.glob("*.jsonl")))
-    data = where.read_bytes()
-    size = cache._HEADER.unpack_from(data, len(cache._MAGIC))[0]
-    start = len(cache._MAGIC) + cache._HEADER.size
-    header = orjson.loads(data[start:start + size])
-    assert orjson.loads(data[start + size:start + size + header["rows_size"]])[0] == header["end"]
+    data = cache.cache_path(next(cached_store.glob("*.jsonl"))).read_bytes()
+    assert data[:4] == data[-4:] == b"PAR1"  # a Parquet file, as DuckDB writes it
     loaded = []
-    real = cache.CachedRecords._from_payload.__func__  # type: ignore[attr-defined]
-    monkeypatch.setattr(cache.CachedRecords, "_from_payload",
-                        classmethod(lambda cls, body: loaded.append(1) or real(cls, body)))
+    real = cache._from_table
+    monkeypatch.setattr(cache, "_from_table", lambda *args: loaded.append(1) or real(*args))
     again, _ = read_records(cached_store)
-    assert loaded == [1] and again == first  # read back through the JSON cache, same records
+    assert loaded == [1] and again == first  # read back through the cache, same records
 
 
-def test_an_old_marshal_cache_is_never_loaded(cached_store):
+@pytest.mark.parametrize("old", ["marshal", "own format"])
+def test_an_old_cache_is_never_loaded(cached_store, old):
     import marshal
 
     read_records(cached_store)
     where = cache.cache_path(next(cached_store.glob("*.jsonl")))
-    header = marshal.dumps({"code": cache.code_key()})
-    code = marshal.dumps(compile("1", "x", "eval"))
-    where.write_bytes(cache._MAGIC + cache._HEADER.pack(len(header)) + header + code)
+    header = marshal.dumps({"code": cache.code_key()}) if old == "marshal" else orjson.dumps({"code": cache.code_key()})
+    body = marshal.dumps(compile("1", "x", "eval")) if old == "marshal" else b"[0, 1, [], [], [[], []], [], []]"
+    where.write_bytes(b"CNNBENCH-RECORD-CACHE\n" + len(header).to_bytes(4, "little") + header + body)
     records, problems = read_records(cached_store)
     assert len(records) == 2 and not problems
-    size = cache._HEADER.unpack_from(where.read_bytes(), len(cache._MAGIC))[0]
-    start = len(cache._MAGIC) + cache._HEADER.size
-    assert orjson.loads(where.read_bytes()[start:start + size])["code"] == cache.code_key()
+    assert where.read_bytes()[:4] == b"PAR1"  # made again
 
 
 @pytest.mark.parametrize("where", ["cache folder", "store"])

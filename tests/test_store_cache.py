@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from cnnbench.results import cache
+from cnnbench.results import cache, reader
 from cnnbench.results import lines as store_lines
 from cnnbench.results.record import Record
 from cnnbench.results.step_summary import StepTimes
@@ -102,9 +102,8 @@ def test_cached_reads_give_what_a_plain_read_gives(store, monkeypatch, step_time
 def test_the_warm_read_comes_from_the_cache(store, monkeypatch):
     read_records(store.parent)
     loads = []
-    real = cache.CachedRecords._from_payload
-    monkeypatch.setattr(cache.CachedRecords, "_from_payload",
-                        classmethod(lambda cls, body: loads.append(1) or real.__func__(cls, body)))
+    real = cache._from_table
+    monkeypatch.setattr(cache, "_from_table", lambda *args: loads.append(1) or real(*args))
     parsed = []
     real_parse = store_lines.parse_line
     monkeypatch.setattr(store_lines, "parse_line",
@@ -167,10 +166,9 @@ def test_appended_records_are_read_and_the_cache_grows(store, monkeypatch):
     records, _ = read_records(store.parent)
     assert records[-1] == new
     assert same((records, _), plain_read(store, monkeypatch))
-    with open(cache.cache_path(store), "rb") as c:
-        c.read(len(cache._MAGIC))
-        (size,) = cache._HEADER.unpack(c.read(cache._HEADER.size))
-        assert __import__("orjson").loads(c.read(size))["end"] == store.stat().st_size
+    with open(store, "rb") as f:
+        loaded, _ = cache.load(store, f, os.fstat(f.fileno()), step_times=True)
+        assert loaded is not None and loaded.end == store.stat().st_size
     os.utime(store)  # touched, not changed: the rewritten cache's hash of its lines still holds
     built = []
     real_add = cache.CachedRecords.add
@@ -339,9 +337,8 @@ def test_a_reader_writes_nothing_in_the_store_and_its_cache_still_serves(store, 
     cold = read_records(store.parent)
     assert cache.cache_path(store).is_file() and _store_state(store.parent) == before
     loads = []
-    real = cache.CachedRecords._from_payload.__func__  # type: ignore[attr-defined]
-    monkeypatch.setattr(cache.CachedRecords, "_from_payload",
-                        classmethod(lambda cls, body: loads.append(1) or real(cls, body)))
+    real = cache._from_table
+    monkeypatch.setattr(cache, "_from_table", lambda *args: loads.append(1) or real(*args))
     assert same(read_records(store.parent), cold) and loads == [1]  # warm: from the cache
     assert _store_state(store.parent) == before
 
@@ -404,3 +401,117 @@ def test_no_cache_in_a_folder_others_may_write_in(store, monkeypatch, tmp_path):
     shared.chmod(0o700)
     read_records(store.parent)
     assert cache.cache_path(store).stat().st_mode & 0o777 == 0o600  # the user's alone to read
+
+
+def _rewritten(where: Path, column: str, expr: str) -> None:
+    """The cache at ``where`` written again with ``column`` as ``expr``, its metadata as it was (as
+    if its bytes were damaged so that its Parquet still reads)."""
+    import duckdb
+
+    con = duckdb.connect()
+    meta = con.execute("SELECT key::VARCHAR, value::VARCHAR FROM parquet_kv_metadata(?)", [str(where)]).fetchall()
+    kv = ", ".join(f"'{k}': '{v}'" for k, v in meta)
+    columns = ", ".join(f"{expr} AS {name}" if name == column else name for name in cache._COLUMNS)
+    tmp = where.with_name("changed.parquet")
+    con.execute(f"COPY (SELECT {columns} FROM read_parquet('{where}')) TO '{tmp}' "
+                f"(FORMAT parquet, KV_METADATA {{{kv}}})")
+    tmp.chmod(0o600)
+    tmp.replace(where)
+
+
+@pytest.mark.parametrize("column, expr", [
+    ("body", "CASE WHEN kind = 1 THEN replace(body::VARCHAR, 'box', 'xox')::BLOB ELSE body END"),
+    ("steps", "CASE WHEN n > 0 THEN list_transform(steps, lambda x: x * 2) ELSE steps END"),
+    ("summary", "CASE WHEN n > 0 THEN list_transform(summary, lambda x: x + 1) ELSE summary END"),
+    ("a", "CASE WHEN kind = 0 AND a >= 0 THEN 0 ELSE a END"),
+])
+def test_a_cache_whose_values_changed_is_not_trusted(store, monkeypatch, column, expr):
+    """Values changed in the file but for its metadata: each part's CRC-32 is seen not to match."""
+    from cnnbench.results.step_summary import step_summary
+
+    read_records(store.parent)
+    _rewritten(cache.cache_path(store), column, expr)
+    got = read_records(store.parent, step_times="lazy")
+    assert same(got, plain_read(store, monkeypatch, step_times="lazy"))
+    summaries = [step_summary(r["metrics"].get("step_times_s")) for r in got[0]]
+    assert summaries == [step_summary(r["metrics"].get("step_times_s"))
+                         for r in plain_read(store, monkeypatch, step_times=True)[0]]
+
+
+@pytest.mark.parametrize("piece", [100, 1000])  # lines of a few hundred bytes: several a piece; longer than one
+def test_lines_read_a_piece_at_a_time_give_what_one_read_gives(store, monkeypatch, piece):
+    lines = [json.dumps(rec(i)) for i in range(30)] + odd_lines() * 3
+    store.write_text("\n".join(lines) + "\n" + '{"status": "ok", "con')  # and a torn last line
+    expected = plain_read(store, monkeypatch, step_times=True)
+    monkeypatch.setattr(reader, "_PIECE", piece)
+    assert same(read_records(store.parent, step_times=True), expected)
+    monkeypatch.undo()
+    monkeypatch.setattr(cache, "MIN_BYTES", 0)
+    assert same(read_records(store.parent, step_times=True), expected)  # the cache written a piece at a time
+
+
+@pytest.mark.parametrize("when", ["as its lines are read", "before its cache is written"])
+def test_a_file_written_over_as_it_is_read_is_read_as_it_is_next_time(store, monkeypatch, when):
+    """The cache records the hash of the bytes its records came from, never of the file as it is
+    when written: a line written over meanwhile (the same size) is seen by the next read."""
+    lines = [json.dumps(rec(i)) for i in range(30)]
+    store.write_text("\n".join(lines) + "\n")
+    text = store.read_text()
+
+    def written_over() -> None:
+        store.write_text(text.replace('"resnet1"', '"resnetX"'))
+
+    if when == "as its lines are read":
+        monkeypatch.setattr(reader, "_PIECE", 1000)
+        real_parse = reader._parse_lines
+        monkeypatch.setattr(reader, "_parse_lines", lambda *args: (
+            written_over() if args[0].next_line == 1 else None) or real_parse(*args))
+    else:
+        real_write = cache.write
+        monkeypatch.setattr(cache, "write", lambda *args: written_over() or real_write(*args))
+    read_records(store.parent)
+    monkeypatch.undo()
+    monkeypatch.setattr(cache, "MIN_BYTES", 0)
+    records, _ = read_records(store.parent)
+    assert [r["config"]["model"] for r in records].count("resnetX") == 10
+
+
+def test_lines_appended_after_the_open_are_hashed_as_they_were_parsed(store, monkeypatch):
+    """A cached file that grows after it was opened (its stat still the cache's): the covered lines
+    are checked against the cache's hash, and the new ones hashed as parsed, so that a figure
+    written over before the cache is written is seen by the next read."""
+    head = store.read_bytes()
+    cut = head.index(b"\n", len(head) // 2) + 1
+    store.write_bytes(head[:cut])
+    read_records(store.parent)  # cached: the first half
+    real_add, real_write = reader._add_new_lines, cache.write
+
+    def append_then(cached, f):
+        if cached.end:  # the cache loaded, its stat matching: the rest appended now
+            with store.open("ab") as out:
+                out.write(head[cut:])
+        return real_add(cached, f)
+
+    def write_over_then_write(*args):
+        data = store.read_bytes()  # the machine of the last line, parsed by now
+        at = data.rindex(b'"box"')
+        store.write_bytes(data[:at] + b'"xox"' + data[at + 5:])
+        return real_write(*args)
+
+    monkeypatch.setattr(reader, "_add_new_lines", append_then)
+    monkeypatch.setattr(cache, "write", write_over_then_write)
+    read_records(store.parent, step_times=True)
+    monkeypatch.setattr(reader, "_add_new_lines", real_add)
+    monkeypatch.setattr(cache, "write", real_write)
+    again = read_records(store.parent, step_times=True)
+    assert again[0][-1]["environment"]["machine"] == "xox"
+    assert same(again, plain_read(store, monkeypatch, step_times=True))
+
+
+def test_a_lazy_reads_step_times_outlive_its_cache(store):
+    records, _ = read_records(store.parent, step_times="lazy")
+    full, _ = read_records(store.parent, step_times=True)
+    cache.cache_path(store).unlink()  # removed, or replaced by another reader
+    read_records(store.parent, step_times=True)
+    assert [list(r["metrics"].get("step_times_s") or []) for r in records] == [
+        r["metrics"].get("step_times_s") or [] for r in full]

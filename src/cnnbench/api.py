@@ -179,9 +179,7 @@ def read_records(paths: PathLike | Sequence[PathLike], *, where: str | Sequence[
     ``step_times``: ``metrics.step_times_s`` as lists (``True``), left out (``False``), or, on
     big stores, as read-only :class:`~cnnbench.results.step_summary.StepTimes` views that carry
     their summaries and make no float per step until asked (``"lazy"``: what the report reads;
-    ``list(view)`` gives the list, read from the cache file then:
-    :class:`~cnnbench.results.cache_columns.ColumnChanged` if a copy was written over that file
-    since). A lazy read's records are for reading: those with equal
+    ``list(view)`` gives the list). A lazy read's records are for reading: those with equal
     ``config`` (or ``environment``) share one dict; with ``True`` or ``False`` each record has
     its own objects, to change, unless ``shared=True`` (faster and smaller on a big store, for
     a reader that changes no record).

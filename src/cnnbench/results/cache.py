@@ -1,52 +1,52 @@
-"""The parsed-record cache of a big results file: loading without parsing JSON again.
+"""The parsed-record cache of a big results file: its checked records in a Parquet file that
+DuckDB writes and reads, loaded without parsing or checking its lines again.
 
 A store file's records, once read, checked and upgraded, are kept in a file of this user's
 cache folder (:func:`cache_home`; never in the store: a reader writes nothing there, so a store
 it may only read gets a cache too, and a ``.<name>.jsonl.cache`` an older cnnbench left beside a
-results file is never read nor touched) in a form that loads several times faster than the JSON:
-``config`` and ``environment`` objects (the same for most runs of a machine) are stored
-once and copied per record (or shared by the records, for readers that change none), and the
-raw step times of all records are one column of float64s, beside a column of each run's
-step-time summary (count, mean, variance, blocks: :mod:`cnnbench.results.step_summary`,
-computed once when the cache is written and handed out with the step times; a lazy read
-that writes nothing leaves the raw column in the file until asked for,
-:mod:`cnnbench.results.cache_columns`). Only files of :data:`MIN_BYTES` or more get one.
+results file is never read nor touched). Only files of :data:`MIN_BYTES` or more get one. One
+Parquet table, a row per record, per distinct section and per problem line (:data:`_COLUMNS`):
+``config`` and ``environment`` objects (the same for most runs of a machine) are stored once and
+copied per record (or shared by the records, for readers that change none); each record's step
+times are a list of doubles, beside its step-time summary (count, mean, variance, blocks:
+:mod:`cnnbench.results.step_summary`, computed once when the cache is written). A load takes the
+step times as one array of float64s (no Python float per step), the lazy read's
+:class:`~cnnbench.results.step_summary.StepTimes` views share it.
 
-The cache covers the file's first ``end`` bytes (whole lines). It is used only while that
-prefix is unchanged: when the file's size, modification and change times and inode are
-those seen when the cache was written, and its first 64 KiB hash as recorded; otherwise
-the whole prefix is hashed again (CRC-32: :mod:`cnnbench.results.crc`) and must match, or the
-cache is rebuilt. Lines appended since are parsed as usual and the cache is rewritten to cover
-them. A cache written by another cnnbench (other record contract, migrations or run options) is
-never used. A cache that cannot be read, is damaged (its records and each of its columns have a
-CRC-32) or has an unexpected shape is ignored and rebuilt; where none can be written (no cache
-folder can be made) none is built, and one that cannot be written after all (a full disk) is
-skipped; a temporary file left by a writer that died is removed after an hour.
-Nothing here ever changes the results file, nor anything else in its folder. No torch here.
+The cache covers the file's first ``end`` bytes (whole lines). It is used only while that prefix
+is unchanged: when the file's size, modification and change times and inode are those seen when
+the cache was written, and its first 64 KiB hash as recorded; otherwise the whole prefix is hashed
+again (SHA-256) and must match, or the cache is rebuilt. Lines appended since are parsed as usual
+and the cache is written again to cover them. A cache written by another cnnbench (other record
+contract, migrations, run options or DuckDB) is never used. A cache that cannot be read or is
+damaged (its metadata is hashed, and a CRC-32 of each part it loads is kept there) is ignored and
+rebuilt; where none can be written (no cache folder can be made) none is built, and one that
+cannot be written after all (a full disk) is skipped; a temporary file left by a writer that died
+is removed after an hour. Nothing here ever changes the results file, nor anything else in its
+folder. No torch here.
 
 A cache hands records to the reader, so it is kept only in a folder that is this user's and no
-one else's to write in (:func:`worth_it`), readable by this user alone (0600). It is still read
-as data that may be damaged: JSON (orjson) and raw float64s, never an executable format (no
-``marshal``, no ``pickle``), read only from a regular file, its parts checked to fit together
-before use. It is written to a unique temporary file in the same folder (``mkstemp``: readers never
-collide) and renamed over the old one (a symlink there is replaced, not written through).
+one else's to write in (:func:`worth_it`), readable by this user alone (0600), and read only from
+a regular file, opened once and handed to DuckDB as that descriptor. It is written to a unique
+temporary file in the same folder (``mkstemp``: readers never collide) and renamed over the old
+one (a symlink there is replaced, not written through).
 
-Lines that broke the contract are kept as their bytes and checked again at every load, so
-their problems read exactly as without a cache.
+Lines that broke the contract are kept as their bytes and checked again at every load, so their
+problems read exactly as without a cache.
 """
 
 from __future__ import annotations
 
-import base64
+import contextlib
 import hashlib
 import logging
 import math
 import os
 import stat
-import struct
+import tempfile
 import time
+import zlib
 from array import array
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
@@ -55,21 +55,17 @@ import orjson
 
 from cnnbench.results import files
 from cnnbench.results import step_summary as summary
-from cnnbench.results.cache_columns import DeferredColumn, defer_column, read_column
-from cnnbench.results.crc import Crc32, hexdigest
 
 log = logging.getLogger(__name__)
 
 MIN_BYTES = 1 << 20
 """Smallest results file that gets a cache (below this, parsing is as quick as loading one)."""
 
-_MAGIC = b"CNNBENCH-RECORD-CACHE\n"
-_FORMAT = 4
+_FORMAT = "records-parquet-1"
 _HEAD_BYTES = 1 << 16
 _CHUNK = 1 << 22
 _SECTIONS = ("config", "environment")
 _STEPS = "step_times_s"
-_HEADER = struct.Struct("<I")
 
 StepTimesMode = bool | Literal["lazy"]
 """How a read hands out ``metrics.step_times_s``: lists (``True``), left out (``False``), or
@@ -94,8 +90,9 @@ def cache_home() -> Path | None:
     return Path(home) / ".cache" / "cnnbench" / "records" if os.path.isabs(home) else None
 
 
-def cache_path(path: Path) -> Path:
-    """Where the cache of results file ``path`` lives: in :func:`cache_home`, named by a hash of
+def cache_path(path: Path, kind: str = "records") -> Path:
+    """Where the cache of results file ``path`` lives (``kind``: its records, or the fields the
+    engine read, :class:`~cnnbench.results.engine.Sidecar`): in :func:`cache_home`, named by a hash of
     the file's real path (the same file reached through a link or a relative path has one cache).
     Machines sharing a home (a cluster's nodes reading one store) share it too, as they shared
     the cache that older cnnbench kept beside the file: one copy, not one per node; a file of
@@ -104,7 +101,7 @@ def cache_path(path: Path) -> Path:
     if home is None:
         raise LookupError("no cache folder (no absolute CNNBENCH_CACHE_DIR, XDG_CACHE_HOME or home)")
     key = hashlib.sha256(os.fsencode(os.path.realpath(path))).hexdigest()
-    return home / f"{key[:40]}.cache"
+    return home / f"{key[:40]}.{kind}.parquet"
 
 
 def worth_it(path: Path, size: int) -> bool:
@@ -131,12 +128,14 @@ _CODE_KEY: list[str] = []
 
 def code_key() -> str:
     """What the cached records depend on besides the file: the record contract, the cleaning of
-    figures no reader can compute with, the migrations and the run options' types (from their
-    source), and this cache's format."""
+    figures no reader can compute with, the migrations, the step-time summaries and the run
+    options' types (from their source), this cache's format and DuckDB's version."""
     if not _CODE_KEY:
+        import duckdb
+
         from cnnbench.results import cleaning, migrate, record
 
-        digest = hashlib.sha256(f"{_FORMAT}".encode())
+        digest = hashlib.sha256(f"{_FORMAT}:{duckdb.__version__}".encode())
         for module in (record, cleaning, migrate, summary):
             digest.update(Path(str(module.__file__)).read_bytes())
         digest.update(repr(record._config_groups()).encode())
@@ -159,15 +158,12 @@ class ProblemLine:
 
 
 _SCALARS_ONLY = frozenset({dict, list})
+_FLOATS = frozenset({float})
 
 
 def _finite(value: Any) -> bool:
     """False for a float NaN or infinity (anything else: True)."""
     return type(value) is not float or math.isfinite(value)
-_FLOATS = frozenset({float})
-
-RowText = tuple[int, int, bytes]
-"""``(first row, rows, text)``: the JSON text (an array) of ``rows`` consecutive rows."""
 
 
 @dataclass
@@ -187,23 +183,19 @@ class CachedRecords:
     """Per name of :data:`_SECTIONS`, per record: the index in :attr:`sections` (-1: kept in the row)."""
     step_counts: list[int] = field(default_factory=list)
     """Per record, how many step times it has in :attr:`steps` (-1: none there; kept in the row)."""
-    steps: array | DeferredColumn | None = field(default_factory=lambda: array("d"))
-    """Every record's step times, in order (None until read: a reader without step times skips
-    them; a :class:`~cnnbench.results.cache_columns.DeferredColumn` where a lazy read left
-    them in the file: :meth:`step_column` reads it)."""
+    steps: array | None = field(default_factory=lambda: array("d"))
+    """Every record's step times, in order (None: not read; a reader without step times skips them)."""
     summaries: array | None = field(default_factory=lambda: array("d"))
     """The step-time summaries (:func:`~cnnbench.results.step_summary.summary_column`) of the
     records with step times here, but for the last ``len(means)`` (read with :attr:`steps`)."""
     means: list[float] = field(default_factory=list)
     """The means of the step times of the records added since :attr:`summaries` was made."""
     problems: list[ProblemLine] = field(default_factory=list)
-    digest: Crc32 | None = field(default_factory=Crc32, repr=False)
-    """A running CRC-32 of the covered bytes, when known (whoever extends :attr:`end` updates
+    digest: Any = field(default_factory=hashlib.sha256, repr=False)
+    """A running SHA-256 of the covered bytes, when known (whoever extends :attr:`end` updates
     it); None: :func:`write` hashes them from the file."""
-    row_texts: list[RowText] = field(default_factory=list, repr=False)
-    """JSON texts of consecutive rows as they are (a forked part's): written, not dumped again."""
     prefix: str = field(default="", repr=False)
-    """The CRC-32 of the covered bytes that the cache file records (set by :func:`load`)."""
+    """The SHA-256 of the covered bytes that the cache file records (set by :func:`load`)."""
     _section_index: dict[bytes, int] = field(default_factory=dict, repr=False)
 
     def add(self, record: dict[str, Any]) -> None:
@@ -231,14 +223,10 @@ class CachedRecords:
         self.rows.append(row)
 
     def step_column(self) -> array:
-        """:attr:`steps`, read from the file first where a lazy read left them there (a
-        :class:`~cnnbench.results.cache_columns.ColumnChanged` if the file no longer holds them)."""
-        steps = self.steps
-        if steps is None:
+        """:attr:`steps` (a :class:`ValueError` when they were not read)."""
+        if self.steps is None:
             raise ValueError("step times were not read")
-        if not isinstance(steps, array):
-            steps = self.steps = steps.values()
-        return steps
+        return self.steps
 
     def _share(self, section: Any) -> int:
         """The index in :attr:`sections` of an object equal to ``section`` (added if new), or
@@ -278,7 +266,6 @@ class CachedRecords:
         share the column (a copy per record was a fifth of a warm read of 100,000 runs, and
         170 MB)."""
         rows, sections = self.rows, self.sections
-        self.row_texts = []  # the rows change now
         for row, config, environment in zip(rows, *self.refs, strict=True):
             if config >= 0:
                 row["config"] = sections[config] if shared else sections[config].copy()
@@ -290,11 +277,11 @@ class CachedRecords:
                 if type(metrics) is dict:
                     metrics.pop(_STEPS, None)
             return rows
-        if self.steps is None or self.summaries is None:
+        if self.summaries is None:
             raise ValueError("step times were not read")
         self.complete_summaries()
         lazy = step_times == "lazy"
-        steps: Any = self.steps if lazy else self.step_column()
+        steps = self.step_column()
         column, width = self.summaries, summary.column_width
         flat: Any = steps if lazy else steps.tolist()
         at = pos = 0
@@ -314,126 +301,104 @@ class CachedRecords:
             self.summaries.extend(summary.summary_column(steps, start, counts, self.means))
             self.means = []
 
-    @classmethod
-    def _from_payload(cls, body: bytes | memoryview) -> CachedRecords:
-        end, next_line, sections, rows, refs, counts, problems = orjson.loads(body)
-        if not all(type(part) is list for part in (sections, rows, refs, problems)):
-            raise ValueError("parts of the cache do not fit together")
-        lines = []
-        for p in problems:
-            position, line, text = p
-            lines.append(ProblemLine(position, line, base64.b64decode(text, validate=True)))
-        cached = cls(end=end, digest=None, next_line=next_line, sections=sections, rows=rows, refs=tuple(refs),
-                     step_counts=counts, steps=None, summaries=None, problems=lines)
-        check_shape(cached, len(_SECTIONS))
-        cached._section_index = {orjson.dumps(s): i for i, s in enumerate(sections)}  # -1s are found again
-        return cached
+
+# --- the Parquet file ----------------------------------------------------------------------------
+
+_ROW, _SECTION, _PROBLEM = 0, 1, 2
+_COLUMNS = ("kind", "body", "a", "b", "n", "steps", "summary")
+"""The cache's table: per row its ``kind`` (a record, a section, a problem line) and ``body`` (the
+record's JSON without its shared sections and step times; the section's JSON; the line's bytes);
+``a``, ``b``: a record's section indexes (-1: its own), a problem's position and line number;
+``n``: a record's count of step times in ``steps`` (-1: none there), ``summary`` their summary."""
+_TYPES = ("UTINYINT", "BLOB", "BIGINT", "BIGINT", "BIGINT", "DOUBLE[]", "DOUBLE[]")
+_META = ("code", "end", "next_line", "stat", "head", "prefix", "rows", "table", "steps", "summaries")
 
 
-Piece = bytes | memoryview
+def _crc(parts: Any) -> str:
+    """A CRC-32 of byte strings, each with its length (one moved between parts is seen)."""
+    crc = 0
+    for part in parts:
+        crc = zlib.crc32(part, zlib.crc32(len(part).to_bytes(8, "little"), crc))
+    return f"{crc:08x}"
 
 
-def pieces(cached: CachedRecords) -> tuple[list[Piece], tuple[int, int]]:
-    """The JSON body of the cache in pieces, in order, and where its rows' array lies in it
-    (offset, length): the text ``orjson.dumps`` gives for ``[end, next_line, sections, rows,
-    refs, step_counts, problems]``, hashed and written one piece after another, never joined
-    into one text (70 MB for 100,000 engine records).
+def _table_crc(kind: Any, body: Any, a: Any, b: Any, n: Any) -> str:
+    """:func:`_crc` of the table's columns but the step times and summaries: the numbers, the
+    bodies' lengths and their bytes one after another."""
+    import numpy as np
 
-    Rows whose JSON text is at hand (:attr:`CachedRecords.row_texts`) are that text instead of
-    being dumped again: a part of a cold read parsed in a forked process
-    (:mod:`cnnbench.results.parallel_parse`) arrives as the text its process wrote, from which
-    this process made its rows, and orjson writes a value it read back to the same bytes."""
-    head = orjson.dumps([cached.end, cached.next_line, cached.sections])
-    tail = orjson.dumps([list(cached.refs), cached.step_counts,
-                         [[p.position, p.line, base64.b64encode(p.raw).decode()] for p in cached.problems]])
-    rows = rows_pieces(cached.rows, cached.row_texts)
-    return ([memoryview(head)[:-1], b",", *rows, b",", memoryview(tail)[1:]],
-            (len(head), sum(map(len, rows))))
+    lengths = np.fromiter(map(len, body), dtype=np.int64, count=len(body))
+    crc = int(_crc([np.ascontiguousarray(x, dtype=np.int64).tobytes() for x in (kind, a, b, n, lengths)]), 16)
+    for text in body:  # not joined: a copy of them all costs more than their CRC
+        crc = zlib.crc32(text, crc)
+    return f"{crc:08x}"
 
 
-def rows_pieces(rows: Sequence[dict[str, Any]], texts: Sequence[RowText]) -> list[Piece]:
-    """The JSON text of the array ``rows`` in pieces: each of ``texts`` (in order, not
-    overlapping) as it is, the rows before, between and after them dumped."""
-    out: list[Piece] = [b"["]
+def _meta_hash(meta: dict[str, str]) -> str:
+    return hashlib.sha256("\0".join(str(meta.get(k)) for k in _META).encode()).hexdigest()
 
-    def add(array: bytes) -> None:  # an array's items, after a comma unless they are the first
-        if len(array) > 2:
-            if len(out) > 1:
-                out.append(b",")
-            out.append(memoryview(array)[1:-1])
 
+_CONNECTION: list[Any] = []
+
+
+def _connect() -> Any:
+    """A cursor of this process's DuckDB database for caches (made once: a database costs 20 ms),
+    in memory only (:func:`~cnnbench.results.engine.connect`); one per use (a thread's own)."""
+    if not _CONNECTION:
+        from cnnbench.results.engine import connect
+
+        _CONNECTION.append(connect())
+    return _CONNECTION[0].cursor()
+
+
+def _hash_prefix(f: BinaryIO, size: int) -> Any:
+    """A running SHA-256 of the first ``size`` bytes of ``f`` (``hexdigest()`` gives it)."""
+    digest = hashlib.sha256()
     at = 0
-    for first, count, text in texts:
-        if first > at:
-            add(orjson.dumps(rows[at:first]))
-        add(text)
-        at = first + count
-    if at < len(rows):
-        add(orjson.dumps(rows[at:]))
-    out.append(b"]")
-    return out
-
-
-def check_shape(cached: CachedRecords, kinds: int) -> None:
-    """Raise an error unless the loaded parts fit together, before anything uses them: a cache
-    is data from disk, from anyone."""
-    n = len(cached.rows)
-    fits = _parts_fit(cached) and _refs_fit(cached, n, kinds) and _counts_fit(cached, n) and _problems_fit(cached, n)
-    with_steps = [row.get("metrics") for row, count in zip(cached.rows, cached.step_counts, strict=True)
-                  if count >= 0]
-    if not fits or not {dict}.issuperset(map(type, with_steps)):
-        raise ValueError("parts of the cache do not fit together")
-
-
-def _parts_fit(cached: CachedRecords) -> bool:
-    return (type(cached.end) is int and type(cached.next_line) is int
-            and {dict}.issuperset(map(type, cached.rows)) and {dict}.issuperset(map(type, cached.sections)))
-
-
-def _refs_fit(cached: CachedRecords, n: int, kinds: int) -> bool:
-    """A list of section indexes per section kind, one per row, each -1 or a section."""
-    return len(cached.refs) == kinds and all(
-        type(r) is list and len(r) == n and {int}.issuperset(map(type, r))
-        and (not r or min(r) >= -1 and max(r) < len(cached.sections)) for r in cached.refs)
-
-
-def _counts_fit(cached: CachedRecords, n: int) -> bool:
-    return (type(cached.step_counts) is list and len(cached.step_counts) == n
-            and {int}.issuperset(map(type, cached.step_counts)))
-
-
-def _problems_fit(cached: CachedRecords, n: int) -> bool:
-    return all(type(p.position) is int and 0 <= p.position <= n and type(p.line) is int
-               and type(p.raw) is bytes for p in cached.problems)
-
-
-def check_columns(cached: CachedRecords) -> None:
-    """Raise an error unless the step-time column holds every record's step times, and the
-    summaries column the summaries of all of them but the last ``len(cached.means)``."""
-    with_steps = [n for n in cached.step_counts if n >= 0]
-    summed = with_steps[:len(with_steps) - len(cached.means)]
-    if (len(cached.means) > len(with_steps) or len(cached.steps or ()) != sum(with_steps)
-            or len(cached.summaries or ()) != sum(map(summary.column_width, summed))):
-        raise ValueError("the step times or their summaries do not fit the records")
-
-
-def _hash_prefix(f: BinaryIO, size: int) -> Crc32:
-    """A running CRC-32 of the first ``size`` bytes of ``f`` (``hexdigest()`` gives it)."""
-    f.seek(0)
-    digest = Crc32()
-    left = size
-    while left > 0:
-        chunk = f.read(min(_CHUNK, left))
+    while at < size:
+        chunk = os.pread(f.fileno(), min(_CHUNK, size - at), at)
         if not chunk:
             break
         digest.update(chunk)
-        left -= len(chunk)
+        at += len(chunk)
     return digest
 
 
 def _head_hash(f: BinaryIO, size: int) -> str:
-    f.seek(0)
-    return hexdigest(f.read(min(size, _HEAD_BYTES)))
+    return hashlib.sha256(os.pread(f.fileno(), min(size, _HEAD_BYTES), 0)).hexdigest()
+
+
+@dataclass
+class _Fetched:
+    """What a cache file holds, read and checked against its CRC-32s (not yet against its file)."""
+
+    meta: dict[str, str]
+    table: tuple[Any, Any, Any, Any, Any]
+    """The columns ``kind``, ``body``, ``a``, ``b``, ``n``."""
+    steps: array | None
+    summaries: array | None
+
+
+def _fetch(where: Path, steps: bool) -> _Fetched | None:
+    """The cache at ``where``, with its step times and summaries (``steps``); None when it was
+    written by another cnnbench. Raises an error when it cannot be read or is damaged."""
+    with files.open_regular(where) as c:  # never a FIFO or a device
+        source = f"read_parquet('/proc/self/fd/{c.fileno()}')"
+        con = _connect()
+        meta = dict(con.execute("SELECT key::VARCHAR, value::VARCHAR FROM parquet_kv_metadata(?)",
+                                [f"/proc/self/fd/{c.fileno()}"]).fetchall())
+        if meta.get("code") != code_key() or meta.get("metahash") != _meta_hash(meta):
+            return None
+        columns = con.execute(f"SELECT kind, body, a, b, n FROM {source}").fetchnumpy()
+        table = kind, body, a, b, n = (columns["kind"], columns["body"], columns["a"], columns["b"], columns["n"])
+        if any(x.dtype.kind not in "iu" for x in (kind, a, b, n)) or body.dtype.kind != "O":
+            raise ValueError("not the cache's columns")
+        if len(kind) != int(meta["rows"]) or _table_crc(*table) != meta["table"]:
+            raise ValueError("damaged (CRC-32 of its records)")
+        if not steps:
+            return _Fetched(meta, table, None, None)
+        return _Fetched(meta, table, _column(con, source, "steps", meta["steps"]),
+                        _column(con, source, "summary", meta["summaries"]))
 
 
 def load(path: Path, f: BinaryIO, st: os.stat_result, *,
@@ -446,42 +411,98 @@ def load(path: Path, f: BinaryIO, st: os.stat_result, *,
     """
     where = cache_path(path)
     try:
-        with files.open_regular(where) as c:  # never a FIFO or a device
-            opened = os.fstat(c.fileno())  # before a byte is read: what a deferred column was read from
-            if c.read(len(_MAGIC)) != _MAGIC:
-                raise ValueError("not a cnnbench cache")
-            (header_size,) = _HEADER.unpack(c.read(_HEADER.size))
-            header = orjson.loads(c.read(header_size))
-            if type(header) is not dict or header.get("code") != code_key():
-                log.debug("cache %s was written by another cnnbench; rebuilding", where)
-                return None, True
-            end = header["end"]
-            if st.st_size < end or _head_hash(f, end) != header["head"]:
-                log.debug("cache %s is stale; rebuilding", where)
-                return None, True
-            touched = header["stat"] != _stat_key(st)
-            digest = _hash_prefix(f, end) if touched else None
-            if digest is not None and digest.hexdigest() != header["prefix"]:
-                log.debug("cache %s is stale (the covered lines changed); rebuilding", where)
-                return None, True
-            body = c.read(header["rows_size"])
-            if hexdigest(body) != header["rows"]:
-                raise ValueError("damaged (checksum of the records)")
-            cached = CachedRecords._from_payload(body)
-            if cached.end != end:
-                raise ValueError("header and records disagree")
-            cached.digest, cached.prefix = digest, header["prefix"]
-            if step_times or touched or st.st_size > end:  # wanted, or needed to write the cache again
-                lazily = step_times == "lazy" and not touched and st.st_size == end  # nothing to write: values if asked
-                cached.steps = defer_column(c, header, where, opened) if lazily else read_column(c, header, "steps")
-                cached.summaries = read_column(c, header, "summaries")
-                check_columns(cached)
-            return cached, touched
+        fetched = _fetch(where, bool(step_times))
+        if fetched is None:
+            log.debug("cache %s was written by another cnnbench, or is damaged; rebuilding", where)
+            return None, True
+        meta = fetched.meta
+        end = int(meta["end"])
+        if st.st_size < end or _head_hash(f, end) != meta["head"]:
+            log.debug("cache %s is stale; rebuilding", where)
+            return None, True
+        touched = meta["stat"] != str(_stat_key(st))
+        digest = _hash_prefix(f, end) if touched else None
+        if digest is not None and digest.hexdigest() != meta["prefix"]:
+            log.debug("cache %s is stale (the covered lines changed); rebuilding", where)
+            return None, True
+        cached = _from_table(*fetched.table, end, int(meta["next_line"]))
+        cached.digest, cached.prefix = digest, meta["prefix"]
+        if step_times or touched or st.st_size > end:  # wanted, or needed to write the cache again
+            if fetched.steps is None:  # read without them
+                fetched = _fetch(where, True)
+                if fetched is None or fetched.meta != meta:
+                    raise ValueError("replaced as it was read")
+            cached.steps, cached.summaries = fetched.steps, fetched.summaries
+            _check_columns(cached)
+        return cached, touched
     except FileNotFoundError:
         return None, True
     except Exception as exc:  # a cache is disposable: whatever is wrong with it, rebuild it
         log.debug("ignoring cache %s (%s: %s); rebuilding", where, type(exc).__name__, exc)
         return None, True
+
+
+def _floats_crc(values: array) -> str:
+    """:func:`_crc` of float64s, every NaN as one NaN (DuckDB keeps a NaN in a list as null)."""
+    import numpy as np
+
+    x = np.frombuffer(values, dtype=np.float64)
+    nan = np.isnan(x)
+    return _crc([np.where(nan, np.nan, x).tobytes() if nan.any() else memoryview(values).cast("B")])
+
+
+def _column(con: Any, source: str, name: str, crc: str) -> array:
+    """Every record's ``name`` list, one after another, as float64s (checked by its CRC-32)."""
+    import numpy as np
+
+    values = con.execute(f"SELECT unnest({name}) AS v FROM {source} WHERE kind = {_ROW} AND n >= 0").fetchnumpy()["v"]
+    if isinstance(values, np.ma.MaskedArray):  # a NaN (DuckDB keeps it as null)
+        values = values.filled(np.nan)
+    out = array("d", np.ascontiguousarray(values, dtype=np.float64).tobytes())
+    if _floats_crc(out) != crc:
+        raise ValueError(f"damaged (CRC-32 of its {name})")
+    return out
+
+
+def _from_table(kind: Any, body: Any, a: Any, b: Any, n: Any, end: int, next_line: int) -> CachedRecords:
+    """The cache's records from its table's columns, checked to fit together: a cache is data
+    from disk."""
+    cached = CachedRecords(end=end, next_line=next_line, digest=None, steps=None, summaries=None)
+    config_refs, environment_refs = cached.refs
+    sections = cached.sections
+    for k, text, x, y, count in zip(kind.tolist(), body, a.tolist(), b.tolist(), n.tolist(), strict=True):
+        if k == _ROW:
+            row = orjson.loads(text)
+            if type(row) is not dict or count >= 0 and type(row.get("metrics")) is not dict:
+                raise ValueError("a record that is no object")
+            cached.rows.append(row)
+            config_refs.append(x)
+            environment_refs.append(y)
+            cached.step_counts.append(count)
+        elif k == _SECTION:
+            section = orjson.loads(text)
+            if type(section) is not dict:
+                raise ValueError("a section that is no object")
+            sections.append(section)
+        elif k == _PROBLEM:
+            cached.problems.append(ProblemLine(x, y, bytes(text)))
+        else:
+            raise ValueError(f"a row of kind {k}")
+    rows = len(cached.rows)
+    if not all(-1 <= r < len(sections) for refs in cached.refs for r in refs) or not all(
+            0 <= p.position <= rows and p.line > 0 for p in cached.problems):
+        raise ValueError("parts of the cache do not fit together")
+    cached._section_index = {orjson.dumps(s): i for i, s in enumerate(sections)}  # -1s are found again
+    return cached
+
+
+def _check_columns(cached: CachedRecords) -> None:
+    """Raise an error unless the step-time column holds every record's step times, and the
+    summaries column their summaries."""
+    with_steps = [n for n in cached.step_counts if n >= 0]
+    if (len(cached.steps or ()) != sum(with_steps)
+            or len(cached.summaries or ()) != sum(map(summary.column_width, with_steps))):
+        raise ValueError("the step times or their summaries do not fit the records")
 
 
 ABANDONED_S = 3600.0
@@ -499,33 +520,89 @@ def _remove_abandoned(where: Path) -> None:
         pass
 
 
+def _table(cached: CachedRecords) -> dict[str, Any]:
+    """The cache's table (:data:`_COLUMNS`) as arrays, for DuckDB to write."""
+    import numpy as np
+
+    steps, column = np.frombuffer(cached.step_column(), dtype=np.float64), cached.summaries or array("d")
+    sums = np.frombuffer(column, dtype=np.float64)
+    kind: list[int] = []
+    body: list[bytes] = []
+    a: list[int] = []
+    b: list[int] = []
+    n: list[int] = []
+    def put(k: int, text: bytes, x: int, y: int, count: int) -> None:
+        kind.append(k)
+        body.append(text)
+        a.append(x)
+        b.append(y)
+        n.append(count)
+
+    for section in cached.sections:
+        put(_SECTION, orjson.dumps(section), -1, -1, -1)
+    for p in cached.problems:
+        put(_PROBLEM, p.raw, p.position, p.line, -1)
+    lists: list[Any] = [None] * len(kind)
+    summaries: list[Any] = [None] * len(kind)
+    at = pos = 0
+    for row, config, environment, count in zip(cached.rows, *cached.refs, cached.step_counts, strict=True):
+        put(_ROW, orjson.dumps(row), config, environment, count)
+        if count >= 0:
+            width = summary.column_width(count)
+            lists.append(steps[at:at + count])
+            summaries.append(sums[pos:pos + width])
+            at += count
+            pos += width
+        else:
+            lists.append(None)
+            summaries.append(None)
+
+    def objects(values: list[Any]) -> Any:
+        out = np.empty(len(values), dtype=object)
+        out[:] = values
+        return out
+
+    return {"kind": np.array(kind, dtype=np.uint8), "body": objects(body), "a": np.array(a, dtype=np.int64),
+            "b": np.array(b, dtype=np.int64), "n": np.array(n, dtype=np.int64), "steps": objects(lists),
+            "summary": objects(summaries)}
+
+
 def write(path: Path, f: BinaryIO, st: os.stat_result, cached: CachedRecords) -> None:
     """Write the cache of ``path`` (open as ``f``, stat ``st`` taken before its lines were
     read). Never raises: a cache that cannot be written is skipped."""
     where = cache_path(path)
     _remove_abandoned(where)
+    tmp = None
     try:
         if cached.steps is None or cached.summaries is None:
             raise ValueError("its step times were not read")
         cached.complete_summaries()
-        body, _ = pieces(cached)
-        body_hash = Crc32()
-        for piece in body:
-            body_hash.update(piece)
-        steps, summaries = memoryview(cached.step_column()).cast("B"), memoryview(cached.summaries).cast("B")
-        header = orjson.dumps({
-            "code": code_key(), "end": cached.end, "stat": _stat_key(st), "head": _head_hash(f, cached.end),
-            "prefix": (cached.digest or _hash_prefix(f, cached.end)).hexdigest(),
-            "rows_size": sum(map(len, body)), "rows": body_hash.hexdigest(),
-            "steps_size": len(steps), "steps": hexdigest(steps),
-            "summaries_size": len(summaries), "summaries": hexdigest(summaries),
-        })
-        with files.replacing(where, mode=0o600) as out:  # .<cache name>.<random>.tmp, renamed over it
-            out.write(_MAGIC + _HEADER.pack(len(header)) + header)
-            for piece in body:
-                out.write(piece)
-            out.write(steps)
-            out.write(summaries)
+        table = _table(cached)
+        meta = {"code": code_key(), "end": str(cached.end), "next_line": str(cached.next_line),
+                "stat": str(_stat_key(st)), "head": _head_hash(f, cached.end),
+                "prefix": (cached.digest or _hash_prefix(f, cached.end)).hexdigest(), "rows": str(len(table["kind"])),
+                "table": _table_crc(*(table[name] for name in _COLUMNS[:5])),
+                "steps": _floats_crc(cached.step_column()), "summaries": _floats_crc(cached.summaries)}
+        meta["metahash"] = _meta_hash(meta)
+        fd, tmp = tempfile.mkstemp(prefix=f".{where.name}.", suffix=".tmp", dir=where.parent)
+        os.close(fd)
+        os.chmod(tmp, 0o600)
+        columns = ", ".join(f"{name}::{kind} AS {name}" for name, kind in zip(_COLUMNS, _TYPES, strict=True))
+        from cnnbench.results.engine import literal
+
+        kv = ", ".join(f"{literal(k)}: {literal(v)}" for k, v in meta.items())
+        con = _connect()
+        con.register("cache_table", table)
+        con.execute(f"COPY (SELECT {columns} FROM cache_table) TO {literal(tmp)} "
+                    f"(FORMAT parquet, KV_METADATA {{{kv}}})")
+        con.close()
+        os.chmod(tmp, 0o600)  # DuckDB makes the file anew
+        os.replace(tmp, where)
+        tmp = None
         log.debug("wrote cache %s (%d records, %d bytes covered)", where, len(cached.rows), cached.end)
     except Exception as exc:
         log.debug("cannot write cache %s (%s: %s)", where, type(exc).__name__, exc)
+    finally:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)

@@ -692,7 +692,7 @@ def _insert(con: duckdb.DuckDBPyConnection, index: int, rows: list[list[Any]]) -
 
 # --- the sidecar --------------------------------------------------------------------------------
 
-SIDECAR_FORMAT = 3
+SIDECAR_FORMAT = 4
 _CHUNK = 1 << 22
 
 
@@ -727,7 +727,7 @@ class Sidecar:
         try:
             if not cache.worth_it(path, os.stat(path).st_size):
                 return cls(None)
-            where = cache.cache_path(path).with_suffix(".parquet")
+            where = cache.cache_path(path, "fields")
         except (OSError, LookupError):
             return cls(None)
         return cls(where, f"{SIDECAR_FORMAT}:{cache.code_key()}:{duckdb.__version__}")

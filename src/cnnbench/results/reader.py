@@ -1,7 +1,6 @@
 """Reading the results store: every ``*.jsonl`` file of a folder, each line checked
 (:mod:`cnnbench.results.lines`); a big file through its parsed-record cache
-(:mod:`cnnbench.results.cache`), its many new lines parsed in parts at once
-(:mod:`cnnbench.results.parallel_parse`); later reads take only the lines appended since
+(:mod:`cnnbench.results.cache`); later reads take only the lines appended since
 (:class:`StoreReader`). See :mod:`cnnbench.results.store` for the store as a whole."""
 
 from __future__ import annotations
@@ -14,10 +13,9 @@ from typing import Any, BinaryIO
 
 import orjson
 
-from cnnbench.results import cache, file_ranges, files, parallel_parse
+from cnnbench.results import cache, files
 from cnnbench.results import lines as store_lines
 from cnnbench.results.cache import StepTimesMode
-from cnnbench.results.crc import Crc32
 from cnnbench.results.gc_pause import collector_paused
 from cnnbench.results.lines import StoreProblem
 
@@ -273,33 +271,17 @@ def _read_through_cache(path: Path, f: BinaryIO, st: os.stat_result, records: li
     cache holds it, so its step times' floats are freed line by line (a lazy first read of
     100,000 runs does not keep ten million of them), and a first read gives what later ones do."""
     cached, rewrite = cache.load(path, f, st, step_times=step_times)
-    lines = parallel_parse.new_lines(f, cached.end if cached is not None else 0)
-    if cached is not None and lines.whole > lines.begin and cached.steps is not None:
-        try:  # lines added since the stat (the cache is written again): its step times too
-            cached.step_column()
-        except OSError:  # the cache was overwritten in place just now: read the file afresh
-            cached = None
-            lines = parallel_parse.new_lines(f, 0)
-    if cached is not None and cached.digest is None and lines.whole > lines.begin:
-        cached.digest = _verified_prefix(f, cached)  # the file grew after it was opened
-        if cached.digest is None:  # and its covered lines changed: read afresh
-            cached = None
-            lines = parallel_parse.new_lines(f, 0)
-    if cached is None:
-        cached = cache.CachedRecords()
-    try:
-        added = parallel_parse.add_lines(cached, lines, _add_new_lines)
-    except file_ranges.FileChanged as exc:  # cut or written over as its parts were read: afresh, at once
-        log.debug("%s changed as it was read (%s); reading it again", path, exc)
+    new = _add_new_lines(cached, f) if cached is not None else None
+    if cached is None or new is None:  # no cache, or its lines changed as the file grew: afresh
         cached, rewrite = cache.CachedRecords(), True
-        lines = parallel_parse.new_lines(f, 0, parts=False)
-        added = parallel_parse.add_lines(cached, lines, _add_new_lines)
+        new = _add_new_lines(cached, f)
+    assert new is not None  # a fresh cache has no lines to change
+    added, partial = new
     if added or rewrite:
         cache.write(path, f, st, cached)
     out = cached.take_records(step_times=step_times, shared=shared)
     parse = _parser(step_times)
     problems.extend(_problem_lines_again(path, cached, out, parse))
-    partial = lines.partial
     if partial and not partial.isspace():
         rec, why = store_lines.parse_line(partial, parse, truncated=True)
         if rec is not None:
@@ -310,8 +292,8 @@ def _read_through_cache(path: Path, f: BinaryIO, st: os.stat_result, records: li
     return cached.end + len(partial), cached.next_line
 
 
-def _verified_prefix(f: BinaryIO, cached: cache.CachedRecords) -> Crc32 | None:
-    """A running CRC-32 of the lines ``cached`` covers, read now, when they are still those it
+def _verified_prefix(f: BinaryIO, cached: cache.CachedRecords) -> Any:
+    """A running SHA-256 of the lines ``cached`` covers, read now, when they are still those it
     was made from (the hash its file records), else None. The lines appended since are added to
     it as they are parsed, so the cache written then records the hash of the bytes its records
     came from (not of the file as it is when written, which may have changed meanwhile)."""
@@ -319,13 +301,35 @@ def _verified_prefix(f: BinaryIO, cached: cache.CachedRecords) -> Crc32 | None:
     return digest if digest.hexdigest() == cached.prefix else None
 
 
-def _add_new_lines(cached: cache.CachedRecords, data: bytes, whole: int, begin: int = 0) -> int:
-    """Parse the whole lines of ``data[begin:whole]`` into the cache; returns how many there
-    were (:data:`~cnnbench.results.parallel_parse.PartParser`).
+_PIECE = 1 << 24
+"""Bytes of a file read at once after its cache's lines (a cold read of 600 MB holds no more)."""
 
-    One line at a time, not split all at once: each line's bytes are freed once it is parsed,
-    so a cold read of a big file does not first copy all of it into a list of lines."""
-    find, start, index = data.find, begin, 0
+
+def _add_new_lines(cached: cache.CachedRecords, f: BinaryIO) -> tuple[int, bytes] | None:
+    """Parse the whole lines of ``f`` after those ``cached`` covers into it, a piece of the file
+    at a time; how many lines there were, and the bytes after the last newline (a line being
+    written, or torn). None when there are lines after those ``cached`` covers, which changed
+    since it was loaded without hashing them (the file was as it was then)."""
+    fd, at, rest, added = f.fileno(), cached.end, b"", 0
+    while chunk := os.pread(fd, _PIECE, at):
+        if cached.digest is None and at == cached.end:  # the file grew after it was opened
+            cached.digest = _verified_prefix(f, cached)
+            if cached.digest is None:
+                return None
+        at += len(chunk)
+        data = rest + chunk if rest else chunk
+        whole = data.rfind(b"\n") + 1
+        if whole:
+            added += _parse_lines(cached, data, whole)
+        rest = data[whole:]
+    return added, rest
+
+
+def _parse_lines(cached: cache.CachedRecords, data: bytes, whole: int) -> int:
+    """Parse the whole lines of ``data[:whole]`` into the cache; returns how many there were.
+
+    One line at a time, not split all at once: each line's bytes are freed once it is parsed."""
+    find, start, index = data.find, 0, 0
     while start < whole:
         end = find(b"\n", start, whole)
         if end < 0:  # whole lines are asked for; a last line without its newline is taken to the end
@@ -343,8 +347,8 @@ def _add_new_lines(cached: cache.CachedRecords, data: bytes, whole: int, begin: 
         else:
             cached.add(rec)
     if cached.digest is not None:
-        cached.digest.update(memoryview(data)[begin:whole])
-    cached.end += whole - begin
+        cached.digest.update(memoryview(data)[:whole])
+    cached.end += whole
     cached.next_line += index
     return index
 

@@ -4,11 +4,12 @@ blocks of consecutive steps (the batch means the significance test takes its sam
 These are facts of one record, so they live here, in ``results``: the parsed-record cache
 (:mod:`cnnbench.results.cache`) keeps them beside the step times, and a lazy cached read
 (``step_times="lazy"``) hands each record's ``metrics.step_times_s`` out as a :class:`StepTimes`
-view that carries its summary. :func:`step_summary` gives the summary of any list (computed) or
-view (read). The analysis layer (``cnnbench.analysis.samples``) reads them; nothing here
-imports it. Every figure is computed exactly as the analysis always did (``math.fsum`` for the
-mean, then the squares of the deviations added in order; block sums added in order), so a
-summary from the cache equals one computed from the list, to the bit.
+view of the column of every run's step times that carries its summary. :func:`step_summary`
+gives the summary of any list (computed) or view (read). The analysis layer
+(``cnnbench.analysis.samples``) reads them; nothing here imports it. Every figure is computed
+exactly as the analysis always did (``math.fsum`` for the mean, then the squares of the
+deviations added in order; block sums added in order), so a summary from the cache equals one
+computed from the list, to the bit.
 """
 
 from __future__ import annotations
@@ -19,10 +20,7 @@ import operator
 from array import array
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from cnnbench.results.cache_columns import DeferredColumn
+from typing import Any
 
 MIN_BLOCKS = 10
 """Fewest blocks a run's steps are cut into (when it has that many steps)."""
@@ -166,7 +164,7 @@ class StepTimes(Sequence[float]):
 
     __slots__ = ("_steps", "_start", "_n", "_column", "_at", "_summary")
 
-    def __init__(self, steps: array | DeferredColumn, start: int, n: int, column: Sequence[float], at: int) -> None:
+    def __init__(self, steps: array, start: int, n: int, column: Sequence[float], at: int) -> None:
         self._steps, self._start, self._n = steps, start, n
         self._column: Sequence[float] | None = column
         self._at = at
@@ -186,12 +184,7 @@ class StepTimes(Sequence[float]):
         return self._column_values()[self._start + i]
 
     def _column_values(self) -> array:
-        """The whole column (read from the cache file the first time, where a lazy read left it:
-        :class:`~cnnbench.results.cache_columns.ColumnChanged` if the file no longer holds it)."""
-        steps = self._steps
-        if not isinstance(steps, array):
-            steps = self._steps = steps.values()
-        return steps
+        return self._steps
 
     def _array(self) -> array:
         return self._column_values()[self._start:self._start + self._n]
