@@ -24,7 +24,7 @@ stores of ``--records`` records, written once into ``--data`` and kept):
   the five runs with the longest tail of step times (view ``steps``), cold and warm;
 - ``frame``: ``cnnbench.read_results(STORE, step_times=False)`` in a fresh interpreter (import
   included), cold and warm;
-- ``records``: ``cnnbench.read_records(STORE, step_times="lazy")`` in a fresh interpreter (import
+- ``records``: ``cnnbench.api.read_records(STORE, step_times="lazy")`` in a fresh interpreter (import
   included; what ``report``, ``compare`` and ``predict`` read, through the parsed-record cache), cold
   and warm, on each store and on the report's store;
 - ``report``: ``cnnbench report --no-plots`` and ``cnnbench report`` (default plots) of a varied
@@ -212,7 +212,7 @@ def build_cases(parts: set[str], stores: dict[str, Path], report_store: Path, ou
     if "records" in parts:
         for name, store in [*stores.items(), ("varied", report_store)]:
             size = int(store.name.rsplit("-", 1)[-1])
-            code = f"import cnnbench; cnnbench.read_records({str(store)!r}, step_times='lazy')"
+            code = f"from cnnbench.api import read_records; read_records({str(store)!r}, step_times='lazy')"
             todo += [Case(f"read_records(step_times='lazy'), {name} {size:,}, cold", store, same([]), cold(store),
                           code=code),
                      Case(f"read_records(step_times='lazy'), {name} {size:,}, warm", store, same([]), warm,
@@ -311,7 +311,7 @@ def main() -> int:
         print(f"{side.name}: {side.src} (imports {where})", flush=True)
     template = template_record(args.data, args.template)
     stores = {name: args.data / f"{name}-{args.records}" for name in args.stores.split(",")}
-    if parts & {"list", "append", "export", "query"}:
+    if parts & {"list", "append", "export", "query", "frame", "records"}:
         for name, store in stores.items():
             write_store(store, template, args.records, uniform=name == "uniform")
             mb = sum(p.stat().st_size for p in store.glob("*.jsonl")) / 1e6
@@ -320,7 +320,7 @@ def main() -> int:
         stores = {}
     report_store = args.data / f"varied-{args.report_records}"
     out = args.data / "goals-out"
-    if "report" in parts:
+    if parts & {"report", "records"}:
         write_store(report_store, template, args.report_records, uniform=False)
     todo = build_cases(parts, stores, report_store, out, args.records, template)
     if "report" in parts:

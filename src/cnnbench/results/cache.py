@@ -5,13 +5,13 @@ A store file's records, once read, checked and upgraded, are kept in a file of t
 cache folder (:func:`cache_home`; never in the store: a reader writes nothing there, so a store
 it may only read gets a cache too, and a ``.<name>.jsonl.cache`` an older cnnbench left beside a
 results file is never read nor touched). Only files of :data:`MIN_BYTES` or more get one. One
-Parquet table, a row per record, per distinct section and per problem line (:data:`_COLUMNS`):
-``config`` and ``environment`` objects (the same for most runs of a machine) are stored once and
-copied per record (or shared by the records, for readers that change none); each record's step
-times are a list of doubles, beside its step-time summary (count, mean, variance, blocks:
-:mod:`cnnbench.results.step_summary`, computed once when the cache is written). A load takes the
-step times as one array of float64s (no Python float per step), the lazy read's
-:class:`~cnnbench.results.step_summary.StepTimes` views share it.
+Parquet table, a row per record, per distinct section and per problem line, then a row per value
+of a column of doubles (:data:`_COLUMNS`): ``config`` and ``environment`` objects (the same for
+most runs of a machine) are stored once and copied per record (or shared by the records, for
+readers that change none); every record's step times, then their summaries (count, mean, variance,
+blocks: :mod:`cnnbench.results.step_summary`, computed once when the cache is written), are that
+column. A load takes it as one array of float64s (no Python float per step), which the lazy read's
+:class:`~cnnbench.results.step_summary.StepTimes` views share.
 
 The cache covers the file's first ``end`` bytes (whole lines). It is used only while that prefix
 is unchanged: when the file's size, modification and change times and inode are those seen when
@@ -44,9 +44,11 @@ import math
 import os
 import stat
 import tempfile
+import threading
 import time
 import zlib
 from array import array
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
@@ -304,13 +306,17 @@ class CachedRecords:
 
 # --- the Parquet file ----------------------------------------------------------------------------
 
-_ROW, _SECTION, _PROBLEM = 0, 1, 2
-_COLUMNS = ("kind", "body", "a", "b", "n", "steps", "summary")
-"""The cache's table: per row its ``kind`` (a record, a section, a problem line) and ``body`` (the
-record's JSON without its shared sections and step times; the section's JSON; the line's bytes);
-``a``, ``b``: a record's section indexes (-1: its own), a problem's position and line number;
-``n``: a record's count of step times in ``steps`` (-1: none there), ``summary`` their summary."""
-_TYPES = ("UTINYINT", "BLOB", "BIGINT", "BIGINT", "BIGINT", "DOUBLE[]", "DOUBLE[]")
+_ROW, _SECTION, _PROBLEM, _VALUE = 0, 1, 2, 3
+_COLUMNS = ("kind", "body", "a", "b", "n", "v")
+"""The cache's table: per row its ``kind`` (a record, a section, a problem line, a value) and
+``body`` (the record's JSON without its shared sections and step times; the section's JSON; the
+line's bytes); ``a``, ``b``: a record's section indexes (-1: its own), a problem's position and
+line number; ``n``: a record's count of step times (-1: none among the values). The rows of kind
+:data:`_VALUE`, after all others, hold in ``v`` every record's step times, one after another, then
+their summaries (:func:`~cnnbench.results.step_summary.summary_column`): a column of doubles
+DuckDB writes and reads as fast as it can (a list of doubles per record, made from NumPy arrays,
+cost DuckDB a look at each array's type: 0.16 s of a profiled cold read of 10,000 records)."""
+_TYPES = ("UTINYINT", "BLOB", "BIGINT", "BIGINT", "BIGINT", "DOUBLE")
 _META = ("code", "end", "next_line", "stat", "head", "prefix", "rows", "table", "steps", "summaries")
 
 
@@ -338,17 +344,44 @@ def _meta_hash(meta: dict[str, str]) -> str:
     return hashlib.sha256("\0".join(str(meta.get(k)) for k in _META).encode()).hexdigest()
 
 
-_CONNECTION: list[Any] = []
+_SESSION = threading.local()
+"""This thread's DuckDB database for caches while a :func:`session` lasts (made when first needed)."""
 
 
-def _connect() -> Any:
-    """A cursor of this process's DuckDB database for caches (made once: a database costs 20 ms),
-    in memory only (:func:`~cnnbench.results.engine.connect`); one per use (a thread's own)."""
-    if not _CONNECTION:
-        from cnnbench.results.engine import connect
+@contextlib.contextmanager
+def session() -> Iterator[None]:
+    """One DuckDB database for the caches read and written in the block (a database costs about
+    15 ms: one per file of a store would add up), made when first needed and closed as the block
+    ends, its threads with it (no thread is left behind in a process that may fork). Nested: the
+    outermost one's."""
+    if getattr(_SESSION, "open", False):
+        yield
+        return
+    _SESSION.open, _SESSION.con = True, None
+    try:
+        yield
+    finally:
+        con, _SESSION.open, _SESSION.con = _SESSION.con, False, None
+        if con is not None:
+            con.close()
 
-        _CONNECTION.append(connect())
-    return _CONNECTION[0].cursor()
+
+@contextlib.contextmanager
+def _duckdb() -> Iterator[Any]:
+    """A DuckDB connection in this process's memory only (:func:`~cnnbench.results.engine.connect`):
+    a cursor of the :func:`session`'s database, else a database of its own; closed after use."""
+    from cnnbench.results.engine import connect
+
+    if getattr(_SESSION, "open", False):
+        if _SESSION.con is None:
+            _SESSION.con = connect()
+        con = _SESSION.con.cursor()
+    else:
+        con = connect()
+    try:
+        yield con
+    finally:
+        con.close()
 
 
 def _hash_prefix(f: BinaryIO, size: int) -> Any:
@@ -382,23 +415,33 @@ class _Fetched:
 def _fetch(where: Path, steps: bool) -> _Fetched | None:
     """The cache at ``where``, with its step times and summaries (``steps``); None when it was
     written by another cnnbench. Raises an error when it cannot be read or is damaged."""
-    with files.open_regular(where) as c:  # never a FIFO or a device
+    import numpy as np
+
+    with files.open_regular(where) as c, _duckdb() as con:  # never a FIFO or a device
         source = f"read_parquet('/proc/self/fd/{c.fileno()}')"
-        con = _connect()
         meta = dict(con.execute("SELECT key::VARCHAR, value::VARCHAR FROM parquet_kv_metadata(?)",
                                 [f"/proc/self/fd/{c.fileno()}"]).fetchall())
         if meta.get("code") != code_key() or meta.get("metahash") != _meta_hash(meta):
             return None
-        columns = con.execute(f"SELECT kind, body, a, b, n FROM {source}").fetchnumpy()
+        columns = con.execute(f"SELECT kind, body, a, b, n FROM {source} WHERE kind <> {_VALUE}").fetchnumpy()
         table = kind, body, a, b, n = (columns["kind"], columns["body"], columns["a"], columns["b"], columns["n"])
-        if any(x.dtype.kind not in "iu" for x in (kind, a, b, n)) or body.dtype.kind != "O":
+        if any(x.dtype.kind not in "iu" or np.ma.is_masked(x) for x in (kind, a, b, n)) or body.dtype.kind != "O":
             raise ValueError("not the cache's columns")
         if len(kind) != int(meta["rows"]) or _table_crc(*table) != meta["table"]:
             raise ValueError("damaged (CRC-32 of its records)")
         if not steps:
             return _Fetched(meta, table, None, None)
-        return _Fetched(meta, table, _column(con, source, "steps", meta["steps"]),
-                        _column(con, source, "summary", meta["summaries"]))
+        values = con.execute(f"SELECT v FROM {source} WHERE kind = {_VALUE}").fetchnumpy()["v"]
+        if isinstance(values, np.ma.MaskedArray):  # a NaN (DuckDB keeps it as null)
+            values = values.filled(np.nan)
+        counts = n[(kind == _ROW) & (n >= 0)].tolist()
+        split = sum(counts)
+        if values.dtype != np.float64 or len(values) != split + sum(map(summary.column_width, counts)):
+            raise ValueError("the step times or their summaries do not fit the records")
+        steps_out, summaries_out = array("d", values[:split].tobytes()), array("d", values[split:].tobytes())
+        if _floats_crc(steps_out) != meta["steps"] or _floats_crc(summaries_out) != meta["summaries"]:
+            raise ValueError("damaged (CRC-32 of its step times)")
+        return _Fetched(meta, table, steps_out, summaries_out)
 
 
 def load(path: Path, f: BinaryIO, st: os.stat_result, *,
@@ -449,19 +492,6 @@ def _floats_crc(values: array) -> str:
     x = np.frombuffer(values, dtype=np.float64)
     nan = np.isnan(x)
     return _crc([np.where(nan, np.nan, x).tobytes() if nan.any() else memoryview(values).cast("B")])
-
-
-def _column(con: Any, source: str, name: str, crc: str) -> array:
-    """Every record's ``name`` list, one after another, as float64s (checked by its CRC-32)."""
-    import numpy as np
-
-    values = con.execute(f"SELECT unnest({name}) AS v FROM {source} WHERE kind = {_ROW} AND n >= 0").fetchnumpy()["v"]
-    if isinstance(values, np.ma.MaskedArray):  # a NaN (DuckDB keeps it as null)
-        values = values.filled(np.nan)
-    out = array("d", np.ascontiguousarray(values, dtype=np.float64).tobytes())
-    if _floats_crc(out) != crc:
-        raise ValueError(f"damaged (CRC-32 of its {name})")
-    return out
 
 
 def _from_table(kind: Any, body: Any, a: Any, b: Any, n: Any, end: int, next_line: int) -> CachedRecords:
@@ -524,8 +554,6 @@ def _table(cached: CachedRecords) -> dict[str, Any]:
     """The cache's table (:data:`_COLUMNS`) as arrays, for DuckDB to write."""
     import numpy as np
 
-    steps, column = np.frombuffer(cached.step_column(), dtype=np.float64), cached.summaries or array("d")
-    sums = np.frombuffer(column, dtype=np.float64)
     kind: list[int] = []
     body: list[bytes] = []
     a: list[int] = []
@@ -542,29 +570,12 @@ def _table(cached: CachedRecords) -> dict[str, Any]:
         put(_SECTION, orjson.dumps(section), -1, -1, -1)
     for p in cached.problems:
         put(_PROBLEM, p.raw, p.position, p.line, -1)
-    lists: list[Any] = [None] * len(kind)
-    summaries: list[Any] = [None] * len(kind)
-    at = pos = 0
     for row, config, environment, count in zip(cached.rows, *cached.refs, cached.step_counts, strict=True):
         put(_ROW, orjson.dumps(row), config, environment, count)
-        if count >= 0:
-            width = summary.column_width(count)
-            lists.append(steps[at:at + count])
-            summaries.append(sums[pos:pos + width])
-            at += count
-            pos += width
-        else:
-            lists.append(None)
-            summaries.append(None)
-
-    def objects(values: list[Any]) -> Any:
-        out = np.empty(len(values), dtype=object)
-        out[:] = values
-        return out
-
-    return {"kind": np.array(kind, dtype=np.uint8), "body": objects(body), "a": np.array(a, dtype=np.int64),
-            "b": np.array(b, dtype=np.int64), "n": np.array(n, dtype=np.int64), "steps": objects(lists),
-            "summary": objects(summaries)}
+    texts = np.empty(len(body), dtype=object)
+    texts[:] = body
+    return {"kind": np.array(kind, dtype=np.uint8), "body": texts, "a": np.array(a, dtype=np.int64),
+            "b": np.array(b, dtype=np.int64), "n": np.array(n, dtype=np.int64)}
 
 
 def write(path: Path, f: BinaryIO, st: os.stat_result, cached: CachedRecords) -> None:
@@ -587,15 +598,20 @@ def write(path: Path, f: BinaryIO, st: os.stat_result, cached: CachedRecords) ->
         fd, tmp = tempfile.mkstemp(prefix=f".{where.name}.", suffix=".tmp", dir=where.parent)
         os.close(fd)
         os.chmod(tmp, 0o600)
-        columns = ", ".join(f"{name}::{kind} AS {name}" for name, kind in zip(_COLUMNS, _TYPES, strict=True))
+        import numpy as np
+
         from cnnbench.results.engine import literal
 
+        columns = ", ".join(f"{name}::{kind} AS {name}" for name, kind in zip(_COLUMNS[:5], _TYPES[:5], strict=True))
+        values = {"v": np.concatenate([np.frombuffer(cached.step_column(), dtype=np.float64),
+                                       np.frombuffer(cached.summaries, dtype=np.float64)])}
         kv = ", ".join(f"{literal(k)}: {literal(v)}" for k, v in meta.items())
-        con = _connect()
-        con.register("cache_table", table)
-        con.execute(f"COPY (SELECT {columns} FROM cache_table) TO {literal(tmp)} "
-                    f"(FORMAT parquet, KV_METADATA {{{kv}}})")
-        con.close()
+        with _duckdb() as con:  # the values after the rows, in their order (checked by their CRC-32 when read)
+            con.register("cache_table", table)
+            con.register("cache_values", values)
+            con.execute(f"COPY (SELECT {columns}, NULL::DOUBLE AS v FROM cache_table UNION ALL "
+                        f"SELECT {_VALUE}, NULL, NULL, NULL, NULL, v FROM cache_values) TO {literal(tmp)} "
+                        f"(FORMAT parquet, DICTIONARY_SIZE_LIMIT 1, KV_METADATA {{{kv}}})")  # no two bodies alike
         os.chmod(tmp, 0o600)  # DuckDB makes the file anew
         os.replace(tmp, where)
         tmp = None

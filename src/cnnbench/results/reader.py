@@ -148,7 +148,7 @@ class StoreReader:
         problems: list[StoreProblem] = []
         current: dict[str, int] = {}  # run_id -> where in records
         files = iter_store_files(self.paths, below=self.below) if self._first else self._files()
-        with collector_paused():  # a load makes millions of containers and no cycles
+        with collector_paused(), cache.session():  # a load makes millions of containers and no cycles
             for path in files:
                 start, line = self._positions.get(path, (0, 1))
                 before = len(records)
@@ -312,13 +312,13 @@ def _add_new_lines(cached: cache.CachedRecords, f: BinaryIO) -> tuple[int, bytes
     since it was loaded without hashing them (the file was as it was then)."""
     fd, at, rest, added = f.fileno(), cached.end, b"", 0
     while chunk := os.pread(fd, _PIECE, at):
-        if cached.digest is None and at == cached.end:  # the file grew after it was opened
-            cached.digest = _verified_prefix(f, cached)
-            if cached.digest is None:
-                return None
         at += len(chunk)
         data = rest + chunk if rest else chunk
         whole = data.rfind(b"\n") + 1
+        if whole and cached.digest is None:  # whole lines after those covered (the file grew since it was opened)
+            cached.digest = _verified_prefix(f, cached)  # not for a torn last line alone: nothing to add
+            if cached.digest is None:
+                return None
         if whole:
             added += _parse_lines(cached, data, whole)
         rest = data[whole:]
