@@ -89,12 +89,6 @@ def column_width(n: int) -> int:
     return 3 + block_count(n)
 
 
-def load_numpy() -> None:
-    """Import what :func:`summary_column` computes with (numpy): once in a process about to fork
-    processes that each sum up their own runs."""
-    import numpy  # noqa: F401
-
-
 def summary_column(steps: array, start: int, counts: Sequence[int], means: Sequence[float]) -> array:
     """The column of the summaries of consecutive runs: ``counts`` step times each (all of them
     floats, one after another in ``steps`` from index ``start``), whose means (``math.fsum``
