@@ -230,8 +230,8 @@ def test_a_touched_file_keeps_its_cache(store, monkeypatch):
     assert same(read_records(store.parent), plain_read(store, monkeypatch))
     assert built == []  # verified by the hash of its lines, not rebuilt
     hashed = []
-    real_hash = cache._hash_prefix
-    monkeypatch.setattr(cache, "_hash_prefix", lambda f, size: hashed.append(size) or real_hash(f, size))
+    real_hash = cache.sha256_of
+    monkeypatch.setattr(cache, "sha256_of", lambda fd, size: hashed.append(size) or real_hash(fd, size))
     read_records(store.parent)
     assert hashed == []  # the cache was written again: its lines are not hashed every time
 
@@ -536,8 +536,8 @@ def test_a_torn_last_line_alone_costs_a_warm_read_no_hash_of_the_file(store, mon
         f.write('{"status": "ok", "conf')
     first = read_records(store.parent)
     hashed = []
-    real_hash = cache._hash_prefix
-    monkeypatch.setattr(cache, "_hash_prefix", lambda f, size: hashed.append(size) or real_hash(f, size))
+    real_hash = cache.sha256_of
+    monkeypatch.setattr(cache, "sha256_of", lambda fd, size: hashed.append(size) or real_hash(fd, size))
     for mode in (True, False, "lazy"):
         got = read_records(store.parent, step_times=mode)
         assert got[0] == read_records(store.parent, step_times=mode)[0]

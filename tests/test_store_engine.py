@@ -488,13 +488,13 @@ def test_a_file_touched_is_hashed_once_and_its_sidecar_kept(tmp_path, sidecars, 
     write(path, [line(good(i)) for i in range(3)])
     first = through_engine([store], FIELDS)
     hashed: list = []
-    real = engine._sha256
-    monkeypatch.setattr(engine, "_sha256", lambda fd, size: hashed.append(size) or real(fd, size))
+    real = engine.sha256_of
+    monkeypatch.setattr(engine, "sha256_of", lambda fd, size: hashed.append(size) or real(fd, size))
     os.utime(path, ns=(1, 1))
     assert through_engine([store], FIELDS) == first and served == ["box.jsonl"] and len(hashed) == 1
     assert through_engine([store], FIELDS) == first and served == ["box.jsonl"] * 2 and len(hashed) == 1
     with open(path, "rb") as f:
-        assert engine._sha256(f.fileno(), path.stat().st_size + 1) is None  # a file cut: no hash, no crash
+        assert engine.sha256_of(f.fileno(), path.stat().st_size + 1) is None  # a file cut: no hash, no crash
 
 
 @pytest.mark.parametrize("damage", ["bits", "truncated", "shared", "link", "fields"])

@@ -48,7 +48,7 @@ import threading
 import time
 import zlib
 from array import array
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
@@ -340,8 +340,10 @@ def _table_crc(kind: Any, body: Any, a: Any, b: Any, n: Any) -> str:
     return f"{crc:08x}"
 
 
-def _meta_hash(meta: dict[str, str]) -> str:
-    return hashlib.sha256("\0".join(str(meta.get(k)) for k in _META).encode()).hexdigest()
+def meta_hash(meta: Mapping[str, str], keys: Iterable[str]) -> str:
+    """A hash of a Parquet file's metadata (the values of ``keys``), kept with it: a value damaged
+    in the file is seen (this cache's, and the engine's sidecars')."""
+    return hashlib.sha256("\0".join(str(meta.get(k)) for k in keys).encode()).hexdigest()
 
 
 _SESSION = threading.local()
@@ -384,17 +386,27 @@ def _duckdb() -> Iterator[Any]:
         con.close()
 
 
-def _hash_prefix(f: BinaryIO, size: int) -> Any:
-    """A running SHA-256 of the first ``size`` bytes of ``f`` (``hexdigest()`` gives it)."""
-    digest = hashlib.sha256()
+def chunks(fd: int, size: int) -> Iterator[bytes]:
+    """The first ``size`` bytes of ``fd`` in parts (read, not mapped: a file cut meanwhile is no
+    crash); fewer when it holds fewer now."""
     at = 0
     while at < size:
-        chunk = os.pread(f.fileno(), min(_CHUNK, size - at), at)
+        chunk = os.pread(fd, min(_CHUNK, size - at), at)
         if not chunk:
-            break
-        digest.update(chunk)
+            return
+        yield chunk
         at += len(chunk)
-    return digest
+
+
+def sha256_of(fd: int, size: int) -> Any:
+    """A running SHA-256 of the first ``size`` bytes of ``fd`` (``hexdigest()`` gives it), None
+    when it holds fewer now."""
+    digest = hashlib.sha256()
+    read = 0
+    for chunk in chunks(fd, size):
+        digest.update(chunk)
+        read += len(chunk)
+    return digest if read == size else None
 
 
 def _head_hash(f: BinaryIO, size: int) -> str:
@@ -421,7 +433,7 @@ def _fetch(where: Path, steps: bool) -> _Fetched | None:
         source = f"read_parquet('/proc/self/fd/{c.fileno()}')"
         meta = dict(con.execute("SELECT key::VARCHAR, value::VARCHAR FROM parquet_kv_metadata(?)",
                                 [f"/proc/self/fd/{c.fileno()}"]).fetchall())
-        if meta.get("code") != code_key() or meta.get("metahash") != _meta_hash(meta):
+        if meta.get("code") != code_key() or meta.get("metahash") != meta_hash(meta, _META):
             return None
         columns = con.execute(f"SELECT kind, body, a, b, n FROM {source} WHERE kind <> {_VALUE}").fetchnumpy()
         table = kind, body, a, b, n = (columns["kind"], columns["body"], columns["a"], columns["b"], columns["n"])
@@ -464,8 +476,8 @@ def load(path: Path, f: BinaryIO, st: os.stat_result, *,
             log.debug("cache %s is stale; rebuilding", where)
             return None, True
         touched = meta["stat"] != str(_stat_key(st))
-        digest = _hash_prefix(f, end) if touched else None
-        if digest is not None and digest.hexdigest() != meta["prefix"]:
+        digest = sha256_of(f.fileno(), end) if touched else None
+        if touched and (digest is None or digest.hexdigest() != meta["prefix"]):
             log.debug("cache %s is stale (the covered lines changed); rebuilding", where)
             return None, True
         cached = _from_table(*fetched.table, end, int(meta["next_line"]))
@@ -476,7 +488,6 @@ def load(path: Path, f: BinaryIO, st: os.stat_result, *,
                 if fetched is None or fetched.meta != meta:
                     raise ValueError("replaced as it was read")
             cached.steps, cached.summaries = fetched.steps, fetched.summaries
-            _check_columns(cached)
         return cached, touched
     except FileNotFoundError:
         return None, True
@@ -524,15 +535,6 @@ def _from_table(kind: Any, body: Any, a: Any, b: Any, n: Any, end: int, next_lin
         raise ValueError("parts of the cache do not fit together")
     cached._section_index = {orjson.dumps(s): i for i, s in enumerate(sections)}  # -1s are found again
     return cached
-
-
-def _check_columns(cached: CachedRecords) -> None:
-    """Raise an error unless the step-time column holds every record's step times, and the
-    summaries column their summaries."""
-    with_steps = [n for n in cached.step_counts if n >= 0]
-    if (len(cached.steps or ()) != sum(with_steps)
-            or len(cached.summaries or ()) != sum(map(summary.column_width, with_steps))):
-        raise ValueError("the step times or their summaries do not fit the records")
 
 
 ABANDONED_S = 3600.0
@@ -589,15 +591,17 @@ def write(path: Path, f: BinaryIO, st: os.stat_result, cached: CachedRecords) ->
             raise ValueError("its step times were not read")
         cached.complete_summaries()
         table = _table(cached)
+        digest = cached.digest or sha256_of(f.fileno(), cached.end)
+        if digest is None:
+            raise ValueError("the file was cut as it was read")
         meta = {"code": code_key(), "end": str(cached.end), "next_line": str(cached.next_line),
                 "stat": str(_stat_key(st)), "head": _head_hash(f, cached.end),
-                "prefix": (cached.digest or _hash_prefix(f, cached.end)).hexdigest(), "rows": str(len(table["kind"])),
+                "prefix": digest.hexdigest(), "rows": str(len(table["kind"])),
                 "table": _table_crc(*(table[name] for name in _COLUMNS[:5])),
                 "steps": _floats_crc(cached.step_column()), "summaries": _floats_crc(cached.summaries)}
-        meta["metahash"] = _meta_hash(meta)
-        fd, tmp = tempfile.mkstemp(prefix=f".{where.name}.", suffix=".tmp", dir=where.parent)
+        meta["metahash"] = meta_hash(meta, _META)
+        fd, tmp = tempfile.mkstemp(prefix=f".{where.name}.", suffix=".tmp", dir=where.parent)  # 0600
         os.close(fd)
-        os.chmod(tmp, 0o600)
         import numpy as np
 
         from cnnbench.results.engine import literal

@@ -45,13 +45,12 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import hashlib
 import json
 import logging
 import os
 import stat
 import tempfile
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
@@ -61,6 +60,7 @@ import orjson
 from cnnbench.results import fields as R
 from cnnbench.results import files
 from cnnbench.results import record as contract
+from cnnbench.results.cache import chunks, meta_hash, sha256_of
 from cnnbench.results.cleaning import MAX_FIGURE
 from cnnbench.results.lines import StoreProblem
 from cnnbench.results.reader import iter_store_files, read_lines, read_records
@@ -693,7 +693,6 @@ def _insert(con: duckdb.DuckDBPyConnection, index: int, rows: list[list[Any]]) -
 # --- the sidecar --------------------------------------------------------------------------------
 
 SIDECAR_FORMAT = 4
-_CHUNK = 1 << 22
 
 
 class Sidecar:
@@ -752,28 +751,6 @@ def _identity(st: os.stat_result) -> str:
     return f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
 
 
-def _chunks(fd: int, size: int) -> Iterator[bytes]:
-    """The first ``size`` bytes of ``fd`` in parts (read, not mapped: a file cut meanwhile is no
-    crash); fewer when it holds fewer now."""
-    at = 0
-    while at < size:
-        chunk = os.pread(fd, min(_CHUNK, size - at), at)
-        if not chunk:
-            return
-        yield chunk
-        at += len(chunk)
-
-
-def _sha256(fd: int, size: int) -> Any:
-    """A SHA-256 of the first ``size`` bytes of ``fd``, None when it holds fewer now."""
-    digest = hashlib.sha256()
-    read = 0
-    for chunk in _chunks(fd, size):
-        digest.update(chunk)
-        read += len(chunk)
-    return digest if read == size else None
-
-
 def _in_threads(fn: Callable[..., Any], jobs: Sequence[tuple[Any, ...]], most: int | None = None) -> list[Any]:
     """``fn(*job)`` for each job, on every core (hashing and reading let the others run), or on
     ``most`` at a time."""
@@ -802,11 +779,6 @@ def _b64(value: Any) -> str:
     return base64.b64encode(json.dumps(value).encode()).decode()
 
 
-def _meta_hash(meta: Mapping[str, str]) -> str:
-    """A hash of a sidecar's metadata, kept with it: a value damaged in the file is seen."""
-    return hashlib.sha256("\0".join(str(meta.get(k)) for k in _META).encode()).hexdigest()
-
-
 def _read_meta(con: duckdb.DuckDBPyConnection, fd: int, code: str) -> dict[str, Any] | None:
     """A sidecar's metadata, checked (made by this cnnbench, whole, of sound values): its fields
     list, size and row count as such; None when it cannot be used."""
@@ -815,7 +787,7 @@ def _read_meta(con: duckdb.DuckDBPyConnection, fd: int, code: str) -> dict[str, 
     try:
         meta = dict(con.execute("SELECT key::VARCHAR, value::VARCHAR FROM parquet_kv_metadata(?)",
                                 [f"/proc/self/fd/{fd}"]).fetchall())
-        if meta.get("code") != code or meta.get("metahash") != _meta_hash(meta):
+        if meta.get("code") != code or meta.get("metahash") != meta_hash(meta, _META):
             return None
         fields = json.loads(base64.b64decode(meta["fields"]))
         hashes = json.loads(base64.b64decode(meta["hashes"]))
@@ -882,7 +854,7 @@ def _sound(con: duckdb.DuckDBPyConnection, opened: Sequence[_Opened],
     ``wanted`` add up."""
     # the files not as they were: is what the sidecar covers unchanged? (hashed on every core)
     moved = [(f.fileno(), meta["size"]) for _, _, f, _, _, meta, st in opened if meta["stat"] != _identity(st)]
-    hashes = iter(_in_threads(_sha256, moved))
+    hashes = iter(_in_threads(sha256_of, moved))
     sound = []
     for index, path, f, car, fd, meta, st in opened:
         if meta["stat"] == _identity(st):
@@ -968,7 +940,7 @@ def _tail(con: duckdb.DuckDBPyConnection, index: int, path: Path, f: BinaryIO, c
     if leaves is not None:
         leaves |= _keys(records, data if not steps else b"")
     if len(data) == st.st_size - size and _identity(os.fstat(f.fileno())) == _identity(st):
-        whole = digest.copy() if digest is not None else _sha256(f.fileno(), size)
+        whole = digest.copy() if digest is not None else sha256_of(f.fileno(), size)
         if whole is not None:
             whole.update(data)
             _save(con, index, car, wanted, _identity(st), st.st_size, whole.hexdigest(), leaves)
@@ -977,7 +949,7 @@ def _tail(con: duckdb.DuckDBPyConnection, index: int, path: Path, f: BinaryIO, c
 
 def _lines(fd: int, size: int) -> int:
     """How many lines the first ``size`` bytes of ``fd`` hold."""
-    return sum(chunk.count(b"\n") for chunk in _chunks(fd, size))
+    return sum(chunk.count(b"\n") for chunk in chunks(fd, size))
 
 
 _Made = tuple[int, BinaryIO, Sidecar, str, "frozenset[str] | None"]
@@ -991,7 +963,7 @@ def _save_all(con: duckdb.DuckDBPyConnection, files: Sequence[_Made], wanted: Se
     keep = [(index, f, car, before, leaves) for index, f, car, before, leaves in files
             if car.where is not None and _identity(os.fstat(f.fileno())) == before]
     sizes = [os.fstat(f.fileno()).st_size for _, f, _, _, _ in keep]
-    hashes = _in_threads(_sha256, [(f.fileno(), size) for (_, f, _, _, _), size in zip(keep, sizes, strict=True)])
+    hashes = _in_threads(sha256_of, [(f.fileno(), size) for (_, f, _, _, _), size in zip(keep, sizes, strict=True)])
     saves = []
     for (index, f, car, before, leaves), size, digest in zip(keep, sizes, hashes, strict=True):
         last = os.pread(f.fileno(), 1, size - 1) if size else b""
@@ -1021,7 +993,7 @@ def _save(con: duckdb.DuckDBPyConnection, index: int, car: Sidecar, wanted: Sequ
         meta = {"code": car.code, "size": str(size), "sha256": sha256, "stat": identity, "rows": str(rows[0]),
                 "hashes": _b64(rows[1]), "fields": _b64(list(wanted)),
                 "leaves": "" if leaves is None else _b64(sorted(leaves))}
-        meta["metahash"] = _meta_hash(meta)
+        meta["metahash"] = meta_hash(meta, _META)
         from cnnbench.results.cache import _remove_abandoned
 
         _remove_abandoned(car.where)  # the temporary files of writers that died an hour ago or more

@@ -297,8 +297,8 @@ def _verified_prefix(f: BinaryIO, cached: cache.CachedRecords) -> Any:
     was made from (the hash its file records), else None. The lines appended since are added to
     it as they are parsed, so the cache written then records the hash of the bytes its records
     came from (not of the file as it is when written, which may have changed meanwhile)."""
-    digest = cache._hash_prefix(f, cached.end)
-    return digest if digest.hexdigest() == cached.prefix else None
+    digest = cache.sha256_of(f.fileno(), cached.end)
+    return digest if digest is not None and digest.hexdigest() == cached.prefix else None
 
 
 _PIECE = 1 << 24

@@ -175,13 +175,10 @@ class StepTimes(Sequence[float]):
             i += self._n
         if not 0 <= i < self._n:
             raise IndexError("step index out of range")
-        return self._column_values()[self._start + i]
-
-    def _column_values(self) -> array:
-        return self._steps
+        return self._steps[self._start + i]
 
     def _array(self) -> array:
-        return self._column_values()[self._start:self._start + self._n]
+        return self._steps[self._start:self._start + self._n]
 
     def __iter__(self) -> Iterator[float]:
         return iter(self._array())
@@ -195,7 +192,7 @@ class StepTimes(Sequence[float]):
         true or another ``dtype`` is asked for, which ``copy=False`` refuses)."""
         import numpy as np
 
-        view = np.frombuffer(self._column_values(), dtype=np.float64, count=self._n, offset=self._start * 8)
+        view = np.frombuffer(self._steps, dtype=np.float64, count=self._n, offset=self._start * 8)
         view.flags.writeable = False  # the store's column, shared by every run's view
         if copy or (dtype is not None and np.dtype(dtype) != view.dtype):
             if copy is False:
