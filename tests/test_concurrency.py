@@ -118,3 +118,27 @@ def test_a_case_recorded_meanwhile_by_another_sweep_is_not_run_again(tmp_path):
     assert [c.config.batch_size for c in result.skipped] == [8]
     records, _ = read_records(results)
     assert sorted(r["config"]["batch_size"] for r in records) == [2, 8]  # not two of batch 8
+
+
+def test_a_claims_folder_tidied_away_as_it_is_opened_is_made_again(tmp_path, monkeypatch):
+    """Another sweep removes the empty ``.claims/`` (its tidy) between this one's making it and
+    opening it: the claim is tried again, not a crash of the sweep."""
+    from cnnbench.sweep import claims as claims_module
+    from cnnbench.sweep.claims import CaseClaims
+
+    results = tmp_path / "r"
+    real = claims_module.files.open_folder
+    calls = []
+
+    def tidied_first(root, *names, make=False):
+        calls.append(names)
+        if len(calls) == 1:
+            real(root, *names, make=True)
+            os.close(real(root, *names))
+            (root / names[0]).rmdir()  # the other sweep's tidy
+            return real(root, *names)  # the open that finds it gone
+        return real(root, *names, make=make)
+
+    monkeypatch.setattr(claims_module.files, "open_folder", tidied_first)
+    with CaseClaims(results).try_claim("case-testbox") as claim:
+        assert claim is not None and len(calls) == 2

@@ -68,7 +68,10 @@ class CaseClaims:
         folder or a symlink sits at the claim's name."""
         path = self.folder / f"{name}.lock"
         while True:
-            folder_fd = files.open_folder(self.results_dir, CLAIMS_FOLDER, make=True)
+            try:
+                folder_fd = files.open_folder(self.results_dir, CLAIMS_FOLDER, make=True)
+            except FileNotFoundError:  # removed between its making and its opening (another sweep tidied it)
+                continue
             try:
                 fd = files.open_in(folder_fd, path.name, os.O_RDWR | os.O_CREAT, path, mode=0o644)
             except FileNotFoundError:  # the folder was removed meanwhile: make it again
