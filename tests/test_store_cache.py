@@ -403,6 +403,24 @@ def test_no_cache_in_a_folder_others_may_write_in(store, monkeypatch, tmp_path):
     assert cache.cache_path(store).stat().st_mode & 0o777 == 0o600  # the user's alone to read
 
 
+def test_a_cache_is_the_users_alone_to_read_from_its_first_byte(store, monkeypatch, tmp_path):
+    """Written into the file mkstemp made (0600), not one DuckDB makes anew by the umask and a chmod
+    puts right afterwards: in a cache folder others may enter (0755 is allowed: no one else may
+    write in it), no one else could read the records in between. Seen without the chmod."""
+    folder = tmp_path / "open"
+    folder.mkdir(mode=0o755)
+    folder.chmod(0o755)
+    monkeypatch.setenv("CNNBENCH_CACHE_DIR", str(folder))
+    monkeypatch.setattr(os, "chmod", lambda *a, **k: None)  # as the moment before any chmod
+    old = os.umask(0o022)
+    try:
+        read_records(store.parent)
+    finally:
+        os.umask(old)
+    (made,) = folder.iterdir()
+    assert made == cache.cache_path(store) and made.stat().st_mode & 0o777 == 0o600
+
+
 def _rewritten(where: Path, column: str, expr: str) -> None:
     """The cache at ``where`` written again with ``column`` as ``expr``, its metadata as it was (as
     if its bytes were damaged so that its Parquet still reads)."""

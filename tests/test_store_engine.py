@@ -388,6 +388,24 @@ def use_sidecars(monkeypatch, tmp_path):
     return home, served
 
 
+def test_a_sidecar_is_the_users_alone_to_read_from_its_first_byte(tmp_path, sidecars, monkeypatch):
+    """Written into the file mkstemp made (0600), not one DuckDB makes anew by the umask: no one else
+    can read it before a chmod would put it right (seen without any chmod)."""
+    home, _ = sidecars
+    home.mkdir(parents=True)
+    home.chmod(0o755)
+    store = tmp_path / "results"
+    write(store / "box.jsonl", [line(good(i)) for i in range(4)])
+    monkeypatch.setattr(os, "chmod", lambda *a, **k: None)
+    old = os.umask(0o022)
+    try:
+        through_engine([store], FIELDS)
+    finally:
+        os.umask(old)
+    (made,) = home.glob("*.parquet")
+    assert made.stat().st_mode & 0o777 == 0o600 and not list(home.glob("*tmp*"))
+
+
 def test_a_second_read_comes_from_the_sidecar_and_gives_the_same(tmp_path, sidecars):
     home, served = sidecars
     store = tmp_path / "results"

@@ -600,8 +600,6 @@ def write(path: Path, f: BinaryIO, st: os.stat_result, cached: CachedRecords) ->
                 "table": _table_crc(*(table[name] for name in _COLUMNS[:5])),
                 "steps": _floats_crc(cached.step_column()), "summaries": _floats_crc(cached.summaries)}
         meta["metahash"] = meta_hash(meta, _META)
-        fd, tmp = tempfile.mkstemp(prefix=f".{where.name}.", suffix=".tmp", dir=where.parent)  # 0600
-        os.close(fd)
         import numpy as np
 
         from cnnbench.results.engine import literal
@@ -610,13 +608,17 @@ def write(path: Path, f: BinaryIO, st: os.stat_result, cached: CachedRecords) ->
         values = {"v": np.concatenate([np.frombuffer(cached.step_column(), dtype=np.float64),
                                        np.frombuffer(cached.summaries, dtype=np.float64)])}
         kv = ", ".join(f"{literal(k)}: {literal(v)}" for k, v in meta.items())
-        with _duckdb() as con:  # the values after the rows, in their order (checked by their CRC-32 when read)
-            con.register("cache_table", table)
-            con.register("cache_values", values)
-            con.execute(f"COPY (SELECT {columns}, NULL::DOUBLE AS v FROM cache_table UNION ALL "
-                        f"SELECT {_VALUE}, NULL, NULL, NULL, NULL, v FROM cache_values) TO {literal(tmp)} "
-                        f"(FORMAT parquet, DICTIONARY_SIZE_LIMIT 1, KV_METADATA {{{kv}}})")  # no two bodies alike
-        os.chmod(tmp, 0o600)  # DuckDB makes the file anew
+        fd, tmp = tempfile.mkstemp(prefix=f".{where.name}.", suffix=".tmp", dir=where.parent)  # 0600
+        try:  # into the file mkstemp made, 0600 (by its name, DuckDB would make one of its own, others' to read)
+            with _duckdb() as con:  # the values after the rows, in their order (checked by their CRC-32 when read)
+                con.register("cache_table", table)
+                con.register("cache_values", values)
+                con.execute(f"COPY (SELECT {columns}, NULL::DOUBLE AS v FROM cache_table UNION ALL "
+                            f"SELECT {_VALUE}, NULL, NULL, NULL, NULL, v FROM cache_values) TO '/proc/self/fd/{fd}' "
+                            f"(FORMAT parquet, USE_TMP_FILE false, DICTIONARY_SIZE_LIMIT 1, "
+                            f"KV_METADATA {{{kv}}})")  # no two bodies alike
+        finally:
+            os.close(fd)
         os.replace(tmp, where)
         tmp = None
         log.debug("wrote cache %s (%d records, %d bytes covered)", where, len(cached.rows), cached.end)

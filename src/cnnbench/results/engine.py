@@ -997,16 +997,17 @@ def _save(con: duckdb.DuckDBPyConnection, index: int, car: Sidecar, wanted: Sequ
         from cnnbench.results.cache import _remove_abandoned
 
         _remove_abandoned(car.where)  # the temporary files of writers that died an hour ago or more
-        fd, tmp = tempfile.mkstemp(prefix=f".{car.where.name}.", suffix=".tmp", dir=car.where.parent)
-        os.close(fd)
+        fd, tmp = tempfile.mkstemp(prefix=f".{car.where.name}.", suffix=".tmp", dir=car.where.parent)  # 0600
     except (OSError, duckdb.Error) as exc:
         log.debug("no sidecar for %s: %s", car.where, exc)
         return
     try:
         kv = ", ".join(f"{k}: {literal(v)}" for k, v in meta.items())
-        con.execute(f"COPY (SELECT {columns} FROM {SCANNED} WHERE _file = {int(index)} ORDER BY rowid) "
-                    f"TO {literal(tmp)} (FORMAT parquet, KV_METADATA {{{kv}}})")
-        os.chmod(tmp, 0o600)
+        try:  # into the file mkstemp made (by its name, DuckDB would make one of its own, others' to read)
+            con.execute(f"COPY (SELECT {columns} FROM {SCANNED} WHERE _file = {int(index)} ORDER BY rowid) "
+                        f"TO '/proc/self/fd/{fd}' (FORMAT parquet, USE_TMP_FILE false, KV_METADATA {{{kv}}})")
+        finally:
+            os.close(fd)
         os.replace(tmp, car.where)
     except (OSError, duckdb.Error) as exc:
         log.debug("no sidecar for %s: %s", car.where, exc)
