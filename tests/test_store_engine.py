@@ -619,3 +619,21 @@ def test_fields_are_found_a_file_per_core_and_a_few_files_at_most(tmp_path, monk
     assert 2 <= len(threads) <= engine.DISCOVER_AT_ONCE
     assert [sorted(n for n in every.leaves[i] if n.startswith("only_")) for i in range(12)] == [
         [f"only_{i}"] for i in range(12)]
+
+
+def test_a_line_longer_than_a_first_read_takes_is_read_again_with_the_longest(tmp_path, monkeypatch):
+    """A store's files are read first with lines of up to FAST_OBJECT (parts a core each); a longer
+    line fails that read whole, and the files are read again with MAX_OBJECT: every run, the long
+    one too, as the checked reader gives them."""
+    monkeypatch.setattr(engine, "FAST_OBJECT", 16 << 20)  # DuckDB's least
+    long_run = good(7)
+    long_run["metrics"]["step_times_s"] = [0.0012345678901234] * 3_000_000  # a line of about 60 MB
+    store = tmp_path / "results"
+    write(store / "box.jsonl", [line(good(i)) for i in range(3)] + [line(long_run)] + [line(good(i)) for i in (4, 5)])
+    write(store / "other.jsonl", [line(good(9, machine="other"))])
+    tried = []
+    real = engine._longest
+    monkeypatch.setattr(engine, "_longest", lambda read: real(lambda most: (tried.append(most), read(most))[1]))
+    new, old = both([store])
+    assert new == old and new[1] == 7 and long_run["run_id"] in {r["run_id"] for r in new[0]}
+    assert tried == [16 << 20, engine.MAX_OBJECT]  # read again, after the first read failed
