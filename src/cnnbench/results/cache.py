@@ -609,16 +609,16 @@ def write(path: Path, f: BinaryIO, st: os.stat_result, cached: CachedRecords) ->
                                        np.frombuffer(cached.summaries, dtype=np.float64)])}
         kv = ", ".join(f"{literal(k)}: {literal(v)}" for k, v in meta.items())
         fd, tmp = tempfile.mkstemp(prefix=f".{where.name}.", suffix=".tmp", dir=where.parent)  # 0600
-        try:  # into the file mkstemp made, 0600 (by its name, DuckDB would make one of its own, others' to read)
-            with _duckdb() as con:  # the values after the rows, in their order (checked by their CRC-32 when read)
-                con.register("cache_table", table)
-                con.register("cache_values", values)
-                con.execute(f"COPY (SELECT {columns}, NULL::DOUBLE AS v FROM cache_table UNION ALL "
-                            f"SELECT {_VALUE}, NULL, NULL, NULL, NULL, v FROM cache_values) TO '/proc/self/fd/{fd}' "
-                            f"(FORMAT parquet, USE_TMP_FILE false, DICTIONARY_SIZE_LIMIT 1, "
-                            f"KV_METADATA {{{kv}}})")  # no two bodies alike
-        finally:
-            os.close(fd)
+        os.close(fd)
+        with _duckdb() as con:  # the values after the rows, in their order (checked by their CRC-32 when read)
+            con.register("cache_table", table)
+            con.register("cache_values", values)
+            # into the file mkstemp made, 0600 (with a temporary file of its own, DuckDB would make a
+            # new one by the umask, others' to read until a chmod; and one the clean-up does not know)
+            con.execute(f"COPY (SELECT {columns}, NULL::DOUBLE AS v FROM cache_table UNION ALL "
+                        f"SELECT {_VALUE}, NULL, NULL, NULL, NULL, v FROM cache_values) TO {literal(tmp)} "
+                        f"(FORMAT parquet, USE_TMP_FILE false, DICTIONARY_SIZE_LIMIT 1, "
+                        f"KV_METADATA {{{kv}}})")  # no two bodies alike
         os.replace(tmp, where)
         tmp = None
         log.debug("wrote cache %s (%d records, %d bytes covered)", where, len(cached.rows), cached.end)
