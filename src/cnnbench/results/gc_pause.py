@@ -16,7 +16,9 @@ into the oldest generation) moves that there and resets the young count without 
 first allocation after the block would owe a young collection that traces every object the block
 made (0.14 s of a 1 s warm read of 100,000 engine records), and they would be traced again a few
 collections later on their way to the oldest generation. There they are traced only by a full
-collection, as long-lived objects are; a cycle among them is still found and freed then (or by
+collection, as long-lived objects are (CPython counts that generation only at a full collection,
+so the first one comes soon after: the commands that read a store and end keep the collector
+paused throughout, ``cnnbench.cli.READING``); a cycle among them is still found and freed then (or by
 ``gc.collect()``), and the caller's young garbage was freed as the block started, not promoted.
 Only where this is so (:data:`PROMOTES`): CPython 3.10 to 3.13 with the GIL (3.14's incremental
 collector and the free-threaded builds' differ), and where nothing is frozen: not where the
