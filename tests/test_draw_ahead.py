@@ -197,3 +197,21 @@ def test_starting_drawing_processes_leaves_a_callers_freeze_alone():
         assert frozen and gc.get_freeze_count() > frozen // 2  # (a few frozen objects die meanwhile)
     finally:
         gc.unfreeze()
+
+
+def test_figures_drawn_here_in_a_paused_command_are_freed_as_they_are_drawn(tmp_path):
+    """A reading command pauses the cycle collector; a figure drawn in this process is a web of
+    cycles, so the collector runs while it is drawn and its garbage is gone when the drawing ends
+    (kept to the end otherwise: thousands of objects a figure); paused again after it."""
+    import gc
+
+    from cnnbench.results.gc_pause import collector_paused
+
+    figures = [f for f in build_report(records()).figures if f.drawn]
+    assert len(figures) >= 2
+    gc.collect()
+    with collector_paused():
+        drawing.start_drawing(figures, tmp_path, drawing.prepare_drawing(0)).wait()
+        assert not gc.isenabled()
+        left = gc.collect()
+    assert left < 1000 * len(figures), (left, len(figures))  # over 4,000 a figure otherwise

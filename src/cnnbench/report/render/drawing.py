@@ -51,9 +51,13 @@ def _cpus() -> int:
 
 
 def _draw(figure: Figure, outdir: Path, key: str | None = None) -> Path:
+    """``figure`` drawn in this process, the cycle collector running meanwhile (a reading command
+    pauses it: a figure's cycles would be kept to the end)."""
     from cnnbench.report.render.plots import draw
+    from cnnbench.results.gc_pause import collector_running
 
-    return draw(figure, outdir, key)
+    with collector_running():
+        return draw(figure, outdir, key)
 
 
 def _render(figure: Figure, key: str) -> bytes:
