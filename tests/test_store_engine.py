@@ -637,3 +637,16 @@ def test_a_line_longer_than_a_first_read_takes_is_read_again_with_the_longest(tm
     new, old = both([store])
     assert new == old and new[1] == 7 and long_run["run_id"] in {r["run_id"] for r in new[0]}
     assert tried == [16 << 20, engine.MAX_OBJECT]  # read again, after the first read failed
+
+
+def test_a_line_longer_than_the_engine_reads_leaves_the_store_to_the_checked_reader(tmp_path, monkeypatch):
+    """Past the longest line the engine reads, the store is the checked reader's (its runs, not a
+    DuckDB error)."""
+    monkeypatch.setattr(engine, "FAST_OBJECT", 16 << 20)
+    monkeypatch.setattr(engine, "MAX_OBJECT", 16 << 20)
+    long_run = good(7)
+    long_run["metrics"]["step_times_s"] = [0.0012345678901234] * 3_000_000  # a line of about 60 MB
+    store = tmp_path / "results"
+    write(store / "box.jsonl", [line(good(0)), line(long_run), line(good(1))])
+    new, old = both([store])
+    assert new == old and new[1] == 3

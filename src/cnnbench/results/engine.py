@@ -577,7 +577,8 @@ def _read_batch(con: duckdb.DuckDBPyConnection, query: tuple[str, str, str], sta
 
 def _longest(read: Callable[[int], Any]) -> Any:
     """``read(most)`` with lines of up to :data:`FAST_OBJECT` bytes, or, where one is longer (DuckDB
-    then fails the statement whole, ``ignore_errors`` or not), again with :data:`MAX_OBJECT`."""
+    then fails the statement whole, ``ignore_errors`` or not), again with :data:`MAX_OBJECT`;
+    :class:`EngineCannot` where a line is longer still (the checked reader reads the store)."""
     import duckdb
 
     try:
@@ -585,7 +586,12 @@ def _longest(read: Callable[[int], Any]) -> Any:
     except duckdb.InvalidInputException as exc:
         if "maximum_object_size" not in str(exc):
             raise
-    return read(MAX_OBJECT)
+    try:
+        return read(MAX_OBJECT)
+    except duckdb.InvalidInputException as exc:
+        if "maximum_object_size" not in str(exc):
+            raise
+        raise EngineCannot(f"a line longer than {MAX_OBJECT} bytes") from None
 
 
 def _batch() -> int:
