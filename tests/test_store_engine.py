@@ -650,3 +650,23 @@ def test_a_line_longer_than_the_engine_reads_leaves_the_store_to_the_checked_rea
     write(store / "box.jsonl", [line(good(0)), line(long_run), line(good(1))])
     new, old = both([store])
     assert new == old and new[1] == 3
+
+
+def test_an_export_of_a_store_with_a_line_longer_than_the_engine_reads_is_the_checked_readers(
+        tmp_path, monkeypatch, capsys):
+    """An every-field read (export, query) finds each file's fields first: a line too long for that
+    too leaves the store to the checked reader, every run exported."""
+    import csv
+    import io
+
+    monkeypatch.setattr(engine, "WIDE_STORE", 0)
+    monkeypatch.setattr(engine, "FAST_OBJECT", 16 << 20)
+    monkeypatch.setattr(engine, "MAX_OBJECT", 16 << 20)
+    long_run = good(7)
+    long_run["metrics"]["step_times_s"] = [0.0012345678901234] * 3_000_000  # a line of about 60 MB
+    store = tmp_path / "results"
+    runs = [good(0), long_run, good(1)]
+    write(store / "box.jsonl", [line(r) for r in runs])
+    assert main(["results", "export", "--format", "csv", "--no-step-times", str(store)]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert sorted(r["run_id"] for r in rows) == sorted(r["run_id"] for r in runs)

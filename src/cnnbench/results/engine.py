@@ -440,7 +440,8 @@ def _discover(found: Sequence[Path]) -> _Every:
 def _fields_of(con: duckdb.DuckDBPyConnection, path: Path) -> tuple[str, frozenset[str]] | None:
     """The identity (:func:`_identity`) and fields of the file at ``path`` (None when it does not
     open): from its sidecar while the file is as it was, else as DuckDB finds them reading it whole,
-    else as the checked reader reads its records."""
+    else as the checked reader reads its records (:class:`EngineCannot` for a line longer than the
+    engine ever reads: the whole store is the checked reader's, as its read would fail)."""
     try:
         f = _open(path, [])
         if f is None:
@@ -475,7 +476,8 @@ def _sidecar_leaves(con: duckdb.DuckDBPyConnection, path: Path, st: os.stat_resu
 def _described(con: duckdb.DuckDBPyConnection, fd: int) -> frozenset[str] | None:
     """The dotted leaves of the records of the file open as ``fd``, as DuckDB finds them reading
     it whole (a key with only ``{}`` or values of several kinds is a leaf; a list is one); None
-    when it cannot (a line it cannot read, names alike but for case)."""
+    when it cannot (a line it cannot read, names alike but for case); :class:`EngineCannot` for a
+    line longer than it ever reads (the store is the checked reader's)."""
     import duckdb
 
     try:
