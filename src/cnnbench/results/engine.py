@@ -77,11 +77,11 @@ MAX_OBJECT = 1 << 30
 """Longest line the engine reads (DuckDB's default is 16 MiB): a run with tens of millions of step times."""
 FAST_OBJECT = 64 << 20
 """Longest line a first read of a store's files takes (a run with about three million step times;
-DuckDB took lines of up to about twice this):
-DuckDB reads a file in parts of about this size, a part a core, so that with :data:`MAX_OBJECT` a
-file of up to a gigabyte is one part, read on one core (a store of one big file, one machine's:
-2.9 s against 1.45 s for 100,000 runs on 2 cores). A read that meets a longer line fails whole and
-is made again with :data:`MAX_OBJECT` (:func:`_longest`)."""
+DuckDB took lines of up to about twice this). DuckDB reads a file in parts of about this size, a
+part a core, so that with :data:`MAX_OBJECT` a file of up to a gigabyte is one part, read on one
+core (a store of one big file, one machine's: 2.9 s against 1.45 s for 100,000 runs on 2 cores).
+A read that meets a longer line fails whole and is made again with :data:`MAX_OBJECT`
+(:func:`_longest`)."""
 
 _LEAF = "leaf"
 
@@ -583,17 +583,13 @@ def _longest(read: Callable[[int], Any]) -> Any:
     :class:`EngineCannot` where a line is longer still (the checked reader reads the store)."""
     import duckdb
 
-    try:
-        return read(FAST_OBJECT)
-    except duckdb.InvalidInputException as exc:
-        if "maximum_object_size" not in str(exc):
-            raise
-    try:
-        return read(MAX_OBJECT)
-    except duckdb.InvalidInputException as exc:
-        if "maximum_object_size" not in str(exc):
-            raise
-        raise EngineCannot(f"a line longer than {MAX_OBJECT} bytes") from None
+    for most in (FAST_OBJECT, MAX_OBJECT):
+        try:
+            return read(most)
+        except duckdb.InvalidInputException as exc:
+            if "maximum_object_size" not in str(exc):
+                raise
+    raise EngineCannot(f"a line longer than {MAX_OBJECT} bytes")
 
 
 def _batch() -> int:

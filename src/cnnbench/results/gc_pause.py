@@ -64,13 +64,20 @@ def collector_paused() -> Iterator[None]:
     finally:
         if was_enabled:
             try:
-                if promote and not gc.get_freeze_count():
-                    try:
-                        gc.freeze()
-                    finally:  # never left frozen (a ^C)
-                        gc.unfreeze()
+                if promote:
+                    _promote()
             finally:
                 gc.enable()
+
+
+def _promote() -> None:
+    """Move every tracked object to the oldest generation without tracing it (``gc.freeze()``
+    then ``gc.unfreeze()``), where that is so (:data:`PROMOTES`) and nothing is frozen."""
+    if PROMOTES and not gc.get_freeze_count():
+        try:
+            gc.freeze()
+        finally:  # never left frozen (a ^C)
+            gc.unfreeze()
 
 
 @contextmanager
@@ -83,11 +90,7 @@ def collector_running() -> Iterator[None]:
     if gc.isenabled():
         yield
         return
-    if PROMOTES and not gc.get_freeze_count():
-        try:
-            gc.freeze()
-        finally:
-            gc.unfreeze()
+    _promote()
     gc.enable()
     try:
         yield
