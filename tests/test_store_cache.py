@@ -219,6 +219,42 @@ def test_a_change_at_the_start_is_seen_even_when_the_file_looks_untouched(store,
     assert records[1]["config"]["model"] == "resnetX"
 
 
+@pytest.mark.parametrize("size", [0, 1, 63, 64, 65, 128, 200, 1000])
+def test_a_files_hash_by_blocks_at_once_is_its_running_hash(tmp_path, monkeypatch, size):
+    """The hash a cache records of its lines is the same whether its blocks are hashed at once (a
+    job each, on every core) or it is extended piece by piece as lines are parsed or appended; any
+    byte changed changes it; a file that holds fewer bytes now has none."""
+    import random
+
+    monkeypatch.setattr(cache, "HASH_BLOCK", 64)
+    jobs = []
+    real = cache.on_every_core
+    monkeypatch.setattr(cache, "on_every_core", lambda fn, todo, most=None: jobs.append(len(todo)) or real(fn, todo))
+    data = random.Random(size).randbytes(size)
+    path = tmp_path / "f"
+    path.write_bytes(data)
+    with open(path, "rb") as f:
+        blocked = cache.content_hash(f.fileno(), size)
+        half = cache.content_hash(f.fileno(), size // 2)
+        assert cache.content_hash(f.fileno(), size + 1) is None
+    assert blocked is not None and half is not None and jobs[0] == -(-size // 64)
+    for step in (1, 7, 64, 100):
+        running = cache.ContentHash()
+        for at in range(0, size, step):
+            running.update(memoryview(data)[at:at + step])
+        assert running.hexdigest() == blocked.hexdigest()
+    twin = half.copy()
+    twin.update(data[size // 2:])
+    assert twin.hexdigest() == blocked.hexdigest()
+    prefix = cache.ContentHash()
+    prefix.update(data[:size // 2])
+    assert half.hexdigest() == prefix.hexdigest()  # the copy's update left it as it was
+    for at in range(0, size, 13):
+        path.write_bytes(data[:at] + bytes([data[at] ^ 1]) + data[at + 1:])
+        with open(path, "rb") as f:
+            assert cache.content_hash(f.fileno(), size).hexdigest() != blocked.hexdigest(), at
+
+
 def test_a_touched_file_keeps_its_cache(store, monkeypatch):
     """Times changed, lines not (``touch``, a restore from a backup): the cache is verified by the
     hash of its lines, not rebuilt, and written again so later reads need not hash them."""
@@ -230,8 +266,8 @@ def test_a_touched_file_keeps_its_cache(store, monkeypatch):
     assert same(read_records(store.parent), plain_read(store, monkeypatch))
     assert built == []  # verified by the hash of its lines, not rebuilt
     hashed = []
-    real_hash = cache.sha256_of
-    monkeypatch.setattr(cache, "sha256_of", lambda fd, size: hashed.append(size) or real_hash(fd, size))
+    real_hash = cache.content_hash
+    monkeypatch.setattr(cache, "content_hash", lambda fd, size: hashed.append(size) or real_hash(fd, size))
     read_records(store.parent)
     assert hashed == []  # the cache was written again: its lines are not hashed every time
 
@@ -554,8 +590,8 @@ def test_a_torn_last_line_alone_costs_a_warm_read_no_hash_of_the_file(store, mon
         f.write('{"status": "ok", "conf')
     first = read_records(store.parent)
     hashed = []
-    real_hash = cache.sha256_of
-    monkeypatch.setattr(cache, "sha256_of", lambda fd, size: hashed.append(size) or real_hash(fd, size))
+    real_hash = cache.content_hash
+    monkeypatch.setattr(cache, "content_hash", lambda fd, size: hashed.append(size) or real_hash(fd, size))
     for mode in (True, False, "lazy"):
         got = read_records(store.parent, step_times=mode)
         assert got[0] == read_records(store.parent, step_times=mode)[0]

@@ -506,13 +506,13 @@ def test_a_file_touched_is_hashed_once_and_its_sidecar_kept(tmp_path, sidecars, 
     write(path, [line(good(i)) for i in range(3)])
     first = through_engine([store], FIELDS)
     hashed: list = []
-    real = engine.sha256_of
-    monkeypatch.setattr(engine, "sha256_of", lambda fd, size: hashed.append(size) or real(fd, size))
+    real = engine.content_hashes
+    monkeypatch.setattr(engine, "content_hashes", lambda files: hashed.extend(size for _, size in files) or real(files))
     os.utime(path, ns=(1, 1))
     assert through_engine([store], FIELDS) == first and served == ["box.jsonl"] and len(hashed) == 1
     assert through_engine([store], FIELDS) == first and served == ["box.jsonl"] * 2 and len(hashed) == 1
     with open(path, "rb") as f:
-        assert engine.sha256_of(f.fileno(), path.stat().st_size + 1) is None  # a file cut: no hash, no crash
+        assert engine.content_hash(f.fileno(), path.stat().st_size + 1) is None  # a file cut: no hash, no crash
 
 
 @pytest.mark.parametrize("damage", ["bits", "truncated", "shared", "link", "fields"])
@@ -529,7 +529,7 @@ def test_a_damaged_or_foreign_sidecar_is_not_used(tmp_path, sidecars, damage):
                 car.write_bytes(data[:at] + bytes([data[at] ^ mask]) + data[at + 1:])
                 car.chmod(0o600)
                 assert through_engine([store], FIELDS) == first, (mask, at)
-        for key in (b"size", b"rows", b"stat", b"sha256", b"hashes"):  # and in each value of its metadata
+        for key in (b"size", b"rows", b"stat", b"content", b"hashes"):  # and in each value of its metadata
             start = data.rfind(key) + len(key)
             for at in range(start, start + 6):
                 car.write_bytes(data[:at] + bytes([data[at] ^ 0x10]) + data[at + 1:])

@@ -60,7 +60,7 @@ import orjson
 from cnnbench.results import fields as R
 from cnnbench.results import files
 from cnnbench.results import record as contract
-from cnnbench.results.cache import chunks, meta_hash, sha256_of
+from cnnbench.results.cache import chunks, content_hash, content_hashes, meta_hash, on_every_core
 from cnnbench.results.cleaning import MAX_FIGURE
 from cnnbench.results.lines import StoreProblem
 from cnnbench.results.reader import iter_store_files, read_lines, read_records
@@ -427,7 +427,7 @@ def _discover(found: Sequence[Path]) -> _Every:
     every = _Every()
     con = connect()
     try:
-        found_now = _in_threads(lambda index, path: _fields_of(con.cursor(), path), list(enumerate(found)),
+        found_now = on_every_core(lambda index, path: _fields_of(con.cursor(), path), list(enumerate(found)),
                                 DISCOVER_AT_ONCE)
     finally:
         con.close()
@@ -718,7 +718,7 @@ def _insert(con: duckdb.DuckDBPyConnection, index: int, rows: list[list[Any]]) -
 
 # --- the sidecar --------------------------------------------------------------------------------
 
-SIDECAR_FORMAT = 4
+SIDECAR_FORMAT = 5
 
 
 class Sidecar:
@@ -729,7 +729,8 @@ class Sidecar:
     Its metadata: what made it (this format, the record contract's code, DuckDB's version), the
     fields, the rows and per column a sum of its values' hashes (a read checks those of the columns it
     reads: a narrow read of a wide sidecar hashes no more than it reads), and the results file's size,
-    the SHA-256 of those bytes, and its device, inode, size and times when they were read; and a hash of all of these.
+    the :class:`~cnnbench.results.cache.ContentHash` of those bytes, and its device, inode, size and
+    times when they were read; and a hash of all of these.
     A sidecar whose metadata or columns' types are not as written, or whose rows do not add up,
     is not used. It serves a read asking for those fields or fewer, while the file is as it was (device,
     inode, size and times unchanged: no hash) or its first ``size`` bytes hash as recorded; then
@@ -777,18 +778,6 @@ def _identity(st: os.stat_result) -> str:
     return f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
 
 
-def _in_threads(fn: Callable[..., Any], jobs: Sequence[tuple[Any, ...]], most: int | None = None) -> list[Any]:
-    """``fn(*job)`` for each job, on every core (hashing and reading let the others run), or on
-    ``most`` at a time."""
-    workers = min(len(jobs), os.cpu_count() or 1, most or len(jobs))
-    if workers < 2:
-        return [fn(*job) for job in jobs]
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        return list(pool.map(lambda job: fn(*job), jobs))
-
-
 def _rows_check(con: duckdb.DuckDBPyConnection, source: str, columns: Iterable[int]) -> tuple[int, list[str]]:
     """The rows of ``source`` and, per column ``f<i>`` of ``columns``, a sum of its values' hashes (not
     an exclusive or: a value changed in every row that holds it, an even number, would cancel out)."""
@@ -797,7 +786,7 @@ def _rows_check(con: duckdb.DuckDBPyConnection, source: str, columns: Iterable[i
     return (int(row[0]), [str(x) for x in row[1:]]) if row else (0, [])
 
 
-_META = ("code", "size", "sha256", "stat", "rows", "hashes", "fields", "leaves")
+_META = ("code", "size", "content", "stat", "rows", "hashes", "fields", "leaves")
 
 
 def _b64(value: Any) -> str:
@@ -876,11 +865,11 @@ checked metadata, and the file's ``stat``."""
 def _sound(con: duckdb.DuckDBPyConnection, opened: Sequence[_Opened],
            wanted: Sequence[str]) -> list[tuple[Any, ...]]:
     """Those of ``opened`` whose file still holds what the sidecar covers (as it was, else the bytes
-    hashed as recorded: the SHA-256, or None when the file is as it was) and whose rows of
-    ``wanted`` add up."""
+    hashed as recorded: their :class:`~cnnbench.results.cache.ContentHash`, or None when the file
+    is as it was) and whose rows of ``wanted`` add up."""
     # the files not as they were: is what the sidecar covers unchanged? (hashed on every core)
     moved = [(f.fileno(), meta["size"]) for _, _, f, _, _, meta, st in opened if meta["stat"] != _identity(st)]
-    hashes = iter(_in_threads(sha256_of, moved))
+    hashes = iter(content_hashes(moved))
     sound = []
     for index, path, f, car, fd, meta, st in opened:
         if meta["stat"] == _identity(st):
@@ -889,7 +878,7 @@ def _sound(con: duckdb.DuckDBPyConnection, opened: Sequence[_Opened],
                 continue
         else:
             digest = next(hashes)
-            if digest is None or digest.hexdigest() != meta["sha256"]:
+            if digest is None or digest.hexdigest() != meta["content"]:
                 continue
         if _rows_sound(con, fd, meta, wanted):
             sound.append((index, path, f, car, fd, meta, st, digest))
@@ -966,7 +955,7 @@ def _tail(con: duckdb.DuckDBPyConnection, index: int, path: Path, f: BinaryIO, c
     if leaves is not None:
         leaves |= _keys(records, data if not steps else b"")
     if len(data) == st.st_size - size and _identity(os.fstat(f.fileno())) == _identity(st):
-        whole = digest.copy() if digest is not None else sha256_of(f.fileno(), size)
+        whole = digest.copy() if digest is not None else content_hash(f.fileno(), size)
         if whole is not None:
             whole.update(data)
             _save(con, index, car, wanted, _identity(st), st.st_size, whole.hexdigest(), leaves)
@@ -989,22 +978,22 @@ def _save_all(con: duckdb.DuckDBPyConnection, files: Sequence[_Made], wanted: Se
     keep = [(index, f, car, before, leaves) for index, f, car, before, leaves in files
             if car.where is not None and _identity(os.fstat(f.fileno())) == before]
     sizes = [os.fstat(f.fileno()).st_size for _, f, _, _, _ in keep]
-    hashes = _in_threads(sha256_of, [(f.fileno(), size) for (_, f, _, _, _), size in zip(keep, sizes, strict=True)])
+    hashes = content_hashes([(f.fileno(), size) for (_, f, _, _, _), size in zip(keep, sizes, strict=True)])
     saves = []
     for (index, f, car, before, leaves), size, digest in zip(keep, sizes, hashes, strict=True):
         last = os.pread(f.fileno(), 1, size - 1) if size else b""
         if digest is not None and last == b"\n" and _identity(os.fstat(f.fileno())) == before:
             saves.append((index, car, before, size, digest.hexdigest(), leaves))
 
-    def save(index: int, car: Sidecar, before: str, size: int, sha256: str, leaves: frozenset[str] | None) -> None:
+    def save(index: int, car: Sidecar, before: str, size: int, content: str, leaves: frozenset[str] | None) -> None:
         with con.cursor() as cursor:
-            _save(cursor, index, car, wanted, before, size, sha256, leaves)
+            _save(cursor, index, car, wanted, before, size, content, leaves)
 
-    _in_threads(save, saves)  # one a core (ten of 10,000 runs each: 2.2 s one after the other)
+    on_every_core(save, saves)  # one a core (ten of 10,000 runs each: 2.2 s one after the other)
 
 
 def _save(con: duckdb.DuckDBPyConnection, index: int, car: Sidecar, wanted: Sequence[str], identity: str,
-          size: int, sha256: str, leaves: frozenset[str] | None = None) -> None:
+          size: int, content: str, leaves: frozenset[str] | None = None) -> None:
     """Write ``scanned``' rows of file ``index`` as its sidecar; nothing when it cannot be written (a
     full disk: it is only a cache). ``con`` may be a cursor of the scan's connection (one per thread),
     whose search path is not the scan's: the table is named whole (:data:`SCANNED`)."""
@@ -1016,7 +1005,7 @@ def _save(con: duckdb.DuckDBPyConnection, index: int, car: Sidecar, wanted: Sequ
     columns = ", ".join(f"c{i} AS f{i}" for i in range(width))
     try:
         rows = _rows_check(con, f"(SELECT {columns} FROM {SCANNED} WHERE _file = {int(index)})", range(width))
-        meta = {"code": car.code, "size": str(size), "sha256": sha256, "stat": identity, "rows": str(rows[0]),
+        meta = {"code": car.code, "size": str(size), "content": content, "stat": identity, "rows": str(rows[0]),
                 "hashes": _b64(rows[1]), "fields": _b64(list(wanted)),
                 "leaves": "" if leaves is None else _b64(sorted(leaves))}
         meta["metahash"] = meta_hash(meta, _META)

@@ -293,11 +293,12 @@ def _read_through_cache(path: Path, f: BinaryIO, st: os.stat_result, records: li
 
 
 def _verified_prefix(f: BinaryIO, cached: cache.CachedRecords) -> Any:
-    """A running SHA-256 of the lines ``cached`` covers, read now, when they are still those it
-    was made from (the hash its file records), else None. The lines appended since are added to
-    it as they are parsed, so the cache written then records the hash of the bytes its records
-    came from (not of the file as it is when written, which may have changed meanwhile)."""
-    digest = cache.sha256_of(f.fileno(), cached.end)
+    """A running :class:`~cnnbench.results.cache.ContentHash` of the lines ``cached`` covers, read
+    now, when they are still those it was made from (the hash its file records), else None. The
+    lines appended since are added to it as they are parsed, so the cache written then records
+    the hash of the bytes its records came from (not of the file as it is when written, which may
+    have changed meanwhile)."""
+    digest = cache.content_hash(f.fileno(), cached.end)
     return digest if digest is not None and digest.hexdigest() == cached.prefix else None
 
 
