@@ -550,9 +550,12 @@ def test_a_damaged_or_foreign_sidecar_is_not_used(tmp_path, sidecars, damage):
     assert not served and not car.is_symlink() and (car.stat().st_mode & 0o777) == 0o600  # written again
 
 
-def test_sidecars_are_checked_each_and_loaded_together(tmp_path, sidecars, monkeypatch):
-    """Each sidecar's rows are checked before any goes in (one damaged is read afresh, the others
-    served); the rows of all go in by one statement, and when it fails every file is read afresh."""
+def test_sidecars_are_loaded_together_and_checked_each(tmp_path, sidecars, monkeypatch):
+    """The rows of every sidecar go in by one statement, each sidecar read once, and are counted
+    there: one whose rows do not add up is taken out and its file read afresh, the others served;
+    when the one statement fails, each goes in alone, and one that cannot is read afresh."""
+    import duckdb
+
     home, served = sidecars
     store = tmp_path / "results"
     for name in ("a", "b", "c"):
@@ -560,6 +563,7 @@ def test_sidecars_are_checked_each_and_loaded_together(tmp_path, sidecars, monke
     first = through_engine([store], FIELDS)
     assert len(first.rows) == 90 and len(list(home.glob("*.parquet"))) == 3
     statements: list[str] = []
+    refuse = [lambda sql: False]
 
     class Counting:
         def __init__(self, con):
@@ -567,12 +571,23 @@ def test_sidecars_are_checked_each_and_loaded_together(tmp_path, sidecars, monke
 
         def execute(self, sql, *a):
             statements.append(sql)
+            if refuse[0](sql):
+                raise duckdb.InvalidInputException("refused")
             return self.con.execute(sql, *a)
 
-    real_load = engine._load
-    monkeypatch.setattr(engine, "_load", lambda con, sound, wanted: real_load(Counting(con), sound, wanted))
+    real_loaded = engine._loaded
+    monkeypatch.setattr(engine, "_loaded", lambda con, sound, wanted: real_loaded(Counting(con), sound, wanted))
     assert through_engine([store], FIELDS) == first and served == ["a.jsonl", "b.jsonl", "c.jsonl"]
-    assert len(statements) == 1 and statements[0].count("read_parquet") == 3
+    assert sum("read_parquet" in s for s in statements) == 1 and statements[0].count("read_parquet") == 3
+    refuse[0] = lambda sql: sql.count("read_parquet") > 1  # the one statement fails: each goes in alone
+    served.clear()
+    statements.clear()
+    assert through_engine([store], FIELDS) == first and served == ["a.jsonl", "b.jsonl", "c.jsonl"]
+    assert [s.count("read_parquet") for s in statements if "read_parquet" in s] == [3, 1, 1, 1]
+    refuse[0] = lambda sql: "read_parquet" in sql and "SELECT 1, true" in sql  # b's cannot go in: read afresh
+    served.clear()
+    assert through_engine([store], FIELDS) == first and served == ["a.jsonl", "c.jsonl"]
+    refuse[0] = lambda sql: False
     car = next(iter(sorted(home.glob("*.parquet"), key=lambda p: p.stat().st_mtime)))
     data = car.read_bytes()
     at = data.find(b"resnet")  # a value of a row changed: that sidecar's rows do not add up
@@ -580,9 +595,6 @@ def test_sidecars_are_checked_each_and_loaded_together(tmp_path, sidecars, monke
     car.chmod(0o600)
     served.clear()
     assert through_engine([store], FIELDS) == first and len(served) == 2
-    served.clear()
-    monkeypatch.setattr(engine, "_load", lambda *a: False)  # the statement failed: nothing went in
-    assert through_engine([store], FIELDS) == first and served == []
 
 
 def test_a_cache_folder_named_like_a_pattern_is_read_as_named(tmp_path, sidecars, monkeypatch):

@@ -838,9 +838,7 @@ def _load_all(con: duckdb.DuckDBPyConnection, files: Sequence[tuple[int, Path, B
                 os.close(fd)
                 continue
             opened.append((index, path, f, car, fd, meta, st))
-        sound = _sound(con, opened, wanted)
-        if not _load(con, [(index, fd, meta) for index, _, _, _, fd, meta, _, _ in sound], wanted):
-            return set()
+        sound = _loaded(con, _sound(opened), wanted)
         served: set[int] = set()
         for index, path, f, car, _, meta, st, digest in sound:
             served.add(index)
@@ -862,11 +860,10 @@ _Opened = tuple[int, Path, BinaryIO, Sidecar, int, dict[str, Any], os.stat_resul
 checked metadata, and the file's ``stat``."""
 
 
-def _sound(con: duckdb.DuckDBPyConnection, opened: Sequence[_Opened],
-           wanted: Sequence[str]) -> list[tuple[Any, ...]]:
-    """Those of ``opened`` whose file still holds what the sidecar covers (as it was, else the bytes
-    hashed as recorded: their :class:`~cnnbench.results.cache.ContentHash`, or None when the file
-    is as it was) and whose rows of ``wanted`` add up."""
+def _sound(opened: Sequence[_Opened]) -> list[tuple[Any, ...]]:
+    """Those of ``opened`` whose file still holds what the sidecar covers: as it was, else the bytes
+    hashed as recorded (with their :class:`~cnnbench.results.cache.ContentHash`, or None when the
+    file is as it was)."""
     # the files not as they were: is what the sidecar covers unchanged? (hashed on every core)
     moved = [(f.fileno(), meta["size"]) for _, _, f, _, _, meta, st in opened if meta["stat"] != _identity(st)]
     hashes = iter(content_hashes(moved))
@@ -880,44 +877,52 @@ def _sound(con: duckdb.DuckDBPyConnection, opened: Sequence[_Opened],
             digest = next(hashes)
             if digest is None or digest.hexdigest() != meta["content"]:
                 continue
-        if _rows_sound(con, fd, meta, wanted):
-            sound.append((index, path, f, car, fd, meta, st, digest))
+        sound.append((index, path, f, car, fd, meta, st, digest))
     return sound
 
 
-def _rows_sound(con: duckdb.DuckDBPyConnection, fd: int, meta: Mapping[str, Any], wanted: Sequence[str]) -> bool:
-    """Whether the rows of the sidecar open as ``fd`` read and its columns of the fields ``wanted`` add
-    up to its metadata."""
+def _loaded(con: duckdb.DuckDBPyConnection, sound: Sequence[tuple[Any, ...]],
+            wanted: Sequence[str]) -> list[tuple[Any, ...]]:
+    """Those of ``sound`` whose sidecar's rows went into ``scanned`` (as its file's, null for a field
+    it lacks) and add up to its metadata (its rows, and per column it holds of ``wanted``, a sum of
+    its values' hashes, counted in ``scanned``: each sidecar is read once); the rows of the others
+    taken out again. In one statement: a statement of DuckDB's costs in proportion to the table it
+    adds to (each sidecar added alone took three times as long); a sidecar at a time where that
+    fails (a failed statement adds nothing)."""
     import duckdb
 
-    try:
-        used = [meta["fields"].index(name) for name in wanted if name in meta["fields"]]
-        return _rows_check(con, f"read_parquet('/proc/self/fd/{fd}')", used) == (
-            meta["rows"], [meta["hashes"][i] for i in used])
-    except (duckdb.Error, ValueError, UnicodeError):
-        return False
-
-
-def _load(con: duckdb.DuckDBPyConnection, sound: Sequence[tuple[int, int, Mapping[str, Any]]],
-          wanted: Sequence[str]) -> bool:
-    """Put the rows of each sidecar (file index, open descriptor, checked metadata) into ``scanned``
-    as its file's (null for a field it lacks), in one statement: a statement of DuckDB's costs in
-    proportion to the table it adds to (each sidecar added alone took three times as long); whether
-    they went in (a failed statement adds nothing)."""
-    import duckdb
+    def insert(part: Sequence[tuple[Any, ...]]) -> bool:
+        selects = []
+        for index, _, _, _, fd, meta, _, _ in part:
+            fields = meta["fields"]
+            columns = [f"f{fields.index(name)}" if name in fields else "NULL" for name in wanted]
+            selects.append(f"SELECT {int(index)}, true, {', '.join(columns)} FROM read_parquet('/proc/self/fd/{fd}')")
+        try:
+            con.execute("INSERT INTO scanned " + " UNION ALL ".join(selects))
+        except (duckdb.Error, ValueError, UnicodeError):
+            return False
+        return True
 
     if not sound:
-        return True
-    parts = []
-    for index, fd, meta in sound:
-        fields = meta["fields"]
-        columns = [f"f{fields.index(name)}" if name in fields else "NULL" for name in wanted]
-        parts.append(f"SELECT {int(index)}, true, {', '.join(columns)} FROM read_parquet('/proc/self/fd/{fd}')")
-    try:
-        con.execute("INSERT INTO scanned " + " UNION ALL ".join(parts))
-    except (duckdb.Error, ValueError, UnicodeError):
-        return False
-    return True
+        return []
+    went = list(sound) if insert(sound) else [one for one in sound if insert([one])]
+    if not went:
+        return []
+    sums = "".join(f", coalesce(sum(hash(c{i})::HUGEINT), 0)::VARCHAR" for i in range(len(wanted)))
+    files = ", ".join(str(int(one[0])) for one in went)
+    counted = {int(row[0]): (int(row[1]), [str(x) for x in row[2:]]) for row in con.execute(
+        f"SELECT _file, count(*){sums} FROM scanned WHERE _file IN ({files}) GROUP BY _file").fetchall()}
+    good: list[tuple[Any, ...]] = []
+    bad: list[tuple[Any, ...]] = []
+    for one in went:
+        meta = one[5]
+        rows, column_sums = counted.get(one[0], (0, ["0"] * len(wanted)))
+        held = [(meta["fields"].index(name), j) for j, name in enumerate(wanted) if name in meta["fields"]]
+        fits = rows == meta["rows"] and all(column_sums[j] == meta["hashes"][i] for i, j in held)
+        (good if fits else bad).append(one)
+    if bad:
+        con.execute(f"DELETE FROM scanned WHERE _file IN ({', '.join(str(int(one[0])) for one in bad)})")
+    return good
 
 
 def _may_serve(meta: Mapping[str, Any], st: os.stat_result, wanted: Sequence[str], *, every: bool) -> bool:
