@@ -13,7 +13,7 @@ import pytest
 
 from cnnbench.analysis.fields import resolve_field
 from cnnbench.cli import main
-from cnnbench.results import engine
+from cnnbench.results import cache, engine
 from cnnbench.results.record import Record
 from cnnbench.results.store import append_record
 
@@ -507,7 +507,9 @@ def test_a_file_touched_is_hashed_once_and_its_sidecar_kept(tmp_path, sidecars, 
     first = through_engine([store], FIELDS)
     hashed: list = []
     real = engine.content_hashes
-    monkeypatch.setattr(engine, "content_hashes", lambda files: hashed.extend(size for _, size in files) or real(files))
+    counting = lambda files: hashed.extend(size for _, size in files) or real(files)  # noqa: E731
+    monkeypatch.setattr(engine, "content_hashes", counting)  # what the prefix's check calls
+    monkeypatch.setattr(cache, "content_hashes", counting)  # and content_hash (the appended lines' read)
     os.utime(path, ns=(1, 1))
     assert through_engine([store], FIELDS) == first and served == ["box.jsonl"] and len(hashed) == 1
     assert through_engine([store], FIELDS) == first and served == ["box.jsonl"] * 2 and len(hashed) == 1
@@ -553,7 +555,8 @@ def test_a_damaged_or_foreign_sidecar_is_not_used(tmp_path, sidecars, damage):
 def test_sidecars_are_loaded_together_and_checked_each(tmp_path, sidecars, monkeypatch):
     """The rows of every sidecar go in by one statement, each sidecar read once, and are counted
     there: one whose rows do not add up is taken out and its file read afresh, the others served;
-    when the one statement fails, each goes in alone, and one that cannot is read afresh."""
+    when the one statement fails, each goes in alone, and one that cannot is read afresh; when they
+    cannot be counted, none is served."""
     import duckdb
 
     home, served = sidecars
@@ -564,6 +567,7 @@ def test_sidecars_are_loaded_together_and_checked_each(tmp_path, sidecars, monke
     assert len(first.rows) == 90 and len(list(home.glob("*.parquet"))) == 3
     statements: list[str] = []
     refuse = [lambda sql: False]
+    left: list[set] = []  # the files whose rows are in the table as each load ends
 
     class Counting:
         def __init__(self, con):
@@ -575,8 +579,13 @@ def test_sidecars_are_loaded_together_and_checked_each(tmp_path, sidecars, monke
                 raise duckdb.InvalidInputException("refused")
             return self.con.execute(sql, *a)
 
+    def loaded(con, sound, wanted):
+        got = real_loaded(Counting(con), sound, wanted)
+        left.append({row[0] for row in con.execute("SELECT DISTINCT _file FROM scanned").fetchall()})
+        return got
+
     real_loaded = engine._loaded
-    monkeypatch.setattr(engine, "_loaded", lambda con, sound, wanted: real_loaded(Counting(con), sound, wanted))
+    monkeypatch.setattr(engine, "_loaded", loaded)
     assert through_engine([store], FIELDS) == first and served == ["a.jsonl", "b.jsonl", "c.jsonl"]
     assert sum("read_parquet" in s for s in statements) == 1 and statements[0].count("read_parquet") == 3
     refuse[0] = lambda sql: sql.count("read_parquet") > 1  # the one statement fails: each goes in alone
@@ -587,14 +596,21 @@ def test_sidecars_are_loaded_together_and_checked_each(tmp_path, sidecars, monke
     refuse[0] = lambda sql: "read_parquet" in sql and "SELECT 1, true" in sql  # b's cannot go in: read afresh
     served.clear()
     assert through_engine([store], FIELDS) == first and served == ["a.jsonl", "c.jsonl"]
+    refuse[0] = lambda sql: "GROUP BY _file" in sql  # not counted: none served, none left in the table
+    served.clear()
+    left.clear()
+    assert through_engine([store], FIELDS) == first and served == [] and left == [set()]
     refuse[0] = lambda sql: False
     car = next(iter(sorted(home.glob("*.parquet"), key=lambda p: p.stat().st_mtime)))
     data = car.read_bytes()
     at = data.find(b"resnet")  # a value of a row changed: that sidecar's rows do not add up
+    assert at >= 0
     car.write_bytes(data[:at] + b"R" + data[at + 1:])
     car.chmod(0o600)
     served.clear()
+    left.clear()
     assert through_engine([store], FIELDS) == first and len(served) == 2
+    assert len(left) == 1 and len(left[0]) == 2  # its rows taken out as the load ended, before any other read
 
 
 def test_a_cache_folder_named_like_a_pattern_is_read_as_named(tmp_path, sidecars, monkeypatch):

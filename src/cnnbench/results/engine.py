@@ -908,17 +908,25 @@ def _loaded(con: duckdb.DuckDBPyConnection, sound: Sequence[tuple[Any, ...]],
     went = list(sound) if insert(sound) else [one for one in sound if insert([one])]
     if not went:
         return []
-    sums = "".join(f", coalesce(sum(hash(c{i})::HUGEINT), 0)::VARCHAR" for i in range(len(wanted)))
-    files = ", ".join(str(int(one[0])) for one in went)
-    counted = {int(row[0]): (int(row[1]), [str(x) for x in row[2:]]) for row in con.execute(
-        f"SELECT _file, count(*){sums} FROM scanned WHERE _file IN ({files}) GROUP BY _file").fetchall()}
+    # the columns some sidecar holds (the others are null), of this batch's files alone (the first
+    # index bounds the table's older rows out, by DuckDB's zone maps)
+    held = sorted({j for one in went for j, name in enumerate(wanted) if name in one[5]["fields"]})
+    sums = "".join(f", coalesce(sum(hash(c{j})::HUGEINT), 0)::VARCHAR" for j in held)
+    indexes = [int(one[0]) for one in went]
+    try:
+        counted = {int(row[0]): (int(row[1]), dict(zip(held, map(str, row[2:]), strict=True))) for row in con.execute(
+            f"SELECT _file, count(*){sums} FROM scanned WHERE _file >= {min(indexes)} "
+            f"AND _file IN ({', '.join(map(str, indexes))}) GROUP BY _file").fetchall()}
+    except (duckdb.Error, ValueError):  # not counted: not served
+        counted = None
     good: list[tuple[Any, ...]] = []
     bad: list[tuple[Any, ...]] = []
     for one in went:
         meta = one[5]
-        rows, column_sums = counted.get(one[0], (0, ["0"] * len(wanted)))
-        held = [(meta["fields"].index(name), j) for j, name in enumerate(wanted) if name in meta["fields"]]
-        fits = rows == meta["rows"] and all(column_sums[j] == meta["hashes"][i] for i, j in held)
+        rows, column_sums = (counted or {}).get(one[0], (0, dict.fromkeys(held, "0")))  # no rows: no group
+        fits = counted is not None and rows == meta["rows"] and all(
+            column_sums[j] == meta["hashes"][meta["fields"].index(name)]
+            for j, name in enumerate(wanted) if name in meta["fields"])
         (good if fits else bad).append(one)
     if bad:
         con.execute(f"DELETE FROM scanned WHERE _file IN ({', '.join(str(int(one[0])) for one in bad)})")
