@@ -65,6 +65,11 @@ MIN_BYTES = 1 << 20
 """Smallest results file that gets a cache (below this, parsing is as quick as loading one)."""
 
 _FORMAT = "records-parquet-2"
+
+ROW_GROUP = 8192
+"""Rows of a Parquet file that DuckDB writes, and holds in memory as it writes, at once (its
+default, 122,880, held a whole file of 100,000 records: the first read of one peaked 0.6 GB
+higher, and its warm reads were slower; :data:`cnnbench.results.engine.Sidecar` too)."""
 _HEAD_BYTES = 1 << 16
 _CHUNK = 1 << 22
 _SECTIONS = ("config", "environment")
@@ -703,8 +708,8 @@ def write(path: Path, f: BinaryIO, st: os.stat_result, cached: CachedRecords) ->
                 # new one by the umask, others' to read until a chmod; and one the clean-up does not know)
                 con.execute(f"COPY (SELECT {columns}, NULL::DOUBLE AS v FROM cache_table UNION ALL "
                             f"SELECT {_VALUE}, NULL, NULL, NULL, NULL, v FROM cache_values) TO {literal(tmp)} "
-                            f"(FORMAT parquet, USE_TMP_FILE false, DICTIONARY_SIZE_LIMIT 1, "
-                            f"KV_METADATA {{{kv}}})")  # no two bodies alike
+                            f"(FORMAT parquet, USE_TMP_FILE false, ROW_GROUP_SIZE {ROW_GROUP}, "
+                            f"DICTIONARY_SIZE_LIMIT 1, KV_METADATA {{{kv}}})")  # no two bodies alike
             finally:
                 con.execute("RESET threads")
         os.replace(tmp, where)

@@ -60,7 +60,7 @@ import orjson
 from cnnbench.results import fields as R
 from cnnbench.results import files
 from cnnbench.results import record as contract
-from cnnbench.results.cache import chunks, content_hash, content_hashes, meta_hash, on_every_core
+from cnnbench.results.cache import ROW_GROUP, chunks, content_hash, content_hashes, meta_hash, on_every_core
 from cnnbench.results.cleaning import MAX_FIGURE
 from cnnbench.results.lines import StoreProblem
 from cnnbench.results.reader import iter_store_files, read_lines, read_records
@@ -1035,7 +1035,8 @@ def _save(con: duckdb.DuckDBPyConnection, index: int, car: Sidecar, wanted: Sequ
         # into the file mkstemp made, 0600 (with a temporary file of its own, DuckDB would make a new
         # one by the umask, others' to read until a chmod)
         con.execute(f"COPY (SELECT {columns} FROM {SCANNED} WHERE _file = {int(index)} ORDER BY rowid) "
-                    f"TO {literal(tmp)} (FORMAT parquet, USE_TMP_FILE false, KV_METADATA {{{kv}}})")
+                    f"TO {literal(tmp)} (FORMAT parquet, USE_TMP_FILE false, ROW_GROUP_SIZE {ROW_GROUP}, "
+                    f"KV_METADATA {{{kv}}})")
         os.replace(tmp, car.where)
     except (OSError, duckdb.Error) as exc:
         log.debug("no sidecar for %s: %s", car.where, exc)
