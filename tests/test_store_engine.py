@@ -613,6 +613,36 @@ def test_sidecars_are_loaded_together_and_checked_each(tmp_path, sidecars, monke
     assert len(left) == 1 and len(left[0]) == 2  # its rows taken out as the load ended, before any other read
 
 
+def test_an_every_field_read_is_served_only_by_a_sidecar_in_line_order(tmp_path, sidecars):
+    """A read of chosen fields keeps no order (DuckDB reads a sidecar's row groups, or a file's parts,
+    on every core): a sidecar it writes again (lines were appended) is not used by a read of every
+    field, which keeps the store's order, even where it holds every field; that read writes it again
+    in line order."""
+    home, served = sidecars
+    store = tmp_path / "results"
+    path = store / "box.jsonl"
+    write(path, [line(good(i)) for i in range(30)])
+
+    def every_in_order():
+        with engine.scan([store], None) as scan:
+            return scan.rows("ORDER BY _file, rowid")
+
+    every_in_order()
+    with engine.scan([store], None) as scan:
+        fields = list(scan.fields)
+    assert served == ["box.jsonl"]
+    with open(path, "a") as f:
+        f.write(line(good(30)) + "\n")
+    served.clear()
+    with engine.scan([store], fields):  # served, its new line read, and written again: by a read of chosen fields
+        pass
+    assert served == ["box.jsonl"]
+    served.clear()
+    first = every_in_order()
+    assert served == [] and [row["config.model"] for row in first] == [f"resnet{18 + i}" for i in range(31)]
+    assert every_in_order() == first and served == ["box.jsonl"]  # written again in line order: it serves
+
+
 def test_a_cache_folder_named_like_a_pattern_is_read_as_named(tmp_path, sidecars, monkeypatch):
     home, served = sidecars
     store = tmp_path / "results"

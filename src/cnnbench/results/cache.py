@@ -69,7 +69,7 @@ _FORMAT = "records-parquet-2"
 ROW_GROUP = 8192
 """Rows of a Parquet file that DuckDB writes, and holds in memory as it writes, at once (its
 default, 122,880, held a whole file of 100,000 records: the first read of one peaked 0.6 GB
-higher, and its warm reads were slower; :data:`cnnbench.results.engine.Sidecar` too)."""
+higher); the engine's :class:`~cnnbench.results.engine.Sidecar` too."""
 _HEAD_BYTES = 1 << 16
 _CHUNK = 1 << 22
 _SECTIONS = ("config", "environment")
@@ -244,7 +244,7 @@ class CachedRecords:
         if type(section) is not dict:
             return -1
         try:
-            key = orjson.dumps(section)  # equal text: equal values, of equal types (but for null)
+            key = _dumps(section)  # equal text: equal values, of equal types (but for null)
         except TypeError:
             return -1
         index = self._section_index.get(key)
@@ -618,7 +618,7 @@ def _from_table(kind: Any, body: Any, a: Any, b: Any, n: Any, end: int, next_lin
     if not all(-1 <= r < len(sections) for refs in cached.refs for r in refs) or not all(
             0 <= p.position <= rows and p.line > 0 for p in cached.problems):
         raise ValueError("parts of the cache do not fit together")
-    cached._section_index = {orjson.dumps(s): i for i, s in enumerate(sections)}  # -1s are found again
+    cached._section_index = {_dumps(s): i for i, s in enumerate(sections)}  # -1s are found again
     return cached
 
 
@@ -635,6 +635,13 @@ def _remove_abandoned(where: Path) -> None:
                 tmp.unlink()
     except OSError:
         pass
+
+
+def _dumps(value: Any) -> bytes:
+    """``orjson.dumps(value)`` copied into an object of its own size: what orjson returns keeps the
+    buffer it grew (100,000 bodies of 2.3 KB held 785 MB as orjson gave them, 228 MB copied, and
+    were made quicker)."""
+    return bytes(memoryview(orjson.dumps(value)))
 
 
 def _table(cached: CachedRecords) -> dict[str, Any]:
@@ -654,13 +661,11 @@ def _table(cached: CachedRecords) -> dict[str, Any]:
         n.append(count)
 
     for section in cached.sections:
-        put(_SECTION, orjson.dumps(section), -1, -1, -1)
+        put(_SECTION, _dumps(section), -1, -1, -1)
     for p in cached.problems:
         put(_PROBLEM, p.raw, p.position, p.line, -1)
     for row, config, environment, count in zip(cached.rows, *cached.refs, cached.step_counts, strict=True):
-        # copied into an object of its own size: what orjson returns keeps the buffer it grew (100,000
-        # bodies of 2.3 KB held 785 MB as orjson gave them, 228 MB copied, and were made quicker)
-        put(_ROW, bytes(memoryview(orjson.dumps(row))), config, environment, count)
+        put(_ROW, _dumps(row), config, environment, count)
     texts = np.empty(len(body), dtype=object)
     texts[:] = body
     return {"kind": np.array(kind, dtype=np.uint8), "body": texts, "a": np.array(a, dtype=np.int64),

@@ -718,7 +718,7 @@ def _insert(con: duckdb.DuckDBPyConnection, index: int, rows: list[list[Any]]) -
 
 # --- the sidecar --------------------------------------------------------------------------------
 
-SIDECAR_FORMAT = 5
+SIDECAR_FORMAT = 6
 
 
 class Sidecar:
@@ -786,7 +786,7 @@ def _rows_check(con: duckdb.DuckDBPyConnection, source: str, columns: Iterable[i
     return (int(row[0]), [str(x) for x in row[1:]]) if row else (0, [])
 
 
-_META = ("code", "size", "content", "stat", "rows", "hashes", "fields", "leaves")
+_META = ("code", "size", "content", "stat", "rows", "hashes", "fields", "leaves", "ordered")
 
 
 def _b64(value: Any) -> str:
@@ -936,8 +936,9 @@ def _loaded(con: duckdb.DuckDBPyConnection, sound: Sequence[tuple[Any, ...]],
 def _may_serve(meta: Mapping[str, Any], st: os.stat_result, wanted: Sequence[str], *, every: bool) -> bool:
     """Whether a sidecar (its checked metadata) may serve a read of ``wanted`` of a file now as
     ``st``: it covers no more than the file holds, and it holds each field wanted or knows that no
-    record of its file holds it; an every-field read needs its file's fields known."""
-    if meta["size"] > st.st_size or (every and meta["leaves"] is None):
+    record of its file holds it; an every-field read needs its file's fields known, and its rows in
+    line order (an export writes them so)."""
+    if meta["size"] > st.st_size or (every and (meta["leaves"] is None or meta.get("ordered") != "1")):
         return False
     missing = set(wanted).difference(meta["fields"])
     return not missing or meta["leaves"] is not None and missing.isdisjoint(meta["leaves"])
@@ -1018,9 +1019,13 @@ def _save(con: duckdb.DuckDBPyConnection, index: int, car: Sidecar, wanted: Sequ
     columns = ", ".join(f"c{i} AS f{i}" for i in range(width))
     try:
         rows = _rows_check(con, f"(SELECT {columns} FROM {SCANNED} WHERE _file = {int(index)})", range(width))
+        # whether its rows are in line order: a read that keeps none (a sidecar's row groups, or a
+        # file's parts, read on every core) may serve reads of chosen fields, not an export's
+        ordered = con.execute("SELECT current_setting('preserve_insertion_order')").fetchone()
         meta = {"code": car.code, "size": str(size), "content": content, "stat": identity, "rows": str(rows[0]),
                 "hashes": _b64(rows[1]), "fields": _b64(list(wanted)),
-                "leaves": "" if leaves is None else _b64(sorted(leaves))}
+                "leaves": "" if leaves is None else _b64(sorted(leaves)),
+                "ordered": "1" if ordered and ordered[0] is True else "0"}
         meta["metahash"] = meta_hash(meta, _META)
         from cnnbench.results.cache import _remove_abandoned
 
