@@ -889,48 +889,59 @@ def _loaded(con: duckdb.DuckDBPyConnection, sound: Sequence[tuple[Any, ...]],
     taken out again. In one statement: a statement of DuckDB's costs in proportion to the table it
     adds to (each sidecar added alone took three times as long); a sidecar at a time where that
     fails (a failed statement adds nothing)."""
-    import duckdb
-
-    def insert(part: Sequence[tuple[Any, ...]]) -> bool:
-        selects = []
-        for index, _, _, _, fd, meta, _, _ in part:
-            fields = meta["fields"]
-            columns = [f"f{fields.index(name)}" if name in fields else "NULL" for name in wanted]
-            selects.append(f"SELECT {int(index)}, true, {', '.join(columns)} FROM read_parquet('/proc/self/fd/{fd}')")
-        try:
-            con.execute("INSERT INTO scanned " + " UNION ALL ".join(selects))
-        except (duckdb.Error, ValueError, UnicodeError):
-            return False
-        return True
-
     if not sound:
         return []
-    went = list(sound) if insert(sound) else [one for one in sound if insert([one])]
+    went = list(sound) if _insert_sidecars(con, sound, wanted) else [
+        one for one in sound if _insert_sidecars(con, [one], wanted)]
     if not went:
         return []
-    # the columns some sidecar holds (the others are null), of this batch's files alone (the first
-    # index bounds the table's older rows out, by DuckDB's zone maps)
-    held = sorted({j for one in went for j, name in enumerate(wanted) if name in one[5]["fields"]})
-    sums = "".join(f", coalesce(sum(hash(c{j})::HUGEINT), 0)::VARCHAR" for j in held)
-    indexes = [int(one[0]) for one in went]
-    try:
-        counted = {int(row[0]): (int(row[1]), dict(zip(held, map(str, row[2:]), strict=True))) for row in con.execute(
-            f"SELECT _file, count(*){sums} FROM scanned WHERE _file >= {min(indexes)} "
-            f"AND _file IN ({', '.join(map(str, indexes))}) GROUP BY _file").fetchall()}
-    except (duckdb.Error, ValueError):  # not counted: not served
-        counted = None
+    counted = _counted(con, went, wanted)
     good: list[tuple[Any, ...]] = []
     bad: list[tuple[Any, ...]] = []
     for one in went:
         meta = one[5]
-        rows, column_sums = (counted or {}).get(one[0], (0, dict.fromkeys(held, "0")))  # no rows: no group
+        rows, column_sums = (counted or {}).get(one[0], (0, {}))  # no rows: no group
         fits = counted is not None and rows == meta["rows"] and all(
-            column_sums[j] == meta["hashes"][meta["fields"].index(name)]
+            column_sums.get(j, "0") == meta["hashes"][meta["fields"].index(name)]
             for j, name in enumerate(wanted) if name in meta["fields"])
         (good if fits else bad).append(one)
     if bad:
         con.execute(f"DELETE FROM scanned WHERE _file IN ({', '.join(str(int(one[0])) for one in bad)})")
     return good
+
+
+def _insert_sidecars(con: duckdb.DuckDBPyConnection, part: Sequence[tuple[Any, ...]], wanted: Sequence[str]) -> bool:
+    """Put the rows of the sidecars of ``part`` into ``scanned`` in one statement; whether they went in."""
+    import duckdb
+
+    selects = []
+    for index, _, _, _, fd, meta, _, _ in part:
+        fields = meta["fields"]
+        columns = [f"f{fields.index(name)}" if name in fields else "NULL" for name in wanted]
+        selects.append(f"SELECT {int(index)}, true, {', '.join(columns)} FROM read_parquet('/proc/self/fd/{fd}')")
+    try:
+        con.execute("INSERT INTO scanned " + " UNION ALL ".join(selects))
+    except (duckdb.Error, ValueError, UnicodeError):
+        return False
+    return True
+
+
+def _counted(con: duckdb.DuckDBPyConnection, went: Sequence[tuple[Any, ...]],
+             wanted: Sequence[str]) -> dict[int, tuple[int, dict[int, str]]] | None:
+    """Per file of ``went``, its rows in ``scanned`` and, per column some sidecar of them holds (the
+    others are null), a sum of its values' hashes; None when they cannot be counted. Over this
+    batch's files alone: the first index bounds the table's older rows out, by DuckDB's zone maps."""
+    import duckdb
+
+    held = sorted({j for one in went for j, name in enumerate(wanted) if name in one[5]["fields"]})
+    sums = "".join(f", coalesce(sum(hash(c{j})::HUGEINT), 0)::VARCHAR" for j in held)
+    indexes = [int(one[0]) for one in went]
+    try:
+        rows = con.execute(f"SELECT _file, count(*){sums} FROM scanned WHERE _file >= {min(indexes)} "
+                           f"AND _file IN ({', '.join(map(str, indexes))}) GROUP BY _file").fetchall()
+    except (duckdb.Error, ValueError):
+        return None
+    return {int(row[0]): (int(row[1]), dict(zip(held, map(str, row[2:]), strict=True))) for row in rows}
 
 
 def _may_serve(meta: Mapping[str, Any], st: os.stat_result, wanted: Sequence[str], *, every: bool) -> bool:
