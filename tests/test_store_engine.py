@@ -509,12 +509,12 @@ def test_a_file_touched_is_hashed_once_and_its_sidecar_kept(tmp_path, sidecars, 
     real = engine.content_hashes
     counting = lambda files: hashed.extend(size for _, size in files) or real(files)  # noqa: E731
     monkeypatch.setattr(engine, "content_hashes", counting)  # what the prefix's check calls
-    monkeypatch.setattr(cache, "content_hashes", counting)  # and content_hash (the appended lines' read)
+    monkeypatch.setattr(cache, "content_hashes", counting)  # and content_hash, wherever it is called
     os.utime(path, ns=(1, 1))
     assert through_engine([store], FIELDS) == first and served == ["box.jsonl"] and len(hashed) == 1
     assert through_engine([store], FIELDS) == first and served == ["box.jsonl"] * 2 and len(hashed) == 1
     with open(path, "rb") as f:
-        assert engine.content_hash(f.fileno(), path.stat().st_size + 1) is None  # a file cut: no hash, no crash
+        assert cache.content_hash(f.fileno(), path.stat().st_size + 1) is None  # a file cut: no hash, no crash
 
 
 @pytest.mark.parametrize("damage", ["bits", "truncated", "shared", "link", "fields"])

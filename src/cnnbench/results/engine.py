@@ -60,7 +60,7 @@ import orjson
 from cnnbench.results import fields as R
 from cnnbench.results import files
 from cnnbench.results import record as contract
-from cnnbench.results.cache import ROW_GROUP, chunks, content_hash, content_hashes, meta_hash, on_every_core
+from cnnbench.results.cache import ROW_GROUP, chunks, content_hashes, meta_hash, on_every_core
 from cnnbench.results.cleaning import MAX_FIGURE
 from cnnbench.results.lines import StoreProblem
 from cnnbench.results.reader import iter_store_files, read_lines, read_records
@@ -778,11 +778,16 @@ def _identity(st: os.stat_result) -> str:
     return f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}"
 
 
+def _hash_sums(columns: Iterable[str]) -> str:
+    """SQL: ``, `` and per column a sum of its values' hashes, as text (not an exclusive or: a value
+    changed in every row that holds it, an even number, would cancel out); what a sidecar records
+    of its columns (:func:`_rows_check`) and a read counts again (:func:`_counted`)."""
+    return "".join(f", coalesce(sum(hash({c})::HUGEINT), 0)::VARCHAR" for c in columns)
+
+
 def _rows_check(con: duckdb.DuckDBPyConnection, source: str, columns: Iterable[int]) -> tuple[int, list[str]]:
-    """The rows of ``source`` and, per column ``f<i>`` of ``columns``, a sum of its values' hashes (not
-    an exclusive or: a value changed in every row that holds it, an even number, would cancel out)."""
-    sums = "".join(f", coalesce(sum(hash(f{i})::HUGEINT), 0)::VARCHAR" for i in columns)
-    row = con.execute(f"SELECT count(*){sums} FROM {source}").fetchone()
+    """The rows of ``source`` and, per column ``f<i>`` of ``columns``, :func:`_hash_sums`."""
+    row = con.execute(f"SELECT count(*){_hash_sums(f'f{i}' for i in columns)} FROM {source}").fetchone()
     return (int(row[0]), [str(x) for x in row[1:]]) if row else (0, [])
 
 
@@ -934,7 +939,7 @@ def _counted(con: duckdb.DuckDBPyConnection, went: Sequence[tuple[Any, ...]],
     import duckdb
 
     held = sorted({j for one in went for j, name in enumerate(wanted) if name in one[5]["fields"]})
-    sums = "".join(f", coalesce(sum(hash(c{j})::HUGEINT), 0)::VARCHAR" for j in held)
+    sums = _hash_sums(f"c{j}" for j in held)
     indexes = [int(one[0]) for one in went]
     try:
         rows = con.execute(f"SELECT _file, count(*){sums} FROM scanned WHERE _file >= {min(indexes)} "
@@ -980,10 +985,9 @@ def _tail(con: duckdb.DuckDBPyConnection, index: int, path: Path, f: BinaryIO, c
     if leaves is not None:
         leaves |= _keys(records, data if not steps else b"")
     if len(data) == st.st_size - size and _identity(os.fstat(f.fileno())) == _identity(st):
-        whole = digest.copy() if digest is not None else content_hash(f.fileno(), size)
-        if whole is not None:
-            whole.update(data)
-            _save(con, index, car, wanted, _identity(st), st.st_size, whole.hexdigest(), leaves)
+        whole = digest.copy()  # never None here: a file as it was, grown by nothing, has no tail
+        whole.update(data)
+        _save(con, index, car, wanted, _identity(st), st.st_size, whole.hexdigest(), leaves)
     return leaves
 
 
