@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from cnnbench.results import cache, reader
+from cnnbench.results import cache, files, reader
 from cnnbench.results import lines as store_lines
 from cnnbench.results.record import Record
 from cnnbench.results.step_summary import StepTimes
@@ -386,8 +386,9 @@ def test_a_cache_left_in_the_store_by_an_older_cnnbench_is_never_read_nor_touche
     cache.cache_path(store).unlink()
     before = _store_state(store.parent)
     opened: list[str] = []
-    real_open = cache.files.open_regular
-    monkeypatch.setattr(cache.files, "open_regular", lambda path: opened.append(Path(path).name) or real_open(path))
+    real_open, real_own = files.open_regular, cache.open_own
+    monkeypatch.setattr(files, "open_regular", lambda path: opened.append(Path(path).name) or real_open(path))
+    monkeypatch.setattr(cache, "open_own", lambda path: opened.append(Path(path).name) or real_own(path))
     assert same(read_records(store.parent), plain_read(store, monkeypatch))
     assert left.name not in opened and _store_state(store.parent) == before
     assert cache.cache_path(store).is_file()  # built again where caches live now
@@ -437,6 +438,36 @@ def test_no_cache_in_a_folder_others_may_write_in(store, monkeypatch, tmp_path):
     shared.chmod(0o700)
     read_records(store.parent)
     assert cache.cache_path(store).stat().st_mode & 0o777 == 0o600  # the user's alone to read
+
+
+@pytest.mark.parametrize("planted", ["writable", "readable", "link", "another user's"])
+def test_a_cache_others_could_have_written_is_never_used(store, monkeypatch, tmp_path, planted):
+    """A cache is records handed to the reader, and its hashes hold no secret: one that someone
+    else could have written (others may write or read it, a link, another user's) is not loaded,
+    however well it checks; it is written again, this user's alone, in place of the link."""
+    expected = read_records(store.parent)
+    where = cache.cache_path(store)
+    if planted == "writable":
+        where.chmod(0o666)
+    elif planted == "readable":
+        where.chmod(0o644)
+    elif planted == "link":
+        elsewhere = tmp_path / "elsewhere.parquet"
+        where.rename(elsewhere)
+        where.symlink_to(elsewhere)
+    else:
+        if os.getuid() != 0:
+            pytest.skip("giving a file to another user needs root")
+        os.chown(where, 65534, 65534)
+    loads = []
+    real = cache._from_table
+    monkeypatch.setattr(cache, "_from_table", lambda *args: loads.append(1) or real(*args))
+    assert same(read_records(store.parent), expected)
+    assert loads == []  # not loaded: read afresh
+    assert not where.is_symlink() and where.stat().st_mode & 0o777 == 0o600 and where.stat().st_uid == os.getuid()
+    assert same(read_records(store.parent), expected) and loads == [1]  # the one written again is used
+    if planted == "link":
+        assert (tmp_path / "elsewhere.parquet").stat().st_mode & 0o777 == 0o600  # left as it was
 
 
 def test_a_cache_is_the_users_alone_to_read_from_its_first_byte(store, monkeypatch, tmp_path):

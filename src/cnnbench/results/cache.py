@@ -28,9 +28,10 @@ folder. No torch here.
 
 A cache hands records to the reader, so it is kept only in a folder that is this user's and no
 one else's to write in (:func:`worth_it`), readable by this user alone (0600), and read only from
-a regular file, opened once and handed to DuckDB as that descriptor. It is written to a unique
-temporary file in the same folder (``mkstemp``: readers never collide) and renamed over the old
-one (a symlink there is replaced, not written through).
+a regular file of this user's that no one else may read or write, opened once without following
+a link (:func:`open_own`, as the engine's sidecars are) and handed to DuckDB as that descriptor.
+It is written to a unique temporary file in the same folder (``mkstemp``: readers never collide)
+and renamed over the old one (a symlink there is replaced, not written through).
 
 Lines that broke the contract are kept as their bytes and checked again at every load, so their
 problems read exactly as without a cache.
@@ -56,7 +57,6 @@ from typing import Any, BinaryIO, Literal
 
 import orjson
 
-from cnnbench.results import files
 from cnnbench.results import step_summary as summary
 
 log = logging.getLogger(__name__)
@@ -509,12 +509,32 @@ class _Fetched:
     summaries: array | None
 
 
+def open_own(where: Path) -> int | None:
+    """The cache file at ``where`` opened for reading (a descriptor), without following a link,
+    when it is a regular file of this user's that no one else may read or write; None otherwise
+    (missing, a link, a FIFO, another user's, or one that others could have written: its hashes
+    hold no secret, so whoever can write it could make one that checks)."""
+    try:
+        fd = os.open(where, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+        os.close(fd)
+        return None
+    return fd
+
+
 def _fetch(where: Path, steps: bool) -> _Fetched | None:
     """The cache at ``where``, with its step times and summaries (``steps``); None when it was
-    written by another cnnbench. Raises an error when it cannot be read or is damaged."""
+    written by another cnnbench. Raises an error when it cannot be read or is damaged, and
+    ``FileNotFoundError`` when there is none of this user's alone (:func:`open_own`)."""
     import numpy as np
 
-    with files.open_regular(where) as c, _duckdb() as con:  # never a FIFO or a device
+    fd = open_own(where)
+    if fd is None:
+        raise FileNotFoundError(where)
+    with os.fdopen(fd, "rb") as c, _duckdb() as con:
         source = f"read_parquet('/proc/self/fd/{c.fileno()}')"
         meta = dict(con.execute("SELECT key::VARCHAR, value::VARCHAR FROM parquet_kv_metadata(?)",
                                 [f"/proc/self/fd/{c.fileno()}"]).fetchall())

@@ -48,7 +48,6 @@ import contextlib
 import json
 import logging
 import os
-import stat
 import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -761,17 +760,9 @@ class Sidecar:
     def open(self) -> int | None:
         """The sidecar opened for reading (a descriptor), when it is a regular file of this user's
         alone; None otherwise."""
-        if self.where is None:
-            return None
-        try:
-            fd = os.open(self.where, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-        except OSError:
-            return None
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
-            os.close(fd)
-            return None
-        return fd
+        from cnnbench.results.cache import open_own
+
+        return None if self.where is None else open_own(self.where)
 
 
 def _identity(st: os.stat_result) -> str:
