@@ -197,6 +197,28 @@ def test_a_fresh_file_never_takes_a_name_a_link_holds(tmp_path, outside, monkeyp
     untouched(outside)
 
 
+def test_an_append_that_cannot_read_its_file_reads_nothing_by_its_name(tmp_path, monkeypatch):
+    """An append checks that the file ends a line through the descriptor it writes by; where that
+    cannot read (a file others let us only write), nothing is opened by the file's name (a link
+    may have been put there since): the record starts a new line, after an empty one at worst,
+    which every reader skips."""
+    import cnnbench.results.store as store_module
+
+    root = tmp_path / "store"
+    first, second = (dict(record(machine="box"), run_id=name) for name in ("first", "second"))
+    append_record(root, first)
+    path = root / "box.jsonl"
+    with path.open("ab") as f:
+        f.write(b'{"torn')  # a crash's partial line
+    monkeypatch.setattr(store_module.os, "pread", lambda *a: (_ for _ in ()).throw(OSError(errno.EBADF, "write-only")))
+    monkeypatch.setattr(files, "open_regular", lambda *a: pytest.fail("opened by its name"))
+    append_record(root, second)
+    monkeypatch.undo()
+    assert path.read_bytes().endswith(b'{"torn\n' + store_module.record_line(second))
+    records, problems = read_records(root)
+    assert [r["run_id"] for r in records] == ["first", "second"] and len(problems) == 1  # the torn line
+
+
 def test_a_link_planted_at_a_claim_stops_the_sweep_before_the_case(tmp_path, outside):
     """The sweep's claim file (a fixed hash of the case): never truncated and written through a
     link, and the link is not deleted."""

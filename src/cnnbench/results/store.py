@@ -225,16 +225,17 @@ def store_lock(results_dir: str | os.PathLike[str]) -> Iterator[Path]:
 
 
 def _ensure_line_start(fd: int, path: Path) -> None:
-    """If a crash left a partial last line, start ours on a new line (the partial one stays as is)."""
+    """If a crash left a partial last line, start ours on a new line (the partial one stays as is).
+    Where the descriptor cannot read (a file we may only write), ours starts on a new line too:
+    at worst after an empty one, which every reader skips (never read by ``path``: what is there
+    now may be a link put in its place)."""
     size = os.fstat(fd).st_size
     if size == 0:
         return
     try:
         last = os.pread(fd, 1, size - 1)
-    except OSError:  # opened write-only (a file we may not read)
-        with files.open_regular(path) as f:
-            f.seek(size - 1)
-            last = f.read(1)
+    except OSError:  # opened write-only
+        last = b""
     if last != b"\n":
         os.write(fd, b"\n")
 
