@@ -53,12 +53,13 @@ def build_report(records: Sequence[Mapping[str, Any]], options: ReportOptions | 
                  on_figures: FiguresHook | None = None) -> Report:
     """The report for ``records`` (raises :class:`ReportError` / :class:`NoMatchingRecords`).
 
-    ``on_figures``: called once, with the scaling, training and throughput figures that the
-    report will draw, as it will hold them (a training figure's name may still change), so that a
-    caller can start drawing them meanwhile (:meth:`cnnbench.report.render.drawing.DrawingPool.draw_ahead`):
-    as soon as the kinds with plots built so far spend the plot budget (``max_plots``; they are
-    built in its order: scaling, training, throughput), else once the throughput tables are built
-    too; either way before the effect tables and the observations (most of the rest of the time)."""
+    ``on_figures``: called as each kind with plots is built (they are built first, in the plot
+    budget's order: scaling, training, throughput, bandwidth, history), with the figures of the
+    budget (``max_plots``) known so far, as the report will hold them (a training figure's name may
+    still change), so that a caller can start drawing each as soon as it is known
+    (:meth:`cnnbench.report.render.drawing.DrawingPool.draw_ahead`, which draws a figure once): each
+    call's figures are the last call's and more, all before the effect tables and the observations
+    (most of the rest of the time); no call once the budget is spent, nor without a new figure."""
     with collector_paused():  # about half the CPU time otherwise (cnnbench.results.gc_pause)
         return _build_report(records, options or ReportOptions(), on_figures)
 
@@ -113,12 +114,13 @@ def _select(records: list[Mapping[str, Any]], opts: ReportOptions) -> list[Mappi
 
 def _build_kinds(kinds: list[TableKind], inputs: Inputs, on_figures: FiguresHook | None) -> None:
     """Build every kind into ``inputs.built``: first those with plots, in the plot budget's order,
-    then the rest in the report's order. ``on_figures`` gets the plots as soon as the kinds built
-    spend the budget, else once every kind with plots is built (their tables' ids made unique
-    first: no other kind's ids start as theirs do)."""
+    then the rest in the report's order. ``on_figures`` gets the plots of the budget as each kind
+    with plots is built, those it got before with the new ones (their tables' ids made unique
+    first: no other kind's ids start as theirs do), until the budget is spent."""
     last = max((k.plot_order for k in kinds if k.plot_order is not None), default=0) + 1
     plotted = sorted((k for k in kinds if k.plot), key=lambda k: last if k.plot_order is None else k.plot_order)
     max_plots = inputs.options.max_plots
+    handed = 0
     for kind in plotted + [k for k in kinds if not k.plot]:
         inputs.built[kind.id] = kind.build(inputs)
         if on_figures is None or not kind.plot:
@@ -126,8 +128,10 @@ def _build_kinds(kinds: list[TableKind], inputs: Inputs, on_figures: FiguresHook
         done = [k for k in plotted if k.id in inputs.built]
         unique_ids([t for k in done for t in k.tables(inputs.built[k.id])])
         figures = budgeted([f for k in done if k.plot for f in k.plot(inputs.built[k.id])], max_plots)
-        if len(done) == len(plotted) or len(figures) >= max_plots:
+        if len(figures) > handed:  # the budget's first figures: those of the kinds built so far
             on_figures(figures)
+            handed = len(figures)
+        if len(figures) >= max_plots:
             on_figures = None
 
 

@@ -4,9 +4,10 @@ matplotlib takes much of a report's time: importing it (about half a second) and
 per figure. :func:`prepare_drawing` starts the drawing processes before the records are read
 (up to the usable CPUs but one, at least one, at most :data:`MAX_WORKERS`); each imports
 matplotlib at once, so the import overlaps reading the records and building the tables.
-:meth:`DrawingPool.draw_ahead` hands them the figures a report knows early (its scaling,
-training and throughput plots: ``build_report``'s ``on_figures``), which they draw into memory
-while the rest of the report is built. :func:`start_drawing` then hands them the figures not
+:meth:`DrawingPool.draw_ahead` hands them each figure of the plot budget as soon as the report
+knows it (its scaling, training, throughput, bandwidth and history plots, as each of those kinds
+is built: ``build_report``'s ``on_figures``), which they draw into memory while the rest of the
+report is built. :func:`start_drawing` then hands them the figures not
 drawn yet and returns at once, and the tables are written meanwhile; :meth:`Drawing.wait`
 writes the plots drawn ahead (those whose figure is still the same, by :func:`figure_key`) and
 collects the plot paths. With one usable CPU, or when
