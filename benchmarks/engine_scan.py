@@ -58,14 +58,20 @@ def main() -> None:
     args = ap.parse_args()
     import json
 
+    for label, folder in (("--store", args.store), ("--old-src", args.old_src), ("--new-src", args.new_src)):
+        if not folder.is_dir():
+            ap.error(f"{label} {folder}: no such folder")
     fields = json.dumps(LIST_FIELDS if args.fields == "list" else None)
     sides = [("old", args.old_src.resolve()), ("new", args.new_src.resolve())]
     for r in range(args.rounds):
         for name, src in sides if r % 2 == 0 else sides[::-1]:
             env = {**os.environ, "PYTHONPATH": str(src), "CNNBENCH_CACHE_DIR": str(args.cache.resolve())}
-            out = subprocess.run([sys.executable, "-c", CHILD, str(args.store), fields, str(args.repeats)],
-                                 env=env, capture_output=True, text=True, check=True).stdout
-            got = json.loads(out.splitlines()[-1])
+            run = subprocess.run([sys.executable, "-c", CHILD, str(args.store), fields, str(args.repeats)],
+                                 env=env, capture_output=True, text=True)
+            if run.returncode:
+                last = (run.stderr.strip().splitlines() or ["no output"])[-1]
+                sys.exit(f"engine_scan.py: the {name} side failed: {last}")
+            got = json.loads(run.stdout.splitlines()[-1])
             load = os.getloadavg()[0]
             print(f"round {r + 1} {name}: {args.fields} fields, {got['rows']:,} runs, min {got['min']:.3f} s, "
                   f"median {got['median']:.3f} s (load {load:.2f})")
