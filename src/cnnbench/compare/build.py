@@ -23,13 +23,14 @@ from typing import Any
 
 from cnnbench.analysis import fields as F
 from cnnbench.analysis.labels import Namer
-from cnnbench.analysis.marks import Marks, measure_marks, run_warnings
+from cnnbench.analysis.marks import Marks, measure_marks, measure_warnings
 from cnnbench.analysis.pairing import Pairing, default_baseline, differing_fields, pair_key_fields, pair_points
 from cnnbench.analysis.points import Measure, Point, build_points, combine, machine_spreads, machines_of
 from cnnbench.analysis.ratio_tests import ALPHA, MachineSpreads
 from cnnbench.analysis.significance import DEFAULT_NOISE, Comparison, compare_runs
 from cnnbench.compare.bandwidth import BandwidthPair, compare_bandwidth
 from cnnbench.results.query import parse_where, select, value_matches
+from cnnbench.results.record import record_kind
 from cnnbench.words import plural
 
 SIDE = "compare_side"
@@ -215,9 +216,11 @@ def compare_records(baseline: Side, candidate: Side, options: CompareOptions | N
 
 
 def _sides(both: list[Mapping[str, Any]], split_field: str, a: Any, b: Any) -> tuple[list[Any], list[Any]]:
-    """The selected records of each side (comm records for :func:`compare_bandwidth`)."""
+    """The selected comm records of each side, for :func:`compare_bandwidth` (which reads no other)."""
+    comm = [r for r in both if record_kind(r) == "comm"]
+
     def side(value: Any) -> list[Any]:
-        return [r for r in both if F.hashable(F.get_value(r, split_field)) == value]
+        return [r for r in comm if F.hashable(F.get_value(r, split_field)) == value]
     return side(a), side(b)
 
 
@@ -273,7 +276,7 @@ def _pair(base_points: list[Point], cand_points: list[Point], key: tuple, fields
     marks = Marks()
     marks.add(measure_marks(base))
     marks.add(measure_marks(cand))
-    warnings = list(dict.fromkeys(w for m in (base, cand) for r in m.runs for w in run_warnings(r)))
+    warnings = list(dict.fromkeys(w for m in (base, cand) for run in measure_warnings(m) for w in run))
     first = base_points[0].values
     return ComparedPair(
         model=F.text(first.get(F.MODEL)),
