@@ -58,7 +58,9 @@ def main() -> None:
     args = ap.parse_args()
     import json
 
-    for label, folder in (("--store", args.store), ("--old-src", args.old_src), ("--new-src", args.new_src)):
+    if not args.store.exists():
+        ap.error(f"--store {args.store}: no such folder or file")
+    for label, folder in (("--old-src", args.old_src), ("--new-src", args.new_src)):
         if not folder.is_dir():
             ap.error(f"{label} {folder}: no such folder")
     fields = json.dumps(LIST_FIELDS if args.fields == "list" else None)

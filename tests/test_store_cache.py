@@ -441,10 +441,11 @@ def test_no_cache_in_a_folder_others_may_write_in(store, monkeypatch, tmp_path):
 
 
 @pytest.mark.parametrize("planted", ["writable", "readable", "link", "another user's"])
-def test_a_cache_others_could_have_written_is_never_used(store, monkeypatch, tmp_path, planted):
+def test_a_cache_others_could_have_written_is_never_used(store, monkeypatch, tmp_path, planted, caplog):
     """A cache is records handed to the reader, and its hashes hold no secret: one that someone
     else could have written (others may write or read it, a link, another user's) is not loaded,
-    however well it checks; it is written again, this user's alone, in place of the link."""
+    however well it checks, and the debug log says why; it is written again, this user's alone,
+    in place of the link."""
     expected = read_records(store.parent)
     where = cache.cache_path(store)
     if planted == "writable":
@@ -462,8 +463,10 @@ def test_a_cache_others_could_have_written_is_never_used(store, monkeypatch, tmp
     loads = []
     real = cache._from_table
     monkeypatch.setattr(cache, "_from_table", lambda *args: loads.append(1) or real(*args))
-    assert same(read_records(store.parent), expected)
+    with caplog.at_level("DEBUG", logger=cache.__name__):
+        assert same(read_records(store.parent), expected)
     assert loads == []  # not loaded: read afresh
+    assert "not a file of this user's alone" in caplog.text
     assert not where.is_symlink() and where.stat().st_mode & 0o777 == 0o600 and where.stat().st_uid == os.getuid()
     assert same(read_records(store.parent), expected) and loads == [1]  # the one written again is used
     if planted == "link":

@@ -510,10 +510,11 @@ class _Fetched:
 
 
 def open_own(where: Path) -> int | None:
-    """The cache file at ``where`` opened for reading (a descriptor), without following a link,
-    when it is a regular file of this user's that no one else may read or write; None otherwise
-    (missing, a link, a FIFO, another user's, or one that others could have written: its hashes
-    hold no secret, so whoever can write it could make one that checks)."""
+    """The file at ``where`` in the cache folder (a parsed-record cache, an engine's sidecar)
+    opened for reading (a descriptor), without following a link, when it is a regular file of this
+    user's that no one else may read or write; None otherwise (missing, a link, a FIFO, another
+    user's, or one that others could have written: its hashes hold no secret, so whoever can write
+    it could make one that checks)."""
     try:
         fd = os.open(where, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError:
@@ -527,13 +528,15 @@ def open_own(where: Path) -> int | None:
 
 def _fetch(where: Path, steps: bool) -> _Fetched | None:
     """The cache at ``where``, with its step times and summaries (``steps``); None when it was
-    written by another cnnbench. Raises an error when it cannot be read or is damaged, and
-    ``FileNotFoundError`` when there is none of this user's alone (:func:`open_own`)."""
+    written by another cnnbench. Raises ``FileNotFoundError`` when there is none, and another
+    error when it cannot be read, is damaged, or is not this user's alone (:func:`open_own`)."""
     import numpy as np
 
     fd = open_own(where)
     if fd is None:
-        raise FileNotFoundError(where)
+        if not os.path.lexists(where):
+            raise FileNotFoundError(where)
+        raise ValueError("not a file of this user's alone (a link, another user's, or one others may read or write)")
     with os.fdopen(fd, "rb") as c, _duckdb() as con:
         source = f"read_parquet('/proc/self/fd/{c.fileno()}')"
         meta = dict(con.execute("SELECT key::VARCHAR, value::VARCHAR FROM parquet_kv_metadata(?)",

@@ -139,7 +139,7 @@ def append_lines(path: Path, data: bytes, root: Path | None = None) -> None:
         fcntl.flock(fd, fcntl.LOCK_EX)
         before = os.fstat(fd).st_size
         try:
-            _ensure_line_start(fd, path)
+            _ensure_line_start(fd)
             view = memoryview(data)
             while view:  # under the lock, so in pieces (files.WRITE_PIECE) as every big write
                 view = view[os.write(fd, view[:files.WRITE_PIECE]):]
@@ -224,11 +224,11 @@ def store_lock(results_dir: str | os.PathLike[str]) -> Iterator[Path]:
         os.close(fd)  # closing releases the lock
 
 
-def _ensure_line_start(fd: int, path: Path) -> None:
+def _ensure_line_start(fd: int) -> None:
     """If a crash left a partial last line, start ours on a new line (the partial one stays as is).
     Where the descriptor cannot read (a file we may only write), ours starts on a new line too:
-    at worst after an empty one, which every reader skips (never read by ``path``: what is there
-    now may be a link put in its place)."""
+    at worst after an empty one, which every reader skips (the file is never opened again by its
+    name: what is there now may be a link put in its place)."""
     size = os.fstat(fd).st_size
     if size == 0:
         return
