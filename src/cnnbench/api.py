@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from cnnbench.config.data_bench import DataBenchConfig
     from cnnbench.report.document import Report
     from cnnbench.report.options import ReportOptions
+    from cnnbench.report.render.drawing import DrawingPool
     from cnnbench.results.cache import StepTimesMode
     from cnnbench.results.record import Record
     from cnnbench.study import StudyRun
@@ -514,11 +515,15 @@ def make_report(results: Results, output: PathLike | None = None, *, rows: str |
     settings = _report_settings(rows, columns, observations, effects, baselines, ignore, include_warned, where,
                                 title, noise, max_plots)
     out = None if output is None else check_report_folder(output)
-    records, problems, _ = _records(results, "results", ReportError)
-    options = ReportOptions(**settings, problems=problems)
     if out is None:
-        return build_report(records, options)
-    return _build_and_write_report(records, options, out, max_plots)
+        records, problems, _ = _records(results, "results", ReportError)
+        return build_report(records, ReportOptions(**settings, problems=problems))
+    from cnnbench.report.render.drawing import prepare_drawing
+
+    # the drawing processes forked before the read, as the command forks them (see cnnbench report)
+    with prepare_drawing(None if max_plots else 0, reusing=out) as pool:
+        records, problems, _ = _records(results, "results", ReportError)
+        return _build_and_write_report(records, ReportOptions(**settings, problems=problems), out, max_plots, pool)
 
 
 def _check_report_arguments(output: PathLike | None, title: Any, baselines: Any, max_plots: Any) -> None:
@@ -562,15 +567,13 @@ def _report_settings(rows: Any, columns: Any, observations: Any, effects: Any, b
 
 
 def _build_and_write_report(records: list[Mapping[str, Any]], options: ReportOptions, out: Path,
-                            max_plots: int) -> Report:
-    """Build the report and write it in ``out``, as ``cnnbench report`` does: the plots known early
-    drawn while the rest is built."""
+                            max_plots: int, pool: DrawingPool) -> Report:
+    """Build the report and write it in ``out``, as ``cnnbench report`` does: each plot drawn by
+    ``pool``'s processes as soon as it is known, while the rest is built."""
     from cnnbench.report import build_report, write_report
-    from cnnbench.report.render.drawing import prepare_drawing
 
-    with prepare_drawing(None if max_plots else 0, reusing=out) as pool:
-        built = build_report(records, options, on_figures=lambda figures: pool.draw_ahead(figures, out))
-        write_report(built, out, plots=max_plots > 0, drawing_pool=pool)
+    built = build_report(records, options, on_figures=lambda figures: pool.draw_ahead(figures, out))
+    write_report(built, out, plots=max_plots > 0, drawing_pool=pool)
     return built
 
 
