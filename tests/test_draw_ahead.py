@@ -218,3 +218,26 @@ def test_figures_drawn_here_in_a_paused_command_are_freed_as_they_are_drawn(tmp_
         assert not gc.isenabled()
         left = gc.collect()
     assert left < 1000 * len(figures), (left, len(figures))  # over 4,000 a figure otherwise
+
+
+@pytest.mark.parametrize("entry", ["command", "api"])
+def test_the_drawing_processes_are_started_before_the_store_is_read(tmp_path, monkeypatch, entry):
+    """Forked after the read, a drawing process makes the parent copy every page of the records it
+    then writes to; forked first, it imports matplotlib while the store is read."""
+    import cnnbench
+    import cnnbench.results.store as store_module
+    from cnnbench.cli import main
+    from tests.report_fixtures import write_store
+
+    store = write_store(tmp_path / "results", records())
+    order: list[str] = []
+    prepare, read = drawing.prepare_drawing, store_module.read_records
+    monkeypatch.setattr(drawing, "prepare_drawing",
+                        lambda *a, **k: order.append("processes") or prepare(0, **{n: v for n, v in k.items()
+                                                                                   if n == "reusing"}))
+    monkeypatch.setattr(store_module, "read_records", lambda *a, **k: order.append("read") or read(*a, **k))
+    if entry == "command":
+        assert main(["report", str(store), "-o", str(tmp_path / "out")]) == 0
+    else:
+        cnnbench.make_report(str(store), output=tmp_path / "out")
+    assert order[:2] == ["processes", "read"]
