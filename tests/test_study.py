@@ -165,6 +165,29 @@ def test_a_study_file_without_its_sections_is_refused(tmp_path, capsys):
         load_study(str(_write(tmp_path / "r.yaml", OWN_STUDY + "  repeat: 2\n")))
 
 
+def test_a_data_set_kind_that_is_a_path_is_refused_before_anything_is_made(tmp_path, capsys):
+    """A study file may be someone else's: ``make_dataset.kind`` names a data set, never a folder."""
+    evil = _write(tmp_path / "evil.yaml", """name: evil
+base: {device: cpu, model: trivial, num_batches: 2, num_warmup_batches: 1, batch_size: 4, image_size: 32}
+matrix: {seed: [1]}
+layout: {title: t}
+smoke:
+  make_dataset: {kind: "../../outside", num_classes: 2, images_per_class: 2, image_size: 32}
+  base: {device: cpu, model: trivial, num_batches: 2, num_warmup_batches: 1, batch_size: 4, image_size: 32}
+  matrix: {seed: [1]}
+  include:
+    - {data_dir: "{dataset}", batch_size: 2}
+""")
+    outside = tmp_path / "outside-image_size32-images_per_class2-num_classes2"
+    outside.mkdir()
+    assert main(["study", str(evil), "--smoke", "--results-dir", str(tmp_path / "res"), "-o",
+                 str(tmp_path / "rep"), "--plain"]) == 2
+    err = capsys.readouterr().err
+    assert "smoke.make_dataset.kind: imagefolder, cifar10, cifar100 (got '../../outside')" in err
+    assert len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "res").exists() and not any(outside.iterdir())
+
+
 def _write(path: Path, text: str) -> Path:
     path.write_text(text)
     return path

@@ -30,6 +30,7 @@ from typing import Any
 
 from cnnbench.analysis import fields as F
 from cnnbench.config.run_config import RunConfig
+from cnnbench.data.layouts import GENERATED_KINDS
 from cnnbench.report.options import OBSERVATION_KINDS
 from cnnbench.sweep.suite import (
     STUDY_KEYS,
@@ -77,8 +78,10 @@ class DataSetRecipe:
 
     def folder(self, root: Path) -> Path:
         """Where it is made under ``root`` (the same arguments, the same folder)."""
-        parts = [self.kind, *(f"{k}{v}" for k, v in sorted(self.options.items()))]
-        return root / "-".join(str(p) for p in parts)
+        name = "-".join(str(p) for p in [self.kind, *(f"{k}{v}" for k, v in sorted(self.options.items()))])
+        if "/" in name or name in (".", ".."):  # a name, never a path (the kind is checked when the file is read)
+            raise ValueError(f"not a folder name: {name!r}")
+        return root / name
 
 
 @dataclass(frozen=True)
@@ -231,8 +234,8 @@ def _dataset(data: Mapping[str, Any], fail: Any) -> DataSetRecipe:
             raise fail(f"smoke.make_dataset.{shortened(str(key), 60)}: not an argument of make-dataset "
                        f"(known: {', '.join(DATASET_KEYS)})")
     kind = data.get("kind")
-    if not isinstance(kind, str):
-        raise fail("smoke.make_dataset.kind: imagefolder, cifar10 or cifar100")
+    if kind not in GENERATED_KINDS:  # a name, never a path: it names the data set's folder
+        raise fail(f"smoke.make_dataset.kind: {', '.join(GENERATED_KINDS)} (got {quoted(kind)})")
     options = {k: v for k, v in data.items() if k != "kind"}
     for key, value in options.items():
         if isinstance(value, bool) or not isinstance(value, int):
