@@ -247,3 +247,15 @@ def test_two_repeats_a_side_find_a_2x_effect_with_the_machines_pooled_spread():
     assert len(result.pairs) == 10
     assert [p.comparison.verdict for p in result.pairs] == ["faster"] * 10
     assert all(p.comparison.basis == "repeats" for p in result.pairs)
+
+
+@pytest.mark.parametrize("rates", [(5e-324, 1000.0), (1e-300, 9e17), (1000.0, 5e-324)])
+def test_rates_whose_ratio_no_float_holds_have_no_ratio(tmp_path, capsys, rates):
+    """A figure as small as 5e-324 images/sec is a number, but its ratio to a real one overflows
+    (or underflows to 0): the pair has no ratio ("—"), never ``inf``, and JSON stays JSON."""
+    a, b = stores(tmp_path, [record(ips=rates[0])], [record(ips=rates[1])])
+    for fmt in ("table", "csv", "json"):
+        code, out, err = run(capsys, a, b, "--format", fmt)
+        assert code == 0 and "Traceback" not in err and "inf" not in out.lower()
+    pair = json.loads(out)["pairs"][0]
+    assert pair["ratio"] is None

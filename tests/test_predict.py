@@ -427,3 +427,24 @@ def test_the_intra_node_link_comes_from_one_node_comm_records_only():
     assert link is not None and link.bandwidth_gbps == pytest.approx(3.0)
     del across["config"]["num_nodes"]  # no node count: one node
     assert link_from_comm([across], "loopback") is not None
+
+
+def test_a_rate_too_small_to_compute_a_step_from_is_left_out_by_name(tmp_path, capsys):
+    """5e-324 images/sec is a number, but a step of a batch at that rate lasts longer than any
+    float: such a record is named and left out, never turned into NaN figures or a traceback."""
+    from tests.report_fixtures import record, write_store
+
+    def rec(ips: float, devices: int) -> dict:
+        return record(ips=ips, num_devices=devices, metrics={"step_times_s": None}, cost=False)
+
+    alone = write_store(tmp_path / "alone", [rec(5e-324, 1)])
+    assert main(["predict", str(alone), "--devices", "1,2", "--strategy", "replicated"]) == 2
+    err = capsys.readouterr().err
+    assert "metrics.total_images_per_sec is 5e-324: too small to compute a step from" in err
+    assert len(err.strip().splitlines()) == 1
+    beside = write_store(tmp_path / "beside", [rec(1000.0, 1), rec(5e-324, 2)])
+    for fmt in ("table", "csv", "json"):
+        assert main(["predict", str(beside), "--devices", "1,2", "--strategy", "replicated", "--format", fmt]) == 0
+        out = capsys.readouterr().out
+        assert "nan" not in out.lower() and "inf" not in out.lower()
+    json.loads(out, parse_constant=lambda name: pytest.fail(f"{name} in the JSON"))

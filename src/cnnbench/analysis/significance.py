@@ -47,6 +47,7 @@ the coefficient of variation of its step times, which reports mark when it is ov
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -210,6 +211,8 @@ def _untested(base: Sequence[RunSample], cand: Sequence[RunSample]) -> Compariso
     if not nb or not nc:
         return Comparison(None, False, NONE, n_base=nb, n_cand=nc)
     ratio = statistics.median([r.rate for r in cand]) / statistics.median([r.rate for r in base])
+    if not 0 < ratio < math.inf:  # rates so far apart (a figure of 5e-324) that their ratio over- or underflows
+        return Comparison(None, False, NONE, n_base=nb, n_cand=nc)
     return Comparison(ratio, False, _basis(base, cand), n_base=nb, n_cand=nc)
 
 

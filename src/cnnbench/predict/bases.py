@@ -26,6 +26,7 @@ from typing import Any
 
 from cnnbench.predict.model import DEFAULT_BUCKET_BYTES, Base
 from cnnbench.results import fields as F
+from cnnbench.results.cleaning import MAX_FIGURE
 from cnnbench.results.query import get_value
 from cnnbench.results.record import record_kind
 
@@ -69,7 +70,7 @@ class Measured:
 def run_records(records: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """Training run records that finished (not comm, not ``cnnbench data``, not forward-only)
     with a figure more than 0 images/sec."""
-    return [r for r in _training(records) if _positive((r.get("metrics") or {}).get("total_images_per_sec"))]
+    return [r for r in _training(records) if _rate((r.get("metrics") or {}).get("total_images_per_sec"))]
 
 
 def _training(records: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
@@ -95,7 +96,7 @@ def find_bases(records: Sequence[Mapping[str, Any]], cost_lookup: CostLookup,
         if why is not None:
             skipped.append(f"record {rec.get('run_id') or '(no run_id)'} ({get_value(rec, F.MODEL)} on "
                            f"{get_value(rec, F.MACHINE)}): {why}")
-        elif _positive((rec.get("metrics") or {}).get("total_images_per_sec")):
+        elif _rate((rec.get("metrics") or {}).get("total_images_per_sec")):
             groups[config_key(rec)].append(rec)
     for key, recs in groups.items():
         base = _base(key, recs, cost_lookup, pipeline)
@@ -119,6 +120,8 @@ def unusable(record: Mapping[str, Any]) -> str | None:
     ips = _figure(metrics.get("total_images_per_sec"))
     if ips is not None and ips <= 0:
         return f"metrics.total_images_per_sec is {ips!r}: a finished run measures more than 0 images/sec"
+    if ips is not None and not _rate(ips):
+        return f"metrics.total_images_per_sec is {ips!r}: too small to compute a step from (under {MIN_RATE:g})"
     split = [v for v in (_figure(metrics.get(k)) for k in SPLIT_FIELDS) if v is not None and v >= 0]
     if len(split) == len(SPLIT_FIELDS) and not sum(split):
         return "metrics.forward_time_s, backward_time_s and optimizer_time_s are all 0: a step takes some time"
@@ -262,6 +265,16 @@ def comm_records(records: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]
 def _figure(value: Any) -> int | float | None:
     """A number (not a bool), else None."""
     return None if isinstance(value, bool) or not isinstance(value, (int, float)) else value
+
+
+MIN_RATE = 1 / MAX_FIGURE
+"""The least images/sec a step is computed from: a step of a batch at a smaller rate (5e-324, as a
+figure may say) lasts longer than any figure a reader computes with."""
+
+
+def _rate(value: Any) -> bool:
+    """Whether ``value`` is images/sec a step can be computed from (:data:`MIN_RATE` or more)."""
+    return _positive(value) and value >= MIN_RATE
 
 
 def _positive(value: Any) -> bool:
