@@ -275,8 +275,10 @@ def test_bad_input_is_one_line(store, capsys):
     assert main(["history", str(store), "--order-by", "bogus_field"]) == 2
     assert main(["history", str(store), "--fail-on-regression", "x"]) == 2
     assert main(["history", str(store), "--where", "model=nothing"]) == 2
+    assert main(["history", str(store), "--order-by", ""]) == 2
     err = capsys.readouterr().err
     assert "--order-by: unknown field 'bogus_field'" in err and "no results to read" in err
+    assert "--order-by: empty field name" in err
 
 
 def test_history_never_imports_torch_or_matplotlib(store):

@@ -77,7 +77,7 @@ def handle(args: argparse.Namespace) -> int:
     if not records:
         raise UserError("no results to read" + (" (none matched --where)" if args.where else ""))
     order_by = None
-    if args.order_by:
+    if args.order_by is not None:
         try:
             order_by = resolve_field(args.order_by, records)
         except FieldError as exc:
