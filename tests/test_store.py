@@ -423,6 +423,20 @@ def test_merge_counts_a_run_found_in_two_sources_as_repeated(tmp_path, capsys):
     assert "appended 2 runs" in out and "2 already there or repeated" in out and "unreadable" not in out
 
 
+def test_merge_counts_a_line_read_with_a_value_replaced_apart_from_the_lines_it_skipped(tmp_path, capsys):
+    """A line whose record is read with a value replaced (a lone surrogate, a NaN) is merged, not
+    skipped: the summary says so, and counts as unreadable only the lines it left out."""
+    source = tmp_path / "src" / "box.jsonl"
+    _write(source, make_record(0), make_record(1))
+    text = source.read_text().splitlines()
+    odd = text[0].replace('"run_id": "', '"run_id": "x').replace('"box', '"box\\ud800', 1)
+    source.write_text("\n".join([odd, text[1], "{torn"]) + "\n")
+    assert main(["results", "merge", str(tmp_path / "src"), "--into", str(tmp_path / "out")]) == 0
+    out, err = capsys.readouterr()
+    assert "appended 2 runs" in out and "; 1 unreadable line skipped; 1 line read with values replaced" in out
+    assert "not Unicode (a lone surrogate)" in err and "skipped " in err
+
+
 def test_a_sweep_resumes_from_its_own_folder_not_from_a_store_below_it(tmp_path):
     from cnnbench.sweep.resume import DoneCases
 

@@ -236,6 +236,7 @@ def _query_text(value: Any) -> str:
 
 
 def handle_merge(args: argparse.Namespace) -> int:
+    from cnnbench.results.lines import StoreNotice
     from cnnbench.results.merge import MergeError, merge_stores
     from cnnbench.results.space import NoSpace
     from cnnbench.results.store import problem_text
@@ -252,8 +253,11 @@ def handle_merge(args: argparse.Namespace) -> int:
     for problem in result.problems:
         print(f"warning: {problem_text(problem)}", file=sys.stderr)
     verb = "would append" if args.dry_run else "appended"
+    skipped = [p for p in result.problems if not isinstance(p, StoreNotice)]  # a notice's record was kept
+    noticed = len(result.problems) - len(skipped)
     print(f"{verb} {plural(len(result.written), 'run')} to {args.into}; {result.already} already there or repeated"
-          + (f"; {plural(len(result.problems), 'unreadable line')} skipped" if result.problems else ""))
+          + (f"; {plural(len(skipped), 'unreadable line')} skipped" if skipped else "")
+          + (f"; {plural(noticed, 'line')} read with values replaced (named above)" if noticed else ""))
     return 0
 
 
