@@ -463,3 +463,17 @@ def test_streams_that_are_not_strict_utf8_are_left_as_they_are_and_the_others_re
             print("a name: m\udcff")  # no error
         assert [s.errors for s in streams] == ["surrogateescape", "strict", "strict"]  # the caller's again
     assert streams[2].buffer.getvalue() == b"a name: m\\udcff\n"
+
+
+def test_text_from_a_record_never_breaks_an_error_or_a_row_in_two_nor_writes_to_the_terminal(tmp_path, capsys):
+    """A machine label holding a line break or an escape sequence (someone else's record) is shown
+    with those characters escaped: the error stays one line, each run one row, and no ESC reaches
+    the terminal."""
+    store = tmp_path / "x.jsonl"
+    store.write_text("".join(json.dumps(record(machine=m, ips=10.0)) + "\n" for m in ("m\x1b[31mred", "n\nfake line")))
+    assert main(["compare", str(store), "--by", "machine", "--baseline", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "\x1b" not in err and "m\\x1b[31mred, n\\nfake line" in err
+    assert main(["results", "list", str(store)]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and len(out.splitlines()) == 4 and "n\\nfake line" in out

@@ -153,6 +153,18 @@ def quoted(value: Any) -> str:
     return shortened(_QUOTE.repr(value))
 
 
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def one_line(text: str) -> str:
+    """``text`` as one line a terminal shows as it is: each control character (a line break, an
+    escape sequence's ESC, a carriage return) written as its escape (``\\n``, ``\\x1b``). Text
+    from someone else's file (a machine label) never breaks a message or a table's row in two, nor
+    recolours or rewrites a terminal."""
+    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text) if _CONTROL.search(
+        text) else text
+
+
 def shortened(text: str, limit: int = QUOTE_LIMIT) -> str:
     """``text`` on one line (a line break becomes a space) and cut to at most ``limit`` characters,
     ``...`` marking a cut: a message that quotes a value with ``str`` (a case's fields, a YAML

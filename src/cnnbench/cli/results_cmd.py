@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from cnnbench.cli.common import CliParser, UserError
 from cnnbench.results import fields as F
-from cnnbench.words import plural
+from cnnbench.words import one_line, plural
 
 if TYPE_CHECKING:
     from cnnbench.results.engine import CsvRows
@@ -109,7 +109,7 @@ def _text(value: Any) -> str:
         return f"{value:.2f}"
     if isinstance(value, bool):
         return "yes" if value else "no"
-    return str(value)
+    return one_line(str(value))
 
 
 def _newest(paths: Sequence[str], where: Sequence[str], limit: int) -> tuple[list[dict[str, Any]], int]:
