@@ -54,6 +54,31 @@ def test_a_planted_step_is_found_where_it_happened_with_its_sign_and_size():
     assert change.text().startswith("resnet50 fp32 b64 on m-fast: -6.")
 
 
+RETURNING = [[150] * 4 + [100] * 4 + [150] * 4 + [100] * 4, [100] * 4 + [150] * 4 + [100] * 4,
+             [150] * 10 + [100] * 10 + [150] * 10, [150] * 6 + [100] * 6 + [150] * 6 + [100] * 6 + [150] * 6]
+
+
+@pytest.mark.parametrize("pattern", RETURNING)
+def test_a_level_that_returns_is_found_though_no_one_split_explains_it(pattern):
+    """Slow, fast, slow, fast: binary segmentation finds no one split worth its place (each leaves
+    the other level in its residuals); the exact partition finds every level."""
+    fit = fit_levels([v + (i % 3) * 0.1 for i, v in enumerate(pattern)])
+    assert [round(level.value) for level in fit.levels] == [v for i, v in enumerate(pattern)
+                                                            if i == 0 or v != pattern[i - 1]]
+    assert not fit.outliers and all(s.p < 1e-6 for s in fit.shifts)
+
+
+def test_the_gate_fails_on_a_slowdown_after_a_level_that_returned(tmp_path, capsys):
+    pattern = RETURNING[0]
+    store = tmp_path / "results"
+    store.mkdir()
+    (store / "m.jsonl").write_text("".join(json.dumps(r) + "\n" for r in series(
+        [v + (i % 3) * 0.1 for i, v in enumerate(pattern)], jobs=[f"s{i}" for i in range(len(pattern))])))
+    assert main(["history", str(store), "--fail-on-regression", "5"]) == 1
+    out, err = capsys.readouterr()
+    assert "3 changes" in out and "-33.3% from run resnet50-m-fast-012" in err
+
+
 def test_an_improvement_is_found_with_the_sign_up():
     values = noisy(30, seed=2)
     values[:12] /= 1.10

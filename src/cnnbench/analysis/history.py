@@ -19,8 +19,10 @@ binary segmentation on the job means splits the level where the weighted two-sam
 sides is most significant, when the chance that a split at any of the places it could have been
 reaches that t (:func:`_adjusted`; Bonferroni's places times one p overstates it where
 neighbouring places' ts nearly agree) is under :data:`ALPHA`, with at least two runs on each side
-and a change of at least :data:`MIN_CHANGE`, and again until no split is; then each change is
-tested again between its two neighbouring levels and the weakest dropped until every one holds.
+and a change of at least :data:`MIN_CHANGE`, and again until no split is; then, where the exact
+best partition with more levels fits far beyond chance (a level that returns, slow fast slow fast,
+which no one split explains: :func:`_more_levels`), that partition; then each change is tested
+again between its two neighbouring levels and the weakest dropped until every one holds.
 ``benchmarks/history_methods.py`` measured this against asv's step detection, Apache Otava's
 E-Divisive, a Conbench-style lookback z-score and ruptures' PELT (``benchmarks/README.md``).
 
@@ -309,6 +311,87 @@ def _compare(m: np.ndarray, w: np.ndarray, cnt: np.ndarray, a: int, k: int, b: i
     return diff, se, _adjusted(abs(diff) / se, w[a:b], cnt[a:b], df)
 
 
+def _partitions(m: np.ndarray, w: np.ndarray, cnt: np.ndarray, most: int) -> list[tuple[float, list[int]]]:
+    """For each count of changes 0..``most``, the partition of job means ``m`` into that many more
+    levels, each of :data:`MIN_RUNS` runs or more, with the least weighted sum of squares around
+    the levels' means: ``(sum of squares, changes)`` (``inf`` and no changes where none fits).
+    Dynamic programming over the places, exact (binary segmentation is greedy: a level that
+    returns, slow fast slow fast, has no one split worth its place)."""
+    import numpy as np  # here, not at the top: a report without history loads no numpy
+    n = len(m)
+    cw, cs, cq, cc = (np.concatenate([[0.0], np.cumsum(v)]) for v in (w, w * m, w * m * m, cnt))
+    a, b = np.meshgrid(np.arange(n + 1), np.arange(n + 1), indexing="ij")  # a level of jobs a..b-1
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cost = (cq[b] - cq[a]) - (cs[b] - cs[a]) ** 2 / (cw[b] - cw[a])
+    cost = np.where((b > a) & (cc[b] - cc[a] >= MIN_RUNS), np.maximum(cost, 0.0), np.inf)
+    best = cost[0].copy()  # the least sum of squares of jobs 0..b-1 in k + 1 levels
+    back: list[np.ndarray] = []
+    out: list[tuple[float, list[int]]] = [(float(best[n]), [])]
+    for _ in range(most):
+        total = best[:, None] + cost  # the last level a..b-1 after the best of 0..a-1
+        back.append(np.argmin(total, axis=0))
+        best = total[back[-1], np.arange(n + 1)]
+        cuts, end = [], n
+        for step in reversed(back):
+            end = int(step[end])
+            cuts.append(end)
+        out.append((float(best[n]), sorted(cuts)) if math.isfinite(best[n]) else (math.inf, []))
+    return out
+
+
+_MORE_LEVELS = 4
+"""How many more changes than binary segmentation found :func:`_more_levels` looks for."""
+_UNEXPLAINED = 25.0
+"""How many times the variance of a job's mean (from the two spreads) the job means must vary
+around binary segmentation's levels before :func:`_more_levels` looks for more (a level that
+returns leaves all of its step there)."""
+_EXACT_JOBS = 600
+"""The most jobs whose exact partitions :func:`_more_levels` looks for (its tables are the jobs
+squared: 2.9 MB each at this size); a longer series keeps binary segmentation's changes."""
+
+
+def _more_levels(m: np.ndarray, w: np.ndarray, cnt: np.ndarray, cuts: list[int], alpha: float) -> list[int]:
+    """``cuts``, or the best partition with more changes where its fit is better beyond chance: the
+    F test of the sum of squares it takes off (over the changes it adds) against what is left, its
+    p (:func:`_f_tail`) times the number of partitions with that many changes and of the counts
+    tried (Bonferroni: only a pattern far beyond the noise passes). Binary segmentation misses a
+    level that returns (slow, fast, slow, fast); the exact partition does not."""
+    n = len(m)
+    have = len(cuts)
+    most = min(have + _MORE_LEVELS, int(cnt.sum()) // MIN_RUNS - 1, n - 1)
+    if most <= have or n > _EXACT_JOBS:
+        return cuts
+    bounds = [0, *cuts, n]
+    if _rss(m, w, bounds) / max(n - len(bounds) + 1, 1) < _UNEXPLAINED:  # the levels leave the noise the
+        return cuts  # weights expect (the job means' variance, 1 / w, about 1 in the scale): nothing to find
+    fits = _partitions(m, w, cnt, most)
+    base = fits[have][0]
+    for k in range(have + 1, most + 1):
+        rss, found = fits[k]
+        df = n - k - 1
+        if df < 1 or not math.isfinite(rss) or rss >= base:
+            continue
+        f = (base - rss) / (k - have) / max(rss / df, _FLOOR ** 2 * float(w.max()))
+        if _f_tail(k - have, df, f) * math.comb(n - 1, k) * (most - have) < alpha:
+            return found
+    return cuts
+
+
+def _f_tail(d1: int, d2: int, f: float) -> float:
+    """The chance that Snedecor's F with ``d1`` and ``d2`` degrees of freedom exceeds ``f``: exact
+    for an even ``d1`` (a finite sum), and for an odd one the chance for ``d1 + 1`` at ``f d1 /
+    (d1 + 1)``, which is never less (a chi-square of one more degree of freedom is stochastically
+    larger): a bound that only makes the test stricter, without scipy."""
+    if d1 % 2:
+        return _f_tail(d1 + 1, d2, f * d1 / (d1 + 1))
+    x = d2 / (d2 + d1 * f)
+    term = total = 1.0
+    for i in range(1, d1 // 2):
+        term *= (d2 / 2 + i - 1) / i * (1.0 - x)
+        total += term
+    return min(1.0, x ** (d2 / 2) * total)
+
+
 def _segment(m: np.ndarray, w: np.ndarray, cnt: np.ndarray, min_log: float,
              alpha: float) -> tuple[list[int], float, int]:
     """Where job means ``m`` change (the first job after each), the scale of the weights' variances
@@ -333,6 +416,7 @@ def _segment(m: np.ndarray, w: np.ndarray, cnt: np.ndarray, min_log: float,
         if best is None:
             break
         cuts = sorted([*cuts, best[0]])
+    cuts = _more_levels(m, w, cnt, cuts, alpha)
     while True:
         bounds = [0, *cuts, n_jobs]
         df = max(n_jobs - len(bounds) + 1, 1)
