@@ -18,8 +18,9 @@ stores of ``--records`` records, written once into ``--data`` and kept):
 - ``append``: the same after one record is appended: on a copy of the store (``<store>-append``,
   made once), the command run once, one new record (its own ``run_id``) appended to the file of its
   machine, then the command timed; the copy's files are cut back to the store's sizes afterwards;
-- ``export``: ``cnnbench results export --format csv --no-step-times STORE`` (output discarded),
-  cold and warm;
+- ``export``: ``cnnbench results export --format FORMAT --no-step-times STORE`` for each of
+  ``--export-formats`` (default csv; output discarded, a Parquet file written under ``--data``'s
+  ``goals-out/``), cold and warm;
 - ``query``: ``cnnbench results query`` of the median images/sec per model (view ``runs``) and of
   the five runs with the longest tail of step times (view ``steps``), cold and warm;
 - ``frame``: ``cnnbench.read_results(STORE, step_times=False)`` in a fresh interpreter (import
@@ -49,7 +50,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -71,7 +72,7 @@ from store_engines import (  # noqa: E402
 
 PARTS = ("list", "append", "export", "query", "frame", "records", "report")
 LISTING = ["results", "list", "--limit", "1"]
-EXPORT = ["results", "export", "--format", "csv", "--no-step-times"]
+EXPORT = ["results", "export", "--no-step-times"]
 QUERIES = {
     "runs": 'SELECT "config.model", count(*), median("metrics.total_images_per_sec") FROM runs GROUP BY 1',
     "steps": "SELECT run_id, max(seconds) / median(seconds) AS tail FROM steps GROUP BY 1 ORDER BY 2 DESC LIMIT 5",
@@ -182,6 +183,7 @@ def appending(store: Path, copy: Path, template: dict[str, Any], uniform: bool,
 
 
 def build_cases(parts: set[str], stores: dict[str, Path], report_store: Path, out: Path, n: int,
+                formats: Sequence[str],
                 template: dict[str, Any]) -> list[Case]:
     todo: list[Case] = []
     for name, store in stores.items():
@@ -194,11 +196,11 @@ def build_cases(parts: set[str], stores: dict[str, Path], report_store: Path, ou
             setup, finish = appending(store, copy, template, name == "uniform", n + 1_000_000)
             todo.append(Case(f"results list --limit 1, {name} {n:,}, after one append", copy,
                              same([*LISTING, str(copy)]), setup, finish))
-        if "export" in parts:
-            todo += [Case(f"results export csv --no-step-times, {name} {n:,}, cold", store,
-                          same([*EXPORT, str(store)]), cold(store)),
-                     Case(f"results export csv --no-step-times, {name} {n:,}, warm", store,
-                          same([*EXPORT, str(store)]), warm)]
+        for fmt in formats if "export" in parts else ():
+            target = ["-o", str(out / f"export-{name}.parquet")] if fmt == "parquet" else []
+            args = same([*EXPORT, "--format", fmt, *target, str(store)])
+            todo += [Case(f"results export {fmt} --no-step-times, {name} {n:,}, cold", store, args, cold(store)),
+                     Case(f"results export {fmt} --no-step-times, {name} {n:,}, warm", store, args, warm)]
         if "query" in parts:
             for view, sql in QUERIES.items():
                 args = same(["results", "query", sql, str(store)])
@@ -289,6 +291,8 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--parts", default=",".join(PARTS), help=f"Comma-separated: {', '.join(PARTS)}.")
     ap.add_argument("--stores", default="varied,uniform", help="Comma-separated: varied, uniform.")
+    ap.add_argument("--export-formats", default="csv", help="Comma-separated formats of part export: csv, json, "
+                    "parquet (default csv).")
     args = ap.parse_args()
     parts = set(args.parts.split(","))
     if parts - set(PARTS):
@@ -322,7 +326,8 @@ def main() -> int:
     out = args.data / "goals-out"
     if parts & {"report", "records"}:
         write_store(report_store, template, args.report_records, uniform=False)
-    todo = build_cases(parts, stores, report_store, out, args.records, template)
+    out.mkdir(parents=True, exist_ok=True)
+    todo = build_cases(parts, stores, report_store, out, args.records, args.export_formats.split(","), template)
     if "report" in parts:
         for side in sides:  # the side's caches of the report's store warm, untimed
             try:

@@ -1,7 +1,8 @@
-"""``results export --format csv`` through DuckDB (:func:`cnnbench.results.engine.export_csv`)
-writes what the checked reader's export writes: the same columns in the same order, the same
-runs in the store's order, the same cells (a list's JSON may be spelled otherwise: the same
-value), every text cell made safe for a spreadsheet, and every unusable line named the same way."""
+"""``results export`` through DuckDB (:func:`cnnbench.results.engine.export_scan`) writes what the
+checked reader's export writes: the same columns in the same order, the same runs in the store's
+order, the same cells (a list's JSON may be spelled otherwise: the same value), every text cell made
+safe for a spreadsheet, and every unusable line named the same way; as CSV, as JSON (a field null
+in a run is left out of its object) and as Parquet (each column of the same type)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from cnnbench.results import engine
 from cnnbench.results.csv_out import is_number_text
 from tests.test_store_engine import ODD, good, line, use_sidecars, write
 
-REAL = engine.export_csv
+REAL = engine.export_scan
 
 
 @pytest.fixture
@@ -30,8 +31,9 @@ def _every_store_through_the_engine(monkeypatch):
         monkeypatch.setattr(engine, threshold, 0)
 
 
-def export(capsys, monkeypatch, args, *, engine_allowed: bool):
-    """What ``results export --format csv ARGS`` printed (output, warnings), and whether the engine wrote it."""
+def export(capsys, monkeypatch, args, *, engine_allowed: bool, fmt: str = "csv"):
+    """What ``results export --format FMT ARGS`` printed (output, warnings), and whether the engine
+    wrote it; for Parquet, the output is the file written (beside the first of ``args``)."""
     used: list[bool] = []
 
     def spy(*a, **k):
@@ -41,11 +43,12 @@ def export(capsys, monkeypatch, args, *, engine_allowed: bool):
         used.append(True)
         return rows
 
-    monkeypatch.setattr(engine, "export_csv", spy)
+    monkeypatch.setattr(engine, "export_scan", spy)
+    target = f"{args[0]}.{'engine' if engine_allowed else 'checked'}.parquet"
     capsys.readouterr()
-    assert main(["results", "export", "--format", "csv", *args]) == 0
+    assert main(["results", "export", "--format", fmt, *args, *(["-o", target] if fmt == "parquet" else [])]) == 0
     out, err = capsys.readouterr()
-    return out, err, bool(used)
+    return (target if fmt == "parquet" else out), err.replace(target, "FILE"), bool(used)
 
 
 def table(text: str) -> list[list]:
@@ -60,20 +63,44 @@ def table(text: str) -> list[list]:
     return [rows[0]] + [[value(c) for c in row] for row in rows[1:]]
 
 
-def both(capsys, monkeypatch, args):
-    new = export(capsys, monkeypatch, args, engine_allowed=True)
-    old = export(capsys, monkeypatch, args, engine_allowed=False)
+def json_table(text: str) -> list[list]:
+    """The JSON export as :func:`table` gives a CSV one: the columns met with a value, then each
+    run's values (a field null in a run, or not in it, as None)."""
+    runs = json.loads(text)
+    columns = list(dict.fromkeys(name for run in runs for name, value in run.items() if value is not None))
+    return [columns] + [[run.get(name) for name in columns] for run in runs]
+
+
+def parquet_table(path: str) -> list[list]:
+    """The Parquet export as :func:`table` gives a CSV one, each column's name with its type (a
+    list's element type as pyarrow names it: ``item``), text that is JSON read as its value."""
+    import pyarrow.parquet as pq
+
+    read = pq.read_table(path)
+    columns = [f"{f.name}: {str(f.type).replace('element: ', 'item: ')}" for f in read.schema]
+    cells = [[json.loads(v) if isinstance(v, str) and v[:1] in "[{" else v for v in read.column(i).to_pylist()]
+             for i in range(read.num_columns)]
+    return [columns] + [list(row) for row in zip(*cells, strict=True)]
+
+
+READ = {"csv": table, "json": json_table, "parquet": parquet_table}
+FORMATS = list(READ)
+
+
+def both(capsys, monkeypatch, args, fmt="csv"):
+    new = export(capsys, monkeypatch, args, engine_allowed=True, fmt=fmt)
+    old = export(capsys, monkeypatch, args, engine_allowed=False, fmt=fmt)
     return new, old
 
 
-def same(capsys, monkeypatch, args, *, by_engine: bool | None = True):
+def same(capsys, monkeypatch, args, *, by_engine: bool | None = True, fmt: str = "csv"):
     """The export's table through the engine, once seen to be the checked reader's; ``by_engine``:
     whether the engine wrote it (None: either)."""
-    (new_out, new_err, used), (old_out, old_err, _) = both(capsys, monkeypatch, args)
+    (new_out, new_err, used), (old_out, old_err, _) = both(capsys, monkeypatch, args, fmt)
     assert by_engine is None or used == by_engine
-    assert table(new_out) == table(old_out)
+    assert READ[fmt](new_out) == READ[fmt](old_out)
     assert new_err == old_err
-    return table(new_out)
+    return READ[fmt](new_out)
 
 
 @pytest.mark.parametrize("name", list(ODD))
@@ -99,7 +126,8 @@ def test_text_cells_are_made_safe_as_the_one_writer_makes_them(tmp_path, capsys,
     assert written[9] == "" and written[12] == "two\nlines"
 
 
-def test_fields_of_every_shape_and_the_store_order(tmp_path, capsys, monkeypatch):
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_fields_of_every_shape_and_the_store_order(tmp_path, capsys, monkeypatch, fmt):
     store = tmp_path / "results"
     shapes = [
         {"source": {"tool": "tf_cnn_benchmarks", "log": {"path": "a.log", "lines": [1, 2]}}},
@@ -111,9 +139,10 @@ def test_fields_of_every_shape_and_the_store_order(tmp_path, capsys, monkeypatch
     ]
     write(store / "b.jsonl", [line(good(i, **extra)) for i, extra in enumerate(shapes)])
     write(store / "a.jsonl", [line(good(9, machine="a", note="first file"))])
-    rows = same(capsys, monkeypatch, [str(store)])
-    assert [row[rows[0].index("run_id")] for row in rows[1:]][0]  # every run has its id
-    assert "source.log.lines" in rows[0] and "empty" not in rows[0]
+    rows = same(capsys, monkeypatch, [str(store)], fmt=fmt)
+    names = [name.split(":")[0] for name in rows[0]]
+    assert [row[names.index("run_id")] for row in rows[1:]][0]  # every run has its id
+    assert "source.log.lines" in names and "empty" not in names
 
 
 def test_a_field_that_is_a_section_in_another_run_is_left_to_the_checked_reader(tmp_path, capsys, monkeypatch):
@@ -123,17 +152,18 @@ def test_a_field_that_is_a_section_in_another_run_is_left_to_the_checked_reader(
     assert "source" in rows[0] and "source.tool" in rows[0]
 
 
-def test_no_step_times_and_where(tmp_path, capsys, monkeypatch):
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_no_step_times_and_where(tmp_path, capsys, monkeypatch, fmt):
     store = tmp_path / "results"
     write(store / "box.jsonl", [line(good(i)) for i in range(6)])
     write(store / "other.jsonl", [line(good(i, machine="other")) for i in range(3)])
-    with_steps = same(capsys, monkeypatch, [str(store)])
-    assert "metrics.step_times_s" in with_steps[0]
-    without = same(capsys, monkeypatch, [str(store), "--no-step-times"])
-    assert "metrics.step_times_s" not in without[0] and len(without) == 10
-    kept = same(capsys, monkeypatch, [str(store), "--where", "machine=other", "--where", "batch_size!=9"])
+    with_steps = same(capsys, monkeypatch, [str(store)], fmt=fmt)
+    assert "metrics.step_times_s" in str(with_steps[0])
+    without = same(capsys, monkeypatch, [str(store), "--no-step-times"], fmt=fmt)
+    assert "metrics.step_times_s" not in str(without[0]) and len(without) == 10
+    kept = same(capsys, monkeypatch, [str(store), "--where", "machine=other", "--where", "batch_size!=9"], fmt=fmt)
     assert len(kept) == 3
-    same(capsys, monkeypatch, [str(store), "--where", "model=resnet2*"])
+    same(capsys, monkeypatch, [str(store), "--where", "model=resnet2*"], fmt=fmt)
 
 
 def test_step_times_that_break_the_contract_and_no_step_times(tmp_path, capsys, monkeypatch):
@@ -174,11 +204,12 @@ def test_step_times_only_appended_lines_hold_are_not_lost_to_a_sidecar(tmp_path,
     assert rows[-1][rows[0].index("metrics.step_times_s")] == [0.1, 0.2]
 
 
-def test_a_run_in_two_files_and_an_older_record(tmp_path, capsys, monkeypatch):
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_a_run_in_two_files_and_an_older_record(tmp_path, capsys, monkeypatch, fmt):
     store = tmp_path / "results"
     write(store / "a.jsonl", [line({**good(0), "run_id": "twice"}), line(good(1))])
     write(store / "b.jsonl", [line({**good(5), "run_id": "twice"}), ODD["older schema (1)"]])
-    rows = same(capsys, monkeypatch, [str(store)])  # the older record upgraded by the checked reader
+    rows = same(capsys, monkeypatch, [str(store)], fmt=fmt)  # the older record upgraded by the checked reader
     assert len(rows) == 4
 
 
@@ -235,18 +266,21 @@ def test_names_the_engine_cannot_name_as_they_are(tmp_path, capsys, monkeypatch,
     same(capsys, monkeypatch, [str(store)], by_engine=False)
 
 
-def test_the_columns_are_those_of_the_runs_kept(tmp_path, capsys, monkeypatch):
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_the_columns_are_those_of_the_runs_kept(tmp_path, capsys, monkeypatch, fmt):
     store = tmp_path / "results"
     write(store / "a.jsonl", [line({**good(0), "run_id": "r0"}), line(good(1, tag="x"))])
     write(store / "b.jsonl", [line({**good(0, tag="dup"), "run_id": "r0"}), line(good(2))])
-    rows = same(capsys, monkeypatch, [str(store), "--where", "model=resnet18"])
-    assert "tag" not in rows[0] and "error" in rows[0] and len(rows) == 2
-    rows = same(capsys, monkeypatch, [str(store), "--where", "model!=resnet19"])
-    assert "tag" not in rows[0]  # the repeat of r0 in b.jsonl is not exported: nor is its field
+    rows = same(capsys, monkeypatch, [str(store), "--where", "model=resnet18"], fmt=fmt)
+    names = [name.split(":")[0] for name in rows[0]]
+    assert "tag" not in names and ("error" in names) == (fmt != "json") and len(rows) == 2
+    rows = same(capsys, monkeypatch, [str(store), "--where", "model!=resnet19"], fmt=fmt)
+    assert "tag" not in str(rows[0])  # the repeat of r0 in b.jsonl is not exported: nor is its field
 
 
 @pytest.mark.parametrize("case", ["step 1e300", "empty object beside a number"])
-def test_values_a_review_found(tmp_path, capsys, monkeypatch, case):
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_values_a_review_found(tmp_path, capsys, monkeypatch, case, fmt):
     records = [good(0), good(1), good(2)]
     if case == "step 1e300":
         records[1]["metrics"]["step_times_s"] = [1e300, 0.2]
@@ -255,7 +289,7 @@ def test_values_a_review_found(tmp_path, capsys, monkeypatch, case):
         records[1]["metrics"]["x"] = 3
     store = tmp_path / "results"
     write(store / "box.jsonl", [line(r) for r in records])
-    same(capsys, monkeypatch, [str(store)], by_engine=None)
+    same(capsys, monkeypatch, [str(store)], by_engine=None, fmt=fmt)
 
 
 @pytest.mark.parametrize(("steps", "checked"), [([0.0016978024783322835, 0.002132074878779606], False),

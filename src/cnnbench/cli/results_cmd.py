@@ -18,7 +18,7 @@ from cnnbench.results import fields as F
 from cnnbench.words import one_line, plural
 
 if TYPE_CHECKING:
-    from cnnbench.results.engine import CsvRows
+    from cnnbench.results.engine import Exported
 
 LIST_COLUMNS = tuple((name, F.field(name).label) for name in (
     "started_at", F.MACHINE, "case_name", F.MODEL, F.BATCH, F.PRECISION, F.DATA_FORMAT, F.FORWARD_ONLY, "status",
@@ -281,14 +281,14 @@ def _comm_text(row: Mapping[str, Any]) -> str:
     return text + (f": busbw {busbw:.3g} GB/s" if isinstance(busbw, (int, float)) else "")
 
 
-def _engine_csv(args: argparse.Namespace) -> CsvRows | None:
-    """The CSV rows of the export through the engine (its warnings printed); None where the checked
+def _engine_export(args: argparse.Namespace) -> Exported | None:
+    """The runs the export keeps, through the engine (its warnings printed); None where the checked
     reader reads the store instead."""
-    from cnnbench.results.engine import EngineCannot, export_csv
+    from cnnbench.results.engine import EngineCannot, export_scan
     from cnnbench.results.store import problem_text
 
     try:
-        rows = export_csv(args.results, where=args.where, step_times=not args.no_step_times)
+        rows = export_scan(args.results, where=args.where, step_times=not args.no_step_times)
     except EngineCannot:
         return None
     except FileNotFoundError as exc:
@@ -301,16 +301,20 @@ def _engine_csv(args: argparse.Namespace) -> CsvRows | None:
 
 
 def handle_export(args: argparse.Namespace) -> int:
-    from cnnbench.results.export import flat_table, write_csv_rows, write_table
+    from cnnbench.results.export import flat_table, write_exported, write_table
 
     if args.format == "parquet" and args.output is None:
         raise UserError("--format parquet needs -o FILE")
     if args.output is not None:
         _check_export_target(args.output, args.results)
-    rows = _engine_csv(args) if args.format == "csv" else None
+    rows = _engine_export(args)
+    if rows is not None and not rows.columns and args.format == "parquet":  # no run kept: the engine writes
+        rows.close()  # no table of no columns; the checked reader's export does
+        rows = None
     if rows is not None:
         with rows:
-            return _written(lambda: write_csv_rows(rows, args.output), args.output, rows.rows, len(rows.columns))
+            return _written(lambda: write_exported(rows, args.format, args.output), args.output, rows.rows,
+                            len(rows.columns))
     records, _ = _load(args.results, args.where, step_times=not args.no_step_times)
     table = flat_table(records)
     return _written(lambda: write_table(table, args.format, args.output), args.output, len(table.rows),

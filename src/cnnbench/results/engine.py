@@ -45,8 +45,11 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import errno
+import functools
 import json
 import logging
+import operator
 import os
 import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -1253,25 +1256,149 @@ def _newest_checked(paths: Sequence[str | os.PathLike[str]], fields: Sequence[st
 
 
 @dataclass
-class CsvRows:
-    """The runs of a store as CSV rows (a ``\\n`` after each; every text cell made safe, as the
-    one writer makes it: :mod:`cnnbench.results.csv_out`), in a file in memory (``fd``, at its
-    start), without the header; the ``columns``, how many rows, and the lines that could not be
-    read."""
+class Exported:
+    """The runs of a store that an export keeps, in the engine's table: the ``columns`` they hold (in
+    the order ``results export`` writes them), how many ``rows``, and the lines that could not be read;
+    written, in the store's order, by :meth:`csv_body`, :meth:`json_body` or :meth:`parquet_to`."""
 
+    store: StoreScan
+    keep: str
     columns: list[str]
     rows: int
-    fd: int
-    problems: list[StoreProblem]
+
+    @property
+    def problems(self) -> list[StoreProblem]:
+        return self.store.problems
 
     def close(self) -> None:
-        os.close(self.fd)
+        self.store.close()
 
-    def __enter__(self) -> CsvRows:
+    def __enter__(self) -> Exported:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def _select(self, cells: Iterable[str]) -> str:
+        return f"SELECT {', '.join(cells)} FROM scanned WHERE {self.keep} ORDER BY _file, rowid"
+
+    def csv_body(self) -> int:
+        """A file in memory (its descriptor, at its start) holding the rows as CSV, a ``\\n`` after
+        each, without the header; every text cell made safe as the one CSV writer makes it
+        (:mod:`cnnbench.results.csv_out`)."""
+        fd = os.memfd_create("cnnbench-export", os.MFD_CLOEXEC)
+        try:
+            if self.columns:
+                cells = (_csv_cell(self.store.column(name)) for name in self.columns)
+                self.store.con.execute(f"COPY ({self._select(cells)}) TO '/proc/self/fd/{fd}' "
+                                       "(FORMAT csv, HEADER false, USE_TMP_FILE false)")
+        except BaseException:
+            os.close(fd)
+            raise
+        os.lseek(fd, 0, os.SEEK_SET)
+        return fd
+
+    def json_body(self) -> int:
+        """A file in memory (its descriptor, at its start) holding each row as a JSON object of its
+        fields that hold a value (a field null in a run is left out of its object, as one it does not
+        hold), in the columns' order, ``,\\n`` between them; without the brackets around them."""
+        members = (f"CASE WHEN NOT starts_with({c}::VARCHAR, '{{') THEN {literal(json.dumps(name) + ':')} || {c} END"
+                   for name, c in ((name, self.store.column(name)) for name in self.columns))
+        row = f"'{{' || concat_ws(',', {', '.join(members)}) || '}}'" if self.columns else "'{}'"
+        fd = os.memfd_create("cnnbench-export", os.MFD_CLOEXEC)
+        try:
+            result = self.store.con.execute(self._select([row]))
+            first = True
+            while chunk := result.fetchmany(4096):
+                text = ",\n".join(r[0] for r in chunk)
+                os.write(fd, ((",\n" if not first else "") + text).encode())  # memfd: written whole
+                first = False
+        except BaseException:
+            os.close(fd)
+            raise
+        os.lseek(fd, 0, os.SEEK_SET)
+        return fd
+
+    def parquet_to(self, fd: int) -> None:
+        """Write the rows as a Parquet file to the open file ``fd``, a column per field typed by the
+        values the kept rows hold there (:func:`_parquet_cell`). ``OSError`` where it cannot be
+        written (a full disk as ``ENOSPC``)."""
+        import duckdb
+
+        if not self.columns:
+            raise ValueError("no column to write")
+        names = [self.store.column(name) for name in self.columns]
+        kinds, shapes = _kinds(self.store.con, names, self.keep)
+        cells = (f"{_parquet_cell(c, kind, shapes.get(c))} AS {ident(name)}"
+                 for name, c, kind in zip(self.columns, names, kinds, strict=True))
+        try:
+            self.store.con.execute(f"COPY ({self._select(cells)}) TO '/proc/self/fd/{fd}' "
+                                   "(FORMAT parquet, USE_TMP_FILE false)")
+        except duckdb.IOException as exc:
+            why = str(exc).splitlines()[0]
+            raise OSError(errno.ENOSPC if "No space left" in why else errno.EIO, why) from None
+
+
+_TEXT, _LIST, _TRUTH, _WHOLE, _FRACTION, _OTHER = 1, 2, 4, 8, 16, 32
+"""The kinds of value a column holds (:func:`_kinds`), or-ed together."""
+
+_FIRST = {ord('"'): _TEXT, ord("["): _LIST, ord("t"): _TRUTH, ord("f"): _TRUTH, ord("{"): 0,
+          **{ord(c): _WHOLE for c in "-0123456789"}}
+"""The kind of a JSON value told by the first character of its text (``{``: an object, which a
+flat run holds as its fields instead: no value); a number is then told whole or not by its text."""
+
+
+def _kinds(con: duckdb.DuckDBPyConnection, names: Sequence[str], keep: str) -> tuple[list[int], dict[str, str]]:
+    """The kinds of value each column of ``scanned`` holds in the rows ``keep`` keeps (the or of
+    :data:`_TEXT`...), and the structure of the lists a column of lists holds (DuckDB's
+    ``json_group_structure``). Told by the first character of each value's text, then, in the
+    columns of numbers only, whether one is not whole or is a whole number too long for 64 bits."""
+    firsts = con.execute(f"SELECT {', '.join(f'bit_or(1::HUGEINT << ascii({c}::VARCHAR))' for c in names)} "
+                         f"FROM scanned WHERE {keep}").fetchone() or ()
+    kinds = []
+    for seen in firsts:
+        chars = [i for i in range(128) if (seen or 0) >> i & 1]
+        kinds.append(functools.reduce(operator.or_, (_FIRST.get(i, _OTHER) for i in chars), 0))
+    numbers = [c for c, kind in zip(names, kinds, strict=True) if kind == _WHOLE]
+    lists = [c for c, kind in zip(names, kinds, strict=True) if kind == _LIST]
+    asked = []
+    for c in numbers:  # DuckDB writes every number that is not whole with a point or an exponent
+        fraction = f"contains({c}::VARCHAR, '.') OR contains({c}::VARCHAR, 'e') OR contains({c}::VARCHAR, 'E')"
+        asked.append(f"max(CASE WHEN {fraction} THEN {_NOT_WHOLE} ELSE length({c}::VARCHAR) END)")
+    asked += [f"json_group_structure({c})" for c in lists]
+    found = list(con.execute(f"SELECT {', '.join(asked)} FROM scanned WHERE {keep}").fetchone() or ()) if asked else []
+    extra = {c: _FRACTION if longest >= _NOT_WHOLE else _OTHER if longest > 18 else 0  # 19 digits: beyond 64 bits
+             for c, longest in zip(numbers, found, strict=False)}
+    return ([kind | extra.get(c, 0) for c, kind in zip(names, kinds, strict=True)],
+            dict(zip(lists, found[len(numbers):], strict=True)))
+
+
+_NOT_WHOLE = 1 << 40
+"""Longer than any whole number's text: what :func:`_kinds` counts a number that is not whole as."""
+
+
+def _text_of(c: str) -> str:
+    """SQL: the text of the JSON string ``c`` (unescaped by a parser only where it holds an escape)."""
+    x = f"{c}::VARCHAR"
+    return f"(CASE WHEN contains({x}, '\\') THEN {c}->>'$' ELSE ({x})[2:-2] END)"
+
+
+def _parquet_cell(c: str, kind: int, shape: str | None) -> str:
+    """SQL: the Parquet cell of JSON value ``c`` in a column whose values are of the kinds ``kind``
+    (:func:`_kinds`; for lists, ``shape``: DuckDB's ``json_group_structure`` of them), typed as
+    ``pyarrow`` types a column of Python values (the checked reader's export): whole numbers as
+    BIGINT, numbers as DOUBLE, true and false as BOOLEAN, text as VARCHAR, lists as lists of
+    their elements' type; a column of no value as nulls; one that mixes kinds, or holds whole
+    numbers beyond 64 bits, as text: its text cells as they are and every other value as its JSON."""
+    x = f"{c}::VARCHAR"
+    simple = {0: "NULL", _TEXT: _text_of(c), _TRUTH: f"({x} = 'true')", _WHOLE: f"CAST({x} AS BIGINT)",
+              _WHOLE | _FRACTION: f"CAST({x} AS DOUBLE)"}
+    if kind in simple:
+        return f"(CASE WHEN starts_with({x}, '{{') THEN NULL ELSE {simple[kind]} END)"
+    if kind == _LIST and shape is not None and '"JSON"' not in shape:
+        typed = shape.replace('"UBIGINT"', '"BIGINT"')
+        return f"from_json({c}, {literal(typed)})"
+    return f"(CASE WHEN starts_with({x}, '{{') THEN NULL WHEN starts_with({x}, '\"') THEN {_text_of(c)} ELSE {x} END)"
 
 
 def _safe_text(t: str) -> str:
@@ -1297,33 +1424,25 @@ def _csv_cell(c: str) -> str:
             f"WHEN starts_with({x}, '{{') THEN NULL ELSE {x} END)")
 
 
-def export_csv(paths: Sequence[str | os.PathLike[str]], *, where: Sequence[str] = (),
-               step_times: bool = True) -> CsvRows:
-    """The runs of the stores at ``paths`` that meet ``where`` as ``results export --format csv``
-    writes them: every field the runs hold (but the step times, without ``step_times``), in the
-    store's order, written by DuckDB. :class:`EngineCannot` where the checked reader reads it (a
-    small store; a ``--where`` field the engine does not resolve or no run holds; a field only
-    an upgraded record holds; see :func:`scan`)."""
+def export_scan(paths: Sequence[str | os.PathLike[str]], *, where: Sequence[str] = (),
+                step_times: bool = True) -> Exported:
+    """The runs of the stores at ``paths`` that meet ``where``, as ``results export`` writes them:
+    every field the runs hold (but the step times, without ``step_times``), in the store's order.
+    :class:`EngineCannot` where the checked reader reads it (a small store; a ``--where`` field the
+    engine does not resolve or no run holds; a field only an upgraded record holds; see :func:`scan`)."""
     if not worth_the_engine(paths, WIDE_STORE):
         raise EngineCannot("a small store, or one of small files")
     plan = plan_where(where)
-    with scan(paths, None, leave_out=() if step_times else (R.STEP_TIMES,)) as store:
+    store = scan(paths, None, leave_out=() if step_times else (R.STEP_TIMES,))
+    try:
         if not set(plan.fields) <= set(store.fields):
             raise EngineCannot("a --where field no run holds")
         keep = where_sql(store, plan)
         counted = store.con.execute(f"SELECT count(*) FROM scanned WHERE {keep}").fetchone()
-        columns = kept_columns(store, keep)
-        fd = os.memfd_create("cnnbench-export", os.MFD_CLOEXEC)
-        try:
-            if columns:
-                cells = ", ".join(_csv_cell(store.column(name)) for name in columns)
-                store.con.execute(f"COPY (SELECT {cells} FROM scanned WHERE {keep} ORDER BY _file, rowid) "
-                                  f"TO '/proc/self/fd/{fd}' (FORMAT csv, HEADER false, USE_TMP_FILE false)")
-        except BaseException:
-            os.close(fd)
-            raise
-        os.lseek(fd, 0, os.SEEK_SET)
-        return CsvRows(columns, int(counted[0]) if counted else 0, fd, store.problems)
+        return Exported(store, keep, kept_columns(store, keep), int(counted[0]) if counted else 0)
+    except BaseException:
+        store.close()
+        raise
 
 
 def kept_columns(store: StoreScan, keep: str) -> list[str]:

@@ -25,7 +25,7 @@ from cnnbench.results.gc_pause import collector_paused
 from cnnbench.words import natural_key
 
 if TYPE_CHECKING:
-    from cnnbench.results.engine import CsvRows
+    from cnnbench.results.engine import Exported
 
 ExportFormat = Literal["csv", "json", "parquet"]
 
@@ -70,19 +70,35 @@ def write_table(table: FlatTable, fmt: ExportFormat, output: str | None) -> None
         write(table, out)
 
 
-def write_csv_rows(rows: CsvRows, output: str | None) -> None:
-    """Write the CSV rows the engine made (:func:`cnnbench.results.engine.export_csv`) under
-    their header, to ``output`` as :func:`write_table` writes a file, or to standard output."""
-    if not output:
-        sys.stdout.write(csv_text(rows.columns, []))
-        sys.stdout.flush()
-        _copy(rows.fd, sys.stdout.buffer)
-        sys.stdout.buffer.flush()
+def write_exported(rows: Exported, fmt: ExportFormat, output: str | None) -> None:
+    """Write the runs the engine kept (:func:`cnnbench.results.engine.export_scan`) as
+    :func:`write_table` writes a table: to the file ``output`` (a new file renamed over it), or
+    to standard output (but Parquet)."""
+    if fmt == "parquet":
+        if output is None:
+            raise ExportError("--format parquet needs -o FILE")
+        with files.replacing(Path(output)) as f:
+            rows.parquet_to(f.fileno())
         return
-    with _open_output(output, newline="") as out:
-        out.write(csv_text(rows.columns, []))
-        out.flush()
-        _copy(rows.fd, out.buffer)
+    head, body, tail = ((csv_text(rows.columns, []), rows.csv_body, "") if fmt == "csv"
+                        else ("[\n", rows.json_body, "\n]\n" if rows.rows else "]\n"))
+    fd = body()
+    try:
+        if not output:
+            sys.stdout.write(head)
+            sys.stdout.flush()
+            _copy(fd, sys.stdout.buffer)
+            sys.stdout.buffer.flush()
+            sys.stdout.write(tail)
+            sys.stdout.flush()
+            return
+        with _open_output(output, newline="") as out:
+            out.write(head)
+            out.flush()
+            _copy(fd, out.buffer)
+            out.write(tail)
+    finally:
+        os.close(fd)
 
 
 def _copy(fd: int, out: Any) -> None:
