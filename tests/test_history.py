@@ -193,6 +193,18 @@ def test_imported_records_without_a_real_start_time_are_left_out_and_counted(tmp
     assert start_time(filled[0]) is None and start_time(real) is not None
 
 
+def test_the_first_line_counts_runs_without_a_start_time_as_such(tmp_path, capsys):
+    recs = series(noisy(10, seed=9))
+    recs[3]["started_at"] = "last tuesday"
+    recs[4]["started_at"] = ""
+    store = tmp_path / "results"
+    store.mkdir()
+    (store / "m.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    assert main(["history", str(store)]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert "2 runs without a real start time (none, one that is no time, or an import's) left out" in first
+
+
 def test_the_import_marker_leaves_a_start_time_out_without_looking_at_the_file(tmp_path):
     marked = series(noisy(1, seed=14))[0]
     marked["started_at_source"] = "import"  # what import writes now when it fills started_at in

@@ -150,7 +150,8 @@ def _summary(history: Any) -> str:
     if history.too_short:
         parts.append(f"{plural(len(history.too_short), 'series', 'series')} too short")
     if history.no_start_time:
-        parts.append(f"{plural(history.no_start_time, 'imported run')} without a real start time left out")
+        parts.append(f"{plural(history.no_start_time, 'run')} without a real start time (none, one that is no "
+                     "time, or an import's) left out")
     if history.not_ok:
         parts.append(f"{plural(history.not_ok, 'run')} without images/sec left out")
     return "; ".join(parts) + "."
