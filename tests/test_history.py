@@ -410,3 +410,25 @@ def test_a_series_label_names_its_fields_in_the_store_order_whichever_runs_are_l
     labels = [s.label for s in build_history(recs).series]
     assert labels == [s.label for s in build_history([*recs, failed]).series]
     assert labels[-1].startswith("c b8 z=3 y=2")  # z came first in the store
+
+
+def test_whole_number_throughputs_whose_ties_hide_the_noise_get_no_changes_from_the_exact_partition(monkeypatch):
+    """About 10 images/sec written as whole numbers: runs tie, the noise model sees no spread, and
+    a level of three equal runs fits exactly; the exact partition must add nothing there."""
+    from cnnbench.analysis import history
+
+    rng = np.random.default_rng(1)
+    runs = [[float(v) for v in np.round(10 * np.exp(rng.normal(0, 0.04, 80)))] for _ in range(40)]
+    found = [[s.index for s in fit_levels(v).shifts] for v in runs]
+    monkeypatch.setattr(history, "_more_levels", lambda m, w, cnt, cuts, alpha: cuts)
+    assert found == [[s.index for s in fit_levels(v).shifts] for v in runs]
+
+
+def test_a_series_label_never_writes_a_records_control_characters(tmp_path, capsys):
+    recs = series(noisy(10, seed=3), machine="box\r\x1b[2Jevil", model="res\x1b[31mnet\nX")
+    store = tmp_path / "results"
+    store.mkdir()
+    (store / "m.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    assert main(["history", str(store)]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\r" not in out and "res\\x1b[31mnet\\nX fp32 b64 on box\\r\\x1b[2Jevil" in out

@@ -361,6 +361,8 @@ def _more_levels(m: np.ndarray, w: np.ndarray, cnt: np.ndarray, cuts: list[int],
     most = min(have + _MORE_LEVELS, int(cnt.sum()) // MIN_RUNS - 1, n - 1)
     if most <= have or n > _EXACT_JOBS:
         return cuts
+    if float(w.min()) >= 0.999 / _FLOOR ** 2:  # no spread the noise model could see (ties of whole
+        return cuts  # numbers): a level of equal runs would fit exactly, beyond any F's reach
     bounds = [0, *cuts, n]
     if _rss(m, w, bounds) / max(n - len(bounds) + 1, 1) < _UNEXPLAINED:  # the levels leave the noise the
         return cuts  # weights expect (the job means' variance, 1 / w, about 1 in the scale): nothing to find
@@ -757,13 +759,13 @@ def _labels(points: Any, order: Sequence[str]) -> list[str]:
                and k in points.key_fields and points.varies(k)]
     out = []
     for p in points.points:
-        parts = [str(p.get(F.MODEL))]
+        parts = [F.text(p.get(F.MODEL))]  # F.text: one line, whatever a record's text holds
         if p.get(F.PRECISION) is not None:
-            parts.append(str(p.get(F.PRECISION)))
+            parts.append(F.text(p.get(F.PRECISION)))
         if p.get(F.BATCH) is not None:
-            parts.append(f"b{p.get(F.BATCH)}")
+            parts.append(f"b{F.text(p.get(F.BATCH))}")
         parts += [f"{k.split('.', 1)[1]}={F.text(p.get(k))}" for k in varying]
-        out.append(f"{' '.join(parts)} on {p.get(F.MACHINE)}")
+        out.append(f"{' '.join(parts)} on {F.text(p.get(F.MACHINE))}")
     return out
 
 
