@@ -315,3 +315,38 @@ def test_a_dotted_key_beside_a_torn_line_is_the_checked_export(tmp_path, capsys,
     write(store / "box.jsonl", [line(good(0, **{"a.b": "v"})), line(good(1)), line(good(2))[:40]], end="")
     rows = same(capsys, monkeypatch, [str(store)], by_engine=False)
     assert rows[1][rows[0].index("a.b")] == "v"
+
+
+PARQUET_VALUES = {
+    "keys alike but for case in a list's objects": [[{"A": 1}], [{"a": 2}]],
+    "an empty key in a list's objects": [[{"": 1}], [{"": 2}]],
+    "19 digits within 64 bits": [1234567890123456789, 5],
+    "a minus and 18 digits": [-123456789012345678, 5],
+    "the least 64-bit number": [-2 ** 63, 5],
+    "beyond 64 bits": [10 ** 20, 5],
+    "a list element beyond 63 bits": [[2 ** 63], [1]],
+    "a list beside an empty object": [[1], {}],
+    "lists of objects beside an empty object": [[{"a": 1}], {}],
+    "lists of numbers beside an empty object": [[1, 2.5], {}, [3]],
+    "beyond 2**53 beside a fraction": [1.5, 2 ** 53 + 1],
+    "beyond 2**53 alone": [2 ** 53 + 1, 3],
+    "lists of empty objects": [[{}], [{}]],
+}
+
+
+@pytest.mark.parametrize("name", list(PARQUET_VALUES))
+def test_parquet_columns_of_values_a_review_found(tmp_path, capsys, monkeypatch, name):
+    """Each Parquet column as the checked export types it (where DuckDB cannot type a list's
+    objects, the checked export writes the file), one warning each, and no traceback."""
+    store = tmp_path / "results"
+    runs = [line(good(i, v=v)) for i, v in enumerate(PARQUET_VALUES[name])]
+    write(store / "box.jsonl", [*runs, line(good(9)), "{torn"])
+    rows = same(capsys, monkeypatch, [str(store)], by_engine=None, fmt="parquet")
+    assert len(rows) == len(runs) + 2
+
+
+def test_a_parquet_export_of_no_run_is_the_checked_one(tmp_path, capsys, monkeypatch):
+    store = tmp_path / "results"
+    write(store / "box.jsonl", [line(good(i)) for i in range(3)])
+    rows = same(capsys, monkeypatch, [str(store), "--where", "model=nothing"], by_engine=None, fmt="parquet")
+    assert rows == [[]]

@@ -84,17 +84,20 @@ def _add_where(p: argparse.ArgumentParser) -> None:
                    "metrics. Repeat to require several.")
 
 
-def _load(paths: Sequence[str], where: Sequence[str], step_times: bool) -> tuple[list[Mapping[str, Any]], int]:
+def _load(paths: Sequence[str], where: Sequence[str], step_times: bool,
+          warn: bool = True) -> tuple[list[Mapping[str, Any]], int]:
     """The matching records (:func:`cnnbench.api.read_records`; equal sections shared: these
-    commands change no record), and how many lines were skipped."""
+    commands change no record), and how many lines were skipped (each named, with ``warn``)."""
     from cnnbench.api import read_records
     from cnnbench.results.store import problem_text
 
-    def warn(problem: str) -> None:
-        print(f"warning: {problem_text(problem)}", file=sys.stderr)
+    def named(problem: str) -> None:
+        if warn:
+            print(f"warning: {problem_text(problem)}", file=sys.stderr)
 
     try:
-        records, problems = read_records(list(paths), where=where, step_times=step_times, on_problem=warn, shared=True)
+        records, problems = read_records(list(paths), where=where, step_times=step_times, on_problem=named,
+                                         shared=True)
     except FileNotFoundError as exc:
         raise UserError(str(exc)) from None
     except ValueError as exc:  # a malformed --where, or a FieldError naming the nearest fields
@@ -282,10 +285,9 @@ def _comm_text(row: Mapping[str, Any]) -> str:
 
 
 def _engine_export(args: argparse.Namespace) -> Exported | None:
-    """The runs the export keeps, through the engine (its warnings printed); None where the checked
-    reader reads the store instead."""
+    """The runs the export keeps, through the engine (its warnings not yet printed: :func:`_warn_of`); None
+    where the checked reader reads the store instead."""
     from cnnbench.results.engine import EngineCannot, export_scan
-    from cnnbench.results.store import problem_text
 
     try:
         rows = export_scan(args.results, where=args.where, step_times=not args.no_step_times)
@@ -295,12 +297,18 @@ def _engine_export(args: argparse.Namespace) -> Exported | None:
         raise UserError(str(exc)) from None
     except ValueError as exc:  # a malformed --where
         raise UserError(f"--where: {exc}") from None
-    for problem in rows.problems:
-        print(f"warning: {problem_text(problem)}", file=sys.stderr)
     return rows
 
 
+def _warn_of(rows: Exported) -> None:
+    from cnnbench.results.store import problem_text
+
+    for problem in rows.problems:
+        print(f"warning: {problem_text(problem)}", file=sys.stderr)
+
+
 def handle_export(args: argparse.Namespace) -> int:
+    from cnnbench.results.engine import EngineCannot
     from cnnbench.results.export import flat_table, write_exported, write_table
 
     if args.format == "parquet" and args.output is None:
@@ -308,14 +316,18 @@ def handle_export(args: argparse.Namespace) -> int:
     if args.output is not None:
         _check_export_target(args.output, args.results)
     rows = _engine_export(args)
-    if rows is not None and not rows.columns and args.format == "parquet":  # no run kept: the engine writes
-        rows.close()  # no table of no columns; the checked reader's export does
+    if rows is not None and not rows.rows and args.format == "parquet":  # no run kept: the checked export
+        rows.close()  # writes a table of no columns, which DuckDB cannot
         rows = None
     if rows is not None:
         with rows:
-            return _written(lambda: write_exported(rows, args.format, args.output), args.output, rows.rows,
-                            len(rows.columns))
-    records, _ = _load(args.results, args.where, step_times=not args.no_step_times)
+            _warn_of(rows)
+            try:
+                return _written(lambda: write_exported(rows, args.format, args.output), args.output, rows.rows,
+                                len(rows.columns))
+            except EngineCannot:  # values DuckDB cannot type as Parquet: nothing written, the checked export
+                pass  # (the lines it cannot read named once, above)
+    records, _ = _load(args.results, args.where, step_times=not args.no_step_times, warn=rows is None)
     table = flat_table(records)
     return _written(lambda: write_table(table, args.format, args.output), args.output, len(table.rows),
                     len(table.columns))

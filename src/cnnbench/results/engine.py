@@ -1322,59 +1322,75 @@ class Exported:
     def parquet_to(self, fd: int) -> None:
         """Write the rows as a Parquet file to the open file ``fd``, a column per field typed by the
         values the kept rows hold there (:func:`_parquet_cell`). ``OSError`` where it cannot be
-        written (a full disk as ``ENOSPC``)."""
+        written (a full disk as ``ENOSPC``); :class:`EngineCannot` where DuckDB cannot type the
+        values (the checked reader's export writes them)."""
         import duckdb
 
         if not self.columns:
             raise ValueError("no column to write")
         names = [self.store.column(name) for name in self.columns]
-        kinds, shapes = _kinds(self.store.con, names, self.keep)
-        cells = (f"{_parquet_cell(c, kind, shapes.get(c))} AS {ident(name)}"
-                 for name, c, kind in zip(self.columns, names, kinds, strict=True))
         try:
+            kinds, shapes = _kinds(self.store.con, names, self.keep)
+            cells = (f"{_parquet_cell(c, kind, shapes.get(c))} AS {ident(name)}"
+                     for name, c, kind in zip(self.columns, names, kinds, strict=True))
             self.store.con.execute(f"COPY ({self._select(cells)}) TO '/proc/self/fd/{fd}' "
                                    "(FORMAT parquet, USE_TMP_FILE false)")
         except duckdb.IOException as exc:
             why = str(exc).splitlines()[0]
             raise OSError(errno.ENOSPC if "No space left" in why else errno.EIO, why) from None
+        except duckdb.Error as exc:  # lists of objects DuckDB cannot type (keys alike but for case, an empty key)
+            raise EngineCannot(f"no Parquet column for these values: {str(exc).splitlines()[0]}") from None
 
 
-_TEXT, _LIST, _TRUTH, _WHOLE, _FRACTION, _OTHER = 1, 2, 4, 8, 16, 32
-"""The kinds of value a column holds (:func:`_kinds`), or-ed together."""
+_TEXT, _LIST, _TRUTH, _WHOLE, _FRACTION, _OTHER, _WIDE = 1, 2, 4, 8, 16, 32, 64
+"""The kinds of value a column holds (:func:`_kinds`), or-ed together (:data:`_WIDE`: a whole number
+beyond 2**53, which no double holds exactly and pyarrow puts in no column of doubles)."""
 
 _FIRST = {ord('"'): _TEXT, ord("["): _LIST, ord("t"): _TRUTH, ord("f"): _TRUTH, ord("{"): 0,
           **{ord(c): _WHOLE for c in "-0123456789"}}
 """The kind of a JSON value told by the first character of its text (``{``: an object, which a
 flat run holds as its fields instead: no value); a number is then told whole or not by its text."""
 
+_LONG_WHOLE_IN_LIST = r"(^|[^.0-9eE+-])-?[0-9]{19}"
+"""A whole number of 19 digits or more in a list's JSON text: one 64 bits may not hold."""
+
 
 def _kinds(con: duckdb.DuckDBPyConnection, names: Sequence[str], keep: str) -> tuple[list[int], dict[str, str]]:
     """The kinds of value each column of ``scanned`` holds in the rows ``keep`` keeps (the or of
     :data:`_TEXT`...), and the structure of the lists a column of lists holds (DuckDB's
-    ``json_group_structure``). Told by the first character of each value's text, then, in the
-    columns of numbers only, whether one is not whole or is a whole number too long for 64 bits."""
+    ``json_group_structure``, objects left out; :data:`_OTHER` with it where a list holds a whole
+    number 64 bits may not hold). Told by the first character of each value's text, then, in the
+    columns of numbers only, by its text: not whole (a point or an exponent, as DuckDB writes
+    every such number), beyond 64 bits (which the checked reader reads as a fraction), or beyond
+    2**53 (:data:`_WIDE`)."""
     firsts = con.execute(f"SELECT {', '.join(f'bit_or(1::HUGEINT << ascii({c}::VARCHAR))' for c in names)} "
                          f"FROM scanned WHERE {keep}").fetchone() or ()
-    kinds = []
-    for seen in firsts:
-        chars = [i for i in range(128) if (seen or 0) >> i & 1]
-        kinds.append(functools.reduce(operator.or_, (_FIRST.get(i, _OTHER) for i in chars), 0))
+    kinds = [functools.reduce(operator.or_, (_FIRST.get(i, _OTHER) for i in range(128) if (seen or 0) >> i & 1), 0)
+             for seen in firsts]
     numbers = [c for c, kind in zip(names, kinds, strict=True) if kind == _WHOLE]
     lists = [c for c, kind in zip(names, kinds, strict=True) if kind == _LIST]
-    asked = []
-    for c in numbers:  # DuckDB writes every number that is not whole with a point or an exponent
-        fraction = f"contains({c}::VARCHAR, '.') OR contains({c}::VARCHAR, 'e') OR contains({c}::VARCHAR, 'E')"
-        asked.append(f"max(CASE WHEN {fraction} THEN {_NOT_WHOLE} ELSE length({c}::VARCHAR) END)")
-    asked += [f"json_group_structure({c})" for c in lists]
+    asked = [_number_kinds(c) for c in numbers]
+    for c in lists:
+        asked += [f"json_group_structure(CASE WHEN NOT starts_with({c}::VARCHAR, '{{') THEN {c} END)",
+                  f"bool_or(regexp_matches({c}::VARCHAR, {literal(_LONG_WHOLE_IN_LIST)}))"]
     found = list(con.execute(f"SELECT {', '.join(asked)} FROM scanned WHERE {keep}").fetchone() or ()) if asked else []
-    extra = {c: _FRACTION if longest >= _NOT_WHOLE else _OTHER if longest > 18 else 0  # 19 digits: beyond 64 bits
-             for c, longest in zip(numbers, found, strict=False)}
-    return ([kind | extra.get(c, 0) for c, kind in zip(names, kinds, strict=True)],
-            dict(zip(lists, found[len(numbers):], strict=True)))
+    extra = dict(zip(numbers, found, strict=False))
+    listed = found[len(numbers):]
+    extra.update((c, _OTHER if listed[2 * i + 1] else 0) for i, c in enumerate(lists))
+    return ([kind | (extra.get(c) or 0) for c, kind in zip(names, kinds, strict=True)],
+            {c: listed[2 * i] for i, c in enumerate(lists)})
 
 
-_NOT_WHOLE = 1 << 40
-"""Longer than any whole number's text: what :func:`_kinds` counts a number that is not whole as."""
+def _number_kinds(c: str) -> str:
+    """SQL: the or of what the numbers of column ``c`` hold besides whole numbers within 2**53:
+    :data:`_FRACTION` (a point or an exponent, as DuckDB writes every number that is not whole, or
+    a whole number beyond 64 bits), :data:`_WIDE`."""
+    x = f"{c}::VARCHAR"
+    fraction = f"contains({x}, '.') OR contains({x}, 'e') OR contains({x}, 'E')"
+    return (f"bit_or(CASE WHEN {c} IS NULL OR starts_with({x}, '{{') THEN 0 "
+            f"WHEN {fraction} THEN {_FRACTION} WHEN length({x}) <= 15 THEN 0 "
+            f"WHEN TRY_CAST({x} AS BIGINT) IS NULL THEN {_FRACTION} "
+            f"WHEN TRY_CAST({x} AS BIGINT) NOT BETWEEN {-(1 << 53)} AND {1 << 53} THEN {_WIDE} ELSE 0 END)")
 
 
 def _text_of(c: str) -> str:
@@ -1387,17 +1403,18 @@ def _parquet_cell(c: str, kind: int, shape: str | None) -> str:
     """SQL: the Parquet cell of JSON value ``c`` in a column whose values are of the kinds ``kind``
     (:func:`_kinds`; for lists, ``shape``: DuckDB's ``json_group_structure`` of them), typed as
     ``pyarrow`` types a column of Python values (the checked reader's export): whole numbers as
-    BIGINT, numbers as DOUBLE, true and false as BOOLEAN, text as VARCHAR, lists as lists of
-    their elements' type; a column of no value as nulls; one that mixes kinds, or holds whole
-    numbers beyond 64 bits, as text: its text cells as they are and every other value as its JSON."""
+    BIGINT, numbers as DOUBLE (a whole one beyond 64 bits too, as the checked reader reads it),
+    true and false as BOOLEAN, text as VARCHAR, lists as lists of their elements' type; a column
+    of no value as nulls; one that mixes kinds, or whole numbers beyond 2**53 with fractions, as
+    text: its text cells as they are and every other value as its JSON (DuckDB's: compact)."""
     x = f"{c}::VARCHAR"
     simple = {0: "NULL", _TEXT: _text_of(c), _TRUTH: f"({x} = 'true')", _WHOLE: f"CAST({x} AS BIGINT)",
-              _WHOLE | _FRACTION: f"CAST({x} AS DOUBLE)"}
+              _WHOLE | _WIDE: f"CAST({x} AS BIGINT)", _WHOLE | _FRACTION: f"CAST({x} AS DOUBLE)"}
     if kind in simple:
         return f"(CASE WHEN starts_with({x}, '{{') THEN NULL ELSE {simple[kind]} END)"
     if kind == _LIST and shape is not None and '"JSON"' not in shape:
-        typed = shape.replace('"UBIGINT"', '"BIGINT"')
-        return f"from_json({c}, {literal(typed)})"
+        typed = shape.replace('"UBIGINT"', '"BIGINT"')  # each fits: a longer one is _OTHER
+        return f"(CASE WHEN starts_with({x}, '{{') THEN NULL ELSE from_json({c}, {literal(typed)}) END)"
     return f"(CASE WHEN starts_with({x}, '{{') THEN NULL WHEN starts_with({x}, '\"') THEN {_text_of(c)} ELSE {x} END)"
 
 

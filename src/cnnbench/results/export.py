@@ -198,6 +198,17 @@ def _write_json(table: FlatTable, out: TextIO) -> None:
     out.write("]\n")
 
 
+def _parquet_can_hold(kind: Any) -> bool:
+    """Whether Parquet can hold a column of pyarrow type ``kind``: no object of no field in it."""
+    import pyarrow as pa
+
+    if pa.types.is_struct(kind):
+        return kind.num_fields > 0 and all(_parquet_can_hold(kind.field(i).type) for i in range(kind.num_fields))
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        return _parquet_can_hold(kind.value_type)
+    return True
+
+
 def _write_parquet(table: FlatTable, output: str) -> None:
     try:
         import pyarrow as pa
@@ -208,8 +219,12 @@ def _write_parquet(table: FlatTable, output: str) -> None:
     for col in table.columns:
         values = [row.get(col) for row in table.rows]
         try:
-            arrays.append(pa.array(values))
-        except (pa.ArrowInvalid, pa.ArrowTypeError):  # mixed types: keep them as JSON text
+            array = pa.array(values)
+            if not _parquet_can_hold(array.type):
+                raise pa.ArrowNotImplementedError("an object of no field")
+            arrays.append(array)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, OverflowError):
+            # mixed types, a whole number beyond 64 bits, lists of empty objects: keep them as JSON text
             arrays.append(pa.array([None if v is None else (v if isinstance(v, str) else json.dumps(v, default=str))
                                     for v in values], type=pa.string()))
     with files.replacing(Path(output)) as f:  # a new file renamed over -o: never through a link, never torn
