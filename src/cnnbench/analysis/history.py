@@ -21,8 +21,11 @@ reaches that t (:func:`_adjusted`; Bonferroni's places times one p overstates it
 neighbouring places' ts nearly agree) is under :data:`ALPHA`, with at least two runs on each side
 and a change of at least :data:`MIN_CHANGE`, and again until no split is; then, where the exact
 best partition with more levels fits far beyond chance (a level that returns, slow fast slow fast,
-which no one split explains: :func:`_more_levels`), that partition; then each change is tested
-again between its two neighbouring levels and the weakest dropped until every one holds.
+which no one split explains: :func:`_more_levels`), that partition, each of its levels two steps
+of the throughputs' writing from the next; then each change is tested again between its two
+neighbouring levels and the weakest dropped until every one holds. No test takes a scale below
+what writing the throughputs to a step adds (:func:`_rounding`: whole numbers that tie show the
+two spreads no noise).
 ``benchmarks/history_methods.py`` measured this against asv's step detection, Apache Otava's
 E-Divisive, a Conbench-style lookback z-score and ruptures' PELT (``benchmarks/README.md``).
 
@@ -271,7 +274,7 @@ def _rss(m: np.ndarray, w: np.ndarray, bounds: Sequence[int]) -> float:
 
 
 def _split(m: np.ndarray, w: np.ndarray, cnt: np.ndarray, rest: float, df: int, min_log: float,
-           alpha: float) -> tuple[int, float] | None:
+           alpha: float, floor: float) -> tuple[int, float] | None:
     """The best place to split job means ``m`` (index of the first job after) and its adjusted p,
     or None when no split is significant: the weighted t of the two sides, scaled by the residuals
     of the fit with this split (``rest``: the sum of squares of the other levels; ``df``: the
@@ -292,7 +295,7 @@ def _split(m: np.ndarray, w: np.ndarray, cnt: np.ndarray, rest: float, df: int, 
     if abs(diff[k]) < min_log:
         return None
     whole = float((w * (m - cs[-1] / cw[-1]) ** 2).sum())
-    scale = max((rest + whole - float(gain[k])) / df, _FLOOR ** 2 * float(w.max()))
+    scale = max((rest + whole - float(gain[k])) / df, floor)
     t = math.sqrt(float(gain[k]) / scale)
     # the adjusted p is no smaller than the t's, nor that than the normal's (Student's tails are
     # heavier at every df): most splits are told apart by the normal's alone, without scipy (0.13 s)
@@ -350,7 +353,8 @@ _EXACT_JOBS = 600
 squared: 2.9 MB each at this size); a longer series keeps binary segmentation's changes."""
 
 
-def _more_levels(m: np.ndarray, w: np.ndarray, cnt: np.ndarray, cuts: list[int], alpha: float) -> list[int]:
+def _more_levels(m: np.ndarray, w: np.ndarray, cnt: np.ndarray, cuts: list[int], alpha: float,
+                 floor: float, step: float = 0.0) -> list[int]:
     """``cuts``, or the best partition with more changes where its fit is better beyond chance: the
     F test of the sum of squares it takes off (over the changes it adds) against what is left, its
     p (:func:`_f_tail`) times the number of partitions with that many changes and of the counts
@@ -361,11 +365,11 @@ def _more_levels(m: np.ndarray, w: np.ndarray, cnt: np.ndarray, cuts: list[int],
     most = min(have + _MORE_LEVELS, int(cnt.sum()) // MIN_RUNS - 1, n - 1)
     if most <= have or n > _EXACT_JOBS:
         return cuts
-    if float(w.min()) >= 0.999 / _FLOOR ** 2:  # no spread the noise model could see (ties of whole
-        return cuts  # numbers): a level of equal runs would fit exactly, beyond any F's reach
     bounds = [0, *cuts, n]
-    if _rss(m, w, bounds) / max(n - len(bounds) + 1, 1) < _UNEXPLAINED:  # the levels leave the noise the
-        return cuts  # weights expect (the job means' variance, 1 / w, about 1 in the scale): nothing to find
+    # the levels leave the noise the weights expect (a job mean's variance, 1 / w: about 1 in the
+    # scale; more where the throughputs are written to a step): nothing to find
+    if _rss(m, w, bounds) / max(n - len(bounds) + 1, 1) < max(_UNEXPLAINED, floor):
+        return cuts
     fits = _partitions(m, w, cnt, most)
     base = fits[have][0]
     for k in range(have + 1, most + 1):
@@ -373,10 +377,18 @@ def _more_levels(m: np.ndarray, w: np.ndarray, cnt: np.ndarray, cuts: list[int],
         df = n - k - 1
         if df < 1 or not math.isfinite(rss) or rss >= base:
             continue
-        f = (base - rss) / (k - have) / max(rss / df, _FLOOR ** 2 * float(w.max()))
-        if _f_tail(k - have, df, f) * math.comb(n - 1, k) * (most - have) < alpha:
+        f = (base - rss) / (k - have) / max(rss / df, floor)
+        if _f_tail(k - have, df, f) * math.comb(n - 1, k) * (most - have) < alpha and _apart(m, w, found, 2 * step):
             return found
     return cuts
+
+
+def _apart(m: np.ndarray, w: np.ndarray, cuts: Sequence[int], least: float) -> bool:
+    """Whether each level of job means ``m`` split at ``cuts`` is at least ``least`` (log) from the
+    next: a level one step of the throughputs' writing away (99 among 100s) is the rounding's."""
+    bounds = [0, *cuts, len(m)]
+    means = [float((w[a:b] * m[a:b]).sum() / w[a:b].sum()) for a, b in zip(bounds, bounds[1:], strict=False)]
+    return all(abs(y - x) >= least for x, y in zip(means, means[1:], strict=False))
 
 
 def _f_tail(d1: int, d2: int, f: float) -> float:
@@ -394,14 +406,29 @@ def _f_tail(d1: int, d2: int, f: float) -> float:
     return min(1.0, x ** (d2 / 2) * total)
 
 
+def _rounding(y: np.ndarray) -> float:
+    """The variance (of the log) that writing the throughputs ``exp(y)`` to a step adds: a step of
+    ``q`` (1 for whole numbers, 0.01 for two decimals: the largest power of ten every value is a
+    multiple of, from 1 down to 0.000001) adds ``q**2 / 12`` around a value, ``(q / v)**2 / 12``
+    to its log; 0 for throughputs written in full. Where runs tie, the two spreads may see no
+    noise at all, and a level of equal runs would fit exactly; no test takes a scale below this."""
+    import numpy as np  # here, not at the top: a report without history loads no numpy
+    values = np.exp(y)
+    for digits in range(7):
+        scaled = values * 10.0 ** digits
+        if np.all(np.abs(scaled - np.round(scaled)) <= 1e-6 * np.maximum(scaled, 1.0)):
+            q = 10.0 ** -digits
+            return q * q / 12.0 / float(np.median(values)) ** 2
+    return 0.0
+
+
 def _segment(m: np.ndarray, w: np.ndarray, cnt: np.ndarray, min_log: float,
-             alpha: float) -> tuple[list[int], float, int]:
+             alpha: float, floor: float, step: float = 0.0) -> tuple[list[int], float, int]:
     """Where job means ``m`` change (the first job after each), the scale of the weights' variances
     and its degrees of freedom: the most significant split of any level, again until none is; then
     each change tested again between its neighbouring levels, the weakest dropped until every one
     holds."""
     n_jobs = len(m)
-    floor = _FLOOR ** 2 * float(w.max()) if n_jobs else 0.0
     cuts: list[int] = []
     while True:
         bounds = [0, *cuts, n_jobs]
@@ -412,13 +439,13 @@ def _segment(m: np.ndarray, w: np.ndarray, cnt: np.ndarray, min_log: float,
             a, b = bounds[i], bounds[i + 1]
             if b - a < 2:
                 continue
-            found = _split(m[a:b], w[a:b], cnt[a:b], total - parts[i], n_jobs - len(bounds), min_log, alpha)
+            found = _split(m[a:b], w[a:b], cnt[a:b], total - parts[i], n_jobs - len(bounds), min_log, alpha, floor)
             if found is not None and (best is None or found[1] < best[1]):
                 best = (a + found[0], found[1])
         if best is None:
             break
         cuts = sorted([*cuts, best[0]])
-    cuts = _more_levels(m, w, cnt, cuts, alpha)
+    cuts = _more_levels(m, w, cnt, cuts, alpha, floor, step)
     while True:
         bounds = [0, *cuts, n_jobs]
         df = max(n_jobs - len(bounds) + 1, 1)
@@ -452,7 +479,9 @@ def fit_levels(values: Sequence[float], jobs: Sequence[Hashable | None] | None =
     m = np.bincount(job, weights=yk, minlength=n_jobs) / np.maximum(cnt, 1)
     spreads = _noise(yk, job, m, cnt)
     w = 1.0 / np.maximum(spreads.between ** 2 + spreads.within ** 2 / np.maximum(cnt, 1), _FLOOR ** 2)
-    cuts, scale, df = _segment(m, w, cnt, math.log1p(min_change), alpha)
+    rounding = _rounding(yk) if n_jobs else 0.0
+    floor = max(_FLOOR ** 2 * float(w.max()), float(np.median(w * rounding / cnt))) if n_jobs else 0.0
+    cuts, scale, df = _segment(m, w, cnt, math.log1p(min_change), alpha, floor, math.sqrt(12.0 * rounding))
     noise = Noise(within=spreads.within, between=spreads.between, df=df)
     first_run = np.searchsorted(job, np.arange(n_jobs)) if n_jobs else np.zeros(0, dtype=np.int64)
     bounds = [0, *cuts, n_jobs]
