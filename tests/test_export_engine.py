@@ -331,6 +331,18 @@ PARQUET_VALUES = {
     "beyond 2**53 beside a fraction": [1.5, 2 ** 53 + 1],
     "beyond 2**53 alone": [2 ** 53 + 1, 3],
     "lists of empty objects": [[{}], [{}]],
+    "beyond 63 bits, within 64 unsigned": [2 ** 63, 5],
+    "the greatest 64-bit unsigned number": [2 ** 64 - 1, 5],
+    "beyond 64 unsigned bits": [2 ** 64, 5],
+    "a list element of 19 digits within 64 bits": [[1234567890123456789], [1]],
+    "the least 64-bit number in a list": [[-2 ** 63], [1]],
+    "long digits in a list's text": [["ts 1733345678123456789"], ["b"]],
+    "long digits in a list's object key": [[{"1234567890123456789": 1}], [{"1234567890123456789": 2}]],
+    "a list element beyond 64 unsigned bits": [[2 ** 64], [1]],
+    "lists of whole numbers of both signs": [[-1], [2]],
+    "lists of objects of whole numbers of both signs": [[{"a": -1}], [{"a": 2}]],
+    "nested lists of both signs": [[[-1], [2]], [[3]]],
+    "a list beyond 2**53 beside a fraction": [[2 ** 53 + 1, 1.5], [1]],
 }
 
 

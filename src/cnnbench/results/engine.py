@@ -1331,6 +1331,8 @@ class Exported:
         names = [self.store.column(name) for name in self.columns]
         try:
             kinds, shapes = _kinds(self.store.con, names, self.keep)
+            if any(kind & _LONG_LISTED for kind in kinds):
+                raise EngineCannot("a list holding a number of 16 digits or more")
             cells = (f"{_parquet_cell(c, kind, shapes.get(c))} AS {ident(name)}"
                      for name, c, kind in zip(self.columns, names, kinds, strict=True))
             self.store.con.execute(f"COPY ({self._select(cells)}) TO '/proc/self/fd/{fd}' "
@@ -1342,55 +1344,84 @@ class Exported:
             raise EngineCannot(f"no Parquet column for these values: {str(exc).splitlines()[0]}") from None
 
 
-_TEXT, _LIST, _TRUTH, _WHOLE, _FRACTION, _OTHER, _WIDE = 1, 2, 4, 8, 16, 32, 64
+_TEXT, _LIST, _TRUTH, _WHOLE, _FRACTION, _OTHER, _WIDE, _LONG_LISTED = 1, 2, 4, 8, 16, 32, 64, 128
 """The kinds of value a column holds (:func:`_kinds`), or-ed together (:data:`_WIDE`: a whole number
-beyond 2**53, which no double holds exactly and pyarrow puts in no column of doubles)."""
+beyond 2**53, which no double holds exactly and pyarrow puts in no column of doubles;
+:data:`_LONG_LISTED`: a list holding a number of 16 digits or more, which the checked export types)."""
 
 _FIRST = {ord('"'): _TEXT, ord("["): _LIST, ord("t"): _TRUTH, ord("f"): _TRUTH, ord("{"): 0,
           **{ord(c): _WHOLE for c in "-0123456789"}}
 """The kind of a JSON value told by the first character of its text (``{``: an object, which a
 flat run holds as its fields instead: no value); a number is then told whole or not by its text."""
 
-_LONG_WHOLE_IN_LIST = r"(^|[^.0-9eE+-])-?[0-9]{19}"
-"""A whole number of 19 digits or more in a list's JSON text: one 64 bits may not hold."""
+_LONG_IN_LIST = r"(^|[^.0-9eE+-])-?[0-9]{16}"
+"""A number whose whole part has 16 digits or more in a list's JSON text (or such digits in its
+text): one beyond 2**53, which a list of doubles would round and 64 bits may not hold."""
 
 
 def _kinds(con: duckdb.DuckDBPyConnection, names: Sequence[str], keep: str) -> tuple[list[int], dict[str, str]]:
     """The kinds of value each column of ``scanned`` holds in the rows ``keep`` keeps (the or of
-    :data:`_TEXT`...), and the structure of the lists a column of lists holds (DuckDB's
-    ``json_group_structure``, objects left out; :data:`_OTHER` with it where a list holds a whole
-    number 64 bits may not hold). Told by the first character of each value's text, then, in the
-    columns of numbers only, by its text: not whole (a point or an exponent, as DuckDB writes
-    every such number), beyond 64 bits (which the checked reader reads as a fraction), or beyond
-    2**53 (:data:`_WIDE`)."""
+    :data:`_TEXT`...), and the structure of the lists a column of lists holds (:func:`_list_shapes`).
+    Told by the first character of each value's text, then, in the columns of numbers only, by its
+    text: not whole (a point or an exponent, as DuckDB writes every such number), beyond 64 bits
+    (which the checked reader reads as a fraction), or beyond 2**53 (:data:`_WIDE`)."""
     firsts = con.execute(f"SELECT {', '.join(f'bit_or(1::HUGEINT << ascii({c}::VARCHAR))' for c in names)} "
                          f"FROM scanned WHERE {keep}").fetchone() or ()
     kinds = [functools.reduce(operator.or_, (_FIRST.get(i, _OTHER) for i in range(128) if (seen or 0) >> i & 1), 0)
              for seen in firsts]
     numbers = [c for c, kind in zip(names, kinds, strict=True) if kind == _WHOLE]
+    if numbers:
+        found = con.execute(f"SELECT {', '.join(map(_number_kinds, numbers))} FROM scanned WHERE {keep}").fetchone()
+        extra = dict(zip(numbers, found or (), strict=True))
+        kinds = [kind | (extra.get(c) or 0) for c, kind in zip(names, kinds, strict=True)]
     lists = [c for c, kind in zip(names, kinds, strict=True) if kind == _LIST]
-    asked = [_number_kinds(c) for c in numbers]
+    shapes, long = _list_shapes(con, lists, keep)
+    return [kind | (_LONG_LISTED if c in long else 0) for c, kind in zip(names, kinds, strict=True)], shapes
+
+
+_NUMBERS = r"\[(-?[0-9][0-9.eE+-]*(,-?[0-9][0-9.eE+-]*)*)?\]"
+"""A list of numbers alone, as DuckDB writes its JSON (compact)."""
+
+
+def _list_shapes(con: duckdb.DuckDBPyConnection, lists: Sequence[str], keep: str) -> tuple[dict[str, str], set[str]]:
+    """The structure of the lists each column of ``lists`` holds (as DuckDB's ``json_group_structure``
+    gives it, objects left out), and the columns with a list holding a number of 16 digits or more
+    (:data:`_LONG_IN_LIST`). A column of lists of numbers alone (step times: ten million of them in
+    100,000 runs) is told by its text; only the others are parsed for their structure."""
+    if not lists:
+        return {}, set()
+    asked = []
     for c in lists:
-        asked += [f"json_group_structure(CASE WHEN NOT starts_with({c}::VARCHAR, '{{') THEN {c} END)",
-                  f"bool_or(regexp_matches({c}::VARCHAR, {literal(_LONG_WHOLE_IN_LIST)}))"]
-    found = list(con.execute(f"SELECT {', '.join(asked)} FROM scanned WHERE {keep}").fetchone() or ()) if asked else []
-    extra = dict(zip(numbers, found, strict=False))
-    listed = found[len(numbers):]
-    extra.update((c, _OTHER if listed[2 * i + 1] else 0) for i, c in enumerate(lists))
-    return ([kind | (extra.get(c) or 0) for c, kind in zip(names, kinds, strict=True)],
-            {c: listed[2 * i] for i, c in enumerate(lists)})
+        x = f"CASE WHEN NOT starts_with({c}::VARCHAR, '{{') THEN {c}::VARCHAR END"
+        asked += [f"bool_and(regexp_full_match({x}, {literal(_NUMBERS)}))",
+                  f"bool_or(contains({x}, '.') OR contains({x}, 'e') OR contains({x}, 'E'))",
+                  f"bool_or({x} <> '[]')", f"bool_or(regexp_matches({x}, {literal(_LONG_IN_LIST)}))"]
+    found = con.execute(f"SELECT {', '.join(asked)} FROM scanned WHERE {keep}").fetchone() or ()
+    shapes: dict[str, str] = {}
+    for i, c in enumerate(lists):
+        numeric, fraction, some = found[4 * i:4 * i + 3]
+        if numeric:
+            shapes[c] = '["NULL"]' if not some else '["DOUBLE"]' if fraction else '["BIGINT"]'
+    parsed = [c for c in lists if c not in shapes]
+    if parsed:
+        asked = [f"json_group_structure(CASE WHEN NOT starts_with({c}::VARCHAR, '{{') THEN {c} END)" for c in parsed]
+        structures = con.execute(f"SELECT {', '.join(asked)} FROM scanned WHERE {keep}").fetchone() or ()
+        shapes.update(zip(parsed, structures, strict=True))
+    return shapes, {c for i, c in enumerate(lists) if found[4 * i + 3]}
 
 
 def _number_kinds(c: str) -> str:
     """SQL: the or of what the numbers of column ``c`` hold besides whole numbers within 2**53:
-    :data:`_FRACTION` (a point or an exponent, as DuckDB writes every number that is not whole, or
-    a whole number beyond 64 bits), :data:`_WIDE`."""
+    :data:`_FRACTION` (a point or an exponent, as DuckDB writes every number that is not whole; or
+    a whole number beyond 64 bits, which the checked reader reads as one), :data:`_WIDE` (a whole
+    number of 64 bits beyond 2**53), :data:`_OTHER` (one of 64 bits unsigned only: text, as the
+    checked export writes it)."""
     x = f"{c}::VARCHAR"
     fraction = f"contains({x}, '.') OR contains({x}, 'e') OR contains({x}, 'E')"
-    return (f"bit_or(CASE WHEN {c} IS NULL OR starts_with({x}, '{{') THEN 0 "
-            f"WHEN {fraction} THEN {_FRACTION} WHEN length({x}) <= 15 THEN 0 "
-            f"WHEN TRY_CAST({x} AS BIGINT) IS NULL THEN {_FRACTION} "
-            f"WHEN TRY_CAST({x} AS BIGINT) NOT BETWEEN {-(1 << 53)} AND {1 << 53} THEN {_WIDE} ELSE 0 END)")
+    return (f"bit_or(CASE WHEN {c} IS NULL OR starts_with({x}, '{{') THEN 0 WHEN {fraction} THEN {_FRACTION} "
+            f"WHEN length({x}) <= 15 THEN 0 WHEN TRY_CAST({x} AS BIGINT) BETWEEN {-(1 << 53)} AND {1 << 53} THEN 0 "
+            f"WHEN TRY_CAST({x} AS BIGINT) IS NOT NULL THEN {_WIDE} "
+            f"WHEN TRY_CAST({x} AS UBIGINT) IS NOT NULL THEN {_OTHER} ELSE {_FRACTION} END)")
 
 
 def _text_of(c: str) -> str:
@@ -1413,7 +1444,7 @@ def _parquet_cell(c: str, kind: int, shape: str | None) -> str:
     if kind in simple:
         return f"(CASE WHEN starts_with({x}, '{{') THEN NULL ELSE {simple[kind]} END)"
     if kind == _LIST and shape is not None and '"JSON"' not in shape:
-        typed = shape.replace('"UBIGINT"', '"BIGINT"')  # each fits: a longer one is _OTHER
+        typed = shape.replace('"UBIGINT"', '"BIGINT"').replace('"HUGEINT"', '"BIGINT"')  # each fits: see _LONG_LISTED
         return f"(CASE WHEN starts_with({x}, '{{') THEN NULL ELSE from_json({c}, {literal(typed)}) END)"
     return f"(CASE WHEN starts_with({x}, '{{') THEN NULL WHEN starts_with({x}, '\"') THEN {_text_of(c)} ELSE {x} END)"
 
