@@ -428,13 +428,15 @@ def test_whole_number_throughputs_whose_ties_hide_the_noise_get_no_changes_from_
     assert found == [[s.index for s in fit_levels(v).shifts] for v in runs]
 
 
-def test_a_level_that_returns_in_whole_numbers_a_few_steps_apart_is_found():
-    """About 10 images/sec written as whole numbers, 13 for ten runs in the middle: three steps of
-    the writing apart, beyond the rounding (a level of 11s among 10s would not be)."""
+@pytest.mark.parametrize("high", [12.0, 13.0])
+def test_a_level_that_returns_in_whole_numbers_a_few_steps_apart_is_found(high):
+    """About 10 images/sec written as whole numbers, 12 or 13 for ten runs in the middle: two or
+    three steps of the writing apart, beyond the rounding (a level of 11s among 10s would not be)."""
+    assert [s.index for s in fit_levels([10.0] * 10 + [high] * 10 + [10.0] * 10).shifts] == [10, 20]
     rng = np.random.default_rng(2)
     found = 0
     for _ in range(20):
-        level = np.r_[np.full(30, 10.0), np.full(10, 13.0), np.full(30, 10.0)]
+        level = np.r_[np.full(30, 10.0), np.full(10, high), np.full(30, 10.0)]
         fit = fit_levels([float(v) for v in np.round(level * np.exp(rng.normal(0, 0.02, 70)))])
         found += [s.index for s in fit.shifts] == [30, 40]
     assert found >= 16

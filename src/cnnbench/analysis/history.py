@@ -21,8 +21,8 @@ reaches that t (:func:`_adjusted`; Bonferroni's places times one p overstates it
 neighbouring places' ts nearly agree) is under :data:`ALPHA`, with at least two runs on each side
 and a change of at least :data:`MIN_CHANGE`, and again until no split is; then, where the exact
 best partition with more levels fits far beyond chance (a level that returns, slow fast slow fast,
-which no one split explains: :func:`_more_levels`), that partition, each of its levels two steps
-of the throughputs' writing from the next; then each change is tested again between its two
+which no one split explains: :func:`_more_levels`), that partition, each of its levels more than
+a step of the throughputs' writing from the next; then each change is tested again between its two
 neighbouring levels and the weakest dropped until every one holds. No test takes a scale below
 what writing the throughputs to a step adds (:func:`_rounding`: whole numbers that tie show the
 two spreads no noise).
@@ -378,14 +378,16 @@ def _more_levels(m: np.ndarray, w: np.ndarray, cnt: np.ndarray, cuts: list[int],
         if df < 1 or not math.isfinite(rss) or rss >= base:
             continue
         f = (base - rss) / (k - have) / max(rss / df, floor)
-        if _f_tail(k - have, df, f) * math.comb(n - 1, k) * (most - have) < alpha and _apart(m, w, found, 2 * step):
+        beyond = _f_tail(k - have, df, f) * math.comb(n - 1, k) * (most - have) < alpha
+        if beyond and _apart(m, w, found, math.log1p(1.5 * step)):
             return found
     return cuts
 
 
 def _apart(m: np.ndarray, w: np.ndarray, cuts: Sequence[int], least: float) -> bool:
     """Whether each level of job means ``m`` split at ``cuts`` is at least ``least`` (log) from the
-    next: a level one step of the throughputs' writing away (99 among 100s) is the rounding's."""
+    next: a level one step of the throughputs' writing away (99 among 100s) is the rounding's; two
+    steps (10 then 12) are more than ``log1p(1.5 step)``."""
     bounds = [0, *cuts, len(m)]
     means = [float((w[a:b] * m[a:b]).sum() / w[a:b].sum()) for a, b in zip(bounds, bounds[1:], strict=False)]
     return all(abs(y - x) >= least for x, y in zip(means, means[1:], strict=False))
