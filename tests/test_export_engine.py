@@ -343,6 +343,11 @@ PARQUET_VALUES = {
     "lists of objects of whole numbers of both signs": [[{"a": -1}], [{"a": 2}]],
     "nested lists of both signs": [[[-1], [2]], [[3]]],
     "a list beyond 2**53 beside a fraction": [[2 ** 53 + 1, 1.5], [1]],
+    "64 bits unsigned beside 1e20": [2 ** 63, 1e20],
+    "64 bits unsigned beside 1e-05": [2 ** 63, 1e-05],
+    "beyond 64 unsigned bits beside 64 bits unsigned": [2 ** 64, 2 ** 63],
+    "text beside 1e-05": [1e-05, "x"],
+    "text beside a list": ["a", [1, "b"]],
 }
 
 

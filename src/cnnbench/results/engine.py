@@ -1331,10 +1331,10 @@ class Exported:
         names = [self.store.column(name) for name in self.columns]
         try:
             kinds, shapes = _kinds(self.store.con, names, self.keep)
-            if any(kind & _LONG_LISTED for kind in kinds):
-                raise EngineCannot("a list holding a number of 16 digits or more")
-            cells = (f"{_parquet_cell(c, kind, shapes.get(c))} AS {ident(name)}"
-                     for name, c, kind in zip(self.columns, names, kinds, strict=True))
+            typed = [_parquet_cell(c, kind, shapes.get(c)) for c, kind in zip(names, kinds, strict=True)]
+            if any(kind & _LONG_LISTED for kind in kinds) or None in typed:
+                raise EngineCannot("a column of values of several kinds, or a list holding a long number")
+            cells = (f"{cell} AS {ident(name)}" for name, cell in zip(self.columns, typed, strict=True))
             self.store.con.execute(f"COPY ({self._select(cells)}) TO '/proc/self/fd/{fd}' "
                                    "(FORMAT parquet, USE_TMP_FILE false)")
         except duckdb.IOException as exc:
@@ -1430,14 +1430,15 @@ def _text_of(c: str) -> str:
     return f"(CASE WHEN contains({x}, '\\') THEN {c}->>'$' ELSE ({x})[2:-2] END)"
 
 
-def _parquet_cell(c: str, kind: int, shape: str | None) -> str:
+def _parquet_cell(c: str, kind: int, shape: str | None) -> str | None:
     """SQL: the Parquet cell of JSON value ``c`` in a column whose values are of the kinds ``kind``
     (:func:`_kinds`; for lists, ``shape``: DuckDB's ``json_group_structure`` of them), typed as
     ``pyarrow`` types a column of Python values (the checked reader's export): whole numbers as
     BIGINT, numbers as DOUBLE (a whole one beyond 64 bits too, as the checked reader reads it),
     true and false as BOOLEAN, text as VARCHAR, lists as lists of their elements' type; a column
-    of no value as nulls; one that mixes kinds, or whole numbers beyond 2**53 with fractions, as
-    text: its text cells as they are and every other value as its JSON (DuckDB's: compact)."""
+    of no value as nulls. None for a column that mixes kinds (or whole numbers beyond 2**53 with
+    fractions, or 64 bits unsigned only): the checked export writes it as text, each value that is
+    not text as Python spells its JSON, which DuckDB does not (``1e-05``, ``[1, "a"]``)."""
     x = f"{c}::VARCHAR"
     simple = {0: "NULL", _TEXT: _text_of(c), _TRUTH: f"({x} = 'true')", _WHOLE: f"CAST({x} AS BIGINT)",
               _WHOLE | _WIDE: f"CAST({x} AS BIGINT)", _WHOLE | _FRACTION: f"CAST({x} AS DOUBLE)"}
@@ -1446,7 +1447,7 @@ def _parquet_cell(c: str, kind: int, shape: str | None) -> str:
     if kind == _LIST and shape is not None and '"JSON"' not in shape:
         typed = shape.replace('"UBIGINT"', '"BIGINT"').replace('"HUGEINT"', '"BIGINT"')  # each fits: see _LONG_LISTED
         return f"(CASE WHEN starts_with({x}, '{{') THEN NULL ELSE from_json({c}, {literal(typed)}) END)"
-    return f"(CASE WHEN starts_with({x}, '{{') THEN NULL WHEN starts_with({x}, '\"') THEN {_text_of(c)} ELSE {x} END)"
+    return None
 
 
 def _safe_text(t: str) -> str:
