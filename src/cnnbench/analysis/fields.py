@@ -75,7 +75,7 @@ from cnnbench.results.fields import paths as paths
 from cnnbench.results.query import get_value as get_value
 from cnnbench.results.query import nearest_fields
 from cnnbench.results.step_summary import plain
-from cnnbench.words import natural_key, one_line
+from cnnbench.words import natural_key
 
 
 class FieldError(ValueError):
@@ -141,13 +141,12 @@ sort_key = natural_key
 
 
 def text(value: Any) -> str:
-    """A value as plain text on one line (``—`` for ``None``; a control character as its escape:
-    :func:`~cnnbench.words.one_line`)."""
+    """A value as plain text (``—`` for ``None``)."""
     if value is None:
         return "—"
     if isinstance(value, float) and value.is_integer():
         return str(int(value))
-    return one_line(str(value))
+    return str(value)
 
 
 def label(field: str, value: Any) -> str:

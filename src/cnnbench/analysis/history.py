@@ -790,13 +790,13 @@ def _labels(points: Any, order: Sequence[str]) -> list[str]:
                and k in points.key_fields and points.varies(k)]
     out = []
     for p in points.points:
-        parts = [F.text(p.get(F.MODEL))]  # F.text: one line, whatever a record's text holds
+        parts = [str(p.get(F.MODEL))]
         if p.get(F.PRECISION) is not None:
-            parts.append(F.text(p.get(F.PRECISION)))
+            parts.append(str(p.get(F.PRECISION)))
         if p.get(F.BATCH) is not None:
-            parts.append(f"b{F.text(p.get(F.BATCH))}")
+            parts.append(f"b{p.get(F.BATCH)}")
         parts += [f"{k.split('.', 1)[1]}={F.text(p.get(k))}" for k in varying]
-        out.append(f"{' '.join(parts)} on {F.text(p.get(F.MACHINE))}")
+        out.append(f"{' '.join(parts)} on {p.get(F.MACHINE)}")
     return out
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from cnnbench.cli.common import UserError
 from cnnbench.cli.report_cmd import parse_noise
-from cnnbench.words import plural
+from cnnbench.words import one_line, plural
 
 DESCRIPTION = """\
 Read results folders or .jsonl files as a history: one series per machine and configuration
@@ -94,7 +94,8 @@ def handle(args: argparse.Namespace) -> int:
         if slow:
             worst = min(slow, key=lambda c: c.ratio)
             print(f"cnnbench history: {plural(len(slow), 'significant regression')} beyond {threshold * 100:g}% "
-                  f"(worst: {worst.series}, {worst.percent:+.1f}% from run {worst.after.run_id})", file=sys.stderr)
+                  f"(worst: {one_line(worst.series)}, {worst.percent:+.1f}% from run {one_line(worst.after.run_id)})",
+                  file=sys.stderr)
             return 1
     return 0
 
@@ -140,7 +141,7 @@ def table_text(history: Any) -> str:
                          f"{o.run.ips:.1f} against a level of {o.level:.1f}")
     for t in history.too_short:
         lines.append(f"too short: {t.label} ({plural(t.points, 'run')}; a series needs 8)")
-    return "\n".join(lines) + "\n"
+    return "\n".join(map(one_line, lines)) + "\n"  # one line each, whatever a record's text holds
 
 
 def _summary(history: Any) -> str:
