@@ -1347,7 +1347,7 @@ class Exported:
 _TEXT, _LIST, _TRUTH, _WHOLE, _FRACTION, _OTHER, _WIDE, _LONG_LISTED = 1, 2, 4, 8, 16, 32, 64, 128
 """The kinds of value a column holds (:func:`_kinds`), or-ed together (:data:`_WIDE`: a whole number
 beyond 2**53, which no double holds exactly and pyarrow puts in no column of doubles;
-:data:`_LONG_LISTED`: a list holding a number of 16 digits or more, which the checked export types)."""
+:data:`_LONG_LISTED`: a list holding a number of 16 digits or more: the checked export writes the file)."""
 
 _FIRST = {ord('"'): _TEXT, ord("["): _LIST, ord("t"): _TRUTH, ord("f"): _TRUTH, ord("{"): 0,
           **{ord(c): _WHOLE for c in "-0123456789"}}
@@ -1414,8 +1414,8 @@ def _number_kinds(c: str) -> str:
     """SQL: the or of what the numbers of column ``c`` hold besides whole numbers within 2**53:
     :data:`_FRACTION` (a point or an exponent, as DuckDB writes every number that is not whole; or
     a whole number beyond 64 bits, which the checked reader reads as one), :data:`_WIDE` (a whole
-    number of 64 bits beyond 2**53), :data:`_OTHER` (one of 64 bits unsigned only: text, as the
-    checked export writes it)."""
+    number of 64 bits beyond 2**53), :data:`_OTHER` (one of 64 bits unsigned only: the checked export
+    writes such a column, as text)."""
     x = f"{c}::VARCHAR"
     fraction = f"contains({x}, '.') OR contains({x}, 'e') OR contains({x}, 'E')"
     return (f"bit_or(CASE WHEN {c} IS NULL OR starts_with({x}, '{{') THEN 0 WHEN {fraction} THEN {_FRACTION} "
