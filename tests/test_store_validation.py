@@ -76,6 +76,31 @@ def test_read_records_skips_and_names_every_odd_line(odd_store):
         assert all("\n" not in p for p in problems)
 
 
+def test_a_line_in_utf_16_or_utf_32_is_no_record_though_python_could_guess_its_encoding(tmp_path, capsys):
+    """JSON Lines are UTF-8, as grep and DuckDB read them: a line in another encoding is named and
+    skipped (the standard library's parser, given bytes, guesses UTF-16 and UTF-32 from NUL bytes
+    and read such a line); a UTF-8 byte order mark at a line's start is read as before."""
+    store = tmp_path / "results"
+    append_record(store, good(0))
+    path = store / "box.jsonl"
+    encodings = ("utf-16-le", "utf-16-be", "utf-32-le", "utf-32-be", "utf-16")
+    with open(path, "ab") as f:
+        for i, encoding in enumerate(encodings):
+            line = json.dumps(good(1 + i)).encode(encoding)
+            assert b"\n" not in line
+            f.write(line + b"\n")
+        f.write(b"\xef\xbb\xbf" + json.dumps(good(9)).encode() + b"\n")
+    for step_times in (True, False):
+        records, problems = read_records(store, step_times=step_times)
+        assert sorted(r["config"]["batch_size"] for r in records) == [8, 17]
+        assert [p.split(": ", 1)[0] for p in problems] == [f"{path}:{2 + i}" for i in range(len(encodings))]
+        assert all("malformed line" in p for p in problems[:-1]), problems
+        assert "not UTF-8 text (byte b'\\xff' at column 1)" in problems[-1]  # UTF-16's byte order mark
+    assert main(["results", "list", str(store)]) == 0
+    out, err = capsys.readouterr()
+    assert "2 runs" in out and err.count("malformed line") == len(encodings) - 1
+
+
 def _order(store):
     prefixes = expected_problems(store)
 

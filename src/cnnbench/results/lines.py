@@ -150,13 +150,19 @@ def _brackets_at_most(raw: bytes, limit: int) -> bool:
 
 def loads(raw: bytes) -> Any:
     """A JSON value from a line: orjson (several times faster), and the standard library's
-    parser for what orjson refuses (NaN, integers beyond 64 bits, lone surrogates) or
-    cannot read, so that a line reads, and fails with the same reason, as it always did."""
+    parser for what orjson refuses (NaN, integers beyond 64 bits, lone surrogates, a byte order
+    mark) or cannot read, so that a line reads, and fails with the same reason, as it always did.
+
+    A line is UTF-8 text (JSON Lines; what ``grep`` and DuckDB read). Given bytes, the standard
+    library's parser guesses UTF-16 or UTF-32 from NUL bytes and reads such a line, which no other
+    reader of the store can; the bytes are decoded as UTF-8 here instead, a UTF-8 byte order mark
+    at a line's start read as before."""
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError:
         _FALLBACKS[0] += 1
-        return json.loads(raw)
+        text = raw.decode("utf-8", "surrogatepass")  # surrogates as json.loads(bytes) let them in
+        return json.loads(text[1:] if text.startswith("\ufeff") else text)
 
 
 _FALLBACKS = [0]
