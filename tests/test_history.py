@@ -175,24 +175,40 @@ def test_short_series_are_listed_and_failed_runs_counted():
     assert history.not_ok == 1
 
 
-def test_imported_records_without_a_real_start_time_are_left_out_and_counted(tmp_path):
+def test_imported_records_without_a_real_start_time_are_left_out_and_counted(tmp_path, monkeypatch):
+    """An import's filled-in start time (marked) is left out; a record's ``source_path`` is a name it
+    holds, never a path looked at (a shared store's record could name any path: a stalled network
+    mount, a device): a record imported before the mark keeps the start time it holds."""
     source = tmp_path / "old.csv"
     source.write_text("x\n")
     mtime = dt.datetime(2026, 10, 1, 12, 0, 0, tzinfo=dt.timezone.utc)
     os.utime(source, (mtime.timestamp(), mtime.timestamp()))
+    looked_at = []
+    real_stat = os.stat
+
+    def stat(path, *args, **kwargs):
+        looked_at.append(os.fspath(path) if isinstance(path, (str, os.PathLike)) else path)
+        return real_stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "stat", stat)
     recs = series(noisy(12, seed=9))
     filled = series(noisy(3, seed=10), first=100)
     for rec in filled:  # what import csv writes when the table has no started_at column
         rec["started_at"] = mtime.isoformat(timespec="seconds")
         rec["source_path"] = str(source)
+        rec["started_at_source"] = "import"
+    older = series(noisy(1, seed=13), first=400)[0]
+    older["started_at"] = mtime.isoformat(timespec="seconds")  # imported before the mark, at the file's time
+    older["source_path"] = str(source)
     blank = series(noisy(1, seed=11), first=200)[0]
     blank["started_at"] = ""
     real = series(noisy(1, seed=12), first=300)[0]
     real["source_path"] = str(source)  # imported, with a start time of its own
-    history = build_history(recs + filled + [blank, real])
+    history = build_history(recs + filled + [blank, real, older])
     assert history.no_start_time == 4
-    assert len(history.series[0].runs) == 13
-    assert start_time(filled[0]) is None and start_time(real) is not None
+    assert len(history.series[0].runs) == 14
+    assert start_time(filled[0]) is None and start_time(real) is not None and start_time(older) == mtime
+    assert str(source) not in looked_at
 
 
 def test_the_first_line_counts_runs_without_a_start_time_as_such(tmp_path, capsys):

@@ -43,7 +43,6 @@ from __future__ import annotations
 import datetime as _dt
 import functools
 import math
-import os
 import re
 from collections import Counter
 from collections.abc import Hashable, Mapping, Sequence
@@ -653,14 +652,13 @@ def build_history(records: Sequence[Mapping[str, Any]], *, order_by: str | None 
     no_start = not_ok = 0
     usable: list[Mapping[str, Any]] = []
     starts: dict[int, _dt.datetime] = {}
-    mtimes: dict[str, float | None] = {}
     points = build_points(records) if points is None else points
     for point in points.points:
         for rec in point.records:
             if str(rec.get("status") or "ok") != "ok" or _ips(rec) is None:
                 not_ok += 1
                 continue
-            when = start_time(rec, mtimes)
+            when = start_time(rec)
             if when is None:
                 no_start += 1
                 continue
@@ -740,11 +738,11 @@ def _text_or_none(value: Any) -> str | None:
     return None if value is None or value == "" else str(value)
 
 
-def start_time(record: Mapping[str, Any], mtimes: dict[str, float | None] | None = None) -> _dt.datetime | None:
+def start_time(record: Mapping[str, Any]) -> _dt.datetime | None:
     """A record's start (UTC; a time without a zone read as UTC), or None when it has no real one:
     ``started_at`` missing, blank or no time, or filled in by an import (``started_at_source``
-    says so; for a record imported before that marker, a time equal to its source file's
-    modification time to the second)."""
+    says so). A record's ``source_path`` is a name it holds, never a path looked at: a record
+    imported before that mark existed keeps the start time it holds."""
     if record.get("started_at_source") == STARTED_AT_FILLED_IN:
         return None
     text = record.get("started_at")
@@ -754,20 +752,7 @@ def start_time(record: Mapping[str, Any], mtimes: dict[str, float | None] | None
         when = _dt.datetime.fromisoformat(text.strip())
     except ValueError:
         return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=_dt.timezone.utc)
-    source = record.get("source_path")
-    if isinstance(source, str) and source and "started_at_source" not in record:
-        cache = {} if mtimes is None else mtimes
-        if source not in cache:
-            try:
-                cache[source] = os.stat(source).st_mtime
-            except (OSError, ValueError):  # gone, or no path at all (a NUL in it)
-                cache[source] = None
-        mtime = cache[source]
-        if mtime is not None and int(when.timestamp()) == int(mtime):
-            return None
-    return when
+    return when.replace(tzinfo=_dt.timezone.utc) if when.tzinfo is None else when
 
 
 _VERSION_PART = re.compile(r"(\d+)")
