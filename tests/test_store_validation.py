@@ -101,6 +101,61 @@ def test_a_line_in_utf_16_or_utf_32_is_no_record_though_python_could_guess_its_e
     assert "2 runs" in out and err.count("malformed line") == len(encodings) - 1
 
 
+def test_a_line_longer_than_a_line_may_hold_is_named_and_skipped_unparsed(tmp_path, monkeypatch, capsys):
+    """Past :data:`~cnnbench.results.lines.MAX_LINE` (1 GiB; made small here) a line is not parsed,
+    valid or not: 2 GB of junk on one line cost the checked reader minutes and several times its
+    size in memory. The lines around it are read."""
+    from cnnbench.results import lines
+
+    monkeypatch.setattr(lines, "MAX_LINE", 4000)
+    store = tmp_path / "results"
+    append_record(store, good(0))
+    long_run = good(1)
+    long_run["metrics"]["step_times_s"] = [0.0123456789] * 500  # about 7 KB: a valid record
+    path = store / "box.jsonl"
+    with open(path, "ab") as f:
+        f.write(json.dumps(long_run).encode() + b"\n" + b"\0" * 5000 + b"\n")
+    append_record(store, good(2))
+    for step_times in (True, False):
+        records, problems = read_records(store, step_times=step_times)
+        assert sorted(r["config"]["batch_size"] for r in records) == [8, 10]
+        assert [p.split(": ", 1)[0] for p in problems] == [f"{path}:2", f"{path}:3"]
+        assert problems[1].endswith(": a line of 5,000 bytes, longer than the 4,000 a line may hold: not read")
+    assert main(["results", "list", str(store)]) == 0
+    out, err = capsys.readouterr()
+    assert "2 runs" in out and err.count("longer than the 4,000") == 2
+
+
+def test_a_file_read_through_its_cache_never_gathers_nor_keeps_a_line_too_long_to_read(tmp_path, monkeypatch):
+    """A file read through the parsed-record cache is read a piece at a time: a line longer than any
+    read is not gathered piece by piece (that copied the line again at every piece: minutes for
+    2 GB), nor kept in the cache to be checked again; the file is read whole, as a small one is."""
+    import random
+
+    from cnnbench.results import cache, lines, reader
+
+    monkeypatch.setattr(cache, "MIN_BYTES", 0)
+    monkeypatch.setattr(lines, "MAX_LINE", 100_000)
+    monkeypatch.setattr(reader, "_PIECE", 16_000)
+    store = tmp_path / "results"
+    append_record(store, good(0))
+    path = store / "box.jsonl"
+    junk = random.Random(1).randbytes(300_000).replace(b"\n", b"x")  # random: no cache could squeeze it
+    with open(path, "ab") as f:
+        f.write(junk + b"\n")
+    append_record(store, good(1))
+    gathered = []
+    real_parse = lines.parse_line
+    monkeypatch.setattr(lines, "parse_line", lambda raw, *a, **k: gathered.append(len(raw)) or real_parse(raw, *a, **k))
+    for _ in range(2):
+        records, problems = read_records(store, step_times="lazy")
+        assert sorted(r["config"]["batch_size"] for r in records) == [8, 9]
+        assert problems == [f"{path}:2: a line of 300,000 bytes, longer than the 100,000 a line may hold: not read"]
+    assert max(gathered) < 100_000
+    kept = sum(f.stat().st_size for f in cache.cache_path(path).parent.rglob("*") if f.is_file())
+    assert kept < 100_000
+
+
 def _order(store):
     prefixes = expected_problems(store)
 

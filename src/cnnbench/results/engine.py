@@ -64,7 +64,7 @@ from cnnbench.results import files
 from cnnbench.results import record as contract
 from cnnbench.results.cache import ROW_GROUP, chunks, content_hashes, meta_hash, on_every_core
 from cnnbench.results.cleaning import MAX_FIGURE
-from cnnbench.results.lines import StoreProblem
+from cnnbench.results.lines import MAX_LINE, StoreProblem
 from cnnbench.results.reader import iter_store_files, read_lines, read_records
 
 if TYPE_CHECKING:
@@ -75,8 +75,9 @@ log = logging.getLogger(__name__)
 RUN_ID = "run_id"
 SCANNED = "_engine.scanned"
 """The table a scan fills (``scanned`` while the search path holds its schema)."""
-MAX_OBJECT = 1 << 30
-"""Longest line the engine reads (DuckDB's default is 16 MiB): a run with tens of millions of step times."""
+MAX_OBJECT = MAX_LINE
+"""Longest line the engine reads (DuckDB's default is 16 MiB): a run with tens of millions of step
+times, as the checked reader (:data:`~cnnbench.results.lines.MAX_LINE`)."""
 FAST_OBJECT = 64 << 20
 """Longest line a first read of a store's files takes (a run with about three million step times;
 DuckDB took lines of up to about twice this). DuckDB reads a file in parts of about this size, a

@@ -37,9 +37,24 @@ def problem(text: str, *, kept: bool) -> StoreProblem:
     return StoreNotice(text) if kept else StoreProblem(text)
 
 
+MAX_LINE = 1 << 30
+"""Longest line read (1 GiB: a run with tens of millions of step times; DuckDB's read takes no
+longer one either). A longer line is named and skipped unparsed: parsing one of 2 GB of junk took
+the checked reader minutes and several times its size in memory."""
+
+
+def too_long(size: int) -> str | None:
+    """Why a line of ``size`` bytes is not read, when it is longer than :data:`MAX_LINE`."""
+    if size <= MAX_LINE:
+        return None
+    return f"a line of {size:,} bytes, longer than the {MAX_LINE:,} a line may hold: not read"
+
+
 def parse_line(raw: bytes, parse: Any, *, truncated: bool) -> tuple[dict[str, Any] | None, str | None]:
     """A valid, current record from one line, or why there is none; or both: a record whose
     unusable figures were replaced by null, and what they were."""
+    if (why_not := too_long(len(raw))) is not None:
+        return None, why_not
     fallbacks = _FALLBACKS[0]
     try:
         rec = parse(raw)

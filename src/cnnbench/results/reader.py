@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from collections.abc import Iterable
@@ -215,7 +216,8 @@ def _read_file(path: Path, records: list[dict[str, Any]], problems: list[StorePr
         with files.open_regular(path) as f:  # a FIFO or a device is refused, never waited on
             st = os.fstat(f.fileno())
             if start == 0 and partial_is_problem and cache.worth_it(path, st.st_size):
-                return _read_through_cache(path, f, st, records, problems, step_times=step_times, shared=shared)
+                with contextlib.suppress(_LineTooLong):  # read whole, as a small file is, and not cached
+                    return _read_through_cache(path, f, st, records, problems, step_times=step_times, shared=shared)
             f.seek(start)
             data = f.read()
     except IsADirectoryError:
@@ -243,14 +245,18 @@ def read_lines(path: Path, data: bytes, records: list[dict[str, Any]], problems:
     is checked as torn (``partial_is_problem``) or left for later. Returns the bytes consumed and
     the whole lines met."""
     parse = _parser(step_times)
-    pieces = data.split(b"\n")
-    complete = len(pieces) - 1  # the piece after the last newline is partial (empty when none)
-    if pieces[-1] and not partial_is_problem:
-        consumed = len(data) - len(pieces[-1])
-        pieces = pieces[:-1]
-    else:
-        consumed = len(data)
-    for index, raw in enumerate(pieces):
+    complete = data.count(b"\n")  # the piece after the last newline is partial (empty when none)
+    partial = data.rfind(b"\n") + 1
+    consumed = partial if partial < len(data) and not partial_is_problem else len(data)
+    find, start, index = data.find, 0, -1
+    while start < consumed:  # a line at a time, not split all at once: each line's copy freed as it is read
+        end = find(b"\n", start, consumed)
+        stop = consumed if end < 0 else end
+        begin, start, index = start, stop + 1, index + 1
+        if (too_long := store_lines.too_long(stop - begin)) is not None:  # refused, not copied first
+            problems.append(StoreProblem(f"{path}:{first_line + index}: {too_long}"))
+            continue
+        raw = data[begin:stop]
         if not raw or raw.isspace():
             continue
         rec, why = store_lines.parse_line(raw, parse, truncated=index == complete)
@@ -306,24 +312,39 @@ _PIECE = 1 << 24
 """Bytes of a file read at once after its cache's lines (a cold read of 600 MB holds no more)."""
 
 
+class _LineTooLong(Exception):
+    """A line longer than :data:`~cnnbench.results.lines.MAX_LINE`: its file is read without its cache."""
+
+
 def _add_new_lines(cached: cache.CachedRecords, f: BinaryIO) -> tuple[int, bytes] | None:
     """Parse the whole lines of ``f`` after those ``cached`` covers into it, a piece of the file
     at a time; how many lines there were, and the bytes after the last newline (a line being
     written, or torn). None when there are lines after those ``cached`` covers, which changed
-    since it was loaded without hashing them (the file was as it was then)."""
-    fd, at, rest, added = f.fileno(), cached.end, b"", 0
+    since it was loaded without hashing them (the file was as it was then). The pieces of a line
+    longer than a piece are joined once, when it ends (joined again at every piece, a line of 1 GB
+    was copied 60 times); past :data:`~cnnbench.results.lines.MAX_LINE`, no more are gathered."""
+    fd, at, added = f.fileno(), cached.end, 0
+    pending: list[bytes] = []  # a line's pieces, before its newline
+    gathered = 0
     while chunk := os.pread(fd, _PIECE, at):
         at += len(chunk)
-        data = rest + chunk if rest else chunk
-        whole = data.rfind(b"\n") + 1
-        if whole and cached.digest is None:  # whole lines after those covered (the file grew since it was opened)
+        ends = chunk.rfind(b"\n") + 1
+        if not ends:
+            pending.append(chunk)
+            gathered += len(chunk)
+            if gathered > store_lines.MAX_LINE:  # a line no reader reads
+                raise _LineTooLong
+            continue
+        data = b"".join([*pending, chunk]) if pending else chunk
+        whole = gathered + ends
+        if cached.digest is None:  # whole lines after those covered (the file grew since it was opened)
             cached.digest = _verified_prefix(f, cached)  # not for a torn last line alone: nothing to add
             if cached.digest is None:
                 return None
-        if whole:
-            added += _parse_lines(cached, data, whole)
-        rest = data[whole:]
-    return added, rest
+        added += _parse_lines(cached, data, whole)
+        pending = [data[whole:]] if whole < len(data) else []
+        gathered = len(data) - whole
+    return added, b"".join(pending)
 
 
 def _parse_lines(cached: cache.CachedRecords, data: bytes, whole: int) -> int:
