@@ -156,6 +156,33 @@ def test_a_file_read_through_its_cache_never_gathers_nor_keeps_a_line_too_long_t
     assert kept < 100_000
 
 
+@pytest.mark.parametrize("metrics_steps, elsewhere", [
+    (None, {"environment": {"step_times_s": [1, 2]}}),  # the record's own are null; another field's are not
+    ([0.5, 0.25], {"environment": {"step_times_s": [3]}}),
+    ([[0.1], 0.2], {}),  # a list in the list: valid JSON, not the compact form
+    ([0.1, {"a": 1}], {}),
+])
+def test_a_read_without_step_times_leaves_out_the_records_own_and_changes_nothing_else(
+        tmp_path, capsys, metrics_steps, elsewhere):
+    """``step_times=False`` (history, a sweep resuming, ``results list``) cuts the step times out of
+    a line's text before parsing where that is exact; it took another field's list for them, and
+    cut a nested list short (a valid line skipped as malformed)."""
+    rec = good(0)
+    rec["metrics"]["step_times_s"] = metrics_steps
+    for section, fields in elsewhere.items():
+        rec[section].update(fields)
+    store = tmp_path / "results"
+    store.mkdir()
+    (store / "box.jsonl").write_text(json.dumps(rec, separators=(",", ":")) + "\n")
+    full, problems = read_records(store, step_times=True)
+    assert problems == [] and full[0]["metrics"]["step_times_s"] == metrics_steps
+    (without,), problems = read_records(store, step_times=False)
+    assert problems == [] and "step_times_s" not in without["metrics"]
+    assert without["environment"] == rec["environment"]
+    assert main(["results", "list", str(store)]) == 0
+    assert "1 run" in capsys.readouterr().out
+
+
 def _order(store):
     prefixes = expected_problems(store)
 

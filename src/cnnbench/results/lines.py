@@ -211,7 +211,8 @@ def _metrics_in_range(value: Any) -> bool:
     return True
 
 
-_STEP_KEY = b'"step_times_s":['
+_STEP_NAME = b'"step_times_s"'
+_STEP_KEY = _STEP_NAME + b":["
 _KEY_BEFORE = (ord("{"), ord(","), ord(" "))
 
 
@@ -219,15 +220,20 @@ def loads_without_step_times(raw: bytes) -> Any:
     """:func:`loads` of a record line, leaving ``metrics.step_times_s`` out.
 
     The array of the compact form written by :func:`append_record` is cut out of the
-    bytes before parsing; anything unexpected (the key inside a string, in another
-    object, a spaced separator) takes the ordinary full parse.
+    bytes before parsing, where its name is met once in the line, its list holds no list, object or
+    text, and what is left parses with ``metrics.step_times_s`` in it; anything else (the key in
+    another object too, a nested list, a spaced separator) takes the ordinary full parse.
     """
     i = raw.find(_STEP_KEY)
-    if i > 0 and raw[i - 1] in _KEY_BEFORE:
+    once = i > 0 and raw.rfind(_STEP_NAME, 0, i) < 0 and raw.find(_STEP_NAME, i + 1) < 0  # the name anywhere
+    if once and raw[i - 1] in _KEY_BEFORE:
         start = i + len(_STEP_KEY)
         j = raw.find(b"]", start)
-        if j > 0 and raw.find(b'"', start, j) < 0:
-            rec = loads(raw[:i] + b'"step_times_s":null' + raw[j + 1 :])
+        if j > 0 and raw.find(b'"', start, j) < 0 and raw.find(b"[", start, j) < 0 and raw.find(b"{", start, j) < 0:
+            try:
+                rec = loads(raw[:i] + b'"step_times_s":null' + raw[j + 1 :])
+            except ValueError:  # what the cut left is no JSON: the line as it is decides
+                rec = None
             metrics = rec.get("metrics") if isinstance(rec, dict) else None
             if isinstance(metrics, dict) and "step_times_s" in metrics and metrics["step_times_s"] is None:
                 del metrics["step_times_s"]
