@@ -290,7 +290,7 @@ def test_a_job_notes_its_case_configuration_as_its_record_carries_it(tmp_path, m
     assert note["config"] == record["config"] != suite.cases[0].config.recorded()  # resolved: what Slurm's end keeps
 
 
-def _follow_with(tmp_path, monkeypatch, states, attempts=None):
+def _follow_with(tmp_path, monkeypatch, states, attempts=None, folders=None):
     """``--status`` of a three-case suite whose jobs Slurm reports as ``states`` (job id -> JobState)."""
     from cnnbench.sweep.slurm import follow as follow_module
     from cnnbench.sweep.slurm.ledger import JobEntry, append_jobs
@@ -299,8 +299,8 @@ def _follow_with(tmp_path, monkeypatch, states, attempts=None):
 
     suite = load_suite(write_suite(tmp_path, "fates", base=FAST, matrix={"batch_size": [1, 2, 3]}))
     results = tmp_path / "r"
-    append_jobs(results, [JobEntry(suite.name, c.key, None, f"5_{i}", (attempts or {}).get(i, 1), folder="/none")
-                          for i, c in enumerate(suite.cases)])
+    append_jobs(results, [JobEntry(suite.name, c.key, None, f"5_{i}", (attempts or {}).get(i, 1),
+                                   folder=(folders or {}).get(i, "/none")) for i, c in enumerate(suite.cases)])
     monkeypatch.setattr(follow_module, "job_states", lambda ids: {i: states[i] for i in ids if i in states})
     return suite, results, sweep_status
 
@@ -348,6 +348,42 @@ def test_a_job_slurm_ended_records_the_configuration_its_node_resolved(tmp_path,
     first, second = got["5_1"]["error"].splitlines()[:2]
     assert first.startswith("Slurm job 5_1 lost its node")
     assert second.endswith("unresolved: ConfigError: --data-dir: gone)")
+
+
+def test_a_jobs_logs_and_note_are_read_inside_the_store_never_where_the_jobs_file_points(tmp_path, monkeypatch):
+    """``jobs.jsonl`` and ``.slurm/started/`` may be anyone's who writes in the store: a job's folder
+    there is a name inside ``.slurm/submitit/``, its id a name, and its log and note are read as the
+    store's files are (never through a link, never waited on: a FIFO)."""
+    import threading
+
+    from cnnbench.sweep.slurm.job import read_note
+    from cnnbench.sweep.slurm.states import JobState
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "5_1_0_log.out").write_text("SECRET-OUTSIDE-STORE\n")
+    (outside / "note.json").write_text(json.dumps({"config": {"model": "LEAKED"}}))
+    results = tmp_path / "r"
+    submitit = results / ".slurm" / "submitit"
+    folders = {0: str(submitit / "5_0"), 1: str(outside), 2: str(submitit / "5_2")}
+    states = {f"5_{i}": JobState(f"5_{i}", "FAILED", nodes="n1", exit_code="1:0") for i in range(3)}
+    suite, results, status = _follow_with(tmp_path, monkeypatch, states, folders=folders)
+    (submitit / "5_0").mkdir(parents=True)
+    (submitit / "5_0" / "5_0_0_log.out").write_text("line one\nTraceback: boom\n")
+    (submitit / "5_2").mkdir()
+    os.mkfifo(submitit / "5_2" / "5_2_0_log.out")
+    started = results / ".slurm" / "started"
+    started.mkdir()
+    (started / "5_1.json").symlink_to(outside / "note.json")
+    assert read_note(results, "5_1") is None and read_note(results, "../../../outside/note") is None
+    done = threading.Thread(target=status, args=(suite, results), daemon=True)
+    done.start()
+    done.join(120)
+    assert not done.is_alive(), "--status waited on a FIFO"
+    got = {r["slurm"]["job_id"]: r for r in records(results)}
+    assert "Traceback: boom" in got["5_0"]["error"]  # the job's own log, in the store
+    assert "SECRET" not in got["5_1"]["error"] and got["5_1"]["config"] == suite.cases[1].config.recorded()
+    assert "--- last lines" not in got["5_2"]["error"]
 
 
 def test_a_case_preempted_once_is_submitted_again_and_a_second_preemption_is_recorded(tmp_path, monkeypatch):

@@ -36,7 +36,7 @@ from cnnbench.results.stamps import now_iso
 from cnnbench.results.store import StoreReader, append_new_records
 from cnnbench.sweep.case import with_unresolved
 from cnnbench.sweep.slurm.job import case_fields, read_note
-from cnnbench.sweep.slurm.ledger import JobEntry, latest_jobs, read_jobs
+from cnnbench.sweep.slurm.ledger import SUBMITIT, JobEntry, latest_jobs, read_job_file, read_jobs
 from cnnbench.sweep.slurm.states import FAILED_STATUS, JobState, job_states
 from cnnbench.sweep.suite import Case, Suite
 
@@ -170,7 +170,7 @@ def failure_record(unit: Unit, state: JobState, results_dir: str | os.PathLike[s
     unresolved = note.get("unresolved") if isinstance(note.get("unresolved"), str) else None
     record = Record(config=config, environment=env, metrics={},
                     status=FAILED_STATUS.get(state.state, "error"),
-                    error=with_unresolved(_words(state, unit.job), unresolved),
+                    error=with_unresolved(_words(state, unit.job, results_dir), unresolved),
                     extra={**case_fields(suite_one, section), "case_name": case_name(config)}).to_dict()
     record["run_id"] = "slurm-" + hashlib.sha1(f"{unit.job.job_id}/{unit.case.key}".encode()).hexdigest()[:24]
     record["started_at"] = note.get("started_at") or now_iso()
@@ -189,22 +189,26 @@ _MEANING = {
 }
 
 
-def _words(state: JobState, job: JobEntry) -> str:
+def _words(state: JobState, job: JobEntry, results_dir: str | os.PathLike[str]) -> str:
     meaning = _MEANING.get(state.state, "was ended by Slurm")
-    tail = log_tail(job)
+    tail = log_tail(results_dir, job)
     return clip(f"Slurm job {job.job_id} {meaning} (Slurm: {state.describe()})"
                 + (f"\n--- last lines of the job's output ---\n{tail}" if tail else ""))
 
 
-def log_tail(job: JobEntry, lines: int = LOG_TAIL_LINES) -> str:
-    """The end of the job's output as submitit kept it ('' when there is none)."""
-    folder = Path(job.folder)
+LOG_TAIL_BYTES = 64 << 10
+"""Bytes read from the end of each of a job's logs."""
+
+
+def log_tail(results_dir: str | os.PathLike[str], job: JobEntry, lines: int = LOG_TAIL_LINES) -> str:
+    """The end of the job's output as submitit kept it in the store's ``.slurm/submitit/<job>/``
+    ('' when there is none). The job's folder in ``jobs.jsonl`` is taken as a name there, never
+    as a path (the file is anyone's who writes in the store)."""
     texts = []
     for name in (f"{job.job_id}_0_log.out", f"{job.job_id}_0_log.err"):
-        try:
-            texts += (folder / name).read_text(errors="replace").splitlines()
-        except OSError:
-            continue
+        data = read_job_file(results_dir, SUBMITIT, Path(job.folder).name, name, most=LOG_TAIL_BYTES, tail=True)
+        if data is not None:
+            texts += data.decode("utf-8", errors="replace").splitlines()
     return "\n".join(t for t in texts[-lines:] if t.strip())
 
 

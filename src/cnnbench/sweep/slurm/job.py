@@ -31,7 +31,7 @@ from cnnbench.results.record import Record
 from cnnbench.results.sessions import set_session_id, slurm_session_id
 from cnnbench.results.stamps import now_iso
 from cnnbench.results.store import append_record
-from cnnbench.sweep.slurm.ledger import FOLDER, slurm_folder
+from cnnbench.sweep.slurm.ledger import FOLDER, read_job_file
 from cnnbench.sweep.suite import Suite
 from cnnbench.version import __version__
 
@@ -150,9 +150,15 @@ def write_note(results_dir: str, section: dict[str, Any], environment: dict[str,
         root=Path(results_dir))
 
 
+MAX_NOTE = 1 << 20
+"""Longest ``started/<job id>.json`` read (a job's note is a few kilobytes)."""
+
+
 def read_note(results_dir: str | os.PathLike[str], job_id: str) -> dict[str, Any] | None:
+    """What :func:`write_note` wrote for ``job_id`` (a name from ``jobs.jsonl``, never a path), or None."""
+    data = read_job_file(results_dir, STARTED, f"{job_id}.json", most=MAX_NOTE)
     try:
-        data = json.loads((slurm_folder(results_dir) / STARTED / f"{job_id}.json").read_text())
-    except (OSError, ValueError):
+        note = json.loads(data.decode("utf-8")) if data is not None else None
+    except ValueError:
         return None
-    return data if isinstance(data, dict) else None
+    return note if isinstance(note, dict) else None

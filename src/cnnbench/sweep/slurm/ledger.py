@@ -49,6 +49,32 @@ def slurm_folder(results_dir: str | os.PathLike[str]) -> Path:
     return Path(results_dir) / FOLDER
 
 
+def read_job_file(results_dir: str | os.PathLike[str], *names: str, most: int, tail: bool = False) -> bytes | None:
+    """The bytes of ``.slurm/<names...>`` of the store, read as its files are read: each folder a
+    real one inside the one before it, the file a regular one, never through a link, never waited on
+    (a FIFO); each of ``names`` a name, never a path (job ids and folders come from ``jobs.jsonl``,
+    which anyone who writes in the store may have written). At most ``most`` bytes: the last of them
+    with ``tail``, else None for a longer file; None where there is no such file to read so."""
+    *folders, name = names
+    path = slurm_folder(results_dir).joinpath(*names)
+    try:
+        folder = files.open_folder(Path(results_dir), FOLDER, *folders)
+    except (OSError, ValueError):
+        return None
+    try:
+        fd = files.open_in(folder, name, os.O_RDONLY, path)
+    except (OSError, ValueError):
+        return None
+    finally:
+        os.close(folder)
+    with os.fdopen(fd, "rb") as f:
+        if tail:
+            f.seek(max(0, os.fstat(fd).st_size - most))
+            return f.read(most)
+        data = f.read(most + 1)
+    return data if len(data) <= most else None
+
+
 def check_submitit_folder(results_dir: str | os.PathLike[str]) -> None:
     """Before submitit writes its pickles and job scripts in ``.slurm/submitit/<job id>/``
     (by path: it makes its own files): ``.slurm/`` and ``submitit/`` are real folders of the

@@ -26,7 +26,7 @@ from typing import Any
 from cnnbench.results import files
 from cnnbench.results.record import Record
 from cnnbench.results.store import append_record
-from cnnbench.sweep.slurm.ledger import FOLDER
+from cnnbench.sweep.slurm.ledger import FOLDER, read_job_file
 from cnnbench.sweep.suite import Suite
 
 RENDEZVOUS_WAIT_S = 600.0
@@ -54,14 +54,16 @@ def _endpoint(folder: Path, first: bool, root: Path) -> str:
     (``root``: the store, of which ``folder`` is a real sub-folder)."""
     path = folder / "rendezvous"
     if first:
-        files.write_replacing(path, f"{socket.gethostname()}:{_free_port()}".encode(), root)
-        return path.read_text()
+        endpoint = f"{socket.gethostname()}:{_free_port()}"
+        files.write_replacing(path, endpoint.encode(), root)
+        return endpoint
     end = time.monotonic() + RENDEZVOUS_WAIT_S
     while time.monotonic() < end:
-        try:
-            return path.read_text()
-        except FileNotFoundError:
-            time.sleep(0.2)
+        # read as the store's files are: never through a link, never waited on (a FIFO)
+        data = read_job_file(root, *folder.relative_to(root / FOLDER).parts, path.name, most=4096)
+        if data:
+            return data.decode("utf-8", errors="replace")
+        time.sleep(0.2)
     raise TimeoutError(f"the first node did not write {path} within {RENDEZVOUS_WAIT_S:g} s")
 
 
