@@ -13,6 +13,7 @@ import pytest
 
 import cnnbench
 from cnnbench.results import engine, sql
+from tests.test_results_sql_engine import WHOLE_NUMBERS, as_read
 from tests.test_store_engine import ODD, good, line, write
 
 
@@ -155,3 +156,19 @@ def test_plain_cells_makes_each_cell_one_way():
     assert cells["lists"].tolist() == ["x", [1.0, 2.0]] and type(cells["lists"][1]) is list
     assert cells["flags"].tolist() == [True, None] and cells["none"].tolist() == [None, None]
     assert cells["gap"].tolist()[0] == 1.0 and math.isnan(cells["gap"].tolist()[1])
+
+
+@pytest.mark.parametrize("case", list(WHOLE_NUMBERS))
+def test_whole_numbers_beyond_64_bits_keep_every_digit_in_the_frame(tmp_path, monkeypatch, case):
+    """As the checked reader's frame has them: pandas' type of the Python ints (uint64, objects, or
+    floats where one is missing), never DuckDB's HUGEINT made floats."""
+    records = [good(i) for i in range(len(WHOLE_NUMBERS[case]))]
+    for r, value in zip(records, WHOLE_NUMBERS[case], strict=True):
+        if value is not None:
+            r["tag"] = value
+    store = tmp_path / "results"
+    write(store / "box.jsonl", [line(r) for r in records])
+    new, old, used, (frame, _) = frames(store, monkeypatch)
+    assert used and new == old
+    if None not in WHOLE_NUMBERS[case]:
+        assert frame["tag"].tolist() == as_read(WHOLE_NUMBERS[case])

@@ -168,3 +168,33 @@ def test_values_the_engine_must_not_type_alone(tmp_path, monkeypatch, case):
     same(store, both, monkeypatch, by_engine=None)
     same(store, "SELECT *, (SELECT count(*) FROM runs) AS runs FROM steps", monkeypatch, by_engine=None)
     same(store, "SELECT * FROM steps", monkeypatch, by_engine=None)  # step times read alone
+
+
+WHOLE_NUMBERS = {
+    "beyond 64 bits, and one a double cannot hold": [2**63, 123456789012345678, 256],
+    "both signs beyond 64 bits": [-1, 2**63],
+    "one missing": [2**63, None],
+    "the least of 64 bits": [-2**63, 5],
+    "the largest unsigned": [2**64 - 1, 1],
+    "beyond 64 bits unsigned": [2**64, 10**40, 3],
+}
+
+
+def as_read(values):
+    """The values as the checked reader reads them: a whole number beyond 64 bits (signed or
+    unsigned) a float, as orjson reads it."""
+    return [v if v is None or -2**63 <= v < 2**64 else float(v) for v in values]
+
+
+@pytest.mark.parametrize("case", list(WHOLE_NUMBERS))
+def test_whole_numbers_beyond_64_bits_keep_every_digit(tmp_path, monkeypatch, case):
+    """A column with a whole number beyond 64 bits is HUGEINT, as the checked path types it (it was
+    DOUBLE: 123456789012345678 beside 2**63 read as 1.2345678901234568e+17, a probe's finding)."""
+    records = [good(i) for i in range(len(WHOLE_NUMBERS[case]))]
+    for r, value in zip(records, WHOLE_NUMBERS[case], strict=True):
+        if value is not None:
+            r["tag"] = value
+    store = tmp_path / "results"
+    write(store / "box.jsonl", [line(r) for r in records])
+    _, types, rows, _ = same(store, 'SELECT "tag", typeof("tag") FROM runs', monkeypatch)
+    assert [row[0] for row in rows] == as_read(WHOLE_NUMBERS[case])

@@ -484,13 +484,16 @@ def _engine_views(paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[st
 
 def _kind_flag(c: str) -> str:
     """SQL: what JSON value ``c`` is, as a bit: 1 text, 2 a list, 8 true or false, 16 a whole number
-    a ``BIGINT`` holds, 32 another number; 0 for null and for an empty object (a flat run has no such
-    field: only an empty one is left in a field read)."""
+    a ``BIGINT`` holds, 64 one of 64 bits it does not (2**63 to 2**64 - 1, and -2**63: the checked
+    reader's Python ints, which its view types ``HUGEINT``), 32 another number (a whole one beyond
+    64 bits too: orjson reads it as a float); 0 for null and for an empty object (a flat run has no such field: only an
+    empty one is left in a field read)."""
     x = f"{c}::VARCHAR"
     return (f"""CASE WHEN {c} IS NULL OR starts_with({x}, '{{') THEN 0 WHEN starts_with({x}, '"') THEN 1 """
             f"WHEN starts_with({x}, '[') THEN 2 WHEN {x} IN ('true', 'false') THEN 8 "
-            f"WHEN contains({x}, '.') OR contains({x}, 'e') OR contains({x}, 'E') OR TRY_CAST({x} AS BIGINT) IS NULL "
-            "THEN 32 ELSE 16 END")
+            f"WHEN contains({x}, '.') OR contains({x}, 'e') OR contains({x}, 'E') THEN 32 "
+            f"WHEN TRY_CAST({x} AS BIGINT) IS NOT NULL AND {x} <> '{-2**63}' THEN 16 "
+            f"WHEN TRY_CAST({x} AS UBIGINT) IS NOT NULL OR {x} = '{-2**63}' THEN 64 ELSE 32 END")
 
 
 def _list_shapes(store: Any, lists: Sequence[str]) -> dict[str, str]:
@@ -576,13 +579,31 @@ def runs_frame(paths: Sequence[str | os.PathLike[str]], *, where: Sequence[str] 
             if not store.con.execute("SELECT count(*) FROM scanned").fetchall()[0][0]:
                 return records_frame([]), list(store.problems)
             _engine_runs(store, leave_out=(), as_json=(STEP_TIMES,))  # read here, as lists
-            frame = _frame(store.con.execute(f"SELECT {', '.join(map(_quoted, columns))} FROM {RUNS}"))
+            frame = _with_huge_numbers(store.con, columns)
         except (engine.EngineCannot, duckdb.Error):
             return None
         return plain_cells(frame), list(store.problems)
 
 
-_SCALARS = {1: "({c}->>'$')", 8: "{c}::BOOLEAN", 16: "{c}::BIGINT", 32: "{c}::DOUBLE", 48: "{c}::DOUBLE"}
+def _with_huge_numbers(con: Any, columns: Sequence[str]) -> pd.DataFrame:
+    """``columns`` of ``runs`` as a frame; a ``HUGEINT`` column (pandas would be given floats) as
+    pandas makes the checked reader's Python ints: each value exact, typed by pandas (``uint64``,
+    ``int64``, objects, or floats where one is missing, as in the checked reader's frame)."""
+    import pandas as pd
+
+    kinds = con.execute(f"SELECT {', '.join(map(_quoted, columns))} FROM {RUNS} LIMIT 0").description
+    huge = {name for name, kind, *_ in kinds if str(kind) == "HUGEINT"}
+    frame = _frame(con.execute("SELECT " + ", ".join(
+        f"{_quoted(c)}::VARCHAR AS {_quoted(c)}" if c in huge else _quoted(c) for c in columns) + f" FROM {RUNS}"))
+    for index, name in enumerate(columns):
+        if name in huge:
+            values = [int(v) if isinstance(v, str) else math.nan for v in frame.iloc[:, index]]  # as from_records
+            frame.isetitem(index, pd.Series(values, index=frame.index) if values else frame.iloc[:, index])
+    return frame
+
+
+_SCALARS = {1: "({c}->>'$')", 8: "{c}::BOOLEAN", 16: "{c}::BIGINT", 64: "{c}::HUGEINT", 80: "{c}::HUGEINT",
+            **dict.fromkeys((32, 48, 96, 112), "{c}::DOUBLE")}
 """The SQL of a column of one kind of scalar (by :func:`_kind_flag`'s bits), as its type."""
 
 
