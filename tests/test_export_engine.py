@@ -367,3 +367,13 @@ def test_a_parquet_export_of_no_run_is_the_checked_one(tmp_path, capsys, monkeyp
     write(store / "box.jsonl", [line(good(i)) for i in range(3)])
     rows = same(capsys, monkeypatch, [str(store), "--where", "model=nothing"], by_engine=None, fmt="parquet")
     assert rows == [[]]
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_an_export_of_no_run_has_no_column_in_any_format(tmp_path, capsys, monkeypatch, fmt):
+    """No run kept: no column, as the checked export writes none (the engine wrote a header of the
+    fields every run holds as null: a probe's finding)."""
+    store = tmp_path / "results"
+    write(store / "box.jsonl", [line(good(i)) for i in range(3)])  # error: null in each
+    rows = same(capsys, monkeypatch, [str(store), "--where", "model=nothing"], by_engine=None, fmt=fmt)
+    assert rows in ([], [[]])
