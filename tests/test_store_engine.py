@@ -728,3 +728,17 @@ def test_an_export_of_a_store_with_a_line_longer_than_the_engine_reads_is_the_ch
     assert main(["results", "export", "--format", "csv", "--no-step-times", str(store)]) == 0
     rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
     assert sorted(r["run_id"] for r in rows) == sorted(r["run_id"] for r in runs)
+
+
+def test_runs_alike_in_every_key_are_listed_in_the_stores_order(tmp_path):
+    """Runs without a run_id, alike in every key ``results list`` sorts by, keep the store's order
+    (its files' order), as the checked reader lists them (a probe's finding: the engine's rows came
+    in no order)."""
+    store = tmp_path / "results"
+    for name in ("a", "b", "c", "d"):
+        run = {**good(0), "run_id": None, "tag": name}
+        write(store / f"{name}.jsonl", [line(run)])
+    for limit in (0, 2):
+        new, old = both([store], fields=(*FIELDS, "tag"), limit=limit)
+        assert new == old
+    assert [r["tag"] for r in new[0]] == ["c", "d"]

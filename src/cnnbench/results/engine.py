@@ -1229,7 +1229,7 @@ def newest_runs(paths: Sequence[str | os.PathLike[str]], fields: Sequence[str], 
         if 0 < limit < total:  # only the runs of the newest minutes that hold `limit` runs are sorted here
             tail += (f" AND {minute} >= (SELECT min(m) FROM (SELECT {minute} AS m FROM scanned WHERE {keep} "
                      f"ORDER BY m DESC LIMIT {int(limit)}))")
-        rows = store.rows(tail, shown)
+        rows = store.rows(tail + " ORDER BY _file, rowid", shown)  # runs alike stay in the store's order
         problems = store.problems
     rows.sort(key=flat_list_order)
     return Newest(rows[-limit:] if limit > 0 else rows, total, problems)
