@@ -335,6 +335,8 @@ def _add_new_lines(cached: cache.CachedRecords, f: BinaryIO) -> tuple[int, bytes
             if gathered > store_lines.MAX_LINE:  # a line no reader reads
                 raise _LineTooLong
             continue
+        if gathered and gathered + chunk.find(b"\n") > store_lines.MAX_LINE:  # the pending line ends here
+            raise _LineTooLong
         data = b"".join([*pending, chunk]) if pending else chunk
         whole = gathered + ends
         if cached.digest is None:  # whole lines after those covered (the file grew since it was opened)

@@ -484,16 +484,16 @@ def _engine_views(paths: Iterable[str | os.PathLike[str]] | str | os.PathLike[st
 
 def _kind_flag(c: str) -> str:
     """SQL: what JSON value ``c`` is, as a bit: 1 text, 2 a list, 8 true or false, 16 a whole number
-    a ``BIGINT`` holds, 64 one of 64 bits it does not (2**63 to 2**64 - 1, and -2**63: the checked
-    reader's Python ints, which its view types ``HUGEINT``), 32 another number (a whole one beyond
-    64 bits too: orjson reads it as a float); 0 for null and for an empty object (a flat run has no such field: only an
+    a ``BIGINT`` holds, 64 one of 64 bits it does not (2**63 to 2**64 - 1: the checked reader's
+    Python ints, which its view types ``HUGEINT``), 32 another number (a whole one beyond 64 bits
+    too: orjson reads it as a float); 0 for null and for an empty object (a flat run has no such field: only an
     empty one is left in a field read)."""
     x = f"{c}::VARCHAR"
     return (f"""CASE WHEN {c} IS NULL OR starts_with({x}, '{{') THEN 0 WHEN starts_with({x}, '"') THEN 1 """
             f"WHEN starts_with({x}, '[') THEN 2 WHEN {x} IN ('true', 'false') THEN 8 "
             f"WHEN contains({x}, '.') OR contains({x}, 'e') OR contains({x}, 'E') THEN 32 "
-            f"WHEN TRY_CAST({x} AS BIGINT) IS NOT NULL AND {x} <> '{-2**63}' THEN 16 "
-            f"WHEN TRY_CAST({x} AS UBIGINT) IS NOT NULL OR {x} = '{-2**63}' THEN 64 ELSE 32 END")
+            f"WHEN TRY_CAST({x} AS BIGINT) IS NOT NULL THEN 16 "
+            f"WHEN TRY_CAST({x} AS UBIGINT) IS NOT NULL THEN 64 ELSE 32 END")
 
 
 def _list_shapes(store: Any, lists: Sequence[str]) -> dict[str, str]:
