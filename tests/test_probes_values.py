@@ -477,3 +477,21 @@ def test_text_from_a_record_never_breaks_an_error_or_a_row_in_two_nor_writes_to_
     assert main(["results", "list", str(store)]) == 0
     out = capsys.readouterr().out
     assert "\x1b" not in out and len(out.splitlines()) == 4 and "n\\nfake line" in out
+
+
+def test_a_records_text_is_never_read_as_rich_markup(tmp_path, capsys):
+    """A model name holding what rich reads as markup (someone else's record) is shown as it is:
+    ``evil[/b]`` ended ``results list`` and ``predict`` in rich's MarkupError, and
+    ``[bold red]shout`` lost its brackets."""
+    from tests.test_predict import _record
+
+    store = tmp_path / "x.jsonl"
+    names = ("evil[/b]", "[bold red]shout")
+    store.write_text("".join(json.dumps(record(model=m, ips=10.0)) + "\n" for m in names)
+                     + "".join(json.dumps(_record(1, 500.0, model=m, machine="p")) + "\n" for m in names))
+    assert main(["results", "list", str(store)]) == 0
+    out = capsys.readouterr().out
+    assert all(name in out for name in names)
+    assert main(["predict", str(store), "--where", "machine=p", "--devices", "1,8"]) == 0
+    out = capsys.readouterr().out
+    assert all(name in out for name in names)

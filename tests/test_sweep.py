@@ -417,3 +417,22 @@ def test_a_failed_case_whose_configuration_cannot_be_resolved_keeps_it_as_given(
     first, second = record["error"].splitlines()[:2]
     assert "no-such-data" in first
     assert second.startswith("(its configuration is recorded as the suite gave it, unresolved: ConfigError: ")
+
+
+def test_the_progress_bar_shows_a_suites_and_a_warnings_text_as_it_is(tmp_path):
+    """A case's label (a suite file's, anyone's) and a warning's text are text, never rich's markup:
+    ``[/b]`` in one ended the sweep's progress output in rich's MarkupError."""
+    import io
+    from types import SimpleNamespace
+
+    from cnnbench.sweep.outcomes import CaseResult
+
+    stream = io.StringIO()
+    reporter = RichReporter(stream)
+    reporter.sweep_started(SimpleNamespace(name="s"), [SimpleNamespace(label="a")] * 2, [])
+    case = SimpleNamespace(label="tag=evil[/b]")
+    reporter.case_skipped(case, "claimed by [/i] another")
+    reporter.case_finished(CaseResult(case, {"status": "ok", "metrics": {}}, 1.0, warnings=["repeats [/b] disagree"]))
+    reporter.progress.stop()
+    text = stream.getvalue()
+    assert "tag=evil[/b]" in text and "claimed by [/i] another" in text and "repeats [/b] disagree" in text

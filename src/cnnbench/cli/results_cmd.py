@@ -139,6 +139,7 @@ def handle_list(args: argparse.Namespace) -> int:
         raise UserError(f"--limit: must be >= 0 (0 shows all), got {args.limit}")
     rows, total = _newest(args.results, args.where, args.limit)
 
+    from rich.markup import escape
     from rich.table import Table
 
     from cnnbench.terminal import print_table
@@ -147,15 +148,17 @@ def handle_list(args: argparse.Namespace) -> int:
     for col, title in LIST_COLUMNS:
         table.add_column(title, justify="right" if col in (F.BATCH, F.IPS) else "left")
     styles = {"ok": "green", "oom": "yellow", "error": "red", "timeout": "magenta"}
+    names = [c for c, _ in LIST_COLUMNS]
     for row in rows:
-        cells = [_text(row.get(col)) for col, _ in LIST_COLUMNS]
+        cells = [_text(row.get(col)) for col in names]
         if row.get("kind") == "comm":  # cnnbench comm: what it timed, where a run names its model
-            cells[[c for c, _ in LIST_COLUMNS].index(F.MODEL)] = _comm_text(row)
+            cells[names.index(F.MODEL)] = one_line(_comm_text(row))
         cells[0] = cells[0][:16].replace("T", " ")  # minutes are enough to tell runs apart
         status = str(row.get("status"))
-        cells[[c for c, _ in LIST_COLUMNS].index("status")] = f"[{styles.get(status, 'white')}]{status}[/]"
         if status != "ok":  # a failed run has no figure, whatever a line written by hand or merged in holds
-            cells[[c for c, _ in LIST_COLUMNS].index(F.IPS)] = "—"
+            cells[names.index(F.IPS)] = "—"
+        cells = [escape(c) for c in cells]  # a record's text is text, never rich's markup ("[/b]" raised)
+        cells[names.index("status")] = f"[{styles.get(status, 'white')}]{escape(one_line(status))}[/]"
         table.add_row(*cells)
     console = print_table(table)
     count = f"{len(rows)} of {plural(total, 'run')}" if len(rows) < total else plural(total, "run")

@@ -119,15 +119,19 @@ class RichReporter:
         text_line = Text(case_line(self._done, self._total, result))
         text_line.stylize(style, 0, len(f"[{self._done}/{self._total}] {result.status}"))
         self.progress.console.print(text_line)  # above the bar: it stays when the bar ends
-        for text in result.warnings:
-            self.progress.console.print(f"[yellow]warning[/]: {text}", highlight=False)
+        from rich.markup import escape
+
+        for text in result.warnings:  # a warning's text is text, never rich's markup
+            self.progress.console.print(f"[yellow]warning[/]: {escape(text)}", highlight=False)
         self.progress.update(self.task, advance=1, ok=self._ok, failed=self._failed)
         self._refresh(force=True)
 
     def case_skipped(self, case: Case, reason: str) -> None:
         self._done += 1
-        self.progress.console.print(f"[{self._done}/{self._total}] [dim]skipped[/] {case.label}  ({reason})",
-                                    highlight=False)
+        from rich.markup import escape
+
+        label, why = escape(case.label), escape(reason)  # a suite's text is text, never rich's markup
+        self.progress.console.print(f"[{self._done}/{self._total}] [dim]skipped[/] {label}  ({why})", highlight=False)
         self.progress.update(self.task, advance=1)
         self._refresh(force=True)
 
