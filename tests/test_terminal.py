@@ -52,3 +52,53 @@ def test_terminal_tables_fit_columns_with_their_lines(store, capsys, monkeypatch
     out = ANSI.sub("", re.sub(r"\x1b\[[0-9;]*m", "", capsys.readouterr().out))
     assert BOX.search(out)
     assert max(len(line) for line in out.splitlines()) <= 70
+
+
+def _random_table(seed: int, rows: int):
+    import random
+
+    from rich.markup import escape
+    from rich.table import Table
+
+    rng = random.Random(seed)
+    words = ["a", "", "—", "é中", "résumé", "abc def", "[x]", "1234.56", "中文字", "x" * 30, "\\[y]"]
+    table = Table(show_lines=False, header_style="bold")
+    width = rng.randint(1, 6)
+    for _ in range(width):
+        header = rng.choice(["started", "b", "中", "status", ""])
+        table.add_column(header, justify=rng.choice(["left", "right", "center"]))
+    for _ in range(rows):
+        table.add_row(*[rng.choice([escape(rng.choice(words)), "[green]ok[/]", "[red]error[/]"]) for _ in range(width)])
+    return table
+
+
+def test_a_table_of_many_rows_is_printed_as_rich_prints_it_plain():
+    """Past MANY_ROWS a table is aligned by cnnbench, not laid out cell by cell by rich (results list
+    --limit 0 of 100,000 runs: 100 s): the same text as rich's plain table, cell for cell, or rich's
+    own where cnnbench would not know it (a column of nothing)."""
+    import io
+
+    compared = 0
+    for seed in range(300):
+        table = _random_table(seed, rows=seed % 7 * 3)  # rich's own layout is what is compared: few rows
+        rich_out = io.StringIO()
+        terminal.print_table(table, terminal.console_for(rich_out))
+        text = terminal.plain_text(table, terminal.UNLIMITED)
+        assert text is None or text == rich_out.getvalue(), seed
+        compared += text is not None
+    assert compared > 200
+
+
+def test_results_list_of_many_runs_is_the_same_text_aligned_here(store, capsys, monkeypatch):
+    monkeypatch.delenv("COLUMNS", raising=False)
+    for i in range(30):
+        append_record(store, Record(config={"model": f"m{i % 7}", "batch_size": i, "precision": "fp32"},
+                                    environment={"machine": "box" if i % 3 else "中文-box"},
+                                    metrics={"total_images_per_sec": 10.0 * i}).to_dict())
+    assert main(["results", "list", str(store), "--limit", "0"]) == 0
+    by_rich = capsys.readouterr().out
+    monkeypatch.setattr(terminal, "MANY_ROWS", 5)
+    called = []
+    monkeypatch.setattr(terminal, "plain_text", lambda *a, real=terminal.plain_text: called.append(1) or real(*a))
+    assert main(["results", "list", str(store), "--limit", "0"]) == 0
+    assert capsys.readouterr().out == by_rich and called
