@@ -376,6 +376,10 @@ def test_a_jobs_logs_and_note_are_read_inside_the_store_never_where_the_jobs_fil
     started.mkdir()
     (started / "5_1.json").symlink_to(outside / "note.json")
     assert read_note(results, "5_1") is None and read_note(results, "../../../outside/note") is None
+    from cnnbench.sweep.slurm.follow import log_tail
+    from cnnbench.sweep.slurm.ledger import JobEntry
+
+    assert all(log_tail(results, JobEntry("s", "k", None, "5_0", 1, folder=odd)) == "" for odd in (None, 3, "", ".."))
     done = threading.Thread(target=status, args=(suite, results), daemon=True)
     done.start()
     done.join(120)

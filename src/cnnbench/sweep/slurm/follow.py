@@ -205,8 +205,9 @@ def log_tail(results_dir: str | os.PathLike[str], job: JobEntry, lines: int = LO
     ('' when there is none). The job's folder in ``jobs.jsonl`` is taken as a name there, never
     as a path (the file is anyone's who writes in the store)."""
     texts = []
+    folder = Path(job.folder).name if isinstance(job.folder, str) else ""  # a line may hold anything there
     for name in (f"{job.job_id}_0_log.out", f"{job.job_id}_0_log.err"):
-        data = read_job_file(results_dir, SUBMITIT, Path(job.folder).name, name, most=LOG_TAIL_BYTES, tail=True)
+        data = read_job_file(results_dir, SUBMITIT, folder, name, most=LOG_TAIL_BYTES, tail=True)
         if data is not None:
             texts += data.decode("utf-8", errors="replace").splitlines()
     return "\n".join(t for t in texts[-lines:] if t.strip())
