@@ -495,3 +495,21 @@ def test_a_records_text_is_never_read_as_rich_markup(tmp_path, capsys):
     assert main(["predict", str(store), "--where", "machine=p", "--devices", "1,8"]) == 0
     out = capsys.readouterr().out
     assert all(name in out for name in names)
+
+
+def test_compare_and_a_reports_markdown_never_write_a_labels_control_characters(tmp_path, capsys):
+    """A machine label holding an escape sequence or a mark that turns text around (someone else's
+    record) is written as escapes in compare's table and markdown and in a report's summary.md (a
+    probe's finding: a terminal's title was set by ``cat`` of them)."""
+    bad, flipped = "m\x1b]0;title\x07\x1b[31mred", "n\u202egpj.exe"
+    store = tmp_path / "x.jsonl"
+    store.write_text("".join(json.dumps(record(machine=m, ips=10.0 + i)) + "\n"
+                             for i, m in enumerate([bad, bad, flipped, flipped])))
+    for fmt in ("table", "md"):
+        assert main(["compare", str(store), "--by", "machine", "--baseline", bad, "--format", fmt]) == 0
+        out = capsys.readouterr().out
+        assert "\x1b" not in out and "\u202e" not in out and "\x07" not in out, fmt
+        assert "x1b" in out and "u202e" in out, fmt
+    assert main(["report", str(store), "-o", str(tmp_path / "rep"), "--no-plots"]) == 0
+    summary = (tmp_path / "rep" / "summary.md").read_text()
+    assert "\x1b" not in summary and "\u202e" not in summary and "u202egpj" in summary

@@ -127,8 +127,10 @@ def _escape_char(text: str, m: re.Match[str]) -> str:
 def escape_markdown(text: str, *, line_start: bool = False) -> str:
     """``text`` as markdown that shows it as it is, on one line (line breaks become spaces, spaces
     at the ends are dropped). ``line_start``: the text begins a line (a paragraph, a list item, a
-    heading), so a leading ``-``, ``+``, ``>`` or ``1.`` is escaped too."""
-    text = " ".join(str(text).splitlines()).strip()
+    heading), so a leading ``-``, ``+``, ``>`` or ``1.`` is escaped too. Any other control
+    character is written as its escape (:func:`one_line`): someone else's label never writes to
+    the terminal that shows the file."""
+    text = one_line(" ".join(str(text).splitlines()).strip(), tabs=True)
     out = _SPECIAL.sub(lambda m: _escape_char(text, m), text)
     if line_start:
         m = _BLOCK_START.match(out)
@@ -153,15 +155,23 @@ def quoted(value: Any) -> str:
     return shortened(_QUOTE.repr(value))
 
 
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_TURNS = "\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069"
+_CONTROL = re.compile(f"[\x00-\x1f{_TURNS}]")
+"""Control characters, line and paragraph separators, and the marks that turn text's direction
+around (``\\u202e``: ``\\u202egpj.exe`` shows as ``exe.jpg``)."""
 
 
-def one_line(text: str) -> str:
+_CONTROL_BUT_TAB = re.compile(f"[\x00-\x08\x0a-\x1f{_TURNS}]")
+
+
+def one_line(text: str, *, tabs: bool = False) -> str:
     """``text`` as one line a terminal shows as it is: each control character (a line break, an
-    escape sequence's ESC, a carriage return) written as its escape (``\\n``, ``\\x1b``). Text
+    escape sequence's ESC, a carriage return, a mark that turns the text's direction) written as
+    its escape (``\\n``, ``\\x1b``, ``\\u202e``). Text
     from someone else's file (a machine label) never breaks a message or a table's row in two, nor
     recolours or rewrites a terminal."""
-    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text) if _CONTROL.search(
+    control = _CONTROL_BUT_TAB if tabs else _CONTROL  # ``tabs``: a tab kept (markdown shows it as itself)
+    return control.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text) if control.search(
         text) else text
 
 

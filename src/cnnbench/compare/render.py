@@ -21,7 +21,7 @@ from cnnbench.analysis.significance import NONE
 from cnnbench.compare.bandwidth import bandwidth_csv, bandwidth_markdown, bandwidth_records, print_bandwidth
 from cnnbench.compare.build import ComparedPair, CompareResult, summary_line, verdict_counts
 from cnnbench.results.csv_out import csv_text
-from cnnbench.words import escape_markdown, plural
+from cnnbench.words import escape_markdown, one_line, plural
 
 FORMATS = ("table", "md", "csv", "json")
 HEADER = (F.field(F.MODEL).label, F.field(F.BATCH).label, "configuration", F.field(F.MACHINE).label,
@@ -186,13 +186,14 @@ def print_rich(result: CompareResult) -> None:
         if not result.pairs:
             return
     header, body = rows(result)
-    table = Table(*header, caption=escape("\n".join(notes(result))), caption_justify="left")
+    # a label's text (someone else's record) never writes to the terminal, nor is read as rich's markup
+    table = Table(*header, caption=escape("\n".join(map(one_line, notes(result)))), caption_justify="left")
     for col in table.columns:
         if str(col.header) in ("baseline img/s", "candidate img/s", "ratio", "95% interval", "p"):
             col.justify = "right"
     for r, p in zip(body, result.pairs, strict=False):
         style = _STYLES.get(p.comparison.verdict, "")
-        cells = [escape(c) for c in r]
+        cells = [escape(one_line(c)) for c in r]
         table.add_row(*cells[:-1], f"[{style}]{cells[-1]}[/{style}]" if style else cells[-1])
     print_table(table)
 

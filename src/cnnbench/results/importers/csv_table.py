@@ -306,7 +306,8 @@ def _import_file(path: Path, options: ImportOptions, result: ImportResult) -> No
 def _import_rows(path: Path, text: str, options: ImportOptions, result: ImportResult) -> None:
     columns, rows = _rows(text, path)
     problem = _columns_problem(columns)
-    twice = next((c for i, c in enumerate(columns) if c in columns[:i]), None)
+    seen: set[str] = set()
+    twice = next((c for c in columns if c in seen or seen.add(c)), None)  # one pass: 40,000 columns took 12 s
     if twice is not None and not problem:
         problem = (f"column {twice!r} appears {columns.count(twice)} times (a row would keep one of its values); "
                    "nothing imported from it")
