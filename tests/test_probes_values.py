@@ -486,15 +486,18 @@ def test_a_records_text_is_never_read_as_rich_markup(tmp_path, capsys):
     from tests.test_predict import _record
 
     store = tmp_path / "x.jsonl"
-    names = ("evil[/b]", "[bold red]shout")
+    names = ("evil[/b]", "[bold red]shout", "C:\\dir\\", ":thumbs_up:")  # nor a backslash doubled, nor an emoji made
     store.write_text("".join(json.dumps(record(model=m, ips=10.0)) + "\n" for m in names)
                      + "".join(json.dumps(_record(1, 500.0, model=m, machine="p")) + "\n" for m in names))
     assert main(["results", "list", str(store)]) == 0
     out = capsys.readouterr().out
-    assert all(name in out for name in names)
+    assert all(name in out for name in names) and "C:\\dir\\\\" not in out
     assert main(["predict", str(store), "--where", "machine=p", "--devices", "1,8"]) == 0
     out = capsys.readouterr().out
-    assert all(name in out for name in names)
+    assert all(name in out for name in names) and "C:\\dir\\\\" not in out
+    assert main(["results", "query", 'SELECT "config.model" AS "[/b]:x:", \'a\tb\' AS t FROM runs', str(store)]) == 0
+    out = capsys.readouterr().out
+    assert "[/b]:x:" in out and "C:\\dir\\ " in out and "a\\tb" in out
 
 
 def test_compare_and_a_reports_markdown_never_write_a_labels_control_characters(tmp_path, capsys):

@@ -102,3 +102,30 @@ def test_results_list_of_many_runs_is_the_same_text_aligned_here(store, capsys, 
     monkeypatch.setattr(terminal, "plain_text", lambda *a, real=terminal.plain_text: called.append(1) or real(*a))
     assert main(["results", "list", str(store), "--limit", "0"]) == 0
     assert capsys.readouterr().out == by_rich and called
+
+
+def test_a_records_text_is_shown_as_it_is_on_a_terminal_too(store, capsys, monkeypatch):
+    """No emoji made of ``:name:`` in a record's text on a terminal, and past MANY_ROWS a cell that is
+    not all printable (a tab, a joiner) leaves the table to rich (a review's findings)."""
+    from rich.table import Table
+
+    append_record(store, Record(config={"model": ":thumbs_up:", "batch_size": 8, "precision": "fp32"},
+                                environment={"machine": "box"}, metrics={"total_images_per_sec": 1.0}).to_dict())
+    monkeypatch.setattr(terminal, "is_terminal", lambda stream: True)
+    monkeypatch.setenv("COLUMNS", "300")
+    assert main(["results", "list", str(store)]) == 0
+    assert ":thumbs_up:" in capsys.readouterr().out
+    for machine in (":smile:", "box"):
+        append_record(store, Record(config={"model": "resnet18", "batch_size": 8, "precision": "fp32"},
+                                    environment={"machine": machine}, metrics={"total_images_per_sec": 1.0}).to_dict())
+    assert main(["compare", str(store), "--by", "machine", "--baseline", "box", "--candidate", ":smile:"]) == 0
+    assert ":smile:" in capsys.readouterr().out
+    for odd in ("a\tb", "a\u200d", "x\x08"):
+        table = Table()
+        table.add_column("c")
+        table.add_row(odd)
+        assert terminal.plain_text(table, terminal.UNLIMITED) is None
+    table = Table()
+    table.add_column("c")
+    table.add_row("[x] :thumbs_up:")
+    assert terminal.plain_text(table, terminal.UNLIMITED) == "c           \n :thumbs_up:\n"  # [x] is markup, as in rich

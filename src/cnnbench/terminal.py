@@ -40,7 +40,7 @@ def console_for(stream: IO[str] | None = None) -> Console:
 
     out = stream or sys.stdout
     if is_terminal(out):
-        return Console(file=out, highlight=False, force_terminal=True)
+        return Console(file=out, highlight=False, emoji=False, force_terminal=True)  # ":name:" stays text
     return Console(file=out, width=_columns() or UNLIMITED, color_system=None, no_color=True, highlight=False,
                    emoji=False, force_terminal=False, force_interactive=False)
 
@@ -66,28 +66,28 @@ def print_table(table: Table, console: Console | None = None) -> Console:
     width as it is (then aligned here, as rich aligns a plain table); returns the console, for what
     follows the table."""
     console = console or console_for()
-    if not console.is_terminal or table.row_count > MANY_ROWS:
-        text = plain_text(plain(table), console.width) if table.row_count > MANY_ROWS else None
-        if text is not None:
-            console.file.write(text)
-            console.file.flush()
-            return console
-        if not console.is_terminal:
-            plain(table)
+    text = plain_text(table, console.width) if table.row_count > MANY_ROWS else None
+    if text is not None:
+        console.file.write(text)
+        console.file.flush()
+        return console
+    if not console.is_terminal:
+        plain(table)
     console.print(table)
     return console
 
 
 def plain_text(table: Table, width: int) -> str | None:
-    """``table`` (plain: :func:`plain`) as rich prints it on a plain console ``width`` wide: each
-    column as wide as its widest cell, two spaces between columns, each cell justified in its
-    column; None where rich would do more (a title, a caption, a cell that is no text or holds a
-    line break, a column with a width of its own or with nothing in it, a table wider than ``width``)."""
+    """``table`` as rich prints it plain (:func:`plain`) on a console ``width`` wide: each column as
+    wide as its widest cell, two spaces between columns, each cell justified in its column; None
+    where rich would do more (a title, a caption, a cell that is no text or holds a character that
+    is not printable, a column with a width of its own or with nothing in it, a table wider than
+    ``width``)."""
     from rich.cells import cell_len
     from rich.text import Text
 
     if (table.title or table.caption or not table.show_header or table.show_lines or table.expand or table.width
-            or table.min_width or table.padding != (0, 1, 0, 1) or table.box is not None or table.show_footer):
+            or table.min_width or table.padding != (0, 1, 0, 1) or table.show_footer):
         return None
     columns = []
     for column in table.columns:
@@ -96,12 +96,12 @@ def plain_text(table: Table, width: int) -> str | None:
         texts = []
         for cell in (column.header, *column.cells):
             if isinstance(cell, str):
-                cell = Text.from_markup(cell).plain if "[" in cell else cell
+                cell = Text.from_markup(cell, emoji=False).plain if "[" in cell else cell
             elif isinstance(cell, Text):
                 cell = cell.plain
             else:
                 return None
-            if "\n" in cell or "\r" in cell:
+            if not cell.isprintable():  # a tab, a line break, a joiner: rich's own way with them
                 return None
             texts.append(cell)
         wide = max(map(cell_len, texts))

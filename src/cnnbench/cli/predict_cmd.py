@@ -133,8 +133,8 @@ def handle(args: argparse.Namespace) -> int:
 
 
 def _print_table(result: object) -> None:
-    from rich.markup import escape
     from rich.table import Table
+    from rich.text import Text
 
     from cnnbench.predict.render import COLUMNS, assumption_lines, calibration_lines, cells
     from cnnbench.terminal import print_table
@@ -142,7 +142,7 @@ def _print_table(result: object) -> None:
 
     table = Table(*COLUMNS, title="Predicted scaling (docs/predict.md)")
     for row in result.rows:  # type: ignore[attr-defined]
-        table.add_row(*(escape(one_line(c)) for c in cells(row)))  # a record's model is text, never markup
+        table.add_row(*(Text(one_line(c)) for c in cells(row)))  # a record's model is text, never markup
     print_table(table)
     for line in assumption_lines(result) + calibration_lines(result) + result.verdicts:  # type: ignore[arg-type,attr-defined]
         print(line)

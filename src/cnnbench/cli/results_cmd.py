@@ -139,8 +139,8 @@ def handle_list(args: argparse.Namespace) -> int:
         raise UserError(f"--limit: must be >= 0 (0 shows all), got {args.limit}")
     rows, total = _newest(args.results, args.where, args.limit)
 
-    from rich.markup import escape
     from rich.table import Table
+    from rich.text import Text
 
     from cnnbench.terminal import print_table
 
@@ -157,9 +157,9 @@ def handle_list(args: argparse.Namespace) -> int:
         status = str(row.get("status"))
         if status != "ok":  # a failed run has no figure, whatever a line written by hand or merged in holds
             cells[names.index(F.IPS)] = "—"
-        cells = [escape(c) for c in cells]  # a record's text is text, never rich's markup ("[/b]" raised)
-        cells[names.index("status")] = f"[{styles.get(status, 'white')}]{escape(one_line(status))}[/]"
-        table.add_row(*cells)
+        texts = [Text(c) for c in cells]  # a record's text is text, never rich's markup ("[/b]" raised)
+        texts[names.index("status")] = Text(one_line(status), style=styles.get(status, "white"))
+        table.add_row(*texts)
     console = print_table(table)
     count = f"{len(rows)} of {plural(total, 'run')}" if len(rows) < total else plural(total, "run")
     hint = " (newest shown; --limit 0 for all)" if len(rows) < total else ""
@@ -214,23 +214,23 @@ def _print_query(result: Any, fmt: str) -> None:
             sys.stdout.write("[]\n")
         return
     from rich.table import Table
+    from rich.text import Text
 
     from cnnbench.terminal import print_table
 
     table = Table(show_lines=False, header_style="bold")
     numeric = [t in ("BIGINT", "INTEGER", "DOUBLE", "FLOAT", "HUGEINT", "SMALLINT", "TINYINT", "UBIGINT")
                or t.startswith("DECIMAL") for t in result.types]
-    for name, right in zip(result.columns, numeric, strict=False):
-        table.add_column(name, justify="right" if right else "left")
+    for name, right in zip(result.columns, numeric, strict=False):  # a column's name is text, never markup
+        table.add_column(Text(one_line(str(name))), justify="right" if right else "left")
     for row in result.rows:
-        table.add_row(*(_query_text(v) for v in row))
+        table.add_row(*(Text(_query_text(v)) for v in row))
     console = print_table(table)
     console.print(plural(len(result.rows), "row"))
 
 
 def _query_text(value: Any) -> str:
-    from rich.markup import escape
-
+    """A cell of ``results query``'s table, as it shows (on one line: :func:`~cnnbench.words.one_line`)."""
     from cnnbench.results.sql import cell_value
 
     if value is None:
@@ -238,7 +238,7 @@ def _query_text(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.6g}"
     text = cell_value(value, text=True)
-    return escape(text if isinstance(text, str) else str(text))
+    return one_line(text if isinstance(text, str) else str(text))
 
 
 def handle_merge(args: argparse.Namespace) -> int:

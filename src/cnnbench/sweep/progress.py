@@ -66,7 +66,7 @@ class RichReporter:
                         line.append("  " + self.last_line, style="dim")
                     yield line
 
-        self.console = Console(file=stream or sys.stderr)
+        self.console = Console(file=stream or sys.stderr, emoji=False)  # ":name:" in a suite's text stays text
         self.progress = _Progress(
             SpinnerColumn(),
             TextColumn("[bold]{task.description}"),
@@ -94,7 +94,10 @@ class RichReporter:
             self.console.print(f"{len(skipped)} of {plural(total, 'case')} already recorded ok; skipping them")
         self._total = len(to_run)
         self.progress.start()
-        self.task = self.progress.add_task(suite.name, total=len(to_run), ok=0, failed=0)
+        from rich.markup import escape
+
+        # the suite's name (a file's) shown as it is in the bar's "[bold]{task.description}"
+        self.task = self.progress.add_task(escape(suite.name), total=len(to_run), ok=0, failed=0)
         self._refresh(force=True)
 
     def case_started(self, case: Case, batch_size: int | None, attempt: int) -> None:
@@ -119,19 +122,18 @@ class RichReporter:
         text_line = Text(case_line(self._done, self._total, result))
         text_line.stylize(style, 0, len(f"[{self._done}/{self._total}] {result.status}"))
         self.progress.console.print(text_line)  # above the bar: it stays when the bar ends
-        from rich.markup import escape
-
         for text in result.warnings:  # a warning's text is text, never rich's markup
-            self.progress.console.print(f"[yellow]warning[/]: {escape(text)}", highlight=False)
+            self.progress.console.print(Text.assemble(("warning", "yellow"), ": ", text), highlight=False)
         self.progress.update(self.task, advance=1, ok=self._ok, failed=self._failed)
         self._refresh(force=True)
 
     def case_skipped(self, case: Case, reason: str) -> None:
         self._done += 1
-        from rich.markup import escape
+        from rich.text import Text
 
-        label, why = escape(case.label), escape(reason)  # a suite's text is text, never rich's markup
-        self.progress.console.print(f"[{self._done}/{self._total}] [dim]skipped[/] {label}  ({why})", highlight=False)
+        # a suite's text is text, never rich's markup
+        self.progress.console.print(Text.assemble(f"[{self._done}/{self._total}] ", ("skipped", "dim"),
+                                                  f" {case.label}  ({reason})"), highlight=False)
         self.progress.update(self.task, advance=1)
         self._refresh(force=True)
 

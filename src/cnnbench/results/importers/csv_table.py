@@ -303,11 +303,21 @@ def _import_file(path: Path, options: ImportOptions, result: ImportResult) -> No
         result.refuse(str(exc))
 
 
+def _first_repeated(columns: list[str]) -> str | None:
+    """The first column named a second time, in one pass (a search of those before each one took
+    12 s for 40,000 columns)."""
+    seen: set[str] = set()
+    for name in columns:
+        if name in seen:
+            return name
+        seen.add(name)
+    return None
+
+
 def _import_rows(path: Path, text: str, options: ImportOptions, result: ImportResult) -> None:
     columns, rows = _rows(text, path)
     problem = _columns_problem(columns)
-    seen: set[str] = set()
-    twice = next((c for c in columns if c in seen or seen.add(c)), None)  # one pass: 40,000 columns took 12 s
+    twice = _first_repeated(columns)
     if twice is not None and not problem:
         problem = (f"column {twice!r} appears {columns.count(twice)} times (a row would keep one of its values); "
                    "nothing imported from it")
