@@ -516,3 +516,10 @@ def test_compare_and_a_reports_markdown_never_write_a_labels_control_characters(
     assert main(["report", str(store), "-o", str(tmp_path / "rep"), "--no-plots"]) == 0
     summary = (tmp_path / "rep" / "summary.md").read_text()
     assert "\x1b" not in summary and "\u202e" not in summary and "u202egpj" in summary
+
+
+def test_sysinfo_shows_an_environment_variables_value_as_it_is(capsys, monkeypatch):
+    """A value that reads as rich's markup (``[/b]``) ended sysinfo in MarkupError (a review's finding)."""
+    monkeypatch.setenv("NCCL_DEBUG", "[/b]:smile:")
+    assert main(["sysinfo"]) == 0
+    assert "[/b]:smile:" in capsys.readouterr().out

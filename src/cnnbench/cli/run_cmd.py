@@ -109,6 +109,7 @@ def _print_profile(record: Any, path: Any) -> None:
     if not trace:
         return
     from rich.table import Table
+    from rich.text import Text
 
     from cnnbench.terminal import print_table
 
@@ -124,9 +125,9 @@ def _print_profile(record: Any, path: Any) -> None:
         if on_device:
             cells.append(f"{r['self_device_ms']:.3f}")
         cells.append(f"{r['self_share']:.1%}")
-        table.add_row(*cells)
+        table.add_row(*map(Text, cells))  # an operator's name is text, never rich's markup
     console = print_table(table)
-    console.print(f"profiler trace (Chrome trace JSON): {Path(path).parent / trace}", soft_wrap=True)
+    console.print(Text(f"profiler trace (Chrome trace JSON): {Path(path).parent / trace}"), soft_wrap=True)
 
 
 def _under_torchrun(config: RunConfig, emit: Any, *, quiet: bool) -> int:
@@ -250,6 +251,7 @@ def _print_scaling(rows: list[tuple[int, Any]], path: str) -> None:
     """The table of ``run --scaling``: images/sec, speedup and efficiency per device count, marked
     ``⚠`` where a run (or the base run) recorded warnings and ``superlinear`` over 105%."""
     from rich.table import Table
+    from rich.text import Text
 
     from cnnbench.results import fields as R
     from cnnbench.terminal import print_table
@@ -271,4 +273,4 @@ def _print_scaling(rows: list[tuple[int, Any]], path: str) -> None:
     console = print_table(table)
     if base is not None:
         for line in _scaling_notes(printed, base[0], path):
-            console.print(line, soft_wrap=True)
+            console.print(Text(line), soft_wrap=True)  # the path as it is ("runs[v2]/" is no markup)

@@ -41,6 +41,7 @@ def handle(args: argparse.Namespace) -> int:
 
 def _print_tables(env: dict[str, Any]) -> None:
     from rich.table import Table
+    from rich.text import Text
 
     from cnnbench.machine.sysinfo import GPU_COLUMNS, describe, gpu_rows
     from cnnbench.terminal import console_for, print_table
@@ -52,8 +53,8 @@ def _print_tables(env: dict[str, Any]) -> None:
     sections = describe(env)
     for i, (title, rows) in enumerate(sections):
         table.add_row(f"[underline]{title}[/]", "")
-        for label, value in rows:
-            table.add_row(f"  {label}", value)
+        for label, value in rows:  # a value (an environment variable's, a path) is text, never markup
+            table.add_row(f"  {label}", Text(str(value)))
         if i < len(sections) - 1:
             table.add_section()
     print_table(table, console)
@@ -66,7 +67,7 @@ def _print_tables(env: dict[str, Any]) -> None:
     for name in GPU_COLUMNS:
         gpu_table.add_column(name, overflow="fold")
     for row in gpus:
-        gpu_table.add_row(*row)
+        gpu_table.add_row(*(Text(str(cell)) for cell in row))
     print_table(gpu_table, console)
     topology = env.get("gpu_topology")
     if not topology:
