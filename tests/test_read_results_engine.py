@@ -13,7 +13,7 @@ import pytest
 
 import cnnbench
 from cnnbench.results import engine, sql
-from tests.test_results_sql_engine import WHOLE_NUMBERS, as_read
+from tests.test_results_sql_engine import WHOLE_NUMBERS, as_read, whole_number_store
 from tests.test_store_engine import ODD, good, line, write
 
 
@@ -162,12 +162,7 @@ def test_plain_cells_makes_each_cell_one_way():
 def test_whole_numbers_beyond_64_bits_keep_every_digit_in_the_frame(tmp_path, monkeypatch, case):
     """As the checked reader's frame has them: pandas' type of the Python ints (uint64, objects, or
     floats where one is missing), never DuckDB's HUGEINT made floats."""
-    records = [good(i) for i in range(len(WHOLE_NUMBERS[case]))]
-    for r, value in zip(records, WHOLE_NUMBERS[case], strict=True):
-        if value is not None:
-            r["tag"] = value
-    store = tmp_path / "results"
-    write(store / "box.jsonl", [line(r) for r in records])
+    store = whole_number_store(tmp_path, case)
     new, old, used, (frame, _) = frames(store, monkeypatch)
     assert used and new == old
     if None not in WHOLE_NUMBERS[case]:

@@ -186,15 +186,21 @@ def as_read(values):
     return [v if v is None or -2**63 <= v < 2**64 else float(v) for v in values]
 
 
-@pytest.mark.parametrize("case", list(WHOLE_NUMBERS))
-def test_whole_numbers_beyond_64_bits_keep_every_digit(tmp_path, monkeypatch, case):
-    """A column with a whole number beyond 64 bits is HUGEINT, as the checked path types it (it was
-    DOUBLE: 123456789012345678 beside 2**63 read as 1.2345678901234568e+17, a probe's finding)."""
+def whole_number_store(tmp_path, case: str):
+    """A store of a run per value of ``WHOLE_NUMBERS[case]``, each in the field ``tag`` (none for None)."""
     records = [good(i) for i in range(len(WHOLE_NUMBERS[case]))]
     for r, value in zip(records, WHOLE_NUMBERS[case], strict=True):
         if value is not None:
             r["tag"] = value
     store = tmp_path / "results"
     write(store / "box.jsonl", [line(r) for r in records])
+    return store
+
+
+@pytest.mark.parametrize("case", list(WHOLE_NUMBERS))
+def test_whole_numbers_beyond_64_bits_keep_every_digit(tmp_path, monkeypatch, case):
+    """A column with a whole number beyond 64 bits is HUGEINT, as the checked path types it (it was
+    DOUBLE: 123456789012345678 beside 2**63 read as 1.2345678901234568e+17, a probe's finding)."""
+    store = whole_number_store(tmp_path, case)
     _, _, rows, _ = same(store, 'SELECT "tag" FROM runs', monkeypatch)  # types as _kind has them
     assert [row[0] for row in rows] == as_read(WHOLE_NUMBERS[case])
