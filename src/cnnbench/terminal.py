@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import IO, TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -83,45 +83,58 @@ def plain_text(table: Table, width: int) -> str | None:
     where rich would do more (a title, a caption, a cell that is no text or holds a character that
     is not printable, a column with a width of its own or with nothing in it, a table wider than
     ``width``)."""
+    columns = _laid_out(table)
+    if columns is None or sum(wide for *_, wide in columns) + 2 * (len(columns) - 1) > width:
+        return None
+    lines = ["  ".join(_justified(texts[i], justify, wide) for justify, texts, wide in columns)
+             for i in range(table.row_count + 1)]
+    return "\n".join(lines) + "\n"
+
+
+def _laid_out(table: Table) -> list[tuple[str, list[str], int]] | None:
+    """Each column of ``table`` as its justification, texts and width, where :func:`plain_text`
+    knows how rich lays the table out; else None."""
     from rich.cells import cell_len
-    from rich.text import Text
 
     if (table.title or table.caption or not table.show_header or table.show_lines or table.expand or table.width
             or table.min_width or table.padding != (0, 1, 0, 1) or table.show_footer):
         return None
     columns = []
     for column in table.columns:
-        if column.width or column.min_width or column.max_width or column.ratio:
+        texts = None if column.width or column.min_width or column.max_width or column.ratio else _texts(column)
+        wide = max(map(cell_len, texts)) if texts else 0
+        if not texts or not wide:  # not text, or a column of nothing: rich gives it a width of its own
             return None
-        texts = []
-        for cell in (column.header, *column.cells):
-            if isinstance(cell, str):
-                cell = Text.from_markup(cell, emoji=False).plain if "[" in cell else cell
-            elif isinstance(cell, Text):
-                cell = cell.plain
-            else:
-                return None
-            if not cell.isprintable():  # a tab, a line break, a joiner: rich's own way with them
-                return None
-            texts.append(cell)
-        wide = max(map(cell_len, texts))
-        if not wide:  # a column of nothing: rich gives it a width of its own
+        columns.append((str(column.justify), texts, wide))
+    return columns
+
+
+def _texts(column: Any) -> list[str] | None:
+    """The header and cells of a rich column as the text they show (markup read, no emoji made);
+    None where one is no text or holds a character that is not printable (a tab, a line break, a
+    joiner: rich's own way with them)."""
+    from rich.text import Text
+
+    texts = []
+    for cell in (column.header, *column.cells):
+        if isinstance(cell, str):
+            cell = Text.from_markup(cell, emoji=False).plain if "[" in cell else cell
+        elif isinstance(cell, Text):
+            cell = cell.plain
+        else:
             return None
-        columns.append((column.justify, texts, wide))
-    if sum(wide for *_, wide in columns) + 2 * (len(columns) - 1) > width:
-        return None
-    lines = []
-    for i in range(table.row_count + 1):
-        parts = []
-        for justify, texts, wide in columns:
-            text = texts[i]
-            pad = wide - cell_len(text)
-            if justify == "right":
-                text = " " * pad + text
-            elif justify == "center":
-                text = " " * (pad // 2) + text + " " * (pad - pad // 2)
-            else:
-                text += " " * pad
-            parts.append(text)
-        lines.append("  ".join(parts))
-    return "\n".join(lines) + "\n"
+        if not cell.isprintable():
+            return None
+        texts.append(cell)
+    return texts
+
+
+def _justified(text: str, justify: str, wide: int) -> str:
+    from rich.cells import cell_len
+
+    pad = wide - cell_len(text)
+    if justify == "right":
+        return " " * pad + text
+    if justify == "center":
+        return " " * (pad // 2) + text + " " * (pad - pad // 2)
+    return text + " " * pad
