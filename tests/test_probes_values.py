@@ -516,10 +516,26 @@ def test_compare_and_a_reports_markdown_never_write_a_labels_control_characters(
     assert main(["report", str(store), "-o", str(tmp_path / "rep"), "--no-plots"]) == 0
     summary = (tmp_path / "rep" / "summary.md").read_text()
     assert "\x1b" not in summary and "\u202e" not in summary and "u202egpj" in summary
+    from tests.test_comm import comm
+
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"  # the bandwidth table of comm records too
+    a.write_text(json.dumps(comm(machine=bad, busbw=1.0)) + "\n")
+    b.write_text(json.dumps(comm(machine=bad, busbw=2.0)) + "\n")
+    assert main(["compare", str(a), str(b)]) == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "x1b" in out
+    named = tmp_path / "named.jsonl"  # a trailing backslash shown once; a right-to-left mark kept as it is
+    named.write_text("".join(json.dumps(record(model="net\\", machine=m, ips=10.0 + i)) + "\n"
+                             for i, m in enumerate(["box", "box", "\u05d0\u200f", "\u05d0\u200f"])))
+    assert main(["compare", str(named), "--by", "machine", "--baseline", "box"]) == 0
+    out = capsys.readouterr().out
+    assert "net\\ " in out and "net\\\\" not in out and "\u05d0\u200f" in out
 
 
 def test_sysinfo_shows_an_environment_variables_value_as_it_is(capsys, monkeypatch):
     """A value that reads as rich's markup (``[/b]``) ended sysinfo in MarkupError (a review's finding)."""
     monkeypatch.setenv("NCCL_DEBUG", "[/b]:smile:")
+    monkeypatch.setenv("NCCL_X[/i]", "1")  # a name, too
     assert main(["sysinfo"]) == 0
-    assert "[/b]:smile:" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "[/b]:smile:" in out and "NCCL_X[/i]" in out

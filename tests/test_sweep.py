@@ -429,10 +429,11 @@ def test_the_progress_bar_shows_a_suites_and_a_warnings_text_as_it_is(tmp_path):
 
     stream = io.StringIO()
     reporter = RichReporter(stream)
-    reporter.sweep_started(SimpleNamespace(name="s"), [SimpleNamespace(label="a")] * 2, [])
+    reporter.sweep_started(SimpleNamespace(name="s :rocket: [v2]"), [SimpleNamespace(label="a")] * 2, [])
     case = SimpleNamespace(label="tag=evil[/b] :smile:")
     reporter.case_skipped(case, "claimed by [/i] another")
     reporter.case_finished(CaseResult(case, {"status": "ok", "metrics": {}}, 1.0, warnings=["repeats [/b] disagree"]))
     reporter.progress.stop()
     text = stream.getvalue()
-    assert "tag=evil[/b] :smile:" in text and "claimed by [/i] another" in text and "repeats [/b] disagree" in text
+    assert "s :rocket: [v2]" in text and "tag=evil[/b] :smile:" in text
+    assert "claimed by [/i] another" in text and "repeats [/b] disagree" in text

@@ -155,10 +155,11 @@ def quoted(value: Any) -> str:
     return shortened(_QUOTE.repr(value))
 
 
-_TURNS = "\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069"
+_TURNS = "\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069"
 _CONTROL = re.compile(f"[\x00-\x1f{_TURNS}]")
-"""Control characters, line and paragraph separators, and the marks that turn text's direction
-around (``\\u202e``: ``\\u202egpj.exe`` shows as ``exe.jpg``)."""
+"""Control characters, line and paragraph separators, and the embeddings, overrides and isolates
+that turn text's direction around (``\\u202e``: ``\\u202egpj.exe`` shows as ``exe.jpg``); not the
+marks a right-to-left name may hold (U+200E, U+200F, U+061C), which turn nothing around."""
 
 
 _CONTROL_BUT_TAB = re.compile(f"[\x00-\x08\x0a-\x1f{_TURNS}]")

@@ -157,7 +157,8 @@ def handle_list(args: argparse.Namespace) -> int:
         status = str(row.get("status"))
         if status != "ok":  # a failed run has no figure, whatever a line written by hand or merged in holds
             cells[names.index(F.IPS)] = "—"
-        texts = [Text(c) for c in cells]  # a record's text is text, never rich's markup ("[/b]" raised)
+        # a record's text is text, never rich's markup ("[/b]" raised): a Text where it could read so
+        texts: list[str | Text] = [Text(c) if "[" in c else c for c in cells]
         texts[names.index("status")] = Text(one_line(status), style=styles.get(status, "white"))
         table.add_row(*texts)
     console = print_table(table)

@@ -53,8 +53,8 @@ def _print_tables(env: dict[str, Any]) -> None:
     sections = describe(env)
     for i, (title, rows) in enumerate(sections):
         table.add_row(f"[underline]{title}[/]", "")
-        for label, value in rows:  # a value (an environment variable's, a path) is text, never markup
-            table.add_row(f"  {label}", Text(str(value)))
+        for label, value in rows:  # a name and a value (an environment variable's, a path) are text, never markup
+            table.add_row(Text(f"  {label}"), Text(str(value)))
         if i < len(sections) - 1:
             table.add_section()
     print_table(table, console)

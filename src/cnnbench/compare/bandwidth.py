@@ -167,8 +167,10 @@ def print_bandwidth(pairs: Sequence[BandwidthPair]) -> None:
     """The bandwidth pairs as a terminal table (:func:`cnnbench.terminal.print_table`)."""
     from rich.markup import escape
     from rich.table import Table
+    from rich.text import Text
 
     from cnnbench.terminal import print_table
+    from cnnbench.words import one_line
 
     header, body = bandwidth_rows(pairs)
     table = Table(*header, title="Bus bandwidth (cnnbench comm)", caption=escape(NOTE), caption_justify="left")
@@ -176,5 +178,5 @@ def print_bandwidth(pairs: Sequence[BandwidthPair]) -> None:
         if str(col.header) in ("ratio", "95% interval", "p") or _BUSBW in str(col.header):
             col.justify = "right"
     for r in body:
-        table.add_row(*(escape(c) for c in r))
+        table.add_row(*(Text(one_line(c)) for c in r))  # a label's text, as it is (never markup nor escapes)
     print_table(table)

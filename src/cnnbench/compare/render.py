@@ -178,6 +178,7 @@ def print_rich(result: CompareResult) -> None:
     faster, red slower, dim not significant), piped the plain table (``COLUMNS`` wide when set)."""
     from rich.markup import escape
     from rich.table import Table
+    from rich.text import Text
 
     from cnnbench.terminal import print_table
 
@@ -191,10 +192,9 @@ def print_rich(result: CompareResult) -> None:
     for col in table.columns:
         if str(col.header) in ("baseline img/s", "candidate img/s", "ratio", "95% interval", "p"):
             col.justify = "right"
-    for r, p in zip(body, result.pairs, strict=False):
+    for r, p in zip(body, result.pairs, strict=False):  # a label's text as it is: never markup, nor escapes
         style = _STYLES.get(p.comparison.verdict, "")
-        cells = [escape(one_line(c)) for c in r]
-        table.add_row(*cells[:-1], f"[{style}]{cells[-1]}[/{style}]" if style else cells[-1])
+        table.add_row(*(Text(one_line(c)) for c in r[:-1]), Text(one_line(r[-1]), style=style))
     print_table(table)
 
 

@@ -69,7 +69,7 @@ class RichReporter:
         self.console = Console(file=stream or sys.stderr, emoji=False)  # ":name:" in a suite's text stays text
         self.progress = _Progress(
             SpinnerColumn(),
-            TextColumn("[bold]{task.description}"),
+            TextColumn("{task.description}", style="bold", markup=False),  # the suite's name as it is
             BarColumn(),
             MofNCompleteColumn(),
             TextColumn("[green]ok {task.fields[ok]}[/] [red]failed {task.fields[failed]}[/]"),
@@ -94,10 +94,7 @@ class RichReporter:
             self.console.print(f"{len(skipped)} of {plural(total, 'case')} already recorded ok; skipping them")
         self._total = len(to_run)
         self.progress.start()
-        from rich.markup import escape
-
-        # the suite's name (a file's) shown as it is in the bar's "[bold]{task.description}"
-        self.task = self.progress.add_task(escape(suite.name), total=len(to_run), ok=0, failed=0)
+        self.task = self.progress.add_task(suite.name, total=len(to_run), ok=0, failed=0)
         self._refresh(force=True)
 
     def case_started(self, case: Case, batch_size: int | None, attempt: int) -> None:
