@@ -135,6 +135,7 @@ def test_a_file_read_through_its_cache_never_gathers_nor_keeps_a_line_too_long_t
     from cnnbench.results import cache, lines, reader
 
     monkeypatch.setattr(cache, "MIN_BYTES", 0)
+    monkeypatch.setenv(cache.CACHE_DIR_VARIABLE, str(tmp_path / "caches"))  # this test's alone, to be weighed
     monkeypatch.setattr(lines, "MAX_LINE", 100_000)
     monkeypatch.setattr(reader, "_PIECE", 16_000)
     store = tmp_path / "results"
@@ -155,8 +156,8 @@ def test_a_file_read_through_its_cache_never_gathers_nor_keeps_a_line_too_long_t
             assert problems == [f"{path}:2: a line of {size:,} bytes, longer than the 100,000 a line may hold: "
                                 "not read"]
         assert max(gathered) < 100_000
-        kept = sum(f.stat().st_size for f in cache.cache_path(path).parent.rglob("*") if f.is_file())
-        assert kept < 100_000
+        kept = sum(f.stat().st_size for f in (tmp_path / "caches").rglob("*") if f.is_file())
+        assert kept < 100_000 and cache.cache_path(path).is_relative_to(tmp_path / "caches")
 
 
 @pytest.mark.parametrize("metrics_steps, elsewhere", [
