@@ -86,14 +86,14 @@ def plain_text(table: Table, width: int) -> str | None:
     columns = _laid_out(table)
     if columns is None or sum(wide for *_, wide in columns) + 2 * (len(columns) - 1) > width:
         return None
-    lines = ["  ".join(_justified(texts[i], justify, wide) for justify, texts, wide in columns)
+    lines = ["  ".join(_justified(texts[i], lengths[i], justify, wide) for justify, texts, lengths, wide in columns)
              for i in range(table.row_count + 1)]
     return "\n".join(lines) + "\n"
 
 
-def _laid_out(table: Table) -> list[tuple[str, list[str], int]] | None:
-    """Each column of ``table`` as its justification, texts and width, where :func:`plain_text`
-    knows how rich lays the table out; else None."""
+def _laid_out(table: Table) -> list[tuple[str, list[str], list[int], int]] | None:
+    """Each column of ``table`` as its justification, texts, their widths and its width, where
+    :func:`plain_text` knows how rich lays the table out; else None."""
     from rich.cells import cell_len
 
     if (table.title or table.caption or not table.show_header or table.show_lines or table.expand or table.width
@@ -102,10 +102,10 @@ def _laid_out(table: Table) -> list[tuple[str, list[str], int]] | None:
     columns = []
     for column in table.columns:
         texts = None if column.width or column.min_width or column.max_width or column.ratio else _texts(column)
-        wide = max(map(cell_len, texts)) if texts else 0
-        if not texts or not wide:  # not text, or a column of nothing: rich gives it a width of its own
+        lengths = list(map(cell_len, texts or ()))
+        if not lengths or not max(lengths):  # not text, or a column of nothing: rich gives it a width of its own
             return None
-        columns.append((str(column.justify), texts, wide))
+        columns.append((str(column.justify), texts or [], lengths, max(lengths)))
     return columns
 
 
@@ -129,10 +129,8 @@ def _texts(column: Any) -> list[str] | None:
     return texts
 
 
-def _justified(text: str, justify: str, wide: int) -> str:
-    from rich.cells import cell_len
-
-    pad = wide - cell_len(text)
+def _justified(text: str, length: int, justify: str, wide: int) -> str:
+    pad = wide - length
     if justify == "right":
         return " " * pad + text
     if justify == "center":

@@ -44,7 +44,8 @@ the checked reader minutes and several times its size in memory."""
 
 
 def too_long(size: int) -> str | None:
-    """Why a line of ``size`` bytes is not read, when it is longer than :data:`MAX_LINE`."""
+    """Why a line of ``size`` bytes is not read, when it is longer than :data:`MAX_LINE` (asked
+    before the line is copied out of its file's bytes, or gathered from its pieces)."""
     if size <= MAX_LINE:
         return None
     return f"a line of {size:,} bytes, longer than the {MAX_LINE:,} a line may hold: not read"
@@ -53,8 +54,6 @@ def too_long(size: int) -> str | None:
 def parse_line(raw: bytes, parse: Any, *, truncated: bool) -> tuple[dict[str, Any] | None, str | None]:
     """A valid, current record from one line, or why there is none; or both: a record whose
     unusable figures were replaced by null, and what they were."""
-    if (why_not := too_long(len(raw))) is not None:
-        return None, why_not
     fallbacks = _FALLBACKS[0]
     try:
         rec = parse(raw)

@@ -49,10 +49,10 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _endpoint(folder: Path, first: bool, root: Path) -> str:
+def _endpoint(root: Path, names: tuple[str, ...], first: bool) -> str:
     """The rendezvous endpoint: chosen and written by the first node's task, read by the others
-    (``root``: the store, of which ``folder`` is a real sub-folder)."""
-    path = folder / "rendezvous"
+    (``root``: the store; ``names``: the real folders in its ``.slurm/`` that hold the file)."""
+    path = root.joinpath(FOLDER, *names, "rendezvous")
     if first:
         endpoint = f"{socket.gethostname()}:{_free_port()}"
         files.write_replacing(path, endpoint.encode(), root)
@@ -60,7 +60,7 @@ def _endpoint(folder: Path, first: bool, root: Path) -> str:
     end = time.monotonic() + RENDEZVOUS_WAIT_S
     while time.monotonic() < end:
         # read as the store's files are: never through a link, never waited on (a FIFO)
-        data = read_job_file(root, *folder.relative_to(root / FOLDER).parts, path.name, most=4096)
+        data = read_job_file(root, *names, path.name, most=4096)
         if data:
             return data.decode("utf-8", errors="replace")
         time.sleep(0.2)
@@ -74,8 +74,9 @@ def run_nodes(suite: Suite, results_dir: str, section: dict[str, Any], extra: di
     nodes = config.num_nodes or 1
     rank = int(os.environ.get("SLURM_PROCID", "0"))
     root = Path(results_dir)
-    folder = files.real_folder_inside(root, FOLDER, "nodes", section["job_id"])  # real folders, never links
-    endpoint = _endpoint(folder, rank == 0, root)
+    names = ("nodes", section["job_id"])
+    folder = files.real_folder_inside(root, FOLDER, *names)  # real folders, never links
+    endpoint = _endpoint(root, names, rank == 0)
     spec = folder / f"case.{rank}.pickle"
     files.write_replacing(spec, pickle.dumps((config, {**extra, "slurm": {**section, "node_names": node_names()}})),
                           root)
