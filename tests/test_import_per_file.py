@@ -92,6 +92,25 @@ def test_csv_refusals_are_usage_errors_and_bad_rows_are_not(tmp_path, capsys):
     assert f"{bad_rows}:2: column 'config.batch_size'" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("kind", ["fifo", "zero"])
+def test_a_table_that_is_no_regular_file_is_refused_as_what_it_is(tmp_path, kind):
+    """What the command line checked may be swapped before the importer reads it (and the Python
+    API checks nothing first): a FIFO or a link to a device is named as such, never read nor
+    called missing."""
+    import os
+
+    from cnnbench.results.importers import ImportOptions, get_importer
+
+    table = tmp_path / "runs.csv"
+    if kind == "fifo":
+        os.mkfifo(table)
+    else:
+        table.symlink_to("/dev/zero")
+    result = get_importer("csv").run([table], ImportOptions())
+    why = f"is {'a FIFO (named pipe)' if kind == 'fifo' else 'a character device'}, not a regular file"
+    assert result.refused == [f"{table}: {why}"] and result.records == []
+
+
 def test_csv_values_are_checked_as_run_checks_them(tmp_path, capsys):
     table = tmp_path / "t.csv"
     table.write_text(

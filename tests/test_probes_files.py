@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import re
 import resource
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -140,6 +141,29 @@ def test_import_of_a_fifo_is_refused(tmp_path):
     one_line_error(result, "fifo", "FIFO")
 
 
+def test_special_files_among_logs_are_named_and_the_logs_imported(tmp_path):
+    """In a folder of tf_cnn_benchmarks logs, a FIFO where a log or the metadata file is, and a
+    link to ``/dev/zero`` named like a log, are each named in a line, never waited on nor read;
+    the logs are imported."""
+    logs = Path(__file__).resolve().parent / "fixtures" / "tf_cnn_benchmarks_logs" / "LambdaCloud-RTX_A6000.logs"
+    root = tmp_path / "in" / "box.logs"
+    config = root / "syn-replicated-fp32-1gpus"
+    shutil.copytree(logs / "syn-replicated-fp32-1gpus" / "alexnet-2048", config / "alexnet-2048")
+    os.mkfifo(config / "resnet50-64")
+    os.mkfifo(root / "metadata")
+    (config / "resnet50-64").rename(config / "resnet50-64.log")
+    (root / "zero.txt").symlink_to("/dev/zero")
+    fifo = config / "vgg16-64" / "throughput"
+    fifo.mkdir(parents=True)
+    os.mkfifo(fifo / "1")
+    result = cli("import", "tf-cnn-benchmarks", "in", "--results-dir", "r", cwd=tmp_path)
+    assert result.returncode == 0 and "imported 1 record (1 ok)" in result.stdout, result.stderr
+    for name, why in [("resnet50-64.log", "is a FIFO"), ("metadata", "is a FIFO"),
+                      ("vgg16-64/throughput/1", "is a FIFO"), ("zero.txt", "is a character device")]:
+        assert sum(name in line and why in line for line in result.stderr.splitlines()) == 1, (name, result.stderr)
+    assert "Traceback" not in result.stderr
+
+
 @pytest.mark.parametrize("where", ["class folder", "split"])
 def test_a_symlink_loop_in_an_image_folder_is_named(tmp_path, capsys, where):
     from PIL import Image
@@ -168,7 +192,11 @@ def test_the_cache_is_parquet_never_marshal_nor_pickle(cached_store, monkeypatch
     import pickle
 
     def refuse(*args, **kwargs):
+        if "importlib" in sys._getframe(1).f_code.co_filename:  # Python loading a module's bytecode
+            return real_loads(*args, **kwargs)
         raise AssertionError("marshal or pickle used on a cache")
+
+    real_loads = marshal.loads
 
     for module in (marshal, pickle):
         monkeypatch.setattr(module, "loads", refuse)
@@ -241,6 +269,31 @@ def test_an_append_never_goes_through_a_symlink_out_of_the_store(tmp_path):
     with pytest.raises(files.OutsideFolder, match="outside"):
         append_record(folder, {"run_id": "r", "environment": {"machine": "box"}})
     assert outside.read_text() == "my own line\n"
+
+
+def test_no_command_appends_to_a_results_file_with_another_name(tmp_path, capsys):
+    """A results file that is a hard link of a file elsewhere (planted, or a copy kept with
+    ``cp -l``) is refused by every command that appends, before any work: an append would change
+    that file too."""
+    outside = tmp_path / "mine.jsonl"
+    outside.write_text("my own line\n")
+    folder = tmp_path / "store"
+    folder.mkdir()
+    os.link(outside, folder / "box.jsonl")
+    with pytest.raises(files.HardLinked, match="has 2 names"):
+        append_record(folder, {"run_id": "r", "environment": {"machine": "box"}})
+    code = main(["run", "--model", "trivial", "--device", "cpu", "--num-batches", "1", "--machine-label", "box",
+                 "--results-dir", str(folder)])
+    one_line_error((code, capsys.readouterr().err), "--results-dir", "box.jsonl", "hard links")
+    source = tmp_path / "source"
+    write_store(source, [record(machine="box")])
+    code = main(["results", "merge", "--into", str(folder), str(source)])
+    one_line_error((code, capsys.readouterr().err), "box.jsonl", "hard links")
+    table = tmp_path / "runs.csv"
+    assert main(["results", "export", "--format", "csv", "-o", str(table), str(source)]) == 0
+    code = main(["import", "csv", str(table), "--results-dir", str(folder)])
+    one_line_error((code, capsys.readouterr().err), "box.jsonl", "hard links")
+    assert outside.read_text() == "my own line\n" and os.listdir(folder) == ["box.jsonl"]
 
 
 def test_an_append_through_a_symlink_inside_the_store_is_fine(tmp_path):

@@ -10,7 +10,8 @@ or filling its memory:
   fine). Anything else raises :class:`NotRegularFile`, before and after opening (the open
   itself never blocks: ``O_NONBLOCK``, then ``fstat``).
 * :func:`open_for_append` — append to a file in a folder (the results store); a symlink
-  whose target is outside that folder raises :class:`OutsideFolder`.
+  whose target is outside that folder raises :class:`OutsideFolder`, a file with other
+  names (hard links) :class:`HardLinked`.
 * :func:`write_replacing` — write a whole file through a unique temporary file in the
   same folder (``O_EXCL``), then rename it over the name: a symlink at the name is
   replaced, never written through, and no file of the user's (``summary.md.tmp``) is
@@ -132,6 +133,16 @@ class LinkedFile(FileProblem):
     def __init__(self, path: str | os.PathLike[str]) -> None:
         super().__init__(errno.ELOOP, path, "is a symlink, which cnnbench never writes through here (someone "
                          "else's? remove it)")
+
+
+class HardLinked(FileProblem):
+    """A file cnnbench would append to that has other names (hard links): writing to it would
+    change the file those names show too (a copy kept with ``cp -l``, someone else's file)."""
+
+    def __init__(self, path: str | os.PathLike[str], links: int) -> None:
+        super().__init__(errno.EMLINK, path, f"has {links} names (hard links), so an append would change "
+                         "the file the others name too; cnnbench appends only to a file of one name (make it a "
+                         "copy of its own: cp FILE FILE.new && mv FILE.new FILE)")
 
 
 class TooBig(FileProblem):
@@ -324,8 +335,8 @@ def open_for_append(path: Path, folder: Path | None = None, *, root: Path | None
     readable when permissions allow. ``path`` may be a symlink only to a file in ``folder``
     (default: its own folder). ``root``: the folder given, of which ``path``'s folder is a
     real sub-folder (default: ``path``'s folder itself; see :func:`open_folder`). Raises
-    :class:`OutsideFolder`, :class:`NotRegularFile`, :class:`LinkedFolder` or another
-    ``OSError``; never blocks on a FIFO."""
+    :class:`OutsideFolder`, :class:`NotRegularFile`, :class:`LinkedFolder`, :class:`HardLinked`
+    (a file of several names) or another ``OSError``; never blocks on a FIFO."""
     real = contained(path, folder)
     if real is not path and Path(os.path.realpath(path.parent)) != real.parent:
         raise OutsideFolder(path, str(real), path.parent)
@@ -340,13 +351,18 @@ def open_for_append(path: Path, folder: Path | None = None, *, root: Path | None
                 raise NotRegularFile(path, st.st_mode)
         flags = os.O_APPEND | os.O_CREAT
         try:
-            return open_in(dir_fd, real.name, flags | os.O_RDWR, path, mode=0o644)
+            fd = open_in(dir_fd, real.name, flags | os.O_RDWR, path, mode=0o644)
         except PermissionError:
-            return open_in(dir_fd, real.name, flags | os.O_WRONLY, path, mode=0o644)
+            fd = open_in(dir_fd, real.name, flags | os.O_WRONLY, path, mode=0o644)
         except LinkedFile:  # a link put there meanwhile
             raise OutsideFolder(path, os.path.realpath(real), folder or path.parent) from None
     finally:
         os.close(dir_fd)
+    links = os.fstat(fd).st_nlink
+    if links > 1:
+        os.close(fd)
+        raise HardLinked(path, links)
+    return fd
 
 
 WRITE_PIECE = 1 << 20

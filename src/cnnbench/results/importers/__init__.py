@@ -16,7 +16,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cnnbench.results import files
 from cnnbench.results.naming import case_name
+
+MAX_INPUT = 1 << 30
+"""Most bytes an importer reads from one input file (a log or a table is read whole)."""
+
+
+def read_input(path: Path) -> bytes:
+    """The whole of input file ``path``: a regular file (a symlink to one is fine) of at most
+    :data:`MAX_INPUT` bytes. A FIFO, a device, a socket or a folder (or a link to one, or a file
+    swapped in after a listing) raises :class:`~cnnbench.results.files.FileProblem`, whose text
+    is one line naming it, and is never waited on nor read."""
+    return files.read_regular(path, MAX_INPUT)
 
 
 @dataclass(frozen=True)
@@ -244,5 +256,6 @@ __all__ = [
     "finalize_record",
     "get_importer",
     "importers",
+    "read_input",
     "register_importer",
 ]

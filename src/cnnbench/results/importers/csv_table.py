@@ -43,6 +43,7 @@ from cnnbench.config.options import field_types
 from cnnbench.config.run_config import RunConfig, check_config_values
 from cnnbench.results import fields as F
 from cnnbench.results.csv_out import plain_text
+from cnnbench.results.files import FileProblem
 from cnnbench.results.flatten import unflatten_record
 from cnnbench.results.importers import (
     NATIVE_SOURCES,
@@ -50,6 +51,7 @@ from cnnbench.results.importers import (
     ImportResult,
     check_imported,
     finalize_record,
+    read_input,
     register_importer,
 )
 from cnnbench.results.record import (
@@ -220,11 +222,13 @@ def import_csv(paths: Sequence[Path], options: ImportOptions) -> ImportResult:
         if path.is_dir():
             result.refuse(f"{path}: is a directory; name the CSV files in it")
             continue
-        if not path.is_file():
+        if not path.exists():
             result.refuse(f"{path}: no such file")
             continue
         try:
             _import_file(path, options, result)
+        except FileProblem as exc:  # a FIFO, a device, a table too big to read
+            result.refuse(str(exc))
         except UnicodeDecodeError as exc:
             result.refuse(f"{path}: not UTF-8 text (byte {exc.object[exc.start:exc.start + 1]!r} at "
                           f"offset {exc.start}); nothing imported from it")
@@ -295,8 +299,7 @@ def _rows(text: str, path: Path) -> tuple[list[str], Iterator[tuple[int, dict[st
 def _import_file(path: Path, options: ImportOptions, result: ImportResult) -> None:
     """The rows of one table; the file is read whole first, so an undecodable file adds nothing,
     and a table the CSV reader cannot read through adds nothing."""
-    with open(path, newline="", encoding="utf-8-sig") as f:
-        text = f.read()
+    text = read_input(path).decode("utf-8-sig")
     try:
         _import_rows(path, text, options, result)
     except _Unreadable as exc:

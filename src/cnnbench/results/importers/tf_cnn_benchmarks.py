@@ -34,7 +34,8 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
-from cnnbench.results.importers import ImportOptions, ImportResult, finalize_record, register_importer
+from cnnbench.results.files import FileProblem
+from cnnbench.results.importers import ImportOptions, ImportResult, finalize_record, read_input, register_importer
 from cnnbench.results.importers.tf_layout import find_logs, layout_of
 from cnnbench.results.importers.tf_log import parse_log, parse_metadata
 from cnnbench.results.importers.tf_record import SOURCE, record_from_log
@@ -50,16 +51,15 @@ def import_tf_cnn_benchmarks(paths: Sequence[Path], options: ImportOptions) -> I
     metadata_cache: dict[Path, dict[str, str]] = {}
     for path in find_logs(paths):
         try:
-            text = path.read_text(encoding="utf-8", errors="replace")
+            text = _text(path)
         except OSError as exc:
-            result.problems.append(f"{path}: cannot read ({exc.strerror})")
+            result.problems.append(_cannot_read(path, exc))
             continue
         layout = layout_of(path)
         metadata: dict[str, str] = {}
         if layout:
             if layout.logs_dir not in metadata_cache:
-                meta_file = layout.logs_dir / "metadata"
-                metadata_cache[layout.logs_dir] = parse_metadata(meta_file) if meta_file.is_file() else {}
+                metadata_cache[layout.logs_dir] = _metadata(layout.logs_dir / "metadata", result)
             metadata = metadata_cache[layout.logs_dir]
         try:
             record = record_from_log(path, text, metadata)
@@ -76,6 +76,26 @@ def import_tf_cnn_benchmarks(paths: Sequence[Path], options: ImportOptions) -> I
         result.records.append(record)
         log.debug("imported %s (%s)", path, record["status"])
     return result
+
+
+def _text(path: Path) -> str:
+    return read_input(path).decode("utf-8", errors="replace")
+
+
+def _cannot_read(path: Path, exc: OSError) -> str:
+    return str(exc) if isinstance(exc, FileProblem) else f"{path}: cannot read ({exc.strerror or exc})"
+
+
+def _metadata(path: Path, result: ImportResult) -> dict[str, str]:
+    """The facts of a ``<machine>.logs/metadata`` file; none where there is none (a problem
+    where it cannot be read: a FIFO, a device)."""
+    if not path.exists() and not path.is_symlink():
+        return {}
+    try:
+        return parse_metadata(_text(path))
+    except OSError as exc:
+        result.problems.append(_cannot_read(path, exc) + "; the logs beside it are read without it")
+        return {}
 
 
 __all__ = ["SOURCE", "import_tf_cnn_benchmarks", "parse_log", "parse_metadata", "record_from_log"]

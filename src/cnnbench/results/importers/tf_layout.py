@@ -65,13 +65,14 @@ def folder_words(config_name: str) -> dict[str, Any]:
 
 def find_logs(paths: Sequence[Path]) -> Iterator[Path]:
     """Log files under ``paths``: files given by name, and in folders every file in a
-    ``throughput/`` folder plus ``*.log`` / ``*.txt`` files."""
+    ``throughput/`` folder plus ``*.log`` / ``*.txt`` files. What is not a folder is yielded
+    as it is, a FIFO or a device too, for its reader to name (never skipped in silence)."""
     for path in paths:
-        if path.is_file():
-            yield path
-        elif path.is_dir():
+        if path.is_dir():
             for f in sorted(path.rglob("*")):
-                if f.is_file() and (f.parent.name == "throughput" or f.suffix in (".log", ".txt")):
+                if not f.is_dir() and (f.parent.name == "throughput" or f.suffix in (".log", ".txt")):
                     yield f
+        elif path.exists():
+            yield path
         else:
             raise FileNotFoundError(f"no such file or folder: {path}")

@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 
 _OOM_MARKERS = ("ResourceExhaustedError", "OOM when allocating", "out of memory")
 
@@ -171,10 +170,10 @@ def _step(m: re.Match[str]) -> Step:
     )
 
 
-def parse_metadata(path: Path) -> dict[str, str]:
-    """The ``metadata`` file of a ``<machine>.logs`` folder: ``KEY<tab>VALUE`` per line."""
+def parse_metadata(text: str) -> dict[str, str]:
+    """The text of the ``metadata`` file of a ``<machine>.logs`` folder: ``KEY<tab>VALUE`` per line."""
     facts: dict[str, str] = {}
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+    for line in text.splitlines():
         key, sep, value = line.partition("\t")
         if sep and key.strip():
             facts[key.strip()] = value.strip()
