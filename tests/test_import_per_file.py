@@ -148,7 +148,7 @@ def test_csv_problems_name_the_file_and_the_others_import(tmp_path, capsys):
     good = tmp_path / "good.csv"
     good.write_text("config.model,metrics.total_images_per_sec\nresnet50,10\n")
     latin1 = tmp_path / "latin1.csv"
-    latin1.write_bytes("config.model,environment.machine\nresnet50,caf\u00e9\n".encode("latin-1"))
+    latin1.write_bytes(b"\xef\xbb\xbf" + "config.model,environment.machine\nresnet50,caf\u00e9\n".encode("latin-1"))
     folder = tmp_path / "a-folder"
     folder.mkdir()
     huge = tmp_path / "huge.csv"
@@ -157,7 +157,7 @@ def test_csv_problems_name_the_file_and_the_others_import(tmp_path, capsys):
     assert main(["import", "csv", str(latin1), str(folder), str(huge), str(good), "--results-dir", str(results)]) == 0
     out, err = capsys.readouterr()
     assert "imported 1 record " in out and "Traceback" not in err
-    assert f"{latin1}: not UTF-8 text" in err
+    assert f"{latin1}: not UTF-8 text (byte b'\\xe9' at offset 48)" in err  # counted from the file's start (a BOM)
     assert f"{folder}: is a directory" in err
     assert f"{huge}:2: not a readable CSV table" in err  # the line of the row (issue 41 item 16)
     (rec,), _ = read_records(results)

@@ -135,6 +135,17 @@ def test_a_suite_file_that_is_no_regular_file_is_refused(tmp_path, suite):
     assert result.returncode == 2
 
 
+def test_a_file_read_whole_takes_the_memory_it_holds_not_its_limit(tmp_path):
+    """An importer's limit is a gigabyte; a read that reserved it up front failed under ``ulimit -v``."""
+    small = tmp_path / "small.csv"
+    small.write_bytes(b"abc")
+    assert files.read_regular(small, 1 << 40) == b"abc"
+    assert files.read_regular("/proc/self/status", 1 << 40).startswith(b"Name:")  # a size that says nothing
+    with pytest.raises(files.TooBig):
+        files.read_regular(small, 2)
+    assert files.read_regular(tmp_path / "small.csv", 3) == b"abc"
+
+
 def test_import_of_a_fifo_is_refused(tmp_path):
     os.mkfifo(tmp_path / "fifo")
     result = cli("import", "csv", "fifo", "--results-dir", str(tmp_path / "r"), cwd=tmp_path)
@@ -286,12 +297,16 @@ def test_no_command_appends_to_a_results_file_with_another_name(tmp_path, capsys
                  "--results-dir", str(folder)])
     one_line_error((code, capsys.readouterr().err), "--results-dir", "box.jsonl", "hard links")
     source = tmp_path / "source"
-    write_store(source, [record(machine="box")])
+    write_store(source, [record(machine="abox"), record(machine="box", model="vgg16")])
     code = main(["results", "merge", "--into", str(folder), str(source)])
     one_line_error((code, capsys.readouterr().err), "box.jsonl", "hard links")
     table = tmp_path / "runs.csv"
     assert main(["results", "export", "--format", "csv", "-o", str(table), str(source)]) == 0
-    code = main(["import", "csv", str(table), "--results-dir", str(folder)])
+    code = main(["import", "csv", str(table), "--results-dir", str(folder)])  # abox's record not written first
+    one_line_error((code, capsys.readouterr().err), "box.jsonl", "hard links")
+    suite = tmp_path / "s.yaml"
+    suite.write_text("name: s\nbase: {model: trivial, device: cpu, num_batches: 1, image_size: 32}\n")
+    code = main(["sweep", str(suite), "--results-dir", str(folder)])  # its machine's label known only as it runs
     one_line_error((code, capsys.readouterr().err), "box.jsonl", "hard links")
     assert outside.read_text() == "my own line\n" and os.listdir(folder) == ["box.jsonl"]
 

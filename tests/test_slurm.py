@@ -195,6 +195,28 @@ def _planned(tmp_path, monkeypatch, *flags, **suite_data):
     return arrays
 
 
+def test_a_job_ledger_of_several_names_stops_a_submit_before_any_job_is_sent(tmp_path, monkeypatch, capsys):
+    """A ledger the entries could not be appended to (a hard link of a file elsewhere) is found before
+    sbatch is called: else the jobs would run with no entry, and the next submit would send them again."""
+    import os
+
+    outside = tmp_path / "mine.jsonl"
+    outside.write_text("my own line\n")
+    (tmp_path / "r" / ".slurm").mkdir(parents=True)
+    os.link(outside, tmp_path / "r" / ".slurm" / "jobs.jsonl")
+    from cnnbench.sweep.slurm import submit
+
+    sent = []
+    monkeypatch.setattr(submit, "_submit_array", lambda request, resources, group: sent.extend(group) or [
+        submit.JobEntry(request.suite.name, u.case.key, u.label, f"1_{i}") for i, u in enumerate(group)])
+    suite = write_suite(tmp_path, "plan", base=FAST)
+    assert main(["sweep", str(suite), "--executor", "slurm", "--results-dir", str(tmp_path / "r")]) != 0
+    assert sent == []
+    err = capsys.readouterr().err
+    assert "jobs.jsonl: has 2 names (hard links)" in err and len(err.strip().splitlines()) == 1, err
+    assert outside.read_text() == "my own line\n"
+
+
 def test_each_case_asks_slurm_for_its_own_resources_and_equal_requests_share_an_array(tmp_path, monkeypatch):
     arrays = _planned(
         tmp_path, monkeypatch, "--account", "bench", "--slurm-arg", "container-image=nvcr.io#pytorch:24.05",

@@ -103,8 +103,8 @@ def _laid_out(table: Table) -> list[tuple[str, list[str], list[int], int]] | Non
     for column in table.columns:
         texts = None if column.width or column.min_width or column.max_width or column.ratio else _texts(column)
         lengths = list(map(cell_len, texts or ()))
-        if not lengths or not max(lengths):  # not text, or a column of nothing: rich gives it a width of its own
-            return None
+        if not lengths or not max(lengths) or column.justify not in ("left", "right", "center"):
+            return None  # not text, or a column of nothing (rich gives it a width of its own), or justified full
         columns.append((str(column.justify), texts or [], lengths, max(lengths)))
     return columns
 
@@ -123,13 +123,34 @@ def _texts(column: Any) -> list[str] | None:
             cell = cell.plain
         else:
             return None
-        if not cell.isprintable():
+        if not cell.isprintable() and not _shown_as_is(cell):
             return None
         texts.append(cell)
     return texts
 
 
+_LAID_OUT_AS_IS = frozenset(("Zs", "Cf", "Co", "Cn"))
+"""The kinds of character (Unicode's categories) that are not printable to Python but that rich lays
+out by their cells alone, as :func:`plain_text` does: blanks other than the space (a no-break space),
+marks of format (of direction, a zero-width space), characters for private use or not assigned."""
+
+
+def _shown_as_is(text: str) -> bool:
+    """Whether rich lays ``text`` out by its cells alone: no control character, line or paragraph
+    separator, surrogate, nor the zero-width joiner (which rich pads by a cell more at a line's end)."""
+    import unicodedata
+
+    return "\u200d" not in text and all(c.isprintable() or unicodedata.category(c) in _LAID_OUT_AS_IS for c in text)
+
+
 def _justified(text: str, length: int, justify: str, wide: int) -> str:
+    """``text`` (``length`` cells) in a column ``wide`` cells wide, as rich justifies a line: a cell
+    justified right or centred first loses the blanks it ends with (rich's ``Lines.justify``)."""
+    if justify != "left" and text[-1:].isspace():
+        from rich.cells import cell_len
+
+        text = text.rstrip()
+        length = cell_len(text)
     pad = wide - length
     if justify == "right":
         return " " * pad + text

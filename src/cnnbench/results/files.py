@@ -222,12 +222,18 @@ def open_regular(path: str | os.PathLike[str]) -> BinaryIO:
 
 
 def read_regular(path: str | os.PathLike[str], max_bytes: int) -> bytes:
-    """The whole of regular file ``path``; :class:`TooBig` when it holds more than ``max_bytes``."""
+    """The whole of regular file ``path``; :class:`TooBig` when it holds more than ``max_bytes``.
+    Memory is taken as the file holds bytes, not by ``max_bytes`` (a read of ``n`` bytes reserves
+    ``n`` at once: a limit of a gigabyte failed a small file's read under ``ulimit -v``)."""
     with open_regular(path) as f:
-        data = f.read(max_bytes + 1)
-    if len(data) > max_bytes:
+        pieces = [f.read(min(os.fstat(f.fileno()).st_size, max_bytes) + 1)]
+        held = len(pieces[0])
+        while pieces[-1] and held <= max_bytes:  # a file that grew, or one whose size says nothing (/proc)
+            pieces.append(f.read(min(1 << 20, max_bytes + 1 - held)))
+            held += len(pieces[-1])
+    if held > max_bytes:
         raise TooBig(path, max_bytes)
-    return data
+    return pieces[0] if len(pieces) <= 2 and not pieces[-1] else b"".join(pieces)
 
 
 def contained(path: Path, folder: Path | None = None) -> Path:

@@ -84,8 +84,9 @@ def check_results_dir(results_dir: str | os.PathLike[str], machine_labels: Itera
 
 
 def _check_store_entries(folder: Path, flag: str) -> None:
-    """Every ``*.jsonl`` in the store is a regular file (or a symlink to one): any other
-    (a FIFO, a device) would hang or flood a reader, and may be the file a run appends to."""
+    """Every ``*.jsonl`` in the store is a regular file (or a symlink to one) of one name: any
+    other (a FIFO, a device) would hang or flood a reader, and may be the file a run appends to,
+    as may a file with other names (hard links), which an append would change too."""
     try:
         entries = list(os.scandir(folder))
     except OSError as exc:
@@ -94,12 +95,14 @@ def _check_store_entries(folder: Path, flag: str) -> None:
         if not entry.name.endswith(SUFFIX) or entry.name.startswith("."):
             continue
         try:
-            mode = os.stat(entry.path).st_mode
+            st = os.stat(entry.path)
         except OSError:
             continue  # a dangling link, a loop: readers report it, and no append follows it
-        if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
-            raise OutputError(f"{flag} {files.shown(folder)}: {entry.name} in it is {files.kind(mode)}, not a "
+        if not stat.S_ISREG(st.st_mode) and not stat.S_ISDIR(st.st_mode):
+            raise OutputError(f"{flag} {files.shown(folder)}: {entry.name} in it is {files.kind(st.st_mode)}, not a "
                               "regular file; remove it")
+        if stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+            raise OutputError(f"{flag} {files.shown(folder)}: {files.HardLinked(entry.name, st.st_nlink)}")
 
 
 def check_output_file(path: str | os.PathLike[str], inputs: Iterable[str | os.PathLike[str]] = (), *,

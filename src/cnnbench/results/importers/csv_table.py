@@ -299,7 +299,7 @@ def _rows(text: str, path: Path) -> tuple[list[str], Iterator[tuple[int, dict[st
 def _import_file(path: Path, options: ImportOptions, result: ImportResult) -> None:
     """The rows of one table; the file is read whole first, so an undecodable file adds nothing,
     and a table the CSV reader cannot read through adds nothing."""
-    text = read_input(path).decode("utf-8-sig")
+    text = read_input(path).decode("utf-8").removeprefix("\ufeff")  # an error's offset counts the BOM's bytes
     try:
         _import_rows(path, text, options, result)
     except _Unreadable as exc:

@@ -102,6 +102,16 @@ def append_jobs(results_dir: str | os.PathLike[str], entries: Iterable[JobEntry]
     append_lines(slurm_folder(results_dir) / JOBS_FILE, lines, root=Path(results_dir))
 
 
+def check_ledger(results_dir: str | os.PathLike[str]) -> None:
+    """The job ledger, where there is one, can take entries (a regular file of one name in the real
+    ``.slurm/``): checked before jobs are submitted, so no job runs that the ledger then refuses.
+    Raises :class:`~cnnbench.results.files.FileProblem`."""
+    path = slurm_folder(results_dir) / JOBS_FILE
+    if os.path.lexists(path):
+        files.real_folder_inside(Path(results_dir), FOLDER)
+        os.close(files.open_for_append(path, root=Path(results_dir)))
+
+
 def read_jobs(results_dir: str | os.PathLike[str], suite: str | None = None) -> list[JobEntry]:
     """Every entry (of ``suite``), in submission order; a line that cannot be read is passed over."""
     path = slurm_folder(results_dir) / JOBS_FILE

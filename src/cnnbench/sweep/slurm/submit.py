@@ -24,7 +24,7 @@ from typing import Any
 from cnnbench.results.stamps import now_iso
 from cnnbench.sweep.slurm.follow import Unit, active_jobs, follow, units_of
 from cnnbench.sweep.slurm.job import JobSpec, environment_here, run_job
-from cnnbench.sweep.slurm.ledger import JobEntry, append_jobs, check_submitit_folder, slurm_folder
+from cnnbench.sweep.slurm.ledger import JobEntry, append_jobs, check_ledger, check_submitit_folder, slurm_folder
 from cnnbench.sweep.slurm.resources import Resources, case_resources
 from cnnbench.sweep.slurm.settings import ExecutorBlock, SlurmSettings, parse_executor
 from cnnbench.sweep.slurm.states import cancel, slurm_words, trouble
@@ -91,6 +91,7 @@ def submit_sweep(request: SlurmRequest, *, submit: Callable[..., list[JobEntry]]
                       uses=[TRACES] if any(u.case.config.profile_steps for u, _ in planned) else ())
     check_locking(request.results_dir)
     check_submitit_folder(request.results_dir)  # before any work; and again just before submitit writes
+    check_ledger(request.results_dir)
     units = [u for u, _ in planned]
     follow(request.suite, units, request.results_dir)
     result = Submitted(units)
