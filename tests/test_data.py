@@ -7,6 +7,7 @@ import copy
 import io
 import json
 import pickle
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -328,6 +329,24 @@ def _jpeg(width: int, height: int) -> bytes:
     return buf.getvalue()
 
 
+def test_a_16_bit_grey_png_is_scaled_to_8_bits_and_pillows_advice_is_no_warning(recwarn):
+    """Pillow's conversion clipped a 16-bit grey image at 255 (white almost everywhere); its advice on
+    a palette with transparency was printed once per image read, file unnamed, even with --quiet."""
+    grey = (np.arange(64 * 64, dtype=np.uint32).reshape(64, 64) * 16).astype(np.uint16)
+    buf = io.BytesIO()
+    Image.fromarray(grey).save(buf, "PNG")
+    pixels, _ = decode_for_crop(buf.getvalue(), 64, lambda w, h: Box(0, 0, w, h), jpeg_decoder="pillow")
+    assert pixels.dtype == np.uint8 and pixels.shape == (64, 64, 3)
+    assert np.array_equal(pixels[:, :, 0], (grey >> 8).astype(np.uint8)) and np.array_equal(pixels[:, :, 2],
+                                                                                            pixels[:, :, 0])
+    palette = Image.new("P", (8, 8))
+    palette.putpalette([0, 0, 0, 255, 0, 0] * 128)
+    buf = io.BytesIO()
+    palette.save(buf, "PNG", transparency=b"\x00\x80")  # a partial alpha: kept as bytes
+    decode_for_crop(buf.getvalue(), 8, lambda w, h: Box(0, 0, w, h), jpeg_decoder="pillow")
+    assert [str(w.message) for w in recwarn] == []
+
+
 @pytest.mark.parametrize("decoder", ["simplejpeg", "pillow"])
 def test_jpegs_are_decoded_at_reduced_size_when_the_crop_allows(decoder):
     data = _jpeg(480, 360)
@@ -446,6 +465,76 @@ def test_a_bad_image_stops_the_run_naming_the_file(damaged, workers):
     assert record.status == "error" and "\n" not in record.error
     assert record.error.startswith("BadImageError: bad image ") and any(str(p) in record.error for p in bad)
     assert "--skip-bad-images" in record.error
+
+
+@pytest.mark.parametrize("kind", ["fifo", "socket", "zero", "broken link", "unlistable", "name too long"])
+def test_an_image_folder_that_cannot_be_listed_or_holds_no_file_where_an_image_is_named_is_one_line(
+        tmp_path, capsys, monkeypatch, kind):
+    """A class folder that cannot be listed, or an entry named as an image that is no file (a FIFO, a
+    socket, a device, a link to nothing): one line naming it, before any work; never a traceback,
+    never passed over in silence (the batch size then looked too big for the data set)."""
+    import os
+    import socket
+
+    root = tmp_path / "d"
+    if kind == "name too long":  # a class folder whose path is longer than a path may be
+        root = tmp_path.joinpath(*["p" * 200] * ((3900 - len(str(tmp_path))) // 201))
+    make_data_set("imagefolder", root, num_classes=2, images_per_class=4, val_images_per_class=1, image_size=(40, 30))
+    folder = root / "train" / "000_disc"
+    odd = folder / "odd.jpg"
+    if kind == "fifo":
+        os.mkfifo(odd)
+    elif kind == "socket":
+        server = socket.socket(socket.AF_UNIX)
+        server.bind(str(odd))
+    elif kind == "zero":
+        odd.symlink_to("/dev/zero")
+    elif kind == "broken link":
+        odd.symlink_to(tmp_path / "nothing.jpg")
+    elif kind == "unlistable":  # chmod 0 (root would list it anyway)
+        odd = folder
+        real = os.scandir
+        monkeypatch.setattr(os, "scandir", lambda path=".": real(path) if Path(path) != folder else (
+            _ for _ in ()).throw(PermissionError(13, "Permission denied", str(path))))
+    else:
+        fd = os.open(root / "train", os.O_RDONLY)
+        os.mkdir("c" * 250, dir_fd=fd)
+        os.close(fd)
+        odd = root / "train" / ("c" * 250)
+    code = main(["data", "--data-dir", str(root), "--batch-size", "2", "--num-batches", "1",
+                 "--results-dir", str(tmp_path / "r")])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert str(odd) in err
+    assert not list(tmp_path.glob("r/*.jsonl"))
+
+
+def test_an_image_swapped_for_a_fifo_or_too_big_is_a_bad_image_never_waited_on(tmp_path, monkeypatch):
+    import os
+
+    from cnnbench.data import imagefolder
+
+    root = tmp_path / "d"
+    make_data_set("imagefolder", root, num_classes=2, images_per_class=4, val_images_per_class=1, image_size=(40, 30))
+    reader = ImageFolderReader(str(root))
+    first = reader.path("train", 0)
+    os.unlink(first)
+    os.mkfifo(first)
+    raised: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            reader.read("train", 0)
+        except OSError as exc:
+            raised.append(exc)
+
+    reading = threading.Thread(target=read, daemon=True)  # a read that waits on the FIFO fails here, not hangs
+    reading.start()
+    reading.join(60)
+    assert not reading.is_alive() and len(raised) == 1 and "is a FIFO" in str(raised[0])
+    monkeypatch.setattr(imagefolder, "MAX_IMAGE_BYTES", 100)
+    with pytest.raises(OSError, match="larger than"):
+        reader.read("train", 1)
 
 
 def test_skip_bad_images_counts_them(damaged):
@@ -722,6 +811,30 @@ def test_a_cifar_file_that_would_run_code_is_refused_and_runs_nothing(sets, tmp_
     assert not marker.exists()
     code = main(["data", "--data-dir", str(root), "--batch-size", "4", "--num-batches", "1"])
     assert code != 0 and not marker.exists()
+
+
+@pytest.mark.parametrize("batch, why", [
+    ({b"data": "abc"}, "data is no array of whole numbers"),
+    ({b"data": [[1000] * 3072]}, "data holds values outside 0..255"),
+    ({b"data": [[1] * 3072, [2]]}, "data is no array of whole numbers"),
+    ({b"data": {b"x": 1}}, "data is no array of whole numbers"),
+    ({b"labels": ["x"]}, "labels is no array of whole numbers"),
+    ({b"labels": [10**30]}, "labels is no array of whole numbers"),
+])
+def test_a_cifar_batch_of_values_no_image_holds_is_one_line_naming_it(sets, tmp_path, capsys, batch, why):
+    root = tmp_path / "c10"
+    root.mkdir()
+    for f in sets["cifar10"].iterdir():
+        (root / f.name).write_bytes(f.read_bytes())
+    good = {b"data": np.zeros((1, 3072), dtype=np.uint8), b"labels": [1]}
+    with open(root / "data_batch_3", "wb") as f:
+        pickle.dump({**good, **batch}, f, protocol=2)
+    with pytest.raises(DataSetError, match=f"data_batch_3: {why}"):
+        CifarReader("cifar10", str(root))
+    code = main(["data", "--data-dir", str(root), "--batch-size", "4", "--num-batches", "1",
+                 "--results-dir", str(tmp_path / "r")])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
 
 
 def test_cifar_arrays_pickled_by_numpy_1_and_numpy_2_are_both_read(tmp_path):

@@ -147,3 +147,50 @@ def test_a_records_text_is_shown_as_it_is_on_a_terminal_too(store, capsys, monke
     table.add_column("c")
     table.add_row("[x] :thumbs_up:")
     assert terminal.plain_text(table, terminal.UNLIMITED) == "c           \n :thumbs_up:\n"  # [x] is markup, as in rich
+
+
+RAW = re.compile("[\x00-\x08\x0b-\x1f\x7f\u202e]")  # what a terminal acts on: no line break but \n, no ESC
+
+
+def test_names_from_disk_reach_the_terminal_as_escapes(tmp_path, capsys):
+    """A class folder, a bad image's path, a suite's value, a model or machine name in a store, each
+    holding an escape sequence or a mark of direction: every line cnnbench prints shows them as
+    escapes (``\\x1b``), never raw (a probe saw a class name recolour the terminal and a bad image's
+    error split in two)."""
+    import subprocess
+    import sys
+
+    from cnnbench.data.generate import make_data_set
+
+    odd = "\x1b[31mRED\x1b]0;title\x07\u202e\nx"
+    data = tmp_path / "data\x1b[32mGREEN"  # reached through a link of an innocent name: the header names it
+    make_data_set("imagefolder", data, num_classes=2, images_per_class=4, val_images_per_class=1, image_size=(40, 30))
+    folder = data / "train" / "001_square"
+    folder = folder.rename(folder.parent / odd)
+    (folder / "bad.jpg").write_bytes(b"no image")
+    (data / "val" / "001_square").rename(data / "val" / odd)
+    (tmp_path / "innocent").symlink_to(data)
+    base = [sys.executable, "-m", "cnnbench", "data", "--data-dir", str(tmp_path / "innocent"), "--batch-size", "2",
+            "--num-batches", "4", "--num-workers", "0", "--image-size", "16"]
+    for extra in ([], ["--skip-bad-images"]):  # the error naming the image; the log's warning of one skipped
+        done = subprocess.run([*base, *extra, "--results-dir", str(tmp_path / "r")], capture_output=True, text=True,
+                              timeout=300, check=False)
+        assert "bad.jpg" in done.stderr and "\\x1b[31mRED" in done.stdout + done.stderr, done.stderr
+        assert not RAW.search(done.stdout + done.stderr), done.stdout + done.stderr
+    suite = tmp_path / "s.yaml"
+    suite.write_text('name: s\nbase: {model: trivial, device: cpu}\n'
+                     'matrix: {machine_label: ["a\\e[31mRED", "b\\u202ec"]}\n')
+    assert main(["sweep", str(suite), "--dry-run", "--results-dir", str(tmp_path / "r2")]) == 0
+    out = capsys.readouterr().out
+    assert "a\\x1b[31mRED" in out and "b\\u202ec" in out and not RAW.search(out), out
+    store = tmp_path / "store"
+    append_record(store, {**Record(config={"model": "\x1b]0;pwn\x07m", "batch_size": 8, "precision": "fp32",
+                                           "num_devices": 1, "device": "cpu"},
+                                   environment={"machine": "box\u202e"},
+                                   metrics={"total_images_per_sec": 100.0, "forward_time_s": 0.05,
+                                            "backward_time_s": 0.1, "optimizer_time_s": 0.01}).to_dict(),
+                          "model_cost": {"params": 25_557_032}})
+    assert main(["predict", str(store), "--strategy", "replicated"]) == 0
+    out, err = capsys.readouterr()
+    assert "forward/backward split" in out, out
+    assert "\\x1b]0;pwn" in out + err and not RAW.search(out + err), out + err

@@ -7,6 +7,7 @@ size (:func:`size_text`: ``64 MiB``). The one place for each; no torch here."""
 from __future__ import annotations
 
 import functools
+import logging
 import math
 import re
 import reprlib
@@ -174,6 +175,15 @@ def one_line(text: str, *, tabs: bool = False) -> str:
     control = _CONTROL_BUT_TAB if tabs else _CONTROL  # ``tabs``: a tab kept (markdown shows it as itself)
     return control.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text) if control.search(
         text) else text
+
+
+class OneLineFormatter(logging.Formatter):
+    """A log line whose message is :func:`one_line`: a name from someone else's folder or file (a
+    bad image's path, a class folder's name) never breaks it in two nor rewrites a terminal. A
+    traceback logged with it still follows on lines of its own."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        return one_line(super().formatMessage(record))
 
 
 def shortened(text: str, limit: int = QUOTE_LIMIT) -> str:

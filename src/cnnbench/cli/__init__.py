@@ -19,7 +19,7 @@ from cnnbench.cli.common import CliParser, UserError
 from cnnbench.config.tf_flags import TfFlagError, translate_with_notes
 from cnnbench.results.gc_pause import collector_paused
 from cnnbench.version import __version__
-from cnnbench.words import one_line
+from cnnbench.words import OneLineFormatter, one_line
 
 # Sub-commands, in the order --help lists them. Each module cnnbench.cli.<name>_cmd: register(subparsers).
 COMMANDS = ("run", "data", "comm", "make_dataset", "models", "sweep", "study", "results", "import", "report",
@@ -63,10 +63,11 @@ def _main(argv: Sequence[str] | None) -> int:
         print(f"cnnbench run: error: {exc} (see cnnbench run --help)", file=sys.stderr)
         return 2
     args = parser.parse_args(words)
-    logging.basicConfig(
-        level=(logging.WARNING, logging.INFO, logging.DEBUG)[min(args.verbose, 2)],
-        format="%(levelname)s %(name)s: %(message)s",
-    )
+    if not logging.getLogger().handlers:  # a program that calls main has its own
+        handler = logging.StreamHandler()
+        handler.setFormatter(OneLineFormatter("%(levelname)s %(name)s: %(message)s"))
+        logging.basicConfig(level=(logging.WARNING, logging.INFO, logging.DEBUG)[min(args.verbose, 2)],
+                            handlers=[handler])
     try:
         with collector_paused() if args.command in READING else contextlib.nullcontext():
             return int(args.handler(args) or 0)

@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from typing import Any, NoReturn
 
 from cnnbench.config.errors import ConfigError
+from cnnbench.words import one_line
 
 
 class UserError(Exception):
@@ -40,7 +41,7 @@ def print_warnings(record: Any, command: str) -> None:
     each on stderr, after the result (a figure to distrust)."""
     sys.stdout.flush()  # after the result, also when both go to one pipe
     for text in (record.metrics or {}).get("warnings") or []:
-        print(f"cnnbench {command}: warning: {text}", file=sys.stderr, flush=True)
+        print(f"cnnbench {command}: warning: {one_line(str(text))}", file=sys.stderr, flush=True)
 
 
 class CliParser(argparse.ArgumentParser):

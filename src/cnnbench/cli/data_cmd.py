@@ -17,6 +17,7 @@ from cnnbench.config import ConfigError
 from cnnbench.config.choices import REAL_DATA_NAMES
 from cnnbench.config.cli_args import FlagOverride, add_config_arguments, config_from_args
 from cnnbench.config.data_bench import DATA_SECTIONS, DataBenchConfig
+from cnnbench.words import one_line
 
 # The input options as this command uses them: a data set is always read (no synthetic input).
 _FLAGS = {
@@ -64,7 +65,8 @@ def handle(args: argparse.Namespace) -> int:
     except FileProblem as exc:  # the store's file for this machine: a FIFO, a symlink out of the folder
         raise UserError(f"--results-dir: cannot append the record: {exc}", exit_code=1) from None
     if record.status != "ok":
-        print(f"cnnbench data: {record.status}: {record.error} (record {record.run_id} written to {path})",
+        print(f"cnnbench data: {record.status}: {one_line(record.error or '')} (record {record.run_id} written to "
+              f"{path})",
               file=sys.stderr)
         print_warnings(record, "data")
         return 1

@@ -145,7 +145,7 @@ def _print_table(result: object) -> None:
         table.add_row(*(Text(one_line(c)) for c in cells(row)))  # a record's model is text, never markup
     print_table(table)
     for line in assumption_lines(result) + calibration_lines(result) + result.verdicts:  # type: ignore[arg-type,attr-defined]
-        print(line)
+        print(one_line(line))  # machine and model names from the store
 
 
 @functools.cache

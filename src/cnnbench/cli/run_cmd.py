@@ -22,7 +22,7 @@ from typing import Any
 from cnnbench.cli.common import UserError, check_output, print_warnings
 from cnnbench.config import ConfigError, RunConfig
 from cnnbench.config.cli_args import add_config_arguments, config_from_args
-from cnnbench.words import duration, plural
+from cnnbench.words import duration, one_line, plural
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -79,7 +79,8 @@ def _execute(config: RunConfig, emit: Any, *, own_process: bool = False) -> tupl
 
 def _report(record: Any, path: Any, *, quiet: bool) -> int:
     if record.status != "ok":
-        print(f"cnnbench run: {record.status}: {record.error} (record {record.run_id} written to {path})",
+        print(f"cnnbench run: {record.status}: {one_line(record.error or '')} (record {record.run_id} written to "
+              f"{path})",
               file=sys.stderr)
         print_warnings(record, "run")
         return 1

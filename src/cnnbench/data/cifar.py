@@ -79,6 +79,24 @@ class CifarReader:
         return self.splits[split].images[index]
 
 
+def _whole_numbers(value: Any, path: Path, key: str, dtype: type[np.integer[Any]]) -> np.ndarray:
+    """``value`` (a batch's ``key``) as an array of ``dtype``; a :class:`DataSetError` naming the
+    file where it holds anything but whole numbers that ``dtype`` holds (text, nested lists of
+    several lengths, objects, a number too big), never wrapped around nor a traceback."""
+    try:
+        array = np.asarray(value)
+    except (ValueError, TypeError, OverflowError) as exc:
+        raise DataSetError(f"{path}: {key} is no array of whole numbers ({str(exc).splitlines()[0]})") from None
+    if array.size == 0:
+        return array.astype(dtype)
+    if array.dtype.kind not in "iu":
+        raise DataSetError(f"{path}: {key} is no array of whole numbers (it holds {array.dtype})")
+    most = np.iinfo(dtype)
+    if array.min() < most.min or array.max() > most.max:
+        raise DataSetError(f"{path}: {key} holds values outside {most.min}..{most.max}")
+    return array.astype(dtype, copy=False)
+
+
 def load_split(paths: list[Path], data_name: str) -> CifarSplit:
     """The images and labels of the batch files ``paths``, in order."""
     images, labels = [], []
@@ -86,8 +104,8 @@ def load_split(paths: list[Path], data_name: str) -> CifarSplit:
         batch = _unpickle(path)
         data = _field(batch, "data", path)
         key = "labels" if data_name == "cifar10" else "fine_labels"
-        values = np.asarray(_field(batch, key, path), dtype=np.int64)
-        array = np.asarray(data, dtype=np.uint8)
+        values = _whole_numbers(_field(batch, key, path), path, key, np.int64)
+        array = _whole_numbers(data, path, "data", np.uint8)
         if array.ndim != 2 or array.shape[1] != 3 * CIFAR_SIZE * CIFAR_SIZE or array.shape[0] != values.shape[0]:
             raise DataSetError(f"{path}: expected {key} and data of N × 3072 bytes (32 × 32 RGB), "
                                f"got data {array.shape} and {values.shape[0]} labels")

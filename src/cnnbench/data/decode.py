@@ -132,19 +132,32 @@ def _pillow(data: bytes, size: int, choose: ChooseBox) -> tuple[np.ndarray, Box]
         raise BadImage("empty file")
     try:
         with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # Pillow's advice on a file (a palette's transparency), once per read
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             image = Image.open(io.BytesIO(data))
             width, height = image.size
             box = choose(width, height)
             if image.format == "JPEG":
                 image.draft("RGB", reduced_size(width, height, box, size))
-            pixels = np.asarray(image.convert("RGB"))
+            pixels = _rgb(image)
     except BadImage:
         raise
     except (OSError, ValueError, SyntaxError, EOFError, Image.DecompressionBombError,
             Image.DecompressionBombWarning) as exc:
         raise BadImage(_reason(exc)) from None
     return pixels, box.scaled(pixels.shape[1] / width, pixels.shape[0] / height)
+
+
+_SIXTEEN_BITS = frozenset(("I;16", "I;16L", "I;16B", "I;16N"))
+
+
+def _rgb(image: Image.Image) -> np.ndarray:
+    """The image's pixels as 8-bit RGB. A 16-bit grey image (a PNG of 16 bits) is scaled to 8 bits
+    (its top byte): Pillow's own conversion clips it to 255 above 255, white almost everywhere."""
+    if image.mode in _SIXTEEN_BITS:
+        grey = (np.asarray(image).astype(np.uint16) >> 8).astype(np.uint8)
+        return np.repeat(grey[:, :, None], 3, axis=2)
+    return np.asarray(image.convert("RGB"))
 
 
 def _reason(exc: BaseException) -> str:

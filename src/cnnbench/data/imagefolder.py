@@ -22,10 +22,15 @@ from cnnbench.data.layouts import (
     VAL_SPLIT,
     DataSetError,
     class_folders,
-    entry_is,
-    is_image_file,
+    image_files,
     locate,
 )
+from cnnbench.results.files import read_regular
+
+MAX_IMAGE_BYTES = 256 << 20
+"""The largest image file read: far above any photograph's JPEG, and a file of gigabytes named like
+an image (a disk image, a truncated-to-size placeholder) is a bad image named as such, never read
+into memory whole."""
 
 
 @dataclass(frozen=True)
@@ -70,8 +75,9 @@ class ImageFolderReader:
         return int(self.splits[split].labels[index])
 
     def read(self, split: str, index: int) -> bytes:
-        with open(self.path(split, index), "rb") as f:
-            return f.read()
+        """The bytes of an image file: a regular file (a FIFO put in its place is named, never
+        waited on) of at most :data:`MAX_IMAGE_BYTES`; an ``OSError`` saying why otherwise."""
+        return read_regular(self.path(split, index), MAX_IMAGE_BYTES)
 
 
 @functools.lru_cache(maxsize=8)
@@ -84,8 +90,7 @@ def list_split(root: str, split: str, classes: tuple[str, ...]) -> ImageList:
     for name in class_folders(folder):
         if name not in index:
             raise DataSetError(f"{folder / name}: class {name!r} is not one of train/'s {len(classes)} classes")
-        with os.scandir(folder / name) as entries:
-            files = sorted(e.name for e in entries if is_image_file(e.name) and entry_is(e, "file"))
+        files = image_files(folder / name)
         paths += [f"{name}/{f}" for f in files]
         labels += [index[name]] * len(files)
     return ImageList(str(folder), paths, np.asarray(labels, dtype=np.int64))

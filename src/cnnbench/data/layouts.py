@@ -55,6 +55,38 @@ def entry_is(entry: os.DirEntry[str], kind: str) -> bool:
             from None
 
 
+def scan(folder: Path) -> list[os.DirEntry[str]]:
+    """The entries of ``folder``; one it cannot list (no permission, a path too long) is a
+    :class:`DataSetError` naming it."""
+    try:
+        with os.scandir(folder) as entries:
+            return list(entries)
+    except OSError as exc:
+        raise DataSetError(f"{folder}: cannot be read ({exc.strerror or exc})") from None
+
+
+def image_files(folder: Path) -> list[str]:
+    """The names of the image files of a class folder, sorted. An entry named as an image that is
+    no regular file (a FIFO, a socket, a device, a link to one or to nothing) is a
+    :class:`DataSetError` naming it: never opened, never passed over in silence. A folder named as
+    an image is no image, and passed over."""
+    names = []
+    for e in scan(folder):
+        if not is_image_file(e.name):
+            continue
+        if entry_is(e, "file"):
+            names.append(e.name)
+        elif not entry_is(e, "dir"):
+            from cnnbench.results.files import kind
+
+            try:
+                why = f"is {kind(os.stat(e.path).st_mode)}, not an image file"
+            except OSError as exc:
+                why = f"cannot be read ({exc.strerror or exc})"
+            raise DataSetError(f"{e.path}: {why}; remove it or fix the link")
+    return sorted(names)
+
+
 def guess_data_name(data_dir: str | os.PathLike[str]) -> str:
     """``imagefolder``, ``cifar10`` or ``cifar100``, from the folder's contents."""
     root = _existing_folder(data_dir)
@@ -95,8 +127,7 @@ def cifar_files(data_name: str) -> tuple[str, ...]:
 
 def class_folders(split: Path) -> list[str]:
     """The class folder names of one split, sorted (as torchvision's ImageFolder sorts them)."""
-    with os.scandir(split) as entries:
-        return sorted(e.name for e in entries if not e.name.startswith(".") and entry_is(e, "dir"))
+    return sorted(e.name for e in scan(split) if not e.name.startswith(".") and entry_is(e, "dir"))
 
 
 def _existing_folder(data_dir: str | os.PathLike[str]) -> Path:
@@ -128,17 +159,20 @@ def _refuse_a_part(folder: Path) -> None:
 
 def _cifar_root(data_name: str, root: Path) -> Path | None:
     for folder in (root, root / ARCHIVE_FOLDERS[data_name]):
-        if all((folder / f).is_file() for f in cifar_files(data_name)):
+        if all(_is_file(folder / f) for f in cifar_files(data_name)):
             return folder
     return None
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except OSError as exc:  # a folder that cannot be looked into
+        raise DataSetError(f"{path.parent}: cannot be read ({exc.strerror or exc})") from None
 
 
 def _class_folders(split: Path) -> bool:
     """Does ``split`` hold at least one class folder with an image in it?"""
     if not split.is_dir():
         return False
-    for name in class_folders(split):
-        with os.scandir(split / name) as entries:
-            if any(is_image_file(e.name) and entry_is(e, "file") for e in entries):
-                return True
-    return False
+    return any(image_files(split / name) for name in class_folders(split))

@@ -42,7 +42,7 @@ from cnnbench.machine.environment import capture_environment
 from cnnbench.results.error_text import error_text
 from cnnbench.results.record import Record
 from cnnbench.results.stamps import now_iso
-from cnnbench.words import plural
+from cnnbench.words import one_line, plural
 
 log = logging.getLogger(__name__)
 
@@ -175,4 +175,4 @@ def header_lines(cfg: DataBenchConfig, dataset: str, cores: int) -> list[str]:
         ("Cores:", f"{cores}" + (f" (--host-cpus {cfg.host_cpus})" if cfg.host_cpus else "")),
         ("Device:", cfg.device),
     ]
-    return [f"{k:<12} {v}" for k, v in rows] + ["=========="]
+    return [f"{k:<12} {one_line(v)}" for k, v in rows] + ["=========="]  # a data folder's name as it shows

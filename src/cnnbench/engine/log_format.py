@@ -11,7 +11,7 @@ from typing import Any
 
 from cnnbench.engine.stats import ThroughputStats
 from cnnbench.terminal import is_terminal
-from cnnbench.words import plural
+from cnnbench.words import one_line, plural
 
 RULE = "-" * 64
 
@@ -80,7 +80,8 @@ def header_lines(config: Mapping[str, Any], *, framework: str, dataset: str, thr
         rows.append(("AllReduce:", config["all_reduce"]))
     if threads is not None:
         rows.append(("Threads:", threads))
-    return [f"{k:<12} {v}".rstrip() if k else f"{'':<12} {v}" for k, v in rows] + ["=========="]
+    # a data folder's, a model's name as one line a terminal shows as it is (someone else's folder)
+    return [f"{k:<12} {one_line(v)}".rstrip() if k else f"{'':<12} {one_line(v)}" for k, v in rows] + ["=========="]
 
 
 ETA_FROM_S = 60.0

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from cnnbench.lifetime import die_with_parent
+from cnnbench.words import OneLineFormatter
 
 Send = Callable[[dict[str, Any]], None]
 ChildFn = Callable[..., dict[str, Any]]
@@ -112,6 +113,6 @@ def _redirect_output(log_path: Path, level: int) -> None:
     for handler in list(root.handlers):
         root.removeHandler(handler)
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(OneLineFormatter("%(levelname)s %(name)s: %(message)s"))
     root.addHandler(handler)
     root.setLevel(level)

@@ -37,7 +37,7 @@ from cnnbench.config.errors import ConfigError
 from cnnbench.config.run_config import RunConfig
 from cnnbench.results.files import NAME_RULE, name_problem, read_regular
 from cnnbench.sweep.executors import checked_block
-from cnnbench.words import quoted, shortened
+from cnnbench.words import one_line, quoted, shortened
 
 TOP_LEVEL_KEYS = ("name", "description", "base", "matrix", "exclude", "include", "repeats", "timeout_s", "auto_batch",
                   "executor")
@@ -416,7 +416,9 @@ def _distinct(suite: Suite, assignments: list[dict[str, Any]], fail: Any,
 
 
 def _describe(assignment: Mapping[str, Any]) -> str:
-    return " ".join(f"{k}={_fmt(v)}" for k, v in assignment.items()) or "(base)"
+    """The assignment in words, on one line a terminal shows as it is (a value's escape sequence, line
+    break or mark of direction written as its escape: the case's label is shown, never stored)."""
+    return one_line(" ".join(f"{k}={_fmt(v)}" for k, v in assignment.items())) or "(base)"
 
 
 def _canonical(settings: Mapping[str, Any]) -> str:

@@ -25,6 +25,7 @@ from cnnbench.config import ConfigError, RunConfig
 from cnnbench.distributed.world import World
 from cnnbench.engine.threads import set_worker_threads
 from cnnbench.lifetime import die_with_parent
+from cnnbench.words import OneLineFormatter
 
 log = logging.getLogger(__name__)
 
@@ -38,8 +39,9 @@ def leave_interrupts_to_the_agent() -> None:
 def configure_worker_logging(world: World, level: int = logging.WARNING) -> None:
     """This worker's log lines start with ``[rank N]``: several workers write to one terminal
     (torchrun's), or to one log each (ours), and a line must say whose it is."""
-    logging.basicConfig(level=level, format=f"[rank {world.rank}] %(levelname)s %(name)s: %(message)s",
-                        force=True)
+    handler = logging.StreamHandler()
+    handler.setFormatter(OneLineFormatter(f"[rank {world.rank}] %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=level, handlers=[handler], force=True)
 
 
 def split_host_threads(world: World, fixed: int | None = None) -> int:

@@ -18,7 +18,7 @@ from typing import Any
 
 from cnnbench.sweep.executors import ExecutorError, Work, register
 from cnnbench.sweep.slurm.settings import BLOCK_KEYS, SettingsError, SlurmSettings, parse_executor, slurm_args
-from cnnbench.words import plural
+from cnnbench.words import one_line, plural
 
 
 class SlurmExecutor:
@@ -127,7 +127,7 @@ def _submit(suite: Any, settings: Any, args: argparse.Namespace, results_dir: Pa
     request = SlurmRequest(suite, results_dir, settings, rerun=args.rerun)
     if getattr(args, "dry_run", False):
         for i, (unit, resources) in enumerate(plan(request), 1):
-            print(f"{i:>4}  {unit.name}  [{resources.describe()}]")
+            print(f"{i:>4}  {one_line(unit.name)}  [{one_line(resources.describe())}]")
         return 0
     done = submit_sweep(request)
     for array, tasks, resources in done.arrays:
