@@ -195,6 +195,25 @@ def test_cli_import_errors(tmp_path, capsys):
     assert "unknown importer" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("value, message", [
+    ("[" * 10_000, "--set config.precision: nested too deeply"),
+    ("[&a [1, 1, 1, 1, 1, 1, 1, 1, 1, 1], &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a], *b]",
+     "--set config.precision: a YAML alias"),
+    ("2024-13-01", "invalid choice '2024-13-01'"),  # a date YAML cannot make: the text, as any text
+    ("9" * 5000, "invalid choice '9999"),  # a number Python will not read from so many digits: the text
+])
+def test_a_set_value_yaml_cannot_make_is_one_line_or_the_text(tmp_path, capsys, value, message):
+    """``--set`` values are read as a suite's are: an alias (nine levels in 250 characters stood for a
+    line of gigabytes, and hung a dry run) or deep nesting is refused in one line, before any work; a
+    value YAML cannot make is the text as written (these were tracebacks)."""
+    log = next((FIXTURES / "LambdaCloud-RTX_A6000.logs").glob("syn-replicated-fp32-1gpus/*/throughput/1"))
+    code = main(["import", "tf-cnn-benchmarks", str(log), "--results-dir", str(tmp_path / "r"), "--dry-run",
+                 "--set", f"config.precision={value}"])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert len(err) < 1000
+
+
 # --------------------------------------------------------------------------- csv
 
 

@@ -13,7 +13,7 @@ import pytest
 from cnnbench.cli import main
 from cnnbench.machine.sysinfo import gpu_facts
 from cnnbench.predict import STRATEGIES, Base, PredictOptions, Scenario, predict, predict_scaling
-from cnnbench.predict.bases import ASSUMED_TEXT, find_bases
+from cnnbench.predict.bases import ASSUMED_TEXT, find_bases, measured_points
 from cnnbench.predict.collectives import all_reduce
 from cnnbench.predict.links import default_link, link_from_comm, link_from_gpu_name, link_from_topology, machine_link
 from tests.fake_nvml import FakeGpu, FakeNvml
@@ -119,6 +119,17 @@ def _record(n: int, ips: float, *, machine: str = "box", model: str = "resnet50"
     if source:
         rec["source"] = source
     return rec
+
+
+def test_a_record_whose_model_or_fields_are_no_text_is_named_and_left_out():
+    """A hand-made line with a list for its model (which every other reader shows) was a TypeError."""
+    odd = _record(1, 400.0, model=["x"])  # type: ignore[arg-type]
+    listed = _record(1, 300.0)
+    listed["config"]["data_format"] = ["NCHW"]
+    bases, skipped = find_bases([odd, listed, _record(1, 400.0)], _no_lookup)
+    assert any("config.model is ['x']: a model is named by text" in line for line in skipped), skipped
+    assert len(bases) == 2  # the listed data format is a configuration of its own, keyed by its text
+    assert measured_points([odd, listed])
 
 
 def _no_lookup(model: str) -> int | None:

@@ -168,7 +168,9 @@ def test_a_local_sweep_refuses_a_case_over_several_nodes_in_one_line(tmp_path, c
 
 @pytest.mark.parametrize("block, message", [
     ({"partition": "a", "partitions": "b"}, "executor: unknown key 'partitions'"),
-    ({"time_min": 0}, "executor.time_min: must be a whole number > 0 (got 0)"),
+    ({"time_min": 0}, "executor.time_min: must be a whole number > 0 and at most 527,040 (got 0)"),
+    ({"time_min": 1e300}, "executor.time_min: must be a whole number > 0 and at most 527,040 (got 1e+300)"),
+    ({"startup_s": 1e308}, "executor.startup_s: must be a number > 0 and at most 3.16224e+07 (got 1e+308)"),
     ({"machines": {"epyc": {"qos": ""}}}, "executor.machines.epyc.qos: must be non-empty text"),
     ({"slurm_args": {"bad key": "x"}}, "executor.slurm_args: 'bad key' is not an sbatch option name"),
 ])
@@ -176,6 +178,14 @@ def test_a_bad_executor_block_is_refused_when_the_suite_is_read(tmp_path, capsys
     suite = write_suite(tmp_path, "bad", base=FAST, executor=block)
     code, out = sweep(capsys, suite, "--executor", "slurm", "--dry-run")
     assert code == 2 and message in out, out
+
+
+def test_a_time_limit_beyond_any_slurm_takes_is_one_line(tmp_path, capsys):
+    """A case's timeout_s and the startup time added up to infinity (an OverflowError traceback), or to
+    a time limit of 300 digits sent to sbatch."""
+    suite = write_suite(tmp_path, "long", base=FAST, timeout_s=1.0e+308, executor={"startup_s": 3e7})
+    code, out = sweep(capsys, suite, "--executor", "slurm", "--dry-run")
+    assert code == 2 and "make a time limit over a year; set executor.time_min" in out and "Traceback" not in out, out
 
 
 def _planned(tmp_path, monkeypatch, *flags, **suite_data):

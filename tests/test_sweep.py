@@ -66,6 +66,39 @@ def test_expansion_exclude_include_repeats_and_stable_keys():
     assert again.cases[0].key == suite.cases[0].key  # same settings, same key, whatever the order
 
 
+def test_excludes_leave_out_what_each_pattern_matches_and_a_long_suite_is_read_in_one_pass():
+    """The cases left are those no pattern matches (``1`` is not ``1.0``), as a pattern tried
+    on each case finds them; and a suite of many values and patterns is read in about the time its cases
+    take to make (a value searched in a list and each pattern tried on each case took minutes)."""
+    import itertools
+    import random
+    import threading
+
+    rng = random.Random(7)
+    for _ in range(200):
+        matrix = {"learning_rate": rng.sample([0.5, 1, 2, 1.0, 2.0], rng.randint(1, 4)),
+                  "batch_size": rng.sample([1, 2, 3, 4], rng.randint(1, 3)), "num_batches": [1, 2]}
+        combos = [dict(zip(matrix, values, strict=True)) for values in itertools.product(*matrix.values())]
+        exclude = []
+        for _ in range(rng.randint(0, 3)):
+            case = rng.choice(combos)
+            exclude.append({k: case[k] for k in rng.sample(sorted(case), rng.randint(1, 3))})
+        kept = [c for c in combos if not any(all(k in c and c[k] == v and type(c[k]) is type(v)
+                                                 for k, v in p.items()) for p in exclude)]
+        if not kept:
+            continue
+        suite = parse_suite({"name": "s", "base": {"model": "trivial"}, "matrix": matrix, "exclude": exclude})
+        assert [c.settings for c in suite.cases] == [{"model": "trivial", **c} for c in kept]
+    big = {"name": "big", "base": {"model": "trivial"},
+           "matrix": {"seed": list(range(40_000))},
+           "exclude": [{"seed": i} for i in range(0, 40_000, 4)]}
+    made: list[int] = []
+    reading = threading.Thread(target=lambda: made.append(len(parse_suite(big).cases)), daemon=True)
+    reading.start()
+    reading.join(300)  # a few seconds now; the search of a list for each value alone took minutes
+    assert made == [30_000]
+
+
 BAD_SUITES = [
     ("matrix: [", "not valid YAML at line 1"),
     ("- a\n- b\n", "a suite is a mapping"),

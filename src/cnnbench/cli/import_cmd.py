@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from cnnbench.cli.common import UserError
-from cnnbench.words import plural
+from cnnbench.words import plural, shortened
 
 KINDS = ("tf-cnn-benchmarks", "csv")
 
@@ -49,9 +49,8 @@ def _overrides(items: list[str]) -> dict[str, Any]:
     """``--set`` fields, each checked against what a record may hold."""
     import datetime
 
-    import yaml
-
     from cnnbench.results.importers import check_overrides
+    from cnnbench.sweep.suite import SuiteError, yaml_value
 
     out: dict[str, Any] = {}
     for item in items:
@@ -59,15 +58,15 @@ def _overrides(items: list[str]) -> dict[str, Any]:
         if not sep or not field.strip():
             raise UserError(f"--set: expected FIELD=VALUE, got {item!r}")
         try:
-            value = yaml.safe_load(text) if text.strip() else None
-        except yaml.YAMLError:
-            value = text
+            value = yaml_value(text, f"--set {shortened(field.strip(), 60)}") if text.strip() else None
+        except SuiteError as exc:
+            raise UserError(str(exc)) from None
         if isinstance(value, datetime.date):  # YAML reads 2024-01-31T12:00:00 as a time; a record holds text
             value = text.strip()
         try:
             check_overrides({field.strip(): value})
         except ValueError as exc:
-            raise UserError(f"--set {item}: {exc}") from None
+            raise UserError(f"--set {shortened(item, 200)}: {exc}") from None
         out[field.strip()] = value
     try:
         check_overrides(out)

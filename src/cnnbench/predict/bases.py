@@ -29,6 +29,7 @@ from cnnbench.results import fields as F
 from cnnbench.results.cleaning import MAX_FIGURE
 from cnnbench.results.query import get_value
 from cnnbench.results.record import record_kind
+from cnnbench.words import shortened
 
 KEY_FIELDS = (F.MACHINE, F.MODEL, F.PRECISION, F.BATCH, F.IMAGE_SIZE,
               F.DATA, F.DATA_FORMAT, F.COMPILE, "source", F.DEVICE,
@@ -79,7 +80,17 @@ def _training(records: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
 
 
 def config_key(record: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
-    return tuple((name.rsplit(".", 1)[-1], get_value(record, name)) for name in KEY_FIELDS)
+    """What makes the record's configuration; a value that is a list or an object (a hand-made line's)
+    as its JSON text, so that it keys a group as any value does (it was a TypeError)."""
+    return tuple((name.rsplit(".", 1)[-1], _hashable(get_value(record, name))) for name in KEY_FIELDS)
+
+
+def _hashable(value: Any) -> Any:
+    if isinstance(value, (list, dict)):
+        import json
+
+        return json.dumps(value, sort_keys=True, default=str)
+    return value
 
 
 def find_bases(records: Sequence[Mapping[str, Any]], cost_lookup: CostLookup,
@@ -112,6 +123,9 @@ def unusable(record: Mapping[str, Any]) -> str | None:
     is not a whole number of 1 or more, images/sec of 0 or less, or a measured forward/backward/
     optimizer split that sums to 0 seconds. (A NaN or infinite figure is null when read: the
     reader names it.)"""
+    model = get_value(record, F.MODEL)
+    if not isinstance(model, str) or not model:
+        return f"config.model is {shortened(repr(model), 80)}: a model is named by text"
     batch = _figure(get_value(record, F.BATCH))
     if batch is None or (isinstance(batch, float) and not batch.is_integer()) or batch < 1:
         shown = get_value(record, F.BATCH)

@@ -149,7 +149,8 @@ class TooBig(FileProblem):
     """A file larger than its reader takes."""
 
     def __init__(self, path: str | os.PathLike[str], limit: int) -> None:
-        super().__init__(errno.EFBIG, path, f"larger than {limit >> 20} MiB; not a file cnnbench reads whole")
+        size = f"{limit >> 20} MiB" if limit >= 1 << 20 else f"{limit >> 10} KiB"
+        super().__init__(errno.EFBIG, path, f"larger than {size}; not a file cnnbench reads whole")
 
 
 def path_too_long(path: str | os.PathLike[str]) -> str | None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from cnnbench.sweep.slurm.settings import DEFAULT_STARTUP_S, SlurmSettings
+from cnnbench.sweep.slurm.settings import DEFAULT_STARTUP_S, MAX_TIME_MIN, SlurmSettings
 from cnnbench.sweep.suite import Case, Suite
 
 
@@ -69,7 +69,10 @@ def case_resources(suite: Suite, case: Case, settings: SlurmSettings) -> Resourc
     loaders = config.num_workers or 0
     cpus = config.host_cpus or per_node * (1 + loaders)
     startup = settings.startup_s if settings.startup_s is not None else DEFAULT_STARTUP_S
-    time_min = settings.time_min or max(1, math.ceil((suite.timeout_s + startup) / 60))
+    time_min = settings.time_min or max(1, math.ceil(min((suite.timeout_s + startup) / 60, MAX_TIME_MIN + 1)))
+    if time_min > MAX_TIME_MIN:
+        raise ResourceError(f"{suite.where}: timeout_s {suite.timeout_s:g} and the executor's startup_s {startup:g} "
+                            f"make a time limit over a year; set executor.time_min (at most {MAX_TIME_MIN:,})")
     return Resources(nodes=nodes, gpus_per_node=gpus, cpus_per_task=cpus, time_min=time_min,
                      partition=settings.partition, account=settings.account, qos=settings.qos,
                      constraint=settings.constraint, mem=settings.mem,

@@ -114,10 +114,10 @@ def parse_settings(value: Any, place: str) -> SlurmSettings:
         if value.get(key) is not None:
             out[key] = _text(value[key], f"{place}.{key}")
     if value.get("startup_s") is not None:
-        out["startup_s"] = _number(value["startup_s"], f"{place}.startup_s", whole=False)
-    for key in ("time_min", "max_concurrent"):
+        out["startup_s"] = _number(value["startup_s"], f"{place}.startup_s", whole=False, most=MAX_TIME_MIN * 60)
+    for key, most in (("time_min", MAX_TIME_MIN), ("max_concurrent", MAX_CONCURRENT)):
         if value.get(key) is not None:
-            out[key] = int(_number(value[key], f"{place}.{key}", whole=True))
+            out[key] = int(_number(value[key], f"{place}.{key}", whole=True, most=most))
     out["slurm_args"] = slurm_args(value.get("slurm_args") or {}, f"{place}.slurm_args")
     return SlurmSettings(**out)
 
@@ -152,9 +152,15 @@ def _text(value: Any, place: str) -> str:
     return text
 
 
-def _number(value: Any, place: str, *, whole: bool) -> float:
-    ok = not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value) and value > 0
+MAX_TIME_MIN = 366 * 24 * 60
+"""The longest time limit asked of Slurm: a year (a time of 10**300 minutes is no limit Slurm takes)."""
+MAX_CONCURRENT = 1_000_000
+"""The most tasks of an array run at once (Slurm's own ``MaxArraySize`` is far lower)."""
+
+
+def _number(value: Any, place: str, *, whole: bool, most: float) -> float:
+    ok = not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value) and 0 < value <= most
     if not ok or (whole and value != int(value)):
         kind = "a whole number" if whole else "a number"
-        raise SettingsError(f"{place}: must be {kind} > 0 (got {quoted(value)})")
+        raise SettingsError(f"{place}: must be {kind} > 0 and at most {most:,g} (got {quoted(value)})")
     return float(value)
