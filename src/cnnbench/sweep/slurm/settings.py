@@ -40,6 +40,11 @@ KEYS = (*TEXT_OPTIONS, "startup_s", "time_min", "max_concurrent", "slurm_args")
 BLOCK_KEYS = (*KEYS, "machines")
 """The keys of a suite's ``executor:`` block that are Slurm's (the others are other executors')."""
 _ARG_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
+_CNNBENCH_SETS = frozenset(("output", "o", "error", "e", "input", "i", "chdir", "D", "array", "a", "wrap",
+                            "job-name", "J", "parsable"))
+"""sbatch options cnnbench sets itself: where a job's log goes (the store's ``.slurm/``, read back by
+``--status``), the folder it runs in, the array and its name. Given again, sbatch would write a job's
+log or run it elsewhere (``output: /etc/passwd``, ``chdir: /``) or submitit would not find its jobs."""
 
 
 class SettingsError(ValueError):
@@ -139,6 +144,9 @@ def slurm_args(value: Any, place: str) -> dict[str, str]:
     for key, val in value.items():
         if not isinstance(key, str) or not _ARG_KEY.match(key):
             raise SettingsError(f"{place}: {quoted(key)} is not an sbatch option name (letters, digits, - and _)")
+        if key in _CNNBENCH_SETS:
+            raise SettingsError(f"{place}: {key} is set by cnnbench (each job's log goes to the results folder's "
+                                ".slurm/, where --status reads it)")
         out[key] = _text(val, f"{place}.{key}")
     return out
 
@@ -147,8 +155,8 @@ def _text(value: Any, place: str) -> str:
     if isinstance(value, bool) or not isinstance(value, (str, int, float)) or not str(value).strip():
         raise SettingsError(f"{place}: must be non-empty text (got {quoted(value)})")
     text = str(value).strip()
-    if "\n" in text:
-        raise SettingsError(f"{place}: must be one line")
+    if any(ord(c) < 32 or ord(c) == 127 for c in text):  # a line break, a carriage return, a NUL: no #SBATCH line
+        raise SettingsError(f"{place}: must be one line of text, without control characters")
     return text
 
 
