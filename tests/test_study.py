@@ -157,6 +157,10 @@ def test_a_study_file_without_its_sections_is_refused(tmp_path, capsys):
     typo = _write(tmp_path / "typo.yaml", OWN_STUDY.replace("columns: batch_size", "columns: batch_sise"))
     with pytest.raises(StudyError, match="layout.columns: 'batch_sise' is not a record field"):
         load_study(str(typo))
+    for name in ("environment.../../x", "environment.", "metrics.a..b"):  # found only after every case had run
+        empty = _write(tmp_path / "empty.yaml", OWN_STUDY.replace("columns: batch_size", f"columns: '{name}'"))
+        with pytest.raises(StudyError, match="is not a record field"):
+            load_study(str(empty))
     mark = _write(tmp_path / "mark.yaml",
                   OWN_STUDY.replace("model: resnet50,", "model: resnet50, data_dir: '{dataset}',"))
     with pytest.raises(StudyError, match="base.data_dir: {dataset} names the data set of make_dataset"):
@@ -186,6 +190,29 @@ smoke:
     assert "smoke.make_dataset.kind: imagefolder, cifar10, cifar100 (got '../../outside')" in err
     assert len(err.strip().splitlines()) == 1
     assert not (tmp_path / "res").exists() and not any(outside.iterdir())
+
+
+@pytest.mark.parametrize("numbers, why", [("images_per_class: 200000", "--images-per-class"),
+                                          ("images_per_class: " + "9" * 4000, "--images-per-class"),
+                                          ("val_images_per_class: -1", "--val-images-per-class")])
+def test_make_dataset_numbers_no_data_set_takes_are_refused_before_any_folder_is_made(tmp_path, capsys, numbers,
+                                                                                      why):
+    """Checked when the study file is read: the store and its data/ were made first, and a number of
+    4,000 digits named a folder too long for a file system instead of the limit."""
+    study = _write(tmp_path / "big.yaml", f"""name: big
+base: {{device: cpu, model: trivial, num_batches: 2, num_warmup_batches: 1, batch_size: 4, image_size: 32}}
+matrix: {{seed: [1]}}
+layout: {{title: t}}
+smoke:
+  make_dataset: {{kind: imagefolder, num_classes: 2, image_size: 32, {numbers}}}
+  base: {{device: cpu, model: trivial, num_batches: 2, num_warmup_batches: 1, batch_size: 4, image_size: 32}}
+  matrix: {{seed: [1]}}
+""")
+    assert main(["study", str(study), "--smoke", "--results-dir", str(tmp_path / "res"), "-o",
+                 str(tmp_path / "rep"), "--plain"]) == 2
+    err = capsys.readouterr().err
+    assert f"smoke.make_dataset: {why}" in err and len(err.strip().splitlines()) == 1 and len(err) < 600, err
+    assert not (tmp_path / "res").exists()
 
 
 def _write(path: Path, text: str) -> Path:

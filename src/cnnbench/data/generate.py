@@ -233,6 +233,23 @@ def parse_size(text: str) -> tuple[int, int]:
     return values[0], values[1]
 
 
+def generate_options(kind: str, *, num_classes: int | None = None, images_per_class: int = 20,
+                     val_images_per_class: int | None = None, image_size: tuple[int, int] | None = None,
+                     image_format: str = "jpeg", quality: int = 90, seed: int = 0) -> GenerateOptions:
+    """The arguments of :func:`make_data_set`, checked: :class:`GenerateError` (one line naming the
+    flag) for arguments that cannot make a data set. A study checks its ``make_dataset`` so, when its
+    file is read, before any folder is made."""
+    width, height = image_size if image_size is not None else (None, None)
+    try:
+        return GenerateOptions(kind=kind, num_classes=num_classes, images_per_class=images_per_class,
+                               val_images_per_class=val_images_per_class, width=width, height=height,
+                               image_format=image_format, quality=quality, seed=seed)
+    except ConfigError as exc:
+        flag = _FLAGS.get(exc.field, exc.flag)
+        reason = f"{exc.field} {exc.reason}" if exc.field in ("width", "height") else exc.reason
+        raise GenerateError(f"{flag}: {reason}") from None
+
+
 def make_data_set(kind: str, out_dir: str | os.PathLike[str], *, num_classes: int | None = None,
                   images_per_class: int = 20, val_images_per_class: int | None = None,
                   image_size: tuple[int, int] | None = None, image_format: str = "jpeg", quality: int = 90,
@@ -242,15 +259,9 @@ def make_data_set(kind: str, out_dir: str | os.PathLike[str], *, num_classes: in
     ``inside``: a folder (a results store) of which ``out_dir`` and its folder are cnnbench's own
     folders: each must be a real folder there, never a symlink (:class:`~cnnbench.results.files.
     LinkedFolder`); default: ``out_dir``, as given, is the user's choice."""
-    width, height = image_size if image_size is not None else (None, None)
-    try:
-        opts = GenerateOptions(kind=kind, num_classes=num_classes, images_per_class=images_per_class,
-                               val_images_per_class=val_images_per_class, width=width, height=height,
-                               image_format=image_format, quality=quality, seed=seed)
-    except ConfigError as exc:
-        flag = _FLAGS.get(exc.field, exc.flag)
-        reason = f"{exc.field} {exc.reason}" if exc.field in ("width", "height") else exc.reason
-        raise GenerateError(f"{flag}: {reason}") from None
+    opts = generate_options(kind, num_classes=num_classes, images_per_class=images_per_class,
+                            val_images_per_class=val_images_per_class, image_size=image_size,
+                            image_format=image_format, quality=quality, seed=seed)
     root = Path(out_dir) if inside is not None else Path(out_dir).expanduser()  # a store's path is literal
     home, names = (root.parent, ()) if inside is None else (Path(inside), root.parent.relative_to(inside).parts)
     if inside is not None:

@@ -218,7 +218,8 @@ def _check_field(name: str, place: str, fail: Any) -> None:
     """A layout names record fields: an alias (model, machine, cpu, ...), a top-level field, a
     configuration field (host_cpus) or a dotted name in a record section (environment.gpu_model)."""
     section, dot, rest = name.partition(".")
-    if name in F.ALIASES or name in F.TOP_LEVEL or name in _CONFIG_FIELDS or (dot and section in F.SECTIONS and rest):
+    dotted = dot and section in F.SECTIONS and all(rest.split("."))  # no empty part: environment..x names nothing
+    if name in F.ALIASES or name in F.TOP_LEVEL or name in _CONFIG_FIELDS or dotted:
         return
     raise fail(f"{place}: {quoted(name)} is not a record field (an alias such as model, machine, cpu, num_devices, "
                "a configuration field such as host_cpus, or a dotted name such as environment.gpu_model)")
@@ -240,6 +241,14 @@ def _dataset(data: Mapping[str, Any], fail: Any) -> DataSetRecipe:
     for key, value in options.items():
         if isinstance(value, bool) or not isinstance(value, int):
             raise fail(f"smoke.make_dataset.{key}: must be a whole number (got {quoted(value)})")
+    from cnnbench.data.generate import GenerateError, generate_options
+
+    size = options.get("image_size")
+    try:  # before any folder is made (its name holds these numbers)
+        generate_options(kind, **{k: v for k, v in options.items() if k != "image_size"},
+                         image_size=(size, size) if size else None)
+    except GenerateError as exc:
+        raise fail(f"smoke.make_dataset: {shortened(str(exc), 200)}") from None
     return DataSetRecipe(kind, options)
 
 
