@@ -509,6 +509,17 @@ def test_an_image_folder_that_cannot_be_listed_or_holds_no_file_where_an_image_i
     assert not list(tmp_path.glob("r/*.jsonl"))
 
 
+def test_a_data_folder_that_is_a_link_loop_or_a_link_to_nothing_says_so(tmp_path):
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    (tmp_path / "dangling").symlink_to(tmp_path / "nothing")
+    with pytest.raises(DataSetError, match="loop: cannot be read .Too many levels of symbolic links"):
+        guess_data_name(tmp_path / "loop")  # it was said not to exist
+    with pytest.raises(DataSetError, match="dangling is a link to nothing"):
+        guess_data_name(tmp_path / "dangling")
+    with pytest.raises(DataSetError, match="missing does not exist"):
+        guess_data_name(tmp_path / "missing")
+
+
 def test_an_image_swapped_for_a_fifo_or_too_big_is_a_bad_image_never_waited_on(tmp_path, monkeypatch):
     import os
 

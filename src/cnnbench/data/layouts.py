@@ -137,8 +137,13 @@ def _existing_folder(data_dir: str | os.PathLike[str]) -> Path:
     if why is not None:
         raise DataSetError(f"{shown(data_dir)}: {why}")
     root = Path(data_dir).expanduser()
-    if not root.exists():
-        raise DataSetError(f"{root} does not exist")
+    try:
+        os.stat(root)
+    except FileNotFoundError:
+        is_link = os.path.islink(root)
+        raise DataSetError(f"{root} is a link to nothing" if is_link else f"{root} does not exist") from None
+    except OSError as exc:  # a symlink loop, a folder above it that cannot be looked into
+        raise DataSetError(f"{root}: cannot be read ({exc.strerror or exc})") from None
     if not root.is_dir():
         raise DataSetError(f"{root} is not a folder")
     return root.resolve()
