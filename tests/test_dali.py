@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import random
 import statistics
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -236,6 +238,12 @@ def test_bad_file_reads_the_ends_of_jpegs_and_pngs(tmp_path):
     (tmp_path / "h.jpg").write_bytes(b"<html>not found</html>")
     assert dali.bad_file(str(tmp_path / "h.jpg")) == "neither a JPEG nor a PNG file"
     assert dali.bad_file(str(tmp_path / "missing.jpg")).startswith("unreadable")
+    os.mkfifo(tmp_path / "f.jpg")  # swapped in after the listing: named, never waited on
+    said: list[str | None] = []
+    looking = threading.Thread(target=lambda: said.append(dali.bad_file(str(tmp_path / "f.jpg"))), daemon=True)
+    looking.start()
+    looking.join(60)  # an open that waits on the FIFO fails here, not hangs
+    assert said == ["unreadable (is a FIFO (named pipe), not a regular file)"]
 
 
 def test_a_jpeg_with_data_after_its_end_marker_is_whole_and_one_cut_short_is_not(tmp_path):

@@ -54,6 +54,7 @@ from cnnbench.data.pipelines import register_pipeline
 from cnnbench.data.preprocess import CROP_RATIO, CROP_SCALE, JITTER, PHOTO_CROP_FRACTION
 from cnnbench.data.sharding import SEED_LIMIT
 from cnnbench.data.source import Batch, InputRequest, InputSource
+from cnnbench.results.files import open_regular
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +89,7 @@ def bad_file(path: str) -> str | None:
     in its last :data:`TAIL_BYTES`. Only the ends are read: a file damaged in the middle passes
     (DALI decodes it as it can), where the cpu pipeline's decoder may refuse it."""
     try:
-        with open(path, "rb") as f:
+        with open_regular(path) as f:  # a FIFO swapped in after the listing is named, never waited on
             head = f.read(8)
             f.seek(max(0, os.fstat(f.fileno()).st_size - TAIL_BYTES))
             tail = f.read()
