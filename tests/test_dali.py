@@ -238,6 +238,14 @@ def test_bad_file_reads_the_ends_of_jpegs_and_pngs(tmp_path):
     (tmp_path / "h.jpg").write_bytes(b"<html>not found</html>")
     assert dali.bad_file(str(tmp_path / "h.jpg")) == "neither a JPEG nor a PNG file"
     assert dali.bad_file(str(tmp_path / "missing.jpg")).startswith("unreadable")
+    png_bomb = (b"\x89PNG\r\n\x1a\n" + b"\x00\x00\x00\rIHDR" + (60_000).to_bytes(4, "big") * 2
+                + bytes(9) + b"\x00\x00\x00\x00IEND\xaeB`\x82")  # a header alone, saying 60,000 x 60,000 pixels
+    jpeg_bomb = (b"\xff\xd8\xff\xe0\x00\x10JFIF\x00" + bytes(9) + b"\xff\xdb\x00\x04\x00\x00"
+                 + b"\xff\xc2\x00\x0b\x08" + (60_000).to_bytes(2, "big") * 2 + b"\x01\x01\x11\x00\xff\xd9")
+    for name, data in (("bomb.png", png_bomb), ("bomb.jpg", jpeg_bomb)):
+        (tmp_path / name).write_bytes(data)
+        assert dali.bad_file(str(tmp_path / name)) == ("an image of 60000 × 60000 pixels, more than the 89,478,485 "
+                                                       "decoded here (Pillow's limit: a decompression bomb?)")
     os.mkfifo(tmp_path / "f.jpg")  # swapped in after the listing: named, never waited on
     said: list[str | None] = []
     looking = threading.Thread(target=lambda: said.append(dali.bad_file(str(tmp_path / "f.jpg"))), daemon=True)

@@ -32,6 +32,7 @@ from cnnbench.engine import run_in_process
 from cnnbench.engine.resolve import resolve
 from cnnbench.report.build import build_report
 from cnnbench.report.tables.pipeline import is_pipeline_record
+from cnnbench.results.store import read_records
 from tests.conftest import requires_cuda
 
 CPU = torch.device("cpu")
@@ -467,31 +468,18 @@ def test_a_bad_image_stops_the_run_naming_the_file(damaged, workers):
     assert "--skip-bad-images" in record.error
 
 
-@pytest.mark.parametrize("kind", ["fifo", "socket", "zero", "broken link", "unlistable", "name too long"])
-def test_an_image_folder_that_cannot_be_listed_or_holds_no_file_where_an_image_is_named_is_one_line(
-        tmp_path, capsys, monkeypatch, kind):
-    """A class folder that cannot be listed, or an entry named as an image that is no file (a FIFO, a
-    socket, a device, a link to nothing): one line naming it, before any work; never a traceback,
-    never passed over in silence (the batch size then looked too big for the data set)."""
+@pytest.mark.parametrize("kind", ["unlistable", "name too long"])
+def test_a_class_folder_that_cannot_be_listed_is_one_line_before_any_work(tmp_path, capsys, monkeypatch, kind):
+    """A class folder that cannot be listed (no permission; a path longer than a path may be): one line
+    naming it, before any work (it was a traceback)."""
     import os
-    import socket
 
     root = tmp_path / "d"
     if kind == "name too long":  # a class folder whose path is longer than a path may be
         root = tmp_path.joinpath(*["p" * 200] * ((3900 - len(str(tmp_path))) // 201))
     make_data_set("imagefolder", root, num_classes=2, images_per_class=4, val_images_per_class=1, image_size=(40, 30))
     folder = root / "train" / "000_disc"
-    odd = folder / "odd.jpg"
-    if kind == "fifo":
-        os.mkfifo(odd)
-    elif kind == "socket":
-        server = socket.socket(socket.AF_UNIX)
-        server.bind(str(odd))
-    elif kind == "zero":
-        odd.symlink_to("/dev/zero")
-    elif kind == "broken link":
-        odd.symlink_to(tmp_path / "nothing.jpg")
-    elif kind == "unlistable":  # chmod 0 (root would list it anyway)
+    if kind == "unlistable":  # chmod 0 (root would list it anyway)
         odd = folder
         real = os.scandir
         monkeypatch.setattr(os, "scandir", lambda path=".": real(path) if Path(path) != folder else (
@@ -507,6 +495,40 @@ def test_an_image_folder_that_cannot_be_listed_or_holds_no_file_where_an_image_i
     assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
     assert str(odd) in err
     assert not list(tmp_path.glob("r/*.jsonl"))
+
+
+@pytest.mark.parametrize("kind", ["fifo", "socket", "zero", "broken link"])
+def test_an_entry_named_as_an_image_that_is_no_file_is_a_bad_image_named_never_waited_on(tmp_path, capsys, kind):
+    """A FIFO, a socket, a device or a link to nothing named as an image was passed over in silence (the
+    batch size then looked too big for the data set): it is a bad image, named, which --skip-bad-images
+    skips and counts. A hidden one (an editor's lock link) is passed over."""
+    import os
+    import socket
+
+    root = tmp_path / "d"
+    make_data_set("imagefolder", root, num_classes=2, images_per_class=4, val_images_per_class=1, image_size=(40, 30))
+    folder = root / "train" / "000_disc"
+    odd = folder / "odd.jpg"
+    if kind == "fifo":
+        os.mkfifo(odd)
+    elif kind == "socket":
+        server = socket.socket(socket.AF_UNIX)
+        server.bind(str(odd))
+    elif kind == "zero":
+        odd.symlink_to("/dev/zero")
+    else:
+        odd.symlink_to(tmp_path / "nothing.jpg")
+    (folder / ".#lock.jpg").symlink_to("user@host.1234")  # what an editor leaves
+    assert ImageFolderReader(str(root)).size("train") == 9
+    run = ["data", "--data-dir", str(root), "--batch-size", "9", "--num-batches", "1", "--num-warmup-batches", "0",
+           "--num-workers", "0", "--image-size", "16"]
+    code = main([*run, "--results-dir", str(tmp_path / "r")])
+    err = capsys.readouterr().err
+    assert code == 1 and f"bad image {odd}: unreadable" in err and "Traceback" not in err, err
+    assert main([*run, "--results-dir", str(tmp_path / "skipped"), "--skip-bad-images"]) == 0
+    capsys.readouterr()
+    (record,), _ = read_records(tmp_path / "skipped")
+    assert record["metrics"]["bad_images"] == 1
 
 
 def test_a_data_folder_that_is_a_link_loop_or_a_link_to_nothing_says_so(tmp_path):

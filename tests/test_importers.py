@@ -201,6 +201,7 @@ def test_cli_import_errors(tmp_path, capsys):
      "--set config.precision: a YAML alias"),
     ("2024-13-01", "invalid choice '2024-13-01'"),  # a date YAML cannot make: the text, as any text
     ("9" * 5000, "invalid choice '9999"),  # a number Python will not read from so many digits: the text
+    ("*nightly", "invalid choice '*nightly'"),  # an alias of no anchor: the text, as before
 ])
 def test_a_set_value_yaml_cannot_make_is_one_line_or_the_text(tmp_path, capsys, value, message):
     """``--set`` values are read as a suite's are: an alias (nine levels in 250 characters stood for a

@@ -130,6 +130,9 @@ def test_a_record_whose_model_or_fields_are_no_text_is_named_and_left_out():
     assert any("config.model is ['x']: a model is named by text" in line for line in skipped), skipped
     assert len(bases) == 2  # the listed data format is a configuration of its own, keyed by its text
     assert measured_points([odd, listed])
+    huge = _record(1, 0.0, model=["m"] * 20_000)  # type: ignore[arg-type]
+    _, skipped = find_bases([huge], _no_lookup)
+    assert len(skipped) == 1 and len(skipped[0]) < 400, len(skipped[0])
 
 
 def _no_lookup(model: str) -> int | None:

@@ -91,8 +91,8 @@ def test_skip_invalid_runs_the_valid_cases(tmp_path, capsys):
     (b"name: s\nrepeats: 1\nrepeats: 2\nmatrix: {batch_size: [1]}\n", "key 'repeats' written twice"),
     ("name: caf\u00e9\nmatrix: {model: [trivial]}\n".encode("latin-1"), "not UTF-8 text (byte b'\\xe9' on line 1)"),
     (b"name: s\nmatrix: " + b"[" * 5000 + b"]" * 5000 + b"\n", "nested too deeply"),
-    # 280 KB of junk: PyYAML took about 5 s and 120 MB to parse it before it was refused
-    (b"name: s\nzzz: [" + b"1," * 140_000 + b"1]\n", "larger than 256 KiB; not a file cnnbench reads whole"),
+    # 1.1 MB of junk: PyYAML took about 19 s and 400 MB to parse it before it was refused
+    (b"name: s\nzzz: [" + b"1," * 550_000 + b"1]\n", "larger than 1 MiB; not a file cnnbench reads whole"),
 ])
 def test_odd_suite_files_are_one_line(tmp_path, capsys, data, message):
     path = tmp_path / "s.yaml"

@@ -63,7 +63,7 @@ def _random_table(seed: int, rows: int):
 
     rng = random.Random(seed)
     words = ["a", "", "—", "é中", "résumé", "abc def", "[x]", "1234.56", "中文字", "x" * 30, "\\[y]",
-             " lead", "trail ", "nb\u00a0", "\u00a0", "zw\u200bs", "e\u0301", "\u202eltr", "pua\ue000"]
+             " lead", "trail ", "nb\u00a0sp", "\u00a0x", "zw\u200bs", "e\u0301", "\u202eltr", "pua\ue000"]
     table = Table(show_lines=False, header_style="bold")
     width = rng.randint(1, 6)
     for _ in range(width):
@@ -113,13 +113,18 @@ def test_a_no_break_space_a_joiner_or_a_blank_at_the_end_is_laid_out_as_rich_lay
     centred, rich drops the blank). A zero-width space here; a joiner is left to rich (below)."""
     from rich.table import Table
 
-    for shown in ("a\u200b", "bench\u00a007", "\u2066x\u2069", "box ", "bench\u00a0", "\u00a0"):
+    for shown in ("a\u200b", "bench\u00a007", "\u2066x\u2069", "box ", "e\u0301tude ", "bench\u00a0", "\u00a0",
+                  "e\u0301tude\u00a0"):
         table = Table()
         table.add_column("c", justify=justify)
         table.add_row(shown)
-        table.add_row("longer cell")
+        table.add_row("cell")
         expected = terminal.print_table(table, terminal.console_for(io.StringIO())).file.getvalue()
-        assert terminal.plain_text(table, terminal.UNLIMITED) == expected, shown
+        laid_out = terminal.plain_text(table, terminal.UNLIMITED)
+        if shown.endswith("\u00a0"):  # a blank other than the space at the end: left to rich (it may trim it)
+            assert laid_out is None, shown
+        else:
+            assert laid_out == expected, shown
 
 
 def test_a_records_text_is_shown_as_it_is_on_a_terminal_too(store, capsys, monkeypatch):

@@ -123,8 +123,8 @@ def _texts(column: Any) -> list[str] | None:
             cell = cell.plain
         else:
             return None
-        if not cell.isprintable() and not _shown_as_is(cell):
-            return None
+        if not cell.isprintable() and not _shown_as_is(cell) or cell[-1:].isspace() and cell[-1] != " ":
+            return None  # a blank other than the space at the end: rich may trim it (it counts characters there)
         texts.append(cell)
     return texts
 

@@ -85,23 +85,77 @@ motion photo, some EXIF tools), and such a file decodes whole."""
 
 
 def bad_file(path: str) -> str | None:
-    """Why ``path`` is not a whole JPEG or PNG file, or ``None``: its first bytes, and its end marker
-    in its last :data:`TAIL_BYTES`. Only the ends are read: a file damaged in the middle passes
-    (DALI decodes it as it can), where the cpu pipeline's decoder may refuse it."""
+    """Why ``path`` is not a whole JPEG or PNG file DALI may decode, or ``None``: its first bytes, its
+    end marker in its last :data:`TAIL_BYTES`, and the width and height its header says (more pixels
+    than Pillow decodes: a small file that declares 60,000 × 60,000 pixels ended DALI's run in
+    ``std::bad_alloc``, naming no file). Only the ends and the header are read: a file damaged in the
+    middle passes (DALI decodes it as it can), where the cpu pipeline's decoder may refuse it."""
     try:
         with open_regular(path) as f:  # a FIFO swapped in after the listing is named, never waited on
             head = f.read(8)
             f.seek(max(0, os.fstat(f.fileno()).st_size - TAIL_BYTES))
             tail = f.read()
+            if not head:
+                return "empty file"
+            if head.startswith(b"\xff\xd8\xff"):
+                if b"\xff\xd9" not in tail:
+                    return "truncated JPEG (no end marker)"
+                size = _jpeg_size(f)
+            elif head == b"\x89PNG\r\n\x1a\n":
+                if b"IEND\xaeB`\x82" not in tail:
+                    return "truncated PNG (no IEND chunk)"
+                f.seek(16)
+                ihdr = f.read(8)
+                size = (int.from_bytes(ihdr[:4], "big"), int.from_bytes(ihdr[4:], "big")) if len(ihdr) == 8 else None
+            else:
+                return "neither a JPEG nor a PNG file"
     except OSError as exc:
         return f"unreadable ({exc.strerror or exc})"
-    if not head:
-        return "empty file"
-    if head.startswith(b"\xff\xd8\xff"):
-        return None if b"\xff\xd9" in tail else "truncated JPEG (no end marker)"
-    if head == b"\x89PNG\r\n\x1a\n":
-        return None if b"IEND\xaeB`\x82" in tail else "truncated PNG (no IEND chunk)"
-    return "neither a JPEG nor a PNG file"
+    if size is not None and size[0] * size[1] > _most_pixels():
+        return (f"an image of {size[0]} × {size[1]} pixels, more than the {_most_pixels():,} decoded here "
+                "(Pillow's limit: a decompression bomb?)")
+    return None
+
+
+def _most_pixels() -> int:
+    """The most pixels an image may have: Pillow's limit, as the cpu pipeline's decoder keeps it."""
+    from PIL import Image
+
+    return int(Image.MAX_IMAGE_PIXELS or 0) or 1 << 62
+
+
+_SOF = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
+"""The JPEG markers that start a frame (its height and width follow), of every coding."""
+
+
+def _jpeg_size(f: Any) -> tuple[int, int] | None:
+    """The width and height a JPEG's frame header says, found by walking its markers from the start
+    (in one read of its first :data:`HEADER_BYTES`; past them, four bytes of each marker, never their
+    contents); None where no frame header is found."""
+    f.seek(0)
+    block = f.read(HEADER_BYTES)
+    at = 2
+    for _ in range(4096):
+        head = block[at:at + 9] if at + 9 <= len(block) else _bytes_at(f, at, 9)
+        if len(head) < 4 or head[0] != 0xFF:
+            return None
+        if head[1] == 0xFF:  # a fill byte
+            at += 1
+            continue
+        if head[1] in _SOF:
+            return (int.from_bytes(head[7:9], "big"), int.from_bytes(head[5:7], "big")) if len(head) == 9 else None
+        at += 2 + int.from_bytes(head[2:4], "big")
+    return None
+
+
+def _bytes_at(f: Any, at: int, size: int) -> bytes:
+    f.seek(at)
+    return bytes(f.read(size))
+
+
+HEADER_BYTES = 2048
+"""How much of a JPEG is read at once to find its frame header (most lie in the first few KiB, after
+the quantization tables; one after a big EXIF block is found four bytes a marker further on)."""
 
 
 def scan(paths: Sequence[str], threads: int) -> dict[int, str]:

@@ -154,8 +154,12 @@ _SIXTEEN_BITS = frozenset(("I;16", "I;16L", "I;16B", "I;16N"))
 def _rgb(image: Image.Image) -> np.ndarray:
     """The image's pixels as 8-bit RGB. A 16-bit grey image (a PNG of 16 bits) is scaled to 8 bits
     (its top byte): Pillow's own conversion clips it to 255 above 255, white almost everywhere."""
-    if image.mode in _SIXTEEN_BITS:
-        grey = (np.asarray(image).astype(np.uint16) >> 8).astype(np.uint8)
+    if image.mode in _SIXTEEN_BITS or image.mode == "I":  # Pillow before 10.3 opens a 16-bit PNG as "I"
+        values = np.asarray(image)
+        if image.mode in _SIXTEEN_BITS or values.size and values.max() > 255:
+            grey = (np.clip(values, 0, 65535).astype(np.uint16) >> 8).astype(np.uint8)
+        else:
+            grey = np.clip(values, 0, 255).astype(np.uint8)
         return np.repeat(grey[:, :, None], 3, axis=2)
     return np.asarray(image.convert("RGB"))
 

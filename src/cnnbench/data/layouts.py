@@ -66,24 +66,17 @@ def scan(folder: Path) -> list[os.DirEntry[str]]:
 
 
 def image_files(folder: Path) -> list[str]:
-    """The names of the image files of a class folder, sorted. An entry named as an image that is
-    no regular file (a FIFO, a socket, a device, a link to one or to nothing) is a
-    :class:`DataSetError` naming it: never opened, never passed over in silence. A folder named as
-    an image is no image, and passed over."""
+    """The names of the image files of a class folder, sorted: each entry named as an image that is
+    not a folder. One that is no regular file (a FIFO, a socket, a device, a link to one or to
+    nothing) is listed, never passed over in silence: reading it names it as a bad image, never
+    waiting on it, and ``--skip-bad-images`` skips and counts it as any image that cannot be decoded.
+    A hidden one that is no regular file (an editor's lock link, ``.#1.jpg``) is passed over."""
     names = []
     for e in scan(folder):
         if not is_image_file(e.name):
             continue
-        if entry_is(e, "file"):
+        if entry_is(e, "file") or not (e.name.startswith(".") or entry_is(e, "dir")):
             names.append(e.name)
-        elif not entry_is(e, "dir"):
-            from cnnbench.results.files import kind
-
-            try:
-                why = f"is {kind(os.stat(e.path).st_mode)}, not an image file"
-            except OSError as exc:
-                why = f"cannot be read ({exc.strerror or exc})"
-            raise DataSetError(f"{e.path}: {why}; remove it or fix the link")
     return sorted(names)
 
 

@@ -30,7 +30,6 @@ started the workers (``cnnbench run``, or torchrun's rank 0) stops them all and 
 from __future__ import annotations
 
 import logging
-import traceback
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -148,7 +147,7 @@ def _run(run: ResolvedRun, emit: Emit, extra: Mapping[str, Any] | None, *, keep_
             raise
         m.status = "oom" if is_out_of_memory(exc) else "error"
         m.error = error_text(exc)
-        log.debug("run failed:\n%s", traceback.format_exc())
+        log.debug("run failed", exc_info=True)  # the traceback on lines of its own
         m.hooks.stop()
         m.metrics.update(m.hooks.metrics())
     return _record(m, extra)

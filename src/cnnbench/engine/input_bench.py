@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import logging
 import time
-import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -79,7 +78,7 @@ def run_data_benchmark(config: DataBenchConfig, *, emit: Emit | None = None) -> 
         _measure(cfg, emit, metrics, hooks)
     except Exception as exc:
         status, error = "error", error_text(exc)
-        log.debug("data run failed:\n%s", traceback.format_exc())
+        log.debug("data run failed", exc_info=True)  # the traceback on lines of its own
         hooks.stop()
         metrics.update(hooks.metrics())
     return Record(config=cfg.recorded(), environment=environment, metrics=metrics, status=status, error=error,

@@ -105,8 +105,9 @@ def find_bases(records: Sequence[Mapping[str, Any]], cost_lookup: CostLookup,
             continue
         why = unusable(rec)
         if why is not None:
-            skipped.append(f"record {rec.get('run_id') or '(no run_id)'} ({get_value(rec, F.MODEL)} on "
-                           f"{get_value(rec, F.MACHINE)}): {why}")
+            skipped.append(f"record {shortened(str(rec.get('run_id') or '(no run_id)'), 80)} "
+                           f"({shortened(str(get_value(rec, F.MODEL)), 80)} on "
+                           f"{shortened(str(get_value(rec, F.MACHINE)), 80)}): {why}")
         elif _rate((rec.get("metrics") or {}).get("total_images_per_sec")):
             groups[config_key(rec)].append(rec)
     for key, recs in groups.items():

@@ -170,5 +170,5 @@ def _number(value: Any, place: str, *, whole: bool, most: float) -> float:
     ok = not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value) and 0 < value <= most
     if not ok or (whole and value != int(value)):
         kind = "a whole number" if whole else "a number"
-        raise SettingsError(f"{place}: must be {kind} > 0 and at most {most:,g} (got {quoted(value)})")
+        raise SettingsError(f"{place}: must be {kind} > 0 and at most {most:,.0f} (got {quoted(value)})")
     return float(value)
