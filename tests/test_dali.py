@@ -244,14 +244,37 @@ def test_bad_file_reads_the_ends_of_jpegs_and_pngs(tmp_path):
                  + b"\xff\xc2\x00\x0b\x08" + (60_000).to_bytes(2, "big") * 2 + b"\x01\x01\x11\x00\xff\xd9")
     for name, data in (("bomb.png", png_bomb), ("bomb.jpg", jpeg_bomb)):
         (tmp_path / name).write_bytes(data)
-        assert dali.bad_file(str(tmp_path / name)) == ("an image of 60000 × 60000 pixels, more than the 89,478,485 "
-                                                       "decoded here (Pillow's limit: a decompression bomb?)")
+        assert dali.bad_file(str(tmp_path / name)) == ("an image of 60000 × 60000 pixels, more than the 178,956,970 "
+                                                       "Pillow decodes (a decompression bomb?)")
+        (tmp_path / name).write_bytes(data.replace((60_000).to_bytes(4 if name.endswith("png") else 2, "big"),
+                                                   (9_500).to_bytes(4 if name.endswith("png") else 2, "big")))
+        assert dali.bad_file(str(tmp_path / name)) is None  # a photo of 90 million pixels is an image
     os.mkfifo(tmp_path / "f.jpg")  # swapped in after the listing: named, never waited on
     said: list[str | None] = []
     looking = threading.Thread(target=lambda: said.append(dali.bad_file(str(tmp_path / "f.jpg"))), daemon=True)
     looking.start()
     looking.join(60)  # an open that waits on the FIFO fails here, not hangs
     assert said == ["unreadable (is a FIFO (named pipe), not a regular file)"]
+
+
+@needs_dali
+def test_an_entry_that_is_no_file_is_named_before_dali_opens_it(tmp_path):
+    """DALI opens each file itself: a FIFO named as an image hung it for ever. Without
+    --skip-bad-images it is named before the run; with it, skipped and counted."""
+    import subprocess
+    import sys
+
+    make_data_set("imagefolder", tmp_path / "d", num_classes=2, images_per_class=4, image_size=(40, 30))
+    fifo = tmp_path / "d" / "train" / "000_disc" / "zz.jpg"
+    os.mkfifo(fifo)
+    run = [sys.executable, "-m", "cnnbench", "data", "--data-dir", str(tmp_path / "d"), "--input-pipeline", "dali",
+           "--batch-size", "4", "--num-batches", "2", "--num-warmup-batches", "0", "--image-size", "16"]
+    done = subprocess.run([*run, "--results-dir", str(tmp_path / "r")], capture_output=True, text=True, timeout=300,
+                          check=False)
+    assert done.returncode == 1 and f"bad image {fifo}: unreadable (is a FIFO" in done.stderr, done.stderr
+    done = subprocess.run([*run, "--results-dir", str(tmp_path / "s"), "--skip-bad-images"], capture_output=True,
+                          text=True, timeout=300, check=False)
+    assert done.returncode == 0 and f"skipped bad image {fifo}" in done.stderr, done.stderr
 
 
 def test_a_jpeg_with_data_after_its_end_marker_is_whole_and_one_cut_short_is_not(tmp_path):

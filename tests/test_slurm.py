@@ -175,6 +175,10 @@ def test_a_local_sweep_refuses_a_case_over_several_nodes_in_one_line(tmp_path, c
     ({"qos": "a\x00b"}, "executor.qos: must be one line of text, without control characters"),
     ({"slurm_args": {"output": "/etc/passwd"}}, "executor.slurm_args: output is set by cnnbench"),
     ({"slurm_args": {"chdir": "/"}}, "executor.slurm_args: chdir is set by cnnbench"),
+    ({"slurm_args": {"chd": "/"}}, "executor.slurm_args: chd is set by cnnbench"),
+    ({"slurm_args": {"job_name": "x"}}, "executor.slurm_args: job_name is set by cnnbench"),
+    ({"slurm_args": {"open_mode": "truncate"}}, "executor.slurm_args: open_mode is set by cnnbench"),
+    ({"slurm_args": {"D": "/"}}, "executor.slurm_args: D is set by cnnbench"),
     ({"machines": {"epyc": {"qos": ""}}}, "executor.machines.epyc.qos: must be non-empty text"),
     ({"slurm_args": {"bad key": "x"}}, "executor.slurm_args: 'bad key' is not an sbatch option name"),
 ])

@@ -22,7 +22,7 @@ from cnnbench.data.layouts import (
     VAL_SPLIT,
     DataSetError,
     class_folders,
-    image_files,
+    image_entries,
     locate,
 )
 from cnnbench.results.files import read_regular
@@ -41,6 +41,9 @@ class ImageList:
     paths: list[str]
     labels: np.ndarray
     """int64, one per path."""
+    special: tuple[int, ...] = ()
+    """The indexes of the paths that were no regular file when listed (a FIFO, a link to nothing):
+    bad images, which a pipeline that opens files itself (DALI) names before it opens any."""
 
     def __len__(self) -> int:
         return len(self.paths)
@@ -71,6 +74,10 @@ class ImageFolderReader:
         images = self.splits[split]
         return os.path.join(images.folder, images.paths[index])
 
+    def special(self, split: str) -> tuple[int, ...]:
+        """The indexes of the split's entries that were no regular file when listed (:class:`ImageList`)."""
+        return self.splits[split].special if split in self.splits else ()
+
     def label(self, split: str, index: int) -> int:
         return int(self.splits[split].labels[index])
 
@@ -87,10 +94,13 @@ def list_split(root: str, split: str, classes: tuple[str, ...]) -> ImageList:
     index = {name: i for i, name in enumerate(classes)}
     paths: list[str] = []
     labels: list[int] = []
+    special: list[int] = []
     for name in class_folders(folder):
         if name not in index:
             raise DataSetError(f"{folder / name}: class {name!r} is not one of train/'s {len(classes)} classes")
-        files = image_files(folder / name)
-        paths += [f"{name}/{f}" for f in files]
-        labels += [index[name]] * len(files)
-    return ImageList(str(folder), paths, np.asarray(labels, dtype=np.int64))
+        for f, regular in image_entries(folder / name):
+            if not regular:
+                special.append(len(paths))
+            paths.append(f"{name}/{f}")
+            labels.append(index[name])
+    return ImageList(str(folder), paths, np.asarray(labels, dtype=np.int64), tuple(special))

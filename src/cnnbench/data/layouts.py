@@ -66,18 +66,32 @@ def scan(folder: Path) -> list[os.DirEntry[str]]:
 
 
 def image_files(folder: Path) -> list[str]:
-    """The names of the image files of a class folder, sorted: each entry named as an image that is
-    not a folder. One that is no regular file (a FIFO, a socket, a device, a link to one or to
-    nothing) is listed, never passed over in silence: reading it names it as a bad image, never
-    waiting on it, and ``--skip-bad-images`` skips and counts it as any image that cannot be decoded.
-    A hidden one that is no regular file (an editor's lock link, ``.#1.jpg``) is passed over."""
-    names = []
+    """The names of the image files of a class folder, sorted (see :func:`image_entries`)."""
+    return [name for name, _ in image_entries(folder)]
+
+
+def image_entries(folder: Path) -> list[tuple[str, bool]]:
+    """Each entry of a class folder named as an image that is not a folder, sorted by name, and whether
+    it is a regular file. One that is not (a FIFO, a socket, a device, a link to one or to nothing)
+    is listed, never passed over in silence: reading it names it as a bad image, never waiting on it,
+    and ``--skip-bad-images`` skips and counts it as any image that cannot be decoded. A hidden one
+    that is no regular file (an editor's lock link, ``.#1.jpg``) is passed over; a symlink loop that
+    is not hidden is a :class:`DataSetError` naming it."""
+    entries = []
     for e in scan(folder):
         if not is_image_file(e.name):
             continue
-        if entry_is(e, "file") or not (e.name.startswith(".") or entry_is(e, "dir")):
-            names.append(e.name)
-    return sorted(names)
+        if e.name.startswith("."):
+            try:
+                if e.is_file():
+                    entries.append((e.name, True))
+            except OSError:
+                pass
+        elif entry_is(e, "file"):
+            entries.append((e.name, True))
+        elif not entry_is(e, "dir"):
+            entries.append((e.name, False))
+    return sorted(entries)
 
 
 def guess_data_name(data_dir: str | os.PathLike[str]) -> str:

@@ -40,11 +40,19 @@ KEYS = (*TEXT_OPTIONS, "startup_s", "time_min", "max_concurrent", "slurm_args")
 BLOCK_KEYS = (*KEYS, "machines")
 """The keys of a suite's ``executor:`` block that are Slurm's (the others are other executors')."""
 _ARG_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
-_CNNBENCH_SETS = frozenset(("output", "o", "error", "e", "input", "i", "chdir", "D", "array", "a", "wrap",
-                            "job-name", "J", "parsable"))
-"""sbatch options cnnbench sets itself: where a job's log goes (the store's ``.slurm/``, read back by
-``--status``), the folder it runs in, the array and its name. Given again, sbatch would write a job's
-log or run it elsewhere (``output: /etc/passwd``, ``chdir: /``) or submitit would not find its jobs."""
+_CNNBENCH_SETS = ("output", "error", "input", "chdir", "array", "wrap", "job-name", "parsable", "signal", "open-mode")
+"""sbatch options cnnbench (through submitit) sets itself: where a job's log goes (the store's
+``.slurm/``, read back by ``--status``), the folder it runs in, the array and its name, the signal
+before the time limit. Given again, sbatch would write a job's log or run it elsewhere (``output:
+/etc/passwd``, ``chdir: /``) or submitit would not find its jobs. sbatch takes a long option's unique
+beginning for it (``chd``), and submitit writes ``job_name`` as ``job-name``: both are refused too."""
+_CNNBENCH_SHORT = frozenset("oeiDaJ")
+"""Their one-letter forms."""
+
+
+def _cnnbench_sets(key: str) -> bool:
+    spelled = key.replace("_", "-")
+    return key in _CNNBENCH_SHORT if len(key) == 1 else any(name.startswith(spelled) for name in _CNNBENCH_SETS)
 
 
 class SettingsError(ValueError):
@@ -144,7 +152,7 @@ def slurm_args(value: Any, place: str) -> dict[str, str]:
     for key, val in value.items():
         if not isinstance(key, str) or not _ARG_KEY.match(key):
             raise SettingsError(f"{place}: {quoted(key)} is not an sbatch option name (letters, digits, - and _)")
-        if key in _CNNBENCH_SETS:
+        if _cnnbench_sets(key):
             raise SettingsError(f"{place}: {key} is set by cnnbench (each job's log goes to the results folder's "
                                 ".slurm/, where --status reads it)")
         out[key] = _text(val, f"{place}.{key}")
