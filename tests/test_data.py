@@ -526,9 +526,12 @@ def test_an_entry_named_as_an_image_that_is_no_file_is_a_bad_image_named_never_w
     err = capsys.readouterr().err
     assert code == 1 and f"bad image {odd}: unreadable" in err and "Traceback" not in err, err
     assert main([*run, "--results-dir", str(tmp_path / "skipped"), "--skip-bad-images"]) == 0
-    capsys.readouterr()
+    err = capsys.readouterr().err
     (record,), _ = read_records(tmp_path / "skipped")
     assert record["metrics"]["bad_images"] == 1
+    # the data command warns of it as a run does (its record did not say so)
+    assert any(w.startswith("1 bad image skipped (--skip-bad-images)") for w in record["metrics"]["warnings"])
+    assert "warning: 1 bad image skipped" in err, err
 
 
 def test_a_data_folder_that_is_a_link_loop_or_a_link_to_nothing_says_so(tmp_path):
@@ -578,6 +581,23 @@ def test_skip_bad_images_counts_them(damaged):
     assert record.metrics["bad_images"] == 4  # two bad files, read once per epoch
     assert [e["images_per_sec"] * e["time_s"] for e in record.metrics["epochs"]] == pytest.approx([14, 14])
     assert record.config["skip_bad_images"] is True
+
+
+def test_skipped_images_are_named_each_once_and_five_at_most(tmp_path, caplog):
+    """--skip-bad-images names the first five bad images in the log, each once: not an image bad
+    in every epoch once per epoch, nor more than five when one batch holds several."""
+    root = tmp_path / "many_bad"
+    make_data_set("imagefolder", root, num_classes=2, images_per_class=8, val_images_per_class=1,
+                  image_size=(40, 30))
+    for f in sorted((root / "train" / "000_disc").iterdir())[:7]:
+        f.write_bytes(b"corrupt")
+    with caplog.at_level("WARNING", logger="cnnbench.data.loader"):
+        record = run_in_process(RunConfig(model="trivial", device="cpu", data_dir=str(root), batch_size=8,
+                                          num_epochs=3, num_workers=0, skip_bad_images=True))
+    assert record.status == "ok", record.error
+    assert record.metrics["bad_images"] == 21  # seven bad files, read once per epoch
+    named = [r.getMessage() for r in caplog.records if r.getMessage().startswith("skipped bad image ")]
+    assert len(named) == 5 and len(set(named)) == 5, named
 
 
 def test_skipped_images_and_a_class_with_no_good_image_are_warned(tmp_path):

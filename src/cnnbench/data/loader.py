@@ -53,7 +53,8 @@ log = logging.getLogger(__name__)
 PREFETCH_BATCHES = 2
 """Batches each loader process keeps ready (DataLoader's ``prefetch_factor``)."""
 NAMED_BAD_IMAGES = 5
-"""Skipped images named in the log; the rest are only counted."""
+"""Skipped images named in the log, each once (an image bad in every epoch too); the rest are only
+counted."""
 
 
 def default_num_workers(cores: int, *, model_on_cpu: bool) -> int:
@@ -266,6 +267,8 @@ class DataSetSource:
             normalize=self.normalize if self.on_host else None,
         )
         self.bad_images = 0
+        self._named: set[str] = set()
+        """The bad images named in the log so far (each once, :data:`NAMED_BAD_IMAGES` at most)."""
         self.classes = list(reader.classes)
         self._read_per_class: collections.Counter[int] = collections.Counter()
         """With --skip-bad-images: images read per class, and those that were bad (below)."""
@@ -354,8 +357,9 @@ class DataSetSource:
         return self.normalize.batch(batch.images, batch.labels, jitter)
 
     def _count_bad(self, batch: LoadedBatch) -> None:
-        for where in batch.skipped:
-            if self.bad_images < NAMED_BAD_IMAGES:
+        for where in batch.skipped:  # an image bad in every epoch is named once
+            if len(self._named) < NAMED_BAD_IMAGES and where not in self._named:
+                self._named.add(where)
                 log.warning("skipped %s", where)
         self.bad_images += batch.bad
 

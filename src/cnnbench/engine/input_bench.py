@@ -31,6 +31,7 @@ from cnnbench.config.data_bench import DEFAULT_DATA_IMAGE_SIZE, DataBenchConfig
 from cnnbench.data.source import InputRequest, make_input
 from cnnbench.engine.hooks import HookSet, default_hooks
 from cnnbench.engine.log_format import RULE
+from cnnbench.engine.metrics import input_warnings
 from cnnbench.engine.resolve import CIFAR_IMAGE_SIZE, resolve_data_set
 from cnnbench.engine.stability import spread_warnings
 from cnnbench.engine.stats import throughput_stats
@@ -138,8 +139,10 @@ def _measure(cfg: DataBenchConfig, emit: Emit, metrics: dict[str, Any], hooks: H
         **source_metrics,
         **hooks.metrics(),
     })
-    # k loader processes deliver batches in bursts of k: the spread is that of blocks of k
-    metrics["warnings"] = list(metrics.get("warnings") or []) + spread_warnings(times, block=loading)
+    # k loader processes deliver batches in bursts of k: the spread is that of blocks of k; the images
+    # --skip-bad-images left out are said as a run's record says them
+    metrics["warnings"] = (list(metrics.get("warnings") or []) + spread_warnings(times, block=loading)
+                           + input_warnings(metrics, [source_metrics]))
     emit(RULE)
     emit(f"total images/sec: {total:.2f}")
     emit(f"per loading process: {total / loading:.2f} ({loaders_text(cfg.num_workers)}); "
