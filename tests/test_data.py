@@ -497,6 +497,31 @@ def test_a_class_folder_that_cannot_be_listed_is_one_line_before_any_work(tmp_pa
     assert not list(tmp_path.glob("r/*.jsonl"))
 
 
+@pytest.mark.parametrize("command", ["data", "run"])
+def test_a_class_folder_of_no_image_in_train_is_one_line_before_any_work(tmp_path, capsys, command):
+    """A class folder of train/ that holds no image (empty, or a note and a .DS_Store only) was a
+    class counted and never read, without a word: one line naming it, before any work, as
+    torchvision's ImageFolder refuses it. A class val/ has no image of is fine."""
+    root = tmp_path / "d"
+    make_data_set("imagefolder", root, num_classes=2, images_per_class=4, val_images_per_class=1, image_size=(40, 30))
+    (root / "val" / "002_gone").mkdir()
+    (root / "train" / "002_gone").mkdir()
+    one = root / "train" / "002_gone" / "a.jpg"
+    one.write_bytes(next((root / "train" / "000_disc").iterdir()).read_bytes())
+    assert ImageFolderReader(str(root)).num_classes == 3  # val/ may have no image of a class
+    one.unlink()
+    (root / "train" / "002_gone" / "README.txt").write_text("to do")
+    (root / "train" / "002_gone" / ".DS_Store").write_bytes(b"\0")
+    (root / "train" / "003_empty").mkdir()
+    run = [command, "--data-dir", str(root), "--batch-size", "2", "--num-batches", "1", "--results-dir",
+           str(tmp_path / "r")]
+    code = main([*run, "--model", "trivial", "--device", "cpu"] if command == "run" else run)
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert f"{root / 'train' / '002_gone'}: class folder holds no image (and 1 more)" in err, err
+    assert not (tmp_path / "r").exists()
+
+
 @pytest.mark.parametrize("kind", ["fifo", "socket", "zero", "broken link"])
 def test_an_entry_named_as_an_image_that_is_no_file_is_a_bad_image_named_never_waited_on(tmp_path, capsys, kind):
     """A FIFO, a socket, a device or a link to nothing named as an image was passed over in silence (the

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from cnnbench.data.layouts import (
+    IMAGE_EXTENSIONS,
     TRAIN_SPLIT,
     VAL_SPLIT,
     DataSetError,
@@ -57,6 +58,7 @@ class ImageFolderReader:
         self.root = str(root)
         self.classes = class_folders(root / TRAIN_SPLIT)
         self.splits: dict[str, ImageList] = {TRAIN_SPLIT: list_split(self.root, TRAIN_SPLIT, tuple(self.classes))}
+        _refuse_empty_classes(root / TRAIN_SPLIT, self.classes, self.splits[TRAIN_SPLIT].labels)
         if (root / VAL_SPLIT).is_dir():
             self.splits[VAL_SPLIT] = list_split(self.root, VAL_SPLIT, tuple(self.classes))
 
@@ -85,6 +87,17 @@ class ImageFolderReader:
         """The bytes of an image file: a regular file (a FIFO put in its place is named, never
         waited on) of at most :data:`MAX_IMAGE_BYTES`; an ``OSError`` saying why otherwise."""
         return read_regular(self.path(split, index), MAX_IMAGE_BYTES)
+
+
+def _refuse_empty_classes(train: Path, classes: list[str], labels: np.ndarray) -> None:
+    """:class:`DataSetError` naming a class folder of ``train/`` that holds no image: a class the run
+    would count (its model's outputs) and never read, as torchvision's ``ImageFolder`` refuses it
+    too. ``val/`` may lack a class's images."""
+    empty = np.flatnonzero(np.bincount(labels, minlength=len(classes)) == 0)
+    if len(empty):
+        more = f" (and {len(empty) - 1} more)" if len(empty) > 1 else ""
+        raise DataSetError(f"{train / classes[int(empty[0])]}: class folder holds no image{more}: every class of "
+                           f"train/ needs images ({', '.join(IMAGE_EXTENSIONS)}); add them or remove the folder")
 
 
 @functools.lru_cache(maxsize=8)
