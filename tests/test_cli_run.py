@@ -42,6 +42,20 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, argv, needle):
     assert not any(tmp_path.iterdir())
 
 
+@pytest.mark.parametrize("argv", [["--model", "x" * 100_000], ["--num-batches", "9" * 100_000 + "x"],
+                                  ["--num_batches=" + "x" * 100_000]])
+def test_an_error_quoting_a_long_value_keeps_its_ends(tmp_path, capsys, argv):
+    """An error that quotes a value given whole (100 KB) printed all of it: the line keeps its
+    beginning and its end (the nearest names, the help to see), what lay between counted."""
+    with pytest.raises(SystemExit) if argv[0].startswith("--num") else _no_raise():
+        assert main(TINY + ["--results-dir", str(tmp_path)] + argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and len(err) < 1200 and "characters left out) ..." in err, err
+    assert err.startswith("cnnbench run: error: ") and err.endswith("(see cnnbench run --help)"), err
+    if argv[0] == "--model":
+        assert "nearest: " in err
+
+
 class _no_raise:
     def __enter__(self):
         return self

@@ -177,6 +177,23 @@ def one_line(text: str, *, tabs: bool = False) -> str:
         text) else text
 
 
+MESSAGE_LIMIT = 1000
+"""The most characters :func:`message_line` keeps of a message."""
+
+
+def message_line(text: str, limit: int = MESSAGE_LIMIT) -> str:
+    """An error or warning as the command line prints it: :func:`one_line`, and when longer than
+    ``limit`` characters its beginning and its end, what lay between them left out and counted. A
+    message quoting a value given whole (a ``--where`` of 100 KB) stays a line one can read, and
+    keeps what follows the value (the nearest names, the help to see)."""
+    line = one_line(text)
+    if len(line) <= limit:
+        return line
+    head = limit * 2 // 3
+    tail = limit - head
+    return f"{line[:head]} ... ({len(line) - head - tail:,} characters left out) ... {line[-tail:]}"
+
+
 class OneLineFormatter(logging.Formatter):
     """A log line whose message is :func:`one_line`: a name from someone else's folder or file (a
     bad image's path, a class folder's name) never breaks it in two nor rewrites a terminal. A

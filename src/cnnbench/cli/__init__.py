@@ -19,7 +19,7 @@ from cnnbench.cli.common import CliParser, UserError
 from cnnbench.config.tf_flags import TfFlagError, translate_with_notes
 from cnnbench.results.gc_pause import collector_paused
 from cnnbench.version import __version__
-from cnnbench.words import OneLineFormatter, one_line
+from cnnbench.words import OneLineFormatter, message_line
 
 # Sub-commands, in the order --help lists them. Each module cnnbench.cli.<name>_cmd: register(subparsers).
 COMMANDS = ("run", "data", "comm", "make_dataset", "models", "sweep", "study", "results", "import", "report",
@@ -60,7 +60,7 @@ def _main(argv: Sequence[str] | None) -> int:
     try:
         words = _tf_cnn_benchmarks_flags(words)
     except TfFlagError as exc:
-        print(f"cnnbench run: error: {exc} (see cnnbench run --help)", file=sys.stderr)
+        print(f"cnnbench run: error: {message_line(str(exc))} (see cnnbench run --help)", file=sys.stderr)
         return 2
     args = parser.parse_args(words)
     if not logging.getLogger().handlers:  # a program that calls main has its own
@@ -72,7 +72,7 @@ def _main(argv: Sequence[str] | None) -> int:
         with collector_paused() if args.command in READING else contextlib.nullcontext():
             return int(args.handler(args) or 0)
     except UserError as exc:
-        print(f"cnnbench {args.command}: error: {one_line(str(exc))}", file=sys.stderr)  # one line, whatever it quotes
+        print(f"cnnbench {args.command}: error: {message_line(str(exc))}", file=sys.stderr)  # one line, if long
         return exc.exit_code
     except KeyboardInterrupt:
         print(f"cnnbench {args.command}: interrupted", file=sys.stderr)

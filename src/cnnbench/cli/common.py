@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from typing import Any, NoReturn
 
 from cnnbench.config.errors import ConfigError
-from cnnbench.words import one_line
+from cnnbench.words import message_line
 
 
 class UserError(Exception):
@@ -41,12 +41,12 @@ def print_warnings(record: Any, command: str) -> None:
     each on stderr, after the result (a figure to distrust)."""
     sys.stdout.flush()  # after the result, also when both go to one pipe
     for text in (record.metrics or {}).get("warnings") or []:
-        print(f"cnnbench {command}: warning: {one_line(str(text))}", file=sys.stderr, flush=True)
+        print(f"cnnbench {command}: warning: {message_line(str(text))}", file=sys.stderr, flush=True)
 
 
 class CliParser(argparse.ArgumentParser):
     """argparse, but a usage error is one line naming the flag, then exit 2."""
 
     def error(self, message: str) -> NoReturn:
-        print(f"{self.prog}: error: {message} (see {self.prog} --help)", file=sys.stderr)
+        print(f"{self.prog}: error: {message_line(message)} (see {self.prog} --help)", file=sys.stderr)
         raise SystemExit(2)
