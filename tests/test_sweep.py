@@ -76,7 +76,8 @@ def test_excludes_leave_out_what_each_pattern_matches_and_a_long_suite_is_read_i
 
     rng = random.Random(7)
     for _ in range(200):
-        matrix = {"learning_rate": rng.sample([0.5, 1, 2, 1.0, 2.0], rng.randint(1, 4)),
+        rates = [v if rng.random() < 0.5 else float(v) for v in (0.5, 1, 2)]  # 1 or 1.0: one case, given once
+        matrix = {"learning_rate": rng.sample(rates, rng.randint(1, 3)),
                   "batch_size": rng.sample([1, 2, 3, 4], rng.randint(1, 3)), "num_batches": [1, 2]}
         combos = [dict(zip(matrix, values, strict=True)) for values in itertools.product(*matrix.values())]
         exclude = []
@@ -109,6 +110,10 @@ BAD_SUITES = [
     ("matrix: {precision: [fp32, fp8]}\n", "--precision: invalid choice 'fp8'"),
     ("matrix: {batch_size: 8}\n", "matrix.batch_size: must be a non-empty list"),
     ("matrix: {batch_size: [8, 8]}\n", "lists 8 twice"),
+    ("matrix: {learning_rate: [1, 1.0]}\n",  # two cases of one configuration, run twice and told apart by label only
+     "cases learning_rate=1 and learning_rate=1.0 make the same configuration"),
+    ("matrix: {learning_rate: [1]}\ninclude: [{learning_rate: 1.0}]\n", "make the same configuration"),
+    ("matrix: {batch_size: [8]}\ninclude: [{batch_size: 8}]\n", "case batch_size=8 appears twice"),
     ("base: {batch_size: 8}\nmatrix: {batch_size: [8]}\n", "also set in base"),
     ("matrix: {batch_size: [8]}\nexclude: [{batch_size: 9}]\n", "exclude[1]: batch_size=9 matches no case"),
     ("matrix: {batch_size: [8]}\nexclude: [{model: x}]\n", "'model' is not a matrix field"),

@@ -430,17 +430,20 @@ def _distinct(suite: Suite, assignments: list[dict[str, Any]], fail: Any,
               ) -> list[tuple[dict[str, Any], dict[str, Any], RunConfig]]:
     """(settings, assignment, configuration) of each configuration; one written twice is an error."""
     distinct: list[tuple[dict[str, Any], dict[str, Any], RunConfig]] = []
-    seen: set[str] = set()
+    seen: dict[RunConfig, dict[str, Any]] = {}  # by the configuration made: learning_rate 1 and 1.0 are one
     for assignment in assignments:
         settings = {**suite.base, **assignment}
         try:
             config = RunConfig.from_mapping(settings)
         except ConfigError as exc:
             raise fail(f"case {shortened(_describe(assignment))}: {exc}") from None
-        ident = _canonical(settings)
-        if ident in seen:
-            raise fail(f"case {shortened(_describe(assignment))} appears twice (check include)")
-        seen.add(ident)
+        if config in seen:
+            first = seen[config]
+            if _canonical(first) == _canonical(assignment):
+                raise fail(f"case {shortened(_describe(assignment))} appears twice (check include)")
+            raise fail(f"cases {shortened(_describe(first))} and {shortened(_describe(assignment))} make the same "
+                       "configuration (values alike, such as 1 and 1.0); give it once")
+        seen[config] = assignment
         distinct.append((settings, assignment, config))
     return distinct
 
