@@ -72,6 +72,22 @@ def test_a_25_percent_slowdown_is_significant_and_fails_the_build(tmp_path, caps
     assert code == 0  # no threshold: report, never fail
 
 
+def test_names_of_any_digits_sort_and_the_gate_writes_them_on_one_line(tmp_path, capsys):
+    """A model named net10² (a digit str.isdigit takes and int() does not) ended compare in a
+    ValueError, exit 1 (a CI gate read a slowdown); --fail-on-slowdown wrote a machine label's escape
+    sequence and line break as they were (a forged line in a CI log)."""
+    rng = random.Random(3)
+    names = ("net10²", "net3", "m" + "9" * 5000)
+    machine = "box\x1b[2J\nFAKE LINE"
+    base = [noisy(400.0, rng, model=m, machine=machine) for m in names for _ in range(3)]
+    cand = [noisy(300.0, rng, model=m, machine=machine) for m in names for _ in range(3)]
+    a, b = stores(tmp_path, base, cand)
+    code, out, err = run(capsys, a, b, "--fail-on-slowdown", "10")
+    assert code == 1 and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert "\x1b" not in err and "box\\x1b[2J\\nFAKE LINE" in err, err
+    assert [ln.split()[0][:4] for ln in out.splitlines() if ln.startswith(("net", "m9"))] == ["m999", "net3", "net1"]
+
+
 def test_ignore_pairs_records_that_differ_in_batch_size(tmp_path, capsys):
     rng = random.Random(3)
     a, b = stores(tmp_path, [noisy(400.0, rng, batch_size=64)], [noisy(700.0, rng, batch_size=128)])

@@ -466,3 +466,71 @@ def test_a_series_label_never_writes_a_records_control_characters(tmp_path, caps
     assert main(["history", str(store)]) == 0
     out = capsys.readouterr().out
     assert "\x1b" not in out and "\r" not in out and "res\\x1b[31mnet\\nX fp32 b64 on box\\r\\x1b[2Jevil" in out
+
+
+def test_whole_number_runs_one_step_from_their_neighbours_are_no_outliers_and_no_change(tmp_path, capsys):
+    """About 50 images/sec written as whole numbers: 49 and 51 among 50s are the step of the writing,
+    not outliers (the outliers' scale took no account of it: five outliers, their spread removed,
+    then a change of -2% that failed the gate)."""
+    values = [50, 50, 50, 49, 51, 51] + [50] * 18 + [49, 50, 51, 49, 49, 49]
+    fit = fit_levels([float(v) for v in values])
+    assert fit.outliers == () and fit.shifts == ()
+    store = tmp_path / "r.jsonl"
+    store.write_text("".join(json.dumps(r) + "\n" for r in series(values)))
+    assert main(["history", str(store), "--fail-on-regression", "1"]) == 0
+    assert capsys.readouterr().out.startswith("1 series (30 runs); 0 changes; 0 outliers.")
+    rng = np.random.default_rng(3)  # pure noise, written whole: no change, and outliers only of its tails
+    fits = [fit_levels([float(v) for v in np.round(rng.normal(50, 0.5, 40))]) for _ in range(50)]
+    assert sum(len(f.shifts) for f in fits) == 0 and sum(len(f.outliers) for f in fits) <= 10  # were 209 of 2,000
+
+
+@pytest.mark.parametrize(("low", "high"), [(1e-300, 0.8e-300), (1e-300, 1e17), (1e-17, 0.8e-17)])
+def test_throughputs_of_any_size_the_store_takes_are_fitted(low, high):
+    """A store takes any positive figure below 1e18: 1e-300 images/sec ended history in a
+    ZeroDivisionError, a step from it to 1e17 in an OverflowError, and a 20% step at 1e-17 was
+    none (such figures looked like whole numbers)."""
+    values = noisy(20, sd=0.001, seed=4, level=1.0)
+    values = [v * (low if i < 10 else high) for i, v in enumerate(values)]
+    (shift,) = fit_levels(values).shifts
+    assert shift.index == 10 and math.isfinite(shift.ratio) and (shift.ratio < 1) == (high < low)
+
+
+def test_a_series_is_ordered_by_the_moment_a_time_names_and_by_any_digits_as_text():
+    """--order-by started_at ordered the text, so times of two zones interleaved (six outliers, a
+    change in the wrong place); a version holding a digit int() cannot read (2.1², 5,000 nines)
+    ended in a ValueError."""
+    values = noisy(20, sd=0.002, seed=5)
+    values[10:] *= 0.8
+    recs = series(values)
+    for rec in recs[1::2]:  # every other run written in another zone, the same moment
+        when = dt.datetime.fromisoformat(rec["started_at"]).astimezone(dt.timezone(dt.timedelta(hours=-11)))
+        rec["started_at"] = when.isoformat()
+    for order_by in (None, "started_at"):
+        (change,) = build_history(recs, order_by=order_by).changes
+        assert change.after.run_id.endswith("-010") and not build_history(recs, order_by=order_by).outliers
+    for i, rec in enumerate(recs):
+        rec["environment"]["torch_version"] = ["2.1²", "2.10", "9" * 5000, "2.9", None][i % 5]
+    assert len(build_history(recs, order_by="environment.torch_version").series) == 1
+
+
+def test_series_of_one_configuration_from_two_sources_are_named_apart(tmp_path, capsys):
+    """The source is part of a series' identity: cnnbench's runs and imported ones were two
+    series of one name, in the table, the CSV and the JSON alike."""
+    own = series(noisy(10, seed=6))
+    imported = series(noisy(10, seed=7, level=500.0), first=10)
+    for rec in imported:
+        rec["source"] = "tf_cnn_benchmarks"
+    store = tmp_path / "r.jsonl"
+    store.write_text("".join(json.dumps(r) + "\n" for r in own + imported))
+    assert main(["history", str(store), "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    names = [s["series"] for s in data["series"]]
+    assert len(set(names)) == 2 and any("source=tf_cnn_benchmarks" in n for n in names), names
+    assert {s["identity"].get("source") for s in data["series"]} >= {"tf_cnn_benchmarks"}
+
+
+def test_order_by_a_field_under_one_of_single_values_is_unknown(store, capsys):
+    """config.model.nosuch ordered nothing, in silence: a name below a field that holds no object
+    in any run is unknown (one below an object, metrics.step_series.loss, is a field)."""
+    assert main(["history", str(store), "--order-by", "config.model.nosuch"]) == 2
+    assert "unknown field 'config.model.nosuch'" in capsys.readouterr().err

@@ -78,7 +78,16 @@ def _fixed(value: float) -> str:
     return f"{value:,.{decimals}f}"
 
 
-_DIGITS = re.compile(r"(\d+)")
+_DIGITS = re.compile(r"([0-9]+)")
+"""A run of ASCII digits: what a text holds as a number (``²`` and ``①`` are digits to
+:meth:`str.isdigit`, and no number to :class:`int`)."""
+
+
+def digits_key(digits: str) -> tuple[int, str]:
+    """A run of ASCII digits as a key that orders by its value without making the number (a run of
+    5,000 digits is past what :class:`int` reads from text)."""
+    bare = digits.lstrip("0")
+    return (len(bare), bare)
 
 
 def natural_key(value: Any) -> tuple[Any, ...]:
@@ -97,7 +106,7 @@ def natural_key(value: Any) -> tuple[Any, ...]:
 
 def _text_key(text: str) -> tuple[Any, ...]:
     parts = _DIGITS.split(text.lower())
-    return (2, tuple((0, int(p)) if p.isdigit() else (1, p) for p in parts if p))
+    return (2, tuple((0, digits_key(p)) if i % 2 else (1, p) for i, p in enumerate(parts) if p))
 
 
 _kept_text_key = functools.lru_cache(maxsize=4096)(_text_key)

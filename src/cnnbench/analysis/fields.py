@@ -108,8 +108,13 @@ def resolve_field(name: str, records: Sequence[Mapping[str, Any]]) -> str:
         return ALIASES[name]
     known = known_fields(records)  # a scan of every record: only for names that need it
     if "." in name:
-        if name in known or any(name.startswith(k + ".") for k in known if "." in k):
-            return name  # a field, or a value nested under one (metrics.step_series.loss)
+        if name in known:
+            return name
+        # a value nested under a field that holds an object in some run (metrics.step_series.loss); not
+        # one under a field of single values (config.model.nosuch, which ordered nothing, in silence)
+        parents = [k for k in known if "." in k and name.startswith(k + ".")]
+        if any(isinstance(get_value(r, k), Mapping) for k in parents for r in records):
+            return name
     else:
         if name in TOP_LEVEL:
             return name

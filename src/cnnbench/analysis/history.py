@@ -44,6 +44,7 @@ import datetime as _dt
 import functools
 import math
 import re
+import sys
 from collections import Counter
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
@@ -54,6 +55,7 @@ from cnnbench.analysis.points import PointSet, build_points
 from cnnbench.results import fields as R
 from cnnbench.results.query import get_value
 from cnnbench.results.record import STARTED_AT_FILLED_IN
+from cnnbench.words import digits_key
 
 if TYPE_CHECKING:
     import numpy as np
@@ -160,7 +162,7 @@ def _median_of_sorted(rows: np.ndarray) -> np.ndarray:
     return np.where(k > 0, (lo + hi) / 2.0, np.nan)
 
 
-def _outliers(y: np.ndarray) -> np.ndarray:
+def _outliers(y: np.ndarray, rounding: float = 0.0) -> np.ndarray:
     """Runs, alone or two together, far from the median of the runs before them and from that of
     the runs after them, on the same side of both (a boolean mask; a run at a step is near one of
     the two); the newest run alone unless the run before it is as far the same way."""
@@ -178,7 +180,9 @@ def _outliers(y: np.ndarray) -> np.ndarray:
     r_after = np.where(np.isnan(r_after), r_before, r_after)
     resid = np.where(np.abs(r_before) <= np.abs(r_after), r_before, r_after)
     resid = np.where(np.sign(r_before) == np.sign(r_after), resid, 0.0)
-    scale = max(1.4826 * float(np.nanmedian(np.abs(r_before))), _FLOOR)
+    # no smaller than the spread writing the figures to a step adds (``rounding``, :func:`_rounding`): runs
+    # of whole numbers tie, and 49 beside a row of 50s is the step, not an outlier
+    scale = max(1.4826 * float(np.nanmedian(np.abs(r_before))), _FLOOR, math.sqrt(rounding))
     far = np.abs(resid) > max(OUTLIER_SIGMAS * scale, MIN_CHANGE)
     out = np.zeros(n, dtype=bool)
     i = 0
@@ -417,7 +421,8 @@ def _rounding(y: np.ndarray) -> float:
     values = np.exp(y)
     for digits in range(7):
         scaled = values * 10.0 ** digits
-        if np.all(np.abs(scaled - np.round(scaled)) <= 1e-6 * np.maximum(scaled, 1.0)):
+        # written to steps of q, a positive value is q or more (below, 1e-17 images/sec looked whole)
+        if np.all(scaled >= 0.5) and np.all(np.abs(scaled - np.round(scaled)) <= 1e-6 * np.maximum(scaled, 1.0)):
             q = 10.0 ** -digits
             return q * q / 12.0 / float(np.median(values)) ** 2
     return 0.0
@@ -470,7 +475,7 @@ def fit_levels(values: Sequence[float], jobs: Sequence[Hashable | None] | None =
     if n == 0:
         return LevelFit((), (), (), Noise(0.0, 0.0, 1))
     job_all = _job_index(jobs, n)
-    outlier = _outliers(y)
+    outlier = _outliers(y, _rounding(y))
     kept = np.flatnonzero(~outlier)
     # job numbers of kept runs, renumbered so that a job whose runs were all outliers is gone
     _, job = np.unique(job_all[kept], return_inverse=True)
@@ -497,8 +502,17 @@ def fit_levels(values: Sequence[float], jobs: Sequence[Hashable | None] | None =
     shifts = []
     for i, k in enumerate(cuts):
         diff, se, p = _compare(m, w, cnt, bounds[i], k, bounds[i + 2], scale, df)
-        shifts.append(Shift(levels[i + 1].start, math.exp(diff), math.exp(diff - t * se), math.exp(diff + t * se), p))
+        shifts.append(Shift(levels[i + 1].start, _exp(diff), _exp(diff - t * se), _exp(diff + t * se), p))
     return LevelFit(tuple(levels), tuple(shifts), tuple(int(i) for i in np.flatnonzero(outlier)), noise)
+
+
+def _exp(x: float) -> float:
+    """``math.exp``, the largest float where that is more (a ratio of 1e-300 and 1e17 images/sec, both
+    figures the store takes, is past what a float holds)."""
+    return math.exp(min(x, _MOST_LOG))
+
+
+_MOST_LOG = math.log(sys.float_info.max)
 
 
 def _t975(df: int) -> float:
@@ -689,7 +703,7 @@ def _series(label: str, machine: str, identity: Mapping[str, Any], recs: Sequenc
     fit = fit_levels([r.ips for r in runs], [r.job for r in runs], alpha=alpha, min_change=min_change)
     changes = _changes(label, machine, runs, recs, fit)
     outliers = tuple(Outlier(label, machine, runs[j], _level_of(fit, j).value) for j in fit.outliers)
-    ident = tuple((k, v) for k, v in identity.items() if k.startswith("config.") or k == F.MACHINE)
+    ident = tuple((k, v) for k, v in identity.items() if k.startswith("config.") or k in (F.MACHINE, F.SOURCE))
     return Series(label, machine, ident, runs, _job_count(runs), fit, changes, outliers)
 
 
@@ -746,7 +760,12 @@ def start_time(record: Mapping[str, Any]) -> _dt.datetime | None:
     if record.get("started_at_source") == STARTED_AT_FILLED_IN:
         return None
     text = record.get("started_at")
-    if not isinstance(text, str) or not text.strip():
+    return _moment(text) if isinstance(text, str) else None
+
+
+def _moment(text: str) -> _dt.datetime | None:
+    """An ISO 8601 time (UTC when it names no zone), or None."""
+    if not text.strip():
         return None
     try:
         when = _dt.datetime.fromisoformat(text.strip())
@@ -755,17 +774,26 @@ def start_time(record: Mapping[str, Any]) -> _dt.datetime | None:
     return when.replace(tzinfo=_dt.timezone.utc) if when.tzinfo is None else when
 
 
-_VERSION_PART = re.compile(r"(\d+)")
+_VERSION_PART = re.compile(r"([0-9]+)")
+
+
+_ISO_TIME = re.compile(r"\s*[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}")
 
 
 def _order_key(value: Any) -> tuple:
-    """Order values naturally: missing first, numbers by value, versions part by part (2.10 after 2.9)."""
+    """Order values naturally: missing first, numbers by value, times (ISO 8601 with a time of day)
+    by the moment they name (``-11:00`` and ``+00:00`` alike; without a zone, UTC), versions part by
+    part (2.10 after 2.9)."""
     if value is None:
         return (0,)
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return (1, float(value))
-    parts = _VERSION_PART.split(str(value))
-    return (2, tuple((1, int(p)) if p.isdigit() else (0, p) for p in parts if p))
+    if isinstance(value, str) and _ISO_TIME.match(value):
+        when = _moment(value)
+        if when is not None:
+            return (2, when.timestamp())
+    parts = _VERSION_PART.split(str(value))  # the digit runs at odd places
+    return (3, tuple((1, digits_key(p)) if i % 2 else (0, p) for i, p in enumerate(parts) if p))
 
 
 def _labels(points: Any, order: Sequence[str]) -> list[str]:
@@ -773,6 +801,9 @@ def _labels(points: Any, order: Sequence[str]) -> list[str]:
     ``order``: the store's, whichever runs were left out), the machine."""
     varying = [k for k in order if k.startswith("config.") and k not in (F.MODEL, F.PRECISION, F.BATCH)
                and k in points.key_fields and points.varies(k)]
+    # the rest of a series' identity where it varies (the source: a store's own runs and imported ones of
+    # one configuration are two series, which were named alike)
+    varying += [k for k in points.key_fields if not k.startswith("config.") and k != F.MACHINE and points.varies(k)]
     out = []
     for p in points.points:
         parts = [str(p.get(F.MODEL))]
@@ -780,7 +811,7 @@ def _labels(points: Any, order: Sequence[str]) -> list[str]:
             parts.append(str(p.get(F.PRECISION)))
         if p.get(F.BATCH) is not None:
             parts.append(f"b{p.get(F.BATCH)}")
-        parts += [f"{k.split('.', 1)[1]}={F.text(p.get(k))}" for k in varying]
+        parts += [f"{k.split('.', 1)[-1]}={F.text(p.get(k))}" for k in varying]
         out.append(f"{' '.join(parts)} on {p.get(F.MACHINE)}")
     return out
 

@@ -12,7 +12,7 @@ import sys
 
 from cnnbench.cli.common import UserError
 from cnnbench.cli.report_cmd import parse_noise
-from cnnbench.words import plural
+from cnnbench.words import message_line, plural
 
 DESCRIPTION = """\
 Match the results of BASELINE and CANDIDATE (results folders or .jsonl files) that agree on
@@ -103,7 +103,7 @@ def handle(args: argparse.Namespace) -> int:
         if slow:
             worst = min(slow, key=lambda p: p.comparison.ratio or 1.0)
             print(f"cnnbench compare: {plural(len(slow), 'significant slowdown')} beyond "
-                  f"{threshold * 100:g}% (worst: {worst.name} on {worst.machine}, ratio "
-                  f"{worst.comparison.ratio:.3f})", file=sys.stderr)
+                  f"{threshold * 100:g}% (worst: {message_line(f'{worst.name} on {worst.machine}')}, ratio "
+                  f"{worst.comparison.ratio:.3f})", file=sys.stderr)  # names from records: one line
             return 1
     return 0

@@ -128,7 +128,7 @@ def table_text(history: Any) -> str:
         noise = s.fit.noise
         lines += ["", f"{s.label}: {plural(len(s.runs), 'run')} in {plural(s.jobs, 'job')}, noise "
                   f"{noise.within * 100:.1f}% within a job and {noise.between * 100:.1f}% between jobs"]
-        levels = " -> ".join(f"{lv.value:.1f}" for lv in s.fit.levels)
+        levels = " -> ".join(_rate(lv.value) for lv in s.fit.levels)
         lines.append(f"  levels (images/sec): {levels}")
         for c in s.changes:
             lines.append(f"  change {c.percent:+.1f}% (95% CI {(c.low - 1) * 100:+.1f} to {(c.high - 1) * 100:+.1f}%, "
@@ -138,7 +138,7 @@ def table_text(history: Any) -> str:
                 lines.append("    suspects: " + "; ".join(x.text() for x in c.suspects))
         for o in s.outliers:
             lines.append(f"  outlier {(o.ratio - 1) * 100:+.1f}% run {o.run.run_id} ({o.run.started_at}): "
-                         f"{o.run.ips:.1f} against a level of {o.level:.1f}")
+                         f"{_rate(o.run.ips)} against a level of {_rate(o.level)}")
     for t in history.too_short:
         lines.append(f"too short: {t.label} ({plural(t.points, 'run')}; a series needs 8)")
     return "\n".join(map(one_line, lines)) + "\n"  # one line each, whatever a record's text holds
@@ -156,3 +156,8 @@ def _summary(history: Any) -> str:
     if history.not_ok:
         parts.append(f"{plural(history.not_ok, 'run')} without images/sec left out")
     return "; ".join(parts) + "."
+
+
+def _rate(images_per_sec: float) -> str:
+    """A throughput in the table: one decimal, or three digits where that shows none (0.0012)."""
+    return f"{images_per_sec:.1f}" if images_per_sec >= 0.05 else f"{images_per_sec:.3g}"
