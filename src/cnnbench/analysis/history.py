@@ -475,7 +475,8 @@ def fit_levels(values: Sequence[float], jobs: Sequence[Hashable | None] | None =
     if n == 0:
         return LevelFit((), (), (), Noise(0.0, 0.0, 1))
     job_all = _job_index(jobs, n)
-    outlier = _outliers(y, _rounding(y))
+    rounding_all = _rounding(y)
+    outlier = _outliers(y, rounding_all)
     kept = np.flatnonzero(~outlier)
     # job numbers of kept runs, renumbered so that a job whose runs were all outliers is gone
     _, job = np.unique(job_all[kept], return_inverse=True)
@@ -485,7 +486,7 @@ def fit_levels(values: Sequence[float], jobs: Sequence[Hashable | None] | None =
     m = np.bincount(job, weights=yk, minlength=n_jobs) / np.maximum(cnt, 1)
     spreads = _noise(yk, job, m, cnt)
     w = 1.0 / np.maximum(spreads.between ** 2 + spreads.within ** 2 / np.maximum(cnt, 1), _FLOOR ** 2)
-    rounding = _rounding(yk) if n_jobs else 0.0
+    rounding = (rounding_all if len(kept) == n else _rounding(yk)) if n_jobs else 0.0
     floor = max(_FLOOR ** 2 * float(w.max()), float(np.median(w * rounding / cnt))) if n_jobs else 0.0
     cuts, scale, df = _segment(m, w, cnt, math.log1p(min_change), alpha, floor, math.sqrt(12.0 * rounding))
     noise = Noise(within=spreads.within, between=spreads.between, df=df)
