@@ -462,3 +462,27 @@ def test_a_rate_too_small_to_compute_a_step_from_is_left_out_by_name(tmp_path, c
         out = capsys.readouterr().out
         assert "nan" not in out.lower() and "inf" not in out.lower()
     json.loads(out, parse_constant=lambda name: pytest.fail(f"{name} in the JSON"))
+
+
+@pytest.mark.parametrize("odd", [{"model_cost": {"params": 1e308}}, {"config": {"threads_per_worker": -2}},
+                                 {"config": {"bucket_cap_mb": 1e-320}}])
+def test_a_configuration_whose_figures_no_float_computes_with_is_left_out_by_name(tmp_path, capsys, odd):
+    """1e308 parameters, -2 threads per worker or a bucket of 1e-320 MB (figures a record may hold)
+    ended predict in an OverflowError or a ZeroDivisionError: that configuration is left out, named,
+    and the others are predicted; --input-rate 5e-324 is refused before the store is read."""
+    from tests.report_fixtures import write_store
+
+    bad = _record(1, 400.0, model="vgg16", gpu=None if "threads_per_worker" in odd.get("config", {}) else "RTX A6000")
+    for section, values in odd.items():
+        bad[section] = {**bad.get(section, {}), **values}
+    write_store(tmp_path / "r", [bad, _record(1, 400.0)])
+    assert main(["predict", str(tmp_path / "r"), "--devices", "1,2,16", "--format", "csv"]) == 0
+    out, err = capsys.readouterr()
+    assert "warning: left out vgg16 on box: its figures are past what a prediction can compute with" in err, err
+    assert "resnet50" in out and "vgg16" not in out and "Traceback" not in err
+    write_store(tmp_path / "alone", [bad])
+    assert main(["predict", str(tmp_path / "alone"), "--devices", "1,2,16"]) == 2
+    err = capsys.readouterr().err
+    assert "no configuration could be predicted" in err and len(err.strip().splitlines()) == 1
+    assert main(["predict", str(tmp_path / "r"), "--input-rate", "5e-324"]) == 2
+    assert "--input-rate: must be a finite number of 1e-18 images/sec or more" in capsys.readouterr().err

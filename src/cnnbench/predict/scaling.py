@@ -16,6 +16,7 @@ from typing import Any
 from cnnbench.analysis.fields import FieldError, resolve_field
 from cnnbench.analysis.speedup import speedup_efficiency
 from cnnbench.predict.bases import (
+    MIN_RATE,
     CostLookup,
     Measured,
     comm_records,
@@ -36,6 +37,7 @@ from cnnbench.predict.links import (
 from cnnbench.predict.model import STRATEGIES, Base, Scenario, exchange_of, predict
 from cnnbench.results import fields as F
 from cnnbench.results.query import get_value, parse_where, select
+from cnnbench.words import shortened
 
 DEFAULT_DEVICES = tuple(2 ** i for i in range(11))
 """1, 2, 4, ..., 1024."""
@@ -139,8 +141,16 @@ def predict_scaling(records: Sequence[Mapping[str, Any]], options: PredictOption
             if options.calibrate:
                 scenario, fits[base.machine] = _calibrated(scenario, base.machine, bases, measured)
             scenarios[base.machine] = scenario
-    rows = [row for base in bases for strategy in options.strategies
-            for row in _rows(base, strategy, options, scenarios[base.machine], measured)]
+    rows = []
+    for base in bases:
+        try:
+            rows += [row for strategy in options.strategies
+                     for row in _rows(base, strategy, options, scenarios[base.machine], measured)]
+        except ArithmeticError as exc:  # figures a record may hold (1e308 parameters) past what a float computes
+            skipped.append(f"{shortened(base.model, 80)} on {shortened(str(base.machine), 80)}: its figures are past "
+                           f"what a prediction can compute with ({shortened(str(exc), 80)})")
+    if not rows and skipped and len(skipped) >= len(bases):
+        raise PredictError(f"no configuration could be predicted: left out {skipped[-1]}")
     if not rows:
         raise PredictError(f"--devices {','.join(map(str, options.devices))}: no count spreads evenly over the "
                            f"nodes it takes ({GPUS_PER_NODE} GPUs a node unless --devices-per-node or --nodes "
@@ -191,6 +201,9 @@ def check_options(options: PredictOptions) -> None:
             raise PredictError(f"--strategy: unknown {s!r} (one of {', '.join(STRATEGIES)})")
     if not options.devices:
         raise PredictError("--devices: names no device count")
+    rate = options.input_rate_per_core
+    if rate is not None and not (math.isfinite(rate) and rate >= MIN_RATE):
+        raise PredictError(f"--input-rate: must be a finite number of {MIN_RATE:g} images/sec or more, got {rate}")
     for flag, value in (("--nodes", options.nodes), ("--devices-per-node", options.devices_per_node),
                         ("--inter-rails", options.inter_rails)):
         if value is not None and value < 1:
