@@ -268,3 +268,56 @@ def test_a_store_read_through_its_cache_gives_both_views(tmp_path):
     for _ in range(2):  # the cache written, then read
         assert run_query("SELECT count(*), count(DISTINCT run_id) FROM steps JOIN runs USING (run_id)",
                          folder).rows == [(15000, 3000)]
+
+
+def test_a_runaway_query_stops_at_a_ctrl_c_in_one_line(tmp_path):
+    """A cross join of steps ran on for 90 s after a ^C (DuckDB looks for Python's signals only now
+    and then) and ended, when it did, in a traceback and exit 1: it stops at once, 'interrupted', 130."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    record = make_record(0)
+    record["metrics"]["step_times_s"] = [0.01 + k * 1e-7 for k in range(20_000)]
+    folder = tmp_path / "results"
+    append_record(folder, record)
+    env = {**os.environ, "CNNBENCH_CACHE_DIR": str(tmp_path / "cache")}
+    sql = "SELECT sum(a.seconds * b.seconds * c.seconds) FROM steps a, steps b, steps c"  # 8e12 rows: hours
+    proc = subprocess.Popen([sys.executable, "-m", "cnnbench", "results", "query", sql, str(folder)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:  # until the query has run a while (the store read, the join begun)
+            with open(f"/proc/{proc.pid}/stat") as f:
+                ticks = sum(map(int, f.read().rsplit(")", 1)[1].split()[11:13]))
+            if ticks > 3 * os.sysconf("SC_CLK_TCK") or proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        assert proc.poll() is None, proc.communicate()
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)  # at once: the old code needed 30 s or more, on a quiet machine
+    finally:
+        proc.kill()
+    assert proc.returncode == 130 and err.strip() == "cnnbench results: interrupted", err
+
+
+def test_json_keeps_every_column_of_a_name_given_twice_and_csv_spells_booleans_as_export(store, capsys):
+    """A name given twice kept one value of the JSON row (SELECT 1 AS a, 2 AS a gave {"a": 2}): the
+    keys are made distinct as the DataFrame's are; CSV wrote Python's True where results export
+    writes true."""
+    code, out, _ = _query(capsys, 'SELECT 1 AS a, 2 AS a, 3 AS "A", true AS t', store, "--format", "json")
+    assert code == 0 and json.loads(out) == [{"a": 1, "a_1": 2, "A_2": 3, "t": True}], out
+    frame = cnnbench.query('SELECT 1 AS a, 2 AS a, 3 AS "A", true AS t', store)
+    assert list(frame.columns) == ["a", "a_1", "A_2", "t"]
+    code, out, _ = _query(capsys, 'SELECT "config.forward_only" FROM runs LIMIT 1', store, "--format", "csv")
+    assert code == 0 and out.splitlines() == ["config.forward_only", "false"], out
+
+
+def test_a_query_that_is_no_utf8_text_is_one_line(store, capsys):
+    """A byte of another encoding in the SQL (a lone surrogate, as Python keeps it) was a TypeError
+    traceback, exit 1."""
+    code, _, err = _query(capsys, "SELECT '\udcff' AS x", store)
+    assert code == 2 and "the query is not UTF-8 text" in err and len(err.strip().splitlines()) == 1, err
+    with pytest.raises(ValueError, match="not UTF-8"):
+        cnnbench.query("SELECT '\udcff'", store)

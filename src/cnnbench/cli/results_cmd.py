@@ -189,7 +189,7 @@ def handle_query(args: argparse.Namespace) -> int:
 
 
 def _print_query(result: Any, fmt: str) -> None:
-    from cnnbench.results.sql import cell_value
+    from cnnbench.results.sql import cell_value, unique_names
 
     if fmt == "csv":
         from cnnbench.results.csv_out import CsvWriter
@@ -204,8 +204,9 @@ def _print_query(result: Any, fmt: str) -> None:
 
         import orjson
 
+        keys = unique_names(result.columns)
         for index, row in enumerate(result.rows):
-            cells = dict(zip(result.columns, map(cell_value, row), strict=True))
+            cells = dict(zip(keys, map(cell_value, row), strict=True))
             try:
                 item = orjson.dumps(cells).decode()
             except TypeError:  # an integer beyond 64 bits (HUGEINT): the standard library writes it

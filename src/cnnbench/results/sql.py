@@ -26,9 +26,10 @@ import contextlib
 import math
 import os
 import tempfile
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import orjson
 
@@ -112,8 +113,7 @@ class Store:
 
         statement = self._checked(sql)
         try:
-            cursor = self._con.execute(statement)
-            rows = cursor.fetchall()
+            cursor, rows = _interruptible(self._con, lambda: _fetched(self._con.execute(statement)))
         except duckdb.Error as exc:
             raise QueryError(_one_line(exc)) from None
         except MemoryError:
@@ -131,7 +131,7 @@ class Store:
 
         statement = self._checked(sql)
         try:
-            frame = _frame(self._con.execute(statement))
+            frame = _interruptible(self._con, lambda: _frame(self._con.execute(statement)))
         except duckdb.Error as exc:
             raise QueryError(_one_line(exc)) from None
         except MemoryError:
@@ -147,6 +147,42 @@ class Store:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _fetched(cursor: Any) -> tuple[Any, list[tuple[Any, ...]]]:
+    return cursor, cursor.fetchall()
+
+
+_T = TypeVar("_T")
+
+
+def _interruptible(con: Any, run: Callable[[], _T]) -> _T:
+    """``run()`` (a statement on ``con`` and its fetch) in a thread of its own, this one waiting on
+    it: ^C stops the statement at once (:meth:`interrupt`) and raises ``KeyboardInterrupt`` here.
+    DuckDB looks for Python's signals only now and then as it works: a cross join of ``steps`` ran
+    on for 90 s after a ^C, and ended, when it did, in a traceback. A result it gave is returned, an
+    error it raised raised here."""
+    done: dict[str, Any] = {}
+    ended = threading.Event()
+
+    def work() -> None:
+        try:
+            done["value"] = run()
+        except BaseException as exc:  # handed to the waiting thread, which raises it
+            done["error"] = exc
+        finally:
+            ended.set()
+
+    threading.Thread(target=work, name="cnnbench-query", daemon=True).start()
+    try:
+        ended.wait()  # a ^C interrupts the wait (an event's: a join interrupted so may think the thread ended)
+    except KeyboardInterrupt:
+        con.interrupt()
+        ended.wait(60)  # the statement ends at once, the connection free to close
+        raise
+    if "error" in done:
+        raise done["error"]
+    return done["value"]
 
 
 def _frame(cursor: Any) -> pd.DataFrame:
@@ -170,6 +206,10 @@ def check_sql(sql: str, con: Any = None) -> Any:
     before any store is read), if it is a query; else :class:`QueryError`."""
     import duckdb
 
+    try:
+        sql.encode("utf-8")
+    except UnicodeEncodeError as exc:  # a byte of another encoding on the command line (a lone surrogate)
+        raise QueryError(f"the query is not UTF-8 text ({exc.reason} at character {exc.start + 1})") from None
     try:
         statements = (con or duckdb.connect(":memory:")).extract_statements(sql)
     except duckdb.Error as exc:
@@ -210,6 +250,8 @@ def cell_value(value: Any, *, text: bool = False) -> Any:
     """A query's cell as JSON gives it (numbers, text, true/false, null, lists and objects;
     a date, time or decimal as text); with ``text``, lists and objects as JSON text, for a CSV
     or table cell. A JSON column's cell (text from DuckDB) is read back into its value."""
+    if type(value) is bool and text:  # as JSON and results export spell it
+        return "true" if value else "false"
     if value is None or type(value) in (bool, int, str):
         return value
     if type(value) is float:
@@ -219,6 +261,22 @@ def cell_value(value: Any, *, text: bool = False) -> Any:
             {str(k): cell_value(v) for k, v in value.items()}
         return _json(plain) if text else plain
     return str(value)
+
+
+def unique_names(names: Sequence[str]) -> list[str]:
+    """Column names made distinct as DuckDB makes a subquery's and :func:`cnnbench.query`'s
+    DataFrame's (``a``, ``a_1``, ``A_2``: names alike but for case are alike): the keys of a JSON
+    row, where a name given twice kept one value only."""
+    seen: set[str] = set()
+    out = []
+    for name in names:
+        unique, k = name, 0
+        while unique.lower() in seen:
+            k += 1
+            unique = f"{name}_{k}"
+        seen.add(unique.lower())
+        out.append(unique)
+    return out
 
 
 def _holds_json(kind: Any) -> bool:
