@@ -475,6 +475,13 @@ def test_whole_number_runs_one_step_from_their_neighbours_are_no_outliers_and_no
     values = [50, 50, 50, 49, 51, 51] + [50] * 18 + [49, 50, 51, 49, 49, 49]
     fit = fit_levels([float(v) for v in values])
     assert fit.outliers == () and fit.shifts == ()
+    row = [50.0] * 6 + [49.0] + [50.0] * 6 + [51.0] + [50.0] * 6  # at any level of the series: not judged by
+    assert fit_levels([100.0] * 30 + row).outliers == ()  # the median of all (a level of 100s before them)
+    for far in ([2.0] * 15 + [4.0] + [2.0] * 14, [1.0] * 15 + [3.0] + [1.0] * 14, [10.0] * 15 + [13.0] + [10.0] * 14):
+        assert fit_levels(far).outliers == (15,), far  # two steps and more from whole neighbours: an outlier
+    tens = np.round(10 * np.exp(np.random.default_rng(2).normal(0, 0.03, 40)))
+    hundreds = [100.0] * 8 + [88.0] + [100.0] * 5 + [113.0] + [100.0] * 5
+    assert fit_levels([*map(float, tens), *hundreds]).outliers == (48, 54)  # the 10s' step is not the 100s'
     store = tmp_path / "r.jsonl"
     store.write_text("".join(json.dumps(r) + "\n" for r in series(values)))
     assert main(["history", str(store), "--fail-on-regression", "1"]) == 0
@@ -534,3 +541,31 @@ def test_order_by_a_field_under_one_of_single_values_is_unknown(store, capsys):
     in any run is unknown (one below an object, metrics.step_series.loss, is a field)."""
     assert main(["history", str(store), "--order-by", "config.model.nosuch"]) == 2
     assert "unknown field 'config.model.nosuch'" in capsys.readouterr().err
+
+
+def test_json_csv_and_the_gate_stay_valid_for_any_figure_and_name(tmp_path, capsys):
+    """Figures of 1e-300 then 1e17 wrote Infinity into the JSON (no JSON), the CSV wrote a level
+    of 0.0004 as 0.0, and the gate's line quoted a 100 KB model name whole."""
+    values = [1e-300 * (1 + 0.001 * (i % 3)) for i in range(19)] + [1e17]
+    store = tmp_path / "r.jsonl"
+    store.write_text("".join(json.dumps(r) + "\n" for r in series(values)))
+    assert main(["history", str(store), "--format", "json"]) == 0
+    json.loads(capsys.readouterr().out, parse_constant=lambda name: pytest.fail(f"{name} in the JSON"))
+    tiny = noisy(20, sd=0.002, seed=8, level=0.0004)
+    tiny[10:] *= 0.8
+    recs = series(tiny, model="m" * 100_000)
+    store.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    assert main(["history", str(store), "--format", "csv", "--fail-on-regression", "5"]) == 1
+    out, err = capsys.readouterr()
+    (row,) = csv.DictReader(io.StringIO(out))
+    assert 0.0003 < float(row["level_before"]) < 0.0005 and 0.0002 < float(row["level_after"]) < 0.0004, row
+    assert len(err) < 1200 and "characters left out" in err and len(err.strip().splitlines()) == 1
+
+
+def test_versions_order_part_by_part_whatever_digits_they_hold():
+    values = noisy(24, sd=0.002, seed=9)
+    versions = ["2.10", "2.9", "2.1²", "9" * 5000, "2.10.1", "10"] * 4
+    recs = series(values, envs=[{"torch_version": v} for v in versions])
+    (s,) = build_history(recs, order_by="environment.torch_version").series
+    order = list(dict.fromkeys(r.order for r in s.runs))
+    assert order == ["2.1²", "2.9", "2.10", "2.10.1", "10", "9" * 5000], [o[:8] for o in order]

@@ -175,3 +175,17 @@ def test_reimporting_under_another_label_says_what_it_did(tmp_path, capsys):
     assert "imported 0 records" in out and "6 already there" in out
     assert "stored under machine LambdaCloud-RTX_A6000" in out and "--machine-label" in out
     assert not (results / "my-a6000.jsonl").exists()
+
+
+@pytest.mark.parametrize("name", ["1²", "¹"])
+def test_a_log_named_by_other_digits_is_imported_as_one_without_an_iteration(tmp_path, capsys, name):
+    """A log named 1² (a digit to str.isdigit, none to int) ended the whole import in a ValueError
+    naming no file: it is a log of its configuration, without an iteration number."""
+    root = tmp_path / "in"
+    shutil.copytree(FIXTURES / CONFIG, root / CONFIG)
+    log = next((root / CONFIG).glob("*/throughput/1"))
+    log.rename(log.with_name(name))
+    assert main(["import", "tf-cnn-benchmarks", str(root), "--results-dir", str(tmp_path / "r")]) == 0, \
+        capsys.readouterr().err
+    records, _ = read_records(tmp_path / "r")
+    assert len(records) == 6

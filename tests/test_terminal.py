@@ -199,3 +199,18 @@ def test_names_from_disk_reach_the_terminal_as_escapes(tmp_path, capsys):
     out, err = capsys.readouterr()
     assert "forward/backward split" in out, out
     assert "\\x1b]0;pwn" in out + err and not RAW.search(out + err), out + err
+
+
+@pytest.mark.parametrize("columns", ["²", "9" * 5000])
+def test_a_columns_variable_of_other_digits_is_no_width(monkeypatch, capsys, columns):
+    """COLUMNS=² (a digit to str.isdigit, none to int) ended every table in a ValueError."""
+    from rich.table import Table
+
+    from cnnbench.terminal import print_table
+
+    monkeypatch.setenv("COLUMNS", columns)
+    table = Table()
+    table.add_column("model")
+    table.add_row("resnet18")
+    print_table(table)
+    assert "resnet18" in capsys.readouterr().out

@@ -11,6 +11,7 @@ that prints a table goes through :func:`print_table`. No torch here.
 from __future__ import annotations
 
 import os
+import re
 import sys
 from typing import IO, TYPE_CHECKING, Any
 
@@ -24,7 +25,7 @@ UNLIMITED = 10_000
 
 def _columns() -> int | None:
     text = os.environ.get("COLUMNS", "").strip()
-    return int(text) if text.isdigit() and int(text) > 0 else None
+    return int(text) if re.fullmatch(r"[0-9]{1,9}", text) and int(text) > 0 else None  # ² is a digit to isdigit()
 
 
 def is_terminal(stream: IO[str]) -> bool:
@@ -39,10 +40,19 @@ def console_for(stream: IO[str] | None = None) -> Console:
     from rich.console import Console
 
     out = stream or sys.stdout
-    if is_terminal(out):
-        return Console(file=out, highlight=False, emoji=False, force_terminal=True)  # ":name:" stays text
+    environ = rich_environ()
+    if is_terminal(out):  # ":name:" stays text
+        return Console(file=out, highlight=False, emoji=False, force_terminal=True, _environ=environ)
     return Console(file=out, width=_columns() or UNLIMITED, color_system=None, no_color=True, highlight=False,
-                   emoji=False, force_terminal=False, force_interactive=False)
+                   emoji=False, force_terminal=False, force_interactive=False, _environ=environ)
+
+
+def rich_environ() -> dict[str, str]:
+    """The environment rich reads, without a ``COLUMNS`` or ``LINES`` of other digits than 0-9 or
+    of more than 9 (rich reads either with ``int()`` after ``str.isdigit()``: ``COLUMNS=²`` ended
+    every table in a ValueError)."""
+    return {k: v for k, v in os.environ.items()
+            if k not in ("COLUMNS", "LINES") or re.fullmatch(r"[0-9]{1,9}", v.strip())}
 
 
 def plain(table: Table) -> Table:

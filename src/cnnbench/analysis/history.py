@@ -162,10 +162,14 @@ def _median_of_sorted(rows: np.ndarray) -> np.ndarray:
     return np.where(k > 0, (lo + hi) / 2.0, np.nan)
 
 
-def _outliers(y: np.ndarray, rounding: float = 0.0) -> np.ndarray:
+def _outliers(y: np.ndarray, step: float = 0.0) -> np.ndarray:
     """Runs, alone or two together, far from the median of the runs before them and from that of
     the runs after them, on the same side of both (a boolean mask; a run at a step is near one of
-    the two); the newest run alone unless the run before it is as far the same way."""
+    the two); the newest run alone unless the run before it is as far the same way. ``step``: the
+    step the throughputs are written to (:func:`_step`); a run is never farther than one and a half
+    of it from its neighbours' median only by the writing (a run and a median each half a step off
+    at most), at any level of the series: 49 beside a row of whole 50s is no outlier, nor 2 beside
+    1s a level of 100s before them, and 4 beside 2s is."""
     import numpy as np  # here, not at the top: a report without history loads no numpy
     n = len(y)
     if n < 5:
@@ -180,10 +184,10 @@ def _outliers(y: np.ndarray, rounding: float = 0.0) -> np.ndarray:
     r_after = np.where(np.isnan(r_after), r_before, r_after)
     resid = np.where(np.abs(r_before) <= np.abs(r_after), r_before, r_after)
     resid = np.where(np.sign(r_before) == np.sign(r_after), resid, 0.0)
-    # no smaller than the spread writing the figures to a step adds (``rounding``, :func:`_rounding`): runs
-    # of whole numbers tie, and 49 beside a row of 50s is the step, not an outlier
-    scale = max(1.4826 * float(np.nanmedian(np.abs(r_before))), _FLOOR, math.sqrt(rounding))
+    scale = max(1.4826 * float(np.nanmedian(np.abs(r_before))), _FLOOR)
     far = np.abs(resid) > max(OUTLIER_SIGMAS * scale, MIN_CHANGE)
+    if step:  # the writing's reach, relative to the level each run is judged against
+        far &= np.abs(resid) > np.log1p(1.5 * step / np.exp(y - resid))
     out = np.zeros(n, dtype=bool)
     i = 0
     while i < n:
@@ -411,6 +415,19 @@ def _f_tail(d1: int, d2: int, f: float) -> float:
     return min(1.0, x ** (d2 / 2) * total)
 
 
+def _step(y: np.ndarray) -> float:
+    """The step the throughputs ``exp(y)`` are written to: the largest power of ten every value is a
+    multiple of, from 1 down to 0.000001 (1 for whole numbers, 0.01 for two decimals); 0 for none."""
+    import numpy as np  # here, not at the top: a report without history loads no numpy
+    values = np.exp(y)
+    for digits in range(7):
+        scaled = values * 10.0 ** digits
+        # written to steps of q, a positive value is q or more (below, 1e-17 images/sec looked whole)
+        if np.all(scaled >= 0.5) and np.all(np.abs(scaled - np.round(scaled)) <= 1e-6 * np.maximum(scaled, 1.0)):
+            return 10.0 ** -digits
+    return 0.0
+
+
 def _rounding(y: np.ndarray) -> float:
     """The variance (of the log) that writing the throughputs ``exp(y)`` to a step adds: a step of
     ``q`` (1 for whole numbers, 0.01 for two decimals: the largest power of ten every value is a
@@ -418,14 +435,8 @@ def _rounding(y: np.ndarray) -> float:
     to its log; 0 for throughputs written in full. Where runs tie, the two spreads may see no
     noise at all, and a level of equal runs would fit exactly; no test takes a scale below this."""
     import numpy as np  # here, not at the top: a report without history loads no numpy
-    values = np.exp(y)
-    for digits in range(7):
-        scaled = values * 10.0 ** digits
-        # written to steps of q, a positive value is q or more (below, 1e-17 images/sec looked whole)
-        if np.all(scaled >= 0.5) and np.all(np.abs(scaled - np.round(scaled)) <= 1e-6 * np.maximum(scaled, 1.0)):
-            q = 10.0 ** -digits
-            return q * q / 12.0 / float(np.median(values)) ** 2
-    return 0.0
+    q = _step(y)
+    return q * q / 12.0 / float(np.median(np.exp(y))) ** 2 if q else 0.0
 
 
 def _segment(m: np.ndarray, w: np.ndarray, cnt: np.ndarray, min_log: float,
@@ -475,8 +486,8 @@ def fit_levels(values: Sequence[float], jobs: Sequence[Hashable | None] | None =
     if n == 0:
         return LevelFit((), (), (), Noise(0.0, 0.0, 1))
     job_all = _job_index(jobs, n)
-    rounding_all = _rounding(y)
-    outlier = _outliers(y, rounding_all)
+    step_all = _step(y)
+    outlier = _outliers(y, step_all)
     kept = np.flatnonzero(~outlier)
     # job numbers of kept runs, renumbered so that a job whose runs were all outliers is gone
     _, job = np.unique(job_all[kept], return_inverse=True)
@@ -486,8 +497,11 @@ def fit_levels(values: Sequence[float], jobs: Sequence[Hashable | None] | None =
     m = np.bincount(job, weights=yk, minlength=n_jobs) / np.maximum(cnt, 1)
     spreads = _noise(yk, job, m, cnt)
     w = 1.0 / np.maximum(spreads.between ** 2 + spreads.within ** 2 / np.maximum(cnt, 1), _FLOOR ** 2)
-    rounding = (rounding_all if len(kept) == n else _rounding(yk)) if n_jobs else 0.0
-    floor = max(_FLOOR ** 2 * float(w.max()), float(np.median(w * rounding / cnt))) if n_jobs else 0.0
+    q = (step_all if len(kept) == n else _step(yk)) if n_jobs else 0.0
+    rounding = q * q / 12.0 / float(np.median(np.exp(yk))) ** 2 if q else 0.0
+    # what the writing adds to each job's mean, at its own level (a series of 10s then of 100s: a tenth there)
+    floor = max(_FLOOR ** 2 * float(w.max()), float(np.median(w * q * q / 12.0 / np.exp(2 * m) / cnt)) if q else 0.0) \
+        if n_jobs else 0.0
     cuts, scale, df = _segment(m, w, cnt, math.log1p(min_change), alpha, floor, math.sqrt(12.0 * rounding))
     noise = Noise(within=spreads.within, between=spreads.between, df=df)
     first_run = np.searchsorted(job, np.arange(n_jobs)) if n_jobs else np.zeros(0, dtype=np.int64)

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from collections.abc import Sequence
 from typing import Any
 
 from cnnbench.cli.common import UserError
 from cnnbench.cli.report_cmd import parse_noise
-from cnnbench.words import one_line, plural
+from cnnbench.words import message_line, one_line, plural
 
 DESCRIPTION = """\
 Read results folders or .jsonl files as a history: one series per machine and configuration
@@ -84,7 +85,7 @@ def handle(args: argparse.Namespace) -> int:
             raise UserError(f"--order-by: {exc}") from None
     history = build_history(records, order_by=order_by)
     if args.format == "json":
-        sys.stdout.write(json.dumps(history.as_dict(), indent=2, default=str) + "\n")
+        sys.stdout.write(json.dumps(_finite(history.as_dict()), indent=2, default=str, allow_nan=False) + "\n")
     elif args.format == "csv":
         sys.stdout.write(csv_rows(history))
     else:
@@ -93,9 +94,9 @@ def handle(args: argparse.Namespace) -> int:
         slow = history.regressions(threshold)
         if slow:
             worst = min(slow, key=lambda c: c.ratio)
-            print(f"cnnbench history: {plural(len(slow), 'significant regression')} beyond {threshold * 100:g}% "
-                  f"(worst: {one_line(worst.series)}, {worst.percent:+.1f}% from run {one_line(worst.after.run_id)})",
-                  file=sys.stderr)
+            print(message_line(f"cnnbench history: {plural(len(slow), 'significant regression')} beyond "
+                               f"{threshold * 100:g}% (worst: {worst.series}, {worst.percent:+.1f}% from run "
+                               f"{worst.after.run_id})"), file=sys.stderr)  # names from records: one line
             return 1
     return 0
 
@@ -112,12 +113,12 @@ def csv_rows(history: Any) -> str:
     for s in history.series:
         for c in s.changes:
             rows.append(("change", c.series, c.machine, c.before.run_id, c.before.started_at, c.after.run_id,
-                         c.after.started_at, round(c.level_before, 3), round(c.level_after, 3), round(c.percent, 2),
+                         c.after.started_at, _figure(c.level_before), _figure(c.level_after), round(c.percent, 2),
                          round((c.low - 1) * 100, 2), round((c.high - 1) * 100, 2), float(f"{c.p:.3g}"),
                          "; ".join(x.text() for x in c.suspects)))
         for o in s.outliers:
-            rows.append(("outlier", o.series, o.machine, "", "", o.run.run_id, o.run.started_at, round(o.level, 3),
-                         round(o.run.ips, 3), round((o.ratio - 1) * 100, 2), "", "", "", ""))
+            rows.append(("outlier", o.series, o.machine, "", "", o.run.run_id, o.run.started_at, _figure(o.level),
+                         _figure(o.run.ips), round((o.ratio - 1) * 100, 2), "", "", "", ""))
     return csv_text(CSV_HEADER, rows)
 
 
@@ -161,3 +162,20 @@ def _summary(history: Any) -> str:
 def _rate(images_per_sec: float) -> str:
     """A throughput in the table: one decimal, or three digits where that shows none (0.0012)."""
     return f"{images_per_sec:.1f}" if images_per_sec >= 0.05 else f"{images_per_sec:.3g}"
+
+
+def _figure(images_per_sec: float) -> float:
+    """A throughput in the CSV: six significant digits (0.000321 stays itself; three decimals wrote 0.0)."""
+    return float(f"{images_per_sec:.6g}")
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with each float that is not finite (a ratio of 1e-300 and 1e17 images/sec) as null:
+    the JSON stays JSON (``Infinity`` is not)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value

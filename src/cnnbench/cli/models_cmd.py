@@ -116,7 +116,10 @@ def _progress(models: Sequence[str]) -> Any:
     from rich.console import Console
     from rich.progress import track
 
-    return track(models, description="Tracing models", console=Console(stderr=True), transient=True)
+    from cnnbench.terminal import rich_environ
+
+    return track(models, description="Tracing models", console=Console(stderr=True, _environ=rich_environ()),
+                 transient=True)
 
 
 # --- rendering ---------------------------------------------------------------------------

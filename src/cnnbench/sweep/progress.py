@@ -54,6 +54,8 @@ class RichReporter:
         )
         from rich.text import Text
 
+        from cnnbench.terminal import rich_environ
+
         class _Progress(Progress):
             case = ""
             last_line = ""
@@ -66,7 +68,7 @@ class RichReporter:
                         line.append("  " + self.last_line, style="dim")
                     yield line
 
-        self.console = Console(file=stream or sys.stderr, emoji=False)  # ":name:" in a suite's text stays text
+        self.console = Console(file=stream or sys.stderr, emoji=False, _environ=rich_environ())  # ":name:" stays text
         self.progress = _Progress(
             SpinnerColumn(),
             TextColumn("{task.description}", style="bold", markup=False),  # the suite's name as it is

@@ -4,6 +4,7 @@ folder (``syn-replicated-fp16-2gpus-inference``), and the logs under a set of pa
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,7 +39,7 @@ def layout_of(path: Path) -> LayoutInfo | None:
     parts = path.parts
     if len(parts) < 5 or parts[-2] != "throughput" or not parts[-5].endswith(".logs"):
         return None
-    iteration = int(parts[-1]) if parts[-1].isdigit() else None
+    iteration = int(parts[-1]) if re.fullmatch(r"[0-9]{1,9}", parts[-1]) else None  # not 1² (a digit to isdigit())
     return LayoutInfo(
         machine=parts[-5][: -len(".logs")],
         logs_dir=Path(*parts[:-4]),
