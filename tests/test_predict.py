@@ -475,14 +475,23 @@ def test_a_configuration_whose_figures_no_float_computes_with_is_left_out_by_nam
     bad = _record(1, 400.0, model="vgg16", gpu=None if "threads_per_worker" in odd.get("config", {}) else "RTX A6000")
     for section, values in odd.items():
         bad[section] = {**bad.get(section, {}), **values}
-    write_store(tmp_path / "r", [bad, _record(1, 400.0)])
-    assert main(["predict", str(tmp_path / "r"), "--devices", "1,2,16", "--format", "csv"]) == 0
-    out, err = capsys.readouterr()
-    assert "warning: left out vgg16 on box: its figures are past what a prediction can compute with" in err, err
-    assert "resnet50" in out and "vgg16" not in out and "Traceback" not in err
+    def more(rec: dict, n: int) -> dict:  # the same configuration on n devices: what --calibrate fits to
+        return {**rec, "run_id": f"{rec['run_id']}-{n}", "config": {**rec["config"], "num_devices": n}}
+
+    good = _record(1, 400.0)
+    write_store(tmp_path / "r", [bad, good, more(bad, 2), more(good, 2), more(good, 4)])
+    for calibrate in ([], ["--calibrate"]):
+        assert main(["predict", str(tmp_path / "r"), "--devices", "1,2,16", "--format", "csv", *calibrate]) == 0
+        out, err = capsys.readouterr()
+        assert "warning: left out vgg16 on box: its figures are past what a prediction can compute with" in err, err
+        assert "resnet50" in out and "vgg16" not in out and "Traceback" not in err
     write_store(tmp_path / "alone", [bad])
     assert main(["predict", str(tmp_path / "alone"), "--devices", "1,2,16"]) == 2
     err = capsys.readouterr().err
     assert "no configuration could be predicted" in err and len(err.strip().splitlines()) == 1
     assert main(["predict", str(tmp_path / "r"), "--input-rate", "5e-324"]) == 2
     assert "--input-rate: must be a finite number of 1e-18 images/sec or more" in capsys.readouterr().err
+    odd = _record(1, 400.0, model=["x"])  # type: ignore[arg-type]
+    write_store(tmp_path / "named", [odd, good])  # a record left out earlier is no reason a count fits no node
+    assert main(["predict", str(tmp_path / "named"), "--devices", "9"]) == 2
+    assert "--devices 9: no count spreads evenly" in capsys.readouterr().err

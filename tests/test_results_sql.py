@@ -308,6 +308,9 @@ def test_json_keeps_every_column_of_a_name_given_twice_and_csv_spells_booleans_a
     writes true."""
     code, out, _ = _query(capsys, 'SELECT 1 AS a, 2 AS a, 3 AS "A", true AS t', store, "--format", "json")
     assert code == 0 and json.loads(out) == [{"a": 1, "a_1": 2, "A_2": 3, "t": True}], out
+    code, out, _ = _query(capsys, 'SELECT 1 AS "é", 2 AS "É"', store, "--format", "json")  # two names to DuckDB
+    assert code == 0 and json.loads(out) == [{"é": 1, "É": 2}] and list(cnnbench.query('SELECT 1 AS "é", 2 AS "É"',
+                                                                                     store).columns) == ["é", "É"]
     frame = cnnbench.query('SELECT 1 AS a, 2 AS a, 3 AS "A", true AS t', store)
     assert list(frame.columns) == ["a", "a_1", "A_2", "t"]
     code, out, _ = _query(capsys, 'SELECT "config.forward_only" FROM runs LIMIT 1', store, "--format", "csv")
@@ -321,3 +324,46 @@ def test_a_query_that_is_no_utf8_text_is_one_line(store, capsys):
     assert code == 2 and "the query is not UTF-8 text" in err and len(err.strip().splitlines()) == 1, err
     with pytest.raises(ValueError, match="not UTF-8"):
         cnnbench.query("SELECT '\udcff'", store)
+
+
+def test_a_second_ctrl_c_waits_on_with_the_first():
+    """People press ^C twice: the second, as the interrupted statement ended, escaped the wait, and the
+    store was closed while the statement still held it (a traceback, exit 1). It waits on too."""
+    import signal
+    import sys
+    import threading
+    import time
+
+    from cnnbench.results.sql import _interruptible
+
+    released = threading.Event()
+    finished: list[bool] = []
+
+    class Connection:
+        calls = 0
+
+        def interrupt(self) -> None:
+            self.calls += 1
+            if self.calls == 1:
+                os.kill(os.getpid(), signal.SIGINT)  # the second ^C, as the first is being handled
+            else:
+                released.set()
+
+    def waiting() -> bool:  # whether the main thread waits on this one (not yet on its start)
+        frame = sys._current_frames()[threading.main_thread().ident]
+        while frame is not None and frame.f_code.co_name == "wait":
+            frame = frame.f_back
+        return frame is not None and frame.f_code.co_name == "_interruptible"
+
+    def statement() -> None:
+        deadline = time.monotonic() + 60
+        while not waiting() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        os.kill(os.getpid(), signal.SIGINT)  # the first ^C
+        released.wait(60)
+        finished.append(True)
+
+    connection = Connection()
+    with pytest.raises(KeyboardInterrupt):
+        _interruptible(connection, statement)
+    assert connection.calls == 2 and finished == [True]

@@ -48,11 +48,14 @@ def console_for(stream: IO[str] | None = None) -> Console:
 
 
 def rich_environ() -> dict[str, str]:
-    """The environment rich reads, without a ``COLUMNS`` or ``LINES`` of other digits than 0-9 or
-    of more than 9 (rich reads either with ``int()`` after ``str.isdigit()``: ``COLUMNS=²`` ended
-    every table in a ValueError)."""
+    """The environment rich reads, without a ``COLUMNS`` or ``LINES`` (or Jupyter's) of other digits
+    than 0-9 or of more than 9 (rich reads each with ``int()`` after ``str.isdigit()``: ``COLUMNS=²``
+    ended every table in a ValueError); the rest as it is."""
     return {k: v for k, v in os.environ.items()
-            if k not in ("COLUMNS", "LINES") or re.fullmatch(r"[0-9]{1,9}", v.strip())}
+            if k not in _SIZES or re.fullmatch(r"[0-9]{1,9}", v.strip())}
+
+
+_SIZES = ("COLUMNS", "LINES", "JUPYTER_COLUMNS", "JUPYTER_LINES")
 
 
 def plain(table: Table) -> Table:

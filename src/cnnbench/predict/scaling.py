@@ -133,24 +133,25 @@ def predict_scaling(records: Sequence[Mapping[str, Any]], options: PredictOption
         raise PredictError("no one-device training record in the selection: predict starts from one "
                            "(cnnbench run --num-devices 1, or an imported 1-GPU log)")
     measured = measured_points(selected)
+    plain: dict[str, Scenario] = {}
+    for base in bases:
+        if base.machine not in plain:
+            plain[base.machine] = _scenario(base, options, comm_records(records))
+    rows_of, overflowed = _computable(bases, options, plain, measured)
+    skipped += overflowed
+    bases = [base for base in bases if id(base) in rows_of]
     scenarios: dict[str, Scenario] = {}
     fits: dict[str, list[Fit]] = {}
     for base in bases:
         if base.machine not in scenarios:
-            scenario = _scenario(base, options, comm_records(records))
+            scenario = plain[base.machine]
             if options.calibrate:
                 scenario, fits[base.machine] = _calibrated(scenario, base.machine, bases, measured)
             scenarios[base.machine] = scenario
-    rows = []
-    for base in bases:
-        try:
-            rows += [row for strategy in options.strategies
-                     for row in _rows(base, strategy, options, scenarios[base.machine], measured)]
-        except ArithmeticError as exc:  # figures a record may hold (1e308 parameters) past what a float computes
-            skipped.append(f"{shortened(base.model, 80)} on {shortened(str(base.machine), 80)}: its figures are past "
-                           f"what a prediction can compute with ({shortened(str(exc), 80)})")
-    if not rows and skipped and len(skipped) >= len(bases):
-        raise PredictError(f"no configuration could be predicted: left out {skipped[-1]}")
+    rows = [row for base in bases for row in (
+        rows_of[id(base)] if not options.calibrate else
+        [r for strategy in options.strategies for r in _rows(base, strategy, options, scenarios[base.machine],
+                                                             measured)])]
     if not rows:
         raise PredictError(f"--devices {','.join(map(str, options.devices))}: no count spreads evenly over the "
                            f"nodes it takes ({GPUS_PER_NODE} GPUs a node unless --devices-per-node or --nodes "
@@ -188,6 +189,27 @@ def baseline_verdicts(rows: Sequence[Row]) -> list[str]:
             lines.append(f"{machine}: the model beats the naive baseline (constant 2-device efficiency): "
                          f"mean |error| {model:.1%} against {naive:.1%} over {points}")
     return lines
+
+
+def _computable(bases: Sequence[Base], options: PredictOptions, plain: Mapping[str, Scenario],
+                measured: Sequence[Measured]) -> tuple[dict[int, list[Row]], list[str]]:
+    """The rows of each base (by ``id``) on its machine's uncalibrated scenario, and a line for each
+    base whose figures no float computes with (1e308 parameters, a bucket of 1e-320 MB: figures a
+    record may hold), left out by name before any is predicted or calibrated on; :class:`PredictError`
+    when that is every base."""
+    rows_of: dict[int, list[Row]] = {}
+    overflowed = []
+    for base in bases:
+        try:
+            rows_of[id(base)] = [row for strategy in options.strategies
+                                 for row in _rows(base, strategy, options, plain[base.machine], measured)]
+        except ArithmeticError as exc:
+            overflowed.append(f"{shortened(base.model, 80)} on {shortened(str(base.machine), 80)}: its figures are "
+                              f"past what a prediction can compute with ({shortened(str(exc), 80)})")
+    if overflowed and len(overflowed) == len(bases):
+        more = f" (and {len(overflowed) - 1} more)" if len(overflowed) > 1 else ""
+        raise PredictError(f"no configuration could be predicted: left out {overflowed[0]}{more}")
+    return rows_of, overflowed
 
 
 def check_options(options: PredictOptions) -> None:

@@ -25,8 +25,10 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import string
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -140,7 +142,10 @@ class Store:
         return frame
 
     def close(self) -> None:
-        self._con.close()
+        import duckdb
+
+        with contextlib.suppress(duckdb.Error):  # a statement a ^C interrupted may hold it still as the process ends
+            self._con.close()
 
     def __enter__(self) -> Store:
         return self
@@ -177,8 +182,15 @@ def _interruptible(con: Any, run: Callable[[], _T]) -> _T:
     try:
         ended.wait()  # a ^C interrupts the wait (an event's: a join interrupted so may think the thread ended)
     except KeyboardInterrupt:
-        con.interrupt()
-        ended.wait(60)  # the statement ends at once, the connection free to close
+        deadline = 0.0
+        while True:  # the statement ends at once, the connection free to close; a second ^C (people press it
+            try:  # twice), wherever it lands, waits on with the first
+                deadline = deadline or time.monotonic() + 60
+                con.interrupt()
+                if ended.wait(max(0.0, deadline - time.monotonic())) or time.monotonic() >= deadline:
+                    break
+            except KeyboardInterrupt:
+                continue
         raise
     if "error" in done:
         raise done["error"]
@@ -265,18 +277,27 @@ def cell_value(value: Any, *, text: bool = False) -> Any:
 
 def unique_names(names: Sequence[str]) -> list[str]:
     """Column names made distinct as DuckDB makes a subquery's and :func:`cnnbench.query`'s
-    DataFrame's (``a``, ``a_1``, ``A_2``: names alike but for case are alike): the keys of a JSON
-    row, where a name given twice kept one value only."""
+    DataFrame's (``a``, ``a_1``, ``A_2``: names alike but for the case of ASCII letters are alike):
+    the keys of a JSON row, where a name given twice kept one value only."""
     seen: set[str] = set()
     out = []
     for name in names:
         unique, k = name, 0
-        while unique.lower() in seen:
+        while _fold(unique) in seen:
             k += 1
             unique = f"{name}_{k}"
-        seen.add(unique.lower())
+        seen.add(_fold(unique))
         out.append(unique)
     return out
+
+
+_ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
+
+
+def _fold(name: str) -> str:
+    """``name`` as DuckDB compares names: its ASCII letters' case aside, no other's (``é`` and ``É``
+    are two names; Python's ``lower`` made them one)."""
+    return name.translate(_ASCII_LOWER)
 
 
 def _holds_json(kind: Any) -> bool:
@@ -418,10 +439,10 @@ def _runs_columns(found: list[tuple[str, str, str]]) -> str:
     for name, kind, key in found:
         shown = name or "_"
         suffix = 0
-        while shown.lower() in taken:
+        while _fold(shown) in taken:
             suffix += 1
             shown = f"{name or '_'}_{suffix}"
-        taken.add(shown.lower())
+        taken.add(_fold(shown))
         if kind == '"NULL"':
             select.append(f"CAST({_quoted(key)} AS {contract.get(name, 'JSON')}) AS {_quoted(shown)}")
         elif kind in _TEXT_FOUND:  # what DuckDB reads in text all the same
