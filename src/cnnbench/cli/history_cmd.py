@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -85,7 +84,9 @@ def handle(args: argparse.Namespace) -> int:
             raise UserError(f"--order-by: {exc}") from None
     history = build_history(records, order_by=order_by)
     if args.format == "json":
-        sys.stdout.write(json.dumps(_finite(history.as_dict()), indent=2, default=str, allow_nan=False) + "\n")
+        from cnnbench.results.cleaning import finite_values  # a ratio of 1e-300 and 1e17 images/sec: null
+
+        sys.stdout.write(json.dumps(finite_values(history.as_dict()), indent=2, default=str, allow_nan=False) + "\n")
     elif args.format == "csv":
         sys.stdout.write(csv_rows(history))
     else:
@@ -167,15 +168,3 @@ def _rate(images_per_sec: float) -> str:
 def _figure(images_per_sec: float) -> float:
     """A throughput in the CSV: six significant digits (0.000321 stays itself; three decimals wrote 0.0)."""
     return float(f"{images_per_sec:.6g}")
-
-
-def _finite(value: Any) -> Any:
-    """``value`` with each float that is not finite (a ratio of 1e-300 and 1e17 images/sec) as null:
-    the JSON stays JSON (``Infinity`` is not)."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    return value

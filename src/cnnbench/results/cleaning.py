@@ -39,6 +39,18 @@ def finite_numbers(record: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def finite_values(value: Any) -> Any:
+    """``value`` with each float that is not finite (in it, its lists and its dicts) as None: what a
+    command writes as JSON stays JSON (``Infinity`` and ``NaN`` are not)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite_values(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite_values(v) for v in value]
+    return value
+
+
 def _finite_copy(value: Any, path: str, replaced: list[str]) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         replaced.append(path or "(value)")

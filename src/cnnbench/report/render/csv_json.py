@@ -16,13 +16,13 @@ else: an enum, a datetime). A float that is not a number, or infinite, is ``null
 from __future__ import annotations
 
 import json
-import math
 from typing import Any
 
 import orjson
 
 from cnnbench.analysis.repeat_stats import SPREAD_NAME
 from cnnbench.report.table import Table
+from cnnbench.results.cleaning import finite_values
 from cnnbench.results.csv_out import csv_text
 
 
@@ -95,23 +95,12 @@ def _standard(value: Any) -> bytes:
     """``value`` as compact JSON by the standard library's encoder, as it wrote any value before
     (``str`` of what it cannot write: an enum, a datetime, numpy's ``int64``), a float that is not
     finite as ``null``; UTF-8, or ASCII (escaped) where a lone surrogate cannot be UTF-8."""
-    plain = _finite(value)
+    plain = finite_values(value)
     text = json.dumps(plain, ensure_ascii=False, default=str, separators=(",", ":"), allow_nan=False)
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError:
         return json.dumps(plain, default=str, separators=(",", ":"), allow_nan=False).encode("ascii")
-
-
-def _finite(value: Any) -> Any:
-    """``value`` with each float that is not finite (in it, its lists and its dicts) as None."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    return value
 
 
 def _json(table: Table, columns: list[str], values: list[list[Any]]) -> str:
