@@ -168,8 +168,8 @@ def _outliers(y: np.ndarray, step: float = 0.0) -> np.ndarray:
     the two); the newest run alone unless the run before it is as far the same way. ``step``: the
     step the throughputs are written to (:func:`_step`); a run is never farther than one and a half
     of it from its neighbours' median only by the writing (a run and a median each half a step off
-    at most), at any level of the series: 49 beside a row of whole 50s is no outlier, nor 2 beside
-    1s a level of 100s before them, and 4 beside 2s is."""
+    at most), judged at the level of each run: 49 beside a row of whole 50s is no outlier, after a
+    level of 100s too, and 4 beside 2s is."""
     import numpy as np  # here, not at the top: a report without history loads no numpy
     n = len(y)
     if n < 5:
