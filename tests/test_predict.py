@@ -480,7 +480,8 @@ def test_a_configuration_whose_figures_no_float_computes_with_is_left_out_by_nam
 
     good = _record(1, 400.0)
     write_store(tmp_path / "r", [bad, good, more(bad, 2), more(good, 2), more(good, 4)])
-    for calibrate in ([], ["--calibrate"]):
+    for calibrate in ([], ["--calibrate"], ["--calibrate", "--devices", "1"],  # --calibrate fits to the measured
+                      ["--calibrate", "--strategy", "independent"]):  # points, whatever points are asked for
         assert main(["predict", str(tmp_path / "r"), "--devices", "1,2,16", "--format", "csv", *calibrate]) == 0
         out, err = capsys.readouterr()
         assert "warning: left out vgg16 on box: its figures are past what a prediction can compute with" in err, err
@@ -495,3 +496,6 @@ def test_a_configuration_whose_figures_no_float_computes_with_is_left_out_by_nam
     write_store(tmp_path / "named", [odd, good])  # a record left out earlier is no reason a count fits no node
     assert main(["predict", str(tmp_path / "named"), "--devices", "9"]) == 2
     assert "--devices 9: no count spreads evenly" in capsys.readouterr().err
+    if bad["config"]["device"] == "cpu":  # 9 CPU workers fit 9 hosts: the count fitted the one left out
+        assert main(["predict", str(tmp_path / "r"), "--devices", "9"]) == 2
+        assert "no configuration could be predicted: left out vgg16" in capsys.readouterr().err

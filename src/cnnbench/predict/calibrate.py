@@ -79,6 +79,16 @@ def fit_link(pairs: Sequence[Pair], scenario: Scenario, which: str) -> Fit | Non
     return Fit(fitted_link, residuals)
 
 
+def check_pair(base: Base, m: Measured, scenario: Scenario) -> None:
+    """``ArithmeticError`` where :func:`fit_link` could not compute this pair's part of its loss at
+    some bandwidth it tries (its range's ends, on either link): figures no float computes with."""
+    for which in ("intra", "inter"):
+        link: Link = getattr(scenario, which)
+        for log_b in (LOW, HIGH):
+            tried = Scenario(**{**scenario.__dict__, which: link.with_bandwidth(10 ** log_b, "tried")})
+            _ = (_step(base, m, tried) / _measured_step(base, m) - 1) ** 2
+
+
 def _step(base: Base, m: Measured, scenario: Scenario) -> float:
     return predict(base, m.strategy, m.devices, m.nodes, scenario).step_time_s
 

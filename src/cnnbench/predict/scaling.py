@@ -24,7 +24,7 @@ from cnnbench.predict.bases import (
     measured_points,
     pipeline_records,
 )
-from cnnbench.predict.calibrate import Fit, fit_link
+from cnnbench.predict.calibrate import Fit, check_pair, fit_link
 from cnnbench.predict.links import (
     DEFAULT_RAILS,
     Link,
@@ -140,6 +140,25 @@ def predict_scaling(records: Sequence[Mapping[str, Any]], options: PredictOption
     rows_of, overflowed = _computable(bases, options, plain, measured)
     skipped += overflowed
     bases = [base for base in bases if id(base) in rows_of]
+    scenarios, fits = _scenarios(bases, options, plain, measured)
+    rows = [row for base in bases for row in (
+        rows_of[id(base)] if not options.calibrate else
+        [r for strategy in options.strategies for r in _rows(base, strategy, options, scenarios[base.machine],
+                                                             measured)])]
+    if not rows and overflowed:  # the configurations a count fitted were those left out
+        raise PredictError(f"no configuration could be predicted: left out {overflowed[0]}"
+                           + (f" (and {len(overflowed) - 1} more)" if len(overflowed) > 1 else ""))
+    if not rows:
+        raise PredictError(f"--devices {','.join(map(str, options.devices))}: no count spreads evenly over the "
+                           f"nodes it takes ({GPUS_PER_NODE} GPUs a node unless --devices-per-node or --nodes "
+                           "says otherwise)")
+    links = {m: (s.intra, s.inter) for m, s in scenarios.items()}
+    return PredictResult(rows, links, fits, skipped, bases, baseline_verdicts(rows))
+
+
+def _scenarios(bases: Sequence[Base], options: PredictOptions, plain: Mapping[str, Scenario],
+               measured: Sequence[Measured]) -> tuple[dict[str, Scenario], dict[str, list[Fit]]]:
+    """Each machine's scenario: as found (``plain``), or fitted to its measured points (``--calibrate``)."""
     scenarios: dict[str, Scenario] = {}
     fits: dict[str, list[Fit]] = {}
     for base in bases:
@@ -148,16 +167,7 @@ def predict_scaling(records: Sequence[Mapping[str, Any]], options: PredictOption
             if options.calibrate:
                 scenario, fits[base.machine] = _calibrated(scenario, base.machine, bases, measured)
             scenarios[base.machine] = scenario
-    rows = [row for base in bases for row in (
-        rows_of[id(base)] if not options.calibrate else
-        [r for strategy in options.strategies for r in _rows(base, strategy, options, scenarios[base.machine],
-                                                             measured)])]
-    if not rows:
-        raise PredictError(f"--devices {','.join(map(str, options.devices))}: no count spreads evenly over the "
-                           f"nodes it takes ({GPUS_PER_NODE} GPUs a node unless --devices-per-node or --nodes "
-                           "says otherwise)")
-    links = {m: (s.intra, s.inter) for m, s in scenarios.items()}
-    return PredictResult(rows, links, fits, skipped, bases, baseline_verdicts(rows))
+    return scenarios, fits
 
 
 def two_device_efficiency(base: Base, strategy: str, measured: Sequence[Measured]) -> float | None:
@@ -195,14 +205,20 @@ def _computable(bases: Sequence[Base], options: PredictOptions, plain: Mapping[s
                 measured: Sequence[Measured]) -> tuple[dict[int, list[Row]], list[str]]:
     """The rows of each base (by ``id``) on its machine's uncalibrated scenario, and a line for each
     base whose figures no float computes with (1e308 parameters, a bucket of 1e-320 MB: figures a
-    record may hold), left out by name before any is predicted or calibrated on; :class:`PredictError`
-    when that is every base."""
+    record may hold), left out by name before any is predicted or calibrated on (at its points and
+    at each measured point ``--calibrate`` fits to); :class:`PredictError` when that is every base."""
     rows_of: dict[int, list[Row]] = {}
     overflowed = []
     for base in bases:
         try:
-            rows_of[id(base)] = [row for strategy in options.strategies
-                                 for row in _rows(base, strategy, options, plain[base.machine], measured)]
+            rows = [row for strategy in options.strategies
+                    for row in _rows(base, strategy, options, plain[base.machine], measured)]
+            if options.calibrate:  # each point the fit takes, at the bandwidths it tries
+                for m in measured:
+                    if m.key == base.key and m.devices > 1 and m.strategy in STRATEGIES \
+                            and exchange_of(m.strategy) != "none":
+                        check_pair(base, m, plain[base.machine])
+            rows_of[id(base)] = rows
         except ArithmeticError as exc:
             overflowed.append(f"{shortened(base.model, 80)} on {shortened(str(base.machine), 80)}: its figures are "
                               f"past what a prediction can compute with ({shortened(str(exc), 80)})")
