@@ -186,8 +186,9 @@ def one_line(text: str, *, tabs: bool = False) -> str:
         text) else text
 
 
-MESSAGE_LIMIT = 1000
-"""The most characters :func:`message_line` keeps of a message."""
+MESSAGE_LIMIT = 5000
+"""The most characters :func:`message_line` keeps of a message: more than a path may hold (4,096
+bytes), so a path a message names is whole."""
 
 
 def message_line(text: str, limit: int = MESSAGE_LIMIT) -> str:
