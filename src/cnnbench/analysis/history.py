@@ -428,14 +428,13 @@ def _step(y: np.ndarray) -> float:
     return 0.0
 
 
-def _rounding(y: np.ndarray) -> float:
-    """The variance (of the log) that writing the throughputs ``exp(y)`` to a step adds: a step of
-    ``q`` (1 for whole numbers, 0.01 for two decimals: the largest power of ten every value is a
-    multiple of, from 1 down to 0.000001) adds ``q**2 / 12`` around a value, ``(q / v)**2 / 12``
-    to its log; 0 for throughputs written in full. Where runs tie, the two spreads may see no
-    noise at all, and a level of equal runs would fit exactly; no test takes a scale below this."""
+def _rounding(q: float, y: np.ndarray) -> float:
+    """The variance (of the log) that writing the throughputs ``exp(y)`` to a step ``q`` adds
+    (:func:`_step`: 1 for whole numbers, 0.01 for two decimals): ``q**2 / 12`` around a value,
+    ``(q / v)**2 / 12`` to its log, at their median; 0 for throughputs written in full. Where runs
+    tie, the two spreads may see no noise at all, and a level of equal runs would fit exactly; no
+    test takes a scale below this."""
     import numpy as np  # here, not at the top: a report without history loads no numpy
-    q = _step(y)
     return q * q / 12.0 / float(np.median(np.exp(y))) ** 2 if q else 0.0
 
 
@@ -498,7 +497,7 @@ def fit_levels(values: Sequence[float], jobs: Sequence[Hashable | None] | None =
     spreads = _noise(yk, job, m, cnt)
     w = 1.0 / np.maximum(spreads.between ** 2 + spreads.within ** 2 / np.maximum(cnt, 1), _FLOOR ** 2)
     q = (step_all if len(kept) == n else _step(yk)) if n_jobs else 0.0
-    rounding = q * q / 12.0 / float(np.median(np.exp(yk))) ** 2 if q else 0.0
+    rounding = _rounding(q, yk)
     # what the writing adds to each job's mean, at its own level (a series of 10s then of 100s: a tenth there)
     floor = max(_FLOOR ** 2 * float(w.max()), float(np.median(w * q * q / 12.0 / np.exp(2 * m) / cnt)) if q else 0.0) \
         if n_jobs else 0.0
