@@ -562,6 +562,19 @@ def test_json_csv_and_the_gate_stay_valid_for_any_figure_and_name(tmp_path, caps
     assert len(err) < 5200 and "characters left out" in err and len(err.strip().splitlines()) == 1
 
 
+def test_versions_order_as_pep_440_has_them_nightlies_and_release_candidates_first():
+    """A nightly and a release candidate come before the release (they sorted after it, by their
+    longer text), a post-release after; a local part (+cu130) is no newer version."""
+    values = noisy(24, sd=0.002, seed=9)
+    versions = ["2.10.0", "2.10.0rc1", "2.10.0.dev20260101+cu130", "2.9.1+cu124", "2.10.0.post1", "v2.11",
+                "2.10.0a2", "2.10.0+cu130"] * 3
+    recs = series(values, envs=[{"torch_version": v} for v in versions])
+    (s,) = build_history(recs, order_by="environment.torch_version").series
+    order = list(dict.fromkeys(r.order for r in s.runs))
+    assert order == ["2.9.1+cu124", "2.10.0.dev20260101+cu130", "2.10.0a2", "2.10.0rc1", "2.10.0", "2.10.0+cu130",
+                     "2.10.0.post1", "v2.11"], order
+
+
 def test_versions_order_part_by_part_whatever_digits_they_hold():
     values = noisy(24, sd=0.002, seed=9)
     versions = ["2.10", "2.9", "2.1²", "9" * 5000, "2.10.1", "10"] * 4

@@ -789,6 +789,7 @@ def _moment(text: str) -> _dt.datetime | None:
 
 
 _VERSION_PART = re.compile(r"([0-9]+)")
+_RELEASE = re.compile(r"[vV]?([0-9]+(?:\.[0-9]+)*)(.*)", re.ASCII | re.DOTALL)
 
 
 _ISO_TIME = re.compile(r"\s*[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}")
@@ -797,7 +798,7 @@ _ISO_TIME = re.compile(r"\s*[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}")
 def _order_key(value: Any) -> tuple:
     """Order values naturally: missing first, numbers by value, times (ISO 8601 with a time of day)
     by the moment they name (``-11:00`` and ``+00:00`` alike; without a zone, UTC), versions part by
-    part (2.10 after 2.9)."""
+    part (2.10 after 2.9, :func:`_version_key`), other text with its digit runs by value."""
     if value is None:
         return (0,)
     if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -806,8 +807,45 @@ def _order_key(value: Any) -> tuple:
         when = _moment(value)
         if when is not None:
             return (2, when.timestamp())
-    parts = _VERSION_PART.split(str(value))  # the digit runs at odd places
+    text = str(value)
+    release = _RELEASE.fullmatch(text.strip())
+    if release is not None:
+        return (4, *_version_key(release[1], release[2], text.strip()))
+    parts = _VERSION_PART.split(text)  # the digit runs at odd places
     return (3, tuple((1, digits_key(p)) if i % 2 else (0, p) for i, p in enumerate(parts) if p))
+
+
+_FINAL = ((2,), (0,), (2,))
+"""The part of :func:`_version_key` after the release numbers of a final release: no pre-release
+(after any), no post-release (before any), no development release (after any)."""
+
+
+def _version_key(release: str, rest: str, text: str) -> tuple:
+    """A version's release numbers by value (trailing zeros dropped: 2.10 is 2.10.0), then, as PEP 440
+    orders them, ``2.10.0.dev20260101`` < ``2.10.0a1`` < ``2.10.0rc1`` < ``2.10.0`` <
+    ``2.10.0.post1`` (``packaging``'s reading), the local part (``+cu130``) as text last; a rest PEP
+    440 does not read (``2.1²``, ``12.4-custom``) after the release's own, in its text's order."""
+    numbers = [digits_key(n) for n in release.split(".")]
+    while len(numbers) > 1 and numbers[-1] == (0, ""):
+        numbers.pop()
+    head = tuple(numbers)
+    if not rest:
+        return (head, 0, _FINAL, "")
+    if len(text) <= 256:  # what packaging reads in a moment (it makes ints of the digit runs)
+        from packaging.version import InvalidVersion, Version
+
+        try:
+            v = Version(text)
+        except (InvalidVersion, ValueError):
+            pass
+        else:
+            pre = (2,) if v.pre is None else (1, *v.pre)
+            if v.pre is None and v.post is None and v.dev is not None:
+                pre = (0,)  # a development release of a final one comes before its pre-releases
+            phase = (pre, (0,) if v.post is None else (1, v.post), (2,) if v.dev is None else (1, v.dev))
+            return (head, 0, phase, v.local or "")
+    parts = _VERSION_PART.split(rest)
+    return (head, 1, tuple((1, digits_key(p)) if i % 2 else (0, p) for i, p in enumerate(parts) if p))
 
 
 def _labels(points: Any, order: Sequence[str]) -> list[str]:
