@@ -181,6 +181,7 @@ def test_a_local_sweep_refuses_a_case_over_several_nodes_in_one_line(tmp_path, c
     ({"slurm_args": {"D": "/"}}, "executor.slurm_args: D is set by cnnbench"),
     ({"machines": {"epyc": {"qos": ""}}}, "executor.machines.epyc.qos: must be non-empty text"),
     ({"slurm_args": {"bad key": "x"}}, "executor.slurm_args: 'bad key' is not an sbatch option name"),
+    ({"slurm_args": {"exclusive": False}}, "executor.slurm_args.exclusive: an option given without a value is true"),
 ])
 def test_a_bad_executor_block_is_refused_when_the_suite_is_read(tmp_path, capsys, block, message):
     suite = write_suite(tmp_path, "bad", base=FAST, executor=block)
@@ -255,6 +256,21 @@ def test_each_case_asks_slurm_for_its_own_resources_and_equal_requests_share_an_
     params = next(r for r in by.values() if r.gpus_per_node == 2).submitit_parameters()
     assert params["nodes"] == 2 and params["gpus_per_node"] == 2 and params["ntasks_per_node"] == 1
     assert params["additional_parameters"] == {"no_requeue": True, "container_image": "nvcr.io#pytorch:24.05"}
+
+
+@pytest.mark.parametrize("flags, executor", [
+    (("--slurm-arg", "exclusive"), {}),
+    ((), {"slurm_args": {"exclusive": True}}),
+])
+def test_an_sbatch_option_without_a_value_is_a_flag(tmp_path, monkeypatch, flags, executor):
+    """``--exclusive`` alone (a whole node) could not be asked for: every option needed KEY=VALUE."""
+    from submitit.slurm.slurm import _make_sbatch_string
+
+    ((resources, _),) = _planned(tmp_path, monkeypatch, *flags, base=FAST, executor={"time_min": 5, **executor})
+    params = resources.submitit_parameters()
+    assert params["additional_parameters"] == {"no_requeue": True, "exclusive": True}
+    script = _make_sbatch_string(command="true", folder=str(tmp_path), **params)
+    assert "#SBATCH --exclusive\n" in script
 
 
 def test_the_command_line_wins_over_the_executor_block_and_cases_run_once_per_machine(tmp_path, monkeypatch):

@@ -45,9 +45,9 @@ class SlurmExecutor:
                            ("constraint", "Node features (sbatch --constraint)")):
             g.add_argument(f"--{flag}", metavar=flag.upper(), help=f"{what} of every job (over the suite's "
                            "executor block).")
-        g.add_argument("--slurm-arg", action="append", default=[], metavar="KEY=VALUE",
-                       help="Any other sbatch option, without its dashes (container-image=... for Pyxis); repeat "
-                       "for several.")
+        g.add_argument("--slurm-arg", action="append", default=[], metavar="KEY[=VALUE]",
+                       help="Any other sbatch option, without its dashes (container-image=... for Pyxis; exclusive "
+                       "for a flag); repeat for several.")
 
     def chosen_by(self, args: argparse.Namespace) -> bool:
         return bool(args.status or args.cancel)

@@ -34,7 +34,7 @@ class Resources:
     qos: str | None = None
     constraint: str | None = None
     mem: str | None = None
-    slurm_args: tuple[tuple[str, str], ...] = ()
+    slurm_args: tuple[tuple[str, str | bool], ...] = ()
 
     def submitit_parameters(self) -> dict[str, object]:
         """:class:`submitit.SlurmExecutor` parameters (one task per node: a launcher each; ``--no-requeue``)."""

@@ -71,7 +71,7 @@ class SlurmSettings:
     startup_s: float | None = None
     time_min: int | None = None
     max_concurrent: int | None = None
-    slurm_args: Mapping[str, str] = field(default_factory=dict)
+    slurm_args: Mapping[str, str | bool] = field(default_factory=dict)
 
     def over(self, base: SlurmSettings) -> SlurmSettings:
         """These settings, what they leave unset taken from ``base`` (``slurm_args`` merged)."""
@@ -135,16 +135,14 @@ def parse_settings(value: Any, place: str) -> SlurmSettings:
     return SlurmSettings(**out)
 
 
-def slurm_args(value: Any, place: str) -> dict[str, str]:
-    """``{key: value}`` of sbatch options (``container-image: ...``), each key checked."""
-    if isinstance(value, (list, tuple)):  # KEY=VALUE words (the command line's --slurm-arg)
-        pairs = {}
+def slurm_args(value: Any, place: str) -> dict[str, str | bool]:
+    """``{key: value}`` of sbatch options (``container-image: ...``), each key checked; ``True`` for
+    an option given without a value (``exclusive``, ``--slurm-arg exclusive``): ``#SBATCH --exclusive``."""
+    if isinstance(value, (list, tuple)):  # KEY=VALUE or KEY words (the command line's --slurm-arg)
+        pairs: dict[str, Any] = {}
         for word in value:
             key, eq, val = str(word).partition("=")
-            if not eq:
-                raise SettingsError(f"{place}: expected KEY=VALUE, an sbatch option without its dashes "
-                                    f"(got {quoted(word)})")
-            pairs[key.strip().lstrip("-")] = val
+            pairs[key.strip().lstrip("-")] = val if eq else True
         value = pairs
     if not isinstance(value, Mapping):
         raise SettingsError(f"{place}: must map sbatch options to values")
@@ -155,7 +153,9 @@ def slurm_args(value: Any, place: str) -> dict[str, str]:
         if _cnnbench_sets(key):
             raise SettingsError(f"{place}: {key} is set by cnnbench (each job's log goes to the results folder's "
                                 ".slurm/, where --status reads it)")
-        out[key] = _text(val, f"{place}.{key}")
+        if val is False or val is None:
+            raise SettingsError(f"{place}.{key}: an option given without a value is true (leave out one not wanted)")
+        out[key] = True if val is True else _text(val, f"{place}.{key}")
     return out
 
 
