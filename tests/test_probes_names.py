@@ -150,6 +150,8 @@ def test_a_machine_label_whose_file_name_is_over_255_bytes_is_one_line(tmp_path)
     assert line.startswith("machine label 'xxx") and "256 bytes long; at most 255" in line
     assert len(line.splitlines()) == 1 and len(line) < 300
     assert machine_file_name("a/../b\n c") == "a_.._b_c.jsonl"  # every other label is a safe name already
+    assert machine_file_name("../x") == "x.jsonl" and machine_file_name(".hidden") == "hidden.jsonl"  # not hidden
+    assert machine_file_name("..") == machine_file_name("/") == "unknown.jsonl"
 
 
 def test_a_record_whose_machine_label_no_file_can_take_is_not_written(tmp_path):

@@ -68,10 +68,11 @@ class MachineLabelError(files.FileProblem):
 
 def machine_file_name(machine: str) -> str:
     """A file-system-safe file name for a machine label: every character but letters, digits and
-    ``._+-`` becomes ``_``. A label whose name would be over 255 bytes raises
+    ``._+-`` becomes ``_``, and the name begins with none of ``._`` (``../x`` would have made a
+    hidden ``.._x.jsonl``, which ``ls`` does not show). A label whose name would be over 255 bytes raises
     :class:`MachineLabelError`: whoever takes labels from data (an import) calls this for every
     label before writing anything."""
-    slug = re.sub(r"[^A-Za-z0-9._+-]+", "_", machine).strip("_") or "unknown"
+    slug = re.sub(r"[^A-Za-z0-9._+-]+", "_", machine).lstrip("._").rstrip("_") or "unknown"
     name = slug + SUFFIX
     why = files.name_problem(name)  # the slug holds no separator or control character: only its length
     if why is not None:
