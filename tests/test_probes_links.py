@@ -235,6 +235,29 @@ def test_a_link_planted_at_a_claim_stops_the_sweep_before_the_case(tmp_path, out
     untouched(outside)
 
 
+@pytest.mark.parametrize("planted", ["hard link", "folder"])
+def test_a_hard_link_or_a_folder_planted_at_a_claim_stops_the_sweep_in_one_line(tmp_path, outside, capsys, planted):
+    """A hard link at the claim's name was truncated and written (the user's file outside the store
+    then held the claim's note), and a folder there ended in an IsADirectoryError traceback."""
+    suite = tmp_path / "s.yaml"
+    suite.write_text("name: c\nbase: {model: trivial, device: cpu}\nmatrix: {batch_size: [2]}\n")
+    results = tmp_path / "r"
+    (results / ".claims").mkdir(parents=True)
+    claim = results / ".claims" / f"{suite_of().cases[0].key}-testbox.lock"
+    if planted == "hard link":
+        os.link(outside / "victim", claim)
+    else:
+        claim.mkdir()
+    code = main(["sweep", str(suite), "--results-dir", str(results), "--machine-label", "testbox", "--plain"])
+    err = capsys.readouterr().err
+    assert code != 0 and "Traceback" not in err, err
+    lines = [line for line in err.splitlines() if "error:" in line]
+    assert len(lines) == 1 and claim.name in lines[0], err
+    assert ("2 names (hard links)" if planted == "hard link" else "not a regular file") in lines[0], err
+    assert claim.exists() and read_records(results)[0] == []  # left as evidence; the case did not run
+    untouched(outside)
+
+
 @pytest.mark.parametrize("name", [".claims", ".slurm", ".slurm/submitit", "traces"])
 def test_sweep_refuses_a_store_whose_own_folder_is_a_link_before_any_work(tmp_path, outside, capsys, name):
     suite = tmp_path / "s.yaml"

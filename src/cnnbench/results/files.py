@@ -331,6 +331,8 @@ def open_in(dir_fd: int, name: str, flags: int, path: str | os.PathLike[str], *,
             raise LinkedFile(path) from None
         if exc.errno == errno.ENXIO:  # a FIFO no one reads
             raise NotRegularFile(path, stat.S_IFIFO) from None
+        if exc.errno == errno.EISDIR:  # a folder, opened for writing
+            raise NotRegularFile(path, stat.S_IFDIR) from None
         raise
     _require_regular(fd, path)
     _clear_nonblock(fd)

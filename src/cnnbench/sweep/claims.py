@@ -9,7 +9,8 @@ case claimed. After taking the lock, the claimant checks that the file it locked
 the one at that path (its owner removes it when done), the usual way to make lock files
 safe to delete. The lock files are opened relative to a descriptor of ``.claims/``, which
 must be a real folder in the store, and never through a symlink at their name (one planted
-there raises :class:`~cnnbench.results.files.LinkedFile`; see
+there raises :class:`~cnnbench.results.files.LinkedFile`, a hard link
+:class:`~cnnbench.results.files.HardLinked`, before anything is written in it; see
 :func:`cnnbench.results.files.open_in`). No torch here.
 """
 
@@ -98,6 +99,11 @@ class CaseClaims:
                 os.close(fd)
                 os.close(folder_fd)
                 continue
+            links = os.fstat(fd).st_nlink
+            if links > 1:  # a hard link planted at its name: the note would overwrite the file it names too
+                os.close(fd)
+                os.close(folder_fd)
+                raise files.HardLinked(path, links)
             note = f"pid {os.getpid()} on {socket.gethostname()} since {time.strftime('%Y-%m-%d %H:%M:%S')}\n"
             os.ftruncate(fd, 0)
             os.write(fd, note.encode())
