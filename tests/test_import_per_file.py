@@ -13,6 +13,7 @@ import pytest
 
 from cnnbench.cli import main
 from cnnbench.results.store import read_records
+from tests.report_fixtures import record, write_store
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "tf_cnn_benchmarks_logs"
 CONFIG = "LambdaCloud-RTX_A6000.logs/syn-replicated-fp32-1gpus"
@@ -189,3 +190,21 @@ def test_a_log_named_by_other_digits_is_imported_as_one_without_an_iteration(tmp
         capsys.readouterr().err
     records, _ = read_records(tmp_path / "r")
     assert len(records) == 6
+
+
+def test_a_link_planted_at_one_records_file_stops_the_import_before_any_record_is_written(tmp_path, capsys):
+    """Without --machine-label each record's file is its machine's: a link at the second one was found
+    when its records were appended, after the first machine's were written (exit 1)."""
+    write_store(tmp_path / "src", [record(machine="box-a"), record(machine="box-b")])
+    table = tmp_path / "runs.csv"
+    assert main(["results", "export", "--format", "csv", "-o", str(table), str(tmp_path / "src")]) == 0
+    outside = tmp_path / "outside.txt"
+    outside.write_text("mine\n")
+    results = tmp_path / "r"
+    results.mkdir()
+    (results / "box-b.jsonl").symlink_to(outside)
+    capsys.readouterr()
+    assert main(["import", "csv", str(table), "--results-dir", str(results)]) == 2
+    err = capsys.readouterr().err
+    assert "box-b.jsonl: is a symlink" in err and len(err.strip().splitlines()) == 1, err
+    assert sorted(p.name for p in results.iterdir()) == ["box-b.jsonl"] and outside.read_text() == "mine\n"

@@ -65,12 +65,13 @@ def import_into(results_dir: str | os.PathLike[str], kind: str, paths: Sequence[
 
     ``warn`` is called with each line about an input or a record left out, and each line of
     the store that could not be read (``skipped <file:line: why>``), as they come. Raises
-    :class:`ImportProblem` when nothing can be imported, and ``OutputError`` (before anything
-    is read) for a results folder that cannot take the records; with ``dry_run`` the folder
+    :class:`ImportProblem` when nothing can be imported, and ``OutputError`` for a results folder
+    that cannot take the records (before anything is read, and, for the file of each record's
+    machine, before anything is written); with ``dry_run`` the folder
     is not checked, and nothing is made or written.
     """
     from cnnbench.results.outputs import check_results_dir
-    from cnnbench.results.store import append_new_records, problem_text
+    from cnnbench.results.store import _machine_of, append_new_records, problem_text
 
     options = options or ImportOptions()
     try:
@@ -93,6 +94,8 @@ def import_into(results_dir: str | os.PathLike[str], kind: str, paths: Sequence[
         usage = bool(result.refused) and len(result.refused) == len(result.problems)
         inputs = ", ".join(os.fspath(p) for p in paths)
         raise ImportProblem(f"nothing to import from {inputs}", exit_code=2 if usage else 1)
+    if not dry_run:  # each record's file, before any is written (a link planted at one of them)
+        check_results_dir(results_dir, {_machine_of(r) for r in records}, label_flag="a record's environment.machine")
     appended = append_new_records(results_dir, records, write=not dry_run)
     for problem in appended.problems:
         say(problem_text(problem))
