@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import pickle
 import stat
@@ -256,6 +257,28 @@ def test_a_hard_link_or_a_folder_planted_at_a_claim_stops_the_sweep_in_one_line(
     assert ("2 names (hard links)" if planted == "hard link" else "not a regular file") in lines[0], err
     assert claim.exists() and read_records(results)[0] == []  # left as evidence; the case did not run
     untouched(outside)
+
+
+@pytest.mark.parametrize("flag", ["--status", "--cancel"])
+def test_sweep_status_never_reads_a_job_ledger_through_a_linked_slurm_folder(tmp_path, outside, capsys, flag):
+    """``--status`` read ``.slurm/jobs.jsonl`` through a link out of the store, asked Slurm about the
+    jobs it listed and recorded their failures in the store; ``--cancel`` would have cancelled them."""
+    suite = tmp_path / "s.yaml"
+    suite.write_text("name: tiny\nbase: {model: trivial, device: cpu}\nmatrix: {batch_size: [2]}\n")
+    key = parse_suite({"name": "tiny", "base": {"model": "trivial", "device": "cpu"},
+                       "matrix": {"batch_size": [2]}}).cases[0].key
+    (outside / "dir" / "jobs.jsonl").write_text(json.dumps(
+        {"suite": "tiny", "key": key, "label": None, "job_id": "777_0", "attempt": 1,
+         "submitted_at": "2026-12-05T08:00:00+00:00", "folder": ""}) + "\n")
+    results = tmp_path / "r"
+    results.mkdir()
+    (results / ".slurm").symlink_to(outside / "dir")
+    code = main(["sweep", str(suite), "--results-dir", str(results), flag])
+    err = capsys.readouterr().err
+    assert code != 0 and "Traceback" not in err, err
+    lines = [line for line in err.splitlines() if "error:" in line]
+    assert len(lines) == 1 and ".slurm" in lines[0] and "symlink" in lines[0], err
+    assert sorted(p.name for p in results.iterdir()) == [".slurm"]  # nothing recorded
 
 
 @pytest.mark.parametrize("name", [".claims", ".slurm", ".slurm/submitit", "traces"])

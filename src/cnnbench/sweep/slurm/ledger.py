@@ -113,13 +113,23 @@ def check_ledger(results_dir: str | os.PathLike[str]) -> None:
 
 
 def read_jobs(results_dir: str | os.PathLike[str], suite: str | None = None) -> list[JobEntry]:
-    """Every entry (of ``suite``), in submission order; a line that cannot be read is passed over."""
+    """Every entry (of ``suite``), in submission order; a line that cannot be read is passed over.
+    Read in the real ``.slurm/`` of the store, never through a link (a ledger found through one
+    would have ``--status`` record failures of jobs someone else listed): raises
+    :class:`~cnnbench.results.files.FileProblem` for a link or a special file."""
     path = slurm_folder(results_dir) / JOBS_FILE
     try:
-        with files.open_regular(path) as f:
-            text = f.read().decode("utf-8", errors="replace")
+        folder = files.open_folder(Path(results_dir), FOLDER)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    try:
+        fd = files.open_in(folder, JOBS_FILE, os.O_RDONLY, path)
     except FileNotFoundError:
         return []
+    finally:
+        os.close(folder)
+    with os.fdopen(fd, "rb") as f:
+        text = f.read().decode("utf-8", errors="replace")
     out = []
     for line in text.splitlines():
         try:
