@@ -217,6 +217,27 @@ def test_report_shows_bandwidth_by_size_and_leaves_the_throughput_tables_as_they
     assert "bus bandwidth (GB/s)" in svg and "1K" in svg
 
 
+def test_a_collective_named_like_a_path_names_no_report_file(tmp_path, capsys):
+    """The bandwidth table's id took a record's collective as it was: ``x/y`` made a folder of the
+    plots' and failed the report, a line break named files that the next report refused as not its own."""
+    recs = []
+    for name in ("x/y", "evil\n=cmd|x", "../../victim"):
+        for size in (1024, 2048):
+            rec = comm(size=size)
+            rec["config"]["collective"] = name
+            rec["run_id"] += f"{len(recs)}"
+            recs.append(rec)
+    write_store(tmp_path / "r", recs)
+    out = tmp_path / "rep"
+    for _ in range(2):  # the second into the same folder: every file is the report's own
+        assert main(["report", str(tmp_path / "r"), "--out", str(out), "--rebuild"]) == 0, capsys.readouterr().err
+    written = [p.relative_to(out) for p in out.rglob("*")]
+    assert all(len(p.parts) <= 2 and p.name.isprintable() for p in written), written
+    assert sorted(p.name for p in (out / "tables").glob("bandwidth-*.csv")) == [
+        "bandwidth-evil_cmd_x-2.csv", "bandwidth-victim-2.csv", "bandwidth-x_y-2.csv"]
+    assert not (tmp_path / "victim").exists()
+
+
 def test_a_store_of_bandwidth_records_alone_reports_them_without_an_empty_throughput_section():
     from cnnbench.report.build import build_report
     from cnnbench.report.document import Heading

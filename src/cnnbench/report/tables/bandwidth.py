@@ -88,7 +88,9 @@ def bandwidth_tables(records: Sequence[Mapping[str, Any]], noise: float) -> list
         cells = groups[key]
         machines = sorted({m for _, m in cells}, key=F.sort_key)
         sizes = sorted({s for s, _ in cells})
-        table = Table(f"bandwidth-{key[0]}-{key[1]}", _title(key), "bandwidth", ["size", *machines])
+        # the collective is a record's text: a name (slugged, as every table's), never a path
+        table = Table(f"bandwidth-{F.slug(key[0])}-{F.slug(F.text(key[1]))}", _title(key), "bandwidth",
+                      ["size", *machines])
         lines: dict[str, list[tuple[int, float]]] = {m: [] for m in machines}
         for s in sizes:
             row = [label_cell(size_text(s))]
