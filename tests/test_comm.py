@@ -369,3 +369,21 @@ def test_under_torchrun_each_process_is_a_rank_and_rank_0_writes(tmp_path):
     assert [(r["config"]["bytes"], r["config"]["num_devices"], r["kind"]) for r in records] == [
         (1024, 2, "comm"), (2048, 2, "comm")]
     assert done.stdout.count("# cnnbench comm:") == 1 and done.stdout.count("records appended") == 1
+
+
+def test_a_link_at_the_derived_labels_file_stops_comm_before_any_worker(tmp_path, capsys):
+    """Without --machine-label the file of the label comm derives was found a link only when the
+    record was appended, after the measurement (exit 1, the record lost)."""
+    from cnnbench.machine.environment import expected_machine_label
+    from cnnbench.results.store import machine_file_name
+
+    outside = tmp_path / "mine.txt"
+    outside.write_text("mine\n")
+    results = tmp_path / "r"
+    results.mkdir()
+    (results / machine_file_name(expected_machine_label("cpu"))).symlink_to(outside)
+    code = main(["comm", "--device", "cpu", "--num-devices", "2", "--min-bytes", "1K", "--max-bytes", "1K",
+                 "--warmup", "1", "--iters", "2", "--collective", "all_reduce", "--results-dir", str(results)])
+    out, err = capsys.readouterr()
+    assert code == 2 and "is a symlink" in err and len(err.strip().splitlines()) == 1, err
+    assert "all_reduce" not in out and outside.read_text() == "mine\n"  # nothing measured

@@ -71,7 +71,7 @@ def handle(args: argparse.Namespace) -> int:
             machine_label=args.machine_label, oversubscribe=args.oversubscribe, timeout=args.timeout)
     except ConfigError as exc:
         raise UserError.from_config(exc, "comm") from None
-    check_output(config.results_dir, [config.machine_label])
+    check_output(config.results_dir, [config.machine_label], device=config.device)  # the label it derives too
     return _run(config)
 
 
