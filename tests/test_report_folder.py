@@ -5,6 +5,7 @@ holds no report is refused, as is ``-o`` that is a file or under one, before any
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -88,6 +89,66 @@ def test_a_manifest_cannot_name_files_outside_the_report(store, tmp_path, capsys
     manifest.write_text(json.dumps(data))
     assert main(["report", str(store), "-o", str(out), "--no-plots"]) == 0
     assert precious.read_text() == "keep\n"
+
+
+def test_a_file_a_manifest_lists_is_removed_only_with_the_bytes_the_report_recorded(store, tmp_path, capsys):
+    """A name added to the manifest (a file of the folder's, anyone's to write) had the next report
+    delete the user's file it named; a stale table the user edited was deleted too."""
+    out = tmp_path / "report"
+    assert main(["report", str(store), "-o", str(out), "--no-plots"]) == 0
+    notes = out / "tables" / "notes.csv"
+    notes.write_text("my notes\n")
+    manifest = out / ".cnnbench-report.json"
+    data = json.loads(manifest.read_text())
+    data["files"].append("tables/notes.csv")
+    data["outputs"]["tables/notes.csv"] = "0" * 64  # a digest that is not the file's
+    manifest.write_text(json.dumps(data))
+    edited = out / "tables" / "effect-model-vgg16-vs-resnet50.csv"  # a table the next report does not write
+    edited.write_text("edited by hand\n")
+    assert main(["report", str(store), "-o", str(out), "--no-plots", "--where", "model=vgg16"]) == 0
+    capsys.readouterr()
+    assert notes.read_text() == "my notes\n" and edited.read_text() == "edited by hand\n"
+    assert not edited.with_suffix(".json").exists()  # its unchanged twin: gone
+
+
+def test_a_report_cut_off_halfway_leaves_its_earlier_reports_files_to_the_next(store, tmp_path, capsys, monkeypatch):
+    from cnnbench.report import output
+
+    out = tmp_path / "report"
+    assert main(["report", str(store), "-o", str(out), "--no-plots"]) == 0
+    first = {p.name for p in (out / "tables").iterdir()}
+
+    def cut(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(output, "render_html", cut)
+    assert main(["report", str(store), "-o", str(out), "--no-plots", "--where", "model=vgg16", "--rebuild"]) != 0
+    assert "interrupted" in capsys.readouterr().err
+    monkeypatch.undo()
+    assert (out / "tables" / "effect-model-vgg16-vs-resnet50.csv").exists()  # cut off before it was removed
+    assert main(["report", str(store), "-o", str(out), "--no-plots", "--where", "model=vgg16", "--rebuild"]) == 0
+    capsys.readouterr()
+    left = {p.name for p in (out / "tables").iterdir()}
+    assert first - left == {"effect-model-vgg16-vs-resnet50.csv", "effect-model-vgg16-vs-resnet50.json"}, left
+
+
+def test_what_an_up_to_date_report_repeats_is_shown_as_text(store, tmp_path, capsys):
+    """The manifest's remembered lines went to the terminal as they were: an escape sequence in one
+    could retitle or clear it."""
+    out = tmp_path / "report"
+    for path in store.glob("*.jsonl"):
+        os.utime(path, (1.0e9, 1.0e9))  # settled: the report may be taken as up to date
+    assert main(["report", str(store), "-o", str(out), "--no-plots"]) == 0
+    manifest = out / ".cnnbench-report.json"
+    data = json.loads(manifest.read_text())
+    data["said"]["more"] = ["\x1b]0;pwned\x07\x1b[31mFAKE\rX"]
+    data["said"]["warnings"] = ["warning: \x1b[2J"]
+    manifest.write_text(json.dumps(data))
+    capsys.readouterr()
+    assert main(["report", str(store), "-o", str(out), "--no-plots"]) == 0
+    out_text, err = capsys.readouterr()
+    assert "up to date" in out_text, out_text
+    assert "\x1b" not in out_text + err and "\r" not in out_text and "\\x1b[31mFAKE" in out_text and "\\x1b[2J" in err
 
 
 @pytest.mark.parametrize("where,why", [("a-file", "is a file, not a folder"),

@@ -11,6 +11,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from cnnbench.cli.common import UserError
+from cnnbench.words import message_line
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -132,12 +133,12 @@ def handle(args: argparse.Namespace) -> int:
         raise UserError(str(exc)) from None
     said = None if args.rebuild or key is None else up_to_date(out, key)
     if said is not None:
-        for line in said.warnings:
-            print(line, file=sys.stderr)
+        for line in said.warnings:  # the manifest's, a file of the folder's: shown as text, never as escapes
+            print(message_line(line), file=sys.stderr)
         print(f"up to date, not written again (the same results files, options and cnnbench; --rebuild makes it "
               f"again): {_done(out, said)}")
         for line in said.more:
-            print(line)
+            print(message_line(line))
         return 0
     from cnnbench.report.render.drawing import prepare_drawing
 

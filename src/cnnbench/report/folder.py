@@ -22,6 +22,8 @@ from cnnbench.results import files
 from cnnbench.results.outputs import OutputError, check_output_folder
 
 MANIFEST = ".cnnbench-report.json"
+DIGEST = re.compile(r"[0-9a-f]{64}")
+"""A SHA-256 as the manifest records a file's (:func:`file_digest`)."""
 SUMMARY = "summary.md"
 HTML = "report.html"
 OWN_NAME = re.compile(r"(summary\.md|report\.html|tables/[^/\\\x00-\x1f]+\.(csv|json)"
@@ -95,6 +97,7 @@ def listed_files(manifest: dict[str, Any]) -> set[str]:
 
 
 def write_manifest(out: Path, written: set[str], **more: Any) -> None:
-    """The manifest of ``written`` (and ``more`` fields: ``outputs``, ``inputs``, ``said``)."""
+    """The manifest of ``written`` (and ``more`` fields: ``outputs``, ``inputs``, ``said``; while a
+    report is written, ``removable``: the earlier report's files' digests)."""
     write_text(out / MANIFEST, json.dumps({"written_by": "cnnbench report", "files": sorted(written), **more},
                                           indent=1) + "\n")

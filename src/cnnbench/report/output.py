@@ -1,13 +1,16 @@
 """Write a report to a folder: ``summary.md``, ``report.html``, ``tables/*.csv|json``, ``plots/*.svg``.
 
 A report never deletes what it did not write. It lists what it wrote in a manifest,
-``.cnnbench-report.json``, in the folder; the next report into the same folder removes the
-files of that list it does not write again (a table that no longer exists) and nothing
-else, so the user's own files in ``tables/`` or ``plots/`` stay. A folder that is not
-empty and holds no manifest (not a report, or one from before manifests) is refused, and
-so is a file of the user's where the report would write one of its own. The manifest is
-written before the report's files (listing the old and the new) and again after them, so
-that a report cut off halfway is still cleaned up by the next one.
+``.cnnbench-report.json``, in the folder, with the SHA-256 of each file; the next report into
+the same folder removes the files of that list it does not write again (a table that no longer
+exists) that still hold the bytes recorded, and nothing else, so the user's own files in
+``tables/`` or ``plots/`` stay, a table the user edited stays, and so does a file that a
+manifest someone else wrote lists (a manifest is a file of the folder's, anyone's to write). A
+folder that is not empty and holds no manifest (not a report, or one from before manifests) is
+refused, and so is a file of the user's where the report would write one of its own. The
+manifest is written before the report's files (listing the old and the new, with the old ones'
+digests) and again after them, so that a report cut off halfway still has its earlier report's
+files cleaned up by the next one.
 
 A report writes only inside its folder: ``tables/`` or ``plots/`` that is a symlink, or not
 a folder, is refused before any work, and every file is written to a unique
@@ -26,6 +29,7 @@ from pathlib import Path
 
 from cnnbench.report.document import Report
 from cnnbench.report.folder import (
+    DIGEST,
     HTML,
     MANIFEST,
     SUMMARY,
@@ -89,7 +93,9 @@ def write_report(report: Report, outdir: str | os.PathLike[str], plots: bool = T
     Raises :class:`OutputError` (before writing anything) for a folder that cannot take a report.
     """
     out = check_report_folder(outdir)
-    previous = listed_files(read_manifest(out))
+    manifest = read_manifest(out)
+    previous = listed_files(manifest)
+    recorded = _recorded(manifest, previous)
     if not plots:
         for fig in report.figures:
             fig.drawn = False
@@ -98,7 +104,8 @@ def write_report(report: Report, outdir: str | os.PathLike[str], plots: bool = T
     _refuse_foreign(out, planned - previous)
 
     out.mkdir(parents=True, exist_ok=True)
-    write_manifest(out, previous | planned)  # the list alone: until the end, this folder holds no whole report
+    # the list (and the old files' digests) alone: until the end, this folder holds no whole report
+    write_manifest(out, previous | planned, removable=recorded)
     if any(f.drawn for f in report.figures):
         subfolder(out, "plots")
     drawing = start_drawing([f for f in report.figures if f.drawn], out, drawing_pool)  # elsewhere, meanwhile:
@@ -108,11 +115,24 @@ def write_report(report: Report, outdir: str | os.PathLike[str], plots: bool = T
     digests.update((f"plots/{path.name}", file_digest(path)) for path in written.plots)
     digests[SUMMARY] = write_text(written.summary, render_markdown(report))
     digests[HTML] = write_text(written.html, render_html(report, out))
-    for name in sorted(previous - planned):  # an earlier report's files this one did not write again
-        _remove(out, name)
+    for name in sorted(previous - planned):  # an earlier report's files this one did not write again, as written
+        if name in recorded and file_digest(out / name) == recorded[name]:
+            _remove(out, name)
     _write_final_manifest(out, planned, digests, written)
     log.info("wrote %s (%d tables, %d plots)", out, len(report.tables), len(written.plots))
     return written
+
+
+def _recorded(manifest: dict[str, object], listed: set[str]) -> dict[str, str]:
+    """The digest an earlier report recorded of each of its ``listed`` files: its ``outputs`` once it
+    ended, else (cut off) the ``removable`` ones it took over from the report before."""
+    out: dict[str, str] = {}
+    for key in ("removable", "outputs"):
+        got = manifest.get(key)
+        if isinstance(got, dict):
+            out.update((name, digest) for name, digest in got.items()
+                       if name in listed and isinstance(digest, str) and DIGEST.fullmatch(digest))
+    return out
 
 
 def _planned(report: Report, tables: dict[str, Table]) -> set[str]:

@@ -25,7 +25,6 @@ import functools
 import hashlib
 import json
 import os
-import re
 import sys
 import time
 from collections.abc import Iterable, Mapping
@@ -33,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cnnbench.report.folder import file_digest, listed_files, read_manifest, write_manifest
+from cnnbench.report.folder import DIGEST, file_digest, listed_files, read_manifest, write_manifest
 from cnnbench.results.reader import iter_store_files
 
 FORMAT = 1
@@ -42,7 +41,6 @@ LIBRARIES = ("orjson", "matplotlib", "numpy", "scipy")
 SETTLE_S = 2.0
 """A results file modified less than this long ago gives no key (see the module's docstring)."""
 _SOURCES = (".py", ".yaml")
-_DIGEST = re.compile(r"^[0-9a-f]{64}$")
 
 
 @dataclass(frozen=True)
@@ -110,7 +108,7 @@ def up_to_date(out: Path, key: str) -> Said | None:
         return None
     for name in sorted(written):
         digest = outputs[name]
-        if not isinstance(digest, str) or not _DIGEST.match(digest) or file_digest(out / name) != digest:
+        if not isinstance(digest, str) or not DIGEST.fullmatch(digest) or file_digest(out / name) != digest:
             return None
     counts = [n for n in (said.get(name) for name in ("tables", "plots", "results")) if type(n) is int and n >= 0]
     more, warnings = _texts(said.get("more")), _texts(said.get("warnings"))
