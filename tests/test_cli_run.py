@@ -176,3 +176,35 @@ def test_a_cpu_runs_header_says_its_threads(tmp_path, capsys):
 
     cores = plural(len(os.sched_getaffinity(0)), "core")  # "1 core" where an earlier test pinned this process
     assert f"Threads:     {torch.get_num_threads()} ({cores})" in out.splitlines()
+
+
+def _reader_gone_after_one_line(argv: list[str], cwd) -> tuple[int, str]:
+    """``cnnbench ARGV | head -1``: the command's exit status and standard error, its output's reader
+    gone after the first line."""
+    proc = subprocess.Popen([sys.executable, "-m", "cnnbench", *argv], cwd=cwd, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.readline()
+    proc.stdout.close()
+    err = proc.stderr.read()
+    return proc.wait(timeout=300), err
+
+
+def test_a_run_whose_output_reader_goes_still_records_its_run(tmp_path):
+    """``run | head -3`` ended the benchmark at the next progress line and appended an error record
+    (BrokenPipeError); ``sweep --dry-run | head`` and ``predict | head`` printed a traceback."""
+    from cnnbench.results.store import read_records
+
+    code, err = _reader_gone_after_one_line(
+        ["run", "--model", "trivial", "--device", "cpu", "--batch-size", "2", "--num-batches", "300",
+         "--display-every", "1", "--results-dir", str(tmp_path / "r")], tmp_path)
+    assert code == 0 and "Traceback" not in err and "Broken pipe" not in err, err
+    (rec,), _ = read_records(tmp_path / "r")
+    assert rec["status"] == "ok", rec.get("error")
+    suite = tmp_path / "s.yaml"
+    suite.write_text("name: s\nbase: {model: trivial, device: cpu}\nmatrix: {batch_size: [1, 2, 3, 4, 5, 6]}\n")
+    for argv in (["sweep", str(suite), "--dry-run"], ["predict", str(tmp_path / "r")],
+                 ["results", "list", str(tmp_path / "r")],
+                 ["results", "query", "SELECT * FROM steps", str(tmp_path / "r")]):
+        code, err = _reader_gone_after_one_line(argv, tmp_path)
+        assert code == 0 and "Traceback" not in err and "Broken pipe" not in err, (argv, err)

@@ -180,11 +180,7 @@ def handle_query(args: argparse.Namespace) -> int:
         raise UserError(f"query: {exc}") from None
     for problem in result.problems:
         print(f"warning: {problem_text(problem)}", file=sys.stderr)
-    try:
-        _print_query(result, args.format)
-    except BrokenPipeError:  # `| head`: the reader has what it wanted
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+    _print_query(result, args.format)  # `| head`: the rest goes nowhere (cli.output_dropped_once_its_reader_goes)
     return 0
 
 
