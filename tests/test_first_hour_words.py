@@ -139,3 +139,31 @@ def test_the_lead_counts_runs_not_warning_texts():
     assert "the run behind it recorded warnings" in lead
     assert "CPU frequency (1 run, e.g." in lead and "busy GPU (1 run, e.g." in lead
     assert "2 runs" not in lead and "x" * 201 not in lead
+
+
+def _observations_paragraph(md: str) -> str:
+    return md.split("## Observations\n", 1)[1].split("\n## ", 1)[0].strip()
+
+
+def test_no_observation_because_the_comparable_figures_are_warned_says_so(tmp_path):
+    """A report whose comparable figures were all warned, but with one clean figure elsewhere (so not
+    the all-warned fallback), said "no table has two comparable figures" beside tables comparing them."""
+    records = [*_all_warned(), record(model="vgg16", machine="m-c", ips=20.0)]
+    md, _ = _written(records, tmp_path)
+    said = _observations_paragraph(md)
+    assert said.startswith("Nothing to observe of the figures of runs that recorded no warning") and \
+        "--include-warned keeps them" in said, said
+    md, _ = _written(records, tmp_path / "kept", include_warned=True)
+    assert _bullets(md)  # what it said was left out
+
+
+def test_compare_names_no_flag_it_does_not_have(tmp_path, capsys):
+    """compare's Marks footer ended with "(--include-warned keeps them)", a flag compare refuses."""
+    from cnnbench.cli import main
+    from tests.report_fixtures import write_store
+
+    write_store(tmp_path / "a", [_busy(machine="m-a", ips=150.0)])
+    write_store(tmp_path / "b", [_busy(machine="m-a", ips=140.0)])
+    main(["compare", str(tmp_path / "a"), str(tmp_path / "b")])
+    out = capsys.readouterr().out
+    assert "a run recorded warnings" in out and "--include-warned" not in out, out

@@ -154,10 +154,12 @@ ALL_WARNED_COUNT = ("count in the observations all the same, though --include-wa
 """How warned cells are used when every figure is (the report's fallback, without ``--include-warned``)."""
 
 
-def marks_section(marks: Marks, include_warned: bool = False, all_warned: bool = False) -> list[str]:
+def marks_section(marks: Marks, include_warned: bool = False, all_warned: bool = False, *,
+                  observations: bool = True) -> list[str]:
     """The report's one explanation of the marks present (empty when none is);
     ``include_warned``: warned cells were let into the observations (``--include-warned``);
-    ``all_warned``: they were let in without it, because every figure of the throughput tables is warned."""
+    ``all_warned``: they were let in without it, because every figure of the throughput tables is warned;
+    ``observations``: the output has observations (``compare``'s has none: no word of them)."""
     lines = []
     if marks.wide:
         lines.append(f"{WIDE} a run's step times vary widely: {SPREAD_NAME} over {WIDE_CV * 100:g}% "
@@ -173,10 +175,11 @@ def marks_section(marks: Marks, include_warned: bool = False, all_warned: bool =
                 if texts else ""
             parts.append(f"{kind} ({plural(n, 'run')}{example})")
         lines.append(f"{WARNED} a run recorded warnings ({plural(marks.warned, 'run')} in all), by kind: "
-                     + "; ".join(parts) + ". Such cells stay in the tables, marked, and "
-                     + ("count in the observations, as --include-warned asks." if include_warned else
-                        ALL_WARNED_COUNT if all_warned else
-                        "are left out of the observations (--include-warned keeps them)."))
+                     + "; ".join(parts) + ". Such cells stay in the tables, marked"
+                     + ("." if not observations else
+                         ", and count in the observations, as --include-warned asks." if include_warned else
+                         ", and " + ALL_WARNED_COUNT if all_warned else
+                         ", and are left out of the observations (--include-warned keeps them)."))
     return lines
 
 

@@ -112,7 +112,7 @@ def notes(result: CompareResult) -> list[str]:
     marks = Marks()
     for p in result.pairs:
         marks.add(p.marks)
-    lines += marks_section(marks)
+    lines += marks_section(marks, observations=False)
     return lines
 
 

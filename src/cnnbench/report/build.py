@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from cnnbench.analysis import fields as F
-from cnnbench.analysis.marks import MARKS_HEADING, combined, marks_section
+from cnnbench.analysis.marks import MARKS_HEADING, WARNED, combined, marks_section
 from cnnbench.analysis.points import build_points
 from cnnbench.report.document import Bullets, Contents, Figure, Heading, Paragraph, Report, set_anchors
 from cnnbench.report.facts import facts
 from cnnbench.report.figures import budgeted
-from cnnbench.report.kinds import Inputs, KindOptions, TableKind, observation_kinds, observers, register, registered
+from cnnbench.report.kinds import Inputs, TableKind, observation_kinds, observers, register, registered
 from cnnbench.report.layout import Layout
 from cnnbench.report.observations import ALL_WARNED, Observation, all_warned, lead_with_warnings
 from cnnbench.report.options import NoMatchingRecords, ReportError, ReportOptions, resolve_layout
@@ -162,7 +162,7 @@ def _assemble(report: Report, records: list, inputs: Inputs, kinds: list[TableKi
     if _fallback(inputs):
         b.append(Paragraph(ALL_WARNED))
     b.append(Bullets([o.text for o in report.observations]) if report.observations
-             else Paragraph(_nothing_observed(opts)))
+             else Paragraph(_nothing_observed(inputs)))
     b += [Heading("Contents"), Contents()]
     for kind in kinds:
         kind.section(report, inputs.built[kind.id], inputs)
@@ -189,9 +189,14 @@ register(TableKind("marks", 90, lambda inputs: None, _marks))  # after every tab
 register(TableKind("problems", 95, lambda inputs: None, _problems))
 
 
-def _nothing_observed(opts: KindOptions) -> str:
+def _nothing_observed(inputs: Inputs) -> str:
+    opts = inputs.options
     if opts.observations is not None and set(opts.observations) != set(observation_kinds()):
         return f"Nothing to observe of the kinds asked (--observations {','.join(opts.observations)})."
+    if not opts.include_warned and combined(p.measure for p in inputs.points.points).warned:
+        return (f"Nothing to observe of the figures of runs that recorded no warning: the figures of runs that "
+                f"did ({WARNED}, see {MARKS_HEADING}) are left out of the observations, and --include-warned "
+                "keeps them.")
     return "Nothing to observe: no table has two comparable figures."
 
 
