@@ -167,3 +167,17 @@ def test_compare_names_no_flag_it_does_not_have(tmp_path, capsys):
     main(["compare", str(tmp_path / "a"), str(tmp_path / "b")])
     out = capsys.readouterr().out
     assert "a run recorded warnings" in out and "--include-warned" not in out, out
+
+
+def test_compare_by_a_field_leaves_out_the_records_without_it(tmp_path, capsys):
+    """A store holding a record without the field (cnnbench data and comm write to results/ too) made
+    the documented ``compare results/ --by precision`` fail: "the results take 3 values (..., —)"."""
+    from cnnbench.cli import main
+    from tests.report_fixtures import write_store
+
+    other = record(machine="m-a", ips=10.0)
+    del other["config"]["precision"]
+    write_store(tmp_path / "r", [record(machine="m-a", ips=100.0), record(machine="m-a", ips=180.0, precision="fp16"),
+                                 other])
+    assert main(["compare", str(tmp_path / "r"), "--by", "precision"]) == 0, capsys.readouterr().err
+    assert "fp16" in capsys.readouterr().out

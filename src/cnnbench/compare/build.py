@@ -141,13 +141,16 @@ def split_records(records: Sequence[Mapping[str, Any]], by: str, baseline: str |
                   candidate: str | None = None, where: Sequence[str] = ()) -> tuple[Side, Side, str]:
     """One set of records split into two sides by the values of ``by`` (returns the sides and the
     resolved field). With two values, the baseline is ``baseline`` or the default (fp32 for
-    precision, else the first in natural order); with more, both must be named."""
+    precision, else the first in natural order); with more, both must be named. A record without
+    ``by`` is on neither side."""
     records = list(records)
     try:
         name = F.resolve_field(by, records)
         records = select(records, parse_where(where, lambda field: F.resolve_field(field, records)))
     except ValueError as exc:  # a malformed --where, or a FieldError naming the nearest fields
         raise CompareError(str(exc)) from exc
+    # a record without the field (a data or comm record in a store of runs) is on neither side
+    records = [r for r in records if F.get_value(r, name) is not None]
     values = list(dict.fromkeys(F.hashable(F.get_value(r, name)) for r in records))
     values.sort(key=F.sort_key)
     shown = ", ".join(F.text(v) for v in values)
