@@ -108,6 +108,14 @@ def test_nothing_matching_where_says_so_in_one_line(store, tmp_path, capsys):
     assert not (tmp_path / "out").exists()
 
 
+def test_a_store_of_no_records_is_bad_input_as_history_says_it(tmp_path, capsys):
+    """An empty results folder ended the report with exit 1, where history and compare give 2."""
+    (tmp_path / "empty").mkdir()
+    assert main(["report", str(tmp_path / "empty"), "-o", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no results to read in" in err and not (tmp_path / "out").exists()
+
+
 def test_where_selects_and_reports_it(store, tmp_path):
     report, _ = report_results([store], tmp_path / "out", ReportOptions(where=["model=vgg16", "machine!=m-slow"]))
     models = {c.text for t in report.tables if t.kind == "configuration" for c in (r[0] for r in t.rows)}

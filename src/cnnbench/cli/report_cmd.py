@@ -192,6 +192,8 @@ def _report(args: argparse.Namespace, out: Path, records: list[dict[str, Any]], 
     warnings = [f"warning: {problem_text(problem)}" for problem in problems]
     for line in warnings:
         print(line, file=sys.stderr)
+    if not records:  # bad input, as history and compare say it (none left by --where is exit 1, below)
+        raise UserError(f"no results to read in {' '.join(args.results)}; nothing written")
     try:
         options = ReportOptions(
             rows=split_fields(args.rows),
