@@ -208,3 +208,20 @@ def test_a_run_whose_output_reader_goes_still_records_its_run(tmp_path):
                  ["results", "query", "SELECT * FROM steps", str(tmp_path / "r")]):
         code, err = _reader_gone_after_one_line(argv, tmp_path)
         assert code == 0 and "Traceback" not in err and "Broken pipe" not in err, (argv, err)
+
+
+@pytest.mark.parametrize("argv, command, nearest", [
+    (["run", "--model", "resnet50", "--batchsize", "8"], "cnnbench run", "--batch-size"),
+    (["results", "list", "--limt", "3", "x"], "cnnbench results list", "--limit"),
+    (["sweep", "s.yaml", "--dryrun"], "cnnbench sweep", "--dry-run"),
+    (["report", "x", "--nosuch-flag"], "cnnbench report", None),
+])
+def test_an_unknown_flag_is_named_by_its_command_with_the_nearest_flag(capsys, argv, command, nearest):
+    """An unknown flag was said by "cnnbench: error: unrecognized arguments ... (see cnnbench --help)",
+    for any command, with no hint of the flag meant."""
+    with pytest.raises(SystemExit) as stop:
+        main(argv)
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and len(err.strip().splitlines()) == 1, err
+    assert err.startswith(f"{command}: error: unrecognized arguments: ") and f"(see {command} --help)" in err, err
+    assert (f"(did you mean {nearest}?)" in err) if nearest else "did you mean" not in err, err

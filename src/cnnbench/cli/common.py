@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any, NoReturn
 
 from cnnbench.config.errors import ConfigError
@@ -52,8 +52,41 @@ def print_warnings(record: Any, command: str) -> None:
 
 
 class CliParser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line naming the flag, then exit 2."""
+    """argparse, but a usage error is one line naming the flag, then exit 2; an unknown flag is
+    named by the command it was given to (``cnnbench run: error: ...``), with the nearest of its
+    flags (``--batchsize``: did you mean ``--batch-size``?)."""
 
     def error(self, message: str) -> NoReturn:
         print(f"{self.prog}: error: {message_line(message)} (see {self.prog} --help)", file=sys.stderr)
         raise SystemExit(2)
+
+    def parse_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                   namespace: argparse.Namespace | None = None) -> argparse.Namespace:
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            parser = self._innermost(parsed)
+            hint = parser._nearest_flag(extras)
+            parser.error(f"unrecognized arguments: {' '.join(extras)}" + (f" (did you mean {hint}?)" if hint else ""))
+        return parsed
+
+    def _innermost(self, parsed: argparse.Namespace) -> CliParser:
+        """The parser of the (sub-)command ``parsed`` holds: ``cnnbench results list``'s, for one."""
+        parser: CliParser = self
+        while True:
+            chooser = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+            name = getattr(parsed, chooser.dest, None) if chooser is not None else None
+            chosen = chooser.choices.get(name) if chooser is not None and isinstance(name, str) else None
+            if not isinstance(chosen, CliParser):
+                return parser
+            parser = chosen
+
+    def _nearest_flag(self, extras: Sequence[str]) -> str | None:
+        """The flag of this parser nearest to the first unknown one of ``extras``, if one is near."""
+        import difflib
+
+        flags = [o for a in self._actions for o in a.option_strings if o.startswith("--") and "_" not in o]
+        for word in extras:
+            if word.startswith("--"):
+                near = difflib.get_close_matches(word.split("=", 1)[0].replace("_", "-"), flags, n=1, cutoff=0.75)
+                return near[0] if near else None
+        return None
