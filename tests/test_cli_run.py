@@ -225,3 +225,14 @@ def test_an_unknown_flag_is_named_by_its_command_with_the_nearest_flag(capsys, a
     assert stop.value.code == 2 and len(err.strip().splitlines()) == 1, err
     assert err.startswith(f"{command}: error: unrecognized arguments: ") and f"(see {command} --help)" in err, err
     assert (f"(did you mean {nearest}?)" in err) if nearest else "did you mean" not in err, err
+
+
+def test_an_unknown_model_points_once_to_the_list_and_names_no_flag_models_lacks(capsys):
+    """run ended with two hints in a row ("(see `cnnbench models --list`) (see cnnbench run --help)"),
+    and models named a --model flag it does not have."""
+    assert main(["run", "--model", "resnt50", "--device", "cpu"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("(see ") == 1 and err.rstrip().endswith("(see `cnnbench models --list`)"), err
+    assert main(["models", "resnt50"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("cnnbench models: error: unknown model 'resnt50'; nearest: resnet50") and "--model" not in err

@@ -20,8 +20,10 @@ class UserError(Exception):
 
     @classmethod
     def from_config(cls, exc: ConfigError, command: str = "run") -> UserError:
-        """An invalid option, pointing to the command's help."""
-        return cls(f"{exc} (see cnnbench {command} --help)")
+        """An invalid option, pointing to the command's help (unless it points somewhere already:
+        an unknown model to ``cnnbench models --list``)."""
+        text = str(exc)
+        return cls(text if text.endswith("`)") else f"{text} (see cnnbench {command} --help)")
 
 
 def check_output(results_dir: str, machine_labels: Iterable[str | None] = (), *, traces: bool = False,

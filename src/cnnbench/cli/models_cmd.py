@@ -91,8 +91,8 @@ def handle(args: argparse.Namespace) -> int:
         names = matching_models(args.patterns)
     except NoModelMatches as exc:
         raise UserError(f"no model matches {exc.pattern!r} (try `cnnbench models --list`)") from None
-    except ConfigError as exc:
-        raise UserError(str(exc)) from None
+    except ConfigError as exc:  # a name given here, not through a --model flag
+        raise UserError(str(exc).removeprefix("--model: ")) from None
     if args.list:
         print("\n".join(names))
         return 0
