@@ -51,7 +51,8 @@ def test_an_error_quoting_a_long_value_keeps_its_ends(tmp_path, capsys, argv):
         assert main(TINY + ["--results-dir", str(tmp_path)] + argv) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and len(err) < 5200 and "characters left out) ..." in err, err
-    assert err.startswith("cnnbench run: error: ") and err.endswith("(see cnnbench run --help)"), err
+    assert err.startswith("cnnbench run: error: ") and err.endswith(
+        "(see `cnnbench models --list`)" if argv[0] == "--model" else "(see cnnbench run --help)"), err
     if argv[0] == "--model":
         assert "nearest: " in err
 
