@@ -50,6 +50,19 @@ def test_cpu_lists_round_trip():
         "CUDA_VISIBLE_DEVICES": "1"}
 
 
+def test_the_inductor_cache_torch_sets_itself_is_no_setting_of_the_users():
+    """torchvision's import sets TORCHINDUCTOR_CACHE_DIR to torch's default, so every record listed a
+    variable the user never set (and one that differs by user name)."""
+    import torchvision  # noqa: F401  (sets it, as a run does)
+
+    from cnnbench.machine.sysinfo import _inductor_default_cache
+
+    assert os.environ.get("TORCHINDUCTOR_CACHE_DIR") == _inductor_default_cache()
+    assert "TORCHINDUCTOR_CACHE_DIR" not in relevant_environment_variables()
+    assert relevant_environment_variables({"TORCHINDUCTOR_CACHE_DIR": "/scratch/inductor"}) == {
+        "TORCHINDUCTOR_CACHE_DIR": "/scratch/inductor"}
+
+
 def test_gpus_links_and_driver_from_nvml(monkeypatch):
     monkeypatch.setitem(sys.modules, "pynvml", _two_linked_gpus().module)
     facts = gpu_facts(["bbbb"])  # this process's cuda:0 is NVML's GPU 1
