@@ -41,23 +41,23 @@ def relevant_environment_variables(env: Mapping[str, str] | None = None) -> dict
     environment itself once its compiler's cache is first asked for (torchvision's import does)."""
     env = os.environ if env is None else env
     out = {k: env[k] for k in sorted(env) if k in ENV_NAMES or k.startswith(ENV_PREFIXES)}
-    if out.get("TORCHINDUCTOR_CACHE_DIR") == _inductor_default_cache():
+    if os.path.basename(out.get("TORCHINDUCTOR_CACHE_DIR", "")) == _inductor_default_cache():
         del out["TORCHINDUCTOR_CACHE_DIR"]
     return out
 
 
 def _inductor_default_cache() -> str:
-    """The folder torch's compiler caches in by default (``torch._inductor.runtime.cache_dir_utils.
-    default_cache_dir``, made here as it makes it, without importing torch)."""
+    """The name of the folder torch's compiler caches in by default, in the temporary folder of the
+    time torch asked (``torch._inductor.runtime.cache_dir_utils.default_cache_dir``, made here as
+    it makes it, without importing torch)."""
     import getpass
     import re
-    import tempfile
 
     try:
         user = getpass.getuser()
     except (KeyError, ModuleNotFoundError, OSError):
         user = f"uid_{os.getuid()}" if hasattr(os, "getuid") else "unknown_user"
-    return os.path.abspath(os.path.join(tempfile.gettempdir(), "torchinductor_" + re.sub(r'[\\/:*?"<>|]', "_", user)))
+    return "torchinductor_" + re.sub(r'[\\/:*?"<>|]', "_", user)
 
 
 def _os_name() -> str | None:
