@@ -185,6 +185,9 @@ def test_report_returns_the_report_and_writes_only_with_an_output(tmp_path, monk
     store = write_store(tmp_path / "r", [record("resnet50", ips=400.0), record("vgg16", ips=250.0)])
     rep = cnnbench.make_report(store, max_plots=0)
     assert rep.n_records == 2 and rep.tables
+    # what print() and a notebook show: its parts counted (every cell, over 30,000 characters, before)
+    assert repr(rep) == f"Report('cnnbench report': {len(rep.tables)} tables, {len(rep.figures)} figures, " \
+        f"{len(rep.observations)} observations, from 2 records)"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r"]
     written = cnnbench.make_report(store, output=tmp_path / "out", max_plots=0, title="API")
     assert (tmp_path / "out" / "summary.md").read_text().startswith("# API")

@@ -121,6 +121,10 @@ class Report:
     warnings: list[str] = field(default_factory=list)
     """Lines the command prints to stderr (an option that had no effect), also in the report."""
 
+    def __repr__(self) -> str:  # what a notebook shows of it: its parts counted, not every cell
+        return (f"Report({self.title!r}: {len(self.tables)} tables, {len(self.figures)} figures, "
+                f"{len(self.observations)} observations, from {self.n_records} records)")
+
     def table(self, table_id: str) -> Table:
         for t in self.tables:
             if t.id == table_id:
