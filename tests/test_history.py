@@ -428,6 +428,8 @@ def test_a_series_label_names_its_fields_in_the_store_order_whichever_runs_are_l
     labels = [s.label for s in build_history(recs).series]
     assert labels == [s.label for s in build_history([*recs, failed]).series]
     assert labels[-1].startswith("c b8 z=3 y=2")  # z came first in the store
+    # a field a series lacks is not named (=— for each of an imported log's many fields, before)
+    assert [label.split(" on ")[0] for label in labels] == ["a b8", "b b8 z=1", "c b8 z=3 y=2"], labels
 
 
 def test_whole_number_throughputs_whose_ties_hide_the_noise_get_no_changes_from_the_exact_partition(monkeypatch):

@@ -863,7 +863,8 @@ def _labels(points: Any, order: Sequence[str]) -> list[str]:
             parts.append(str(p.get(F.PRECISION)))
         if p.get(F.BATCH) is not None:
             parts.append(f"b{p.get(F.BATCH)}")
-        parts += [f"{k.split('.', 1)[-1]}={F.text(p.get(k))}" for k in varying]
+        # a field this series lacks (an imported log's many) is left out: the label names what it has
+        parts += [f"{k.split('.', 1)[-1]}={F.text(p.get(k))}" for k in varying if p.get(k) is not None]
         out.append(f"{' '.join(parts)} on {p.get(F.MACHINE)}")
     return out
 
