@@ -724,6 +724,45 @@ def test_the_data_command_measures_the_pipeline_and_records_it(sets, tmp_path, c
     assert [row[0].text for row in total.rows] == [through]
 
 
+def test_the_data_commands_lines_are_of_blocks_of_k_batches_never_of_one_made_ahead(sets, monkeypatch):
+    """Two loader processes hand over the first batches timed made already, then batches in bursts
+    of two: the first line read "1 images/sec: 198854.1" and the next ones a +/- of 35 to 100 times
+    their figure. The clock here is the source's: each batch takes the time it is given."""
+    from cnnbench.config.data_bench import DataBenchConfig
+    from cnnbench.engine import input_bench
+
+    clock = [0.0]
+    takes = iter([0.01] + [1e-6] * 4 + [0.019, 0.001] * 18)  # the warm-up's, four made ahead (2 each), then bursts
+
+    class Source:
+        description = "fake"
+
+        def __next__(self):
+            clock[0] += next(takes)
+            return torch.zeros(4, 3, 8, 8), torch.zeros(4, dtype=torch.long)
+
+        def metrics(self):
+            return {}
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(input_bench, "make_input", lambda request: Source())
+    monkeypatch.setattr(input_bench.time, "perf_counter", lambda: clock[0])
+    lines: list[str] = []
+    record = input_bench.run_data_benchmark(DataBenchConfig(
+        data_dir=str(sets["imagefolder"]), image_size=32, batch_size=4, num_batches=40, num_warmup_batches=1,
+        num_workers=2, display_every=10, device="cpu"), emit=lines.append)
+    assert record.status == "ok", record.error
+    steps = [line.split("\t")[0] for line in lines if "\timages/sec: " in line]
+    assert steps == ["10", "20", "30", "40"], lines  # no line of step 1: its batch was made ahead
+    for line in lines:
+        if "\timages/sec: " in line:
+            mean, rest = line.split("images/sec: ")[1].split(" +/- ")
+            assert float(rest.split()[0]) < 0.2 * float(mean), line  # blocks of 2: 10 ms each, but the first
+    assert record.metrics["images_per_sec_stderr"] < 0.2 * record.metrics["images_per_sec_mean"]
+
+
 def _data(sets, tmp_path, *extra: str) -> int:
     return main(["data", "--data-dir", str(sets["imagefolder"]), "--image-size", "32", "--batch-size", "4",
                  "--num-batches", "4", "--num-warmup-batches", "1", "--results-dir", str(tmp_path / "results"),

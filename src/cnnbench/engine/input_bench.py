@@ -28,12 +28,13 @@ import torch
 
 from cnnbench.config import ConfigError
 from cnnbench.config.data_bench import DEFAULT_DATA_IMAGE_SIZE, DataBenchConfig
+from cnnbench.data.loader import PREFETCH_BATCHES
 from cnnbench.data.source import InputRequest, make_input
 from cnnbench.engine.hooks import HookSet, default_hooks
 from cnnbench.engine.log_format import RULE
 from cnnbench.engine.metrics import input_warnings
 from cnnbench.engine.resolve import CIFAR_IMAGE_SIZE, resolve_data_set
-from cnnbench.engine.stability import spread_warnings
+from cnnbench.engine.stability import block_means, spread_warnings
 from cnnbench.engine.stats import throughput_stats
 from cnnbench.engine.timer import synchronize
 from cnnbench.machine.affinity import cpu_count_available
@@ -102,6 +103,12 @@ def _measure(cfg: DataBenchConfig, emit: Emit, metrics: dict[str, Any], hooks: H
         emit("Step\tImg/sec")
         times: list[float] = []
         images = 0
+        # k loader processes deliver batches in bursts of k, and hand over the first ones timed made
+        # already (PREFETCH_BATCHES each, while the warm-up's were taken): a line's figures are those
+        # of blocks of k steps after those (_steady), and a line comes once a block of them is whole;
+        # step 1 only where the main process loads (no batch made ahead)
+        block = loading_processes(cfg.num_workers)
+        ahead = PREFETCH_BATCHES * cfg.num_workers
         hooks.start()
         try:
             wall_start = last = time.perf_counter()
@@ -112,8 +119,8 @@ def _measure(cfg: DataBenchConfig, emit: Emit, metrics: dict[str, Any], hooks: H
                 now = time.perf_counter()
                 times.append(now - last)
                 images += int(labels.shape[0])
-                if step == 1 or step % cfg.display_every == 0:
-                    stats = throughput_stats(times, cfg.batch_size)
+                if (step == 1 and cfg.num_workers == 0 or step % cfg.display_every == 0) and step >= ahead + block:
+                    stats = throughput_stats(_steady(times, ahead, block), cfg.batch_size)
                     emit(f"{step}\timages/sec: {stats.mean:.1f} +/- {stats.stderr:.1f} (jitter = {stats.jitter:.1f})")
                     progress += time.perf_counter() - now
                 last = time.perf_counter()
@@ -124,10 +131,10 @@ def _measure(cfg: DataBenchConfig, emit: Emit, metrics: dict[str, Any], hooks: H
         source_metrics = dict(source.metrics())
         source.close()
     total = images / wall
-    loading = loading_processes(cfg.num_workers)
+    loading = block
     metrics.update({
         "total_images_per_sec": total,
-        **throughput_stats(times, cfg.batch_size).as_metrics(),
+        **throughput_stats(_steady(times, ahead, block), cfg.batch_size).as_metrics(),
         "images_per_sec_per_worker": total / loading,
         "images_per_sec_per_core": total / cores,
         "loader_workers": cfg.num_workers,
@@ -148,6 +155,13 @@ def _measure(cfg: DataBenchConfig, emit: Emit, metrics: dict[str, Any], hooks: H
     emit(f"per loading process: {total / loading:.2f} ({loaders_text(cfg.num_workers)}); "
          f"per core: {total / cores:.2f} ({plural(cores, 'core')})")
     emit(RULE)
+
+
+def _steady(times: list[float], ahead: int, block: int) -> list[float]:
+    """The step times the pipeline's rate is told from: the means of blocks of ``block`` steps (the
+    bursts of ``block`` loader processes), past the first ``ahead`` (batches made ahead, taken at no
+    cost), where enough steps are left for a block."""
+    return block_means(times[ahead:] if len(times) >= ahead + block else times, block)
 
 
 def loading_processes(num_workers: int) -> int:
