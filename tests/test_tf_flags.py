@@ -8,7 +8,7 @@ import shlex
 import pytest
 
 from cnnbench.cli import main
-from cnnbench.config import RunConfig
+from cnnbench.config import ConfigError, RunConfig
 from cnnbench.config.cli_args import add_config_arguments, config_from_args
 from cnnbench.config.tf_flags import TfFlagError, translate, translate_with_notes
 
@@ -73,6 +73,18 @@ def test_lambda_inference_line_leaves_the_optimizer_out_with_a_note():
     assert any("--optimizer is not used with --forward_only" in n for n in result.notes)
     cfg = parse(LAMBDA_INFERENCE)
     assert cfg.forward_only and cfg.optimizer is None
+
+
+def test_tfs_meaning_of_forward_only_comes_with_its_spelling_alone():
+    """One flag spelled with _ (--batch_size) turned cnnbench's error for a training option with
+    --forward-only into a note, naming the flags in the spelling not typed."""
+    result = translate_with_notes(["--batch_size", "8", "--forward-only", "--learning-rate", "0.1"])
+    assert not result.notes and "--learning-rate" in result.args  # cnnbench's check refuses it
+    with pytest.raises(ConfigError, match="--learning-rate"):
+        parse("--batch_size 8 --forward-only --learning-rate 0.1")
+    result = translate_with_notes(["--batch-size", "8", "--forward_only", "--learning_rate", "0.1"])
+    assert result.notes == ["--learning_rate is not used with --forward_only (tf_cnn_benchmarks ignores it too); "
+                            "the record says null"] and "--learning-rate" not in result.args
 
 
 @pytest.mark.parametrize(("line", "expected"), [

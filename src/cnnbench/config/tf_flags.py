@@ -223,16 +223,18 @@ def translate(argv: Sequence[str]) -> list[str]:
 def translate_with_notes(argv: Sequence[str]) -> Translation:
     """:func:`translate`, with notes for the user.
 
-    A command line in tf's vocabulary (any flag spelled with ``_``) keeps tf's meaning
-    where cnnbench is stricter: training options given with ``--forward_only`` are left
-    out, as tf ignores them, and a note says so.
+    ``--forward_only`` spelled as tf spells it keeps tf's meaning where cnnbench is stricter:
+    training options given with it are left out, as tf ignores them, and a note says so, naming
+    each as it was typed (``--forward-only``, cnnbench's spelling, refuses them, whatever the
+    spelling of the other flags).
     """
     args, ignored, gpus = _translate(argv)
     notes: list[str] = []
     if ignored:
         notes.append(f"left out TensorFlow-only tuning flags, which change nothing cnnbench measures: "
                      f"{', '.join(ignored)}")
-    tf_style = any(t.startswith("--") and "_" in t.partition("=")[0] for t in argv)
+    tf_style = any(t.partition("=")[0] == "--forward_only" for t in argv)
+    typed = {t.partition("=")[0][2:].replace("-", "_"): t.partition("=")[0] for t in argv if t.startswith("--")}
     if tf_style and "--forward-only" in args:
         kept: list[str] = []
         i = 0
@@ -240,8 +242,8 @@ def translate_with_notes(argv: Sequence[str]) -> Translation:
             flag = args[i].partition("=")[0]
             name = flag[2:].replace("-", "_") if flag.startswith("--") else ""
             if name in _TRAINING_ONLY:
-                notes.append(f"{flag} is not used with --forward_only (tf_cnn_benchmarks ignores it too); "
-                             "the record says null")
+                notes.append(f"{typed.get(name, flag)} is not used with --forward_only (tf_cnn_benchmarks ignores "
+                             "it too); the record says null")
                 i += 1 if "=" in args[i] else 2
                 continue
             kept.append(args[i])
