@@ -102,6 +102,21 @@ def test_more_than_two_values_compare_with_a_baseline():
     assert _effects(report)[1].cell("all", "median").value == pytest.approx(1.2)
 
 
+def test_a_field_of_three_values_says_how_to_ask_for_its_effects():
+    """A third batch size made the batch size's effect table go without a word."""
+    from cnnbench.report.document import Bullets
+
+    recs = [record(model=m, batch_size=b, ips=100.0 * b) for m in ("resnet50", "vgg16") for b in (32, 64, 128)]
+    notes = [t for block in build_report(recs).blocks if isinstance(block, Bullets) for t in block.items]
+    assert ("batch_size takes 3 values (32, 64, 128): an effect table compares two, so none is made for it unasked; "
+            "--effect batch_size --baseline batch_size=32 compares each other value with 32.") in notes, notes
+    asked = build_report(recs, ReportOptions(effects=["batch_size"], baselines={"batch_size": "32"}))
+    assert [t.id for t in asked.tables if t.kind == "effect"] == [
+        "effect-batch_size-64-vs-32", "effect-batch_size-128-vs-32"]
+    two = [r for r in recs if r["config"]["batch_size"] != 128]
+    assert not any("takes 3 values" in t for b in build_report(two).blocks if isinstance(b, Bullets) for t in b.items)
+
+
 def test_bad_baseline_and_unpaired_explicit_effect_are_explained():
     recs = [record(ips=100.0, batch_size=32), record(ips=100.0, batch_size=64)]
     with pytest.raises(ReportError, match=r"--baseline batch_size=48: not a value of batch_size in these results "

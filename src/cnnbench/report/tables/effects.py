@@ -391,11 +391,28 @@ def _effects(inputs: Inputs) -> Effects:
         raise ReportError(str(exc)) from exc
     baseline_warnings = _unused_baselines(inputs.baselines, names, effects, points)
     effect_notes += baseline_warnings
+    if inputs.effect_fields is None:
+        effect_notes += _many_valued(points, [*inputs.layout.rows, *inputs.layout.columns])
     inert = [F.short_name(f) for f in inputs.ignore if f not in points.key_fields]
     if inert:
         effect_notes.append(f"--ignore {', '.join(inert)}: not part of what pairs results (it never kept two "
                             f"results apart), so ignoring it changes nothing.")
     return Effects(effects, effect_notes, baseline_warnings)
+
+
+def _many_valued(points: PointSet, laid_out: Sequence[str]) -> list[str]:
+    """A line for each configuration field of three values or more, which no default effect table
+    compares (a third batch size made the batch size's table go without a word), saying how to ask."""
+    lines = []
+    for name in points.key_fields:
+        values = [v for v in points.distinct(name) if v is not None]
+        if name.startswith("config.") and name not in NOT_DEFAULT and name not in laid_out and len(values) > 2:
+            short = F.short_name(name)
+            shown = ", ".join(F.text(v) for v in values[:6]) + (", ..." if len(values) > 6 else "")
+            lines.append(f"{short} takes {len(values)} values ({shown}): an effect table compares two, so none is "
+                         f"made for it unasked; --effect {short} --baseline {short}={F.text(values[0])} compares "
+                         f"each other value with {F.text(values[0])}.")
+    return lines
 
 
 def _unused_baselines(baselines: Mapping[str, str], names: Sequence[str], effects: list[Effect],
