@@ -181,3 +181,12 @@ def test_compare_by_a_field_leaves_out_the_records_without_it(tmp_path, capsys):
                                  other])
     assert main(["compare", str(tmp_path / "r"), "--by", "precision"]) == 0, capsys.readouterr().err
     assert "fp16" in capsys.readouterr().out
+    # a field held as null is a value of its own: eager runs (compile_mode null) against compiled ones
+    runs = [record(machine="m-a", ips=100.0 + i) for i in range(2)]
+    runs += [record(machine="m-a", ips=130.0 + i) for i in range(2)]
+    for i, run in enumerate(runs):
+        run["run_id"] = f"cm{i}"
+        run["config"]["compile_mode"] = None if i < 2 else "max-autotune"
+    write_store(tmp_path / "c", runs)
+    assert main(["compare", str(tmp_path / "c"), "--by", "compile_mode"]) == 0, capsys.readouterr().err
+    assert "compile_mode=max-autotune (2 results)" in capsys.readouterr().out

@@ -149,8 +149,9 @@ def split_records(records: Sequence[Mapping[str, Any]], by: str, baseline: str |
         records = select(records, parse_where(where, lambda field: F.resolve_field(field, records)))
     except ValueError as exc:  # a malformed --where, or a FieldError naming the nearest fields
         raise CompareError(str(exc)) from exc
-    # a record without the field (a data or comm record in a store of runs) is on neither side
-    records = [r for r in records if F.get_value(r, name) is not None]
+    # a record without the field (a data or comm record in a store of runs) is on neither side; one
+    # that holds it as null (an eager run's compile_mode) is on the side of null
+    records = [r for r in records if _holds(r, name)]
     values = list(dict.fromkeys(F.hashable(F.get_value(r, name)) for r in records))
     values.sort(key=F.sort_key)
     shown = ", ".join(F.text(v) for v in values)
@@ -179,6 +180,19 @@ def split_records(records: Sequence[Mapping[str, Any]], by: str, baseline: str |
         return Side(F.label(name, value), [r for r in records if F.hashable(F.get_value(r, name)) == value])
 
     return side(base), side(cand), name
+
+
+def _holds(record: Mapping[str, Any], name: str) -> bool:
+    """Whether ``record`` has the dotted field ``name`` at all, null or not (the source and the
+    machine every record has: :func:`~cnnbench.analysis.fields.get_value` gives their defaults)."""
+    if name in (F.SOURCE, F.MACHINE):
+        return True
+    node: Any = record
+    for part in name.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return False
+        node = node[part]
+    return True
 
 
 _UNSET: Any = object()
