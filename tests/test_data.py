@@ -761,6 +761,7 @@ def test_the_data_commands_lines_are_of_blocks_of_k_batches_never_of_one_made_ah
             mean, rest = line.split("images/sec: ")[1].split(" +/- ")
             assert float(rest.split()[0]) < 0.2 * float(mean), line  # blocks of 2: 10 ms each, but the first
     assert record.metrics["images_per_sec_stderr"] < 0.2 * record.metrics["images_per_sec_mean"]
+    assert not any("unstable" in w for w in record.metrics["warnings"]), record.metrics["warnings"]
 
 
 def _data(sets, tmp_path, *extra: str) -> int:

@@ -146,9 +146,10 @@ def _measure(cfg: DataBenchConfig, emit: Emit, metrics: dict[str, Any], hooks: H
         **source_metrics,
         **hooks.metrics(),
     })
-    # k loader processes deliver batches in bursts of k: the spread is that of blocks of k; the images
-    # --skip-bad-images left out are said as a run's record says them
-    metrics["warnings"] = (list(metrics.get("warnings") or []) + spread_warnings(times, block=loading)
+    # k loader processes deliver batches in bursts of k: the spread is that of blocks of k, past those
+    # made ahead; the images --skip-bad-images left out are said as a run's record says them
+    metrics["warnings"] = (list(metrics.get("warnings") or [])
+                           + spread_warnings(_past(times, ahead, block), block=loading)
                            + input_warnings(metrics, [source_metrics]))
     emit(RULE)
     emit(f"total images/sec: {total:.2f}")
@@ -157,11 +158,16 @@ def _measure(cfg: DataBenchConfig, emit: Emit, metrics: dict[str, Any], hooks: H
     emit(RULE)
 
 
+def _past(times: list[float], ahead: int, block: int) -> list[float]:
+    """The step times past the first ``ahead`` (batches made ahead, taken at no cost), where enough
+    are left for a block of ``block``; else all of them."""
+    return times[ahead:] if len(times) >= ahead + block else times
+
+
 def _steady(times: list[float], ahead: int, block: int) -> list[float]:
-    """The step times the pipeline's rate is told from: the means of blocks of ``block`` steps (the
-    bursts of ``block`` loader processes), past the first ``ahead`` (batches made ahead, taken at no
-    cost), where enough steps are left for a block."""
-    return block_means(times[ahead:] if len(times) >= ahead + block else times, block)
+    """The step times the pipeline's rate and spread are told from: the means of blocks of ``block``
+    steps (the bursts of ``block`` loader processes), past those made ahead (:func:`_past`)."""
+    return block_means(_past(times, ahead, block), block)
 
 
 def loading_processes(num_workers: int) -> int:
