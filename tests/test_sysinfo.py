@@ -52,15 +52,17 @@ def test_cpu_lists_round_trip():
 
 def test_the_inductor_cache_torch_sets_itself_is_no_setting_of_the_users():
     """torchvision's import sets TORCHINDUCTOR_CACHE_DIR to torch's default, so every record listed a
-    variable the user never set (and one that differs by user name)."""
-    import torchvision  # noqa: F401  (sets it, as a run does)
+    variable the user never set (and one that differs by user name); one the user names is kept."""
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
 
     from cnnbench.machine.sysinfo import _inductor_default_cache
 
-    assert os.path.basename(os.environ.get("TORCHINDUCTOR_CACHE_DIR", "")) == _inductor_default_cache()
-    assert "TORCHINDUCTOR_CACHE_DIR" not in relevant_environment_variables()
-    assert relevant_environment_variables({"TORCHINDUCTOR_CACHE_DIR": "/scratch/inductor"}) == {
-        "TORCHINDUCTOR_CACHE_DIR": "/scratch/inductor"}
+    name = _inductor_default_cache()
+    for default in (default_cache_dir(), os.path.join("/tmp", name)):
+        assert relevant_environment_variables({"TORCHINDUCTOR_CACHE_DIR": default, "OMP_NUM_THREADS": "4"}) == {
+            "OMP_NUM_THREADS": "4"}, default
+    for mine in ("/scratch/inductor", f"/scratch/me/{name}"):
+        assert relevant_environment_variables({"TORCHINDUCTOR_CACHE_DIR": mine}) == {"TORCHINDUCTOR_CACHE_DIR": mine}
 
 
 def test_gpus_links_and_driver_from_nvml(monkeypatch):

@@ -41,9 +41,19 @@ def relevant_environment_variables(env: Mapping[str, str] | None = None) -> dict
     environment itself once its compiler's cache is first asked for (torchvision's import does)."""
     env = os.environ if env is None else env
     out = {k: env[k] for k in sorted(env) if k in ENV_NAMES or k.startswith(ENV_PREFIXES)}
-    if os.path.basename(out.get("TORCHINDUCTOR_CACHE_DIR", "")) == _inductor_default_cache():
+    cache = out.get("TORCHINDUCTOR_CACHE_DIR", "")
+    if os.path.basename(cache) == _inductor_default_cache() and os.path.dirname(cache) in _temporary_folders():
         del out["TORCHINDUCTOR_CACHE_DIR"]
     return out
+
+
+def _temporary_folders() -> set[str]:
+    """The folders ``tempfile`` may have taken as the temporary one when torch asked (it keeps the
+    first it found; ``TMPDIR`` may have changed since): never a scratch folder a user names."""
+    import tempfile
+
+    named = (os.environ.get(k) for k in ("TMPDIR", "TEMP", "TMP"))
+    return {os.path.abspath(p) for p in (tempfile.gettempdir(), *named, "/tmp", "/var/tmp", "/usr/tmp") if p}
 
 
 def _inductor_default_cache() -> str:
