@@ -155,6 +155,12 @@ def test_no_observation_because_the_comparable_figures_are_warned_says_so(tmp_pa
         "--include-warned keeps them" in said, said
     md, _ = _written(records, tmp_path / "kept", include_warned=True)
     assert _bullets(md)  # what it said was left out
+    # a warned figure that would give no observation either: nothing is said of the warnings
+    lone = [_busy(machine="m-a", ips=150.0), record(machine="m-a", ips=152.0)]
+    md, _ = _written(lone, tmp_path / "lone")
+    said = _observations_paragraph(md)
+    assert said.endswith("\n\nNothing to observe: no table has two comparable figures."), said
+    assert "no warning" not in said, said
 
 
 def test_compare_names_no_flag_it_does_not_have(tmp_path, capsys):

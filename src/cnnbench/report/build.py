@@ -140,8 +140,12 @@ def _observations(inputs: Inputs) -> list[Observation]:
     order of its observations (:attr:`~cnnbench.report.kinds.Observes.order`); when every figure
     is warned, those that hold with the warnings. Each that rests on warned runs begins with their
     warnings (unless its kind says otherwise: the failures)."""
+    return _observed(inputs, inputs.options.include_warned or _fallback(inputs))
+
+
+def _observed(inputs: Inputs, warned: bool) -> list[Observation]:
+    """The observations of the kinds asked, warned figures among them or not (``warned``)."""
     opts, built = inputs.options, inputs.built
-    warned = opts.include_warned or _fallback(inputs)
     asked = set(opts.observations if opts.observations is not None else observation_kinds())
     found: list[Observation] = []
     for kind, observes in observers():
@@ -193,7 +197,7 @@ def _nothing_observed(inputs: Inputs) -> str:
     opts = inputs.options
     if opts.observations is not None and set(opts.observations) != set(observation_kinds()):
         return f"Nothing to observe of the kinds asked (--observations {','.join(opts.observations)})."
-    if not opts.include_warned and combined(p.measure for p in inputs.points.points).warned:
+    if not opts.include_warned and combined(p.measure for p in inputs.points.points).warned and _observed(inputs, True):
         return (f"Nothing to observe of the figures of runs that recorded no warning: the figures of runs that "
                 f"did ({WARNED}, see {MARKS_HEADING}) are left out of the observations, and --include-warned "
                 "keeps them.")
