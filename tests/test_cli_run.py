@@ -216,6 +216,7 @@ def test_a_run_whose_output_reader_goes_still_records_its_run(tmp_path):
     (["results", "list", "--limt", "3", "x"], "cnnbench results list", "--limit"),
     (["sweep", "s.yaml", "--dryrun"], "cnnbench sweep", "--dry-run"),
     (["report", "x", "--nosuch-flag"], "cnnbench report", None),
+    (["--quiet", "run", "--model", "trivial"], "cnnbench", None),  # before the command: the top's to say
 ])
 def test_an_unknown_flag_is_named_by_its_command_with_the_nearest_flag(capsys, argv, command, nearest):
     """An unknown flag was said by "cnnbench: error: unrecognized arguments ... (see cnnbench --help)",
@@ -237,3 +238,12 @@ def test_an_unknown_model_points_once_to_the_list_and_names_no_flag_models_lacks
     assert main(["models", "resnt50"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("cnnbench models: error: unknown model 'resnt50'; nearest: resnet50") and "--model" not in err
+
+
+def test_a_commands_flag_given_before_the_command_says_where_it_belongs(capsys):
+    """``cnnbench --quiet run``: "(did you mean --quiet?)", from the run command, before."""
+    with pytest.raises(SystemExit):
+        main(["--quiet", "run", "--model", "trivial"])
+    err = capsys.readouterr().err
+    assert err.startswith("cnnbench: error: unrecognized arguments: --quiet (--quiet is an option of cnnbench run: "
+                          "give it after run) (see cnnbench --help)"), err

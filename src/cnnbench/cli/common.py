@@ -67,6 +67,13 @@ class CliParser(argparse.ArgumentParser):
         parsed, extras = self.parse_known_args(args, namespace)
         if extras:
             parser = self._innermost(parsed)
+            words = list(sys.argv[1:] if args is None else args)
+            command_at = next((i for i, w in enumerate(words) if not w.startswith("-")), len(words))
+            if parser is not self and extras[0] in words[:command_at]:  # cnnbench --quiet run: the top's
+                flag = extras[0].split("=", 1)[0]
+                where = f" ({flag} is an option of {parser.prog}: give it after {words[command_at]})" if (
+                    parser._nearest_flag([flag]) == flag) else ""
+                self.error(f"unrecognized arguments: {' '.join(extras)}{where}")
             hint = parser._nearest_flag(extras)
             parser.error(f"unrecognized arguments: {' '.join(extras)}" + (f" (did you mean {hint}?)" if hint else ""))
         return parsed
