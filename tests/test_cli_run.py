@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -179,35 +180,41 @@ def test_a_cpu_runs_header_says_its_threads(tmp_path, capsys):
     assert f"Threads:     {torch.get_num_threads()} ({cores})" in out.splitlines()
 
 
-def _reader_gone_after_one_line(argv: list[str], cwd) -> tuple[int, str]:
-    """``cnnbench ARGV | head -1``: the command's exit status and standard error, its output's reader
-    gone after the first line."""
-    proc = subprocess.Popen([sys.executable, "-m", "cnnbench", *argv], cwd=cwd, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    assert proc.stdout is not None and proc.stderr is not None
-    proc.stdout.readline()
-    proc.stdout.close()
-    err = proc.stderr.read()
-    return proc.wait(timeout=300), err
+def _reader_gone(argv: list[str], cwd, *, both: bool = False) -> tuple[int, str]:
+    """``cnnbench ARGV | head -0`` (with ``both``: ``2>&1 | head -0``), the reader gone before the
+    command starts, so that every write meets the closed pipe: its exit status and standard error."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "cnnbench", *argv], cwd=cwd, stdout=write,
+                              stderr=write if both else subprocess.PIPE, text=True, timeout=600)
+    finally:
+        os.close(write)
+    return proc.returncode, proc.stderr or ""
 
 
-def test_a_run_whose_output_reader_goes_still_records_its_run(tmp_path):
+def test_a_command_whose_output_reader_goes_still_does_its_work(tmp_path):
     """``run | head -3`` ended the benchmark at the next progress line and appended an error record
-    (BrokenPipeError); ``sweep --dry-run | head`` and ``predict | head`` printed a traceback."""
+    (BrokenPipeError), in a worker process too (--num-devices 2); ``2>&1 | head`` stopped a sweep
+    after its first case; ``predict | head`` and ``results list | head`` printed a traceback."""
     from cnnbench.results.store import read_records
 
-    code, err = _reader_gone_after_one_line(
-        ["run", "--model", "trivial", "--device", "cpu", "--batch-size", "2", "--num-batches", "300",
-         "--display-every", "1", "--results-dir", str(tmp_path / "r")], tmp_path)
-    assert code == 0 and "Traceback" not in err and "Broken pipe" not in err, err
-    (rec,), _ = read_records(tmp_path / "r")
-    assert rec["status"] == "ok", rec.get("error")
+    tiny = ["--model", "trivial", "--device", "cpu", "--batch-size", "2", "--num-batches", "20", "--display-every", "1"]
+    for argv, both in [(["run", *tiny, "--results-dir", "r"], False),
+                       (["run", *tiny, "--num-devices", "2", "--oversubscribe", "--results-dir", "multi"], True),
+                       (["comm", "--device", "cpu", "--num-devices", "2", "--oversubscribe", "--min-bytes", "1K",
+                         "--max-bytes", "1K", "--warmup", "1", "--iters", "2", "--results-dir", "comm"], True)]:
+        code, err = _reader_gone(argv, tmp_path, both=both)
+        assert code == 0 and "Traceback" not in err and "Broken pipe" not in err, (argv, err)
+        (rec,), _ = read_records(tmp_path / argv[-1])
+        assert rec["status"] == "ok", (argv, rec.get("error"))
     suite = tmp_path / "s.yaml"
-    suite.write_text("name: s\nbase: {model: trivial, device: cpu}\nmatrix: {batch_size: [1, 2, 3, 4, 5, 6]}\n")
-    for argv in (["sweep", str(suite), "--dry-run"], ["predict", str(tmp_path / "r")],
-                 ["results", "list", str(tmp_path / "r")],
-                 ["results", "query", "SELECT * FROM steps", str(tmp_path / "r")]):
-        code, err = _reader_gone_after_one_line(argv, tmp_path)
+    suite.write_text("name: s\nbase: {model: trivial, device: cpu, num_batches: 5}\nmatrix: {batch_size: [1, 2]}\n")
+    code, _ = _reader_gone(["sweep", str(suite), "--results-dir", "sw", "--plain"], tmp_path, both=True)
+    assert code == 0 and [r["status"] for r in read_records(tmp_path / "sw")[0]] == ["ok", "ok"]
+    for argv in (["sweep", str(suite), "--dry-run"], ["predict", "r"], ["results", "list", "r"],
+                 ["results", "query", "SELECT * FROM steps", "r"]):
+        code, err = _reader_gone(argv, tmp_path)
         assert code == 0 and "Traceback" not in err and "Broken pipe" not in err, (argv, err)
 
 

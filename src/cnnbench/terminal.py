@@ -10,14 +10,76 @@ that prints a table goes through :func:`print_table`. No torch here.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import sys
+from collections.abc import Iterator
 from typing import IO, TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
+
+class DroppedOnceClosed:
+    """A standard stream whose writes, once its reader has gone (``| head``, ``2>&1 | head``: a
+    ``BrokenPipeError``), go nowhere: the command goes on and ends as it would have (a run still
+    appends its record, a sweep runs its other cases), printing no traceback and blaming no file
+    of its for the closed pipe."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return int(self._stream.write(text))
+        except BrokenPipeError:
+            self._drop()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._drop()
+
+    def _drop(self) -> None:
+        with contextlib.suppress(OSError, ValueError, AttributeError):  # a stream without a descriptor: left
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self._stream.fileno())
+            os.close(devnull)
+            with contextlib.suppress(BrokenPipeError):
+                self._stream.flush()  # what was left in its buffer, into the void
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+@contextlib.contextmanager
+def output_dropped_once_its_reader_goes() -> Iterator[None]:
+    """Within the block, standard output and error are :class:`DroppedOnceClosed` (flushed at its end,
+    so that no closed pipe is met as the interpreter exits); the caller's own after it. The command
+    line's, and each worker process's that prints (a run's rank 0, a comm worker): they write to
+    the same pipe."""
+    own = sys.stdout, sys.stderr
+    quiet = sys.stdout, sys.stderr = DroppedOnceClosed(own[0]), DroppedOnceClosed(own[1])
+    try:
+        yield
+    finally:
+        for stream in quiet:
+            stream.flush()
+        if (sys.stdout, sys.stderr) == quiet:
+            sys.stdout, sys.stderr = own
+
+
+def output_dropped_from_now() -> None:
+    """:func:`output_dropped_once_its_reader_goes` for the rest of a worker process's life (called
+    first thing: its log handler takes the standard error it finds)."""
+    if not isinstance(sys.stdout, DroppedOnceClosed):
+        sys.stdout = DroppedOnceClosed(sys.stdout)
+    if not isinstance(sys.stderr, DroppedOnceClosed):
+        sys.stderr = DroppedOnceClosed(sys.stderr)
+
 
 UNLIMITED = 10_000
 """Width of a plain console without ``COLUMNS``: tables take what they need (no wrapping)."""

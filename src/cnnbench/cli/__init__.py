@@ -12,14 +12,13 @@ from __future__ import annotations
 import contextlib
 import importlib
 import logging
-import os
 import sys
 from collections.abc import Iterator, Sequence
-from typing import Any
 
 from cnnbench.cli.common import CliParser, UserError
 from cnnbench.config.tf_flags import TfFlagError, translate_with_notes
 from cnnbench.results.gc_pause import collector_paused
+from cnnbench.terminal import output_dropped_once_its_reader_goes
 from cnnbench.version import __version__
 from cnnbench.words import OneLineFormatter, message_line
 
@@ -79,53 +78,6 @@ def _main(argv: Sequence[str] | None) -> int:
     except KeyboardInterrupt:
         print(f"cnnbench {args.command}: interrupted", file=sys.stderr)
         return 130
-
-
-class _DroppedOnceClosed:
-    """Standard output whose writes, once its reader has gone (``| head``: a ``BrokenPipeError``),
-    go nowhere: the command goes on and ends as it would have (a run still appends its record, a
-    query its warnings), printing no traceback and blaming no file of its for the closed pipe."""
-
-    def __init__(self, stream: Any) -> None:
-        self._stream = stream
-
-    def write(self, text: str) -> int:
-        try:
-            return int(self._stream.write(text))
-        except BrokenPipeError:
-            self._drop()
-            return len(text)
-
-    def flush(self) -> None:
-        try:
-            self._stream.flush()
-        except BrokenPipeError:
-            self._drop()
-
-    def _drop(self) -> None:
-        with contextlib.suppress(OSError, ValueError, AttributeError):  # a stream without a descriptor: left
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, self._stream.fileno())
-            os.close(devnull)
-            with contextlib.suppress(BrokenPipeError):
-                self._stream.flush()  # what was left in its buffer, into the void
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._stream, name)
-
-
-@contextlib.contextmanager
-def output_dropped_once_its_reader_goes() -> Iterator[None]:
-    """Within the block, standard output is :class:`_DroppedOnceClosed` (and flushed at its end, so
-    that no closed pipe is met as the interpreter exits); the caller's own after it."""
-    own = sys.stdout
-    quiet = sys.stdout = _DroppedOnceClosed(own)
-    try:
-        yield
-    finally:
-        quiet.flush()
-        if sys.stdout is quiet:
-            sys.stdout = own
 
 
 @contextlib.contextmanager

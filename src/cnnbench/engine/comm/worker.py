@@ -29,6 +29,7 @@ from cnnbench.engine.multidevice.worker import (
     write_failure_note,
 )
 from cnnbench.lifetime import die_with_parent
+from cnnbench.terminal import output_dropped_from_now
 
 
 def device_kind(config: CommConfig) -> str:
@@ -68,6 +69,7 @@ def comm_worker(config: CommConfig, console: bool, warnings: list[str], notes_di
 
     die_with_parent(launcher_pid)
     leave_interrupts_to_the_agent()
+    output_dropped_from_now()  # | head: rank 0's lines go nowhere, its run goes on
     world = World.from_env()
     configure_worker_logging(world, log_level)
     split_host_threads(world)

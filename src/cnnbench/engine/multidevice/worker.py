@@ -25,6 +25,7 @@ from cnnbench.config import ConfigError, RunConfig
 from cnnbench.distributed.world import World
 from cnnbench.engine.threads import set_worker_threads
 from cnnbench.lifetime import die_with_parent
+from cnnbench.terminal import output_dropped_from_now
 from cnnbench.words import OneLineFormatter
 
 log = logging.getLogger(__name__)
@@ -66,6 +67,7 @@ def launched_worker(config_fields: dict[str, Any], extra: dict[str, Any], consol
 
     die_with_parent(launcher_pid)
     leave_interrupts_to_the_agent()
+    output_dropped_from_now()  # | head: rank 0's lines go nowhere, its run goes on
     config = RunConfig.from_mapping(config_fields)
     world = World.from_env()
     if world.world_size == 1 and config.requested_devices() == 1:
