@@ -132,6 +132,39 @@ def test_a_report_cut_off_halfway_leaves_its_earlier_reports_files_to_the_next(s
     assert first - left == {"effect-model-vgg16-vs-resnet50.csv", "effect-model-vgg16-vs-resnet50.json"}, left
 
 
+def test_files_a_cut_off_report_wrote_are_removed_or_kept_never_refused_later(store, tmp_path, capsys, monkeypatch):
+    """A report cut off halfway wrote files it had no digest of yet: the next report kept them but
+    listed them nowhere, and the report after it refused them as the user's (review)."""
+    from cnnbench.report import output
+
+    out = tmp_path / "report"
+    effect = out / "tables" / "effect-model-vgg16-vs-resnet50.csv"
+    for path in store.glob("*.jsonl"):
+        os.utime(path, (1.0e9, 1.0e9))  # settled: each report remembers its inputs (reuse.remember)
+    assert main(["report", str(store), "-o", str(out), "--no-plots", "--where", "model=vgg16"]) == 0
+
+    def cut(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(output, "render_html", cut)
+    assert main(["report", str(store), "-o", str(out), "--no-plots", "--rebuild"]) != 0
+    monkeypatch.undo()
+    assert effect.exists()  # written before the cut
+    assert main(["report", str(store), "-o", str(out), "--no-plots", "--where", "model=vgg16", "--rebuild"]) == 0
+    assert not effect.exists()  # its digest was left by the cut-off report: removed
+    # cut off so that nothing could be left (a kill): its files are kept, listed, and written over later
+    monkeypatch.setattr(output, "render_html", cut)
+    monkeypatch.setattr(output, "_digests", lambda out, names: {})
+    assert main(["report", str(store), "-o", str(out), "--no-plots", "--rebuild"]) != 0
+    monkeypatch.undo()
+    assert main(["report", str(store), "-o", str(out), "--no-plots", "--where", "model=vgg16", "--rebuild"]) == 0
+    assert effect.exists() and "tables/effect-model-vgg16-vs-resnet50.csv" in json.loads(
+        (out / ".cnnbench-report.json").read_text())["kept"]
+    assert "kept" in json.loads((out / ".cnnbench-report.json").read_text())  # remember() kept the list too
+    assert main(["report", str(store), "-o", str(out), "--no-plots"]) == 0, capsys.readouterr().err
+    capsys.readouterr()
+
+
 def test_what_an_up_to_date_report_repeats_is_shown_as_text(store, tmp_path, capsys):
     """The manifest's remembered lines went to the terminal as they were: an escape sequence in one
     could retitle or clear it."""

@@ -88,16 +88,18 @@ def read_manifest(out: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def listed_files(manifest: dict[str, Any]) -> set[str]:
-    """The files an earlier report wrote here (only names a report writes; others are ignored)."""
-    listed = manifest.get("files")
+def listed_files(manifest: dict[str, Any], key: str = "files") -> set[str]:
+    """The files an earlier report wrote here (only names a report writes; others are ignored);
+    ``key="kept"``: those of still earlier reports it left in place (changed since they were
+    written, or of a report cut off before it knew their bytes), never to be removed, nor refused."""
+    listed = manifest.get(key)
     if not isinstance(listed, list):
         return set()
     return {f for f in listed if isinstance(f, str) and OWN_NAME.fullmatch(f)}
 
 
 def write_manifest(out: Path, written: set[str], **more: Any) -> None:
-    """The manifest of ``written`` (and ``more`` fields: ``outputs``, ``inputs``, ``said``; while a
-    report is written, ``removable``: the earlier report's files' digests)."""
+    """The manifest of ``written`` (and ``more`` fields: ``outputs``, ``inputs``, ``said``, ``kept``;
+    while a report is written, ``removable``: the digests of the files it may remove)."""
     write_text(out / MANIFEST, json.dumps({"written_by": "cnnbench report", "files": sorted(written), **more},
                                           indent=1) + "\n")

@@ -9,8 +9,10 @@ manifest someone else wrote lists (a manifest is a file of the folder's, anyone'
 folder that is not empty and holds no manifest (not a report, or one from before manifests) is
 refused, and so is a file of the user's where the report would write one of its own. The
 manifest is written before the report's files (listing the old and the new, with the old ones'
-digests) and again after them, so that a report cut off halfway still has its earlier report's
-files cleaned up by the next one.
+digests), again with the digests of what it wrote where it is cut off (^C, an error), and again
+after them, so that the next report cleans up after one cut off halfway. A listed file left in
+place (changed since it was written, or of a report killed before it knew its bytes) stays
+listed as ``kept``: never removed, and never refused as the user's.
 
 A report writes only inside its folder: ``tables/`` or ``plots/`` that is a symlink, or not
 a folder, is refused before any work, and every file is written to a unique
@@ -22,6 +24,7 @@ file of the user's (not even ``summary.md.tmp``) is touched; any symlink at ``ta
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from dataclasses import dataclass, field
@@ -94,18 +97,39 @@ def write_report(report: Report, outdir: str | os.PathLike[str], plots: bool = T
     """
     out = check_report_folder(outdir)
     manifest = read_manifest(out)
-    previous = listed_files(manifest)
-    recorded = _recorded(manifest, previous)
+    own = listed_files(manifest) | listed_files(manifest, "kept")
+    recorded = _recorded(manifest, own)
     if not plots:
         for fig in report.figures:
             fig.drawn = False
     tables = {t.id: t for t in report.tables if t.written}
     planned = _planned(report, tables)
-    _refuse_foreign(out, planned - previous)
+    _refuse_foreign(out, planned - own)
 
     out.mkdir(parents=True, exist_ok=True)
     # the list (and the old files' digests) alone: until the end, this folder holds no whole report
-    write_manifest(out, previous | planned, removable=recorded)
+    write_manifest(out, own | planned, removable=recorded)
+    try:
+        written, digests = _write_files(report, out, tables, drawing_pool)
+    except BaseException:  # cut off (^C, a full disk): what it wrote is the next report's to remove
+        with contextlib.suppress(OSError):
+            write_manifest(out, own | planned, removable={**recorded, **_digests(out, planned)})
+        raise
+    kept = set()
+    for name in sorted(own - planned):  # earlier reports' files this one did not write again: as written, gone
+        if name in recorded and file_digest(out / name) == recorded[name]:
+            _remove(out, name)
+        elif os.path.lexists(out / name):
+            kept.add(name)  # changed since (the user's now), or never known: left, and never refused
+    _write_final_manifest(out, planned, digests, written, kept)
+    log.info("wrote %s (%d tables, %d plots)", out, len(report.tables), len(written.plots))
+    return written
+
+
+def _write_files(report: Report, out: Path, tables: dict[str, Table],
+                 drawing_pool: DrawingPool | None) -> tuple[Written, dict[str, str | None]]:
+    """Write the report's tables, plots, summary and page into ``out``; what was written, and the
+    digest of each file by its name in the folder."""
     if any(f.drawn for f in report.figures):
         subfolder(out, "plots")
     drawing = start_drawing([f for f in report.figures if f.drawn], out, drawing_pool)  # elsewhere, meanwhile:
@@ -115,12 +139,12 @@ def write_report(report: Report, outdir: str | os.PathLike[str], plots: bool = T
     digests.update((f"plots/{path.name}", file_digest(path)) for path in written.plots)
     digests[SUMMARY] = write_text(written.summary, render_markdown(report))
     digests[HTML] = write_text(written.html, render_html(report, out))
-    for name in sorted(previous - planned):  # an earlier report's files this one did not write again, as written
-        if name in recorded and file_digest(out / name) == recorded[name]:
-            _remove(out, name)
-    _write_final_manifest(out, planned, digests, written)
-    log.info("wrote %s (%d tables, %d plots)", out, len(report.tables), len(written.plots))
-    return written
+    return written, digests
+
+
+def _digests(out: Path, names: set[str]) -> dict[str, str]:
+    """The digest of each of ``names`` that is a file in ``out`` now."""
+    return {name: digest for name in names if (digest := file_digest(out / name)) is not None}
 
 
 def _recorded(manifest: dict[str, object], listed: set[str]) -> dict[str, str]:
@@ -166,11 +190,14 @@ def _write_tables(out: Path, tables: dict[str, Table], written: Written) -> dict
     return digests
 
 
-def _write_final_manifest(out: Path, planned: set[str], digests: dict[str, str | None], written: Written) -> None:
+def _write_final_manifest(out: Path, planned: set[str], digests: dict[str, str | None], written: Written,
+                          kept: set[str]) -> None:
     """The manifest of the whole report: the ``planned`` files with their digests (also kept in
-    ``written.outputs``), or the list alone where a file could not be read back."""
+    ``written.outputs``), or the list alone where a file could not be read back; and the ``kept``
+    files of earlier reports."""
+    more: dict[str, object] = {"kept": sorted(kept)} if kept else {}
     if all(digests.values()):
         written.outputs = {name: digest for name, digest in digests.items() if digest}
-        write_manifest(out, planned, outputs=written.outputs)
+        write_manifest(out, planned, outputs=written.outputs, **more)
     else:  # a plot could not be read back: the list alone (such a report is never taken as up to date)
-        write_manifest(out, planned)
+        write_manifest(out, planned, removable=_digests(out, planned), **more)

@@ -127,9 +127,11 @@ def remember(out: Path, key: str, said: Said, outputs: Mapping[str, str]) -> boo
     if not outputs or manifest.get("outputs") != dict(outputs) or set(outputs) != written:
         return False
     try:
+        kept = listed_files(manifest, "kept")
         write_manifest(out, written, outputs=dict(outputs), inputs=key,
                        said={"tables": said.tables, "plots": said.plots, "results": said.results,
-                             "more": list(said.more), "warnings": list(said.warnings)})
+                             "more": list(said.more), "warnings": list(said.warnings)},
+                       **({"kept": sorted(kept)} if kept else {}))
     except OSError:
         return False
     return True
