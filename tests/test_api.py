@@ -18,6 +18,7 @@ import cnnbench
 from cnnbench.cli import main
 from cnnbench.compare.build import CompareError
 from cnnbench.config import ConfigError
+from cnnbench.words import plural
 from tests.report_fixtures import record, write_store
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -186,8 +187,8 @@ def test_report_returns_the_report_and_writes_only_with_an_output(tmp_path, monk
     rep = cnnbench.make_report(store, max_plots=0)
     assert rep.n_records == 2 and rep.tables
     # what print() and a notebook show: its parts counted (every cell, over 30,000 characters, before)
-    assert repr(rep) == f"Report('cnnbench report': {len(rep.tables)} tables, {len(rep.figures)} figures, " \
-        f"{len(rep.observations)} observations, from 2 records)"
+    assert repr(rep) == f"Report('cnnbench report': {plural(len(rep.tables), 'table')}, " \
+        f"{plural(len(rep.figures), 'figure')}, {plural(len(rep.observations), 'observation')}, from 2 records)"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r"]
     written = cnnbench.make_report(store, output=tmp_path / "out", max_plots=0, title="API")
     assert (tmp_path / "out" / "summary.md").read_text().startswith("# API")

@@ -122,8 +122,10 @@ class Report:
     """Lines the command prints to stderr (an option that had no effect), also in the report."""
 
     def __repr__(self) -> str:  # what a notebook shows of it: its parts counted, not every cell
-        return (f"Report({self.title!r}: {len(self.tables)} tables, {len(self.figures)} figures, "
-                f"{len(self.observations)} observations, from {self.n_records} records)")
+        from cnnbench.words import plural
+
+        return (f"Report({self.title!r}: {plural(len(self.tables), 'table')}, {plural(len(self.figures), 'figure')}, "
+                f"{plural(len(self.observations), 'observation')}, from {plural(self.n_records, 'record')})")
 
     def table(self, table_id: str) -> Table:
         for t in self.tables:
