@@ -76,7 +76,7 @@ def parse_devices(text: str | None) -> tuple[int, ...] | None:
     if text is None:
         return None
     try:
-        values = tuple(int(v) for v in text.split(",") if v.strip())
+        values = tuple(int(v) for v in text.split(","))  # an empty count (1,,2 or 1,2,) is no count
     except ValueError:
         raise UserError(f"--devices: expected counts such as 1,2,4, got {text!r}") from None
     if not values or any(v < 1 for v in values):
