@@ -154,7 +154,7 @@ def test_files_a_cut_off_report_wrote_are_removed_or_kept_never_refused_later(st
     assert not effect.exists()  # its digest was left by the cut-off report: removed
     # cut off so that nothing could be left (a kill): its files are kept, listed, and written over later
     monkeypatch.setattr(output, "render_html", cut)
-    monkeypatch.setattr(output, "_digests", lambda out, names: {})
+    monkeypatch.setattr(output, "_known", lambda digests: {})
     assert main(["report", str(store), "-o", str(out), "--no-plots", "--rebuild"]) != 0
     monkeypatch.undo()
     assert main(["report", str(store), "-o", str(out), "--no-plots", "--where", "model=vgg16", "--rebuild"]) == 0
@@ -163,6 +163,27 @@ def test_files_a_cut_off_report_wrote_are_removed_or_kept_never_refused_later(st
     assert "kept" in json.loads((out / ".cnnbench-report.json").read_text())  # remember() kept the list too
     assert main(["report", str(store), "-o", str(out), "--no-plots"]) == 0, capsys.readouterr().err
     capsys.readouterr()
+
+
+def test_a_report_cut_off_before_it_wrote_a_table_leaves_the_users_edit_of_it(store, tmp_path, capsys, monkeypatch):
+    """A report cut off recorded the digest of every file at a name it planned, written by it or not:
+    an earlier report's table the user had edited became the next report's to remove (review)."""
+    from cnnbench.report import output
+
+    out = tmp_path / "report"
+    assert main(["report", str(store), "-o", str(out), "--no-plots"]) == 0
+    edited = out / "tables" / "effect-model-vgg16-vs-resnet50.csv"
+    edited.write_text("edited by hand\n")
+
+    def cut(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(output, "table_texts", cut)  # before any table is written
+    assert main(["report", str(store), "-o", str(out), "--no-plots", "--rebuild"]) != 0
+    monkeypatch.undo()
+    assert main(["report", str(store), "-o", str(out), "--no-plots", "--where", "model=vgg16", "--rebuild"]) == 0
+    capsys.readouterr()
+    assert edited.read_text() == "edited by hand\n"
 
 
 def test_what_an_up_to_date_report_repeats_is_shown_as_text(store, tmp_path, capsys):

@@ -50,7 +50,7 @@ def test_cpu_lists_round_trip():
         "CUDA_VISIBLE_DEVICES": "1"}
 
 
-def test_the_inductor_cache_torch_sets_itself_is_no_setting_of_the_users():
+def test_the_inductor_cache_torch_sets_itself_is_no_setting_of_the_users(tmp_path):
     """torchvision's import sets TORCHINDUCTOR_CACHE_DIR to torch's default, so every record listed a
     variable the user never set (and one that differs by user name); one the user names is kept."""
     from torch._inductor.runtime.cache_dir_utils import default_cache_dir
@@ -61,7 +61,7 @@ def test_the_inductor_cache_torch_sets_itself_is_no_setting_of_the_users():
     for default in (default_cache_dir(), os.path.join("/tmp", name)):
         assert relevant_environment_variables({"TORCHINDUCTOR_CACHE_DIR": default, "OMP_NUM_THREADS": "4"}) == {
             "OMP_NUM_THREADS": "4"}, default
-    for mine in ("/scratch/inductor", f"/scratch/me/{name}"):
+    for mine in (str(tmp_path / "inductor"), str(tmp_path / name)):  # a folder of the user's, whatever TMPDIR is
         assert relevant_environment_variables({"TORCHINDUCTOR_CACHE_DIR": mine}) == {"TORCHINDUCTOR_CACHE_DIR": mine}
 
 

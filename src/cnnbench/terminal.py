@@ -32,10 +32,11 @@ class DroppedOnceClosed:
 
     def write(self, text: str) -> int:
         try:
-            return int(self._stream.write(text))
+            wrote = self._stream.write(text)
         except BrokenPipeError:
             self._drop()
             return len(text)
+        return len(text) if wrote is None else int(wrote)  # a caller's stream may say nothing
 
     def flush(self) -> None:
         try:
@@ -61,15 +62,18 @@ def output_dropped_once_its_reader_goes() -> Iterator[None]:
     so that no closed pipe is met as the interpreter exits); the caller's own after it. The command
     line's, and each worker process's that prints (a run's rank 0, a comm worker): they write to
     the same pipe."""
-    own = sys.stdout, sys.stderr
-    quiet = sys.stdout, sys.stderr = DroppedOnceClosed(own[0]), DroppedOnceClosed(own[1])
+    own_out, own_err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = quiet_out, quiet_err = DroppedOnceClosed(own_out), DroppedOnceClosed(own_err)
     try:
         yield
     finally:
-        for stream in quiet:
-            stream.flush()
-        if (sys.stdout, sys.stderr) == quiet:
-            sys.stdout, sys.stderr = own
+        for stream in (quiet_out, quiet_err):
+            with contextlib.suppress(OSError, ValueError):  # a full disk under > file: the other still flushed
+                stream.flush()
+        if sys.stdout is quiet_out:  # each put back, unless the block put its own in its place
+            sys.stdout = own_out
+        if sys.stderr is quiet_err:
+            sys.stderr = own_err
 
 
 def output_dropped_from_now() -> None:

@@ -69,10 +69,14 @@ class CliParser(argparse.ArgumentParser):
             parser = self._innermost(parsed)
             words = list(sys.argv[1:] if args is None else args)
             command_at = next((i for i, w in enumerate(words) if not w.startswith("-")), len(words))
-            if parser is not self and extras[0] in words[:command_at]:  # cnnbench --quiet run: the top's
-                flag = extras[0].split("=", 1)[0]
-                where = f" ({flag} is an option of {parser.prog}: give it after {words[command_at]})" if (
-                    parser._nearest_flag([flag]) == flag) else ""
+            flag = extras[0].split("=", 1)[0]
+            if parser is not self and flag not in self._option_string_actions and extras[0] in words[:command_at]:
+                # cnnbench --quiet run: the top's to say, and where the flag belongs
+                path = parser.prog.removeprefix(self.prog + " ")
+                near = parser._nearest_flag([flag])
+                where = "" if near is None else (
+                    f" ({flag} is an option of {parser.prog}: give it after {path})" if near == flag else
+                    f" (did you mean {near}, an option of {parser.prog}? give it after {path})")
                 self.error(f"unrecognized arguments: {' '.join(extras)}{where}")
             hint = parser._nearest_flag(extras)
             parser.error(f"unrecognized arguments: {' '.join(extras)}" + (f" (did you mean {hint}?)" if hint else ""))

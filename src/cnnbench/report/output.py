@@ -109,11 +109,12 @@ def write_report(report: Report, outdir: str | os.PathLike[str], plots: bool = T
     out.mkdir(parents=True, exist_ok=True)
     # the list (and the old files' digests) alone: until the end, this folder holds no whole report
     write_manifest(out, own | planned, removable=recorded)
+    digests: dict[str, str | None] = {}  # of each file as this report writes it
     try:
-        written, digests = _write_files(report, out, tables, drawing_pool)
-    except BaseException:  # cut off (^C, a full disk): what it wrote is the next report's to remove
+        written = _write_files(report, out, tables, drawing_pool, digests)
+    except BaseException:  # cut off (^C, a full disk): what it wrote, and only that, is the next report's to remove
         with contextlib.suppress(OSError):
-            write_manifest(out, own | planned, removable={**recorded, **_digests(out, planned)})
+            write_manifest(out, own | planned, removable={**recorded, **_known(digests)})
         raise
     kept = set()
     for name in sorted(own - planned):  # earlier reports' files this one did not write again: as written, gone
@@ -126,25 +127,25 @@ def write_report(report: Report, outdir: str | os.PathLike[str], plots: bool = T
     return written
 
 
-def _write_files(report: Report, out: Path, tables: dict[str, Table],
-                 drawing_pool: DrawingPool | None) -> tuple[Written, dict[str, str | None]]:
-    """Write the report's tables, plots, summary and page into ``out``; what was written, and the
-    digest of each file by its name in the folder."""
+def _write_files(report: Report, out: Path, tables: dict[str, Table], drawing_pool: DrawingPool | None,
+                 digests: dict[str, str | None]) -> Written:
+    """Write the report's tables, plots, summary and page into ``out``, the digest of each file by its
+    name in the folder put in ``digests`` as it is written (what a report cut off had written)."""
     if any(f.drawn for f in report.figures):
         subfolder(out, "plots")
     drawing = start_drawing([f for f in report.figures if f.drawn], out, drawing_pool)  # elsewhere, meanwhile:
     written = Written(out, out / SUMMARY, out / HTML)
-    digests = _write_tables(out, tables, written)
+    _write_tables(out, tables, written, digests)
     written.plots = drawing.wait()
     digests.update((f"plots/{path.name}", file_digest(path)) for path in written.plots)
     digests[SUMMARY] = write_text(written.summary, render_markdown(report))
     digests[HTML] = write_text(written.html, render_html(report, out))
-    return written, digests
+    return written
 
 
-def _digests(out: Path, names: set[str]) -> dict[str, str]:
-    """The digest of each of ``names`` that is a file in ``out`` now."""
-    return {name: digest for name in names if (digest := file_digest(out / name)) is not None}
+def _known(digests: dict[str, str | None]) -> dict[str, str]:
+    """Those of ``digests`` that are known (a file that could not be read back has none)."""
+    return {name: digest for name, digest in digests.items() if digest is not None}
 
 
 def _recorded(manifest: dict[str, object], listed: set[str]) -> dict[str, str]:
@@ -177,17 +178,15 @@ def _refuse_foreign(out: Path, new: set[str]) -> None:
                               "another folder")
 
 
-def _write_tables(out: Path, tables: dict[str, Table], written: Written) -> dict[str, str | None]:
-    """Write the ``.csv`` and the ``.json`` of each table in ``out/tables`` (listed in ``written``);
-    return their digests by name in the folder."""
+def _write_tables(out: Path, tables: dict[str, Table], written: Written, digests: dict[str, str | None]) -> None:
+    """Write the ``.csv`` and the ``.json`` of each table in ``out/tables`` (listed in ``written``),
+    each one's digest by its name in the folder into ``digests`` as it is written."""
     tables_dir = subfolder(out, "tables")
-    digests: dict[str, str | None] = {}
     for tid, t in tables.items():
         for suffix, text in zip((".csv", ".json"), table_texts(t), strict=True):
             path = tables_dir / f"{tid}{suffix}"
             digests[f"tables/{path.name}"] = write_text(path, text, out)
             written.tables.append(path)
-    return digests
 
 
 def _write_final_manifest(out: Path, planned: set[str], digests: dict[str, str | None], written: Written,
@@ -200,4 +199,4 @@ def _write_final_manifest(out: Path, planned: set[str], digests: dict[str, str |
         written.outputs = {name: digest for name, digest in digests.items() if digest}
         write_manifest(out, planned, outputs=written.outputs, **more)
     else:  # a plot could not be read back: the list alone (such a report is never taken as up to date)
-        write_manifest(out, planned, removable=_digests(out, planned), **more)
+        write_manifest(out, planned, removable=_known(digests), **more)
