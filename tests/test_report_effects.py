@@ -115,6 +115,10 @@ def test_a_field_of_three_values_says_how_to_ask_for_its_effects():
         "effect-batch_size-64-vs-32", "effect-batch_size-128-vs-32"]
     two = [r for r in recs if r["config"]["batch_size"] != 128]
     assert not any("takes 3 values" in t for b in build_report(two).blocks if isinstance(b, Bullets) for t in b.items)
+    # three values, but no two results that differ in it alone (each model at its own batch): nothing to ask for
+    apart = [record(model=m, batch_size=b, ips=100.0) for m, b in (("resnet50", 32), ("vgg16", 64), ("alexnet", 128))]
+    assert not any("takes 3 values" in t for b in build_report(apart).blocks if isinstance(b, Bullets)
+                   for t in b.items)
 
 
 def test_bad_baseline_and_unpaired_explicit_effect_are_explained():

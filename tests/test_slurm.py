@@ -182,6 +182,8 @@ def test_a_local_sweep_refuses_a_case_over_several_nodes_in_one_line(tmp_path, c
     ({"machines": {"epyc": {"qos": ""}}}, "executor.machines.epyc.qos: must be non-empty text"),
     ({"slurm_args": {"bad key": "x"}}, "executor.slurm_args: 'bad key' is not an sbatch option name"),
     ({"slurm_args": {"exclusive": False}}, "executor.slurm_args.exclusive: an option given without a value is true"),
+    ({"slurm_args": {"wait": True}}, "executor.slurm_args: expected KEY=VALUE, an sbatch option without its dashes "
+                                     "(got 'wait'; given alone: contiguous, exclusive,"),
 ])
 def test_a_bad_executor_block_is_refused_when_the_suite_is_read(tmp_path, capsys, block, message):
     suite = write_suite(tmp_path, "bad", base=FAST, executor=block)

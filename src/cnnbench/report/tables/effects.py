@@ -392,7 +392,8 @@ def _effects(inputs: Inputs) -> Effects:
     baseline_warnings = _unused_baselines(inputs.baselines, names, effects, points)
     effect_notes += baseline_warnings
     if inputs.effect_fields is None:
-        effect_notes += _many_valued(points, [*inputs.layout.rows, *inputs.layout.columns])
+        effect_notes += _many_valued(points, [*inputs.layout.rows, *inputs.layout.columns], opts.noise,
+                                     inputs.ignore)
     inert = [F.short_name(f) for f in inputs.ignore if f not in points.key_fields]
     if inert:
         effect_notes.append(f"--ignore {', '.join(inert)}: not part of what pairs results (it never kept two "
@@ -400,18 +401,24 @@ def _effects(inputs: Inputs) -> Effects:
     return Effects(effects, effect_notes, baseline_warnings)
 
 
-def _many_valued(points: PointSet, laid_out: Sequence[str]) -> list[str]:
+def _many_valued(points: PointSet, laid_out: Sequence[str], noise: float, ignore: Sequence[str]) -> list[str]:
     """A line for each configuration field of three values or more, which no default effect table
-    compares (a third batch size made the batch size's table go without a word), saying how to ask."""
+    compares (a third batch size made the batch size's table go without a word), saying how to ask,
+    where asking would give a table (two results that differ in that field alone)."""
     lines = []
     for name in points.key_fields:
         values = [v for v in points.distinct(name) if v is not None]
-        if name.startswith("config.") and name not in NOT_DEFAULT and name not in laid_out and len(values) > 2:
-            short = F.short_name(name)
-            shown = ", ".join(F.text(v) for v in values[:6]) + (", ..." if len(values) > 6 else "")
-            lines.append(f"{short} takes {len(values)} values ({shown}): an effect table compares two, so none is "
-                         f"made for it unasked; --effect {short} --baseline {short}={F.text(values[0])} compares "
-                         f"each other value with {F.text(values[0])}.")
+        if not name.startswith("config.") or name in NOT_DEFAULT or name in laid_out or len(values) < 3:
+            continue
+        base = default_baseline(name, values)
+        if all(_effect(points, name, v, base, noise, tuple(f for f in ignore if f != name)) is None
+               for v in values if v != base):
+            continue
+        short = F.short_name(name)
+        shown = ", ".join(F.text(v) for v in values[:6]) + (", ..." if len(values) > 6 else "")
+        lines.append(f"{short} takes {len(values)} values ({shown}): an effect table compares two, so none is "
+                     f"made for it unasked; --effect {short} --baseline {short}={F.text(base)} compares each "
+                     f"other value with {F.text(base)}.")
     return lines
 
 

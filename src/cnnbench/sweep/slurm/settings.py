@@ -46,6 +46,12 @@ _CNNBENCH_SETS = ("output", "error", "input", "chdir", "array", "wrap", "job-nam
 before the time limit. Given again, sbatch would write a job's log or run it elsewhere (``output:
 /etc/passwd``, ``chdir: /``) or submitit would not find its jobs. sbatch takes a long option's unique
 beginning for it (``chd``), and submitit writes ``job_name`` as ``job-name``: both are refused too."""
+FLAG_OPTIONS = frozenset({"contiguous", "exclusive", "get-user-env", "hold", "ignore-pbs", "no-kill", "nice",
+                          "overcommit", "oversubscribe", "propagate", "reboot", "spread-job", "use-min-nodes"})
+"""sbatch options given without a value (``--slurm-arg exclusive``, ``slurm_args: {exclusive: true}``):
+those sbatch takes alone, but ``--wait`` (the submit would wait for the job's end) and ``--test-only``
+(nothing would be submitted). Any other needs KEY=VALUE (a bare ``partition`` would be ``#SBATCH
+--partition``, which sbatch refuses)."""
 _CNNBENCH_SHORT = frozenset("oeiDaJ")
 """Their one-letter forms."""
 
@@ -153,6 +159,9 @@ def slurm_args(value: Any, place: str) -> dict[str, str | bool]:
         if _cnnbench_sets(key):
             raise SettingsError(f"{place}: {key} is set by cnnbench (each job's log goes to the results folder's "
                                 ".slurm/, where --status reads it)")
+        if val is True and key.replace("_", "-") not in FLAG_OPTIONS:
+            raise SettingsError(f"{place}: expected KEY=VALUE, an sbatch option without its dashes (got "
+                                f"{quoted(key)}; given alone: {', '.join(sorted(FLAG_OPTIONS))})")
         if val is False or val is None:
             raise SettingsError(f"{place}.{key}: an option given without a value is true (leave out one not wanted)")
         out[key] = True if val is True else _text(val, f"{place}.{key}")
