@@ -1,4 +1,5 @@
-"""Printing rich tables: fitted to the terminal, plain text when the output is not one.
+"""The terminal and the standard streams: rich tables fitted to the terminal, plain text when the
+output is not one; and output dropped once its reader has gone (:class:`DroppedOnceClosed`).
 
 On a terminal a table takes the terminal's width (``COLUMNS`` when set, as rich reads it)
 and its colours and box lines (but a table of more than :data:`MANY_ROWS` rows, which is
@@ -20,6 +21,7 @@ from typing import IO, TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.table import Table
+
 
 class DroppedOnceClosed:
     """A standard stream whose writes, once its reader has gone (``| head``, ``2>&1 | head``: a
