@@ -182,8 +182,10 @@ def test_a_local_sweep_refuses_a_case_over_several_nodes_in_one_line(tmp_path, c
     ({"machines": {"epyc": {"qos": ""}}}, "executor.machines.epyc.qos: must be non-empty text"),
     ({"slurm_args": {"bad key": "x"}}, "executor.slurm_args: 'bad key' is not an sbatch option name"),
     ({"slurm_args": {"exclusive": False}}, "executor.slurm_args.exclusive: an option given without a value is true"),
-    ({"slurm_args": {"wait": True}}, "executor.slurm_args: expected KEY=VALUE, an sbatch option without its dashes "
-                                     "(got 'wait'; given alone: contiguous, exclusive,"),
+    ({"slurm_args": {"wait": True}}, "executor.slurm_args: wait is not for a submit: sbatch would wait for the job"),
+    ({"slurm_args": {"requeue": True}}, "executor.slurm_args: requeue is set by cnnbench"),
+    ({"slurm_args": {"no_requeue": "x"}}, "executor.slurm_args: no_requeue is set by cnnbench"),
+    ({"slurm_args": {"qos": True}}, "executor.slurm_args: expected KEY=VALUE for 'qos', an sbatch option that takes"),
 ])
 def test_a_bad_executor_block_is_refused_when_the_suite_is_read(tmp_path, capsys, block, message):
     suite = write_suite(tmp_path, "bad", base=FAST, executor=block)
@@ -263,6 +265,7 @@ def test_each_case_asks_slurm_for_its_own_resources_and_equal_requests_share_an_
 @pytest.mark.parametrize("flags, executor", [
     (("--slurm-arg", "exclusive"), {}),
     ((), {"slurm_args": {"exclusive": True}}),
+    (("--slurm-arg", "container-writable"), {}),  # a plugin's flag (Pyxis): any word not known to take a value
 ])
 def test_an_sbatch_option_without_a_value_is_a_flag(tmp_path, monkeypatch, flags, executor):
     """``--exclusive`` alone (a whole node) could not be asked for: every option needed KEY=VALUE."""
@@ -270,9 +273,10 @@ def test_an_sbatch_option_without_a_value_is_a_flag(tmp_path, monkeypatch, flags
 
     ((resources, _),) = _planned(tmp_path, monkeypatch, *flags, base=FAST, executor={"time_min": 5, **executor})
     params = resources.submitit_parameters()
-    assert params["additional_parameters"] == {"no_requeue": True, "exclusive": True}
+    flag = (flags[1] if flags else "exclusive")
+    assert params["additional_parameters"] == {"no_requeue": True, flag.replace("-", "_"): True}
     script = _make_sbatch_string(command="true", folder=str(tmp_path), **params)
-    assert "#SBATCH --exclusive\n" in script
+    assert f"#SBATCH --{flag}\n" in script
 
 
 def test_the_command_line_wins_over_the_executor_block_and_cases_run_once_per_machine(tmp_path, monkeypatch):

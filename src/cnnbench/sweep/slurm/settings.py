@@ -40,18 +40,34 @@ KEYS = (*TEXT_OPTIONS, "startup_s", "time_min", "max_concurrent", "slurm_args")
 BLOCK_KEYS = (*KEYS, "machines")
 """The keys of a suite's ``executor:`` block that are Slurm's (the others are other executors')."""
 _ARG_KEY = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
-_CNNBENCH_SETS = ("output", "error", "input", "chdir", "array", "wrap", "job-name", "parsable", "signal", "open-mode")
+_CNNBENCH_SETS = ("output", "error", "input", "chdir", "array", "wrap", "job-name", "parsable", "signal", "open-mode",
+                  "requeue", "no-requeue")
 """sbatch options cnnbench (through submitit) sets itself: where a job's log goes (the store's
 ``.slurm/``, read back by ``--status``), the folder it runs in, the array and its name, the signal
-before the time limit. Given again, sbatch would write a job's log or run it elsewhere (``output:
-/etc/passwd``, ``chdir: /``) or submitit would not find its jobs. sbatch takes a long option's unique
-beginning for it (``chd``), and submitit writes ``job_name`` as ``job-name``: both are refused too."""
-FLAG_OPTIONS = frozenset({"contiguous", "exclusive", "get-user-env", "hold", "ignore-pbs", "no-kill", "nice",
-                          "overcommit", "oversubscribe", "propagate", "reboot", "spread-job", "use-min-nodes"})
-"""sbatch options given without a value (``--slurm-arg exclusive``, ``slurm_args: {exclusive: true}``):
-those sbatch takes alone, but ``--wait`` (the submit would wait for the job's end) and ``--test-only``
-(nothing would be submitted). Any other needs KEY=VALUE (a bare ``partition`` would be ``#SBATCH
---partition``, which sbatch refuses)."""
+before the time limit, and no requeue (a job Slurm ends is recorded as such, never rerun behind the
+sweep's back). Given again, sbatch would write a job's log or run it elsewhere (``output:
+/etc/passwd``, ``chdir: /``), submitit would not find its jobs, or a lost node's case would run
+twice. sbatch takes a long option's unique beginning for it (``chd``), and submitit writes
+``job_name`` as ``job-name``: both are refused too."""
+NEEDS_VALUE = frozenset({
+    "account", "acctg-freq", "batch", "bb", "begin", "clusters", "comment", "constraint", "container",
+    "container-id", "container-image", "container-mounts", "container-name", "container-workdir", "core-spec",
+    "cores-per-socket", "cpu-freq", "cpus-per-gpu", "cpus-per-task", "deadline", "delay-boot", "dependency",
+    "distribution", "exclude", "export", "export-file", "extra", "gid", "gpu-bind", "gpu-freq", "gpus",
+    "gpus-per-node", "gpus-per-socket", "gpus-per-task", "gres", "gres-flags", "hint", "kill-on-invalid-dep",
+    "licenses", "mail-type", "mail-user", "mcs-label", "mem", "mem-bind", "mem-per-cpu", "mem-per-gpu",
+    "mincpus", "network", "nodefile", "nodelist", "nodes", "ntasks", "ntasks-per-core", "ntasks-per-gpu",
+    "ntasks-per-node", "ntasks-per-socket", "partition", "power", "prefer", "priority", "profile", "qos",
+    "reservation", "resv-ports", "segment", "sockets-per-node", "switches", "thread-spec", "threads-per-core",
+    "time", "time-min", "tmp", "tres-bind", "tres-per-task", "uid", "wckey",
+})
+"""sbatch options that take a value: one given alone (``--slurm-arg partition``) would be ``#SBATCH
+--partition``, which sbatch refuses, so it is refused here in one line. Any other word given alone is
+a flag (``exclusive``, ``contiguous``, ``hold``, ``stepmgr``, a plugin's such as Pyxis'
+``container-writable``): ``#SBATCH --exclusive``."""
+REFUSED_FLAGS = frozenset({"wait", "test-only"})
+"""Flags a submit cannot take: with ``--wait`` sbatch returns when the job ends, ``--test-only``
+submits nothing."""
 _CNNBENCH_SHORT = frozenset("oeiDaJ")
 """Their one-letter forms."""
 
@@ -159,9 +175,11 @@ def slurm_args(value: Any, place: str) -> dict[str, str | bool]:
         if _cnnbench_sets(key):
             raise SettingsError(f"{place}: {key} is set by cnnbench (each job's log goes to the results folder's "
                                 ".slurm/, where --status reads it)")
-        if val is True and key.replace("_", "-") not in FLAG_OPTIONS:
-            raise SettingsError(f"{place}: expected KEY=VALUE, an sbatch option without its dashes (got "
-                                f"{quoted(key)}; given alone: {', '.join(sorted(FLAG_OPTIONS))})")
+        if val is True and key.replace("_", "-") in NEEDS_VALUE:
+            raise SettingsError(f"{place}: expected KEY=VALUE for {quoted(key)}, an sbatch option that takes a value")
+        if val is True and key.replace("_", "-") in REFUSED_FLAGS:
+            why = "sbatch would wait for the job to end" if key == "wait" else "nothing would be submitted"
+            raise SettingsError(f"{place}: {key} is not for a submit: {why}")
         if val is False or val is None:
             raise SettingsError(f"{place}.{key}: an option given without a value is true (leave out one not wanted)")
         out[key] = True if val is True else _text(val, f"{place}.{key}")
