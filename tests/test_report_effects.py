@@ -115,6 +115,11 @@ def test_a_field_of_three_values_says_how_to_ask_for_its_effects():
         "effect-batch_size-64-vs-32", "effect-batch_size-128-vs-32"]
     two = [r for r in recs if r["config"]["batch_size"] != 128]
     assert not any("takes 3 values" in t for b in build_report(two).blocks if isinstance(b, Bullets) for t in b.items)
+    # none pairs with the lowest, two others do: the note names one of those as the baseline
+    some = [record(model="resnet50", batch_size=b, ips=100.0 * b) for b in (64, 128)]
+    some.append(record(model="vgg16", batch_size=32, ips=50.0))
+    notes = [t for block in build_report(some).blocks if isinstance(block, Bullets) for t in block.items]
+    assert any("--effect batch_size --baseline batch_size=64 " in t for t in notes), notes
     # three values, but no two results that differ in it alone (each model at its own batch): nothing to ask for
     apart = [record(model=m, batch_size=b, ips=100.0) for m, b in (("resnet50", 32), ("vgg16", 64), ("alexnet", 128))]
     assert not any("takes 3 values" in t for b in build_report(apart).blocks if isinstance(b, Bullets)

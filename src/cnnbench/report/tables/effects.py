@@ -410,9 +410,10 @@ def _many_valued(points: PointSet, laid_out: Sequence[str], noise: float, ignore
         values = [v for v in points.distinct(name) if v is not None]
         if not name.startswith("config.") or name in NOT_DEFAULT or name in laid_out or len(values) < 3:
             continue
-        base = default_baseline(name, values)
-        if all(_effect(points, name, v, base, noise, tuple(f for f in ignore if f != name)) is None
-               for v in values if v != base):
+        others = tuple(f for f in ignore if f != name)
+        base = next((b for b in [default_baseline(name, values), *values]  # the default first, else one that pairs
+                     if any(_effect(points, name, v, b, noise, others) is not None for v in values if v != b)), None)
+        if base is None:
             continue
         short = F.short_name(name)
         shown = ", ".join(F.text(v) for v in values[:6]) + (", ..." if len(values) > 6 else "")
