@@ -258,6 +258,8 @@ def test_a_commands_flag_given_before_the_command_says_where_it_belongs(capsys):
 
 @pytest.mark.parametrize("argv, said", [
     (["-v", "run", "-v", "--model", "trivial"], "cnnbench run: error: unrecognized arguments: -v "),
+    (["-vv", "run", "-vv", "--model", "trivial"], "cnnbench run: error: unrecognized arguments: -vv "),
+    (["--verb", "run", "--verb", "--model", "trivial"], "cnnbench run: error: unrecognized arguments: --verb "),
     (["--limit=3", "results", "list", "x"],
      "cnnbench: error: unrecognized arguments: --limit=3 (--limit is an option of cnnbench results list: give it "
      "after results list)"),

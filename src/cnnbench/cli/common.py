@@ -70,7 +70,7 @@ class CliParser(argparse.ArgumentParser):
             words = list(sys.argv[1:] if args is None else args)
             command_at = next((i for i, w in enumerate(words) if not w.startswith("-")), len(words))
             flag = extras[0].split("=", 1)[0]
-            if parser is not self and flag not in self._option_string_actions and extras[0] in words[:command_at]:
+            if parser is not self and not self._knows(extras[0]) and extras[0] in words[:command_at]:
                 # cnnbench --quiet run: the top's to say, and where the flag belongs
                 path = parser.prog.removeprefix(self.prog + " ")
                 near = parser._nearest_flag([flag])
@@ -81,6 +81,16 @@ class CliParser(argparse.ArgumentParser):
             hint = parser._nearest_flag(extras)
             parser.error(f"unrecognized arguments: {' '.join(extras)}" + (f" (did you mean {hint}?)" if hint else ""))
         return parsed
+
+    def _knows(self, word: str) -> bool:
+        """Whether this parser takes ``word`` as one of its options, as argparse reads it: whole, a
+        unique beginning (``--verb``), or short ones run together (``-vv``)."""
+        try:
+            found = self._parse_optional(word)
+        except (argparse.ArgumentError, TypeError, ValueError):  # ambiguous, or another Python's shape
+            return False
+        tuples = found if isinstance(found, list) else [found] if found is not None else []  # 3.12+: a list
+        return any(isinstance(t, tuple) and t and t[0] is not None for t in tuples)
 
     def _innermost(self, parsed: argparse.Namespace) -> CliParser:
         """The parser of the (sub-)command ``parsed`` holds: ``cnnbench results list``'s, for one."""
