@@ -186,6 +186,31 @@ def test_a_report_cut_off_before_it_wrote_a_table_leaves_the_users_edit_of_it(st
     assert edited.read_text() == "edited by hand\n"
 
 
+def test_a_plot_drawn_before_the_report_was_cut_off_is_the_next_reports_to_remove(tmp_path, monkeypatch):
+    """A plot is known to the report only once every plot is drawn: one drawn before a cut-off was
+    left listed nowhere with bytes, and stayed as kept for good (review)."""
+    from cnnbench.report.render import drawing
+
+    records = scaling_records()
+    out = tmp_path / "report"
+    real, drawn = drawing._draw, []
+
+    def draw_then_stop(figure, outdir, key=None):
+        if drawn:
+            raise KeyboardInterrupt
+        drawn.append(real(figure, outdir, key))
+        return drawn[-1]
+
+    monkeypatch.setattr(drawing, "_draw", draw_then_stop)
+    with pytest.raises(KeyboardInterrupt):
+        write_report(build_report(records, ReportOptions(max_plots=2)), out, drawing_pool=drawing.prepare_drawing(0))
+    monkeypatch.undo()
+    assert len(drawn) == 1 and drawn[0].exists()
+    write_report(build_report(records, ReportOptions(max_plots=0)), out, plots=False)
+    assert not drawn[0].exists()
+    assert "kept" not in json.loads((out / ".cnnbench-report.json").read_text())
+
+
 def test_what_an_up_to_date_report_repeats_is_shown_as_text(store, tmp_path, capsys):
     """The manifest's remembered lines went to the terminal as they were: an escape sequence in one
     could retitle or clear it."""

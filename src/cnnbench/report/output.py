@@ -113,8 +113,9 @@ def write_report(report: Report, outdir: str | os.PathLike[str], plots: bool = T
     try:
         written = _write_files(report, out, tables, drawing_pool, digests)
     except BaseException:  # cut off (^C, a full disk): what it wrote, and only that, is the next report's to remove
+        mine = {**_digests(out, planned - own), **_known(digests)}  # at a name new to the folder: a plot drawn
         with contextlib.suppress(OSError):
-            write_manifest(out, own | planned, removable={**recorded, **_known(digests)})
+            write_manifest(out, own | planned, removable={**recorded, **mine})
         raise
     kept = set()
     for name in sorted(own - planned):  # earlier reports' files this one did not write again: as written, gone
@@ -141,6 +142,11 @@ def _write_files(report: Report, out: Path, tables: dict[str, Table], drawing_po
     digests[SUMMARY] = write_text(written.summary, render_markdown(report))
     digests[HTML] = write_text(written.html, render_html(report, out))
     return written
+
+
+def _digests(out: Path, names: set[str]) -> dict[str, str]:
+    """The digest of each of ``names`` that is a file in ``out`` now."""
+    return {name: digest for name in names if (digest := file_digest(out / name)) is not None}
 
 
 def _known(digests: dict[str, str | None]) -> dict[str, str]:
