@@ -234,7 +234,7 @@ def test_bad_options_are_one_line_errors(tmp_path, capsys):
     write_store(tmp_path / "r", [_record(1, 400.0)])
     assert main(["predict", str(tmp_path / "r"), "--devices", "1,x"]) == 2
     assert "--devices" in capsys.readouterr().err
-    for counts in ("1,,2", "1,2,", ","):  # an empty count was passed over: 1,,2 read as 1,2
+    for counts in ("1,,2", "1,2,", ",", "1_0", "\u0663"):  # 1,,2 was read as 1,2, 1_0 as 10, an Arabic-Indic 3 as 3
         assert main(["predict", str(tmp_path / "r"), "--devices", counts]) == 2
         assert f"--devices: expected counts such as 1,2,4, got '{counts}'" in capsys.readouterr().err
     assert main(["predict", str(tmp_path / "r"), "--strategy", "horovod"]) == 2

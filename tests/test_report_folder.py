@@ -155,6 +155,7 @@ def test_files_a_cut_off_report_wrote_are_removed_or_kept_never_refused_later(st
     # cut off so that nothing could be left (a kill): its files are kept, listed, and written over later
     monkeypatch.setattr(output, "render_html", cut)
     monkeypatch.setattr(output, "_known", lambda digests: {})
+    monkeypatch.setattr(output, "_digests", lambda out, names: {})
     assert main(["report", str(store), "-o", str(out), "--no-plots", "--rebuild"]) != 0
     monkeypatch.undo()
     assert main(["report", str(store), "-o", str(out), "--no-plots", "--where", "model=vgg16", "--rebuild"]) == 0

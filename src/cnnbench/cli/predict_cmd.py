@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import functools
 import math
+import re
 import sys
 
 from cnnbench.cli.common import UserError
@@ -75,10 +76,10 @@ def parse_devices(text: str | None) -> tuple[int, ...] | None:
     """``1,2,8`` -> (1, 2, 8); a one-line error otherwise."""
     if text is None:
         return None
-    try:
-        values = tuple(int(v) for v in text.split(","))  # an empty count (1,,2 or 1,2,) is no count
-    except ValueError:
-        raise UserError(f"--devices: expected counts such as 1,2,4, got {text!r}") from None
+    parts = text.split(",")  # an empty count (1,,2 or 1,2,) is no count, nor 1_0 or a digit of another script
+    if not all(re.fullmatch(r"\s*[0-9]{1,9}\s*", v) for v in parts):
+        raise UserError(f"--devices: expected counts such as 1,2,4, got {text!r}")
+    values = tuple(int(v) for v in parts)
     if not values or any(v < 1 for v in values):
         raise UserError(f"--devices: expected counts of 1 or more, got {text!r}")
     return values
