@@ -213,7 +213,7 @@ def test_a_command_whose_output_reader_goes_still_does_its_work(tmp_path):
     code, _ = _reader_gone(["sweep", str(suite), "--results-dir", "sw", "--plain"], tmp_path, both=True)
     assert code == 0 and [r["status"] for r in read_records(tmp_path / "sw")[0]] == ["ok", "ok"]
     for argv in (["sweep", str(suite), "--dry-run"], ["predict", "r"], ["results", "list", "r"],
-                 ["results", "query", "SELECT * FROM steps", "r"]):
+                 ["results", "query", "SELECT * FROM steps", "r"], ["results", "export", "--format", "csv", "r"]):
         code, err = _reader_gone(argv, tmp_path)
         assert code == 0 and "Traceback" not in err and "Broken pipe" not in err, (argv, err)
 

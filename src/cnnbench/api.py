@@ -122,26 +122,15 @@ def check_store_and_run(config: RunConfig, *, emit: Callable[[str], None] | None
     """
     if append:
         indices = config.gpu_index_list()
-        _check_store(config.results_dir, config.device, config.machine_label, indices[0] if indices else 0,
-                     traces=bool(config.profile_steps))
+        from cnnbench.results.outputs import check_run_store
+
+        check_run_store(config.results_dir, config.device, config.machine_label, indices[0] if indices else 0,
+                        traces=bool(config.profile_steps))
     from cnnbench.engine import run_and_append
     from cnnbench.results.sessions import invocation
 
     with invocation():  # before any worker process starts, so that its record carries this invocation's id
         return run_and_append(config, emit=emit, own_process=own_process, append=append)
-
-
-def _check_store(results_dir: PathLike, device: str, machine_label: str | None, gpu_index: int = 0, *,
-                 traces: bool = False) -> None:
-    """Before a run on ``device``: ``results_dir`` can take its record, in the file of its machine
-    label (``machine_label``, or the one the run will derive); raises ``OutputError`` naming
-    ``--results-dir`` (or ``--machine-label``) in one line, as ``cnnbench run`` says it."""
-    from cnnbench.machine.environment import expected_machine_label
-    from cnnbench.results.outputs import TRACES, check_results_dir
-
-    check_results_dir(results_dir, [machine_label], uses=[TRACES] if traces else ())  # the folder first: no torch
-    if machine_label is None:
-        check_results_dir(results_dir, [expected_machine_label(device, None, gpu_index)])
 
 
 def measure_data(config: DataBenchConfig, *, emit: Callable[[str], None] | None = None,
@@ -154,7 +143,9 @@ def measure_data(config: DataBenchConfig, *, emit: Callable[[str], None] | None 
     from cnnbench.results.store import append_record
 
     if append:
-        _check_store(config.results_dir, config.device, config.machine_label)
+        from cnnbench.results.outputs import check_run_store
+
+        check_run_store(config.results_dir, config.device, config.machine_label)
     with host_cpus_pinned(config.host_cpus):
         from cnnbench.results.sessions import invocation
 

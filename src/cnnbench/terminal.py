@@ -47,15 +47,22 @@ class DroppedOnceClosed:
             self._drop()
 
     def _drop(self) -> None:
-        with contextlib.suppress(OSError, ValueError, AttributeError):  # a stream without a descriptor: left
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, self._stream.fileno())
-            os.close(devnull)
-            with contextlib.suppress(BrokenPipeError):
-                self._stream.flush()  # what was left in its buffer, into the void
+        drop_output(self._stream)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
+
+
+def drop_output(stream: Any) -> None:
+    """Send ``stream``'s descriptor, whose reader has gone, to ``/dev/null``: what is written to it
+    from now on (what is left in its buffer first) goes nowhere. A stream without a descriptor is
+    left as it is."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stream.fileno())
+        os.close(devnull)
+        with contextlib.suppress(BrokenPipeError):
+            stream.flush()
 
 
 @contextlib.contextmanager

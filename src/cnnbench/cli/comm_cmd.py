@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from cnnbench.cli.common import UserError, check_output
+from cnnbench.cli.common import UserError
 
 _COLLECTIVES = "all_reduce, reduce, broadcast, all_gather, reduce_scatter, all_to_all"
 _DTYPES = ("float32", "float16", "bfloat16", "float64", "int8", "uint8", "int32", "int64", "float8_e4m3fn",
@@ -71,7 +71,12 @@ def handle(args: argparse.Namespace) -> int:
             machine_label=args.machine_label, oversubscribe=args.oversubscribe, timeout=args.timeout)
     except ConfigError as exc:
         raise UserError.from_config(exc, "comm") from None
-    check_output(config.results_dir, [config.machine_label], device=config.device)  # the label it derives too
+    from cnnbench.results.outputs import OutputError, check_run_store
+
+    try:  # the file of the label it derives too, before any worker starts
+        check_run_store(config.results_dir, config.device, config.machine_label)
+    except OutputError as exc:
+        raise UserError(str(exc)) from None
     return _run(config)
 
 

@@ -26,21 +26,14 @@ class UserError(Exception):
         return cls(text if text.endswith("`)") else f"{text} (see cnnbench {command} --help)")
 
 
-def check_output(results_dir: str, machine_labels: Iterable[str | None] = (), *, traces: bool = False,
-                 device: str | None = None) -> None:
+def check_output(results_dir: str, machine_labels: Iterable[str | None] = (), *, traces: bool = False) -> None:
     """Before any work: the results folder (and each labelled machine's file in it) can be
     written, or one line and exit 2. ``run``, ``sweep`` and ``import`` call this; ``traces``: the
-    command keeps profiler traces in the store (its ``traces/`` is checked too); ``device``: a
-    label left to the run (None) is the one a run on it derives, whose file is checked too."""
+    command keeps profiler traces in the store (its ``traces/`` is checked too)."""
     from cnnbench.results.outputs import TRACES, OutputError, check_results_dir
 
-    labels = list(machine_labels)
     try:
-        check_results_dir(results_dir, labels, uses=[TRACES] if traces else ())
-        if device is not None and None in labels:
-            from cnnbench.machine.environment import expected_machine_label
-
-            check_results_dir(results_dir, [expected_machine_label(device)])
+        check_results_dir(results_dir, machine_labels, uses=[TRACES] if traces else ())
     except OutputError as exc:
         raise UserError(str(exc)) from None
 

@@ -342,9 +342,10 @@ def _written(write: Callable[[], None], output: str | None, runs: int, columns: 
         write()
     except ExportError as exc:
         raise UserError(str(exc)) from None
-    except BrokenPipeError:  # `| head`: the reader has what it wanted
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+    except BrokenPipeError:  # `| head` of an export written to sys.stdout.buffer, past the wrapper of cli.main
+        from cnnbench.terminal import drop_output
+
+        drop_output(sys.stdout)
         return 0
     except OSError as exc:
         raise UserError(_export_failure(output, exc), exit_code=1) from None

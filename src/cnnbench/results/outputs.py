@@ -6,6 +6,8 @@ over its own input fail in a moment with one line, instead of after the benchmar
 
 * :func:`check_results_dir` — the results store of ``cnnbench run``, ``sweep`` and ``import``,
   and the files the given machine labels name in it;
+* :func:`check_run_store` — the same for one run (``run``, ``data``, ``comm``), the label it will
+  derive included;
 * :func:`check_output_file` — one file written whole (``cnnbench results export -o``);
 * :func:`check_output_folder` — a folder of files (``cnnbench report -o``).
 
@@ -81,6 +83,19 @@ def check_results_dir(results_dir: str | os.PathLike[str], machine_labels: Itera
         if os.path.lexists(target):
             _try_append(target, flag, folder)
     return folder
+
+
+def check_run_store(results_dir: str | os.PathLike[str], device: str, machine_label: str | None,
+                    gpu_index: int = 0, *, traces: bool = False) -> None:
+    """Before a run on ``device`` (``run``, ``data``, ``comm``): ``results_dir`` can take its record,
+    in the file of its machine label (``machine_label``, or the one the run will derive, from CUDA
+    device ``gpu_index`` on a CUDA run); raises :class:`OutputError` naming ``--results-dir`` (or
+    ``--machine-label``) in one line."""
+    from cnnbench.machine.environment import expected_machine_label
+
+    check_results_dir(results_dir, [machine_label], uses=[TRACES] if traces else ())  # the folder first: no torch
+    if machine_label is None:
+        check_results_dir(results_dir, [expected_machine_label(device, None, gpu_index)])
 
 
 def _check_store_entries(folder: Path, flag: str) -> None:
